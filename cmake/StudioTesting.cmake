@@ -1,0 +1,18 @@
+# studio_add_test(NAME SOURCES src... LIBS lib... [LABELS l...] [TIMEOUT s] [ENV VAR=value...])
+# One Qt Test executable per test class, registered with CTest under the same name.
+function(studio_add_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE Qt6::Test Qt6::Core studio_warnings ${T_LIBS})
+  target_compile_definitions(${name} PRIVATE
+    STUDIO_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    STUDIO_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
+    STUDIO_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  set_target_properties(${name} PROPERTIES AUTOMOC ON)
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+                       ENVIRONMENT "QT_QPA_PLATFORM=offscreen;${T_ENV}")
+endfunction()

@@ -1,0 +1,213 @@
+#include "studio/config/config_io.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "studio/config/atomic_file.h"
+#include "studio/config/config_schema.h"
+
+namespace studio {
+namespace {
+
+SourcePos pos_of(const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  return {m.line + 1, m.column + 1};
+}
+
+Diagnostic at(const std::string& file, SourcePos p, Severity sev, std::string key,
+              std::string message, std::string allowed = {}) {
+  return {sev, file, p.line, p.column, std::move(key), std::move(message), std::move(allowed)};
+}
+
+void read_key(const std::string& file, const YAML::Node& k, const YAML::Node& v, LoadResult& res,
+              std::map<std::string, int>& seen) {
+  RunConfig& cfg = res.config;
+  auto& diags = res.diagnostics;
+  const SourcePos kp = pos_of(k);
+  if (!k.IsScalar()) {
+    diags.push_back(at(file, kp, Severity::Error, "", "a key must be a plain name"));
+    return;
+  }
+  const std::string key = k.Scalar();
+  if (auto it = seen.find(key); it != seen.end()) {
+    diags.push_back(at(file, kp, Severity::Error, key,
+                       "duplicate key (first given at line " + std::to_string(it->second) +
+                           "): keep one"));
+    return;
+  }
+  seen[key] = kp.line;
+  cfg.source.key_pos[key] = kp;
+  cfg.source.value_pos[key] = v.IsNull() ? kp : pos_of(v);
+
+  if (const FieldSpec* f = find_field(key)) {
+    std::string err = f->parse(v, cfg);
+    if (!err.empty())
+      diags.push_back(at(file, cfg.source.value_pos[key], Severity::Error, key, err, f->allowed));
+    else if (f->support == KeySupport::NoEffect)
+      diags.push_back(at(file, kp, Severity::Warning, key,
+                         "accepted for compatibility, no effect: " + std::string(f->help)));
+    return;
+  }
+  if (std::string why = refused_extra_key(key, v); !why.empty()) {
+    diags.push_back(at(file, pos_of(v), Severity::Error, key, why));
+    return;
+  }
+  RawYaml raw;
+  YAML::Emitter e;
+  e << v;
+  raw.text = e.c_str();
+  cfg.extra_keys.push_back({key, raw, kp.line});
+  std::string msg = "not used by studio-train; kept as written when the config is saved";
+  if (std::string near = suggest_key(key); !near.empty()) msg += " (did you mean '" + near + "'?)";
+  diags.push_back(at(file, kp, Severity::Warning, key, msg));
+}
+
+// yaml-cpp's messages are terse ("illegal map value"); say what usually causes them.
+std::string explain_yaml_error(const std::string& msg) {
+  std::string out = "malformed YAML: " + msg;
+  if (msg.find("map value") != std::string::npos || msg.find("end of map") != std::string::npos)
+    out += " (check the indentation and that each line is 'key: value'; quote values holding ': ')";
+  return out;
+}
+
+// yaml-cpp notices a top-level line without a colon only on a later line, where the plain
+// scalar it started ends. Find that line (at or before `error_line`) so the message points at it.
+int first_line_without_colon(std::string_view text, int error_line) {
+  int line = 0;
+  size_t start = 0;
+  while (start <= text.size() && ++line <= error_line) {
+    size_t end = text.find('\n', start);
+    std::string_view l = text.substr(start, end == std::string_view::npos ? text.npos : end - start);
+    start = end == std::string_view::npos ? text.size() + 1 : end + 1;
+    if (l.empty() || l[0] == ' ' || l[0] == '\t' || l[0] == '#' || l[0] == '-' || l[0] == '{' ||
+        l[0] == '[' || l == "---" || l == "...")
+      continue;
+    const size_t colon = l.find(':');
+    if (colon == std::string_view::npos) return line;
+  }
+  return 0;
+}
+
+}  // namespace
+
+LoadResult load_config_string(std::string_view yaml, const std::string& display_name) {
+  LoadResult res;
+  res.config.source.file = display_name;
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::ParserException& e) {
+    SourcePos p{e.mark.line + 1, e.mark.column + 1};
+    std::string msg = explain_yaml_error(e.msg);
+    if (int bad = first_line_without_colon(yaml, p.line); bad > 0) {
+      p = {bad, 1};
+      msg = "malformed YAML: this line is not 'key: value' (" + e.msg + " at line " +
+            std::to_string(e.mark.line + 1) + ")";
+    }
+    res.diagnostics.push_back(at(display_name, p, Severity::Error, "", msg));
+    return res;
+  } catch (const YAML::Exception& e) {
+    res.diagnostics.push_back(at(display_name, {1, 1}, Severity::Error, "",
+                                 "cannot read YAML: " + std::string(e.what())));
+    return res;
+  }
+  if (root.IsNull()) {
+    res.diagnostics.push_back(at(display_name, {1, 1}, Severity::Error, "",
+                                 "the config is empty: it needs at least model_name_or_path, "
+                                 "dataset, template and output_dir"));
+    return res;
+  }
+  if (!root.IsMap()) {
+    res.diagnostics.push_back(at(display_name, pos_of(root), Severity::Error, "",
+                                 "a run config is a mapping of 'key: value' lines"));
+    return res;
+  }
+  std::map<std::string, int> seen;
+  for (const auto& kv : root) read_key(display_name, kv.first, kv.second, res, seen);
+  sort_by_position(res.diagnostics);
+  return res;
+}
+
+LoadResult load_config_file(const std::string& path) {
+  std::string text, error;
+  if (!read_file(path, text, error)) {
+    LoadResult res;
+    res.config.source.file = path;
+    res.diagnostics.push_back(at(path, {1, 1}, Severity::Error, "",
+                                 error + " (give the path of a LLaMA-Factory training YAML)"));
+    return res;
+  }
+  return load_config_string(text, path);
+}
+
+namespace {
+
+// One `key: value` entry; block collections go on the following lines, indented.
+void write_entry(std::ostringstream& out, std::string_view key, const YAML::Node& value) {
+  YAML::Emitter e;
+  e << YAML::BeginMap << YAML::Key << std::string(key) << YAML::Value;
+  if (value.IsNull())
+    e << YAML::Null;
+  else
+    e << value;
+  e << YAML::EndMap;
+  out << e.c_str() << '\n';
+}
+
+std::string to_yaml_full(const RunConfig& cfg) {
+  std::ostringstream out;
+  std::string_view group;
+  for (const auto& f : config_fields()) {
+    if (f.group != group) {
+      out << (group.empty() ? "" : "\n") << "### " << f.group << '\n';
+      group = f.group;
+    }
+    write_entry(out, f.key, f.to_node(cfg));
+  }
+  if (!cfg.extra_keys.empty()) out << "\n### not used by studio-train (kept as written)\n";
+  for (const auto& x : cfg.extra_keys) write_entry(out, x.key, YAML::Load(x.value.text));
+  return out.str();
+}
+
+std::string to_yaml_minimal(const RunConfig& cfg) {
+  struct Entry {
+    long order;
+    std::string_view key;
+    YAML::Node value;
+  };
+  std::vector<Entry> entries;
+  long unplaced = INT_MAX;  // keys set in memory go after the file's keys, in table order
+  for (const auto& f : config_fields()) {
+    auto pos = cfg.source.key_pos.find(std::string(f.key));
+    const bool from_file = pos != cfg.source.key_pos.end();
+    if (!from_file && (f.is_default(cfg) && !f.required)) continue;
+    entries.push_back({from_file ? pos->second.line : unplaced++, f.key, f.to_node(cfg)});
+  }
+  for (const auto& x : cfg.extra_keys)
+    entries.push_back({x.line > 0 ? x.line : unplaced++, x.key, YAML::Load(x.value.text)});
+  // Sort indices: assigning a YAML::Node writes through to the node it refers to, so the
+  // entries themselves must not be moved around.
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return entries[a].order < entries[b].order; });
+  std::ostringstream out;
+  for (size_t i : order) write_entry(out, entries[i].key, entries[i].value);
+  return out.str();
+}
+
+}  // namespace
+
+std::string to_yaml(const RunConfig& cfg, YamlStyle style) {
+  return style == YamlStyle::Full ? to_yaml_full(cfg) : to_yaml_minimal(cfg);
+}
+
+std::string save_config_file(const RunConfig& cfg, const std::string& path, YamlStyle style) {
+  return write_file_atomic(path, to_yaml(cfg, style));
+}
+
+}  // namespace studio

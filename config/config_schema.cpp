@@ -1,0 +1,530 @@
+#include "studio/config/config_schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "enum_names.h"
+
+namespace studio {
+namespace {
+
+std::string kind_of(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "nothing";
+    default: return "'" + n.Scalar() + "'";
+  }
+}
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// YAML 1.1 spells floats with a dot and a signed exponent (5.0e-06); PyYAML reads "5e-06" as a
+// string, so this form is what LLaMA-Factory can read back.
+std::string format_double(double v) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s = buf;
+  auto e = s.find_first_of("eE");
+  std::string mant = e == std::string::npos ? s : s.substr(0, e);
+  std::string exp = e == std::string::npos ? "" : s.substr(e + 1);
+  if (mant.find('.') == std::string::npos) mant += ".0";
+  if (exp.empty()) return mant;
+  if (exp[0] != '-' && exp[0] != '+') exp = "+" + exp;
+  return mant + "e" + exp;
+}
+
+// --- codecs: one per field type ---------------------------------------------------------------
+template <typename T, typename = void>
+struct Codec;
+
+template <>
+struct Codec<bool> {
+  static std::string parse(const YAML::Node& n, bool& out) {
+    if (!n.IsScalar()) return "expected true or false, got " + kind_of(n);
+    const std::string s = lower(trim(n.Scalar()));
+    if (s == "true" || s == "yes" || s == "on" || s == "y" || s == "1") return out = true, "";
+    if (s == "false" || s == "no" || s == "off" || s == "n" || s == "0") return out = false, "";
+    return "expected true or false, got " + kind_of(n);
+  }
+  static YAML::Node to_node(bool v) { return YAML::Node(v ? "true" : "false"); }
+  static std::string allowed() { return "true | false"; }
+};
+
+template <>
+struct Codec<double> {
+  static std::string parse(const YAML::Node& n, double& out) {
+    if (!n.IsScalar() || !parse_double(n.Scalar(), out))
+      return "expected a number (e.g. 5.0e-6), got " + kind_of(n);
+    return "";
+  }
+  static YAML::Node to_node(double v) { return YAML::Node(format_double(v)); }
+  static std::string allowed() { return ""; }
+};
+
+template <>
+struct Codec<int64_t> {
+  static std::string parse(const YAML::Node& n, int64_t& out) {
+    double d = 0;
+    if (!n.IsScalar() || !parse_double(n.Scalar(), d))
+      return "expected a whole number, got " + kind_of(n);
+    if (d != std::floor(d) || std::fabs(d) > 9.0e15)
+      return "expected a whole number, got " + kind_of(n);
+    out = static_cast<int64_t>(d);
+    return "";
+  }
+  static YAML::Node to_node(int64_t v) { return YAML::Node(std::to_string(v)); }
+  static std::string allowed() { return ""; }
+};
+
+template <>
+struct Codec<std::string> {
+  static std::string parse(const YAML::Node& n, std::string& out) {
+    if (!n.IsScalar()) return "expected text, got " + kind_of(n);
+    out = n.Scalar();
+    return "";
+  }
+  static YAML::Node to_node(const std::string& v) { return YAML::Node(v); }
+  static std::string allowed() { return ""; }
+};
+
+// `dataset: a,b` (LLaMA-Factory's comma list); a YAML list is accepted too.
+template <>
+struct Codec<std::vector<std::string>> {
+  static std::string parse(const YAML::Node& n, std::vector<std::string>& out) {
+    out.clear();
+    std::vector<std::string> items;
+    if (n.IsSequence()) {
+      for (const auto& item : n) {
+        if (!item.IsScalar()) return "expected names, got a list holding " + kind_of(item);
+        items.push_back(item.Scalar());
+      }
+    } else if (n.IsScalar()) {
+      std::string_view s = n.Scalar();
+      size_t start = 0;
+      while (true) {
+        size_t comma = s.find(',', start);
+        items.emplace_back(s.substr(start, comma == std::string_view::npos ? s.npos : comma - start));
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+      }
+    } else {
+      return "expected a comma-separated list of names, got " + kind_of(n);
+    }
+    for (auto& item : items) {
+      item = trim(item);
+      if (item.empty()) return "an empty name in the list '" + n.Scalar() + "'";
+      out.push_back(item);
+    }
+    return "";
+  }
+  static YAML::Node to_node(const std::vector<std::string>& v) {
+    if (v.empty()) return YAML::Node(YAML::NodeType::Null);
+    std::string joined;
+    for (const auto& s : v) joined += (joined.empty() ? "" : ",") + s;
+    return YAML::Node(joined);
+  }
+  static std::string allowed() { return ""; }
+};
+
+// lr_scheduler_kwargs: a mapping of numbers, also accepted as a JSON string as LLaMA-Factory does.
+template <>
+struct Codec<std::map<std::string, double>> {
+  static std::string parse(const YAML::Node& n, std::map<std::string, double>& out) {
+    out.clear();
+    YAML::Node map = n;
+    if (n.IsScalar()) {
+      try {
+        map = YAML::Load(n.Scalar());
+      } catch (const YAML::Exception&) {
+        return "expected a mapping such as {\"min_lr_rate\": 0.1}, got " + kind_of(n);
+      }
+    }
+    if (map.IsNull()) return "";
+    if (!map.IsMap()) return "expected a mapping such as {\"min_lr_rate\": 0.1}, got " + kind_of(n);
+    for (const auto& kv : map) {
+      double v = 0;
+      if (!kv.second.IsScalar() || !parse_double(kv.second.Scalar(), v))
+        return "'" + kv.first.Scalar() + "' must be a number, got " + kind_of(kv.second);
+      out[kv.first.Scalar()] = v;
+    }
+    return "";
+  }
+  static YAML::Node to_node(const std::map<std::string, double>& v) {
+    if (v.empty()) return YAML::Node(YAML::NodeType::Null);
+    YAML::Node map(YAML::NodeType::Map);
+    for (const auto& [k, x] : v) map[k] = Codec<double>::to_node(x);
+    map.SetStyle(YAML::EmitterStyle::Flow);
+    return map;
+  }
+  static std::string allowed() { return ""; }
+};
+
+template <>
+struct Codec<RawYaml> {
+  static std::string parse(const YAML::Node& n, RawYaml& out) {
+    YAML::Emitter e;
+    e << n;
+    out.text = e.c_str();
+    return "";
+  }
+  static YAML::Node to_node(const RawYaml& v) { return YAML::Load(v.text); }
+  static std::string allowed() { return ""; }
+};
+
+template <typename E>
+struct Codec<E, std::enable_if_t<std::is_enum_v<E>>> {
+  static std::string parse(const YAML::Node& n, E& out) {
+    if (!n.IsScalar()) return "expected one of the values below, got " + kind_of(n);
+    const std::string s = trim(n.Scalar());
+    for (const auto& [value, name] : detail::EnumInfo<E>::names())
+      if (name == s) return out = value, "";
+    const auto& refused = detail::EnumInfo<E>::refused();
+    if (std::find(refused.begin(), refused.end(), s) != refused.end())
+      return "'" + s + "' is not supported: " + std::string(detail::EnumInfo<E>::refused_why);
+    return "'" + s + "' is not a valid value";
+  }
+  static YAML::Node to_node(E v) { return YAML::Node(std::string(detail::enum_name(v))); }
+  static std::string allowed() { return detail::enum_allowed<E>(); }
+};
+
+template <typename T>
+struct Codec<std::optional<T>> {
+  static std::string parse(const YAML::Node& n, std::optional<T>& out) {
+    if (n.IsNull()) return out.reset(), "";
+    T v{};
+    std::string err = Codec<T>::parse(n, v);
+    if (err.empty()) out = std::move(v);
+    return err;
+  }
+  static YAML::Node to_node(const std::optional<T>& v) {
+    return v ? Codec<T>::to_node(*v) : YAML::Node(YAML::NodeType::Null);
+  }
+  static std::string allowed() { return Codec<T>::allowed(); }
+};
+
+bool same_yaml(const YAML::Node& a, const YAML::Node& b) {
+  YAML::Emitter ea, eb;
+  ea << a;
+  eb << b;
+  return std::string(ea.c_str()) == eb.c_str();
+}
+
+// Keys whose empty value (`key:` or `key: null`) means "unset" rather than an error.
+template <typename T>
+struct AcceptsNull : std::false_type {};
+template <typename T>
+struct AcceptsNull<std::optional<T>> : std::true_type {};
+template <>
+struct AcceptsNull<std::vector<std::string>> : std::true_type {};
+template <>
+struct AcceptsNull<std::map<std::string, double>> : std::true_type {};
+
+struct FieldOptions {
+  KeySupport support = KeySupport::Used;
+  bool required = false;
+  std::string allowed;  // overrides the codec's list (ranges, template names)
+};
+
+FieldOptions required(std::string allowed = {}) {
+  FieldOptions o;
+  o.required = true;
+  o.allowed = std::move(allowed);
+  return o;
+}
+FieldOptions no_effect() {
+  FieldOptions o;
+  o.support = KeySupport::NoEffect;
+  return o;
+}
+FieldOptions range(std::string allowed) {
+  FieldOptions o;
+  o.allowed = std::move(allowed);
+  return o;
+}
+
+template <typename T>
+FieldSpec field(std::string_view key, std::string_view group, T RunConfig::*member,
+                std::string_view help, FieldOptions opt = {}) {
+  FieldSpec f;
+  f.key = key;
+  f.group = group;
+  f.help = help;
+  f.support = opt.support;
+  f.required = opt.required;
+  f.allowed = opt.allowed.empty() ? Codec<T>::allowed() : opt.allowed;
+  f.parse = [member](const YAML::Node& n, RunConfig& cfg) -> std::string {
+    if (n.IsNull()) {
+      if constexpr (AcceptsNull<T>::value) {
+        cfg.*member = T{};
+        return "";
+      } else {
+        return "needs a value";
+      }
+    }
+    return Codec<T>::parse(n, cfg.*member);
+  };
+  f.to_node = [member](const RunConfig& cfg) { return Codec<T>::to_node(cfg.*member); };
+  f.is_default = [member](const RunConfig& cfg) {
+    static const RunConfig defaults;
+    return same_yaml(Codec<T>::to_node(cfg.*member), Codec<T>::to_node(defaults.*member));
+  };
+  return f;
+}
+
+}  // namespace
+
+bool parse_double(std::string_view text, double& out) {
+  std::string s = trim(text);
+  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());  // YAML 1.1 allows 1_000
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' ||
+          c == '+' || c == '-'))
+      return false;
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
+
+const std::vector<FieldSpec>& config_fields() {
+  using R = RunConfig;
+  static const std::vector<FieldSpec> fields = [] {
+    std::string templates;
+    for (const auto& t : known_templates()) templates += (templates.empty() ? "" : " | ") + t;
+    return std::vector<FieldSpec>{
+        // model
+        field("model_name_or_path", "model", &R::model_name_or_path,
+              "local Hugging Face model folder (config.json, *.safetensors, tokenizer.json)",
+              required()),
+        field("trust_remote_code", "model", &R::trust_remote_code,
+              "accepted; studio-train never runs code shipped with a model", no_effect()),
+        field("ref_model", "model", &R::ref_model,
+              "DPO reference model folder; default: a frozen copy of the initial weights"),
+        // method
+        field("stage", "method", &R::stage, "training stage"),
+        field("do_train", "method", &R::do_train, "train (false leaves nothing to do)"),
+        field("finetuning_type", "method", &R::finetuning_type, "which weights are trained"),
+        field("deepspeed", "method", &R::deepspeed,
+              "DeepSpeed JSON; its zero_optimization stage and offload flags are the ZeRO request"),
+        field("pref_beta", "method", &R::pref_beta, "DPO beta", range("> 0")),
+        field("pref_loss", "method", &R::pref_loss, "DPO loss"),
+        field("pref_ftx", "method", &R::pref_ftx, "weight of the SFT loss mixed into DPO",
+              range(">= 0")),
+        field("dpo_label_smoothing", "method", &R::dpo_label_smoothing,
+              "label smoothing of the sigmoid DPO loss", range("0 to 0.5")),
+        field("precompute_ref_logps", "method", &R::precompute_ref_logps,
+              "compute reference log-probs once before training; no reference model in memory"),
+        // data
+        field("dataset", "data", &R::dataset, "comma-separated names from dataset_info.json",
+              required()),
+        field("dataset_dir", "data", &R::dataset_dir, "folder holding dataset_info.json"),
+        field("eval_dataset", "data", &R::eval_dataset, "evaluation dataset names"),
+        field("val_size", "data", &R::val_size,
+              "held-out share of the training data (fraction < 1, or a sample count)",
+              range("0 <= fraction < 1, or a whole count")),
+        field("template", "data", &R::template_name, "chat template",
+              required(templates)),
+        field("cutoff_len", "data", &R::cutoff_len, "tokens per sequence",
+              range(">= 1")),
+        field("max_samples", "data", &R::max_samples, "at most this many samples per dataset"),
+        field("train_on_prompt", "data", &R::train_on_prompt, "also train on prompt tokens"),
+        field("mask_history", "data", &R::mask_history, "train on the last turn only"),
+        field("packing", "data", &R::packing, "pack several samples into one sequence"),
+        field("neat_packing", "data", &R::neat_packing,
+              "packing without attention across sample boundaries"),
+        field("overwrite_cache", "data", &R::overwrite_cache,
+              "re-tokenize even when a cache for the same data and settings exists"),
+        field("preprocessing_num_workers", "data", &R::preprocessing_num_workers,
+              "tokenizer worker threads (default: all cores)"),
+        field("dataloader_num_workers", "data", &R::dataloader_num_workers,
+              "accepted; batches are assembled in-process", no_effect()),
+        // output
+        field("output_dir", "output", &R::output_dir,
+              "run folder: checkpoints, final model, events.jsonl, status.json",
+              required()),
+        field("overwrite_output_dir", "output", &R::overwrite_output_dir,
+              "allow an output_dir that already holds files"),
+        field("logging_steps", "output", &R::logging_steps, "steps between logged metrics",
+              range(">= 1")),
+        field("save_steps", "output", &R::save_steps, "steps between checkpoints",
+              range(">= 1")),
+        field("save_total_limit", "output", &R::save_total_limit,
+              "keep at most this many checkpoints", range(">= 1")),
+        field("save_only_model", "output", &R::save_only_model,
+              "checkpoints hold the model only (no optimizer state: cannot resume exactly)"),
+        field("plot_loss", "output", &R::plot_loss,
+              "accepted; the studio plots every run from events.jsonl", no_effect()),
+        field("report_to", "output", &R::report_to,
+              "accepted; metrics are written to events.jsonl", no_effect()),
+        // optimisation
+        field("per_device_train_batch_size", "train", &R::per_device_train_batch_size,
+              "sequences per rank per micro-step", range(">= 1")),
+        field("gradient_accumulation_steps", "train", &R::gradient_accumulation_steps,
+              "micro-steps per optimizer step", range(">= 1")),
+        field("learning_rate", "train", &R::learning_rate, "peak learning rate",
+              range("> 0")),
+        field("num_train_epochs", "train", &R::num_train_epochs,
+              "epochs (when max_steps is not set)", range("> 0")),
+        field("max_steps", "train", &R::max_steps, "optimizer steps; > 0 overrides epochs"),
+        field("lr_scheduler_type", "train", &R::lr_scheduler_type, "learning-rate schedule"),
+        field("lr_scheduler_kwargs", "train", &R::lr_scheduler_kwargs,
+              "schedule options: min_lr_rate or min_lr for cosine_with_min_lr"),
+        field("warmup_ratio", "train", &R::warmup_ratio, "share of steps spent warming up",
+              range("0 <= ratio < 1")),
+        field("warmup_steps", "train", &R::warmup_steps, "warm-up steps; > 0 overrides the ratio",
+              range(">= 0")),
+        field("weight_decay", "train", &R::weight_decay,
+              "AdamW decoupled weight decay (never on norms and biases)",
+              range(">= 0")),
+        field("adam_beta1", "train", &R::adam_beta1, "AdamW beta1",
+              range("0 <= beta < 1")),
+        field("adam_beta2", "train", &R::adam_beta2, "AdamW beta2",
+              range("0 <= beta < 1")),
+        field("adam_epsilon", "train", &R::adam_epsilon, "AdamW epsilon",
+              range("> 0")),
+        field("max_grad_norm", "train", &R::max_grad_norm, "clip the global gradient norm; 0: off",
+              range(">= 0")),
+        field("bf16", "train", &R::bf16, "bf16 compute with fp32 master weights"),
+        field("fp16", "train", &R::fp16, "fp16 compute with loss scaling"),
+        field("pure_bf16", "train", &R::pure_bf16, "bf16 weights and optimizer states"),
+        field("gradient_checkpointing", "train", &R::gradient_checkpointing,
+              "recompute each decoder layer's activations in backward"),
+        field("flash_attn", "train", &R::flash_attn, "attention backend"),
+        field("ddp_timeout", "train", &R::ddp_timeout,
+              "seconds before a collective counts as hung", range(">= 1")),
+        field("seed", "train", &R::seed, "random seed", range(">= 0")),
+        field("resume_from_checkpoint", "train", &R::resume_from_checkpoint,
+              "checkpoint folder to continue from"),
+        // evaluation
+        field("per_device_eval_batch_size", "eval", &R::per_device_eval_batch_size,
+              "sequences per rank in evaluation", range(">= 1")),
+        field("eval_strategy", "eval", &R::eval_strategy, "when to evaluate"),
+        field("eval_steps", "eval", &R::eval_steps, "steps between evaluations",
+              range(">= 1")),
+        // sequence parallelism
+        field("sequence_parallel_size", "sequence parallelism", &R::sequence_parallel_size,
+              "ranks that share one sequence; divides the world size",
+              range(">= 1, divides GPUs x nodes")),
+        field("sequence_parallel_mode", "sequence parallelism", &R::sequence_parallel_mode,
+              "zigzag-ring: K/V ring; ulysses: all-to-all over heads; usp: ulysses x ring"),
+        field("sequence_parallel_ulysses_degree", "sequence parallelism",
+              &R::sequence_parallel_ulysses_degree, "usp: Ulysses ranks per ring rank",
+              range(">= 1")),
+        field("sequence_parallel_ring_degree", "sequence parallelism",
+              &R::sequence_parallel_ring_degree, "usp: ring ranks",
+              range(">= 1")),
+        field("shuffle_for_sequence_parallel", "sequence parallelism",
+              &R::shuffle_for_sequence_parallel, "shuffle samples before the sequence split"),
+    };
+  }();
+  return fields;
+}
+
+const FieldSpec* find_field(std::string_view key) {
+  for (const auto& f : config_fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::string refused_extra_key(std::string_view key, const YAML::Node& value) {
+  const std::string v = value.IsScalar() ? lower(trim(value.Scalar())) : "";
+  const bool unset = value.IsNull() || v.empty() || v == "null" || v == "~" || v == "none";
+  const bool off = unset || v == "false" || v == "no" || v == "off" || v == "0";
+  if (key == "quantization_bit" && !unset)
+    return "quantized training is for adapters (QLoRA); studio-train trains full weights: "
+           "remove quantization_bit";
+  if ((key == "use_galore" || key == "use_badam" || key == "use_apollo" ||
+       key == "use_adam_mini" || key == "use_muon") && !off)
+    return "this optimizer is not available: studio-train trains with AdamW; remove " +
+           std::string(key);
+  if (key == "optim" && !unset && v.rfind("adamw", 0) != 0)
+    return "studio-train trains with AdamW; '" + v + "' is not available";
+  if (key == "neftune_noise_alpha" && !off)
+    return "NEFTune noise is not implemented; remove neftune_noise_alpha";
+  if (key == "use_unsloth" && !off)
+    return "Unsloth is a different engine; remove use_unsloth";
+  return "";
+}
+
+std::string suggest_key(std::string_view unknown) {
+  auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t prev = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t cur = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] != b[j - 1])});
+        prev = cur;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& f : config_fields()) {
+    size_t d = distance(unknown, f.key);
+    if (d < best_d) best_d = d, best = std::string(f.key);
+  }
+  return best;
+}
+
+std::string config_keys_markdown() {
+  const RunConfig defaults;
+  std::string out =
+      "# Run config keys\n\n"
+      "Generated by `studio-train config-keys` from the key table in `config/config_schema.cpp`;\n"
+      "a test keeps this file equal to it. Keys are spelled as in LLaMA-Factory YAML files. Keys\n"
+      "not listed are kept as written when a config is saved and reported once as warnings; the\n"
+      "few that would change what a run means (`quantization_bit`, other optimizers, ...) are\n"
+      "errors.\n";
+  std::string_view group;
+  for (const auto& f : config_fields()) {
+    if (f.group != group) {
+      group = f.group;
+      out += "\n## " + std::string(group) + "\n\n| key | default | allowed | what it does |\n"
+             "|---|---|---|---|\n";
+    }
+    YAML::Node v = f.to_node(defaults);
+    std::string def = f.required ? "required" : v.IsNull() ? "unset" : "";
+    if (def.empty()) {
+      YAML::Emitter e;
+      e << YAML::Flow << v;
+      def = "`" + std::string(e.c_str()) + "`";
+    }
+    std::string help(f.help);
+    if (f.support == KeySupport::NoEffect) help += " *(no effect)*";
+    auto cell = [](std::string text) {  // a '|' inside a cell would end it
+      for (size_t i = 0; (i = text.find('|', i)) != std::string::npos; i += 2) text.insert(i, "\\");
+      return text;
+    };
+    out += "| `" + std::string(f.key) + "` | " + cell(def) + " | " + cell(f.allowed) + " | " +
+           cell(help) + " |\n";
+  }
+  return out;
+}
+
+}  // namespace studio

@@ -1,0 +1,63 @@
+#pragma once
+// Private: the YAML spelling of every choice value, and the LLaMA-Factory values the engine refuses.
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "studio/config/run_config.h"
+
+namespace studio::detail {
+
+template <typename E>
+struct EnumInfo;
+
+#define STUDIO_ENUM_INFO(E, REFUSED_WHY, ...)                                          \
+  template <>                                                                          \
+  struct EnumInfo<E> {                                                                 \
+    static const std::vector<std::pair<E, std::string_view>>& names() {                \
+      static const std::vector<std::pair<E, std::string_view>> v = {__VA_ARGS__};      \
+      return v;                                                                        \
+    }                                                                                  \
+    static constexpr std::string_view refused_why = REFUSED_WHY;                       \
+    static const std::vector<std::string_view>& refused();                             \
+  };
+
+STUDIO_ENUM_INFO(Stage, "studio-train trains sft and dpo only",
+                 {Stage::Sft, "sft"}, {Stage::Dpo, "dpo"})
+STUDIO_ENUM_INFO(FinetuningType,
+                 "studio-train does full-parameter training only; remove the adapter settings or "
+                 "use LLaMA-Factory for adapter training",
+                 {FinetuningType::Full, "full"})
+STUDIO_ENUM_INFO(LrScheduler, "", {LrScheduler::Linear, "linear"}, {LrScheduler::Cosine, "cosine"},
+                 {LrScheduler::Constant, "constant"},
+                 {LrScheduler::ConstantWithWarmup, "constant_with_warmup"},
+                 {LrScheduler::CosineWithMinLr, "cosine_with_min_lr"})
+STUDIO_ENUM_INFO(FlashAttn, "", {FlashAttn::Auto, "auto"}, {FlashAttn::Fa2, "fa2"},
+                 {FlashAttn::Sdpa, "sdpa"}, {FlashAttn::Disabled, "disabled"})
+STUDIO_ENUM_INFO(PrefLoss, "studio-train implements the sigmoid, ipo and hinge DPO losses",
+                 {PrefLoss::Sigmoid, "sigmoid"}, {PrefLoss::Ipo, "ipo"},
+                 {PrefLoss::Hinge, "hinge"})
+STUDIO_ENUM_INFO(EvalStrategy, "", {EvalStrategy::No, "no"}, {EvalStrategy::Steps, "steps"},
+                 {EvalStrategy::Epoch, "epoch"})
+STUDIO_ENUM_INFO(SpMode, "", {SpMode::ZigzagRing, "zigzag-ring"}, {SpMode::Ulysses, "ulysses"},
+                 {SpMode::Usp, "usp"})
+#undef STUDIO_ENUM_INFO
+
+template <typename E>
+std::string_view enum_name(E v) {
+  for (const auto& [value, name] : EnumInfo<E>::names())
+    if (value == v) return name;
+  return "?";
+}
+
+template <typename E>
+std::string enum_allowed() {
+  std::string out;
+  for (const auto& entry : EnumInfo<E>::names()) {
+    if (!out.empty()) out += " | ";
+    out += entry.second;
+  }
+  return out;
+}
+
+}  // namespace studio::detail

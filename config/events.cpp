@@ -1,0 +1,805 @@
+#include "studio/config/events.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "studio/config/atomic_file.h"
+
+namespace studio {
+namespace {
+
+using json = nlohmann::json;
+
+std::string sys_error(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+std::string join_path(const std::string& dir, const char* name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + '/' + name;
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] ", which says nothing to a
+// user reading a status line.
+std::string strip_json_prefix(const char* what) {
+  std::string s = what;
+  if (!s.empty() && s[0] == '[') {
+    auto close = s.find("] ");
+    if (close != std::string::npos) s.erase(0, close + 2);
+  }
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& field, const char* expected, const json& got) {
+  throw EventFormatError("field '" + field + "': expected " + expected + ", got " +
+                         got.type_name());
+}
+
+// Accepts integral floats too (1e3, 5.0): other writers of the format may not have integers.
+bool to_int64(const json& v, std::int64_t& out) {
+  if (v.is_number_unsigned()) {
+    auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return false;
+    out = static_cast<std::int64_t>(u);
+    return true;
+  }
+  if (v.is_number_integer()) {
+    out = v.get<std::int64_t>();
+    return true;
+  }
+  if (!v.is_number_float()) return false;
+  double d = v.get<double>();
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != std::trunc(d)) {
+    return false;
+  }
+  out = static_cast<std::int64_t>(d);
+  return true;
+}
+
+// Typed access to the fields of one JSON object. `prefix` locates nested objects in messages
+// ("gpus[1]."). Absent fields leave the target alone; wrong types throw EventFormatError.
+class Fields {
+ public:
+  Fields(const json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {
+    if (!j_.is_object()) {
+      if (prefix_.empty()) {
+        throw EventFormatError(std::string("expected a JSON object, got ") + j_.type_name());
+      }
+      fail(prefix_.substr(0, prefix_.size() - 1), "an object", j_);
+    }
+  }
+
+  const json* find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+  std::string name(const char* key) const { return prefix_ + key; }
+
+  void require(const char* key) const {
+    if (!find(key)) throw EventFormatError("missing field '" + name(key) + "'");
+  }
+  void get(const char* key, double& out) const {
+    const json* v = find(key);
+    if (!v) return;
+    if (v->is_null()) {
+      out = kNoValue;  // NaN and infinity are written as null
+    } else if (v->is_number()) {
+      out = v->get<double>();
+    } else {
+      fail(name(key), "a number", *v);
+    }
+  }
+  void get(const char* key, std::int64_t& out) const {
+    const json* v = find(key);
+    if (v && !to_int64(*v, out)) fail(name(key), "an integer", *v);
+  }
+  void get(const char* key, int& out) const {
+    const json* v = find(key);
+    if (!v) return;
+    std::int64_t wide = 0;
+    if (!to_int64(*v, wide) || wide < std::numeric_limits<int>::min() ||
+        wide > std::numeric_limits<int>::max()) {
+      fail(name(key), "a 32-bit integer", *v);
+    }
+    out = static_cast<int>(wide);
+  }
+  void get(const char* key, std::string& out) const {
+    const json* v = find(key);
+    if (!v) return;
+    if (!v->is_string()) fail(name(key), "a string", *v);
+    out = v->get<std::string>();
+  }
+
+ private:
+  const json& j_;
+  std::string prefix_;
+};
+
+void read_model(const json& j, const std::string& prefix, ModelSummary& v) {
+  v = ModelSummary{};
+  Fields f(j, prefix);
+  f.get("architecture", v.architecture);
+  f.get("parameters", v.parameters);
+  f.get("layers", v.layers);
+  f.get("hidden_size", v.hidden_size);
+  f.get("heads", v.heads);
+  f.get("kv_heads", v.kv_heads);
+  f.get("vocab_size", v.vocab_size);
+}
+
+void read_gpu(const json& j, const std::string& prefix, GpuMemory& v) {
+  v = GpuMemory{};
+  Fields f(j, prefix);
+  f.get("rank", v.rank);
+  f.get("device", v.device);
+  f.get("allocated_mib", v.allocated_mib);
+  f.get("reserved_mib", v.reserved_mib);
+  f.get("peak_mib", v.peak_mib);
+  f.get("total_mib", v.total_mib);
+}
+
+// The DPO metrics sit flat in the step object under the names TRL logs them with.
+constexpr std::pair<const char*, double DpoMetrics::*> kDpoFields[] = {
+    {"rewards/chosen", &DpoMetrics::rewards_chosen},
+    {"rewards/rejected", &DpoMetrics::rewards_rejected},
+    {"rewards/accuracies", &DpoMetrics::rewards_accuracies},
+    {"rewards/margins", &DpoMetrics::rewards_margins},
+    {"logps/chosen", &DpoMetrics::logps_chosen},
+    {"logps/rejected", &DpoMetrics::logps_rejected},
+};
+
+std::optional<DpoMetrics> read_dpo(const Fields& f) {
+  std::optional<DpoMetrics> dpo;
+  for (const auto& [key, member] : kDpoFields) {
+    if (!f.find(key)) continue;
+    if (!dpo) dpo.emplace();
+    f.get(key, (*dpo).*member);
+  }
+  return dpo;
+}
+
+std::vector<GpuMemory> read_gpus(const json& g) {
+  if (!g.is_array()) fail("gpus", "an array", g);
+  std::vector<GpuMemory> gpus(g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    read_gpu(g[i], "gpus[" + std::to_string(i) + "].", gpus[i]);
+  }
+  return gpus;
+}
+
+EventPayload parse_payload(EventKind kind, const json& j) {
+  switch (kind) {
+    case EventKind::Start:
+      return j.get<StartEvent>();
+    case EventKind::Step:
+      return j.get<StepEvent>();
+    case EventKind::Eval:
+      return j.get<EvalEvent>();
+    case EventKind::Checkpoint:
+      return j.get<CheckpointEvent>();
+    case EventKind::Log:
+      return j.get<LogEvent>();
+    case EventKind::End:
+      return j.get<EndEvent>();
+    case EventKind::Unknown:
+      break;
+  }
+  return std::monostate{};
+}
+
+// Checks the object and fills `out` from it; shared by the line parser and the writer, so the
+// writer cannot produce a line the reader would call bad.
+bool parse_event_object(json j, Event& out, std::string& error) {
+  if (!j.is_object()) {
+    error = std::string("not a JSON object but ") + j.type_name();
+    return false;
+  }
+  auto it = j.find("event");
+  if (it == j.end() || !it->is_string()) {
+    error = it == j.end() ? "no \"event\" field" : "\"event\" is not a string";
+    return false;
+  }
+  std::string name = it->get<std::string>();
+  EventKind kind = event_kind_from_name(name);
+  try {
+    out.payload = parse_payload(kind, j);
+  } catch (const EventFormatError& e) {
+    error = "\"" + name + "\" event: " + e.what();
+    return false;
+  } catch (const json::exception& e) {  // only if a check above has a gap
+    error = "\"" + name + "\" event: " + strip_json_prefix(e.what());
+    return false;
+  }
+  out.kind = kind;
+  out.raw = std::move(j);
+  return true;
+}
+
+// "event" first so the file reads well in `tail -f`; the rest in nlohmann's key order.
+// Invalid UTF-8 (a log message cut mid-character) is replaced rather than thrown on.
+std::string serialize_event(const json& event) {
+  constexpr auto kReplace = json::error_handler_t::replace;
+  json rest = event;
+  rest.erase("event");
+  std::string body = rest.dump(-1, ' ', false, kReplace);
+  std::string line = "{\"event\":" + event.at("event").dump(-1, ' ', false, kReplace);
+  line += body.size() > 2 ? "," + body.substr(1) : "}";
+  line += '\n';
+  return line;
+}
+
+bool is_blank(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
+}
+
+}  // namespace
+
+std::string events_path(const std::string& output_dir) {
+  return join_path(output_dir, kEventsFileName);
+}
+
+std::string status_path(const std::string& output_dir) {
+  return join_path(output_dir, kStatusFileName);
+}
+
+double unix_time_now() {
+  auto since = std::chrono::system_clock::now().time_since_epoch();
+  return std::chrono::duration<double>(since).count();
+}
+
+double bytes_to_mib(std::uint64_t bytes) {
+  return static_cast<double>(bytes) / 1048576.0;
+}
+
+// --- kinds ---------------------------------------------------------------------------------
+
+namespace {
+constexpr std::pair<EventKind, const char*> kKindNames[] = {
+    {EventKind::Start, "start"},           {EventKind::Step, "step"}, {EventKind::Eval, "eval"},
+    {EventKind::Checkpoint, "checkpoint"}, {EventKind::Log, "log"},   {EventKind::End, "end"},
+};
+}  // namespace
+
+const char* event_kind_name(EventKind kind) {
+  for (const auto& [k, name] : kKindNames) {
+    if (k == kind) return name;
+  }
+  return "unknown";
+}
+
+EventKind event_kind_from_name(std::string_view name) {
+  for (const auto& [k, n] : kKindNames) {
+    if (name == n) return k;
+  }
+  return EventKind::Unknown;
+}
+
+// --- to_json / from_json -------------------------------------------------------------------
+
+void to_json(json& j, const ModelSummary& v) {
+  j = json{{"architecture", v.architecture}, {"parameters", v.parameters}, {"layers", v.layers},
+           {"hidden_size", v.hidden_size},   {"heads", v.heads},           {"kv_heads", v.kv_heads},
+           {"vocab_size", v.vocab_size}};
+}
+
+void from_json(const json& j, ModelSummary& v) {
+  read_model(j, "", v);
+}
+
+void to_json(json& j, const GpuMemory& v) {
+  j = json{{"rank", v.rank},
+           {"device", v.device},
+           {"allocated_mib", v.allocated_mib},
+           {"reserved_mib", v.reserved_mib},
+           {"peak_mib", v.peak_mib},
+           {"total_mib", v.total_mib}};
+}
+
+void from_json(const json& j, GpuMemory& v) {
+  read_gpu(j, "", v);
+}
+
+void to_json(json& j, const StartEvent& v) {
+  j = json{{"event", "start"},
+           {"time", v.time},
+           {"config", v.config},
+           {"world_size", v.world_size},
+           {"sequence_parallel_size", v.sequence_parallel_size},
+           {"sequence_parallel_mode", v.sequence_parallel_mode},
+           {"stage", v.stage},
+           {"model", v.model}};
+}
+
+void from_json(const json& j, StartEvent& v) {
+  v = StartEvent{};
+  Fields f(j, "");
+  f.get("time", v.time);
+  if (const json* c = f.find("config")) {
+    if (!c->is_object()) fail("config", "an object", *c);
+    v.config = *c;
+  }
+  f.get("world_size", v.world_size);
+  f.get("sequence_parallel_size", v.sequence_parallel_size);
+  f.get("sequence_parallel_mode", v.sequence_parallel_mode);
+  f.get("stage", v.stage);
+  if (const json* m = f.find("model")) read_model(*m, "model.", v.model);
+}
+
+void to_json(json& j, const StepEvent& v) {
+  j = json{{"event", "step"},      {"step", v.step},
+           {"epoch", v.epoch},     {"loss", v.loss},
+           {"lr", v.lr},           {"grad_norm", v.grad_norm},
+           {"tokens", v.tokens},   {"tokens_per_sec", v.tokens_per_sec},
+           {"elapsed", v.elapsed}, {"time", v.time},
+           {"gpus", v.gpus}};
+  if (!v.dpo) return;
+  for (const auto& [key, member] : kDpoFields) j[key] = (*v.dpo).*member;
+}
+
+void from_json(const json& j, StepEvent& v) {
+  v = StepEvent{};
+  Fields f(j, "");
+  f.require("step");
+  f.get("step", v.step);
+  f.get("epoch", v.epoch);
+  f.get("loss", v.loss);
+  f.get("lr", v.lr);
+  f.get("grad_norm", v.grad_norm);
+  f.get("tokens", v.tokens);
+  f.get("tokens_per_sec", v.tokens_per_sec);
+  f.get("elapsed", v.elapsed);
+  f.get("time", v.time);
+  if (const json* g = f.find("gpus")) v.gpus = read_gpus(*g);
+  v.dpo = read_dpo(f);
+}
+
+void to_json(json& j, const EvalEvent& v) {
+  j = json{{"event", "eval"}, {"step", v.step}, {"loss", v.loss}};
+}
+
+void from_json(const json& j, EvalEvent& v) {
+  v = EvalEvent{};
+  Fields f(j, "");
+  f.require("step");
+  f.get("step", v.step);
+  f.get("loss", v.loss);
+}
+
+void to_json(json& j, const CheckpointEvent& v) {
+  j = json{{"event", "checkpoint"}, {"step", v.step}, {"path", v.path}};
+}
+
+void from_json(const json& j, CheckpointEvent& v) {
+  v = CheckpointEvent{};
+  Fields f(j, "");
+  f.require("step");
+  f.get("step", v.step);
+  f.get("path", v.path);
+}
+
+void to_json(json& j, const LogEvent& v) {
+  j = json{{"event", "log"}, {"level", v.level}, {"rank", v.rank}, {"message", v.message}};
+}
+
+void from_json(const json& j, LogEvent& v) {
+  v = LogEvent{};
+  Fields f(j, "");
+  f.get("level", v.level);
+  f.get("rank", v.rank);
+  f.get("message", v.message);
+}
+
+void to_json(json& j, const EndEvent& v) {
+  j = json{{"event", "end"}, {"state", v.state}, {"reason", v.reason}};
+}
+
+void from_json(const json& j, EndEvent& v) {
+  v = EndEvent{};
+  Fields f(j, "");
+  f.get("state", v.state);
+  f.get("reason", v.reason);
+}
+
+// --- Event ---------------------------------------------------------------------------------
+
+std::string Event::name() const {
+  auto it = raw.find("event");
+  return it != raw.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::optional<std::int64_t> Event::step() const {
+  if (const auto* s = get<StepEvent>()) return s->step;
+  if (const auto* e = get<EvalEvent>()) return e->step;
+  if (const auto* c = get<CheckpointEvent>()) return c->step;
+  return std::nullopt;
+}
+
+bool parse_event_line(std::string_view line, Event& out, std::string& error) {
+  json j;
+  try {
+    j = json::parse(line.begin(), line.end());
+  } catch (const json::parse_error& e) {
+    error = "invalid JSON: " + strip_json_prefix(e.what());
+    return false;
+  }
+  return parse_event_object(std::move(j), out, error);
+}
+
+// --- EventStreamParser ---------------------------------------------------------------------
+
+EventStreamParser::EventStreamParser(std::size_t max_line_bytes)
+    : max_line_bytes_(max_line_bytes) {}
+
+std::vector<Event> EventStreamParser::feed(std::string_view bytes) {
+  std::vector<Event> out;
+  feed(bytes, out);
+  return out;
+}
+
+void EventStreamParser::feed(std::string_view bytes, std::vector<Event>& out) {
+  while (!bytes.empty()) {
+    std::size_t nl = bytes.find('\n');
+    std::string_view piece = bytes.substr(0, nl);
+    fed_ += piece.size();
+    if (nl == std::string_view::npos) {
+      append_partial(piece);
+      return;
+    }
+    fed_ += 1;
+    if (partial_.empty() && !skipping_) {
+      finish_line(piece, out);  // the whole line is in this chunk: parse it without copying
+    } else {
+      append_partial(piece);
+      std::string line = std::move(partial_);
+      partial_.clear();
+      finish_line(line, out);
+    }
+    bytes.remove_prefix(nl + 1);
+  }
+}
+
+void EventStreamParser::append_partial(std::string_view piece) {
+  if (skipping_) return;
+  if (partial_.size() + piece.size() <= max_line_bytes_) {
+    partial_.append(piece);
+    return;
+  }
+  // Counted now, not at the newline, so a runaway line shows up even if it never ends.
+  count_bad(lines_ + 1, "line longer than " + std::to_string(max_line_bytes_) + " bytes: dropped");
+  partial_.clear();
+  partial_.shrink_to_fit();
+  skipping_ = true;
+}
+
+void EventStreamParser::finish_line(std::string_view line, std::vector<Event>& out) {
+  std::uint64_t number = ++lines_;
+  std::uint64_t start = line_start_;
+  line_start_ = fed_;
+  if (skipping_) {  // already counted when it crossed the cap
+    skipping_ = false;
+    return;
+  }
+  if (line.size() > max_line_bytes_) {
+    count_bad(number, "line longer than " + std::to_string(max_line_bytes_) + " bytes: dropped");
+    return;
+  }
+  // A CRLF line needs nothing special: JSON allows the \r as trailing whitespace.
+  if (is_blank(line)) return;
+  Event event;
+  std::string error;
+  if (!parse_event_line(line, event, error)) {
+    count_bad(number, std::move(error));
+    return;
+  }
+  event.line = number;
+  event.offset = start;
+  out.push_back(std::move(event));
+}
+
+void EventStreamParser::count_bad(std::uint64_t line, std::string reason) {
+  ++bad_lines_;
+  last_bad_line_ = line;
+  last_bad_reason_ = std::move(reason);
+}
+
+void EventStreamParser::reset(std::uint64_t offset, std::uint64_t line) {
+  partial_.clear();
+  partial_.shrink_to_fit();
+  skipping_ = false;
+  line_start_ = offset;
+  fed_ = offset;
+  lines_ = line;
+  bad_lines_ = 0;
+  last_bad_line_ = 0;
+  last_bad_reason_.clear();
+}
+
+// --- EventFileReader -----------------------------------------------------------------------
+
+void to_json(json& j, const EventCursor& v) {
+  j = json{{"offset", v.offset}, {"line", v.line}, {"device", v.device}, {"inode", v.inode}};
+}
+
+void from_json(const json& j, EventCursor& v) {
+  v = EventCursor{};
+  Fields f(j, "");
+  std::int64_t n = 0;
+  auto get = [&](const char* key, std::uint64_t& out) {
+    n = 0;
+    f.get(key, n);
+    if (n < 0) fail(key, "a non-negative integer", j.at(key));
+    out = static_cast<std::uint64_t>(n);
+  };
+  get("offset", v.offset);
+  get("line", v.line);
+  get("device", v.device);
+  get("inode", v.inode);
+}
+
+EventFileReader::EventFileReader(std::string path, std::size_t max_line_bytes)
+    : path_(std::move(path)), parser_(max_line_bytes) {}
+
+EventCursor EventFileReader::cursor() const {
+  return EventCursor{parser_.consumed(), parser_.lines(), device_, inode_};
+}
+
+void EventFileReader::set_cursor(const EventCursor& cursor) {
+  parser_.reset(cursor.offset, cursor.line);
+  device_ = cursor.device;
+  inode_ = cursor.inode;
+}
+
+namespace {
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+}  // namespace
+
+EventPollResult EventFileReader::poll(std::size_t max_bytes) {
+  EventPollResult result;
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    // The engine creates the file when it starts; before that there is simply nothing yet.
+    if (errno != ENOENT) result.error = sys_error("cannot open", path_);
+    return result;
+  }
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    result.error = sys_error("cannot stat", path_);
+    return result;
+  }
+  auto size = static_cast<std::uint64_t>(st.st_size);
+  check_identity(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino), size,
+                 result);
+  read_to_end(fd, size, max_bytes, result);
+  return result;
+}
+
+void EventFileReader::check_identity(std::uint64_t device, std::uint64_t inode, std::uint64_t size,
+                                     EventPollResult& result) {
+  bool replaced = inode_ != 0 && (inode != inode_ || device != device_);
+  // fed(), not consumed(): a partial line that got shorter means the tail was rewritten too.
+  bool shrank = size < parser_.fed();
+  std::uint64_t old_size = parser_.fed();
+  device_ = device;
+  inode_ = inode;
+  if (!replaced && !shrank) return;
+  result.restarted = true;
+  result.restart_reason = path_ +
+                          (replaced ? " was replaced by a new file"
+                                    : " shrank from " + std::to_string(old_size) + " to " +
+                                          std::to_string(size) + " bytes") +
+                          ": reading it again from the start";
+  parser_.reset();
+}
+
+void EventFileReader::read_to_end(int fd, std::uint64_t size, std::size_t max_bytes,
+                                  EventPollResult& result) {
+  constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
+  std::uint64_t pos = parser_.fed();
+  // Size the buffer to what is there now; the loop still reads whatever was appended since.
+  std::uint64_t want_total = size > pos ? size - pos : 0;
+  std::string buf(static_cast<std::size_t>(std::clamp<std::uint64_t>(want_total, 4096, kChunk)),
+                  '\0');
+  std::uint64_t total = 0;
+  while (max_bytes == 0 || total < max_bytes) {
+    std::uint64_t want = buf.size();
+    if (max_bytes != 0) want = std::min<std::uint64_t>(want, max_bytes - total);
+    ssize_t n = ::pread(fd, buf.data(), static_cast<std::size_t>(want), static_cast<off_t>(pos));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      result.error = sys_error("cannot read", path_);
+      return;
+    }
+    if (n == 0) return;
+    parser_.feed(std::string_view(buf.data(), static_cast<std::size_t>(n)), result.events);
+    pos += static_cast<std::uint64_t>(n);
+    total += static_cast<std::uint64_t>(n);
+  }
+}
+
+// --- EventWriter ---------------------------------------------------------------------------
+
+EventWriter::~EventWriter() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  close_locked();
+}
+
+std::string EventWriter::open(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  close_locked();
+  path_ = path;
+  torn_ = false;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) return sys_error("cannot open the events file", path);
+  return {};
+}
+
+bool EventWriter::is_open() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fd_ >= 0;
+}
+
+std::string EventWriter::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return close_locked();
+}
+
+std::string EventWriter::close_locked() {
+  if (fd_ < 0) return {};
+  std::string error;
+  if (::fdatasync(fd_) != 0) error = sys_error("cannot flush", path_);
+  if (::close(fd_) != 0 && error.empty()) error = sys_error("cannot close", path_);
+  fd_ = -1;
+  return error;
+}
+
+std::string EventWriter::sync() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fd_ < 0) return "cannot flush the events file: it is not open";
+  if (::fdatasync(fd_) != 0) return sys_error("cannot flush", path_);
+  return {};
+}
+
+std::string EventWriter::write(const StartEvent& e) {
+  return write_object(e);
+}
+std::string EventWriter::write(const StepEvent& e) {
+  return write_object(e);
+}
+std::string EventWriter::write(const EvalEvent& e) {
+  return write_object(e);
+}
+std::string EventWriter::write(const CheckpointEvent& e) {
+  return write_object(e);
+}
+std::string EventWriter::write(const LogEvent& e) {
+  return write_object(e);
+}
+std::string EventWriter::write(const EndEvent& e) {
+  return write_object(e);
+}
+
+std::string EventWriter::write(const json& event) {
+  Event parsed;
+  std::string error;
+  if (!parse_event_object(event, parsed, error)) return "refusing to write an event: " + error;
+  return write_object(event);
+}
+
+std::string EventWriter::write_object(const json& event) {
+  std::string line = serialize_event(event);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fd_ < 0) return "cannot write an event: the events file is not open";
+  if (torn_) line.insert(line.begin(), '\n');
+  std::size_t done = 0;
+  while (done < line.size()) {
+    // One call normally writes it all; a short count only comes with a full disk or a signal.
+    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string error = sys_error("cannot append to", path_);
+      if (done > 0) torn_ = line[done - 1] != '\n';
+      return error;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  torn_ = false;
+  return {};
+}
+
+// --- RunStatus -----------------------------------------------------------------------------
+
+const char* run_state_name(RunState state) {
+  switch (state) {
+    case RunState::Running:
+      return "running";
+    case RunState::Finished:
+      return "finished";
+    case RunState::Failed:
+      return "failed";
+    case RunState::Stopped:
+      return "stopped";
+  }
+  return "running";
+}
+
+bool parse_run_state(std::string_view name, RunState& out) {
+  for (RunState s : {RunState::Running, RunState::Finished, RunState::Failed, RunState::Stopped}) {
+    if (name == run_state_name(s)) {
+      out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+void to_json(json& j, const RunStatus& v) {
+  j = json{{"state", run_state_name(v.state)},
+           {"pid", v.pid},
+           {"host", v.host},
+           {"exit_code", v.exit_code ? json(*v.exit_code) : json(nullptr)},
+           {"reason", v.reason},
+           {"updated", v.updated}};
+  if (v.step) j["step"] = *v.step;
+}
+
+void from_json(const json& j, RunStatus& v) {
+  v = RunStatus{};
+  Fields f(j, "");
+  f.require("state");
+  std::string state;
+  f.get("state", state);
+  if (!parse_run_state(state, v.state)) {
+    throw EventFormatError(
+        "field 'state': expected one of running|finished|failed|stopped, "
+        "got \"" +
+        state + "\"");
+  }
+  f.get("pid", v.pid);
+  f.get("host", v.host);
+  if (const json* c = f.find("exit_code"); c && !c->is_null()) {
+    f.get("exit_code", v.exit_code.emplace());
+  }
+  f.get("reason", v.reason);
+  f.get("updated", v.updated);
+  if (const json* s = f.find("step"); s && !s->is_null()) f.get("step", v.step.emplace());
+}
+
+std::string RunStatus::write(const std::string& path) const {
+  json j = *this;
+  if (std::isnan(updated)) j["updated"] = unix_time_now();
+  return write_file_atomic(path, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+bool RunStatus::read(const std::string& path, RunStatus& out, std::string& error) {
+  std::string text;
+  if (!read_file(path, text, error)) return false;
+  if (is_blank(text)) {
+    error = path + ": the run status file is empty";
+    return false;
+  }
+  try {
+    out = json::parse(text).get<RunStatus>();
+  } catch (const json::parse_error& e) {
+    error = path + ": the run status file is not valid JSON: " + strip_json_prefix(e.what());
+    return false;
+  } catch (const EventFormatError& e) {
+    error = path + ": malformed run status: " + e.what();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace studio

@@ -1,0 +1,16 @@
+#pragma once
+// Atomic file replacement: write to a temporary file beside the target, flush it to disk, then
+// rename it over the target. Readers see the old file or the new one, never a half-written file.
+#include <string>
+#include <string_view>
+
+namespace studio {
+
+// Writes `content` to `path` atomically. Returns an empty string on success, otherwise a message
+// naming the path and the system error; the target is left untouched on failure.
+std::string write_file_atomic(const std::string& path, std::string_view content);
+
+// Reads a whole file. Returns false and fills `error` (naming the path) when it cannot be read.
+bool read_file(const std::string& path, std::string& out, std::string& error);
+
+}  // namespace studio

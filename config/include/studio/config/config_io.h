@@ -1,0 +1,36 @@
+#pragma once
+// Loading a run config from YAML (with every key's line and column kept for messages) and saving
+// it back. Unknown keys survive load -> save verbatim.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "studio/config/diagnostic.h"
+#include "studio/config/run_config.h"
+
+namespace studio {
+
+struct LoadResult {
+  RunConfig config;
+  std::vector<Diagnostic> diagnostics;  // parse problems: malformed YAML, types, unknown keys
+  bool ok() const { return !has_errors(diagnostics); }
+};
+
+// `display_name` is the file name used in messages.
+LoadResult load_config_string(std::string_view yaml, const std::string& display_name = "<config>");
+LoadResult load_config_file(const std::string& path);
+
+enum class YamlStyle {
+  // The keys that were in the source or differ from their defaults, in the source's order, plus
+  // the unknown keys where they stood: what "Export YAML" writes, and what users know.
+  Minimal,
+  // Every key with its default filled in, grouped under comment headers (print-config).
+  Full,
+};
+
+std::string to_yaml(const RunConfig& cfg, YamlStyle style = YamlStyle::Minimal);
+// Writes atomically (temp file + rename). Returns an empty string or the error message.
+std::string save_config_file(const RunConfig& cfg, const std::string& path,
+                             YamlStyle style = YamlStyle::Minimal);
+
+}  // namespace studio

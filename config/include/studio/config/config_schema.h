@@ -1,0 +1,51 @@
+#pragma once
+// The key table: one entry per YAML key, binding it to its RunConfig field with its group, a
+// one-line help text, its valid values and how it is parsed and written. Loading, saving, the
+// wizard and the docs all read this table, so a key is described in exactly one place.
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "studio/config/run_config.h"
+
+namespace studio {
+
+enum class KeySupport {
+  Used,      // the engine acts on it
+  NoEffect,  // accepted for compatibility with LLaMA-Factory files; reported once as a warning
+};
+
+struct FieldSpec {
+  std::string_view key;
+  std::string_view group;  // section in print-config output
+  std::string_view help;
+  KeySupport support = KeySupport::Used;
+  bool required = false;
+  std::string allowed;  // valid values ("a | b") or range, for messages and the UI
+  // Reads `node` into the config; returns an error message (empty on success).
+  std::function<std::string(const YAML::Node& node, RunConfig& cfg)> parse;
+  // The value as YAML; a Null node when the optional value is unset.
+  std::function<YAML::Node(const RunConfig& cfg)> to_node;
+  std::function<bool(const RunConfig& cfg)> is_default;
+};
+
+const std::vector<FieldSpec>& config_fields();
+const FieldSpec* find_field(std::string_view key);
+
+// LLaMA-Factory keys outside the table whose values would change what a run means (quantised or
+// adapter training, other optimizers). Returns a non-empty reason when `value` is refused.
+std::string refused_extra_key(std::string_view key, const YAML::Node& value);
+
+// The closest known key to a misspelt one (edit distance <= 2), or empty.
+std::string suggest_key(std::string_view unknown);
+
+// The key table as a Markdown reference (docs/config.md is this text).
+std::string config_keys_markdown();
+
+// Parses "5e-5", "1.0e-5", ".5", "3" strictly (the whole text must be a finite number).
+bool parse_double(std::string_view text, double& out);
+
+}  // namespace studio

@@ -1,0 +1,29 @@
+#pragma once
+// A problem found in a run config, located in its file. Formatted as
+//   FILE:LINE:COL: key: message (allowed: a | b)
+// with "warning: " before the message for warnings, so editors and CI logs can jump to the line.
+#include <string>
+#include <vector>
+
+namespace studio {
+
+enum class Severity { Error, Warning };
+
+struct Diagnostic {
+  Severity severity = Severity::Error;
+  std::string file;     // the YAML file, or "<config>" for configs built in memory
+  int line = 0;         // 1-based; 0 when the problem has no place in the file
+  int column = 0;       // 1-based
+  std::string key;      // the config key the problem is about
+  std::string message;  // what is wrong and what to do
+  std::string allowed;  // the valid values or range, empty when not a choice
+
+  std::string format() const;
+};
+
+bool has_errors(const std::vector<Diagnostic>& diags);
+// Sorts by line, then column, keeping the order of diagnostics found at the same place.
+void sort_by_position(std::vector<Diagnostic>& diags);
+std::string format_all(const std::vector<Diagnostic>& diags);
+
+}  // namespace studio

@@ -1,0 +1,341 @@
+#pragma once
+// The metrics event schema of a run (docs/events.md). The engine appends one JSON object per line
+// to OUTPUT_DIR/events.jsonl and keeps OUTPUT_DIR/status.json current; the studio reads both
+// live, from a local file or from SFTP byte ranges, and must resume where it stopped after a
+// restart. Everything here is plain C++ (no Qt, no Torch) so both sides share one definition.
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace studio {
+
+inline constexpr const char* kEventsFileName = "events.jsonl";
+inline constexpr const char* kStatusFileName = "status.json";
+
+// OUTPUT_DIR/events.jsonl and OUTPUT_DIR/status.json.
+std::string events_path(const std::string& output_dir);
+std::string status_path(const std::string& output_dir);
+
+// Wall-clock seconds since the Unix epoch, with sub-second precision: the `time` field.
+double unix_time_now();
+// Bytes to MiB (2^20 bytes), the unit of every memory field.
+double bytes_to_mib(std::uint64_t bytes);
+
+// Thrown by the from_json functions below when a field has the wrong type; the message names
+// the field, e.g. "field 'gpus[1].rank': expected an integer, got string".
+class EventFormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class EventKind { Start, Step, Eval, Checkpoint, Log, End, Unknown };
+
+// "start", "step", ...; "unknown" for Unknown.
+const char* event_kind_name(EventKind kind);
+// Unknown for any name that is not one of the known kinds.
+EventKind event_kind_from_name(std::string_view name);
+
+// Reading rules shared by all structs: a field that is absent keeps the struct's default (NaN
+// for measured doubles, so plots can leave a gap), JSON null reads as NaN for doubles (that is
+// how NaN and infinity are written), a field of the wrong type throws EventFormatError, and
+// unknown fields are ignored. Writing emits every field.
+inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
+struct ModelSummary {
+  std::string architecture;  // e.g. "LlamaForCausalLM"
+  std::int64_t parameters = 0;
+  int layers = 0;
+  int hidden_size = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int vocab_size = 0;
+};
+
+struct StartEvent {
+  double time = kNoValue;
+  nlohmann::json config = nlohmann::json::object();  // the run config as the engine resolved it
+  int world_size = 1;
+  int sequence_parallel_size = 1;
+  std::string sequence_parallel_mode;  // e.g. "ulysses", "ring"
+  std::string stage;                   // e.g. "sft", "dpo"
+  ModelSummary model;
+};
+
+// Memory of one rank's device, in MiB.
+struct GpuMemory {
+  int rank = 0;
+  int device = 0;
+  double allocated_mib = kNoValue;
+  double reserved_mib = kNoValue;
+  double peak_mib = kNoValue;
+  double total_mib = kNoValue;
+};
+
+// DPO steps only; written flat into the step object as "rewards/chosen", "logps/chosen", ...
+struct DpoMetrics {
+  double rewards_chosen = kNoValue;
+  double rewards_rejected = kNoValue;
+  double rewards_accuracies = kNoValue;
+  double rewards_margins = kNoValue;
+  double logps_chosen = kNoValue;
+  double logps_rejected = kNoValue;
+};
+
+struct StepEvent {
+  std::int64_t step = 0;  // required when reading: the de-duplication key
+  double epoch = kNoValue;
+  double loss = kNoValue;
+  double lr = kNoValue;
+  double grad_norm = kNoValue;
+  std::int64_t tokens = 0;  // tokens of this step, all ranks
+  double tokens_per_sec = kNoValue;
+  double elapsed = kNoValue;  // seconds since the run (or its resume) started
+  double time = kNoValue;
+  std::vector<GpuMemory> gpus;
+  std::optional<DpoMetrics> dpo;  // read as present when any of its six fields is
+};
+
+struct EvalEvent {
+  std::int64_t step = 0;  // required when reading
+  double loss = kNoValue;
+};
+
+struct CheckpointEvent {
+  std::int64_t step = 0;  // required when reading
+  std::string path;
+};
+
+struct LogEvent {
+  std::string level;  // "debug", "info", "warning", "error"
+  int rank = 0;
+  std::string message;
+};
+
+struct EndEvent {
+  std::string state;  // "finished", "failed" or "stopped"; kept as text so new states parse
+  std::string reason;
+};
+
+// to_json writes the complete line object, "event" included; from_json ignores "event".
+// Found by nlohmann's ADL, so `nlohmann::json j = step;` and `j.get<StepEvent>()` work.
+void to_json(nlohmann::json& j, const ModelSummary& v);
+void from_json(const nlohmann::json& j, ModelSummary& v);
+void to_json(nlohmann::json& j, const GpuMemory& v);
+void from_json(const nlohmann::json& j, GpuMemory& v);
+void to_json(nlohmann::json& j, const StartEvent& v);
+void from_json(const nlohmann::json& j, StartEvent& v);
+void to_json(nlohmann::json& j, const StepEvent& v);
+void from_json(const nlohmann::json& j, StepEvent& v);
+void to_json(nlohmann::json& j, const EvalEvent& v);
+void from_json(const nlohmann::json& j, EvalEvent& v);
+void to_json(nlohmann::json& j, const CheckpointEvent& v);
+void from_json(const nlohmann::json& j, CheckpointEvent& v);
+void to_json(nlohmann::json& j, const LogEvent& v);
+void from_json(const nlohmann::json& j, LogEvent& v);
+void to_json(nlohmann::json& j, const EndEvent& v);
+void from_json(const nlohmann::json& j, EndEvent& v);
+
+// monostate holds an event of Unknown kind: only `raw` describes it.
+using EventPayload = std::variant<std::monostate, StartEvent, StepEvent, EvalEvent, CheckpointEvent,
+                                  LogEvent, EndEvent>;
+
+// One line of events.jsonl as read: the typed payload plus the whole object, so fields added
+// by newer engines stay reachable.
+struct Event {
+  EventKind kind = EventKind::Unknown;
+  EventPayload payload;
+  nlohmann::json raw;
+  std::uint64_t line = 0;    // 1-based line number in the stream
+  std::uint64_t offset = 0;  // byte offset of the line's first byte
+
+  // The "event" field as written; for Unknown kinds this is the only name there is.
+  std::string name() const;
+  // The step of step, eval and checkpoint events. A resumed run re-emits steps after its last
+  // checkpoint, so a reader keeping series should replace points with the same step.
+  std::optional<std::int64_t> step() const;
+  template <class T>
+  const T* get() const {
+    return std::get_if<T>(&payload);
+  }
+};
+
+// Parses one line (without its newline). Returns false with a reason when it is not an event:
+// invalid JSON, not an object, no string "event", or a wrong field type for a known kind.
+// Unknown kinds are events. Sets out.raw, kind and payload; line and offset are left alone.
+bool parse_event_line(std::string_view line, Event& out, std::string& error);
+
+// Incremental parser of an events.jsonl byte stream fed in arbitrary chunks (file reads, SFTP
+// byte ranges). A partial last line is kept until its newline arrives; blank lines are skipped;
+// lines that are not events are skipped and counted; a line longer than the cap is dropped
+// (and counted) without being buffered.
+class EventStreamParser {
+ public:
+  static constexpr std::size_t kDefaultMaxLineBytes = std::size_t{16} << 20;
+
+  explicit EventStreamParser(std::size_t max_line_bytes = kDefaultMaxLineBytes);
+
+  // Feeds the next bytes of the stream; appends the events they complete to `out`, in order.
+  void feed(std::string_view bytes, std::vector<Event>& out);
+  std::vector<Event> feed(std::string_view bytes);
+
+  // Starts over at `offset` of a stream whose first `line` lines came before it (a persisted
+  // cursor, or 0/0 for a new stream): drops the partial line and clears the counters.
+  void reset(std::uint64_t offset = 0, std::uint64_t line = 0);
+
+  // Offset of the first byte not in a complete line: where reading must resume so that no
+  // event is lost or repeated. Never inside a line.
+  std::uint64_t consumed() const { return line_start_; }
+  // Offset just past the last byte fed.
+  std::uint64_t fed() const { return fed_; }
+  // Complete lines before consumed(), counting blank and bad lines.
+  std::uint64_t lines() const { return lines_; }
+  // Bytes of the partial last line held in memory.
+  std::size_t pending_bytes() const { return partial_.size(); }
+  std::size_t max_line_bytes() const { return max_line_bytes_; }
+
+  std::uint64_t bad_lines() const { return bad_lines_; }
+  // 1-based line number and reason of the last bad line; 0 and "" when there was none.
+  std::uint64_t last_bad_line() const { return last_bad_line_; }
+  const std::string& last_bad_reason() const { return last_bad_reason_; }
+
+ private:
+  void append_partial(std::string_view piece);
+  void finish_line(std::string_view line, std::vector<Event>& out);
+  void count_bad(std::uint64_t line, std::string reason);
+
+  std::size_t max_line_bytes_;
+  std::string partial_;
+  bool skipping_ = false;  // inside an over-long line: drop bytes until its newline
+  std::uint64_t line_start_ = 0;
+  std::uint64_t fed_ = 0;
+  std::uint64_t lines_ = 0;
+  std::uint64_t bad_lines_ = 0;
+  std::uint64_t last_bad_line_ = 0;
+  std::string last_bad_reason_;
+};
+
+// Where an EventFileReader stands, for a UI to persist and restore across restarts.
+struct EventCursor {
+  std::uint64_t offset = 0;  // EventStreamParser::consumed(): always at a line start
+  std::uint64_t line = 0;    // lines before offset, so line numbers stay right after resuming
+  // Identity (st_dev, st_ino) of the file the offset belongs to, so a file replaced while the
+  // UI was closed is noticed. inode 0 means unknown: then only shrinking below is detected.
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+};
+void to_json(nlohmann::json& j, const EventCursor& v);
+void from_json(const nlohmann::json& j, EventCursor& v);
+
+struct EventPollResult {
+  std::vector<Event> events;
+  // The file shrank below what was read or is a different file (new inode): it was read again
+  // from byte 0, so `events` starts at its first line. Series kept so far belong to the old one.
+  bool restarted = false;
+  std::string restart_reason;  // says which, naming the file
+  // A read error other than "the file does not exist yet"; events read before it are kept.
+  std::string error;
+};
+
+// Tails a local events.jsonl from a byte cursor. Not thread-safe: poll from one thread.
+class EventFileReader {
+ public:
+  explicit EventFileReader(std::string path,
+                           std::size_t max_line_bytes = EventStreamParser::kDefaultMaxLineBytes);
+
+  // Reads from the cursor to the end of the file (or at most `max_bytes` when not 0, to keep
+  // each poll short on a huge file) and returns the events completed. A missing file returns
+  // nothing and no error.
+  EventPollResult poll(std::size_t max_bytes = 0);
+
+  EventCursor cursor() const;
+  // Resumes at a persisted cursor; the next poll checks it against the file.
+  void set_cursor(const EventCursor& cursor);
+  std::uint64_t offset() const { return parser_.consumed(); }
+
+  const std::string& path() const { return path_; }
+  const EventStreamParser& parser() const { return parser_; }
+
+ private:
+  void check_identity(std::uint64_t device, std::uint64_t inode, std::uint64_t size,
+                      EventPollResult& result);
+  void read_to_end(int fd, std::uint64_t size, std::size_t max_bytes, EventPollResult& result);
+
+  std::string path_;
+  EventStreamParser parser_;
+  std::uint64_t device_ = 0;
+  std::uint64_t inode_ = 0;
+};
+
+// Appends events to events.jsonl. Each line is written with one write() on an O_APPEND
+// descriptor, under a mutex, so concurrent writers (threads, or processes appending to the
+// same local file) never interleave inside a line and readers only ever see whole lines plus
+// at most one partial last line. No user-space buffering: a line is visible once write returns.
+// Errors come back as messages; nothing here exits or throws.
+class EventWriter {
+ public:
+  EventWriter() = default;
+  ~EventWriter();
+  EventWriter(const EventWriter&) = delete;
+  EventWriter& operator=(const EventWriter&) = delete;
+
+  // Opens `path` for appending, creating it (0644). Returns "" or an error naming the file.
+  std::string open(const std::string& path);
+  bool is_open() const;
+  // Flushes to disk (fdatasync) and closes. Returns "" or an error naming the file.
+  std::string close();
+  // Flushes written lines to disk (fdatasync), e.g. after a checkpoint or the end event.
+  std::string sync();
+
+  std::string write(const StartEvent& e);
+  std::string write(const StepEvent& e);
+  std::string write(const EvalEvent& e);
+  std::string write(const CheckpointEvent& e);
+  std::string write(const LogEvent& e);
+  std::string write(const EndEvent& e);
+  // Any object with a string "event" field, e.g. a kind this version does not know yet.
+  std::string write(const nlohmann::json& event);
+
+ private:
+  std::string write_object(const nlohmann::json& event);
+  std::string close_locked();
+
+  mutable std::mutex mutex_;
+  int fd_ = -1;
+  std::string path_;
+  bool torn_ = false;  // a failed write left a partial line: end it before the next line
+};
+
+enum class RunState { Running, Finished, Failed, Stopped };
+const char* run_state_name(RunState state);
+bool parse_run_state(std::string_view name, RunState& out);
+
+// OUTPUT_DIR/status.json: what the run is doing now, replaced atomically on every change.
+struct RunStatus {
+  RunState state = RunState::Running;
+  std::int64_t pid = 0;
+  std::string host;
+  std::optional<int> exit_code;      // null while running
+  std::string reason;                // why it ended; "" while running
+  double updated = kNoValue;         // unix time of this write
+  std::optional<std::int64_t> step;  // last completed step, when known
+
+  // Writes with write_file_atomic: readers see the old or the new file, never a mix. A NaN
+  // `updated` is written as the current time. Returns "" or an error naming the file.
+  std::string write(const std::string& path) const;
+  // Returns false and an error naming the file and the field when it is missing or malformed.
+  static bool read(const std::string& path, RunStatus& out, std::string& error);
+};
+void to_json(nlohmann::json& j, const RunStatus& v);
+// Throws EventFormatError on a malformed object.
+void from_json(const nlohmann::json& j, RunStatus& v);
+
+}  // namespace studio

@@ -1,0 +1,150 @@
+#pragma once
+// The run config: the contract between the studio and the engine. One typed struct holding every
+// key of a LLaMA-Factory (and 360-LLaMA-Factory) training YAML that users bring, with LLaMA-Factory's
+// defaults. Parsing lives in config_io, the key table in config_schema, the rules in validate.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace studio {
+
+enum class Stage { Sft, Dpo };
+enum class FinetuningType { Full };
+enum class LrScheduler { Linear, Cosine, Constant, ConstantWithWarmup, CosineWithMinLr };
+enum class FlashAttn { Auto, Fa2, Sdpa, Disabled };
+enum class PrefLoss { Sigmoid, Ipo, Hinge };
+enum class EvalStrategy { No, Steps, Epoch };
+enum class SpMode { ZigzagRing, Ulysses, Usp };
+
+// A YAML value kept verbatim (as YAML text) because the engine does not interpret it.
+struct RawYaml {
+  std::string text;
+};
+
+// A key the engine does not know: kept as written so that load -> save loses nothing.
+struct ExtraKey {
+  std::string key;
+  RawYaml value;
+  int line = 0;  // where it stood in the source file (orders it on save)
+};
+
+struct SourcePos {
+  int line = 0;  // 1-based
+  int column = 0;
+};
+
+// Where each key came from; empty for configs built in memory.
+struct ConfigSource {
+  std::string file;                           // as given to the loader
+  std::map<std::string, SourcePos> key_pos;   // keys present in the file
+  std::map<std::string, SourcePos> value_pos;
+  bool has(const std::string& key) const { return key_pos.count(key) != 0; }
+};
+
+struct RunConfig {
+  // --- model --------------------------------------------------------------------------------
+  std::string model_name_or_path;              // local Hugging Face model folder (required)
+  bool trust_remote_code = false;              // accepted; no remote code is ever run
+  std::optional<std::string> ref_model;        // DPO reference; default: frozen initial policy
+
+  // --- method -------------------------------------------------------------------------------
+  Stage stage = Stage::Sft;                    // sft | dpo
+  bool do_train = true;                        // false: nothing to train
+  FinetuningType finetuning_type = FinetuningType::Full;  // full-parameter training only
+  std::optional<std::string> deepspeed;        // DeepSpeed JSON: its ZeRO stage and offload flags
+  double pref_beta = 0.1;                      // DPO beta
+  PrefLoss pref_loss = PrefLoss::Sigmoid;      // sigmoid | ipo | hinge
+  double pref_ftx = 0.0;                       // weight of the SFT term mixed into DPO
+  double dpo_label_smoothing = 0.0;            // conservative DPO (sigmoid loss only)
+  bool precompute_ref_logps = false;           // reference log-probs in one pass before training
+
+  // --- data ---------------------------------------------------------------------------------
+  std::vector<std::string> dataset;            // names in dataset_info.json (required)
+  std::string dataset_dir = "data";            // folder holding dataset_info.json
+  std::vector<std::string> eval_dataset;       // names in dataset_info.json
+  double val_size = 0.0;                       // fraction in [0, 1) or a whole sample count
+  std::string template_name;                   // key `template`: chat template (required)
+  int64_t cutoff_len = 2048;                   // tokens per sequence (the trained length with SP)
+  std::optional<int64_t> max_samples;          // cap on samples per dataset
+  bool train_on_prompt = false;                // also learn the prompt tokens
+  bool mask_history = false;                   // learn only the last turn
+  bool packing = false;                        // pack several samples into one sequence
+  bool neat_packing = false;                   // packing without cross-sample attention
+  bool overwrite_cache = false;                // re-tokenize instead of using the cache
+  std::optional<int64_t> preprocessing_num_workers;  // tokenizer workers
+  std::optional<int64_t> dataloader_num_workers;     // accepted; loading is in-process
+
+  // --- output -------------------------------------------------------------------------------
+  std::string output_dir;                      // run folder: checkpoints, events.jsonl (required)
+  bool overwrite_output_dir = false;           // allow a non-empty output_dir without resuming
+  int64_t logging_steps = 10;                  // steps between logged metrics
+  int64_t save_steps = 500;                    // steps between checkpoints
+  std::optional<int64_t> save_total_limit;     // keep at most this many checkpoints
+  bool save_only_model = false;                // checkpoints without optimizer/scheduler state
+  bool plot_loss = false;                      // accepted; the studio plots every run
+  std::optional<RawYaml> report_to;            // accepted; metrics go to events.jsonl
+
+  // --- optimisation -------------------------------------------------------------------------
+  int64_t per_device_train_batch_size = 1;     // sequences per rank per micro-step
+  int64_t gradient_accumulation_steps = 1;     // micro-steps per optimizer step
+  double learning_rate = 5e-5;                 // peak learning rate
+  double num_train_epochs = 3.0;               // used when max_steps <= 0
+  int64_t max_steps = -1;                      // > 0 overrides num_train_epochs
+  LrScheduler lr_scheduler_type = LrScheduler::Linear;
+  std::map<std::string, double> lr_scheduler_kwargs;  // min_lr_rate / min_lr (cosine_with_min_lr)
+  double warmup_ratio = 0.0;                   // fraction of steps spent warming up
+  int64_t warmup_steps = 0;                    // > 0 overrides warmup_ratio
+  double weight_decay = 0.0;                   // AdamW decoupled decay (not on norms, biases)
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;                  // global-norm clipping; 0 disables
+  bool bf16 = false;                           // bf16 compute, fp32 master weights
+  bool fp16 = false;                           // fp16 compute with loss scaling
+  bool pure_bf16 = false;                      // bf16 weights and optimizer states
+  bool gradient_checkpointing = true;          // recompute each decoder layer in backward
+  FlashAttn flash_attn = FlashAttn::Auto;      // attention backend
+  int64_t ddp_timeout = 1800;                  // seconds before a collective counts as hung
+  int64_t seed = 42;
+  std::optional<std::string> resume_from_checkpoint;  // checkpoint folder to continue from
+
+  // --- evaluation ---------------------------------------------------------------------------
+  int64_t per_device_eval_batch_size = 1;      // HF's default is 8; long sequences want 1
+  EvalStrategy eval_strategy = EvalStrategy::No;
+  std::optional<int64_t> eval_steps;           // default: logging_steps
+
+  // --- sequence parallelism -----------------------------------------------------------------
+  int64_t sequence_parallel_size = 1;          // ranks sharing one sequence; divides world size
+  SpMode sequence_parallel_mode = SpMode::ZigzagRing;  // zigzag-ring | ulysses | usp
+  int64_t sequence_parallel_ulysses_degree = 1;  // usp: Ulysses ranks inside a ring rank
+  int64_t sequence_parallel_ring_degree = 1;     // usp: ring ranks
+  bool shuffle_for_sequence_parallel = true;   // shuffle samples before the SP split
+
+  // --- not part of the YAML schema ----------------------------------------------------------
+  std::vector<ExtraKey> extra_keys;            // unknown keys, kept verbatim
+  ConfigSource source;                         // where the keys came from
+
+  // The sequence length actually trained: cutoff_len rounded up so that each SP rank holds a
+  // multiple of 8 tokens (which also makes it divisible by 2*sp for the zigzag split).
+  int64_t effective_cutoff_len() const;
+  int64_t sp_alignment() const { return 8 * (sequence_parallel_size > 0 ? sequence_parallel_size : 1); }
+  bool evaluates() const { return eval_strategy != EvalStrategy::No; }
+};
+
+// Names of choice values exactly as they are written in YAML.
+std::string_view to_string(Stage v);
+std::string_view to_string(FinetuningType v);
+std::string_view to_string(LrScheduler v);
+std::string_view to_string(FlashAttn v);
+std::string_view to_string(PrefLoss v);
+std::string_view to_string(EvalStrategy v);
+std::string_view to_string(SpMode v);
+
+// The chat templates the engine renders, by their LLaMA-Factory names.
+const std::vector<std::string>& known_templates();
+
+}  // namespace studio

@@ -1,0 +1,49 @@
+#pragma once
+// Validation of a run config: every problem in one pass, each located at its key's line.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "studio/config/diagnostic.h"
+#include "studio/config/model_info.h"
+#include "studio/config/run_config.h"
+
+namespace studio {
+
+struct ValidateOptions {
+  int nproc_per_node = 0;     // 0: the world size is unknown and not checked
+  int nnodes = 1;
+  bool for_training = false;  // missing local paths are errors (they are warnings in `validate`,
+                              // since the files may exist only on the cluster)
+  std::string base_dir;       // relative paths resolve against it; empty: the working directory
+  int world_size() const { return nproc_per_node > 0 ? nproc_per_node * nnodes : 0; }
+};
+
+// The ZeRO request read from a DeepSpeed JSON.
+struct DeepSpeedRequest {
+  int zero_stage = 0;
+  bool offload_optimizer = false;
+  bool offload_param = false;
+};
+std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std::string& error);
+
+std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOptions& opt,
+                                        std::optional<ModelInfo>* model_out = nullptr);
+
+struct CheckResult {
+  RunConfig config;
+  std::vector<Diagnostic> diagnostics;  // parse and validation problems, sorted by line
+  std::optional<ModelInfo> model;       // when the model's config.json was readable
+  bool ok() const { return !has_errors(diagnostics); }
+};
+
+// Load + validate in one pass: what `studio-train validate` and the wizard run.
+CheckResult check_config_file(const std::string& path, const ValidateOptions& opt);
+
+// The config as the engine runs it: cutoff_len rounded for SP, eval_steps defaulted.
+RunConfig normalized(const RunConfig& cfg);
+
+// Sizes that divide `world_size` (the valid sequence_parallel_size choices).
+std::vector<int> divisors(int world_size);
+
+}  // namespace studio

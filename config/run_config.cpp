@@ -1,0 +1,53 @@
+#include "studio/config/run_config.h"
+
+#include "enum_names.h"
+
+namespace studio {
+namespace detail {
+// LLaMA-Factory accepts these values; they would change what the run means, so they are errors.
+const std::vector<std::string_view>& EnumInfo<Stage>::refused() {
+  static const std::vector<std::string_view> v = {"pt", "rm", "ppo", "kto"};
+  return v;
+}
+const std::vector<std::string_view>& EnumInfo<FinetuningType>::refused() {
+  static const std::vector<std::string_view> v = {"lora", "freeze", "oft"};
+  return v;
+}
+const std::vector<std::string_view>& EnumInfo<PrefLoss>::refused() {
+  static const std::vector<std::string_view> v = {"orpo", "simpo", "kto_pair", "bco_pair",
+                                                  "sppo_hard", "nca_pair"};
+  return v;
+}
+#define STUDIO_NOTHING_REFUSED(E)                                      \
+  const std::vector<std::string_view>& EnumInfo<E>::refused() {        \
+    static const std::vector<std::string_view> v;                      \
+    return v;                                                          \
+  }
+STUDIO_NOTHING_REFUSED(LrScheduler)
+STUDIO_NOTHING_REFUSED(FlashAttn)
+STUDIO_NOTHING_REFUSED(EvalStrategy)
+STUDIO_NOTHING_REFUSED(SpMode)
+#undef STUDIO_NOTHING_REFUSED
+}  // namespace detail
+
+std::string_view to_string(Stage v) { return detail::enum_name(v); }
+std::string_view to_string(FinetuningType v) { return detail::enum_name(v); }
+std::string_view to_string(LrScheduler v) { return detail::enum_name(v); }
+std::string_view to_string(FlashAttn v) { return detail::enum_name(v); }
+std::string_view to_string(PrefLoss v) { return detail::enum_name(v); }
+std::string_view to_string(EvalStrategy v) { return detail::enum_name(v); }
+std::string_view to_string(SpMode v) { return detail::enum_name(v); }
+
+int64_t RunConfig::effective_cutoff_len() const {
+  const int64_t align = sp_alignment();
+  if (cutoff_len <= 0) return cutoff_len;
+  return (cutoff_len + align - 1) / align * align;
+}
+
+const std::vector<std::string>& known_templates() {
+  static const std::vector<std::string> names = {"qwen",    "qwen3",   "qwen3_nothink", "llama3",
+                                                 "mistral", "default", "alpaca",        "empty"};
+  return names;
+}
+
+}  // namespace studio

@@ -1,0 +1,441 @@
+#include "studio/config/validate.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "studio/config/json_file.h"
+#include "studio/config/config_io.h"
+#include "studio/config/config_schema.h"
+
+namespace fs = std::filesystem;
+
+namespace studio {
+namespace {
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+  return out;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Collects diagnostics located at the keys they are about.
+class Checker {
+ public:
+  Checker(const RunConfig& cfg, const ValidateOptions& opt) : cfg_(cfg), opt_(opt) {}
+
+  void error(const std::string& key, std::string msg, std::string allowed = {}) {
+    add(Severity::Error, key, std::move(msg), std::move(allowed));
+  }
+  void warn(const std::string& key, std::string msg, std::string allowed = {}) {
+    add(Severity::Warning, key, std::move(msg), std::move(allowed));
+  }
+  // A missing local path: an error at train time, a warning in `validate`.
+  void missing(const std::string& key, std::string msg) {
+    add(opt_.for_training ? Severity::Error : Severity::Warning, key, std::move(msg), {});
+  }
+  void require(bool ok, const std::string& key, const std::string& msg) {
+    if (!ok) error(key, msg, allowed_of(key));
+  }
+  bool given(const std::string& key) const { return cfg_.source.has(key); }
+  int line(const std::string& key) const {
+    auto it = cfg_.source.key_pos.find(key);
+    return it == cfg_.source.key_pos.end() ? 0 : it->second.line;
+  }
+  std::string at_line(const std::string& key) const {
+    int l = line(key);
+    return l > 0 ? " (line " + std::to_string(l) + ")" : "";
+  }
+  fs::path resolve(const std::string& p) const {
+    fs::path path(p);
+    if (path.is_absolute() || opt_.base_dir.empty()) return path;
+    return fs::path(opt_.base_dir) / path;
+  }
+  std::vector<Diagnostic> take() { return std::move(diags_); }
+
+ private:
+  static std::string allowed_of(const std::string& key) {
+    const FieldSpec* f = find_field(key);
+    return f ? f->allowed : std::string();
+  }
+  void add(Severity sev, const std::string& key, std::string msg, std::string allowed) {
+    auto it = cfg_.source.value_pos.find(key);
+    SourcePos p = it == cfg_.source.value_pos.end() ? SourcePos{} : it->second;
+    diags_.push_back({sev, cfg_.source.file, p.line, p.column, key, std::move(msg),
+                      std::move(allowed)});
+  }
+  const RunConfig& cfg_;
+  const ValidateOptions& opt_;
+  std::vector<Diagnostic> diags_;
+};
+
+void check_required(const RunConfig& c, Checker& ck) {
+  if (c.model_name_or_path.empty())
+    ck.error("model_name_or_path", "required: the local Hugging Face model folder to train");
+  if (c.dataset.empty()) ck.error("dataset", "required: dataset names from dataset_info.json");
+  if (c.template_name.empty())
+    ck.error("template", "required: the chat template the model was trained with",
+             find_field("template")->allowed);
+  if (c.output_dir.empty()) ck.error("output_dir", "required: the folder the run writes to");
+  const auto& names = known_templates();
+  if (!c.template_name.empty() &&
+      std::find(names.begin(), names.end(), c.template_name) == names.end())
+    ck.error("template", "'" + c.template_name + "' is not a chat template studio-train renders",
+             find_field("template")->allowed);
+}
+
+void check_numbers(const RunConfig& c, Checker& ck) {
+  ck.require(c.learning_rate > 0, "learning_rate",
+             "must be positive, got " + num(c.learning_rate));
+  ck.require(c.per_device_train_batch_size >= 1, "per_device_train_batch_size",
+             "must be at least 1, got " + std::to_string(c.per_device_train_batch_size));
+  ck.require(c.per_device_eval_batch_size >= 1, "per_device_eval_batch_size",
+             "must be at least 1, got " + std::to_string(c.per_device_eval_batch_size));
+  ck.require(c.gradient_accumulation_steps >= 1, "gradient_accumulation_steps",
+             "must be at least 1, got " + std::to_string(c.gradient_accumulation_steps));
+  ck.require(c.cutoff_len >= 1, "cutoff_len", "must be at least 1, got " +
+                                                  std::to_string(c.cutoff_len));
+  ck.require(c.logging_steps >= 1, "logging_steps", "must be at least 1");
+  ck.require(c.save_steps >= 1, "save_steps", "must be at least 1");
+  ck.require(!c.save_total_limit || *c.save_total_limit >= 1, "save_total_limit",
+             "must be at least 1 (or null to keep every checkpoint)");
+  ck.require(!c.max_samples || *c.max_samples >= 1, "max_samples", "must be at least 1");
+  ck.require(!c.eval_steps || *c.eval_steps >= 1, "eval_steps", "must be at least 1");
+  ck.require(!c.preprocessing_num_workers || *c.preprocessing_num_workers >= 1,
+             "preprocessing_num_workers", "must be at least 1");
+  ck.require(c.max_steps > 0 || c.num_train_epochs > 0, "num_train_epochs",
+             "must be positive when max_steps is not set, got " + num(c.num_train_epochs));
+  ck.require(c.warmup_ratio >= 0 && c.warmup_ratio < 1, "warmup_ratio",
+             "must be in [0, 1), got " + num(c.warmup_ratio));
+  ck.require(c.warmup_steps >= 0, "warmup_steps", "must not be negative");
+  ck.require(c.weight_decay >= 0, "weight_decay", "must not be negative");
+  ck.require(c.adam_beta1 >= 0 && c.adam_beta1 < 1, "adam_beta1", "must be in [0, 1)");
+  ck.require(c.adam_beta2 >= 0 && c.adam_beta2 < 1, "adam_beta2", "must be in [0, 1)");
+  ck.require(c.adam_epsilon > 0, "adam_epsilon", "must be positive");
+  ck.require(c.max_grad_norm >= 0, "max_grad_norm", "must not be negative (0 turns clipping off)");
+  ck.require(c.ddp_timeout >= 1, "ddp_timeout", "must be at least 1 second");
+  ck.require(c.seed >= 0, "seed", "must not be negative");
+  ck.require(c.val_size >= 0 && (c.val_size < 1 || c.val_size == static_cast<int64_t>(c.val_size)),
+             "val_size", "must be a fraction in [0, 1) or a whole number of samples, got " +
+                             num(c.val_size));
+  if (c.warmup_steps > 0 && c.warmup_ratio > 0)
+    ck.warn("warmup_steps", "overrides warmup_ratio" + ck.at_line("warmup_ratio"));
+}
+
+void check_precision(const RunConfig& c, Checker& ck) {
+  std::vector<std::string> on;
+  if (c.bf16) on.push_back("bf16");
+  if (c.fp16) on.push_back("fp16");
+  if (c.pure_bf16) on.push_back("pure_bf16");
+  for (size_t i = 1; i < on.size(); ++i)
+    ck.error(on[i], "cannot be combined with " + on[0] + ck.at_line(on[0]) + ": set only one of "
+                    "bf16, fp16 and pure_bf16 to true");
+}
+
+void check_scheduler(const RunConfig& c, Checker& ck) {
+  std::set<std::string> allowed;
+  if (c.lr_scheduler_type == LrScheduler::Cosine) allowed = {"num_cycles"};
+  if (c.lr_scheduler_type == LrScheduler::CosineWithMinLr)
+    allowed = {"num_cycles", "min_lr_rate", "min_lr"};
+  std::string names;
+  for (const auto& a : allowed) names += (names.empty() ? "" : " | ") + a;
+  for (const auto& [k, v] : c.lr_scheduler_kwargs)
+    if (!allowed.count(k))
+      ck.error("lr_scheduler_kwargs",
+               "'" + k + "' is not an option of the " +
+                   std::string(to_string(c.lr_scheduler_type)) + " schedule",
+               names.empty() ? "none" : names);
+  if (c.lr_scheduler_type != LrScheduler::CosineWithMinLr) return;
+  auto rate = c.lr_scheduler_kwargs.find("min_lr_rate");
+  auto abs = c.lr_scheduler_kwargs.find("min_lr");
+  const bool has_rate = rate != c.lr_scheduler_kwargs.end();
+  const bool has_abs = abs != c.lr_scheduler_kwargs.end();
+  if (has_rate == has_abs)
+    ck.error(ck.given("lr_scheduler_kwargs") ? "lr_scheduler_kwargs" : "lr_scheduler_type",
+             "cosine_with_min_lr needs exactly one of min_lr_rate or min_lr, e.g. "
+             "lr_scheduler_kwargs: {min_lr_rate: 0.1}");
+  if (has_rate && (rate->second < 0 || rate->second > 1))
+    ck.error("lr_scheduler_kwargs", "min_lr_rate must be in [0, 1], got " + num(rate->second));
+  if (has_abs && (abs->second < 0 || abs->second > c.learning_rate))
+    ck.error("lr_scheduler_kwargs", "min_lr must be in [0, learning_rate], got " +
+                                        num(abs->second));
+}
+
+void check_sequence_parallel(const RunConfig& c, const ValidateOptions& opt, Checker& ck) {
+  const int64_t sp = c.sequence_parallel_size;
+  if (sp < 1) {
+    ck.error("sequence_parallel_size", "must be at least 1, got " + std::to_string(sp),
+             ">= 1");
+    return;
+  }
+  if (const int world = opt.world_size(); world > 0 && world % sp != 0)
+    ck.error("sequence_parallel_size",
+             std::to_string(sp) + " does not divide the world size " + std::to_string(world) +
+                 " (" + std::to_string(opt.nproc_per_node) + " processes per node x " +
+                 std::to_string(opt.nnodes) + " nodes)",
+             join_ints(divisors(world)));
+  const int64_t u = c.sequence_parallel_ulysses_degree, r = c.sequence_parallel_ring_degree;
+  ck.require(u >= 1, "sequence_parallel_ulysses_degree", "must be at least 1");
+  ck.require(r >= 1, "sequence_parallel_ring_degree", "must be at least 1");
+  if (c.sequence_parallel_mode == SpMode::Usp) {
+    if (u * r != sp)
+      ck.error(ck.given("sequence_parallel_ulysses_degree") ? "sequence_parallel_ulysses_degree"
+                                                            : "sequence_parallel_mode",
+               "usp needs sequence_parallel_ulysses_degree x sequence_parallel_ring_degree = "
+               "sequence_parallel_size, got " + std::to_string(u) + " x " + std::to_string(r) +
+                   " != " + std::to_string(sp));
+  } else {
+    for (const auto& [key, degree] : {std::pair{"sequence_parallel_ulysses_degree", u},
+                                      std::pair{"sequence_parallel_ring_degree", r}})
+      if (ck.given(key) && degree != 1)
+        ck.warn(key, "only used with sequence_parallel_mode: usp; ignored");
+  }
+  const bool ring = sp > 1 && (c.sequence_parallel_mode == SpMode::ZigzagRing ||
+                               (c.sequence_parallel_mode == SpMode::Usp && r > 1));
+  if (c.neat_packing && ring)
+    ck.error("neat_packing",
+             "cannot be used with zigzag-ring sequence parallelism (the ring would attend "
+             "across packed samples): use packing: true, or sequence_parallel_mode: ulysses");
+  if (sp > 1 && c.effective_cutoff_len() != c.cutoff_len && c.cutoff_len > 0)
+    ck.warn("cutoff_len", std::to_string(c.cutoff_len) + " is rounded up to " +
+                              std::to_string(c.effective_cutoff_len()) + " so that each of the " +
+                              std::to_string(sp) + " sequence-parallel ranks holds a multiple "
+                              "of 8 tokens");
+}
+
+// Ulysses scatters heads over the SP group: the head counts must fit it.
+void check_heads(const RunConfig& c, const ModelInfo& m, Checker& ck) {
+  int64_t degree = 0;
+  const char* key = "sequence_parallel_size";
+  if (c.sequence_parallel_mode == SpMode::Ulysses) degree = c.sequence_parallel_size;
+  if (c.sequence_parallel_mode == SpMode::Usp) {
+    degree = c.sequence_parallel_ulysses_degree;
+    key = "sequence_parallel_ulysses_degree";
+  }
+  if (degree <= 1) return;
+  const std::string mode(to_string(c.sequence_parallel_mode));
+  if (m.num_heads % degree != 0) {
+    ck.error(key, mode + ": " + std::to_string(m.num_heads) + " query heads are not divisible by " +
+                      std::to_string(degree) + "; use zigzag-ring, or a degree that divides " +
+                      std::to_string(m.num_heads),
+             join_ints(divisors(static_cast<int>(m.num_heads))));
+    return;
+  }
+  if (m.num_kv_heads % degree != 0 && degree % m.num_kv_heads != 0)
+    ck.error(key, mode + ": the " + std::to_string(m.num_kv_heads) +
+                      " key/value heads can neither be split over nor replicated to " +
+                      std::to_string(degree) + " ranks (grouped-query attention); use "
+                      "zigzag-ring, or a degree that divides or is a multiple of " +
+                      std::to_string(m.num_kv_heads));
+}
+
+std::string hub_hint(const std::string& p) {
+  const fs::path path(p);
+  if (path.is_absolute() || p.rfind(".", 0) == 0 || std::count(p.begin(), p.end(), '/') != 1)
+    return "";
+  return "; it looks like a Hugging Face hub id, but studio-train loads local folders only: "
+         "download the model and give its folder";
+}
+
+void check_model(const RunConfig& c, Checker& ck, std::optional<ModelInfo>& model) {
+  if (c.model_name_or_path.empty()) return;
+  const fs::path dir = ck.resolve(c.model_name_or_path);
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    ck.missing("model_name_or_path",
+               "no such folder: " + dir.string() + hub_hint(c.model_name_or_path));
+    return;
+  }
+  std::string error;
+  model = read_model_info(dir.string(), error);
+  if (!model) {
+    ck.error("model_name_or_path", "cannot use the model: " + error);
+    return;
+  }
+  if (!is_supported_architecture(model->architecture))
+    ck.error("model_name_or_path", "architecture " + model->architecture +
+                                       " is not supported", supported_architectures());
+  if (model->max_position_embeddings > 0 && c.cutoff_len > model->max_position_embeddings &&
+      model->rope_scaling.empty())
+    ck.warn("cutoff_len", std::to_string(c.cutoff_len) + " exceeds the model's "
+                          "max_position_embeddings (" +
+                          std::to_string(model->max_position_embeddings) +
+                          ") and it has no rope_scaling");
+  check_heads(c, *model, ck);
+}
+
+void check_datasets(const RunConfig& c, Checker& ck) {
+  const fs::path dir = ck.resolve(c.dataset_dir);
+  const fs::path info = dir / "dataset_info.json";
+  std::error_code ec;
+  if (!fs::exists(info, ec)) {
+    if (!c.dataset.empty())
+      ck.missing(ck.given("dataset_dir") ? "dataset_dir" : "dataset",
+                 "no dataset_info.json in " + dir.string());
+    return;
+  }
+  std::string error;
+  nlohmann::json j;
+  if (!read_json_file(info.string(), j, error) || !j.is_object()) {
+    ck.error(ck.given("dataset_dir") ? "dataset_dir" : "dataset",
+             error.empty() ? info.string() + " does not hold a JSON object" : error);
+    return;
+  }
+  std::string names;
+  for (const auto& item : j.items()) names += (names.empty() ? "" : ", ") + item.key();
+  auto check = [&](const std::string& key, const std::vector<std::string>& list) {
+    for (const auto& name : list) {
+      auto it = j.find(name);
+      if (it == j.end()) {
+        ck.error(key, "'" + name + "' is not in " + info.string(), names);
+        continue;
+      }
+      const bool ranking = it->is_object() && it->value("ranking", false);
+      if (c.stage == Stage::Dpo && !ranking)
+        ck.error(key, "'" + name + "' is not a preference dataset (\"ranking\": true), which "
+                      "stage: dpo needs");
+      if (c.stage == Stage::Sft && ranking)
+        ck.error(key, "'" + name + "' is a preference dataset (\"ranking\": true); stage: sft "
+                      "needs an instruction or conversation dataset");
+    }
+  };
+  check("dataset", c.dataset);
+  check("eval_dataset", c.eval_dataset);
+}
+
+void check_paths(const RunConfig& c, Checker& ck) {
+  std::error_code ec;
+  for (const auto& [key, value] : {std::pair{"ref_model", c.ref_model},
+                                   std::pair{"resume_from_checkpoint", c.resume_from_checkpoint}})
+    if (value && !fs::exists(ck.resolve(*value), ec))
+      ck.missing(key, "no such folder: " + ck.resolve(*value).string());
+  if (c.deepspeed) {
+    const fs::path p = ck.resolve(*c.deepspeed);
+    std::string error;
+    if (!fs::exists(p, ec))
+      ck.missing("deepspeed", "no such file: " + p.string());
+    else if (!read_deepspeed_json(p.string(), error))
+      ck.error("deepspeed", error);
+  }
+  if (c.output_dir.empty() || !c.do_train) return;
+  const fs::path out = ck.resolve(c.output_dir);
+  if (!fs::is_directory(out, ec) || fs::is_empty(out, ec) || c.overwrite_output_dir ||
+      c.resume_from_checkpoint)
+    return;
+  bool has_checkpoint = false;
+  for (const auto& e : fs::directory_iterator(out, ec))
+    if (e.path().filename().string().rfind("checkpoint-", 0) == 0) has_checkpoint = true;
+  if (!has_checkpoint)
+    ck.missing("output_dir", out.string() + " already holds files and no checkpoint to resume "
+                             "from: set overwrite_output_dir: true or choose another folder");
+}
+
+void check_method(const RunConfig& c, Checker& ck) {
+  if (!c.do_train) ck.warn("do_train", "is false: studio-train train has nothing to do");
+  if (c.stage == Stage::Dpo) {
+    ck.require(c.pref_beta > 0, "pref_beta", "must be positive, got " + num(c.pref_beta));
+    ck.require(c.pref_ftx >= 0, "pref_ftx", "must not be negative");
+    ck.require(c.dpo_label_smoothing >= 0 && c.dpo_label_smoothing <= 0.5, "dpo_label_smoothing",
+               "must be in [0, 0.5], got " + num(c.dpo_label_smoothing));
+    if (c.dpo_label_smoothing > 0 && c.pref_loss != PrefLoss::Sigmoid)
+      ck.warn("dpo_label_smoothing", "only applies to pref_loss: sigmoid; ignored");
+    return;
+  }
+  for (const char* key : {"ref_model", "pref_beta", "pref_loss", "pref_ftx",
+                          "dpo_label_smoothing", "precompute_ref_logps"})
+    if (ck.given(key)) ck.warn(key, "only used with stage: dpo; ignored");
+}
+
+void check_eval(const RunConfig& c, Checker& ck) {
+  const bool has_eval_data = c.val_size > 0 || !c.eval_dataset.empty();
+  if (c.evaluates() && !has_eval_data)
+    ck.error("eval_strategy", "needs evaluation data: set val_size or eval_dataset, or "
+                              "eval_strategy: no");
+  if (!c.evaluates() && has_eval_data)
+    ck.warn(c.val_size > 0 ? "val_size" : "eval_dataset",
+            "evaluation data is given but eval_strategy is no: nothing will be evaluated; set "
+            "eval_strategy: steps");
+  if (c.eval_steps && c.eval_strategy != EvalStrategy::Steps)
+    ck.warn("eval_steps", "only used with eval_strategy: steps; ignored");
+}
+
+}  // namespace
+
+std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std::string& error) {
+  nlohmann::json j;
+  if (!read_json_file(path, j, error)) return std::nullopt;
+  DeepSpeedRequest req;
+  const auto zero = j.find("zero_optimization");
+  if (!j.is_object() || zero == j.end()) return req;
+  if (!zero->is_object()) return error = path + ": zero_optimization is not an object", std::nullopt;
+  const auto stage = zero->find("stage");
+  if (stage != zero->end()) {
+    if (!stage->is_number_integer() || *stage < 0 || *stage > 3)
+      return error = path + ": zero_optimization.stage must be 0, 1, 2 or 3", std::nullopt;
+    req.zero_stage = stage->get<int>();
+  }
+  auto offloads = [&](const char* key) {
+    auto it = zero->find(key);
+    return it != zero->end() && it->is_object() && it->value("device", "none") != "none";
+  };
+  req.offload_optimizer = offloads("offload_optimizer");
+  req.offload_param = offloads("offload_param");
+  return req;
+}
+
+std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOptions& opt,
+                                        std::optional<ModelInfo>* model_out) {
+  Checker ck(cfg, opt);
+  std::optional<ModelInfo> model;
+  check_required(cfg, ck);
+  check_numbers(cfg, ck);
+  check_precision(cfg, ck);
+  check_scheduler(cfg, ck);
+  check_sequence_parallel(cfg, opt, ck);
+  check_method(cfg, ck);
+  check_eval(cfg, ck);
+  check_model(cfg, ck, model);
+  check_datasets(cfg, ck);
+  check_paths(cfg, ck);
+  if (model_out) *model_out = std::move(model);
+  auto diags = ck.take();
+  sort_by_position(diags);
+  return diags;
+}
+
+CheckResult check_config_file(const std::string& path, const ValidateOptions& opt) {
+  LoadResult loaded = load_config_file(path);
+  CheckResult res{std::move(loaded.config), std::move(loaded.diagnostics), std::nullopt};
+  const bool parsed = !res.config.source.key_pos.empty();
+  if (parsed) {
+    auto more = validate_config(res.config, opt, &res.model);
+    res.diagnostics.insert(res.diagnostics.end(), more.begin(), more.end());
+    sort_by_position(res.diagnostics);
+  }
+  return res;
+}
+
+RunConfig normalized(const RunConfig& cfg) {
+  RunConfig out = cfg;
+  out.cutoff_len = cfg.effective_cutoff_len();
+  if (!out.eval_steps && out.eval_strategy == EvalStrategy::Steps) out.eval_steps = cfg.logging_steps;
+  return out;
+}
+
+std::vector<int> divisors(int world_size) {
+  std::vector<int> out;
+  for (int d = 1; d <= world_size; ++d)
+    if (world_size % d == 0) out.push_back(d);
+  return out;
+}
+
+}  // namespace studio

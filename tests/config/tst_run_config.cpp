@@ -1,0 +1,463 @@
+// The run config: loading LLaMA-Factory YAML, validation located at key and line, round trips.
+#include <QtTest>
+
+#include <yaml-cpp/yaml.h>
+
+#include "studio/config/config_io.h"
+#include "studio/config/config_schema.h"
+#include "studio/config/validate.h"
+
+using namespace studio;
+
+namespace {
+
+// Four required keys on lines 1-4; each test case appends its own lines from line 5 on.
+const QString kBase = QStringLiteral(
+    "model_name_or_path: models/qwen2.5-7b-shape\n"
+    "dataset: long_docs\n"
+    "template: qwen\n"
+    "output_dir: out/run-that-does-not-exist\n");
+
+ValidateOptions options(int nproc, bool for_training = false) {
+  ValidateOptions opt;
+  opt.nproc_per_node = nproc;
+  opt.for_training = for_training;
+  opt.base_dir = STUDIO_TEST_DATA_DIR;
+  return opt;
+}
+
+std::vector<Diagnostic> check(const QString& yaml, const ValidateOptions& opt) {
+  LoadResult loaded = load_config_string(yaml.toStdString(), "case.yaml");
+  auto diags = loaded.diagnostics;
+  if (!loaded.config.source.key_pos.empty()) {
+    auto more = validate_config(loaded.config, opt);
+    diags.insert(diags.end(), more.begin(), more.end());
+  }
+  return diags;
+}
+
+QString dump(const std::vector<Diagnostic>& diags) {
+  return QString::fromStdString(format_all(diags));
+}
+
+const Diagnostic* find(const std::vector<Diagnostic>& diags, Severity sev, const QString& key) {
+  for (const auto& d : diags)
+    if (d.severity == sev && QString::fromStdString(d.key) == key) return &d;
+  return nullptr;
+}
+
+QString readAll(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromUtf8(f.readAll());
+}
+
+}  // namespace
+
+class TestRunConfig : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void invalidConfigs_data();
+  void invalidConfigs();
+  void validConfigs_data();
+  void validConfigs();
+  void realisticFileIsValidWithEightProcesses();
+  void yamlNumbersInEveryForm_data();
+  void yamlNumbersInEveryForm();
+  void roundTripKeepsUnknownKeysAndOrder();
+  void fullStyleRoundTripsEveryKey();
+  void emittedFloatsReadBackByPyYaml();
+  void normalizedRoundsCutoffForSequenceParallel();
+  void missingPathIsWarningInValidateErrorInTraining();
+  void formatMatchesFileLineColumnKey();
+  void everyTableKeyHasHelpAndParses();
+  void saveIsAtomicAndReadable();
+};
+
+void TestRunConfig::invalidConfigs_data() {
+  QTest::addColumn<QString>("extra");     // appended to kBase (or a whole file if it has "!full")
+  QTest::addColumn<int>("nproc");
+  QTest::addColumn<QString>("key");
+  QTest::addColumn<int>("line");
+  QTest::addColumn<QString>("fragment");
+
+  QTest::newRow("sp 3 does not divide 4") << "sequence_parallel_size: 3\n" << 4
+                                          << "sequence_parallel_size" << 5 << "does not divide";
+  QTest::newRow("sp 3 lists valid sizes") << "sequence_parallel_size: 3\n" << 4
+                                          << "sequence_parallel_size" << 5 << "allowed: 1, 2, 4";
+  QTest::newRow("sp 0") << "sequence_parallel_size: 0\n" << 0 << "sequence_parallel_size" << 5
+                        << "at least 1";
+  QTest::newRow("unknown sp mode") << "sequence_parallel_mode: ring\n" << 0
+                                   << "sequence_parallel_mode" << 5
+                                   << "zigzag-ring | ulysses | usp";
+  QTest::newRow("usp degrees do not multiply to sp")
+      << "sequence_parallel_size: 8\nsequence_parallel_mode: usp\n"
+         "sequence_parallel_ulysses_degree: 2\nsequence_parallel_ring_degree: 2\n"
+      << 8 << "sequence_parallel_ulysses_degree" << 7 << "2 x 2 != 8";
+  QTest::newRow("bf16 with fp16") << "bf16: true\nfp16: true\n" << 0 << "fp16" << 6
+                                  << "cannot be combined with bf16 (line 5)";
+  QTest::newRow("pure_bf16 with fp16") << "fp16: true\npure_bf16: yes\n" << 0 << "pure_bf16" << 6
+                                       << "cannot be combined with fp16";
+  QTest::newRow("neat_packing with zigzag-ring")
+      << "sequence_parallel_size: 2\nneat_packing: true\n" << 2 << "neat_packing" << 6
+      << "zigzag-ring";
+  QTest::newRow("learning rate zero") << "learning_rate: 0\n" << 0 << "learning_rate" << 5
+                                      << "must be positive";
+  QTest::newRow("learning rate negative") << "learning_rate: -1e-5\n" << 0 << "learning_rate"
+                                          << 5 << "must be positive";
+  QTest::newRow("batch size zero") << "per_device_train_batch_size: 0\n" << 0
+                                   << "per_device_train_batch_size" << 5 << "at least 1";
+  QTest::newRow("accumulation zero") << "gradient_accumulation_steps: 0\n" << 0
+                                     << "gradient_accumulation_steps" << 5 << "at least 1";
+  QTest::newRow("lora is refused") << "finetuning_type: lora\n" << 0 << "finetuning_type" << 5
+                                   << "full-parameter training only";
+  QTest::newRow("ppo is refused") << "stage: ppo\n" << 0 << "stage" << 5 << "not supported";
+  QTest::newRow("orpo is refused") << "stage: dpo\npref_loss: orpo\n" << 0 << "pref_loss" << 6
+                                   << "not supported";
+  QTest::newRow("malformed yaml line") << "learning_rate 5e-5\nseed: 1\n" << 0 << "" << 5
+                                       << "malformed YAML";
+  QTest::newRow("bad indentation") << "lr_scheduler_kwargs:\n  min_lr_rate: 0.1\n   bad: 1\n" << 0
+                                   << "" << 7 << "malformed YAML";
+  QTest::newRow("ulysses heads not divisible")
+      << "sequence_parallel_size: 8\nsequence_parallel_mode: ulysses\n" << 8
+      << "sequence_parallel_size" << 5 << "28 query heads are not divisible by 8";
+  QTest::newRow("ulysses gqa kv heads")
+      << "sequence_parallel_size: 14\nsequence_parallel_mode: ulysses\n" << 14
+      << "sequence_parallel_size" << 5 << "key/value heads";
+  QTest::newRow("usp ulysses degree heads")
+      << "sequence_parallel_size: 16\nsequence_parallel_mode: usp\n"
+         "sequence_parallel_ulysses_degree: 8\nsequence_parallel_ring_degree: 2\n"
+      << 16 << "sequence_parallel_ulysses_degree" << 7 << "not divisible by 8";
+  QTest::newRow("int expected") << "cutoff_len: long\n" << 0 << "cutoff_len" << 5
+                                << "expected a whole number";
+  QTest::newRow("fractional int") << "save_steps: 2.5\n" << 0 << "save_steps" << 5
+                                  << "expected a whole number";
+  QTest::newRow("bool expected") << "bf16: maybe\n" << 0 << "bf16" << 5
+                                 << "expected true or false";
+  QTest::newRow("number expected") << "learning_rate: fast\n" << 0 << "learning_rate" << 5
+                                   << "expected a number";
+  QTest::newRow("mapping where scalar") << "seed:\n  a: 1\n" << 0 << "seed" << 6
+                                        << "got a mapping";
+  QTest::newRow("value missing") << "cutoff_len:\n" << 0 << "cutoff_len" << 5 << "needs a value";
+  QTest::newRow("dataset not in info") << "dataset_dir: data\neval_dataset: nope\n" << 0
+                                       << "eval_dataset" << 6 << "'nope' is not in";
+  QTest::newRow("dpo needs ranking data") << "stage: dpo\ndataset_dir: data\n" << 0 << "dataset"
+                                          << 2 << "not a preference dataset";
+  QTest::newRow("duplicate key") << "seed: 1\nseed: 2\n" << 0 << "seed" << 6 << "first given at line 5";
+  QTest::newRow("quantization refused") << "quantization_bit: 4\n" << 0 << "quantization_bit" << 5
+                                        << "trains full weights";
+  QTest::newRow("other optimizer refused") << "optim: sgd\n" << 0 << "optim" << 5 << "AdamW";
+  QTest::newRow("min lr schedule without kwargs") << "lr_scheduler_type: cosine_with_min_lr\n" << 0
+                                                  << "lr_scheduler_type" << 5 << "min_lr_rate";
+  QTest::newRow("unknown scheduler kwarg") << "lr_scheduler_kwargs: {power: 2}\n" << 0
+                                           << "lr_scheduler_kwargs" << 5 << "not an option";
+  QTest::newRow("min_lr_rate out of range")
+      << "lr_scheduler_type: cosine_with_min_lr\nlr_scheduler_kwargs: {\"min_lr_rate\": 1.5}\n"
+      << 0 << "lr_scheduler_kwargs" << 6 << "[0, 1]";
+  QTest::newRow("eval without data") << "eval_strategy: steps\n" << 0 << "eval_strategy" << 5
+                                     << "needs evaluation data";
+  QTest::newRow("warmup ratio") << "warmup_ratio: 1.5\n" << 0 << "warmup_ratio" << 5 << "[0, 1)";
+  QTest::newRow("val size fraction") << "val_size: 1.5\n" << 0 << "val_size" << 5
+                                     << "whole number";
+  QTest::newRow("dpo beta") << "stage: dpo\ndataset_dir: data\npref_beta: 0\n" << 0 << "pref_beta"
+                            << 7 << "must be positive";
+  QTest::newRow("label smoothing range")
+      << "stage: dpo\ndpo_label_smoothing: 0.7\n" << 0 << "dpo_label_smoothing" << 6 << "0.5";
+  QTest::newRow("unsupported architecture")
+      << "!full\nmodel_name_or_path: models/gemma-shape\ndataset: long_docs\ntemplate: qwen\n"
+         "output_dir: out/x\n"
+      << 0 << "model_name_or_path" << 1 << "GemmaForCausalLM is not supported";
+  QTest::newRow("unknown template") << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\n"
+                                       "dataset: long_docs\ntemplate: chatglm3\noutput_dir: x\n"
+                                    << 0 << "template" << 3 << "qwen | qwen3";
+  QTest::newRow("missing template") << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\n"
+                                       "dataset: long_docs\noutput_dir: x\n"
+                                    << 0 << "template" << 0 << "required";
+  QTest::newRow("malformed deepspeed json") << "deepspeed: deepspeed/broken.json\n" << 0
+                                            << "deepspeed" << 5 << "malformed JSON";
+  QTest::newRow("not a mapping") << "!full\n- a\n- b\n" << 0 << "" << 1 << "mapping";
+  QTest::newRow("empty file") << "!full\n" << 0 << "" << 1 << "empty";
+}
+
+void TestRunConfig::invalidConfigs() {
+  QFETCH(QString, extra);
+  QFETCH(int, nproc);
+  QFETCH(QString, key);
+  QFETCH(int, line);
+  QFETCH(QString, fragment);
+  const QString yaml = extra.startsWith("!full\n") ? extra.mid(6) : kBase + extra;
+  const auto diags = check(yaml, options(nproc));
+  QVERIFY2(has_errors(diags), qPrintable("expected an error, got:\n" + dump(diags)));
+  bool matched = false;
+  for (const auto& d : diags) {
+    if (d.severity != Severity::Error || QString::fromStdString(d.key) != key) continue;
+    const QString text = QString::fromStdString(d.format());
+    if (d.line == line && text.contains(fragment) &&
+        text.startsWith(QStringLiteral("case.yaml:%1:").arg(line > 0 ? line : 1)))
+      matched = true;
+  }
+  QVERIFY2(matched, qPrintable(QStringLiteral("no error for key '%1' at line %2 containing '%3' "
+                                              "in:\n%4")
+                                   .arg(key).arg(line).arg(fragment, dump(diags))));
+}
+
+void TestRunConfig::validConfigs_data() {
+  QTest::addColumn<QString>("extra");
+  QTest::addColumn<int>("nproc");
+  QTest::addColumn<QString>("warningKey");  // a warning expected at this key, or empty
+  QTest::addColumn<int>("warningLine");
+
+  QTest::newRow("base") << "" << 0 << "" << 0;
+  QTest::newRow("sp 4 of 8") << "sequence_parallel_size: 4\n" << 8 << "" << 0;
+  QTest::newRow("ulysses 4 scatters kv heads")
+      << "sequence_parallel_size: 4\nsequence_parallel_mode: ulysses\n" << 4 << "" << 0;
+  QTest::newRow("ulysses 2") << "sequence_parallel_size: 2\nsequence_parallel_mode: ulysses\n"
+                             << 8 << "" << 0;
+  QTest::newRow("usp 2 x 4") << "sequence_parallel_size: 8\nsequence_parallel_mode: usp\n"
+                                "sequence_parallel_ulysses_degree: 2\n"
+                                "sequence_parallel_ring_degree: 4\n"
+                             << 8 << "" << 0;
+  QTest::newRow("cutoff rounded with a warning")
+      << "cutoff_len: 1000\nsequence_parallel_size: 8\n" << 8 << "cutoff_len" << 5;
+  QTest::newRow("unknown key kept with warning") << "enable_liger_kernel: true\n" << 0
+                                                 << "enable_liger_kernel" << 5;
+  QTest::newRow("typo suggests key") << "learnin_rate: 1e-5\n" << 0 << "learnin_rate" << 5;
+  QTest::newRow("no-effect key warns") << "report_to: none\n" << 0 << "report_to" << 5;
+  QTest::newRow("neat packing with ulysses")
+      << "sequence_parallel_size: 2\nsequence_parallel_mode: ulysses\nneat_packing: true\n" << 2
+      << "" << 0;
+  QTest::newRow("dpo on pairs") << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\n"
+                                   "stage: dpo\ndataset: dpo_pairs\ndataset_dir: data\n"
+                                   "template: qwen\noutput_dir: x\npref_loss: ipo\n"
+                                << 0 << "" << 0;
+  QTest::newRow("eval with val_size") << "val_size: 0.1\neval_strategy: steps\neval_steps: 50\n"
+                                      << 0 << "" << 0;
+  QTest::newRow("val_size without eval warns") << "val_size: 0.1\n" << 0 << "val_size" << 5;
+  QTest::newRow("cosine with min lr") << "lr_scheduler_type: cosine_with_min_lr\n"
+                                         "lr_scheduler_kwargs:\n  min_lr_rate: 0.1\n"
+                                      << 0 << "" << 0;
+  QTest::newRow("dataset as yaml list") << "eval_dataset: [long_docs, chat_demo]\n"
+                                           "dataset_dir: data\n"
+                                        << 0 << "" << 0;
+}
+
+void TestRunConfig::validConfigs() {
+  QFETCH(QString, extra);
+  QFETCH(int, nproc);
+  QFETCH(QString, warningKey);
+  QFETCH(int, warningLine);
+  const QString yaml = extra.startsWith("!full\n") ? extra.mid(6) : kBase + extra;
+  const auto diags = check(yaml, options(nproc));
+  QVERIFY2(!has_errors(diags), qPrintable(dump(diags)));
+  if (!warningKey.isEmpty()) {
+    const Diagnostic* w = find(diags, Severity::Warning, warningKey);
+    QVERIFY2(w, qPrintable("expected a warning for " + warningKey + " in:\n" + dump(diags)));
+    QCOMPARE(w->line, warningLine);
+  }
+}
+
+void TestRunConfig::realisticFileIsValidWithEightProcesses() {
+  const QString dir = QStringLiteral(STUDIO_TEST_DATA_DIR "/configs");
+  ValidateOptions opt = options(8);
+  opt.base_dir = dir.toStdString();
+  const CheckResult res = check_config_file((dir + "/qwen2.5-7b-sft-sp8.yaml").toStdString(), opt);
+  QVERIFY2(res.ok(), qPrintable(dump(res.diagnostics)));
+  QVERIFY(res.model.has_value());
+  QCOMPARE(QString::fromStdString(res.model->architecture), QStringLiteral("Qwen2ForCausalLM"));
+  QCOMPARE(res.config.sequence_parallel_size, int64_t{8});
+  QCOMPARE(res.config.cutoff_len, int64_t{131072});
+  QCOMPARE(res.config.learning_rate, 5.0e-6);
+  QCOMPARE(res.config.ddp_timeout, int64_t{180000000});
+  QVERIFY(res.config.bf16);
+  QCOMPARE(res.config.flash_attn, FlashAttn::Fa2);
+  QCOMPARE(res.config.lr_scheduler_type, LrScheduler::Cosine);
+  // Qwen2.5-7B has 7.62B parameters; the count comes from config.json alone.
+  QCOMPARE(res.model->parameter_count(), int64_t{7615616512});
+  std::string error;
+  auto ds = read_deepspeed_json(dir.toStdString() + "/../deepspeed/ds_z3_offload_config.json",
+                                error);
+  QVERIFY2(ds.has_value(), error.c_str());
+  QCOMPARE(ds->zero_stage, 3);
+  QVERIFY(ds->offload_optimizer && ds->offload_param);
+
+  opt.nproc_per_node = 4;  // the same file with 4 processes: 8 does not divide 4
+  const CheckResult bad = check_config_file((dir + "/qwen2.5-7b-sft-sp8.yaml").toStdString(), opt);
+  QVERIFY(!bad.ok());
+  const Diagnostic* d = find(bad.diagnostics, Severity::Error, "sequence_parallel_size");
+  QVERIFY(d);
+  QCOMPARE(d->line, 37);
+}
+
+void TestRunConfig::yamlNumbersInEveryForm_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<double>("value");
+  QTest::newRow("1e-5 (a string to PyYAML)") << "1e-5" << 1e-5;
+  QTest::newRow("1.0e-5") << "1.0e-5" << 1e-5;
+  QTest::newRow("5.0e-06") << "5.0e-06" << 5e-6;
+  QTest::newRow("plain") << "0.0001" << 1e-4;
+  QTest::newRow("leading dot") << ".5" << 0.5;
+  QTest::newRow("quoted") << "\"2e-5\"" << 2e-5;
+  QTest::newRow("integer") << "1" << 1.0;
+  QTest::newRow("capital E") << "3E-4" << 3e-4;
+}
+
+void TestRunConfig::yamlNumbersInEveryForm() {
+  QFETCH(QString, text);
+  QFETCH(double, value);
+  LoadResult res = load_config_string((kBase + "learning_rate: " + text + "\n").toStdString());
+  QVERIFY2(res.ok(), qPrintable(dump(res.diagnostics)));
+  QCOMPARE(res.config.learning_rate, value);
+}
+
+void TestRunConfig::roundTripKeepsUnknownKeysAndOrder() {
+  const std::string yaml =
+      "# a comment users write\n"
+      "output_dir: out/a b\n"
+      "model_name_or_path: models/qwen2.5-7b-shape\n"
+      "lora_target: all\n"
+      "dataset: long_docs,chat_demo\n"
+      "image_max_pixels: 262144\n"
+      "template: qwen\n"
+      "freeze_extra:\n  nested: [1, 2, {x: y}]\n  text: 'a: b'\n"
+      "learning_rate: 1e-5\n"
+      "sequence_parallel_size: 4\n";
+  LoadResult a = load_config_string(yaml, "a.yaml");
+  QVERIFY2(a.ok(), qPrintable(dump(a.diagnostics)));
+  QCOMPARE(a.config.extra_keys.size(), size_t{3});
+  int warnings = 0;
+  for (const auto& d : a.diagnostics) warnings += d.severity == Severity::Warning;
+  QCOMPARE(warnings, 3);  // each unknown key reported once
+
+  const std::string saved = to_yaml(a.config);
+  LoadResult b = load_config_string(saved, "b.yaml");
+  QVERIFY2(b.ok(), qPrintable(dump(b.diagnostics)));
+  QCOMPARE(QString::fromStdString(to_yaml(b.config)), QString::fromStdString(saved));
+  QCOMPARE(QString::fromStdString(to_yaml(b.config, YamlStyle::Full)),
+           QString::fromStdString(to_yaml(a.config, YamlStyle::Full)));
+
+  // Order as in the source file, unknown keys where they stood.
+  YAML::Node root = YAML::Load(saved);
+  QStringList keys;
+  for (const auto& kv : root) keys << QString::fromStdString(kv.first.Scalar());
+  QCOMPARE(keys, QStringList({"output_dir", "model_name_or_path", "lora_target", "dataset",
+                              "image_max_pixels", "template", "freeze_extra", "learning_rate",
+                              "sequence_parallel_size"}));
+  QCOMPARE(root["freeze_extra"]["nested"][2]["x"].as<std::string>(), std::string("y"));
+  QCOMPARE(root["freeze_extra"]["text"].as<std::string>(), std::string("a: b"));
+  QCOMPARE(root["output_dir"].as<std::string>(), std::string("out/a b"));
+  QCOMPARE(root["image_max_pixels"].as<int>(), 262144);
+}
+
+void TestRunConfig::fullStyleRoundTripsEveryKey() {
+  // Non-default values for many keys, through Full style and back.
+  const std::string yaml = kBase.toStdString() +
+                           "stage: dpo\nref_model: models/qwen2.5-7b-shape\npref_beta: 0.25\n"
+                           "pref_loss: hinge\npref_ftx: 0.5\nprecompute_ref_logps: true\n"
+                           "max_samples: 1000\nval_size: 0.05\neval_strategy: steps\n"
+                           "eval_steps: 7\nsave_total_limit: 3\nmax_steps: 100\n"
+                           "lr_scheduler_type: cosine_with_min_lr\n"
+                           "lr_scheduler_kwargs: {min_lr_rate: 0.1}\nwarmup_steps: 10\n"
+                           "weight_decay: 0.01\nadam_beta2: 0.95\nadam_epsilon: 1.0e-6\n"
+                           "pure_bf16: true\ngradient_checkpointing: false\nflash_attn: sdpa\n"
+                           "seed: 7\nsequence_parallel_size: 8\nsequence_parallel_mode: usp\n"
+                           "sequence_parallel_ulysses_degree: 2\n"
+                           "sequence_parallel_ring_degree: 4\nreport_to: [wandb, tensorboard]\n";
+  LoadResult a = load_config_string(yaml);
+  QVERIFY2(a.ok(), qPrintable(dump(a.diagnostics)));
+  const std::string full = to_yaml(a.config, YamlStyle::Full);
+  LoadResult b = load_config_string(full);
+  QVERIFY2(b.ok(), qPrintable(dump(b.diagnostics)));
+  QCOMPARE(QString::fromStdString(to_yaml(b.config, YamlStyle::Full)),
+           QString::fromStdString(full));
+  QCOMPARE(b.config.pref_loss, PrefLoss::Hinge);
+  QCOMPARE(b.config.lr_scheduler_kwargs.at("min_lr_rate"), 0.1);
+  QCOMPARE(b.config.sequence_parallel_mode, SpMode::Usp);
+  QCOMPARE(*b.config.eval_steps, int64_t{7});
+  QCOMPARE(b.config.adam_epsilon, 1e-6);
+  QVERIFY(!b.config.gradient_checkpointing);
+  // Every table key is present in Full style.
+  YAML::Node root = YAML::Load(full);
+  for (const auto& f : config_fields())
+    QVERIFY2(root[std::string(f.key)], std::string(f.key).c_str());
+}
+
+void TestRunConfig::emittedFloatsReadBackByPyYaml() {
+  // PyYAML (YAML 1.1) reads floats only with a dot and a signed exponent.
+  LoadResult a = load_config_string(kBase.toStdString() + "learning_rate: 5e-6\n"
+                                                          "num_train_epochs: 2\n");
+  QVERIFY(a.ok());
+  const QString out = QString::fromStdString(to_yaml(a.config));
+  QVERIFY2(out.contains("learning_rate: 5.0e-06\n"), qPrintable(out));
+  QVERIFY2(out.contains("num_train_epochs: 2.0\n"), qPrintable(out));
+  const QString full = QString::fromStdString(to_yaml(a.config, YamlStyle::Full));
+  QVERIFY2(full.contains("adam_epsilon: 1.0e-08\n"), qPrintable(full));
+  QVERIFY2(full.contains("bf16: false\n"), qPrintable(full));
+  QVERIFY2(full.contains("max_samples: ~\n") || full.contains("max_samples: null\n"),
+           qPrintable(full));
+}
+
+void TestRunConfig::normalizedRoundsCutoffForSequenceParallel() {
+  LoadResult a = load_config_string(kBase.toStdString() +
+                                    "cutoff_len: 1000\nsequence_parallel_size: 8\n");
+  QVERIFY(a.ok());
+  QCOMPARE(a.config.effective_cutoff_len(), int64_t{1024});
+  QCOMPARE(normalized(a.config).cutoff_len, int64_t{1024});
+  QCOMPARE(a.config.cutoff_len, int64_t{1000});  // the user's value is kept for saving
+  a.config.cutoff_len = 131072;
+  QCOMPARE(a.config.effective_cutoff_len(), int64_t{131072});
+}
+
+void TestRunConfig::missingPathIsWarningInValidateErrorInTraining() {
+  const QString yaml = "model_name_or_path: /nowhere/model\ndataset: long_docs\n"
+                       "template: qwen\noutput_dir: out/x\n";
+  auto validate_only = check(yaml, options(0, false));
+  QVERIFY2(!has_errors(validate_only), qPrintable(dump(validate_only)));
+  QVERIFY(find(validate_only, Severity::Warning, "model_name_or_path"));
+  auto training = check(yaml, options(0, true));
+  const Diagnostic* d = find(training, Severity::Error, "model_name_or_path");
+  QVERIFY2(d, qPrintable(dump(training)));
+  QCOMPARE(d->line, 1);
+  auto hub = check("model_name_or_path: Qwen/Qwen2.5-7B\ndataset: long_docs\ntemplate: qwen\n"
+                   "output_dir: out/x\n",
+                   options(0, true));
+  QVERIFY(dump(hub).contains("hub id"));
+}
+
+void TestRunConfig::formatMatchesFileLineColumnKey() {
+  auto diags = check(kBase + "sequence_parallel_mode: ring\n", options(0));
+  const Diagnostic* d = find(diags, Severity::Error, "sequence_parallel_mode");
+  QVERIFY(d);
+  QCOMPARE(QString::fromStdString(d->format()),
+           QStringLiteral("case.yaml:5:25: sequence_parallel_mode: 'ring' is not a valid value "
+                          "(allowed: zigzag-ring | ulysses | usp)"));
+}
+
+void TestRunConfig::everyTableKeyHasHelpAndParses() {
+  std::set<std::string> seen;
+  for (const auto& f : config_fields()) {
+    QVERIFY2(!f.help.empty(), std::string(f.key).c_str());
+    QVERIFY2(seen.insert(std::string(f.key)).second, std::string(f.key).c_str());
+    // Emitting the default and parsing it back leaves the default in place.
+    RunConfig cfg;
+    const YAML::Node v = f.to_node(cfg);
+    if (!v.IsNull() || !f.required) QCOMPARE(QString::fromStdString(f.parse(v, cfg)), QString());
+    QVERIFY2(f.is_default(cfg), std::string(f.key).c_str());
+  }
+  QVERIFY(seen.size() >= 60);
+}
+
+void TestRunConfig::saveIsAtomicAndReadable() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  LoadResult a = load_config_string(kBase.toStdString() + "seed: 3\n");
+  const QString path = dir.filePath("exported.yaml");
+  QCOMPARE(QString::fromStdString(save_config_file(a.config, path.toStdString())), QString());
+  QCOMPARE(readAll(path), QString::fromStdString(to_yaml(a.config)));
+  QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList({"exported.yaml"}));  // no temp
+  const std::string err = save_config_file(a.config, dir.filePath("no/such/dir/x.yaml").toStdString());
+  QVERIFY(QString::fromStdString(err).contains("no/such/dir"));
+}
+
+QTEST_MAIN(TestRunConfig)
+#include "tst_run_config.moc"

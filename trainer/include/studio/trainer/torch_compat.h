@@ -1,0 +1,43 @@
+#pragma once
+// The one place that knows which LibTorch we build against: Debian's 1.13 (CPU) on developer
+// machines and CI, PyTorch 2.x's LibTorch with CUDA on the GPU machines. Everything that differs
+// between them is decided here, so the rest of the engine has no version checks of its own.
+
+#include <cstddef>
+
+#include <torch/version.h>
+
+#include <ATen/Context.h>
+
+// Set by CMake (PUBLIC on studio_trainer): 1 when LibTorch was built with CUDA.
+#ifndef STUDIO_WITH_TORCH_CUDA
+#define STUDIO_WITH_TORCH_CUDA 0
+#endif
+
+#define STUDIO_TORCH_VERSION_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||                 \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// at::scaled_dot_product_attention exists from 2.0 on (1.13 has no fused attention at all).
+#define STUDIO_TORCH_HAS_SDPA STUDIO_TORCH_VERSION_AT_LEAST(2, 0)
+// Its FlashAttention backend needs both that and CUDA; whether the device supports it is a
+// runtime question (sm80+), answered by the dispatcher, not here.
+#define STUDIO_TORCH_HAS_FLASH_SDPA (STUDIO_TORCH_HAS_SDPA && STUDIO_WITH_TORCH_CUDA)
+
+namespace studio::trainer::compat {
+
+// Index of the whole-device entry in the caching allocator's per-pool stat arrays. The enum
+// naming it (StatType::AGGREGATE) moved between namespaces across 2.x, its value never did.
+constexpr std::size_t kAggregateStat = 0;
+
+// Initialises CUDA in ATen (device count, caching allocator) once. 2.6 replaced lazyInitCUDA()
+// with the device-generic lazyInitDevice() and deprecated the old name.
+inline void lazy_init_cuda() {
+#if STUDIO_TORCH_VERSION_AT_LEAST(2, 6)
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+#else
+  at::globalContext().lazyInitCUDA();
+#endif
+}
+
+}  // namespace studio::trainer::compat
