@@ -319,7 +319,7 @@ const std::vector<FieldSpec>& config_fields() {
               "local Hugging Face model folder (config.json, *.safetensors, tokenizer.json)",
               required()),
         field("trust_remote_code", "model", &R::trust_remote_code,
-              "accepted; studio-train never runs code shipped with a model", no_effect()),
+              "studio-train never runs code shipped with a model", no_effect()),
         field("ref_model", "model", &R::ref_model,
               "DPO reference model folder; default: a frozen copy of the initial weights"),
         // method
@@ -359,7 +359,7 @@ const std::vector<FieldSpec>& config_fields() {
         field("preprocessing_num_workers", "data", &R::preprocessing_num_workers,
               "tokenizer worker threads (default: all cores)"),
         field("dataloader_num_workers", "data", &R::dataloader_num_workers,
-              "accepted; batches are assembled in-process", no_effect()),
+              "batches are assembled in-process", no_effect()),
         // output
         field("output_dir", "output", &R::output_dir,
               "run folder: checkpoints, final model, events.jsonl, status.json",
@@ -375,9 +375,9 @@ const std::vector<FieldSpec>& config_fields() {
         field("save_only_model", "output", &R::save_only_model,
               "checkpoints hold the model only (no optimizer state: cannot resume exactly)"),
         field("plot_loss", "output", &R::plot_loss,
-              "accepted; the studio plots every run from events.jsonl", no_effect()),
+              "the studio plots every run from events.jsonl", no_effect()),
         field("report_to", "output", &R::report_to,
-              "accepted; metrics are written to events.jsonl", no_effect()),
+              "metrics are written to events.jsonl", no_effect()),
         // optimisation
         field("per_device_train_batch_size", "train", &R::per_device_train_batch_size,
               "sequences per rank per micro-step", range(">= 1")),
