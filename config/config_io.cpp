@@ -144,6 +144,43 @@ LoadResult load_config_file(const std::string& path) {
   return load_config_string(text, path);
 }
 
+std::vector<Diagnostic> apply_overrides(RunConfig& cfg, const std::vector<std::string>& sets) {
+  std::vector<Diagnostic> diags;
+  for (const std::string& set : sets) {
+    const auto eq = set.find('=');
+    const std::string key = set.substr(0, eq);
+    auto fail = [&](std::string msg, std::string allowed = {}) {
+      diags.push_back(
+          {Severity::Error, "--set " + set, 0, 0, key, std::move(msg), std::move(allowed), false});
+    };
+    if (eq == std::string::npos || key.empty()) {
+      fail("expected key=value, got '" + set + "'");
+      continue;
+    }
+    const FieldSpec* f = find_field(key);
+    if (!f) {
+      std::string near = suggest_key(key);
+      fail("unknown key" + (near.empty() ? std::string() : "; did you mean '" + near + "'?"));
+      continue;
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(set.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      fail("the value is not valid YAML: " + std::string(e.what()));
+      continue;
+    }
+    if (std::string err = f->parse(value, cfg); !err.empty()) {
+      fail(err, f->allowed);
+      continue;
+    }
+    // Overridden keys count as given, so they are saved and checked like the file's own.
+    cfg.source.key_pos.emplace(key, SourcePos{});
+    cfg.source.value_pos.emplace(key, SourcePos{});
+  }
+  return diags;
+}
+
 namespace {
 
 // One `key: value` entry; block collections go on the following lines, indented.
@@ -204,6 +241,47 @@ std::string to_yaml_minimal(const RunConfig& cfg) {
 
 std::string to_yaml(const RunConfig& cfg, YamlStyle style) {
   return style == YamlStyle::Full ? to_yaml_full(cfg) : to_yaml_minimal(cfg);
+}
+
+namespace {
+
+nlohmann::json yaml_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Sequence: {
+      auto arr = nlohmann::json::array();
+      for (const auto& item : n) arr.push_back(yaml_to_json(item));
+      return arr;
+    }
+    case YAML::NodeType::Map: {
+      auto obj = nlohmann::json::object();
+      for (const auto& kv : n) obj[kv.first.Scalar()] = yaml_to_json(kv.second);
+      return obj;
+    }
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return s;  // quoted in the source: a string whatever it looks like
+  if (s == "true" || s == "false") return s == "true";
+  if (s == "~" || s == "null") return nullptr;
+  double d = 0;
+  if (parse_double(s, d)) {
+    if (s.find_first_of(".eE") == std::string::npos) return static_cast<int64_t>(d);
+    return d;
+  }
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json config_to_json(const RunConfig& cfg) {
+  auto out = nlohmann::json::object();
+  for (const auto& f : config_fields()) out[std::string(f.key)] = yaml_to_json(f.to_node(cfg));
+  for (const auto& x : cfg.extra_keys) out[x.key] = yaml_to_json(YAML::Load(x.value.text));
+  return out;
 }
 
 std::string save_config_file(const RunConfig& cfg, const std::string& path, YamlStyle style) {

@@ -6,7 +6,8 @@ namespace studio {
 
 std::string Diagnostic::format() const {
   std::string out = file.empty() ? "<config>" : file;
-  out += ':' + std::to_string(line > 0 ? line : 1) + ':' + std::to_string(column > 0 ? column : 1);
+  if (in_file)
+    out += ':' + std::to_string(line > 0 ? line : 1) + ':' + std::to_string(column > 0 ? column : 1);
   out += ": ";
   if (!key.empty()) out += key + ": ";
   if (severity == Severity::Warning) out += "warning: ";

@@ -341,6 +341,8 @@ void to_json(json& j, const StepEvent& v) {
            {"tokens", v.tokens},   {"tokens_per_sec", v.tokens_per_sec},
            {"elapsed", v.elapsed}, {"time", v.time},
            {"gpus", v.gpus}};
+  if (!std::isnan(v.rss_mib)) j["rss_mib"] = v.rss_mib;
+  if (!std::isnan(v.peak_rss_mib)) j["peak_rss_mib"] = v.peak_rss_mib;
   if (!v.dpo) return;
   for (const auto& [key, member] : kDpoFields) j[key] = (*v.dpo).*member;
 }
@@ -359,6 +361,8 @@ void from_json(const json& j, StepEvent& v) {
   f.get("elapsed", v.elapsed);
   f.get("time", v.time);
   if (const json* g = f.find("gpus")) v.gpus = read_gpus(*g);
+  f.get("rss_mib", v.rss_mib);
+  f.get("peak_rss_mib", v.peak_rss_mib);
   v.dpo = read_dpo(f);
 }
 

@@ -264,6 +264,8 @@ void check_model(const RunConfig& c, Checker& ck, std::optional<ModelInfo>& mode
   if (!is_supported_architecture(model->architecture))
     ck.error("model_name_or_path", "architecture " + model->architecture +
                                        " is not supported", supported_architectures());
+  else if (std::string why = decoder_support_error(*model); !why.empty())
+    ck.error("model_name_or_path", "cannot train this model: " + why);
   if (model->max_position_embeddings > 0 && c.cutoff_len > model->max_position_embeddings &&
       model->rope_scaling.empty())
     ck.warn("cutoff_len", std::to_string(c.cutoff_len) + " exceeds the model's "

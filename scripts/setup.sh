@@ -10,36 +10,62 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev
   # studio_trainer / studio-train (Debian's LibTorch is CPU-only)
   libtorch-dev
-  # tokenizers (PCRE2 with Unicode properties)
-  libpcre2-dev
+  # tokenizers (studio_data): PCRE2 with Unicode properties, ICU for normalization forms
+  libpcre2-dev libicu-dev
+  # tests: node runs the Hugging Face tokenizers reference (npm, see the end of this script)
+  nodejs
   # studio: Qt 6 Widgets + Test, QCustomPlot built for Qt 6, libssh
   qt6-base-dev qt6-base-dev-tools qt6-qpa-plugins libqcustomplot-dev libssh-dev
   # tests: a real OpenSSH server on 127.0.0.1, a real X server for windows and screenshots
   openssh-server openssh-client xvfb xauth fonts-dejavu-core
+  # tests: an independent Python reader of the saved safetensors files (tst_hf_checkpoint)
+  python3-torch python3-numpy
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null; then SUDO="sudo"; else
-    echo "setup: these packages are missing and installing them needs root: ${missing[*]}" >&2
+# Installs the given Debian packages, as root or through sudo.
+install_packages() {
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then sudo="sudo"; else
+      echo "setup: these packages are missing and installing them needs root: $*" >&2
+      exit 1
+    fi
+  fi
+  echo "setup: installing $# Debian packages: $*"
+  local log
+  log=$(mktemp)
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+           --no-install-recommends "$@"; } >"$log" 2>&1; then
+    echo "setup: apt-get failed; its last lines:" >&2
+    tail -n 20 "$log" >&2
+    echo "setup: check the network access to the Debian mirror and that the packages exist" \
+         "(apt-cache policy PACKAGE), then run scripts/setup.sh again" >&2
     exit 1
   fi
+  rm -f "$log"
+  echo "setup: done"
+}
+
+[ ${#missing[@]} -eq 0 ] || install_packages "${missing[@]}"
+
+# The tokenizer tests' reference: Hugging Face tokenizers from npm, pinned by
+# tests/reference/package-lock.json. Installed once; later runs only look for it.
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ ! -f "$root/tests/reference/node_modules/tokenizers/package.json" ]; then
+  # Debian's nodejs comes without npm; NodeSource's nodejs carries its own.
+  command -v npm >/dev/null || install_packages npm
+  echo "setup: installing the Hugging Face tokenizers reference (npm ci in tests/reference)"
+  log=$(mktemp)
+  if ! npm ci --prefix "$root/tests/reference" --no-audit --no-fund --loglevel=error >"$log" 2>&1; then
+    echo "setup: npm ci failed; its last lines:" >&2
+    tail -n 20 "$log" >&2
+    echo "setup: check the network access to the npm registry, then run scripts/setup.sh again" >&2
+    exit 1
+  fi
+  rm -f "$log"
 fi
-echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
-log=$(mktemp)
-if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-         --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
-  echo "setup: apt-get failed; its last lines:" >&2
-  tail -n 20 "$log" >&2
-  echo "setup: check the network access to the Debian mirror and that the packages exist" \
-       "(apt-cache policy PACKAGE), then run scripts/setup.sh again" >&2
-  exit 1
-fi
-rm -f "$log"
-echo "setup: done"

@@ -73,6 +73,7 @@ class TestRunConfig : public QObject {
   void formatMatchesFileLineColumnKey();
   void everyTableKeyHasHelpAndParses();
   void saveIsAtomicAndReadable();
+  void overridesFromCommandLine();
 };
 
 void TestRunConfig::invalidConfigs_data() {
@@ -457,6 +458,24 @@ void TestRunConfig::saveIsAtomicAndReadable() {
   QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList({"exported.yaml"}));  // no temp
   const std::string err = save_config_file(a.config, dir.filePath("no/such/dir/x.yaml").toStdString());
   QVERIFY(QString::fromStdString(err).contains("no/such/dir"));
+}
+
+void TestRunConfig::overridesFromCommandLine() {
+  LoadResult a = load_config_string(kBase.toStdString());
+  auto diags = apply_overrides(a.config, {"learning_rate=1e-4", "sequence_parallel_size=2",
+                                          "dataset=a,b"});
+  QVERIFY2(diags.empty(), qPrintable(dump(diags)));
+  QCOMPARE(a.config.learning_rate, 1e-4);
+  QCOMPARE(a.config.sequence_parallel_size, int64_t{2});
+  QCOMPARE(a.config.dataset, (std::vector<std::string>{"a", "b"}));
+  QVERIFY(QString::fromStdString(to_yaml(a.config)).contains("sequence_parallel_size: 2\n"));
+  diags = apply_overrides(a.config, {"learnin_rate=1", "bf16=maybe", "noequals"});
+  QCOMPARE(diags.size(), size_t{3});
+  QCOMPARE(QString::fromStdString(diags[0].format()),
+           QStringLiteral("--set learnin_rate=1: learnin_rate: unknown key; did you mean "
+                          "'learning_rate'?"));
+  QVERIFY(QString::fromStdString(diags[1].format()).contains("expected true or false"));
+  QVERIFY(QString::fromStdString(diags[2].format()).contains("expected key=value"));
 }
 
 QTEST_MAIN(TestRunConfig)

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "studio/config/diagnostic.h"
 #include "studio/config/run_config.h"
 
@@ -20,6 +22,11 @@ struct LoadResult {
 LoadResult load_config_string(std::string_view yaml, const std::string& display_name = "<config>");
 LoadResult load_config_file(const std::string& path);
 
+// Applies `key=value` overrides (studio-train train --set) as if the lines were in the file:
+// the value is read as YAML, typed by the key table, and recorded as given on the command line.
+// Problems are returned as diagnostics located at "--set".
+std::vector<Diagnostic> apply_overrides(RunConfig& cfg, const std::vector<std::string>& sets);
+
 enum class YamlStyle {
   // The keys that were in the source or differ from their defaults, in the source's order, plus
   // the unknown keys where they stood: what "Export YAML" writes, and what users know.
@@ -29,6 +36,8 @@ enum class YamlStyle {
 };
 
 std::string to_yaml(const RunConfig& cfg, YamlStyle style = YamlStyle::Minimal);
+// Every key with its value as JSON (the `config` of the start event); unknown keys included.
+nlohmann::json config_to_json(const RunConfig& cfg);
 // Writes atomically (temp file + rename). Returns an empty string or the error message.
 std::string save_config_file(const RunConfig& cfg, const std::string& path,
                              YamlStyle style = YamlStyle::Minimal);

@@ -17,6 +17,7 @@ struct Diagnostic {
   std::string key;      // the config key the problem is about
   std::string message;  // what is wrong and what to do
   std::string allowed;  // the valid values or range, empty when not a choice
+  bool in_file = true;  // false for command-line overrides: no LINE:COL is printed
 
   std::string format() const;
 };

@@ -101,6 +101,8 @@ struct StepEvent {
   double elapsed = kNoValue;  // seconds since the run (or its resume) started
   double time = kNoValue;
   std::vector<GpuMemory> gpus;
+  double rss_mib = kNoValue;       // resident memory of the reporting process (CPU runs)
+  double peak_rss_mib = kNoValue;  // its high-water mark
   std::optional<DpoMetrics> dpo;  // read as present when any of its six fields is
 };
 

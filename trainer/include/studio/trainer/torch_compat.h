@@ -22,7 +22,8 @@
 #define STUDIO_TORCH_HAS_SDPA STUDIO_TORCH_VERSION_AT_LEAST(2, 0)
 // Its FlashAttention backend needs both that and CUDA; whether the device supports it is a
 // runtime question (sm80+), answered by the dispatcher, not here.
-#define STUDIO_TORCH_HAS_FLASH_SDPA (STUDIO_TORCH_HAS_SDPA && STUDIO_WITH_TORCH_CUDA)
+// The flash-attention ops take an explicit `scale` from 2.1 on; the engine needs it.
+#define STUDIO_TORCH_HAS_FLASH_SDPA (STUDIO_TORCH_VERSION_AT_LEAST(2, 1) && STUDIO_WITH_TORCH_CUDA)
 
 namespace studio::trainer::compat {
 

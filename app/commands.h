@@ -1,0 +1,21 @@
+#pragma once
+// studio-train's subcommands, one function each; main() only dispatches.
+#include <string>
+#include <vector>
+
+namespace studio::app {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitInvalid = 2;
+
+using Argv = std::vector<std::string>;
+
+int usage_error(const std::string& message);
+
+int cmd_validate(const Argv& argv);
+int cmd_print_config(const Argv& argv);
+int cmd_logprobs(const Argv& argv);
+int cmd_init_model(const Argv& argv);
+
+}  // namespace studio::app

@@ -1,0 +1,32 @@
+#pragma once
+// One row of a data file -> a Conversation, as LLaMA-Factory's alpaca and sharegpt converters
+// read them.
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "studio/data/conversation.h"
+#include "studio/data/dataset_info.h"
+
+namespace studio::data::detail {
+
+// The row's shape is wrong (a missing column, a wrong type): an error, or with skip_bad_rows a
+// counted skip. The message has no location; the loader puts dataset, file and line in front.
+class RowError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Converted {
+  std::optional<Conversation> conversation;
+  // Set when LF would drop the row with a warning (roles out of order, a message count that
+  // does not end with an answer): the row is skipped and counted, not an error.
+  std::string skip_reason;
+};
+
+// `pairwise`: the row must carry a chosen and a rejected answer (DPO).
+Converted convert_row(const DatasetAttr& attr, const nlohmann::json& row, bool pairwise);
+
+}  // namespace studio::data::detail

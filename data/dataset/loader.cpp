@@ -1,0 +1,226 @@
+// Resolving the datasets of a run config and tokenizing each one, or reading it from the cache.
+#include "loader.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "cache.h"
+#include "content_hash.h"
+#include "parallel.h"
+#include "part_loader.h"
+#include "studio/data/chat_template.h"
+
+namespace studio::data::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCacheVersion = "studio-data-cache 1";
+
+constexpr const char* kind_name(const TokenizedSample*) { return "sft"; }
+constexpr const char* kind_name(const PairSample*) { return "dpo"; }
+
+// A key the run config does not type (LLaMA-Factory's enable_thinking), as YAML wrote it.
+std::optional<bool> yaml_bool(const RunConfig& cfg, const std::string& key) {
+  for (const ExtraKey& k : cfg.extra_keys) {
+    if (k.key != key) continue;
+    std::string v = k.value.text;
+    v.erase(std::remove_if(v.begin(), v.end(), [](char c) { return c == ' ' || c == '\n'; }), v.end());
+    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (v == "true" || v == "yes" || v == "on") return true;
+    if (v == "false" || v == "no" || v == "off") return false;
+  }
+  return std::nullopt;
+}
+
+EncodeOptions encode_options(const RunConfig& cfg, const DatasetOptions& opt) {
+  EncodeOptions e;
+  e.cutoff_len = cfg.cutoff_len;
+  e.train_on_prompt = cfg.train_on_prompt;
+  e.mask_history = cfg.mask_history;
+  e.enable_thinking = opt.enable_thinking.value_or(yaml_bool(cfg, "enable_thinking").value_or(true));
+  return e;
+}
+
+// A file, or every visible file of a folder in name order (as LF reads a folder).
+std::vector<std::string> resolve_files(const DatasetAttr& attr, const std::string& dataset_dir) {
+  const fs::path path = fs::path(dataset_dir) / attr.file_name;
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return {path.string()};
+  if (!fs::is_directory(path, ec))
+    throw DatasetError("dataset '" + attr.name + "': " + path.string() +
+                       " does not exist (file_name in dataset_info.json is relative to dataset_dir)");
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(path, ec))
+    if (entry.is_regular_file() && entry.path().filename().string().rfind('.', 0) != 0)
+      files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw DatasetError("dataset '" + attr.name + "': folder " + path.string() + " has no files");
+  return files;
+}
+
+std::string file_stem_safe(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  return s;
+}
+
+class Cache {
+ public:
+  Cache(const RunConfig& cfg, const Tokenizer& tok, const DatasetOptions& opt,
+        const EncodeOptions& enc)
+      : enabled_(opt.use_cache), overwrite_(cfg.overwrite_cache),
+        dir_(opt.cache_dir.empty() ? (fs::path(cfg.dataset_dir) / ".studio_cache").string() : opt.cache_dir),
+        index_((fs::path(dir_) / "file_hashes.json").string()) {
+    if (!enabled_) return;
+    std::error_code ec;
+    if (!fs::is_regular_file(tok.source(), ec)) {  // an in-memory tokenizer has no stable identity
+      enabled_ = false;
+      if (opt.on_warning) opt.on_warning("no cache: the tokenizer was not loaded from a file");
+      return;
+    }
+    settings_ = std::string(kCacheVersion) + "\ntemplate=" + cfg.template_name +
+                "\ntokenizer=" + index_.hash(tok.source());
+    const fs::path config = fs::path(tok.source()).parent_path() / "tokenizer_config.json";
+    if (fs::is_regular_file(config, ec)) settings_ += "\ntokenizer_config=" + index_.hash(config.string());
+    settings_ += "\ncutoff_len=" + std::to_string(enc.cutoff_len) +
+                 "\ntrain_on_prompt=" + std::to_string(enc.train_on_prompt) +
+                 "\nmask_history=" + std::to_string(enc.mask_history) +
+                 "\nenable_thinking=" + std::to_string(enc.enable_thinking) +
+                 "\nmax_samples=" + (cfg.max_samples ? std::to_string(*cfg.max_samples) : "none") +
+                 "\nskip_bad_rows=" + std::to_string(opt.skip_bad_rows) + "\n";
+  }
+
+  bool enabled() const { return enabled_; }
+
+  // The key covers the dataset entry, its files' contents and every setting that changes tokens.
+  std::string key(const DatasetAttr& attr, const std::vector<std::string>& files, const char* kind) {
+    std::string k = settings_ + "kind=" + kind + "\nentry=" + attr.entry_json + "\n";
+    for (const std::string& f : files) k += fs::path(f).filename().string() + "=" + index_.hash(f) + "\n";
+    return k;
+  }
+
+  std::string path(const std::string& name, const char* kind, const std::string& key) const {
+    return (fs::path(dir_) / (prefix(name, kind) + hash_string(key).substr(0, 16) + ".bin")).string();
+  }
+
+  template <class Sample>
+  bool read(const std::string& file, const std::string& key, Part<Sample>& part) const {
+    return !overwrite_ && read_cache(file, key, part);
+  }
+
+  // Earlier caches of the same dataset are removed: long-context data makes big files.
+  template <class Sample>
+  std::string write(const std::string& name, const char* kind, const std::string& file,
+                    const std::string& key, const Part<Sample>& part) const {
+    std::string error = write_cache(file, key, part);
+    if (!error.empty()) return error;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+      const std::string n = entry.path().filename().string();
+      if (n.rfind(prefix(name, kind), 0) == 0 && entry.path().extension() == ".bin" &&
+          entry.path() != fs::path(file))
+        fs::remove(entry.path(), ec);
+    }
+    return {};
+  }
+
+  void save_index() const {
+    if (enabled_) index_.save();
+  }
+
+ private:
+  static std::string prefix(const std::string& name, const char* kind) {
+    return file_stem_safe(name) + "." + kind + ".";
+  }
+
+  bool enabled_;
+  bool overwrite_;
+  std::string dir_;
+  FileHashIndex index_;
+  std::string settings_;
+};
+
+void check_stage(const DatasetAttr& attr, bool pairwise) {
+  if (pairwise && !attr.ranking)
+    throw DatasetError("dataset '" + attr.name + "' has no preference pairs; stage dpo needs "
+                       "\"ranking\": true and chosen/rejected columns in dataset_info.json");
+  if (!pairwise && attr.ranking)
+    throw DatasetError("dataset '" + attr.name + "' holds preference pairs (\"ranking\": true); "
+                       "stage sft needs plain answers");
+}
+
+template <class Sample>
+Part<Sample> load_one(const DatasetAttr& attr, PartSettings settings, Cache& cache,
+                      const std::string& dataset_dir, const DatasetOptions& opt) {
+  constexpr const char* kind = kind_name(static_cast<const Sample*>(nullptr));
+  settings.attr = &attr;
+  settings.files = resolve_files(attr, dataset_dir);
+  for (const std::string& w : attr.warnings)
+    if (opt.on_warning) opt.on_warning(w);
+  std::string key;
+  std::string file;
+  Part<Sample> part;
+  if (cache.enabled()) {
+    key = cache.key(attr, settings.files, kind);
+    file = cache.path(attr.name, kind, key);
+    if (cache.read(file, key, part)) {
+      part.stats.datasets_from_cache = 1;
+      for (const std::string& w : part.stats.warnings)
+        if (opt.on_warning) opt.on_warning(w);
+      return part;
+    }
+  }
+  part = tokenize_dataset<Sample>(settings);
+  if (cache.enabled()) {
+    const std::string error = cache.write(attr.name, kind, file, key, part);
+    if (!error.empty() && opt.on_warning) opt.on_warning("cache not written: " + error);
+  }
+  return part;
+}
+
+}  // namespace
+
+template <class Sample>
+LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
+                               const DatasetOptions& options) {
+  constexpr bool pairwise = std::is_same_v<Sample, PairSample>;
+  const TemplateEncoder encoder(find_template(cfg.template_name), tokenizer);
+  if (cfg.train_on_prompt && encoder.chat_template().efficient_eos)
+    throw TemplateError("template '" + cfg.template_name + "' does not support train_on_prompt");
+  if (cfg.dataset.empty())
+    throw DatasetError("no dataset: set `dataset` to names from dataset_info.json");
+  if (cfg.cutoff_len < 1) throw DatasetError("cutoff_len must be at least 1");
+  const DatasetInfo info = DatasetInfo::read(cfg.dataset_dir);
+
+  PartSettings settings;
+  settings.encoder = &encoder;
+  settings.encode = encode_options(cfg, options);
+  settings.max_samples = cfg.max_samples;
+  settings.skip_bad_rows = options.skip_bad_rows;
+  settings.workers = resolve_workers(
+      options.num_workers > 0 ? options.num_workers
+                              : static_cast<int>(cfg.preprocessing_num_workers.value_or(0)));
+  settings.batch_rows = std::max<std::size_t>(options.batch_rows, 1);
+  settings.on_warning = options.on_warning;
+  Cache cache(cfg, tokenizer, options, settings.encode);
+
+  LoadedParts<Sample> out;
+  auto load_list = [&](const std::vector<std::string>& names, std::vector<NamedPart<Sample>>& into) {
+    for (const std::string& name : names) {
+      const DatasetAttr attr = info.find(name);
+      check_stage(attr, pairwise);
+      into.push_back({name, load_one<Sample>(attr, settings, cache, cfg.dataset_dir, options)});
+    }
+  };
+  load_list(cfg.dataset, out.train);
+  load_list(cfg.eval_dataset, out.eval);
+  cache.save_index();
+  return out;
+}
+
+template LoadedParts<TokenizedSample> load_parts(const RunConfig&, const Tokenizer&, const DatasetOptions&);
+template LoadedParts<PairSample> load_parts(const RunConfig&, const Tokenizer&, const DatasetOptions&);
+
+}  // namespace studio::data::detail

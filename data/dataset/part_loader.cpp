@@ -1,0 +1,154 @@
+#include "part_loader.h"
+
+#include "converter.h"
+#include "json_rows.h"
+#include "parallel.h"
+
+namespace studio::data::detail {
+namespace {
+
+constexpr bool is_pairwise(const TokenizedSample*) { return false; }
+constexpr bool is_pairwise(const PairSample*) { return true; }
+
+void encode(const TemplateEncoder& enc, const Conversation& c, const EncodeOptions& opt,
+            TokenizedSample& out, int64_t& full_length) {
+  EncodedSft e = enc.encode_supervised(c, opt);
+  out = std::move(e.sample);
+  full_length = e.full_length;
+}
+
+void encode(const TemplateEncoder& enc, const Conversation& c, const EncodeOptions& opt,
+            PairSample& out, int64_t& full_length) {
+  EncodedPair e = enc.encode_pairwise(c, opt);
+  out = std::move(e.pair);
+  full_length = e.full_length;
+}
+
+void count(const TokenizedSample& s, DataStats& stats) {
+  stats.tokens += static_cast<int64_t>(s.input_ids.size());
+  for (int64_t l : s.labels) stats.learned_tokens += l != kIgnoreIndex;
+}
+
+void count(const PairSample& p, DataStats& stats) {
+  count(p.chosen, stats);
+  count(p.rejected, stats);
+}
+
+struct PendingRow {
+  RawRow row;
+  std::string file;
+};
+
+template <class Sample>
+struct Slot {
+  Sample sample;
+  int64_t full_length = 0;
+  bool ok = false;
+  std::string error;  // the row's shape is wrong
+  std::string skip;   // LF would drop the row
+};
+
+template <class Sample>
+class PartBuilder {
+ public:
+  explicit PartBuilder(const PartSettings& s) : s_(s) {
+    part_.stats.lengths = LengthHistogram::for_cutoff(s.encode.cutoff_len);
+  }
+
+  void read_all() {
+    for (const std::string& file : s_.files) {
+      if (limit_reached()) break;
+      read_rows(
+          file, [&](RawRow&& row) { return take(std::move(row), file); },
+          [&](int64_t line, int64_t column, const std::string& what) {
+            bad_row(file + ":" + std::to_string(line) + (column > 0 ? ":" + std::to_string(column) : "") +
+                    ": " + what);
+          });
+    }
+    flush();
+  }
+
+  Part<Sample> take_part() { return std::move(part_); }
+
+ private:
+  bool limit_reached() const { return s_.max_samples && rows_ >= *s_.max_samples; }
+
+  bool take(RawRow&& row, const std::string& file) {
+    row.index = ++rows_;  // numbered across the dataset's files
+    batch_.push_back({std::move(row), file});
+    if (batch_.size() >= s_.batch_rows) flush();
+    return !limit_reached();
+  }
+
+  void warn(const std::string& message) {
+    if (s_.on_warning) s_.on_warning(message);
+    if (part_.stats.warnings.size() < 20) part_.stats.warnings.push_back(message);
+  }
+
+  void bad_row(const std::string& message) {
+    if (!s_.skip_bad_rows)
+      throw DatasetError(message + " (fix the row, or set skip_bad_rows to leave such rows out)");
+    ++part_.stats.skipped_bad_rows;
+    warn(message + " (skipped)");
+  }
+
+  std::string where(const PendingRow& p) const {
+    return "dataset '" + s_.attr->name + "' (" + p.file + ":" + std::to_string(p.row.line) +
+           "): row " + std::to_string(p.row.index);
+  }
+
+  void flush() {
+    std::vector<Slot<Sample>> slots(batch_.size());
+    constexpr bool pairwise = is_pairwise(static_cast<const Sample*>(nullptr));
+    parallel_for(batch_.size(), s_.workers, [&](std::size_t i) {
+      Slot<Sample>& slot = slots[i];
+      try {
+        Converted c = convert_row(*s_.attr, batch_[i].row.value, pairwise);
+        if (!c.conversation) {
+          slot.skip = std::move(c.skip_reason);
+          return;
+        }
+        encode(*s_.encoder, *c.conversation, s_.encode, slot.sample, slot.full_length);
+        slot.ok = true;
+      } catch (const RowError& e) {
+        slot.error = e.what();
+      }
+    });
+    for (std::size_t i = 0; i < slots.size(); ++i) append(batch_[i], slots[i]);
+    batch_.clear();
+  }
+
+  void append(const PendingRow& p, Slot<Sample>& slot) {
+    if (!slot.error.empty()) return bad_row(where(p) + " " + slot.error);
+    if (!slot.ok) {
+      ++part_.stats.skipped_invalid;
+      return warn(where(p) + " skipped, as LLaMA-Factory does: " + slot.skip);
+    }
+    DataStats& st = part_.stats;
+    ++st.samples;
+    count(slot.sample, st);
+    st.truncated += slot.full_length > s_.encode.cutoff_len;
+    st.lengths.add(slot.full_length);
+    part_.origins.push_back({p.row.index, slot.full_length});
+    part_.samples.push_back(std::move(slot.sample));
+  }
+
+  const PartSettings& s_;
+  Part<Sample> part_;
+  std::vector<PendingRow> batch_;
+  int64_t rows_ = 0;
+};
+
+}  // namespace
+
+template <class Sample>
+Part<Sample> tokenize_dataset(const PartSettings& settings) {
+  PartBuilder<Sample> builder(settings);
+  builder.read_all();
+  return builder.take_part();
+}
+
+template Part<TokenizedSample> tokenize_dataset(const PartSettings&);
+template Part<PairSample> tokenize_dataset(const PartSettings&);
+
+}  // namespace studio::data::detail

@@ -1,0 +1,75 @@
+#pragma once
+// Training data from a run config: the datasets named by `dataset` (and `eval_dataset`) in
+// <dataset_dir>/dataset_info.json, read as LLaMA-Factory reads them, rendered with the chat
+// template, tokenized on several threads in a deterministic order, truncated to cutoff_len, and
+// cached. See docs/datasets.md.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "studio/config/run_config.h"
+#include "studio/data/dataset_info.h"
+#include "studio/data/sample.h"
+#include "studio/data/tokenizer.h"
+
+namespace studio::data {
+
+struct DatasetOptions {
+  std::string cache_dir;        // default: <dataset_dir>/.studio_cache
+  bool use_cache = true;        // false: neither read nor write cache files
+  bool skip_bad_rows = false;   // malformed JSON lines and rows missing a column: counted, skipped
+  int num_workers = 0;          // tokenizer threads; 0: preprocessing_num_workers, else all cores
+  std::optional<bool> enable_thinking;  // reasoning templates; default: YAML enable_thinking, true
+  std::size_t batch_rows = 256;         // rows held and tokenized at a time (bounds memory)
+  std::function<void(const std::string&)> on_warning;  // each warning as it happens (optional)
+};
+
+// Sample lengths before truncation, in bins relative to cutoff_len: eighths of it up to
+// cutoff_len, then (1x, 2x], (2x, 4x] and above 4x.
+struct LengthHistogram {
+  int64_t cutoff_len = 0;
+  std::vector<int64_t> upper;   // inclusive upper bound of each bin; the last is INT64_MAX
+  std::vector<int64_t> counts;  // samples per bin
+
+  static LengthHistogram for_cutoff(int64_t cutoff_len);
+  void add(int64_t length);
+  void merge(const LengthHistogram& other);
+  int64_t above_cutoff() const;  // samples that are truncated
+};
+
+struct DataStats {
+  int64_t samples = 0;           // samples kept (train + eval)
+  int64_t tokens = 0;            // input tokens after truncation (DPO: chosen + rejected)
+  int64_t learned_tokens = 0;    // labels that are not kIgnoreIndex
+  int64_t truncated = 0;         // samples longer than cutoff_len before truncation
+  int64_t skipped_bad_rows = 0;  // skip_bad_rows: malformed or incomplete rows left out
+  int64_t skipped_invalid = 0;   // conversations LLaMA-Factory also drops (role order, count)
+  LengthHistogram lengths;       // untruncated sample lengths
+  std::vector<std::string> warnings;  // the first warnings, each with its dataset, file and line
+  int64_t datasets_from_cache = 0;
+
+  void merge(const DataStats& other);
+};
+
+struct SftData {
+  std::vector<TokenizedSample> train;
+  std::vector<TokenizedSample> eval;
+  DataStats stats;
+};
+
+struct PairData {
+  std::vector<PairSample> train;
+  std::vector<PairSample> eval;
+  DataStats stats;
+};
+
+// Throw DatasetError (the data) or TemplateError (template and tokenizer). An empty result,
+// after skips, is an error that says why rows were skipped.
+SftData load_sft_data(const RunConfig& cfg, const Tokenizer& tokenizer,
+                      const DatasetOptions& options = {});
+PairData load_pair_data(const RunConfig& cfg, const Tokenizer& tokenizer,
+                        const DatasetOptions& options = {});
+
+}  // namespace studio::data

@@ -1,0 +1,72 @@
+#pragma once
+// dataset_info.json: the LLaMA-Factory file mapping dataset names to local files, their format
+// (alpaca, sharegpt) and their column names. See docs/datasets.md.
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace studio::data {
+
+// Anything wrong with the data: the message says which dataset, file and line, and what to do.
+class DatasetError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Formatting { Alpaca, Sharegpt };
+
+struct DatasetAttr {
+  std::string name;       // the key in dataset_info.json
+  std::string file_name;  // relative to dataset_dir: a file, or a folder whose files are read in order
+  Formatting formatting = Formatting::Alpaca;
+  bool ranking = false;   // preference pairs (DPO)
+
+  // Column names in the file, by LLaMA-Factory's role names (LF's defaults).
+  std::string prompt = "instruction";  // alpaca
+  std::string query = "input";         // alpaca
+  std::string response = "output";     // alpaca
+  std::string history;                 // alpaca: [[query, answer], ...]; unset by default
+  std::string messages = "conversations";  // sharegpt
+  std::string system;                  // unset by default
+  std::string tools;                   // unset by default
+  std::string chosen = "chosen";       // ranking
+  std::string rejected = "rejected";   // ranking
+  std::map<std::string, std::string> columns;  // the "columns" object as written
+
+  // sharegpt message keys and role values (LF's defaults: from/value, human/gpt).
+  std::string role_tag = "from";
+  std::string content_tag = "value";
+  std::string user_tag = "human";
+  std::string assistant_tag = "gpt";
+  std::string observation_tag = "observation";
+  std::string function_tag = "function_call";
+  std::string system_tag = "system";
+  bool tags_given = false;  // false: rows in OpenAI role/content form are recognised as such
+
+  std::string entry_json;  // the entry as written (part of the cache key)
+  std::vector<std::string> warnings;  // keys accepted without effect
+
+  // "columns mapping: response -> output" for a role (prompt, response, messages, ...), for
+  // error messages; "(default)" when dataset_info.json does not map it.
+  std::string describe_column(const std::string& role) const;
+};
+
+// <dataset_dir>/dataset_info.json. Entries are checked when they are used, so one that cannot
+// be honoured (unknown formatting, hub datasets, multimodal columns) does not stop the others.
+class DatasetInfo {
+ public:
+  // Throws DatasetError when the file is missing or is not a JSON object.
+  static DatasetInfo read(const std::string& dataset_dir);
+
+  // The entry for `name`; throws DatasetError naming the file, the dataset and the key at fault,
+  // or listing the names the file has.
+  DatasetAttr find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::string file_;
+  std::map<std::string, std::string> entries_;  // name -> the entry's JSON text
+};
+
+}  // namespace studio::data

@@ -1,0 +1,24 @@
+#pragma once
+// Token sequences as training consumes them. Labels follow LLaMA-Factory: aligned with input_ids
+// (NOT shifted; the trainer shifts once, globally), kIgnoreIndex where nothing is learned.
+#include <cstdint>
+#include <vector>
+
+namespace studio::data {
+
+inline constexpr int64_t kIgnoreIndex = -100;
+
+struct TokenizedSample {
+  std::vector<int64_t> input_ids;
+  std::vector<int64_t> labels;  // same length as input_ids; kIgnoreIndex where not learned
+};
+
+// A DPO pair: chosen and rejected both start with the same prompt_len prompt tokens (masked in
+// their labels), followed by their own response.
+struct PairSample {
+  TokenizedSample chosen;
+  TokenizedSample rejected;
+  int64_t prompt_len = 0;
+};
+
+}  // namespace studio::data

@@ -1,0 +1,154 @@
+#include "studio/trainer/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "studio/config/atomic_file.h"
+#include "studio/config/json_file.h"
+#include "studio/trainer/hf_checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace studio::trainer {
+namespace {
+
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kOptimizerFile = "optimizer.pt";
+constexpr const char* kRngFile = "rng_state.pt";
+
+nlohmann::json to_json(const TrainerState& s) {
+  return {{"global_step", s.global_step},   {"total_steps", s.total_steps},
+          {"epoch", s.epoch()},             {"data_epoch", s.data_epoch},
+          {"step_in_epoch", s.step_in_epoch}, {"steps_per_epoch", s.steps_per_epoch},
+          {"seed", s.seed},                 {"tokens_seen", s.tokens_seen}};
+}
+
+TrainerState from_json(const nlohmann::json& j, const std::string& path) {
+  TrainerState s;
+  try {
+    s.global_step = j.at("global_step").get<int64_t>();
+    s.total_steps = j.at("total_steps").get<int64_t>();
+    s.data_epoch = j.at("data_epoch").get<int64_t>();
+    s.step_in_epoch = j.at("step_in_epoch").get<int64_t>();
+    s.steps_per_epoch = j.at("steps_per_epoch").get<int64_t>();
+    s.seed = j.at("seed").get<uint64_t>();
+    s.tokens_seen = j.value("tokens_seen", int64_t{0});
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": " + e.what() + " (the checkpoint is incomplete: resume "
+                             "from an earlier one)");
+  }
+  return s;
+}
+
+int64_t step_of(const fs::path& p) {
+  const std::string name = p.filename().string();
+  const std::string prefix = "checkpoint-";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(name.substr(prefix.size()), &used);
+    return used == name.size() - prefix.size() ? v : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+std::string staging_dir(const fs::path& out, int64_t step) {
+  std::random_device rd;
+  return (out / (".checkpoint-" + std::to_string(step) + ".tmp-" + std::to_string(rd()))).string();
+}
+
+}  // namespace
+
+double TrainerState::epoch() const {
+  return static_cast<double>(data_epoch) +
+         static_cast<double>(step_in_epoch) / static_cast<double>(std::max<int64_t>(1, steps_per_epoch));
+}
+
+std::string checkpoint_name(int64_t step) { return "checkpoint-" + std::to_string(step); }
+
+std::string save_checkpoint(const std::string& output_dir, const CheckpointData& data) {
+  const fs::path out(output_dir);
+  const fs::path final_dir = out / checkpoint_name(data.state.global_step);
+  const std::string stage = staging_dir(out, data.state.global_step);
+  try {
+    fs::create_directories(out);
+    HfSaveOptions opt;
+    opt.dtype = data.dtype;
+    opt.source_dir = data.source_model_dir;
+    save_hf_model(stage, *data.model, opt);
+    if (data.optimizer) torch::save(*data.optimizer, (fs::path(stage) / kOptimizerFile).string());
+    torch::save(at::detail::getDefaultCPUGenerator().get_state(),
+                (fs::path(stage) / kRngFile).string());
+    // The state file goes last: its presence marks a complete checkpoint.
+    const std::string err = write_file_atomic((fs::path(stage) / kStateFile).string(),
+                                              to_json(data.state).dump(2) + "\n");
+    if (!err.empty()) throw std::runtime_error(err);
+    if (fs::exists(final_dir)) fs::remove_all(final_dir);
+    fs::rename(stage, final_dir);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove_all(stage, ec);
+    throw std::runtime_error("cannot write checkpoint " + final_dir.string() + ": " + e.what());
+  }
+  return final_dir.string();
+}
+
+std::vector<std::string> list_checkpoints(const std::string& output_dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(output_dir, ec)) {
+    const int64_t step = step_of(e.path());
+    if (step >= 0 && e.is_directory() && fs::exists(e.path() / kStateFile))
+      found.emplace_back(step, e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::optional<std::string> last_checkpoint(const std::string& output_dir) {
+  auto all = list_checkpoints(output_dir);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+void rotate_checkpoints(const std::string& output_dir, int64_t limit) {
+  auto all = list_checkpoints(output_dir);
+  for (size_t i = 0; limit > 0 && all.size() - i > static_cast<size_t>(limit); ++i) {
+    std::error_code ec;
+    fs::remove_all(all[i], ec);
+  }
+}
+
+TrainerState load_trainer_state(const std::string& checkpoint_dir,
+                                torch::optim::Optimizer* optimizer) {
+  const fs::path dir(checkpoint_dir);
+  nlohmann::json j;
+  std::string error;
+  if (!read_json_file((dir / kStateFile).string(), j, error))
+    throw std::runtime_error(error + " (not a complete checkpoint folder)");
+  TrainerState state = from_json(j, (dir / kStateFile).string());
+  const std::string opt_path = (dir / kOptimizerFile).string();
+  if (optimizer) {
+    if (!fs::exists(opt_path))
+      throw std::runtime_error(opt_path + " is missing: the checkpoint was saved with "
+                               "save_only_model and cannot continue the run exactly");
+    torch::load(*optimizer, opt_path);
+  }
+  const std::string rng_path = (dir / kRngFile).string();
+  if (fs::exists(rng_path)) {
+    torch::Tensor rng;
+    torch::load(rng, rng_path);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(rng);
+  }
+  return state;
+}
+
+}  // namespace studio::trainer

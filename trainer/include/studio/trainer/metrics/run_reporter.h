@@ -1,0 +1,44 @@
+#pragma once
+// Everything a run tells the outside world: events.jsonl and status.json in OUTPUT_DIR (the
+// studio reads them, live or after a restart) and the progress bar on the terminal. Only the
+// reporting rank writes; other ranks' reporters are silent.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "studio/config/events.h"
+#include "studio/config/model_info.h"
+#include "studio/config/run_config.h"
+#include "studio/trainer/metrics/progress.h"
+
+namespace studio::trainer {
+
+class RunReporter {
+ public:
+  RunReporter(std::string output_dir, bool enabled, bool terminal);
+  ~RunReporter();
+
+  void start(const RunConfig& cfg, const ModelInfo& model, int world_size, int64_t total_steps,
+             int64_t first_step);
+  // Every step: the progress bar; the event only when `log_event` (logging_steps).
+  void step(const StepEvent& e, bool log_event);
+  void eval(int64_t step, double loss);
+  void checkpoint(int64_t step, const std::string& path);
+  void log(const std::string& level, const std::string& message);
+  // state: finished | failed | stopped
+  void end(RunState state, const std::string& reason, int exit_code);
+
+ private:
+  void write_status(RunState state, const std::string& reason, std::optional<int> exit_code);
+  void check(const std::string& error);
+
+  std::string output_dir_;
+  bool enabled_;
+  bool terminal_;
+  EventWriter writer_;
+  std::unique_ptr<ProgressBar> bar_;
+  double started_ = 0;
+  int64_t last_step_ = 0;
+};
+
+}  // namespace studio::trainer

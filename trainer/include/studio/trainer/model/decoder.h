@@ -1,0 +1,137 @@
+#pragma once
+// The Hugging Face decoder family the engine trains: LlamaForCausalLM, MistralForCausalLM (as
+// LLaMA; sliding_window ignored, with a note), Qwen2ForCausalLM (q/k/v biases) and
+// Qwen3ForCausalLM (per-head q_norm/k_norm before RoPE), built from config.json's ModelInfo.
+// Module and parameter names are Hugging Face's, so named_parameters() is the checkpoint's
+// state dict: model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ...,
+// model.norm.weight, lm_head.weight (absent when tie_word_embeddings).
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "studio/config/model_info.h"
+#include "studio/trainer/model/attention.h"
+#include "studio/trainer/model/layers.h"
+#include "studio/trainer/model/rope.h"
+
+namespace studio::trainer {
+
+struct ModelOptions {
+  torch::Dtype dtype = torch::kFloat;  // parameters and activations (bf16 for training)
+  torch::Device device = torch::kCPU;
+  // Receives each note about config.json settings the decoder does not apply
+  // (attention_dropout, sliding_window), once, at construction. Unset: printed to stderr.
+  std::function<void(const std::string&)> warn;
+};
+
+// Everything a layer's forward needs besides its input, shared by all layers of one forward.
+struct LayerContext {
+  torch::Tensor cos, sin;  // [B, S, head_dim] in the activation dtype
+  const AttentionFn* attention = nullptr;
+};
+
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  SelfAttentionImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, const LayerContext& ctx, int64_t layer);
+
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // Qwen3 only
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+};
+TORCH_MODULE(SelfAttention);
+
+// down(silu(gate(x)) * up(x))
+class MLPImpl : public torch::nn::Module {
+ public:
+  MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(MLP);
+
+// Pre-norm residual block: x + attn(norm(x)), then h + mlp(norm(h)).
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, const LayerContext& ctx, int64_t layer);
+
+  SelfAttention self_attn{nullptr};
+  MLP mlp{nullptr};
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// HF's `model`: embeddings, layers, final norm.
+class DecoderModelImpl : public torch::nn::Module {
+ public:
+  DecoderModelImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  // Final-normed hidden states [B, S, hidden]; each layer is checkpointed when asked.
+  torch::Tensor forward(const torch::Tensor& input_ids, const LayerContext& ctx,
+                        bool checkpoint_layers);
+
+  Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RMSNorm norm{nullptr};
+};
+TORCH_MODULE(DecoderModel);
+
+class CausalLMImpl : public torch::nn::Module {
+ public:
+  // Throws std::invalid_argument when decoder_support_error(info) names a problem.
+  CausalLMImpl(const studio::ModelInfo& info, const ModelOptions& options = {});
+
+  // input_ids and position_ids [B, S] (long). Position ids are global positions: under SP a
+  // rank passes those of its own tokens. Returns the final-normed hidden states [B, S, hidden]
+  // so that a chunked LM-head loss can run outside.
+  torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& position_ids);
+  // hidden_states @ lm_head_weight^T: [B, S, vocab] in the model dtype.
+  torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& position_ids);
+  // lm_head.weight, or model.embed_tokens.weight itself when tied.
+  torch::Tensor lm_head_weight() const;
+
+  // HF names -> parameters, in HF's state-dict order; no lm_head entry when tied.
+  std::vector<std::pair<std::string, torch::Tensor>> hf_state();
+  std::map<std::string, std::vector<int64_t>> expected_shapes();
+  // Copies every parameter from get(name) (any dtype/device; converted). `get` throws for a
+  // missing tensor; a shape mismatch throws std::runtime_error naming the tensor.
+  void load_hf_state(const std::function<torch::Tensor(const std::string& name)>& get);
+  // HF's _init_weights: linear and embedding weights ~ N(0, initializer_range) (the padding
+  // row zeroed), norms 1, biases 0. Deterministic for a seed, whatever the device and dtype.
+  void init_weights(uint64_t seed);
+
+  void set_gradient_checkpointing(bool on) { checkpointing_ = on; }
+  bool gradient_checkpointing() const { return checkpointing_; }
+  // Installs the attention every layer calls (SP modes, kernels); an empty fn restores local.
+  void set_attention(AttentionFn fn);
+  // dynamic rope_scaling only: the global sequence length the frequencies are stretched to
+  // (0: max(position_ids) + 1, which is right without SP only).
+  void set_rope_sequence_length(int64_t global_len) { rope_seq_len_ = global_len; }
+
+  const studio::ModelInfo& info() const { return info_; }
+
+  DecoderModel model{nullptr};
+  Linear lm_head{nullptr};  // null when tied
+
+ private:
+  const RopeFrequencies& frequencies(const torch::Tensor& position_ids);
+
+  studio::ModelInfo info_;
+  torch::Dtype dtype_;
+  AttentionFn attention_;
+  RopeFrequencies freqs_;
+  int64_t freqs_len_ = -1;  // the dynamic length freqs_ was computed for
+  int64_t rope_seq_len_ = 0;
+  bool checkpointing_ = false;
+};
+TORCH_MODULE(CausalLM);
+
+}  // namespace studio::trainer

@@ -1,0 +1,117 @@
+#include "studio/trainer/metrics/run_reporter.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include <unistd.h>
+
+#include "studio/config/config_io.h"
+
+namespace studio::trainer {
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+ModelSummary summary(const ModelInfo& m) {
+  ModelSummary s;
+  s.architecture = m.architecture;
+  s.parameters = m.parameter_count();
+  s.layers = static_cast<int>(m.num_layers);
+  s.hidden_size = static_cast<int>(m.hidden_size);
+  s.heads = static_cast<int>(m.num_heads);
+  s.kv_heads = static_cast<int>(m.num_kv_heads);
+  s.vocab_size = static_cast<int>(m.vocab_size);
+  return s;
+}
+
+}  // namespace
+
+RunReporter::RunReporter(std::string output_dir, bool enabled, bool terminal)
+    : output_dir_(std::move(output_dir)), enabled_(enabled), terminal_(terminal) {}
+
+RunReporter::~RunReporter() {
+  if (writer_.is_open()) writer_.close();
+}
+
+void RunReporter::check(const std::string& error) {
+  if (!error.empty()) throw std::runtime_error(error);
+}
+
+void RunReporter::write_status(RunState state, const std::string& reason,
+                               std::optional<int> exit_code) {
+  RunStatus st;
+  st.state = state;
+  st.pid = ::getpid();
+  st.host = host_name();
+  st.exit_code = exit_code;
+  st.reason = reason;
+  st.step = last_step_;
+  check(st.write(status_path(output_dir_)));
+}
+
+void RunReporter::start(const RunConfig& cfg, const ModelInfo& model, int world_size,
+                        int64_t total_steps, int64_t first_step) {
+  started_ = unix_time_now();
+  last_step_ = first_step;
+  if (!enabled_) return;
+  std::filesystem::create_directories(output_dir_);
+  check(writer_.open(events_path(output_dir_)));
+  write_status(RunState::Running, "", std::nullopt);
+  StartEvent e;
+  e.time = started_;
+  e.config = config_to_json(cfg);
+  e.world_size = world_size;
+  e.sequence_parallel_size = static_cast<int>(cfg.sequence_parallel_size);
+  e.sequence_parallel_mode = std::string(to_string(cfg.sequence_parallel_mode));
+  e.stage = std::string(to_string(cfg.stage));
+  e.model = summary(model);
+  check(writer_.write(e));
+  bar_ = std::make_unique<ProgressBar>(total_steps, first_step, terminal_);
+}
+
+void RunReporter::step(const StepEvent& e, bool log_event) {
+  last_step_ = e.step;
+  if (!enabled_) return;
+  if (log_event) check(writer_.write(e));
+  bar_->update({e.step, e.loss, e.tokens_per_sec, e.lr}, unix_time_now() - started_);
+}
+
+void RunReporter::eval(int64_t step, double loss) {
+  if (!enabled_) return;
+  check(writer_.write(EvalEvent{step, loss}));
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "eval at step %lld: loss %.4f", static_cast<long long>(step), loss);
+  bar_->message(buf);
+}
+
+void RunReporter::checkpoint(int64_t step, const std::string& path) {
+  if (!enabled_) return;
+  check(writer_.write(CheckpointEvent{step, path}));
+  check(writer_.sync());
+  write_status(RunState::Running, "", std::nullopt);
+}
+
+void RunReporter::log(const std::string& level, const std::string& message) {
+  if (!enabled_) return;
+  if (writer_.is_open()) writer_.write(LogEvent{level, 0, message});
+  if (bar_)
+    bar_->message(level + ": " + message);
+  else
+    std::fprintf(stderr, "%s: %s\n", level.c_str(), message.c_str());
+}
+
+void RunReporter::end(RunState state, const std::string& reason, int exit_code) {
+  if (!enabled_) return;
+  if (bar_) bar_->finish();
+  if (writer_.is_open()) {
+    writer_.write(EndEvent{std::string(run_state_name(state)), reason});
+    writer_.close();
+  }
+  write_status(state, reason, exit_code);
+}
+
+}  // namespace studio::trainer

@@ -1,0 +1,97 @@
+// Block attention dispatch (FlashAttention on a CUDA LibTorch, the math path elsewhere), the
+// LocalAttention autograd Function and the default of the decoder's attention seam.
+#include "studio/trainer/model/attention.h"
+
+#include "studio/trainer/torch_compat.h"
+
+namespace studio::trainer {
+namespace {
+
+#if STUDIO_TORCH_HAS_FLASH_SDPA
+// FlashAttention applies to fp16/bf16 CUDA tensors with a head_dim it has kernels for, and to
+// masks it can express: none, or causal between blocks at the same positions (its causal mask
+// is bottom-right aligned, which equals ours only when the blocks coincide).
+bool flash_applies(const torch::Tensor& q, const torch::Tensor& k, const BlockMask& m) {
+  const auto t = q.scalar_type();
+  return q.is_cuda() && (t == torch::kHalf || t == torch::kBFloat16) && k.scalar_type() == t &&
+         q.size(3) % 8 == 0 && q.size(3) <= 256 &&
+         (!m.causal || (q.size(2) == k.size(2) && m.q_start == m.k_start));
+}
+
+// ATen's flash ops, torch >= 2.1 signatures. They take [B, H, S, D] (last dim contiguous) and
+// support Hkv < Hq directly; logsumexp is fp32 [B, H, S]. Dropout is always 0 here, so the
+// backward never reads the philox seed/offset: placeholders are passed instead of saving them.
+AttnBlockOut flash_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           bool causal, double scale) {
+  auto r = at::_scaled_dot_product_flash_attention(q, k, v, /*dropout_p=*/0.0, causal,
+                                                   /*return_debug_mask=*/false, scale);
+  return {std::get<0>(r), std::get<1>(r)};
+}
+
+AttnBlockGrads flash_backward(const torch::Tensor& dout, const torch::Tensor& q,
+                              const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& out, const torch::Tensor& lse, bool causal,
+                              double scale) {
+  const at::Tensor none;  // cum_seq_q/k: only nested (varlen) batches have them
+  const at::Tensor philox = at::zeros({}, q.options().dtype(at::kLong));
+  auto g = at::_scaled_dot_product_flash_attention_backward(
+      dout.contiguous(), q, k, v, out, lse.to(at::kFloat).contiguous(), none, none, q.size(2),
+      k.size(2), /*dropout_p=*/0.0, causal, philox, philox, scale);
+  return {std::get<0>(g).to(at::kFloat), std::get<1>(g).to(at::kFloat),
+          std::get<2>(g).to(at::kFloat)};
+}
+#endif
+
+}  // namespace
+
+AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, const BlockMask& mask, double scale) {
+#if STUDIO_TORCH_HAS_FLASH_SDPA
+  if (flash_applies(q, k, mask)) return flash_forward(q, k, v, mask.causal, scale);
+#endif
+  return math_block_forward(q, k, v, mask, scale);
+}
+
+AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::Tensor& q,
+                                        const torch::Tensor& k, const torch::Tensor& v,
+                                        const torch::Tensor& out, const torch::Tensor& lse,
+                                        const BlockMask& mask, double scale) {
+#if STUDIO_TORCH_HAS_FLASH_SDPA
+  if (flash_applies(q, k, mask)) return flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
+#endif
+  return math_block_backward(dout, q, k, v, out, lse, mask, scale);
+}
+
+torch::Tensor LocalAttention::forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                                      const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                                      double scale) {
+  AttnBlockOut r = attention_block_forward(q, k, v, BlockMask{causal}, scale);
+  ctx->save_for_backward({q, k, v, r.out, r.lse});
+  ctx->saved_data["causal"] = causal;
+  ctx->saved_data["scale"] = scale;
+  return r.out;
+}
+
+torch::autograd::variable_list LocalAttention::backward(torch::autograd::AutogradContext* ctx,
+                                                        torch::autograd::variable_list grads) {
+  const auto saved = ctx->get_saved_variables();
+  const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
+  const AttnBlockGrads g = attention_block_backward(grads[0], q, k, v, saved[3], saved[4],
+                                                    BlockMask{ctx->saved_data["causal"].toBool()},
+                                                    ctx->saved_data["scale"].toDouble());
+  return {g.dq.to(q.scalar_type()), g.dk.to(k.scalar_type()), g.dv.to(v.scalar_type()),
+          torch::Tensor(), torch::Tensor()};
+}
+
+torch::Tensor local_attention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, bool causal, double scale) {
+  return LocalAttention::apply(q, k, v, causal, scale);
+}
+
+AttentionFn default_attention() {
+  return
+      [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+         const AttentionCall& call) { return local_attention(q, k, v, call.causal, call.scale); };
+}
+
+}  // namespace studio::trainer

@@ -1,0 +1,230 @@
+#include "studio/trainer/model/decoder.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <iostream>
+#include <stdexcept>
+
+#include "studio/trainer/model/activation_checkpoint.h"
+
+namespace studio::trainer {
+
+SelfAttentionImpl::SelfAttentionImpl(const studio::ModelInfo& info,
+                                     const torch::TensorOptions& options)
+    : heads_(info.num_heads), kv_heads_(info.num_kv_heads), head_dim_(info.head_dim) {
+  const int64_t h = info.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
+  q_proj = register_module("q_proj", Linear(h, q, info.qkv_bias, options));
+  k_proj = register_module("k_proj", Linear(h, kv, info.qkv_bias, options));
+  v_proj = register_module("v_proj", Linear(h, kv, info.qkv_bias, options));
+  o_proj = register_module("o_proj", Linear(q, h, info.o_bias, options));
+  if (info.qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(head_dim_, info.rms_norm_eps, options));
+    k_norm = register_module("k_norm", RMSNorm(head_dim_, info.rms_norm_eps, options));
+  }
+}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const LayerContext& ctx,
+                                         int64_t layer) {
+  const int64_t b = x.size(0), s = x.size(1);
+  torch::Tensor q = q_proj(x).view({b, s, heads_, head_dim_});
+  torch::Tensor k = k_proj(x).view({b, s, kv_heads_, head_dim_});
+  const torch::Tensor v = v_proj(x).view({b, s, kv_heads_, head_dim_}).transpose(1, 2);
+  if (q_norm) {  // Qwen3 normalises each head before the rotation
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  q = apply_rope(q.transpose(1, 2), ctx.cos, ctx.sin);
+  k = apply_rope(k.transpose(1, 2), ctx.cos, ctx.sin);
+  const AttentionCall call{layer, /*causal=*/true, 1.0 / std::sqrt(double(head_dim_))};
+  const torch::Tensor out = (*ctx.attention)(q, k, v, call);
+  return o_proj(out.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
+}
+
+MLPImpl::MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options) {
+  const int64_t h = info.hidden_size, i = info.intermediate_size;
+  gate_proj = register_module("gate_proj", Linear(h, i, info.mlp_bias, options));
+  up_proj = register_module("up_proj", Linear(h, i, info.mlp_bias, options));
+  down_proj = register_module("down_proj", Linear(i, h, info.mlp_bias, options));
+}
+
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const studio::ModelInfo& info,
+                                   const torch::TensorOptions& options) {
+  self_attn = register_module("self_attn", SelfAttention(info, options));
+  mlp = register_module("mlp", MLP(info, options));
+  input_layernorm =
+      register_module("input_layernorm", RMSNorm(info.hidden_size, info.rms_norm_eps, options));
+  post_attention_layernorm = register_module("post_attention_layernorm",
+                                             RMSNorm(info.hidden_size, info.rms_norm_eps, options));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const LayerContext& ctx,
+                                        int64_t layer) {
+  const torch::Tensor h = x + self_attn(input_layernorm(x), ctx, layer);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+namespace {
+
+// HF builds nn.Embedding with padding_idx = pad_token_id, which keeps that row's gradient 0.
+int64_t padding_index(const studio::ModelInfo& info) {
+  if (!info.pad_token_id || *info.pad_token_id < 0 || *info.pad_token_id >= info.vocab_size)
+    return -1;
+  return *info.pad_token_id;
+}
+
+}  // namespace
+
+DecoderModelImpl::DecoderModelImpl(const studio::ModelInfo& info,
+                                   const torch::TensorOptions& options) {
+  embed_tokens = register_module(
+      "embed_tokens", Embedding(info.vocab_size, info.hidden_size, padding_index(info), options));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < info.num_layers; ++i) layers->push_back(DecoderLayer(info, options));
+  norm = register_module("norm", RMSNorm(info.hidden_size, info.rms_norm_eps, options));
+}
+
+torch::Tensor DecoderModelImpl::forward(const torch::Tensor& input_ids, const LayerContext& ctx,
+                                        bool checkpoint_layers) {
+  torch::Tensor h = embed_tokens(input_ids);
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const auto layer = layers->ptr<DecoderLayerImpl>(i);
+    const auto index = static_cast<int64_t>(i);
+    if (!checkpoint_layers) {
+      h = layer->forward(h, ctx, index);
+      continue;
+    }
+    // The recompute runs during backward: it owns what it needs, the attention fn included, so
+    // that a set_attention in between cannot change what is recomputed.
+    h = checkpoint(
+        [layer, attention = *ctx.attention, cos = ctx.cos, sin = ctx.sin,
+         index](const torch::Tensor& x) {
+          const LayerContext c{cos, sin, &attention};
+          return layer->forward(x, c, index);
+        },
+        h);
+  }
+  return norm(h);
+}
+
+namespace {
+
+void check_supported(const studio::ModelInfo& info) {
+  if (const std::string why = studio::decoder_support_error(info); !why.empty())
+    throw std::invalid_argument("cannot build the decoder: " + why);
+}
+
+// Settings of config.json that training does not apply, said once per model.
+void report_ignored(const studio::ModelInfo& info, const ModelOptions& options) {
+  auto warn = options.warn ? options.warn : [](const std::string& text) {
+    std::cerr << "studio-train: warning: " << text << '\n';
+  };
+  if (info.attention_dropout > 0)
+    warn("attention_dropout " + std::to_string(info.attention_dropout) +
+         " from config.json is ignored: training runs attention without dropout (sequence "
+         "parallelism needs identical recomputation)");
+  if (info.sliding_window > 0)
+    warn("sliding_window " + std::to_string(info.sliding_window) +
+         " from config.json is "
+         "ignored: every token attends to its whole causal context, which differs from the "
+         "model's own attention beyond " +
+         std::to_string(info.sliding_window) + " tokens");
+}
+
+}  // namespace
+
+CausalLMImpl::CausalLMImpl(const studio::ModelInfo& info, const ModelOptions& options)
+    : info_((check_supported(info), info)),
+      dtype_(options.dtype),
+      attention_(default_attention()),
+      freqs_(info.rope_scaling == "dynamic" ? RopeFrequencies{} : rope_frequencies(info)) {
+  const auto topts = torch::TensorOptions().dtype(options.dtype).device(options.device);
+  model = register_module("model", DecoderModel(info, topts));
+  if (!info.tie_word_embeddings)
+    lm_head = register_module("lm_head", Linear(info.hidden_size, info.vocab_size, false, topts));
+  report_ignored(info, options);
+}
+
+const RopeFrequencies& CausalLMImpl::frequencies(const torch::Tensor& position_ids) {
+  if (info_.rope_scaling != "dynamic") return freqs_;
+  const int64_t len = rope_seq_len_ > 0 ? rope_seq_len_ : position_ids.max().item<int64_t>() + 1;
+  if (len != freqs_len_) freqs_ = rope_frequencies(info_, len), freqs_len_ = len;
+  return freqs_;
+}
+
+torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids,
+                                          const torch::Tensor& position_ids) {
+  TORCH_CHECK(input_ids.dim() == 2 && input_ids.sizes() == position_ids.sizes(),
+              "CausalLM: input_ids ", input_ids.sizes(), " and position_ids ", position_ids.sizes(),
+              " must both be [B, S]");
+  // cos/sin once per forward, in fp32, then in the activation dtype as HF hands them on.
+  auto [cos, sin] = rope_cos_sin(frequencies(position_ids), position_ids);
+  const auto act = model->embed_tokens->weight.scalar_type();
+  const LayerContext ctx{cos.to(act), sin.to(act), &attention_};
+  return model->forward(input_ids, ctx, checkpointing_);
+}
+
+torch::Tensor CausalLMImpl::logits(const torch::Tensor& input_ids,
+                                   const torch::Tensor& position_ids) {
+  return torch::linear(hidden_states(input_ids, position_ids), lm_head_weight());
+}
+
+torch::Tensor CausalLMImpl::lm_head_weight() const {
+  return lm_head ? lm_head->weight : model->embed_tokens->weight;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> CausalLMImpl::hf_state() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : named_parameters(/*recurse=*/true))
+    out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+std::map<std::string, std::vector<int64_t>> CausalLMImpl::expected_shapes() {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& [name, p] : hf_state()) out[name] = p.sizes().vec();
+  return out;
+}
+
+void CausalLMImpl::load_hf_state(const std::function<torch::Tensor(const std::string&)>& get) {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : hf_state()) {
+    const torch::Tensor t = get(name);
+    if (t.sizes() != p.sizes())
+      throw std::runtime_error("load_hf_state: " + name + " is " + c10::str(t.sizes()) +
+                               " in the checkpoint, the model expects " + c10::str(p.sizes()));
+    p.copy_(t);
+  }
+}
+
+void CausalLMImpl::init_weights(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const double std_dev = info_.initializer_range;
+  // Drawn on the CPU in fp32 and then converted, so the values do not depend on the device.
+  auto normal = [&](torch::Tensor& w) {
+    w.copy_(torch::empty(w.sizes(), torch::kFloat).normal_(0.0, std_dev, gen));
+  };
+  for (const auto& item : named_modules()) {
+    const auto& m = item.value();
+    if (auto* lin = m->as<LinearImpl>()) {
+      normal(lin->weight);
+      if (lin->bias.defined()) lin->bias.zero_();
+    } else if (auto* emb = m->as<EmbeddingImpl>()) {
+      normal(emb->weight);
+      if (emb->padding_idx >= 0) emb->weight[emb->padding_idx].zero_();
+    } else if (auto* norm = m->as<RMSNormImpl>()) {
+      norm->weight.fill_(1.0);
+    }
+  }
+}
+
+void CausalLMImpl::set_attention(AttentionFn fn) {
+  attention_ = fn ? std::move(fn) : default_attention();
+}
+
+}  // namespace studio::trainer

@@ -1,0 +1,37 @@
+#include "studio/trainer/optim/master_weights.h"
+
+namespace studio::trainer {
+
+MasterWeights::MasterWeights(const NamedTensors& model_params) : model_(model_params) {
+  for (const auto& [name, p] : model_)
+    if (p.scalar_type() != torch::kFloat) separate_ = true;
+  if (!separate_) {
+    masters_ = model_;
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, p] : model_)
+    masters_.emplace_back(name, p.detach().to(torch::kFloat).clone().requires_grad_(true));
+}
+
+void MasterWeights::gather_grads() {
+  if (!separate_) return;
+  for (size_t i = 0; i < model_.size(); ++i) {
+    const auto& g = model_[i].second.grad();
+    auto& master = masters_[i].second;
+    if (!g.defined()) continue;
+    master.mutable_grad() = g.to(torch::kFloat);
+  }
+}
+
+void MasterWeights::scatter_weights() {
+  if (!separate_) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < model_.size(); ++i) {
+    auto& p = model_[i].second;
+    p.copy_(masters_[i].second);
+    p.mutable_grad() = torch::Tensor();
+  }
+}
+
+}  // namespace studio::trainer
