@@ -17,5 +17,7 @@ int cmd_validate(const Argv& argv);
 int cmd_print_config(const Argv& argv);
 int cmd_logprobs(const Argv& argv);
 int cmd_init_model(const Argv& argv);
+int cmd_train(const Argv& argv);
+int cmd_eval(const Argv& argv);
 
 }  // namespace studio::app

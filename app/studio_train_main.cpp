@@ -14,6 +14,12 @@ namespace {
 const char* kUsage = R"(usage: studio-train COMMAND [OPTIONS]
 
 Commands:
+  train CONFIG.yaml [--set key=value ...]
+      Train (stage: sft) as the config says; metrics go to OUTPUT_DIR/events.jsonl and
+      status.json, a progress bar to the terminal. An output_dir holding checkpoints
+      continues from the last one. Ctrl-C stops cleanly.
+  eval CONFIG.yaml [--set key=value ...]
+      Print the mean loss per token of model_name_or_path on the evaluation data.
   validate CONFIG.yaml [--nproc N] [--nnodes M] [--for-training]
       Check a LLaMA-Factory training YAML. Every problem is printed on stderr as
       FILE:LINE:COL: key: message (allowed: ...). The world size is N x M
@@ -67,6 +73,8 @@ int main(int argc, char** argv) {
     }
     if (cmd == "validate") return cmd_validate(rest);
     if (cmd == "print-config") return cmd_print_config(rest);
+    if (cmd == "train") return cmd_train(rest);
+    if (cmd == "eval") return cmd_eval(rest);
     if (cmd == "logprobs") return cmd_logprobs(rest);
     if (cmd == "init-model") return cmd_init_model(rest);
     if (cmd == "config-keys") return std::cout << studio::config_keys_markdown(), kExitOk;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's main-job command: installs what is missing, builds, and runs the most complete
-# thing the project has today on its bundled examples. With a display it opens the studio on
-# the 128k-token SP=8 example; without one it runs headless and prints what the engine checked.
+# The README's main-job command: installs what is missing, builds, validates the bundled
+# LLaMA-Factory examples, then trains the built-in demo model on the demo data with a progress
+# bar (loss falling from ~8 to ~2 in about two minutes on 2 cores). With a display it then opens
+# the studio (the config inspector) on the 128k-token SP=8 example.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -19,6 +20,15 @@ echo "== the same SP=8 file on a 4-GPU machine is refused, naming the key and it
 echo
 echo "== the config as the engine runs it (print-config):"
 "$bin/studio-train" print-config qwen2.5-7b-sft-sp8.yaml --nproc 8 2>/dev/null | sed -n '1,200p'
+
+echo
+echo "== the built-in demo: a ~1.4M-parameter Qwen2-style model learns four small text tasks"
+cd "$root"
+rm -rf build/demo
+"$bin/studio-train" init-model --config resources/demo/model/config.json --out build/demo/model --seed 7 >/dev/null
+"$bin/studio-train" train resources/demo/sft_demo.yaml
+echo "== metrics: build/demo/run/events.jsonl; final model: build/demo/run"
+cd "$root/resources/examples"
 
 if [ -n "${DISPLAY:-}" ] && [ -x "$bin/studio" ] && [ -z "${STUDIO_HEADLESS:-}" ]; then
   echo "== opening the studio (config inspector) on qwen2.5-7b-sft-sp8.yaml"

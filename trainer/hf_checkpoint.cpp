@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <torch/torch.h>
@@ -271,6 +272,11 @@ class StagingDir {
       fail(target.string(), std::string("cannot create a staging folder for it: ") +
                                 std::strerror(errno) + " (is the folder writable?)");
     path_ = tmpl;
+    // mkdtemp makes the folder 0700; once renamed into place it is the model folder, which
+    // should get the permissions any new folder gets (0777 less the umask).
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::chmod(path_.c_str(), 0777 & ~mask);
   }
   ~StagingDir() {
     std::error_code ec;

@@ -9,8 +9,8 @@
 // realistic mix of repeated and new words. See bench/README.md.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -101,7 +101,8 @@ std::vector<std::string> make_documents(double megabytes) {
 }
 
 // Encodes every document, split across `threads` threads by interleaving.
-Timing time_ours(const Tokenizer& tokenizer, const std::vector<std::string>& documents, unsigned threads) {
+Timing time_ours(const Tokenizer& tokenizer, const std::vector<std::string>& documents,
+                 unsigned threads) {
   std::vector<std::size_t> tokens(threads, 0);
   std::vector<double> cpu(threads, 0);
   const auto start = Clock::now();
@@ -109,7 +110,8 @@ Timing time_ours(const Tokenizer& tokenizer, const std::vector<std::string>& doc
   for (unsigned t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       const double cpu_start = thread_cpu_seconds();
-      for (std::size_t i = t; i < documents.size(); i += threads) tokens[t] += tokenizer.encode(documents[i]).size();
+      for (std::size_t i = t; i < documents.size(); i += threads)
+        tokens[t] += tokenizer.encode(documents[i]).size();
       cpu[t] = thread_cpu_seconds() - cpu_start;
     });
   }
@@ -132,17 +134,20 @@ std::string shell_quoted(const std::string& text) {
 // Runs hf_bench.js on the same documents; nullopt (with the reason printed) when it cannot run.
 std::optional<nlohmann::json> time_reference(const std::string& tokenizer_json,
                                              const std::vector<std::string>& documents) {
-  const std::filesystem::path file = std::filesystem::temp_directory_path() / "studio_bench_documents.txt";
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / "studio_bench_documents.txt";
   {
     std::ofstream out(file, std::ios::binary);
     for (std::size_t i = 0; i < documents.size(); ++i) out << (i > 0 ? "\x1e" : "") << documents[i];
   }
-  const std::string command = "node " + shell_quoted(STUDIO_SOURCE_DIR "/bench/tokenizer/hf_bench.js") + " " +
+  const std::string command = "node " +
+                              shell_quoted(STUDIO_SOURCE_DIR "/bench/tokenizer/hf_bench.js") + " " +
                               shell_quoted(tokenizer_json) + " " + shell_quoted(file.string());
   std::string output;
   if (FILE* pipe = popen(command.c_str(), "r")) {
     char buffer[4096];
-    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+      output.append(buffer, n);
     const int status = pclose(pipe);
     std::filesystem::remove(file);
     if (status == 0) return nlohmann::json::parse(output);
@@ -157,39 +162,53 @@ void print_header() {
               "Mtok/s", "cpu s", "MB/cpu-s");
 }
 
-void print_row(const std::string& engine, const std::string& threads, const Timing& t, double bytes) {
+void print_row(const std::string& engine, const std::string& threads, const Timing& t,
+               double bytes) {
   const double mb = bytes / 1e6;
   std::printf("  %-26s %-7s %9.3f %9.2f %10.3f %9.3f %12.2f\n", engine.c_str(), threads.c_str(),
-              t.seconds, mb / t.seconds, static_cast<double>(t.tokens) / 1e6 / t.seconds, t.cpu_seconds,
-              mb / t.cpu_seconds);
+              t.seconds, mb / t.seconds, static_cast<double>(t.tokens) / 1e6 / t.seconds,
+              t.cpu_seconds, mb / t.cpu_seconds);
 }
 
-void run(const std::string& path, const std::vector<std::string>& documents, const Options& options) {
+// Each row starts from a freshly loaded tokenizer, so no row inherits another's word cache.
+Timing time_fresh(const std::string& path, const std::vector<std::string>& documents,
+                  unsigned threads) {
+  const Tokenizer tokenizer = Tokenizer::load(path);
+  time_ours(tokenizer,
+            {documents.begin(), documents.begin() + std::min<std::size_t>(8, documents.size())}, 1);
+  return time_ours(tokenizer, documents, threads);
+}
+
+void run(const std::string& path, const std::vector<std::string>& documents,
+         const Options& options) {
   const Tokenizer tokenizer = Tokenizer::load(path);
   double bytes = 0;
   for (const std::string& d : documents) bytes += static_cast<double>(d.size());
-  std::printf("%s: %.1f MB in %zu documents\n", tokenizer.source().c_str(), bytes / 1e6, documents.size());
-  time_ours(tokenizer, {documents.begin(), documents.begin() + std::min<std::size_t>(8, documents.size())}, 1);
+  std::printf("%s: %.1f MB in %zu documents\n", tokenizer.source().c_str(), bytes / 1e6,
+              documents.size());
   print_header();
-  const Timing one = time_ours(tokenizer, documents, 1);
+  const Timing one = time_fresh(path, documents, 1);
   print_row("studio_data encode", "1", one, bytes);
-  const Timing many = time_ours(tokenizer, documents, options.threads);
+  const Timing many = time_fresh(path, documents, options.threads);
   print_row("studio_data encode", std::to_string(options.threads), many, bytes);
   if (!options.reference) return;
   const auto hf = time_reference(tokenizer.source(), documents);
   if (!hf) return;
-  const Timing sequential{(*hf)["sequential_s"].get<double>(), (*hf)["sequential_cpu_s"].get<double>(),
+  const Timing sequential{(*hf)["sequential_s"].get<double>(),
+                          (*hf)["sequential_cpu_s"].get<double>(),
                           (*hf)["tokens"].get<std::size_t>()};
   const Timing batch{(*hf)["batch_s"].get<double>(), (*hf)["batch_cpu_s"].get<double>(),
                      (*hf)["batch_tokens"].get<std::size_t>()};
   print_row("HF tokenizers encode", "1", sequential, bytes);
   print_row("HF tokenizers encodeBatch", "pool", batch, bytes);
-  std::printf("  studio_data vs HF: %.2fx the throughput per CPU-second (one thread each); wall clock "
-              "%.2fx on one thread, %.2fx with %u threads vs encodeBatch\n",
-              sequential.cpu_seconds / one.cpu_seconds, sequential.seconds / one.seconds,
-              batch.seconds / many.seconds, options.threads);
+  std::printf(
+      "  studio_data vs HF: %.2fx the throughput per CPU-second (one thread each); wall clock "
+      "%.2fx on one thread, %.2fx with %u threads vs encodeBatch\n",
+      sequential.cpu_seconds / one.cpu_seconds, sequential.seconds / one.seconds,
+      batch.seconds / many.seconds, options.threads);
   if (sequential.tokens != one.tokens) {
-    std::printf("  WARNING: token counts differ: studio_data %zu, HF %zu\n", one.tokens, sequential.tokens);
+    std::printf("  WARNING: token counts differ: studio_data %zu, HF %zu\n", one.tokens,
+                sequential.tokens);
   }
 }
 
@@ -207,8 +226,9 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--no-reference") {
       options.reference = false;
     } else {
-      throw std::invalid_argument("usage: bench_tokenizer [--tokenizer PATH]... [--megabytes N] "
-                                  "[--threads N] [--no-reference]");
+      throw std::invalid_argument(
+          "usage: bench_tokenizer [--tokenizer PATH]... [--megabytes N] "
+          "[--threads N] [--no-reference]");
     }
   }
   if (options.tokenizers.empty()) {

@@ -114,36 +114,35 @@ void TemplateEncoder::append_slots(const Slots& slots, const std::string& conten
   }
 }
 
-std::vector<TemplateEncoder::PieceTurn> TemplateEncoder::piece_turns(
-    std::vector<Message> messages, const std::string& system, const EncodeOptions& opt,
-    bool one_turn) const {
-  if (messages.empty() || messages.size() % 2 != 0)
-    throw TemplateError("a conversation needs (query, answer) pairs; got " +
-                        std::to_string(messages.size()) + " messages");
+// LF's ReasoningTemplate, before encoding: drops the thoughts that are not trained and returns
+// which turns may receive an empty thought (if their answer has none).
+std::vector<bool> TemplateEncoder::prepare_thoughts(std::vector<Message>& messages,
+                                                    const EncodeOptions& opt, bool one_turn) const {
   const std::size_t n = messages.size();
-  // Which answers may get an empty thought block (reasoning templates only).
-  std::vector<bool> thought_turn(n / 2, false);
-  if (tmpl_.reasoning) {
-    const bool drop_history = one_turn ? !opt.preserve_thinking
-                                       : (opt.mask_history && !opt.preserve_thinking);
-    for (std::size_t i = 1; i < n; i += 2) {
-      const bool last = i == n - 1;
-      // encode_oneturn drops the last thought for enable_thinking=false, encode_multiturn all.
-      const bool drop = (drop_history && !last) || (!opt.enable_thinking && (last || !one_turn));
-      if (drop) messages[i].content = remove_thought(messages[i].content, tmpl_);
-    }
-    for (std::size_t t = 0; t < n / 2; ++t)
-      thought_turn[t] = !(one_turn || drop_history) || t == n / 2 - 1;
+  std::vector<bool> eligible(n / 2, false);
+  if (!tmpl_.reasoning) return eligible;
+  const bool drop_history = one_turn ? !opt.preserve_thinking : (opt.mask_history && !opt.preserve_thinking);
+  for (std::size_t i = 1; i < n; i += 2) {
+    const bool last = i == n - 1;
+    // encode_oneturn drops the last thought for enable_thinking=false, encode_multiturn all.
+    const bool drop = (drop_history && !last) || (!opt.enable_thinking && (last || !one_turn));
+    if (drop) messages[i].content = remove_thought(messages[i].content, tmpl_);
   }
+  for (std::size_t t = 0; t < n / 2; ++t) eligible[t] = !(one_turn || drop_history) || t == n / 2 - 1;
+  return eligible;
+}
 
+// LF's Template._encode: turn 1's prompt is prefix + system + query; later prompts the query.
+std::vector<TemplateEncoder::PieceTurn> TemplateEncoder::message_pieces(
+    const std::vector<Message>& messages, const std::string& system) const {
   const std::string& sys = system.empty() ? tmpl_.default_system : system;
-  std::vector<PieceTurn> turns(n / 2);
-  for (std::size_t i = 0; i < n; ++i) {
+  std::vector<PieceTurn> turns(messages.size() / 2);
+  for (std::size_t i = 0; i < messages.size(); ++i) {
     std::vector<Piece>& out = i % 2 == 0 ? turns[i / 2].prompt : turns[i / 2].response;
     std::string content = messages[i].content;
     if (i == 0) {
       append_slots(tmpl_.prefix, {}, out);
-      if (!sys.empty() && tmpl_.system_in_first_user) {
+      if (!sys.empty() && tmpl_.system_in_first_user) {  // LF's Llama2Template
         std::vector<Piece> fused;
         append_slots({tmpl_.system.front()}, sys, fused);
         content = (fused.empty() ? std::string() : fused.front().text) + content;
@@ -162,27 +161,36 @@ std::vector<TemplateEncoder::PieceTurn> TemplateEncoder::piece_turns(
                             "', which templates do not render here (tool calls are not supported)");
     }
   }
+  return turns;
+}
+
+std::vector<TemplateEncoder::PieceTurn> TemplateEncoder::piece_turns(
+    std::vector<Message> messages, const std::string& system, const EncodeOptions& opt,
+    bool one_turn) const {
+  if (messages.empty() || messages.size() % 2 != 0)
+    throw TemplateError("a conversation needs (query, answer) pairs; got " +
+                        std::to_string(messages.size()) + " messages");
+  const std::vector<bool> eligible = prepare_thoughts(messages, opt, one_turn);
+  std::vector<PieceTurn> turns = message_pieces(messages, system);
 
   for (std::size_t t = 0; t < turns.size(); ++t) {
-    if (!thought_turn[t] || has_thought_tag(messages[2 * t + 1].content, tmpl_)) continue;
-    Piece thought{tmpl_.empty_thought(), -1};
+    if (!eligible[t] || has_thought_tag(messages[2 * t + 1].content, tmpl_)) continue;
+    Piece thought{tmpl_.empty_thought(), -1};  // its own element, encoded alone as LF does
     if (opt.enable_thinking)  // learned: the model is taught to emit the empty block
       turns[t].response.insert(turns[t].response.begin(), thought);
     else
       turns[t].prompt.push_back(thought);
   }
+  if (!one_turn || turns.size() == 1) return turns;
 
-  if (one_turn && turns.size() > 1) {
-    PieceTurn merged;
-    for (std::size_t t = 0; t < turns.size(); ++t) {
-      merged.prompt.insert(merged.prompt.end(), turns[t].prompt.begin(), turns[t].prompt.end());
-      auto& r = turns[t].response;
-      if (t + 1 < turns.size()) merged.prompt.insert(merged.prompt.end(), r.begin(), r.end());
-      else merged.response = r;
-    }
-    turns = {merged};
+  PieceTurn merged;  // everything before the last answer is one prompt
+  for (std::size_t t = 0; t < turns.size(); ++t) {
+    merged.prompt.insert(merged.prompt.end(), turns[t].prompt.begin(), turns[t].prompt.end());
+    auto& r = turns[t].response;
+    if (t + 1 < turns.size()) merged.prompt.insert(merged.prompt.end(), r.begin(), r.end());
+    else merged.response = r;
   }
-  return turns;
+  return {merged};
 }
 
 std::vector<int32_t> TemplateEncoder::to_ids(const std::vector<Piece>& pieces) const {

@@ -33,7 +33,8 @@ bool stands_alone(std::string_view text, std::size_t start, std::size_t stop) {
 
 // Where the run of White_Space characters ending at `pos` starts.
 std::size_t whitespace_run_start(std::string_view text, std::size_t pos) {
-  while (pos > 0 && is_white_space(character_before(text, pos))) pos = previous_character_start(text, pos);
+  while (pos > 0 && is_white_space(character_before(text, pos)))
+    pos = previous_character_start(text, pos);
   return pos;
 }
 
@@ -82,8 +83,8 @@ void AddedVocabulary::Matcher::add(std::string_view pattern, std::size_t token) 
   first_byte_[static_cast<unsigned char>(pattern.front())] = true;
 }
 
-std::optional<AddedVocabulary::Matcher::Match> AddedVocabulary::Matcher::find(std::string_view text,
-                                                                              std::size_t from) const {
+std::optional<AddedVocabulary::Matcher::Match> AddedVocabulary::Matcher::find(
+    std::string_view text, std::size_t from) const {
   if (empty()) return std::nullopt;
   for (std::size_t pos = from; pos < text.size(); ++pos) {
     if (!first_byte_[static_cast<unsigned char>(text[pos])]) continue;
@@ -103,7 +104,8 @@ std::optional<AddedVocabulary::Matcher::Match> AddedVocabulary::Matcher::longest
                                  [byte](const auto& child) { return child.first == byte; });
     if (it == children.end()) break;
     node = static_cast<std::size_t>(it->second);
-    if (nodes_[node].token >= 0) best = Match{pos, i + 1, static_cast<std::size_t>(nodes_[node].token)};
+    if (nodes_[node].token >= 0)
+      best = Match{pos, i + 1, static_cast<std::size_t>(nodes_[node].token)};
   }
   return best;
 }
@@ -159,7 +161,8 @@ void AddedVocabulary::split_normalized(std::string_view text, std::vector<Segmen
 // Like HF: a match that fails single_word is dropped without searching inside it again; lstrip
 // reaches back no further than the previous token; the search resumes after the match itself
 // even when rstrip swallowed the whitespace after it.
-void AddedVocabulary::split(const Matcher& matcher, std::string_view text, std::vector<Segment>& out) const {
+void AddedVocabulary::split(const Matcher& matcher, std::string_view text,
+                            std::vector<Segment>& out) const {
   std::size_t consumed = 0;
   for (auto match = matcher.find(text, 0); match; match = matcher.find(text, match->end)) {
     const AddedToken& token = tokens_[match->token];

@@ -53,7 +53,9 @@ class AddedVocabulary {
   bool is_special(int32_t id) const { return special_ids_.count(id) > 0; }
   // decode(skip_special_tokens) drops a token whose text is a special token's content; like HF,
   // a normalized special token whose surface differs ("▁</s>") is kept.
-  bool is_special_text(const std::string& token) const { return special_contents_.count(token) > 0; }
+  bool is_special_text(const std::string& token) const {
+    return special_contents_.count(token) > 0;
+  }
   std::size_t new_tokens() const { return new_tokens_; }
 
   // Longest-first matching over a byte trie (HF: Aho-Corasick, leftmost-longest).

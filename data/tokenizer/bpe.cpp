@@ -14,6 +14,12 @@ namespace {
 constexpr std::size_t kMaxCachedWordBytes = 256;
 constexpr std::string_view kWordMark = "\xE2\x96\x81";  // U+2581, SentencePiece's "▁"
 
+// Whether the word mark at `at` directly follows another one.
+bool follows_mark(std::string_view text, std::size_t at) {
+  return at >= kWordMark.size() &&
+         text.substr(at - kWordMark.size(), kWordMark.size()) == kWordMark;
+}
+
 struct Symbol {
   int32_t id;
   int32_t prev, next;  // neighbours still alive, -1 at the ends
@@ -61,7 +67,8 @@ bool WordCache::find(std::string_view word, std::size_t hash, std::vector<int32_
   return true;
 }
 
-void WordCache::insert(std::string_view word, std::size_t hash, const int32_t* ids, std::size_t count) const {
+void WordCache::insert(std::string_view word, std::size_t hash, const int32_t* ids,
+                       std::size_t count) const {
   Shard& shard = shards_[(hash >> 32) % kShards];
   std::lock_guard<std::mutex> lock(shard.mutex);
   if (shard.words.size() >= kShardCapacity) shard.words.clear();
@@ -73,7 +80,8 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const JsonNode& model) {
   if (model.has("type")) model.type({"BPE"});
   const JsonNode dropout = model["dropout"];
   if (!dropout.is_null() && !(dropout.raw().is_number() && dropout.raw().get<double>() == 0.0)) {
-    dropout.fail("'" + dropout.raw().dump() + "' is not supported: BPE dropout samples a different "
+    dropout.fail("'" + dropout.raw().dump() +
+                 "' is not supported: BPE dropout samples a different "
                  "tokenization on every call; set it to null");
   }
   std::unique_ptr<BpeModel> bpe(new BpeModel);
@@ -98,8 +106,10 @@ void BpeModel::load_vocab(const JsonNode& vocab) {
   vocab.require_object();
   vocab_.reserve(vocab.size());
   for (const auto& [token, id_value] : vocab.raw().items()) {
-    if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 || id_value.get<int64_t>() > INT32_MAX) {
-      vocab[token.c_str()].fail("expected a token id (a non-negative integer), got " + id_value.dump());
+    if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 ||
+        id_value.get<int64_t>() > INT32_MAX) {
+      vocab[token.c_str()].fail("expected a token id (a non-negative integer), got " +
+                                id_value.dump());
     }
     const auto id = static_cast<int32_t>(id_value.get<int64_t>());
     const std::string& stored = storage_.emplace_back(token);
@@ -120,17 +130,21 @@ void BpeModel::load_merges(const JsonNode& merges) {
     if (merge.raw().is_string()) {
       const std::string text = merge.string();
       const std::size_t space = text.find(' ');
-      if (space == std::string::npos) merge.fail("'" + text + "' is not a merge: expected \"left right\"");
+      if (space == std::string::npos)
+        merge.fail("'" + text + "' is not a merge: expected \"left right\"");
       left = text.substr(0, space);
       right = text.substr(space + 1);
     } else {
-      if (!merge.raw().is_array() || merge.size() != 2) merge.fail("expected \"left right\" or [left, right]");
+      if (!merge.raw().is_array() || merge.size() != 2)
+        merge.fail("expected \"left right\" or [left, right]");
       left = merge[std::size_t{0}].string();
       right = merge[std::size_t{1}].string();
     }
     const auto left_id = token_to_id(left), right_id = token_to_id(right);
-    if (!left_id || !right_id) merge.fail("token '" + (left_id ? right : left) + "' is not in the vocabulary");
-    if (right.size() < prefix_.size()) merge.fail("'" + right + "' is shorter than continuing_subword_prefix");
+    if (!left_id || !right_id)
+      merge.fail("token '" + (left_id ? right : left) + "' is not in the vocabulary");
+    if (right.size() < prefix_.size())
+      merge.fail("'" + right + "' is shorter than continuing_subword_prefix");
     const std::string merged = left + right.substr(prefix_.size());
     const auto merged_id = token_to_id(merged);
     if (!merged_id) merge.fail("the merged token '" + merged + "' is not in the vocabulary");
@@ -152,10 +166,12 @@ const std::string* BpeModel::id_to_token(int32_t id) const {
 // The mark must be a token (so that it ends any pending <unk> in either case), and affixes or
 // ignore_merges, which look at whole words, must be off.
 bool BpeModel::word_marks_are_boundaries() const {
-  if (ignore_merges_ || !prefix_.empty() || !suffix_.empty() || !token_to_id(kWordMark)) return false;
+  if (ignore_merges_ || !prefix_.empty() || !suffix_.empty() || !token_to_id(kWordMark))
+    return false;
   for (const auto& [token, id] : vocab_) {
-    for (std::size_t at = token.find(kWordMark, 1); at != std::string_view::npos; at = token.find(kWordMark, at + 1)) {
-      if (at < kWordMark.size() || token.substr(at - kWordMark.size(), kWordMark.size()) != kWordMark) return false;
+    for (std::size_t at = token.find(kWordMark, 1); at != std::string_view::npos;
+         at = token.find(kWordMark, at + 1)) {
+      if (!follows_mark(token, at)) return false;
     }
   }
   return true;
@@ -167,9 +183,9 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
     return;
   }
   std::size_t start = 0;
-  for (std::size_t at = word.find(kWordMark, 1); at != std::string_view::npos; at = word.find(kWordMark, at + 1)) {
-    const bool after_mark = at >= kWordMark.size() && word.substr(at - kWordMark.size(), kWordMark.size()) == kWordMark;
-    if (after_mark) continue;  // a run of marks stays together
+  for (std::size_t at = word.find(kWordMark, 1); at != std::string_view::npos;
+       at = word.find(kWordMark, at + 1)) {
+    if (follows_mark(word, at)) continue;  // a run of marks stays together
     tokenize_word(word.substr(start, at - start), out);
     start = at;
   }
@@ -196,8 +212,10 @@ void BpeModel::tokenize_word(std::string_view word, std::vector<int32_t>& out) c
 
 int32_t BpeModel::unk_id_for(std::string_view character) const {
   if (!unk_id_) {
-    throw TokenizerError(file_ + ": model.unk_token '" + *unk_token_ + "' is not in the vocabulary, "
-                         "and '" + std::string(character) + "' has no token");
+    throw TokenizerError(file_ + ": model.unk_token '" + *unk_token_ +
+                         "' is not in the vocabulary, "
+                         "and '" +
+                         std::string(character) + "' has no token");
   }
   return *unk_id_;
 }
@@ -254,7 +272,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
   if (count == 0) return;
   std::vector<Symbol>& symbols = s.symbols;
   symbols.resize(count);
-  for (int32_t i = 0; i < count; ++i) symbols[i] = {s.ids[i], i - 1, i + 1 < count ? i + 1 : -1, true};
+  for (int32_t i = 0; i < count; ++i)
+    symbols[i] = {s.ids[i], i - 1, i + 1 < count ? i + 1 : -1, true};
 
   std::vector<Candidate>& heap = s.heap;
   heap.clear();

@@ -29,7 +29,8 @@ struct Tables {
       const char32_t cp = printable(byte) ? static_cast<char32_t>(byte) : next_unprintable++;
       std::string utf8;
       append_utf8(utf8, cp);
-      encoded[byte] = {{utf8[0], utf8.size() > 1 ? utf8[1] : '\0'}, static_cast<uint8_t>(utf8.size())};
+      encoded[byte] = {{utf8[0], utf8.size() > 1 ? utf8[1] : '\0'},
+                       static_cast<uint8_t>(utf8.size())};
       decoded[cp] = byte;
     }
   }

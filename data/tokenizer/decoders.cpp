@@ -86,11 +86,13 @@ class Strip final : public Decoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::string& token : tokens) {
       std::size_t begin = 0, end = token.size();
-      for (std::size_t i = 0; i < start_ && token.compare(begin, content_.size(), content_) == 0; ++i) {
+      for (std::size_t i = 0; i < start_ && token.compare(begin, content_.size(), content_) == 0;
+           ++i) {
         begin += content_.size();
       }
       for (std::size_t i = 0; i < stop_ && end >= begin + content_.size() &&
-                              token.compare(end - content_.size(), content_.size(), content_) == 0; ++i) {
+                              token.compare(end - content_.size(), content_.size(), content_) == 0;
+           ++i) {
         end -= content_.size();
       }
       token = token.substr(begin, end - begin);
@@ -170,23 +172,26 @@ std::size_t count(const JsonNode& node) {
 }
 
 std::unique_ptr<Decoder> metaspace_from_json(const JsonNode& node) {
-  const JsonNode replacement = node["replacement"].is_null() ? node["str_rep"] : node["replacement"];
+  const JsonNode replacement =
+      node["replacement"].is_null() ? node["str_rep"] : node["replacement"];
   const bool prepends = prepend_scheme_from_json(node) != PrependScheme::Never;
-  return std::make_unique<Metaspace>(replacement.is_null() ? U'\u2581' : replacement.character(), prepends);
+  return std::make_unique<Metaspace>(replacement.is_null() ? U'\u2581' : replacement.character(),
+                                     prepends);
 }
 
 }  // namespace
 
 std::unique_ptr<Decoder> decoder_from_json(const JsonNode& node) {
   if (node.is_null()) return nullptr;
-  const std::string type = node.type({"ByteLevel", "Metaspace", "ByteFallback", "Fuse", "Strip",
-                                      "Replace", "Sequence"});
+  const std::string type =
+      node.type({"ByteLevel", "Metaspace", "ByteFallback", "Fuse", "Strip", "Replace", "Sequence"});
   if (type == "ByteLevel") return std::make_unique<ByteLevel>();
   if (type == "Metaspace") return metaspace_from_json(node);
   if (type == "ByteFallback") return std::make_unique<ByteFallback>();
   if (type == "Fuse") return std::make_unique<Fuse>();
   if (type == "Strip") {
-    return std::make_unique<Strip>(node["content"].character(), count(node["start"]), count(node["stop"]));
+    return std::make_unique<Strip>(node["content"].character(), count(node["start"]),
+                                   count(node["stop"]));
   }
   if (type == "Replace") {
     return std::make_unique<Replace>(pattern_from_json(node["pattern"]), node["content"].string());

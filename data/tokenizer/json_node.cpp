@@ -26,7 +26,8 @@ std::string join(std::initializer_list<std::string_view> names) {
 JsonNode::JsonNode(const nlohmann::json& value, std::string file, std::string path)
     : JsonNode(value, std::make_shared<const std::string>(std::move(file)), std::move(path)) {}
 
-JsonNode::JsonNode(const nlohmann::json& value, std::shared_ptr<const std::string> file, std::string path)
+JsonNode::JsonNode(const nlohmann::json& value, std::shared_ptr<const std::string> file,
+                   std::string path)
     : file_(std::move(file)), value_(&value), path_(std::move(path)) {}
 
 JsonNode JsonNode::operator[](const char* key) const {
@@ -50,12 +51,14 @@ std::string JsonNode::string() const {
 }
 
 bool JsonNode::boolean() const {
-  if (!value_->is_boolean()) fail(std::string("expected true or false, got ") + value_->type_name());
+  if (!value_->is_boolean())
+    fail(std::string("expected true or false, got ") + value_->type_name());
   return value_->get<bool>();
 }
 
 int64_t JsonNode::integer() const {
-  if (!value_->is_number_integer()) fail(std::string("expected an integer, got ") + value_->type_name());
+  if (!value_->is_number_integer())
+    fail(std::string("expected an integer, got ") + value_->type_name());
   return value_->get<int64_t>();
 }
 

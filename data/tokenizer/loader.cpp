@@ -53,7 +53,8 @@ void apply_config(Tokenizer::Impl& impl, const Tokenizer& view, const JsonNode& 
   impl.bos = config_token_id(view, config["bos_token"]);
   impl.eos = config_token_id(view, config["eos_token"]);
   impl.pad = config_token_id(view, config["pad_token"]);
-  const auto frame_end = [](const JsonNode& flag, const std::optional<int32_t>& id, std::vector<int32_t>& end) {
+  const auto frame_end = [](const JsonNode& flag, const std::optional<int32_t>& id,
+                            std::vector<int32_t>& end) {
     if (flag.is_null()) return;
     end.clear();
     if (flag.boolean() && id) end.push_back(*id);
@@ -80,13 +81,15 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, const std::strin
   const detail::Normalizer* normalizer = impl->normalizer.get();
   impl->added.load(
       root["added_tokens"], [&model](std::string_view token) { return model.token_to_id(token); },
-      model.size(), [normalizer](const std::string& content) {
+      model.size(),
+      [normalizer](const std::string& content) {
         detail::Piece piece{content, true};
         if (normalizer) normalizer->normalize(piece);
         return piece.text;
       });
   if (!tokenizer_config_json.empty()) {
-    const std::string config_origin = (fs::path(origin).parent_path() / "tokenizer_config.json").string();
+    const std::string config_origin =
+        (fs::path(origin).parent_path() / "tokenizer_config.json").string();
     const nlohmann::json config = parse_json(tokenizer_config_json, config_origin);
     apply_config(*impl, Tokenizer(impl), JsonNode(config, config_origin));
   }
@@ -98,11 +101,13 @@ Tokenizer Tokenizer::load(const std::string& path) {
   std::error_code error;
   if (fs::is_directory(file, error)) file /= "tokenizer.json";
   if (!fs::is_regular_file(file, error)) {
-    throw TokenizerError(file.string() + ": no such file (expected a tokenizer.json or a model "
+    throw TokenizerError(file.string() +
+                         ": no such file (expected a tokenizer.json or a model "
                          "folder holding one)");
   }
   const fs::path config = file.parent_path() / "tokenizer_config.json";
-  const std::string config_text = fs::is_regular_file(config, error) ? read_text(config) : std::string();
+  const std::string config_text =
+      fs::is_regular_file(config, error) ? read_text(config) : std::string();
   return from_json(read_text(file), file.string(), config_text);
 }
 

@@ -121,8 +121,8 @@ std::vector<std::unique_ptr<Normalizer>> steps_from_json(const JsonNode& list) {
 
 std::unique_ptr<Normalizer> normalizer_from_json(const JsonNode& node) {
   if (node.is_null()) return nullptr;
-  const std::string type = node.type({"NFC", "NFD", "NFKC", "NFKD", "Sequence", "Prepend",
-                                      "Replace", "Strip", "Lowercase"});
+  const std::string type = node.type(
+      {"NFC", "NFD", "NFKC", "NFKD", "Sequence", "Prepend", "Replace", "Strip", "Lowercase"});
   if (type == "NFC") return std::make_unique<UnicodeForm>(NormalForm::NFC);
   if (type == "NFD") return std::make_unique<UnicodeForm>(NormalForm::NFD);
   if (type == "NFKC") return std::make_unique<UnicodeForm>(NormalForm::NFKC);
@@ -133,7 +133,8 @@ std::unique_ptr<Normalizer> normalizer_from_json(const JsonNode& node) {
     return std::make_unique<Replace>(pattern_from_json(node["pattern"]), node["content"].string());
   }
   if (type == "Strip") {
-    return std::make_unique<Strip>(node["strip_left"].boolean_or(true), node["strip_right"].boolean_or(true));
+    return std::make_unique<Strip>(node["strip_left"].boolean_or(true),
+                                   node["strip_right"].boolean_or(true));
   }
   return std::make_unique<Lowercase>();
 }

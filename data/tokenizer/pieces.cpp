@@ -60,11 +60,15 @@ std::vector<Part> contiguous(const std::vector<Cut>& cuts) {
 
 std::vector<Part> parts_for(const std::vector<Cut>& cuts, SplitBehavior behavior) {
   switch (behavior) {
-    case SplitBehavior::MergedWithPrevious: return merged_with_previous(cuts);
-    case SplitBehavior::MergedWithNext: return merged_with_next(cuts);
-    case SplitBehavior::Contiguous: return contiguous(cuts);
+    case SplitBehavior::MergedWithPrevious:
+      return merged_with_previous(cuts);
+    case SplitBehavior::MergedWithNext:
+      return merged_with_next(cuts);
+    case SplitBehavior::Contiguous:
+      return contiguous(cuts);
     case SplitBehavior::Removed:
-    case SplitBehavior::Isolated: break;
+    case SplitBehavior::Isolated:
+      break;
   }
   std::vector<Part> parts;
   parts.reserve(cuts.size());
@@ -83,7 +87,8 @@ SplitBehavior split_behavior_from_json(const JsonNode& node) {
   if (name == "MergedWithPrevious") return SplitBehavior::MergedWithPrevious;
   if (name == "MergedWithNext") return SplitBehavior::MergedWithNext;
   if (name == "Contiguous") return SplitBehavior::Contiguous;
-  node.fail("'" + name + "' is not a split behavior (allowed: Removed, Isolated, "
+  node.fail("'" + name +
+            "' is not a split behavior (allowed: Removed, Isolated, "
             "MergedWithPrevious, MergedWithNext, Contiguous)");
 }
 
@@ -108,7 +113,8 @@ void split_piece(PieceView piece, std::vector<Cut> cuts, SplitBehavior behavior,
   }
   for (const Part& part : parts_for(cuts, behavior)) {
     if (part.removed || part.start == part.end) continue;
-    sink({piece.text.substr(part.start, part.end - part.start), piece.at_origin && part.start == 0});
+    sink(
+        {piece.text.substr(part.start, part.end - part.start), piece.at_origin && part.start == 0});
   }
 }
 

@@ -14,7 +14,8 @@ std::vector<int32_t> special_token_ids(const JsonNode& special_tokens, const Jso
   const JsonNode ids = entry["ids"];
   ids.require_array();
   std::vector<int32_t> out;
-  for (std::size_t i = 0; i < ids.size(); ++i) out.push_back(static_cast<int32_t>(ids[i].integer()));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    out.push_back(static_cast<int32_t>(ids[i].integer()));
   return out;
 }
 

@@ -11,8 +11,9 @@ namespace {
 
 // GPT-2's word pattern, which ByteLevel applies when use_regex is set.
 const Regex& gpt2_words() {
-  static const Regex regex(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
-                           Regex::Syntax::Oniguruma);
+  static const Regex regex(
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+      Regex::Syntax::Oniguruma);
   return regex;
 }
 
@@ -117,7 +118,8 @@ class Metaspace final : public PreTokenizer {
       }
     }
     const bool starts_marked = text.compare(0, replacement_utf8_.size(), replacement_utf8_) == 0;
-    const bool prepend = scheme_ == PrependScheme::Always || (scheme_ == PrependScheme::First && piece.at_origin);
+    const bool prepend =
+        scheme_ == PrependScheme::Always || (scheme_ == PrependScheme::First && piece.at_origin);
     if (prepend && !starts_marked) text.insert(0, replacement_utf8_);
     const PieceView marked{text, piece.at_origin};
     if (!split_) {
@@ -182,9 +184,11 @@ std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const JsonNode& node) {
   }
   if (type == "Sequence") return sequence_from_json(node["pretokenizers"]);
   if (type == "Metaspace") {
-    const JsonNode replacement = node["replacement"].is_null() ? node["str_rep"] : node["replacement"];
+    const JsonNode replacement =
+        node["replacement"].is_null() ? node["str_rep"] : node["replacement"];
     return std::make_unique<Metaspace>(replacement.is_null() ? U'\u2581' : replacement.character(),
-                                       prepend_scheme_from_json(node), node["split"].boolean_or(true));
+                                       prepend_scheme_from_json(node),
+                                       node["split"].boolean_or(true));
   }
   return std::make_unique<Digits>(node["individual_digits"].boolean_or(false));
 }

@@ -16,15 +16,23 @@ namespace {
 constexpr std::string_view kSpaceBody = R"(\t\n\x0B\f\r\x{85}\p{Zs}\x{2028}\x{2029})";
 // Oniguruma's \w is Alphabetic, marks, decimal digits and connectors, plus the Latin-1
 // superscripts and fractions its single-byte table calls word characters.
-constexpr std::string_view kWordBody = R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})";
+constexpr std::string_view kWordBody =
+    R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})";
 constexpr std::string_view kHexBody = "0-9a-fA-F";
 
 std::string_view class_body(char escape) {
   switch (escape) {
-    case 's': case 'S': return kSpaceBody;
-    case 'w': case 'W': return kWordBody;
-    case 'h': case 'H': return kHexBody;
-    default: return {};
+    case 's':
+    case 'S':
+      return kSpaceBody;
+    case 'w':
+    case 'W':
+      return kWordBody;
+    case 'h':
+    case 'H':
+      return kHexBody;
+    default:
+      return {};
   }
 }
 
@@ -126,7 +134,8 @@ std::string oniguruma_to_pcre2(std::string_view pattern) {
       out.append(pattern.substr(i, end + 2 - i));
       i = end + 1;
     } else if (in_class && (c == '[' || pattern.substr(i, 2) == "&&")) {
-      throw std::invalid_argument("nested character classes and class intersection (&&) are not supported");
+      throw std::invalid_argument(
+          "nested character classes and class intersection (&&) are not supported");
     } else {
       if (c == ']' && in_class) in_class = false;
       out += c;
@@ -142,13 +151,14 @@ struct Regex::Compiled {
 
 Regex::Regex(std::string_view pattern, Syntax syntax) : compiled_(new Compiled) {
   std::unique_ptr<Compiled> guard(compiled_);
-  const std::string source = syntax == Syntax::Literal ? std::string(pattern) : oniguruma_to_pcre2(pattern);
+  const std::string source =
+      syntax == Syntax::Literal ? std::string(pattern) : oniguruma_to_pcre2(pattern);
   const uint32_t options = syntax == Syntax::Literal ? (PCRE2_LITERAL | PCRE2_UTF)
                                                      : (PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE);
   int error = 0;
   PCRE2_SIZE offset = 0;
-  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options,
-                                  &error, &offset, nullptr);
+  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
+                                  options, &error, &offset, nullptr);
   if (compiled_->code == nullptr) {
     throw std::invalid_argument(pcre2_message(error) + " (at offset " + std::to_string(offset) +
                                 " of the PCRE2 form '" + source + "')");
@@ -165,9 +175,10 @@ Regex::~Regex() {
 bool Regex::match_at(std::string_view text, std::size_t start, Span& found) const {
   MatchScratch& s = scratch();
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  const int rc = compiled_->jit
-      ? pcre2_jit_match(compiled_->code, subject, text.size(), start, 0, s.data, s.context)
-      : pcre2_match(compiled_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, s.data, s.context);
+  const int rc = compiled_->jit ? pcre2_jit_match(compiled_->code, subject, text.size(), start, 0,
+                                                  s.data, s.context)
+                                : pcre2_match(compiled_->code, subject, text.size(), start,
+                                              PCRE2_NO_UTF_CHECK, s.data, s.context);
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   // rc == 0 only says the one-pair ovector had no room for capture groups; the match is there.
   if (rc < 0) throw std::runtime_error("regular expression match failed: " + pcre2_message(rc));

@@ -21,12 +21,18 @@ void Tokenizer::Impl::encode_piece(PieceView piece, std::vector<int32_t>& ids) c
   pre_tokenizer->pre_tokenize(piece, tokenize);
 }
 
-void Tokenizer::Impl::encode_text(std::string_view text, bool at_origin, std::vector<int32_t>& ids) const {
+void Tokenizer::Impl::encode_text(std::string_view text, bool at_origin,
+                                  std::vector<int32_t>& ids) const {
   if (text.empty()) return;
-  Piece piece{std::string(text), at_origin};
-  if (normalizer) normalizer->normalize(piece);
+  PieceView piece{text, at_origin};
+  Piece normalized;  // owns the text only when a normalizer rewrites it
+  if (normalizer) {
+    normalized = {std::string(text), at_origin};
+    normalizer->normalize(normalized);
+    piece = {normalized.text, normalized.at_origin};
+  }
   if (!added.has_normalized_tokens()) {
-    encode_piece({piece.text, piece.at_origin}, ids);
+    encode_piece(piece, ids);
     return;
   }
   std::vector<Segment> segments;
@@ -34,10 +40,10 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool at_origin, std::ve
   for (const Segment& s : segments) {
     if (s.id >= 0) {
       ids.push_back(s.id);
-      continue;
+    } else {
+      encode_piece({piece.text.substr(s.start, s.end - s.start), piece.at_origin && s.start == 0},
+                   ids);
     }
-    const std::string_view text_view = piece.text;
-    encode_piece({text_view.substr(s.start, s.end - s.start), piece.at_origin && s.start == 0}, ids);
   }
 }
 
@@ -99,10 +105,20 @@ std::size_t Tokenizer::vocab_size() const {
   return impl_->model->size() + impl_->added.new_tokens();
 }
 
-bool Tokenizer::is_special(int32_t id) const { return impl_->added.is_special(id); }
-std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
-std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
-std::optional<int32_t> Tokenizer::pad_id() const { return impl_->pad; }
-const std::string& Tokenizer::source() const { return impl_->source; }
+bool Tokenizer::is_special(int32_t id) const {
+  return impl_->added.is_special(id);
+}
+std::optional<int32_t> Tokenizer::bos_id() const {
+  return impl_->bos;
+}
+std::optional<int32_t> Tokenizer::eos_id() const {
+  return impl_->eos;
+}
+std::optional<int32_t> Tokenizer::pad_id() const {
+  return impl_->pad;
+}
+const std::string& Tokenizer::source() const {
+  return impl_->source;
+}
 
 }  // namespace studio::data

@@ -54,13 +54,22 @@ const icu::Normalizer2& normalizer_for(NormalForm form) {
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* normalizer = nullptr;
   switch (form) {
-    case NormalForm::NFC: normalizer = icu::Normalizer2::getNFCInstance(status); break;
-    case NormalForm::NFD: normalizer = icu::Normalizer2::getNFDInstance(status); break;
-    case NormalForm::NFKC: normalizer = icu::Normalizer2::getNFKCInstance(status); break;
-    case NormalForm::NFKD: normalizer = icu::Normalizer2::getNFKDInstance(status); break;
+    case NormalForm::NFC:
+      normalizer = icu::Normalizer2::getNFCInstance(status);
+      break;
+    case NormalForm::NFD:
+      normalizer = icu::Normalizer2::getNFDInstance(status);
+      break;
+    case NormalForm::NFKC:
+      normalizer = icu::Normalizer2::getNFKCInstance(status);
+      break;
+    case NormalForm::NFKD:
+      normalizer = icu::Normalizer2::getNFKDInstance(status);
+      break;
   }
   if (U_FAILURE(status) || normalizer == nullptr) {
-    throw std::runtime_error(std::string("ICU normalizer data is unavailable: ") + u_errorName(status));
+    throw std::runtime_error(std::string("ICU normalizer data is unavailable: ") +
+                             u_errorName(status));
   }
   return *normalizer;
 }
@@ -70,8 +79,12 @@ const icu::Normalizer2& normalizer_for(NormalForm form) {
 char32_t next_code_point(std::string_view text, std::size_t& pos) {
   const auto lead = static_cast<unsigned char>(text[pos]);
   const std::size_t length = utf8_length(lead);
-  char32_t cp = length == 1 ? lead : length == 2 ? (lead & 0x1F) : length == 3 ? (lead & 0x0F) : (lead & 0x07);
-  for (std::size_t i = 1; i < length; ++i) cp = (cp << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3F);
+  char32_t cp = length == 1   ? lead
+                : length == 2 ? (lead & 0x1F)
+                : length == 3 ? (lead & 0x0F)
+                              : (lead & 0x07);
+  for (std::size_t i = 1; i < length; ++i)
+    cp = (cp << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3F);
   pos += length;
   return cp;
 }

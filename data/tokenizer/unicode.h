@@ -27,9 +27,9 @@ bool is_valid_utf8(std::string_view text);
 // String::from_utf8_lossy, Python's errors="replace" and the WHATWG decoder.
 std::string to_valid_utf8(std::string_view text);
 
-bool is_white_space(char32_t cp);    // Rust char::is_whitespace
-bool is_numeric(char32_t cp);        // Rust char::is_numeric: Nd, Nl, No
-bool is_word_character(char32_t cp); // the regex crate's \w: Alphabetic, M, Nd, Pc, Join_Control
+bool is_white_space(char32_t cp);     // Rust char::is_whitespace
+bool is_numeric(char32_t cp);         // Rust char::is_numeric: Nd, Nl, No
+bool is_word_character(char32_t cp);  // the regex crate's \w: Alphabetic, M, Nd, Pc, Join_Control
 void append_lowercase(std::string& out, char32_t cp);  // Rust char::to_lowercase, no context
 
 enum class NormalForm { NFC, NFD, NFKC, NFKD };

@@ -28,8 +28,8 @@ QString hf_reference_problem();
 nlohmann::json encode_requests(const std::vector<std::string>& texts, bool add_special_tokens);
 
 // Runs the reference on `tokenizer_json`. On failure returns nullopt and sets `error`.
-std::optional<std::vector<HfAnswer>> hf_answers(const QString& tokenizer_json, const nlohmann::json& requests,
-                                                QString& error);
+std::optional<std::vector<HfAnswer>> hf_answers(const QString& tokenizer_json,
+                                                const nlohmann::json& requests, QString& error);
 // hf_tokenize.js --info: {"vocab_size", "vocab_size_with_added"}.
 std::optional<nlohmann::json> hf_info(const QString& tokenizer_json, QString& error);
 

@@ -154,6 +154,13 @@ class TestChatTemplate : public QObject {
     const auto mturns = m.encode_turns({{Role::User, "Hi"}, {Role::Assistant, "Hello!"}}, "", {});
     QCOMPARE(wide(mturns[0].prompt), cat({{1}, mt.encode("[INST] Hi[/INST]")}));
     QCOMPARE(wide(mturns[0].response), cat({mt.encode(" Hello!"), {2}}));
+
+    const Tokenizer& lt = tok("llama3-style");
+    const auto lturns = encoder("llama3", "llama3-style").encode_turns({{Role::User, "Hi"}, {Role::Assistant, "Yo"}}, "S", {});
+    QCOMPARE(wide(lturns[0].prompt),
+             cat({{*lt.bos_id()}, lt.encode("<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"),
+                  lt.encode("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")}));
+    QCOMPARE(wide(lturns[0].response), wide(lt.encode("Yo<|eot_id|>")));
   }
 
   void masksPromptsAndHistory_data() {

@@ -137,6 +137,22 @@ class TestDataset : public QObject {
     const SftData openai = load_sft_data(config(kFixtures, {"openai_demo"}), tok(), no_cache());
     QCOMPARE(openai.train.size(), std::size_t(2));
     QVERIFY(openai.train[0].input_ids == expected(conv({{Role::User, "Hi"}}, {"Hello!"}, "Be brief.")).input_ids);
+    const SftData tagged = load_sft_data(config(kFixtures, {"openai_formatting"}), tok(), no_cache());
+    QVERIFY(tagged.train[1].input_ids == openai.train[1].input_ids);
+  }
+
+  // LLaMA-Factory's enable_thinking is not a typed key: it is read from the YAML as written.
+  void enableThinkingFromYaml() {
+    RunConfig cfg = config(kFixtures, {"alpaca_lines"});
+    cfg.template_name = "qwen3";
+    cfg.extra_keys.push_back({"enable_thinking", {"false"}, 30});
+    const SftData d = load_sft_data(cfg, tok(), no_cache());
+    EncodeOptions opt;
+    opt.enable_thinking = false;
+    const auto want = TemplateEncoder(find_template("qwen3"), tok())
+                          .encode_supervised(conv({{Role::User, "Uppercase the word.\nriver"}}, {"RIVER"}), opt);
+    QVERIFY(d.train[0].input_ids == want.sample.input_ids);
+    QVERIFY(d.train[0].labels == want.sample.labels);
   }
 
   void rankingBothFormats() {
@@ -343,6 +359,13 @@ class TestDataset : public QObject {
   }
 
   void streamsLargeFileWithBoundedMemory() {
+#if defined(__SANITIZE_ADDRESS__)
+    QSKIP("AddressSanitizer quarantines freed memory: RSS says nothing about streaming");
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    QSKIP("AddressSanitizer quarantines freed memory: RSS says nothing about streaming");
+#endif
+#endif
     QFETCH(bool, array);
     QTemporaryDir dir;
     const std::string root = dir.path().toStdString();

@@ -19,8 +19,9 @@ using namespace studio::test;
 namespace {
 
 const QStringList kFixtures = {
-    "qwen2-style", "llama3-style", "llama2-style", "mistral-metaspace-style", "tiny-merge-priority",
-    "tiny-byte-fallback", "tiny-added-tokens", "tiny-digits-individual", "tiny-digits-contiguous"};
+    "qwen2-style",           "llama3-style",       "llama2-style",      "mistral-metaspace-style",
+    "tiny-merge-priority",   "tiny-byte-fallback", "tiny-added-tokens", "tiny-digits-individual",
+    "tiny-digits-contiguous"};
 
 struct Text {
   const char* name;
@@ -50,7 +51,8 @@ const std::vector<Text>& texts() {
       {"emoji flags keycaps", "🇯🇵🇺🇸 1️⃣#️⃣"},
       {"emoji glued", "great👍done✅ok"},
       {"combining marks", "cafe\xCC\x81 nai\xCC\x88ve A\xCC\x8Angstro\xCC\x88m"},
-      {"nfc changes", "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8 e\xCC\x81\xCC\x81 \xE2\x84\xAB \xE2\x84\xA6"},
+      {"nfc changes",
+       "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8 e\xCC\x81\xCC\x81 \xE2\x84\xAB \xE2\x84\xA6"},
       {"stacked marks", "Z̤̮ q̣̇ ẹ̄ t̷e̸x̵t̶"},
       {"vietnamese", "Tiếng Việt có dấu"},
       {"arabic", "مرحبا بالعالم! كيف حالك؟"},
@@ -64,13 +66,20 @@ const std::vector<Text>& texts() {
       {"url email", "https://example.com/a?b=c&d=e#f someone@example.com"},
       {"chat template", "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"},
       {"specials glued", "word<|endoftext|>word<|im_end|>end"},
-      {"llama3 header", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"},
+      {"llama3 header",
+       "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"},
       {"sp specials", "<s>Hello</s><unk> world</s>"},
       {"partial specials", "<|im_start <|endoftext| <s <0x41>"},
       {"word marks", "▁already▁marked ▁ text▁"},
-      {"zero width and nbsp", "zero\xE2\x80\x8Bwidth non\xC2\xA0" "breaking ideographic\xE3\x80\x80space"},
-      {"control characters", std::string("a\0b\x01" "c\x7f\xC2\x85" "d", 9)},
-      {"long words", "Pneumonoultramicroscopicsilicovolcanoconiosis supercalifragilisticexpialidocious"},
+      {"zero width and nbsp",
+       "zero\xE2\x80\x8Bwidth non\xC2\xA0"
+       "breaking ideographic\xE3\x80\x80space"},
+      {"control characters", std::string("a\0b\x01"
+                                         "c\x7f\xC2\x85"
+                                         "d",
+                                         9)},
+      {"long words",
+       "Pneumonoultramicroscopicsilicovolcanoconiosis supercalifragilisticexpialidocious"},
       {"repeats", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbbbbbbbbbb"},
       {"math", "∀x ∈ ℝ: x² ≥ 0 ⇒ √x ∈ ℝ≥0 ∑ ∫"},
       {"compatibility forms", "ﬁ ﬂ ㎏ ™ Ⅻ ℃"},
@@ -82,7 +91,9 @@ const std::vector<Text>& texts() {
   return list;
 }
 
-QString fixture_json(const QString& fixture) { return fixtures_dir() + "/" + fixture + "/tokenizer.json"; }
+QString fixture_json(const QString& fixture) {
+  return fixtures_dir() + "/" + fixture + "/tokenizer.json";
+}
 
 std::vector<std::string> text_list() {
   std::vector<std::string> out;
@@ -91,15 +102,19 @@ std::vector<std::string> text_list() {
 }
 
 // Compares one encoding and its decodings with HF's; an empty string when they agree.
-QString difference(const Tokenizer& tokenizer, const std::string& text, bool special, const HfAnswer& hf) {
+QString difference(const Tokenizer& tokenizer, const std::string& text, bool special,
+                   const HfAnswer& hf) {
   const std::vector<int32_t> ids = tokenizer.encode(text, special);
   if (ids != hf.ids) {
     return QString::fromStdString("ids " + ids_text(ids) + " but HF " + ids_text(hf.ids));
   }
-  const std::string decoded = tokenizer.decode(ids, false), decoded_skip = tokenizer.decode(ids, true);
-  if (decoded != hf.decoded) return QString::fromStdString("decoded '" + decoded + "' but HF '" + hf.decoded + "'");
+  const std::string decoded = tokenizer.decode(ids, false),
+                    decoded_skip = tokenizer.decode(ids, true);
+  if (decoded != hf.decoded)
+    return QString::fromStdString("decoded '" + decoded + "' but HF '" + hf.decoded + "'");
   if (decoded_skip != hf.decoded_skip) {
-    return QString::fromStdString("decoded (skipping specials) '" + decoded_skip + "' but HF '" + hf.decoded_skip + "'");
+    return QString::fromStdString("decoded (skipping specials) '" + decoded_skip + "' but HF '" +
+                                  hf.decoded_skip + "'");
   }
   return {};
 }
@@ -147,7 +162,8 @@ class TestTokenizer : public QObject {
     for (const QString& fixture : kFixtures) {
       for (const bool special : {false, true}) {
         for (std::size_t i = 0; i < texts().size(); ++i) {
-          QTest::addRow("%s/%s/%s", qPrintable(fixture), special ? "special" : "plain", texts()[i].name)
+          QTest::addRow("%s/%s/%s", qPrintable(fixture), special ? "special" : "plain",
+                        texts()[i].name)
               << fixture << special << static_cast<int>(i);
         }
       }
@@ -187,22 +203,34 @@ class TestTokenizer : public QObject {
       if (mismatches++ == 0) first = "'" + QString::fromStdString(strings[i]) + "': " + problem;
     }
     QVERIFY2(mismatches == 0, qPrintable(QStringLiteral("%1 of %2 differ; first: %3")
-                                             .arg(mismatches).arg(strings.size()).arg(first)));
+                                             .arg(mismatches)
+                                             .arg(strings.size())
+                                             .arg(first)));
   }
 
   // Invalid UTF-8 is read with U+FFFD per maximal invalid subsequence, as HF's callers decode it.
   void invalid_utf8_matches_hf() {
-    const std::vector<std::string> inputs = {
-        "\xFF", "a\x80" "b", "caf\xC3", "\xC3\x28", "\xE2\x82", "\xE2\x82\x28", "\xED\xA0\x80",
-        "\xF0\x9F\x98", "\xF4\x90\x80\x80", "\xC0\xAF", "ok \xF0\x9F\x98\x80 \xF0\x9F bad \xE4\xB8 end",
-        "<|im_end|>\xFE<s>\x80"};
+    const std::vector<std::string> inputs = {"\xFF",
+                                             "a\x80"
+                                             "b",
+                                             "caf\xC3",
+                                             "\xC3\x28",
+                                             "\xE2\x82",
+                                             "\xE2\x82\x28",
+                                             "\xED\xA0\x80",
+                                             "\xF0\x9F\x98",
+                                             "\xF4\x90\x80\x80",
+                                             "\xC0\xAF",
+                                             "ok \xF0\x9F\x98\x80 \xF0\x9F bad \xE4\xB8 end",
+                                             "<|im_end|>\xFE<s>\x80"};
     for (const QString& fixture : kFixtures) {
       QString error;
       const auto hf = hf_answers(fixture_json(fixture), encode_requests(inputs, false), error);
       QVERIFY2(hf, qPrintable(error));
       for (std::size_t i = 0; i < inputs.size(); ++i) {
         const QString problem = difference(tokenizer(fixture), inputs[i], false, (*hf)[i]);
-        QVERIFY2(problem.isEmpty(), qPrintable(fixture + QStringLiteral(" input %1: ").arg(i) + problem));
+        QVERIFY2(problem.isEmpty(),
+                 qPrintable(fixture + QStringLiteral(" input %1: ").arg(i) + problem));
       }
     }
   }
@@ -220,7 +248,8 @@ class TestTokenizer : public QObject {
     const auto n = static_cast<int32_t>(t.vocab_size());
     std::vector<std::vector<int32_t>> sequences = {
         {}, {0}, {1, 2, 3}, {n - 1, 0, n - 2}, {n, n + 5, 1}, {3, 3, 3, 3}, {n - 3, 40, n - 3}};
-    for (const char* token : {"<0xE4>", "<0xB8>", "<0xAD>", "<0x41>", "<s>", "</s>", "▁", "Ġ", "Ċ"}) {
+    for (const char* token :
+         {"<0xE4>", "<0xB8>", "<0xAD>", "<0x41>", "<s>", "</s>", "▁", "Ġ", "Ċ"}) {
       if (const auto id = t.token_to_id(token)) sequences.push_back({*id, *id, 5, *id});
     }
     for (const int32_t stride : {7, 13, 101}) {
@@ -234,10 +263,13 @@ class TestTokenizer : public QObject {
     const auto hf = hf_answers(fixture_json(fixture), requests, error);
     QVERIFY2(hf, qPrintable(error));
     for (std::size_t i = 0; i < sequences.size(); ++i) {
-      QCOMPARE(QString::fromStdString(t.decode(sequences[i], false)), QString::fromStdString((*hf)[i].decoded));
-      QCOMPARE(QString::fromStdString(t.decode(sequences[i], true)), QString::fromStdString((*hf)[i].decoded_skip));
+      QCOMPARE(QString::fromStdString(t.decode(sequences[i], false)),
+               QString::fromStdString((*hf)[i].decoded));
+      QCOMPARE(QString::fromStdString(t.decode(sequences[i], true)),
+               QString::fromStdString((*hf)[i].decoded_skip));
     }
-    QCOMPARE(t.decode({-1, -7}), std::string());  // HF's ids are unsigned; negative ones are unknown
+    QCOMPARE(t.decode({-1, -7}),
+             std::string());  // HF's ids are unsigned; negative ones are unknown
   }
 
   void vocabulary_matches_hf() {
@@ -281,7 +313,8 @@ class TestTokenizer : public QObject {
     QVERIFY(QFile::copy(fixture_json("llama2-style"), dir.filePath("tokenizer.json")));
     QFile config(dir.filePath("tokenizer_config.json"));
     QVERIFY(config.open(QIODevice::WriteOnly));
-    config.write(R"({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": false, "add_eos_token": true})");
+    config.write(
+        R"({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": false, "add_eos_token": true})");
     config.close();
     const Tokenizer t = Tokenizer::load(dir.path().toStdString());
     const std::vector<int32_t> plain = t.encode("Hello world");
@@ -309,7 +342,8 @@ class TestTokenizer : public QObject {
       for (int t = 0; t < 4; ++t) {
         threads.emplace_back([&, t] {
           for (int round = 0; round < 3; ++round) {
-            for (std::size_t i = t; i < strings.size(); i += 1 + t) failures[t] += fresh.encode(strings[i]) != expected[i];
+            for (std::size_t i = t; i < strings.size(); i += 1 + t)
+              failures[t] += fresh.encode(strings[i]) != expected[i];
           }
         });
       }

@@ -128,6 +128,10 @@ class TemplateEncoder {
   struct PieceTurn;
   std::vector<PieceTurn> piece_turns(std::vector<Message> messages, const std::string& system,
                                      const EncodeOptions& opt, bool one_turn) const;
+  std::vector<bool> prepare_thoughts(std::vector<Message>& messages, const EncodeOptions& opt,
+                                     bool one_turn) const;
+  std::vector<PieceTurn> message_pieces(const std::vector<Message>& messages,
+                                        const std::string& system) const;
   void append_slots(const Slots& slots, const std::string& content,
                     std::vector<Piece>& out) const;
   std::vector<int32_t> to_ids(const std::vector<Piece>& pieces) const;

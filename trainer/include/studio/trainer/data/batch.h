@@ -7,14 +7,13 @@
 
 #include <torch/torch.h>
 
+#include "studio/data/sample.h"
+
 namespace studio::trainer {
 
-inline constexpr int64_t kIgnoreIndex = -100;
-
-struct TokenizedSample {
-  std::vector<int64_t> input_ids;
-  std::vector<int64_t> labels;  // same length as input_ids; kIgnoreIndex where not learned
-};
+// Samples come from the data library (tokenized, LLaMA-Factory label convention).
+using data::kIgnoreIndex;
+using data::TokenizedSample;
 
 struct Batch {
   torch::Tensor input_ids;     // [B, S] int64, padded with pad_id at the tail
