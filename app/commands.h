@@ -19,5 +19,7 @@ int cmd_logprobs(const Argv& argv);
 int cmd_init_model(const Argv& argv);
 int cmd_train(const Argv& argv);
 int cmd_eval(const Argv& argv);
+int cmd_tokenize(const Argv& argv);
+int cmd_preview(const Argv& argv);
 
 }  // namespace studio::app

@@ -33,6 +33,12 @@ Commands:
   config-keys
       Print every run-config key with its default, valid values and meaning
       (Markdown; docs/config.md is this output).
+  tokenize --tokenizer FILE_OR_DIR [--decode]
+      Each stdin line -> one JSON array of token ids (no special tokens added);
+      with --decode each line is a JSON array of ids and is printed as text.
+  preview CONFIG.yaml [--n 3] [--skip-bad-rows]
+      The first N samples rendered with the chat template, masked (not learned)
+      spans marked, token counts, and a length histogram against cutoff_len.
   logprobs --model DIR --ids ID,ID,...
       Print one JSON array: log p(id[i+1] | id[0..i]) for every position, under the
       model in DIR (a Hugging Face folder or a checkpoint-STEP folder).
@@ -75,6 +81,8 @@ int main(int argc, char** argv) {
     if (cmd == "print-config") return cmd_print_config(rest);
     if (cmd == "train") return cmd_train(rest);
     if (cmd == "eval") return cmd_eval(rest);
+    if (cmd == "tokenize") return cmd_tokenize(rest);
+    if (cmd == "preview") return cmd_preview(rest);
     if (cmd == "logprobs") return cmd_logprobs(rest);
     if (cmd == "init-model") return cmd_init_model(rest);
     if (cmd == "config-keys") return std::cout << studio::config_keys_markdown(), kExitOk;

@@ -38,6 +38,8 @@ class TestStudioTrainCli : public QObject {
   void versionNamesLibTorch();
   void malformedYamlNamesTheLine();
   void configKeysDocIsCurrent();
+  void tokenizeRoundTripsThroughDecode();
+  void previewMarksMaskedSpans();
 };
 
 void TestStudioTrainCli::exitCodes_data() {
@@ -159,6 +161,41 @@ void TestStudioTrainCli::configKeysDocIsCurrent() {
            "docs/config.md is stale: regenerate it with build/app/studio-train config-keys > "
            "docs/config.md");
   QVERIFY(r.out.contains("| `sequence_parallel_mode` | `zigzag-ring` | zigzag-ring \\| ulysses \\| usp |"));
+}
+
+void TestStudioTrainCli::tokenizeRoundTripsThroughDecode() {
+  const QString tok = QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/model");
+  QProcess p;
+  p.start(QStringLiteral(STUDIO_TRAIN_EXE), {"tokenize", "--tokenizer", tok});
+  p.write("Hello \xe4\xb8\x96\xe7\x95\x8c!\n  two  spaces\n");
+  p.closeWriteChannel();
+  QVERIFY(p.waitForFinished(60000));
+  QCOMPARE(p.exitCode(), 0);
+  const QByteArray ids = p.readAllStandardOutput();
+  QCOMPARE(ids.count('\n'), 2);
+  QVERIFY2(ids.startsWith('['), ids.constData());
+  QProcess d;
+  d.start(QStringLiteral(STUDIO_TRAIN_EXE), {"tokenize", "--tokenizer", tok, "--decode"});
+  d.write(ids);
+  d.closeWriteChannel();
+  QVERIFY(d.waitForFinished(60000));
+  QCOMPARE(QString::fromUtf8(d.readAllStandardOutput()),
+           QString::fromUtf8("Hello \xe4\xb8\x96\xe7\x95\x8c!\n  two  spaces\n"));
+}
+
+void TestStudioTrainCli::previewMarksMaskedSpans() {
+  QTemporaryDir dir;
+  QFile f(dir.filePath("preview.yaml"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write("model_name_or_path: " STUDIO_SOURCE_DIR "/resources/demo/model\n"
+          "dataset: demo_sft\ndataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data\n"
+          "template: qwen\ncutoff_len: 96\noutput_dir: out\n");
+  f.close();
+  const Run r = run({"preview", f.fileName(), "--n", "1"}, dir.path());
+  QVERIFY2(r.code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("[[<|im_start|>system"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("]]0 2 5 5 5<|im_end|>"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("2000 training samples"), qPrintable(r.out));
 }
 
 QTEST_MAIN(TestStudioTrainCli)
