@@ -7,6 +7,8 @@
 
 #include <QtTest>
 
+#include "central_difference.h"
+
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -223,13 +225,8 @@ void TestAttention::finiteDifferences() {
     const torch::Tensor flat = x.view({-1});
     const torch::Tensor grad = x.grad().view({-1});
     for (int64_t i = 0; i < flat.numel(); ++i) {
-      const double x0 = flat[i].item<double>();
-      flat[i] = x0 + h;
-      const double up = loss().item<double>();
-      flat[i] = x0 - h;
-      const double down = loss().item<double>();
-      flat[i] = x0;
-      const double numeric = (up - down) / (2 * h), analytic = grad[i].item<double>();
+      const double numeric = central_difference(flat, i, h, loss);
+      const double analytic = grad[i].item<double>();
       // Central differences: O(h^2) truncation plus eps/h rounding, ~1e-9 here.
       QVERIFY2(std::abs(numeric - analytic) <= 1e-7 * std::max(1.0, std::abs(analytic)),
                qPrintable(QStringLiteral("element %1: numeric %2, analytic %3")
