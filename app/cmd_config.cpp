@@ -36,7 +36,7 @@ std::string summary(const studio::CheckResult& res, const studio::ValidateOption
   s += ", sequence parallel " + std::to_string(c.sequence_parallel_size);
   if (c.sequence_parallel_size > 1)
     s += " (" + std::string(studio::to_string(c.sequence_parallel_mode)) + ")";
-  s += ", cutoff_len " + std::to_string(c.effective_cutoff_len());
+  s += ", cutoff_len " + std::to_string(c.cutoff_len);
   if (res.model)
     s += ", model " + res.model->architecture + " " +
          studio::format_count(res.model->parameter_count());

@@ -1,5 +1,7 @@
 // studio-train train / eval: a run config in, a trained model (or a loss) out.
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -12,6 +14,10 @@
 #include "studio/config/validate.h"
 #include "studio/data/dataset.h"
 #include "studio/data/tokenizer.h"
+#include "studio/launch/dist_env.h"
+#include "studio/launch/launch_options.h"
+#include "studio/launch/launcher.h"
+#include "studio/trainer/dist/communicator.h"
 #include "studio/trainer/train_loop.h"
 
 namespace studio::app {
@@ -23,8 +29,9 @@ extern "C" void on_stop_signal(int) { g_stop = true; }
 
 // Loads CONFIG.yaml, applies --set overrides and validates for a run on this machine. Returns
 // false after printing every problem.
-bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_code) {
-  cli::Args args(argv, {"--set"}, {});
+bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_code,
+                  int nproc_per_node = 1, int nnodes = 1) {
+  cli::Args args(argv, {"--set"}, {"--skip-bad-rows"});
   if (!args.ok() || args.positional().size() != 1) {
     exit_code = usage_error(std::string(cmd) + ": " +
                             (args.ok() ? "expected one CONFIG.yaml" : args.error()));
@@ -41,7 +48,8 @@ bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_c
     auto more = apply_overrides(loaded.config, sets);
     diags.insert(diags.end(), more.begin(), more.end());
     ValidateOptions opt;
-    opt.nproc_per_node = 1;
+    opt.nproc_per_node = nproc_per_node;
+    opt.nnodes = nnodes;
     opt.for_training = true;
     more = validate_config(loaded.config, opt);
     diags.insert(diags.end(), more.begin(), more.end());
@@ -55,22 +63,81 @@ bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_c
   return true;
 }
 
+// `--nproc N [--nnodes ...]`: start the workers of this node and watch them (torchrun's job).
+int launch(Argv args, const launch::LauncherFlags& flags) {
+  launch::LaunchOptions opt = launch::launch_options_from(flags, [](const char* n) {
+    return std::getenv(n);
+  });
+  // Validate once here, for the whole world, before any worker starts.
+  RunConfig cfg;
+  int code = kExitOk;
+  if (!load_for_run(args, "train", cfg, code, opt.nproc, opt.nnodes)) return code;
+  opt.worker_argv = {launch::self_executable_path(), "train"};
+  opt.worker_argv.insert(opt.worker_argv.end(), args.begin(), args.end());
+  opt.output_dir = cfg.output_dir;
+  // Workers leave the run's end record to the launcher when a peer failed first: it alone
+  // knows which rank that was.
+  ::setenv("STUDIO_LAUNCHED", "1", 1);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::cerr << "studio-train: launching " << opt.nproc << " worker" << (opt.nproc > 1 ? "s" : "")
+            << (opt.nnodes > 1 ? " on node " + std::to_string(opt.node_rank) + " of " +
+                                     std::to_string(opt.nnodes)
+                               : std::string())
+            << "\n";
+  const auto result = launch::launch_workers(opt, &g_stop);
+  if (!result.record_error.empty())
+    std::cerr << "studio-train: could not record the outcome: " << result.record_error << "\n";
+  if (result.exit_code != 0) std::cerr << "studio-train: " << result.reason << "\n";
+  return result.exit_code;
+}
+
 }  // namespace
 
 int cmd_train(const Argv& argv) {
+  Argv args = argv;
+  const auto flags = launch::take_launcher_flags(args);
+  if (flags.any()) return launch(args, flags);
+
+  // A worker (started by our launcher, torchrun or srun) or a single process.
+  const auto env = launch::dist_env_from_environment();
   RunConfig cfg;
   int code = kExitOk;
-  if (!load_for_run(argv, "train", cfg, code)) return code;
-  if (cfg.stage != Stage::Sft)
-    return usage_error("train: stage " + std::string(to_string(cfg.stage)) +
-                       " is not implemented yet; studio-train trains stage: sft");
+  if (!load_for_run(args, "train", cfg, code, env.local_world_size, env.nnodes)) return code;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 
+  std::unique_ptr<trainer::dist::Communicator> comm;
+  if (env.distributed()) {
+    trainer::dist::CommOptions c;
+    c.rank = env.rank;
+    c.world_size = env.world_size;
+    c.master_addr = env.master_addr;
+    c.master_port = env.master_port;
+    c.sp = cfg.sequence_parallel_size;
+    c.ulysses_degree = cfg.sequence_parallel_mode == SpMode::Ulysses ? cfg.sequence_parallel_size
+                       : cfg.sequence_parallel_mode == SpMode::Usp
+                           ? cfg.sequence_parallel_ulysses_degree
+                           : 1;
+    c.ring_degree = cfg.sequence_parallel_size / std::max<int64_t>(1, c.ulysses_degree);
+    c.timeout = std::chrono::seconds(cfg.ddp_timeout);
+    c.cuda = torch::cuda::is_available();
+    c.cuda_device = env.local_rank;
+    comm = std::make_unique<trainer::dist::Communicator>(c);
+  } else if (cfg.sequence_parallel_size > 1) {
+    return usage_error("train: sequence_parallel_size " +
+                       std::to_string(cfg.sequence_parallel_size) +
+                       " needs as many processes: add --nproc " +
+                       std::to_string(cfg.sequence_parallel_size));
+  }
+  const bool rank0 = env.rank == 0;
+
   const auto tokenizer = data::Tokenizer::load(cfg.model_name_or_path);
   data::DatasetOptions dopt;
-  dopt.on_warning = [](const std::string& w) { std::cerr << "warning: " << w << "\n"; };
-  auto sft = data::load_sft_data(cfg, tokenizer, dopt);
+  dopt.skip_bad_rows = std::find(args.begin(), args.end(), "--skip-bad-rows") != args.end();
+  dopt.on_warning = [rank0](const std::string& w) {
+    if (rank0) std::cerr << "warning: " << w << "\n";
+  };
   std::string error;
   auto info = read_model_info(cfg.model_name_or_path, error);
   if (!info) throw std::runtime_error(error);
@@ -79,18 +146,36 @@ int cmd_train(const Argv& argv) {
   in.config = cfg;
   in.model_dir = cfg.model_name_or_path;
   in.model = *info;
-  in.train = std::move(sft.train);
-  in.eval = std::move(sft.eval);
+  size_t n_train = 0, n_eval = 0;
+  if (cfg.stage == Stage::Dpo) {
+    auto pairs = data::load_pair_data(cfg, tokenizer, dopt);
+    in.train_pairs = std::move(pairs.train);
+    in.eval_pairs = std::move(pairs.eval);
+    n_train = in.train_pairs.size();
+    n_eval = in.eval_pairs.size();
+  } else {
+    auto sft = data::load_sft_data(cfg, tokenizer, dopt);
+    in.train = std::move(sft.train);
+    in.eval = std::move(sft.eval);
+    n_train = in.train.size();
+    n_eval = in.eval.size();
+  }
   in.pad_id = tokenizer.pad_id().value_or(tokenizer.eos_id().value_or(0));
-  in.terminal = ::isatty(STDERR_FILENO) != 0;
-  std::cerr << "studio-train: " << in.train.size() << " training samples, " << in.eval.size()
-            << " evaluation samples, output in " << cfg.output_dir << "\n";
+  in.terminal = rank0 && ::isatty(STDERR_FILENO) != 0;
+  in.comm = comm.get();
+  in.local_rank = env.local_rank;
+  if (rank0)
+    std::cerr << "studio-train: " << n_train << (cfg.stage == Stage::Dpo ? " training pairs, "
+                                                                         : " training samples, ")
+              << n_eval << " for evaluation, output in " << cfg.output_dir << "\n";
   const auto result = trainer::Trainer(std::move(in)).run(&g_stop);
-  std::cerr << "studio-train: " << result.final_state << " at step " << result.steps;
-  if (!result.step_losses.empty())
-    std::cerr << ", loss " << result.step_losses.front() << " -> " << result.step_losses.back();
-  std::cerr << "\n";
-  return kExitOk;
+  if (rank0) {
+    std::cerr << "studio-train: " << result.final_state << " at step " << result.steps;
+    if (!result.step_losses.empty())
+      std::cerr << ", loss " << result.step_losses.front() << " -> " << result.step_losses.back();
+    std::cerr << "\n";
+  }
+  return result.final_state == "stopped" ? 130 : kExitOk;
 }
 
 int cmd_eval(const Argv& argv) {
@@ -98,7 +183,9 @@ int cmd_eval(const Argv& argv) {
   int code = kExitOk;
   if (!load_for_run(argv, "eval", cfg, code)) return code;
   const auto tokenizer = data::Tokenizer::load(cfg.model_name_or_path);
-  auto sft = data::load_sft_data(cfg, tokenizer, {});
+  data::DatasetOptions dopt;
+  dopt.skip_bad_rows = std::find(argv.begin(), argv.end(), "--skip-bad-rows") != argv.end();
+  auto sft = data::load_sft_data(cfg, tokenizer, dopt);
   const bool held_out = !sft.eval.empty();
   if (!held_out)
     std::cerr << "studio-train eval: no val_size or eval_dataset: evaluating on the training "

@@ -14,11 +14,17 @@ namespace {
 const char* kUsage = R"(usage: studio-train COMMAND [OPTIONS]
 
 Commands:
-  train CONFIG.yaml [--set key=value ...]
-      Train (stage: sft) as the config says; metrics go to OUTPUT_DIR/events.jsonl and
-      status.json, a progress bar to the terminal. An output_dir holding checkpoints
-      continues from the last one. Ctrl-C stops cleanly.
-  eval CONFIG.yaml [--set key=value ...]
+  train CONFIG.yaml [--set key=value ...] [--skip-bad-rows]
+        [--nproc N [--nnodes M --node-rank R --master-addr A --master-port P]]
+      Train (stage: sft or dpo) as the config says; metrics go to OUTPUT_DIR/events.jsonl
+      and status.json, a progress bar to the terminal. An output_dir holding checkpoints
+      continues from the last one. Ctrl-C stops cleanly (every rank).
+      --nproc N starts N worker processes on this node with the torchrun environment
+      (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...) and watches them: when one fails
+      the others are stopped and OUTPUT_DIR says which rank failed and why. A process
+      started by torchrun or srun with that environment trains as one rank directly.
+      sequence_parallel_size must divide N x M.
+  eval CONFIG.yaml [--set key=value ...] [--skip-bad-rows]
       Print the mean loss per token of model_name_or_path on the evaluation data.
   validate CONFIG.yaml [--nproc N] [--nnodes M] [--for-training]
       Check a LLaMA-Factory training YAML. Every problem is printed on stderr as
@@ -28,7 +34,7 @@ Commands:
       --for-training  treat missing local paths as errors, as a training run does.
   print-config CONFIG.yaml [--nproc N] [--nnodes M]
       Print the config as the engine runs it: every key, defaults filled in,
-      cutoff_len rounded for sequence parallelism, unknown keys kept at the end.
+      unknown keys kept at the end.
 
   config-keys
       Print every run-config key with its default, valid values and meaning

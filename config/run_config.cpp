@@ -38,11 +38,6 @@ std::string_view to_string(PrefLoss v) { return detail::enum_name(v); }
 std::string_view to_string(EvalStrategy v) { return detail::enum_name(v); }
 std::string_view to_string(SpMode v) { return detail::enum_name(v); }
 
-int64_t RunConfig::effective_cutoff_len() const {
-  const int64_t align = sp_alignment();
-  if (cutoff_len <= 0) return cutoff_len;
-  return (cutoff_len + align - 1) / align * align;
-}
 
 const std::vector<std::string>& known_templates() {
   static const std::vector<std::string> names = {"qwen",    "qwen3",   "qwen3_nothink", "llama3",

@@ -205,11 +205,6 @@ void check_sequence_parallel(const RunConfig& c, const ValidateOptions& opt, Che
     ck.error("neat_packing",
              "cannot be used with zigzag-ring sequence parallelism (the ring would attend "
              "across packed samples): use packing: true, or sequence_parallel_mode: ulysses");
-  if (sp > 1 && c.effective_cutoff_len() != c.cutoff_len && c.cutoff_len > 0)
-    ck.warn("cutoff_len", std::to_string(c.cutoff_len) + " is rounded up to " +
-                              std::to_string(c.effective_cutoff_len()) + " so that each of the " +
-                              std::to_string(sp) + " sequence-parallel ranks holds a multiple "
-                              "of 8 tokens");
 }
 
 // Ulysses scatters heads over the SP group: the head counts must fit it.
@@ -428,7 +423,6 @@ CheckResult check_config_file(const std::string& path, const ValidateOptions& op
 
 RunConfig normalized(const RunConfig& cfg) {
   RunConfig out = cfg;
-  out.cutoff_len = cfg.effective_cutoff_len();
   if (!out.eval_steps && out.eval_strategy == EvalStrategy::Steps) out.eval_steps = cfg.logging_steps;
   return out;
 }

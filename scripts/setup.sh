@@ -10,6 +10,8 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev
   # studio_trainer / studio-train (Debian's LibTorch is CPU-only)
   libtorch-dev
+  # multi-process training on CPU: the Gloo headers c10d's ProcessGroupGloo needs
+  libgloo-dev
   # tokenizers (studio_data): PCRE2 with Unicode properties, ICU for normalization forms
   libpcre2-dev libicu-dev
   # tests: node runs the Hugging Face tokenizers reference (npm, see the end of this script)

@@ -19,7 +19,10 @@ std::pair<torch::Tensor, torch::Tensor> valid_rows(const torch::Tensor& hidden,
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& targets, int64_t chunk_tokens) {
   auto [h, t] = valid_rows(hidden, targets);
-  auto total = torch::zeros({}, hidden.options().dtype(torch::kFloat));
+  // Starts from 0 * sum(hidden) rather than a constant: a sequence-parallel rank whose chunk has
+  // no valid target (all prompt, all padding) must still run the backward through its attention,
+  // which its SP peers wait for in the ring / all-to-all.
+  auto total = (hidden.sum() * 0).to(torch::kFloat);
   const int64_t n = h.size(0);
   for (int64_t start = 0; start < n; start += chunk_tokens) {
     const int64_t len = std::min(chunk_tokens, n - start);

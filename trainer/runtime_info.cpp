@@ -122,6 +122,8 @@ std::optional<CudaMemoryStats> cuda_memory_stats(int device) {
   out.reserved_mib = static_cast<double>(reserved.current) / kBytesPerMiB;
   out.peak_allocated_mib = static_cast<double>(allocated.peak) / kBytesPerMiB;
   out.peak_reserved_mib = static_cast<double>(reserved.peak) / kBytesPerMiB;
+  out.total_mib = static_cast<double>(at::cuda::getDeviceProperties(*resolved)->totalGlobalMem) /
+                  kBytesPerMiB;
   return out;
 #else
   return std::nullopt;

@@ -1,12 +1,15 @@
 #include "studio/trainer/train_loop.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
 
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/data/sampler.h"
+#include "studio/trainer/dist/reduce.h"
+#include "studio/trainer/dpo/preference_loss.h"
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/metrics/run_reporter.h"
@@ -16,6 +19,8 @@
 #include "studio/trainer/optim/lr_schedule.h"
 #include "studio/trainer/optim/master_weights.h"
 #include "studio/trainer/runtime_info.h"
+#include "studio/trainer/sp/layout.h"
+#include "studio/trainer/sp/sp_attention.h"
 
 namespace fs = std::filesystem;
 
@@ -32,28 +37,106 @@ torch::Dtype compute_dtype(const RunConfig& cfg) {
 }
 
 struct StepStats {
-  double loss_sum = 0;
-  int64_t valid = 0;
-  int64_t tokens = 0;
+  double loss_sum = 0;      // SFT: token CE sum; DPO: pair loss sum (global batch)
+  double normaliser = 0;    // SFT: valid target tokens; DPO: pairs (global batch)
+  int64_t tokens = 0;       // input tokens of the global batch
   double grad_norm = kNaN;
+  std::optional<DpoMetrics> dpo;
 };
 
-// Mean loss per valid target token over `samples`, no gradients.
+std::vector<const TokenizedSample*> pick(const std::vector<TokenizedSample>& all,
+                                         const std::vector<size_t>& idx) {
+  std::vector<const TokenizedSample*> rows;
+  for (size_t i : idx) rows.push_back(&all[i]);
+  return rows;
+}
+
+// Chosen rows first, then rejected rows, so row i and row n+i are one pair.
+std::vector<const TokenizedSample*> pair_rows(const std::vector<data::PairSample>& all,
+                                              const std::vector<size_t>& idx) {
+  std::vector<const TokenizedSample*> rows;
+  for (size_t i : idx) rows.push_back(&all[i].chosen);
+  for (size_t i : idx) rows.push_back(&all[i].rejected);
+  return rows;
+}
+
+int64_t sample_tokens(const std::vector<const TokenizedSample*>& rows) {
+  int64_t n = 0;
+  for (const auto* r : rows) n += static_cast<int64_t>(r->input_ids.size());
+  return n;
+}
+
+}  // namespace
+
+// This rank's place in the dp x sp grid, and the collectives of the step. Every method is a
+// no-op (or local) with one process.
+struct Parallel {
+  dist::Communicator* comm = nullptr;
+  sp::SpLayout layout;
+
+  bool distributed() const { return comm != nullptr && comm->world_size() > 1; }
+  bool sequence_parallel() const { return layout.sp > 1; }
+  int rank() const { return comm ? comm->rank() : 0; }
+  int world() const { return comm ? comm->world_size() : 1; }
+  int dp_rank() const { return comm ? comm->dp_rank() : 0; }
+  int dp_size() const { return comm ? static_cast<int>(comm->dp()) : 1; }
+
+  // The rows padded as SP needs, then this rank's share of the sequence.
+  Batch local_batch(const std::vector<const TokenizedSample*>& rows, int64_t pad_id) const {
+    Batch global = make_batch(rows, pad_id, sp::sp_pad_multiple(layout));
+    return sequence_parallel() ? sp::split_batch(global, layout) : global;
+  }
+  int64_t global_length(const std::vector<const TokenizedSample*>& rows) const {
+    size_t longest = 0;
+    for (const auto* r : rows) longest = std::max(longest, r->input_ids.size());
+    const int64_t m = sp::sp_pad_multiple(layout);
+    return std::max<int64_t>(m, (static_cast<int64_t>(longest) + m - 1) / m * m);
+  }
+  // Sums a few doubles over a group (world, dp).
+  std::vector<double> sum(dist::Group* g, std::vector<double> v, const std::string& what) const {
+    if (!g || g->size() == 1) return v;
+    auto t = torch::tensor(v, torch::kDouble);
+    g->all_reduce_sum(t, what);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t[static_cast<int64_t>(i)].item<double>();
+    return v;
+  }
+  // This DP rank's share of `n` items (evaluation, reference log-probs), cut into batches of
+  // `batch`: items dp_rank, dp_rank + dp, ...; every rank of an SP group gets the same batches.
+  std::vector<std::vector<size_t>> dp_batches(size_t n, int64_t batch) const {
+    const auto step = static_cast<size_t>(std::max<int64_t>(1, batch));
+    std::vector<std::vector<size_t>> out;
+    for (size_t i = static_cast<size_t>(dp_rank()); i < n; i += static_cast<size_t>(dp_size())) {
+      if (out.empty() || out.back().size() == step) out.emplace_back();
+      out.back().push_back(i);
+    }
+    return out;
+  }
+  dist::Group* world_group() const { return comm ? &comm->world() : nullptr; }
+  dist::Group* dp_group() const { return comm ? &comm->dp_group() : nullptr; }
+  dist::Group* sp_group() const { return comm ? &comm->sp_group() : nullptr; }
+};
+
+namespace {
+
+// Mean loss per valid target token over `samples`, no gradients. Under SP/DP: this DP rank's
+// share of the samples, split along the sequence; sums reduced over the world.
 double mean_loss(CausalLM& model, const std::vector<TokenizedSample>& samples, int64_t batch,
-                 int64_t pad_id, const torch::Device& device) {
+                 int64_t pad_id, const torch::Device& device, const Parallel& par) {
   torch::NoGradGuard no_grad;
   double sum = 0;
   int64_t valid = 0;
-  for (size_t start = 0; start < samples.size(); start += static_cast<size_t>(batch)) {
-    std::vector<const TokenizedSample*> rows;
-    for (size_t i = start; i < std::min(samples.size(), start + static_cast<size_t>(batch)); ++i)
-      rows.push_back(&samples[i]);
-    Batch b = make_batch(rows, pad_id);
+  for (const auto& idx : par.dp_batches(samples.size(), batch)) {
+    auto rows = pick(samples, idx);
+    for (const auto* r : rows) valid += count_valid_targets(*r);
+    Batch b = par.local_batch(rows, pad_id);
+    model->set_rope_sequence_length(par.global_length(rows));
     auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
     sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device))
                .item<double>();
-    valid += b.valid_tokens;
   }
+  // Token sums are partial per SP rank (sum over the world); counts are per sample (over DP).
+  sum = par.sum(par.world_group(), {sum}, "eval loss")[0];
+  valid = static_cast<int64_t>(par.sum(par.dp_group(), {static_cast<double>(valid)}, "eval tokens")[0]);
   return valid > 0 ? sum / static_cast<double>(valid) : kNaN;
 }
 
@@ -62,8 +145,14 @@ double mean_loss(CausalLM& model, const std::vector<TokenizedSample>& samples, i
 struct Trainer::Impl {
   TrainInputs in;
   const RunConfig& cfg;
+  Parallel par;
+  bool dpo = false;
   torch::Device device{torch::kCPU};
   CausalLM model{nullptr};
+  CausalLM ref_model{nullptr};  // DPO without precomputed reference log-probs
+  // DPO with precompute_ref_logps: per pair (chosen, rejected) reference sums, [n, 2] fp64.
+  torch::Tensor ref_train, ref_eval;
+  dpo::PrefLossOptions pref;
   std::unique_ptr<MasterWeights> masters;
   std::unique_ptr<torch::optim::AdamW> optimizer;
   std::unique_ptr<EpochPlanner> planner;
@@ -75,7 +164,22 @@ struct Trainer::Impl {
   explicit Impl(TrainInputs inputs)
       : in(std::move(inputs)),
         cfg(in.config),
-        reporter(in.config.output_dir, /*enabled=*/true, in.terminal) {}
+        dpo(in.config.stage == Stage::Dpo),
+        reporter(in.config.output_dir,
+                 /*enabled=*/in.comm == nullptr || in.comm->rank() == 0,
+                 in.terminal) {
+    par.comm = in.comm;
+    par.layout = sp_layout(cfg, in.comm);
+    pref = dpo::PrefLossOptions::from(cfg);
+  }
+
+  static sp::SpLayout sp_layout(const RunConfig& cfg, dist::Communicator* comm) {
+    if (!comm) return sp::make_sp_layout(cfg.sequence_parallel_mode, 1, 0);
+    return sp::make_sp_layout(cfg.sequence_parallel_mode, comm->sp(), comm->sp_rank(),
+                              comm->ulysses_group().size(), comm->ring_group().size());
+  }
+
+  size_t num_train() const { return dpo ? in.train_pairs.size() : in.train.size(); }
 
   void find_resume_point() {
     if (cfg.resume_from_checkpoint) {
@@ -86,15 +190,26 @@ struct Trainer::Impl {
     }
   }
 
-  void build_model() {
-    if (torch::cuda::is_available()) device = torch::Device(torch::kCUDA, 0);
+  CausalLM make_model(const std::string& weights_dir) {
     ModelOptions opt;
     opt.dtype = compute_dtype(cfg);
     opt.device = device;
     opt.warn = [this](const std::string& note) { reporter.log("warning", note); };
-    model = CausalLM(in.model, opt);
-    model->set_gradient_checkpointing(cfg.gradient_checkpointing);
-    load_weights(model, resume_dir.empty() ? in.model_dir : resume_dir);
+    CausalLM m(in.model, opt);
+    m->set_gradient_checkpointing(cfg.gradient_checkpointing);
+    if (par.sequence_parallel()) m->set_attention(sp::make_sp_attention(par.layout, *par.comm));
+    load_weights(m, weights_dir);
+    return m;
+  }
+
+  void build_model() {
+    if (torch::cuda::is_available()) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(in.local_rank));
+    if (par.sequence_parallel()) {
+      sp::check_sp_heads(par.layout, in.model.num_heads, in.model.num_kv_heads);
+      if (in.model.attention_dropout > 0)
+        reporter.log("warning", "attention_dropout is set to 0 under sequence parallelism");
+    }
+    model = make_model(resume_dir.empty() ? in.model_dir : resume_dir);
     masters = std::make_unique<MasterWeights>(model->hf_state());
     if (masters->separate() && !resume_dir.empty()) {
       // The checkpoint holds the fp32 masters: take them as saved, not rounded through bf16.
@@ -103,6 +218,91 @@ struct Trainer::Impl {
       for (const auto& [name, p] : masters->params()) p.copy_(reader.tensor(name));
     }
     optimizer = make_adamw(masters->params(), cfg);
+    if (dpo) build_reference();
+  }
+
+  // The DPO reference: `ref_model`, else the initial policy (never a resumed checkpoint).
+  void build_reference() {
+    const std::string dir = cfg.ref_model.value_or(in.model_dir);
+    CausalLM ref = make_model(dir);
+    for (auto& p : ref->parameters()) p.set_requires_grad(false);
+    ref->eval();
+    if (!cfg.precompute_ref_logps) {
+      ref_model = ref;
+      return;
+    }
+    reporter.log("info", "precomputing reference log-probs of " +
+                             std::to_string(in.train_pairs.size() + in.eval_pairs.size()) +
+                             " pairs");
+    ref_train = reference_table(ref, in.train_pairs);
+    ref_eval = reference_table(ref, in.eval_pairs);
+  }
+
+  // Reference sums for every pair: each DP rank computes its share (SP-split), then the table
+  // is summed over DP so that every rank holds all of it. The reference model is then dropped.
+  torch::Tensor reference_table(CausalLM& ref, const std::vector<data::PairSample>& pairs) {
+    torch::NoGradGuard no_grad;
+    auto table = torch::zeros({static_cast<int64_t>(pairs.size()), 2}, torch::kDouble);
+    for (const auto& idx : par.dp_batches(pairs.size(), cfg.per_device_eval_batch_size)) {
+      auto sums = pair_logps(ref, pairs, idx).to(torch::kDouble).cpu();
+      const auto n = static_cast<int64_t>(idx.size());
+      for (int64_t j = 0; j < n; ++j) {
+        table[static_cast<int64_t>(idx[static_cast<size_t>(j)])][0] = sums[j];
+        table[static_cast<int64_t>(idx[static_cast<size_t>(j)])][1] = sums[n + j];
+      }
+    }
+    if (par.dp_group() && par.dp_group()->size() > 1)
+      par.dp_group()->all_reduce_sum(table, "reference log-probs");
+    return table;
+  }
+
+  // Sequence log-prob sums [2n] (chosen rows, then rejected) of the pairs `idx` under `m`,
+  // summed over the SP group with an identity backward (each rank's partial sum gets dL/dS).
+  torch::Tensor pair_logps(CausalLM& m, const std::vector<data::PairSample>& pairs,
+                           const std::vector<size_t>& idx) {
+    auto rows = pair_rows(pairs, idx);
+    Batch b = par.local_batch(rows, in.pad_id);
+    m->set_rope_sequence_length(par.global_length(rows));
+    auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+    auto targets = b.targets.to(device);
+    auto token_logps = lm_target_logprobs(hidden, m->lm_head_weight(), targets);
+    auto sums = dpo::sequence_logps(token_logps, targets).first;
+    return par.sequence_parallel()
+               ? dist::all_reduce_sum_identity_grad(sums.contiguous(), *par.sp_group(),
+                                                    "sequence log-probs")
+               : sums;
+  }
+
+  // Valid target counts of the pairs (global: from the samples, not the local chunks).
+  torch::Tensor pair_lengths(const std::vector<data::PairSample>& pairs,
+                             const std::vector<size_t>& idx, bool chosen) const {
+    std::vector<double> n;
+    for (size_t i : idx)
+      n.push_back(static_cast<double>(count_valid_targets(chosen ? pairs[i].chosen : pairs[i].rejected)));
+    return torch::tensor(n, torch::kDouble).to(device);
+  }
+
+  // Policy and reference log-prob sums of a micro-batch of pairs and their preference losses.
+  dpo::PrefLossOut pair_losses(const std::vector<data::PairSample>& pairs,
+                               const std::vector<size_t>& idx, const torch::Tensor& table) {
+    const auto n = static_cast<int64_t>(idx.size());
+    auto policy_sums = pair_logps(model, pairs, idx).to(torch::kDouble);
+    dpo::PairLogps policy{policy_sums.narrow(0, 0, n), policy_sums.narrow(0, n, n),
+                          pair_lengths(pairs, idx, true), pair_lengths(pairs, idx, false)};
+    dpo::PairLogps reference{torch::Tensor(), torch::Tensor(), policy.chosen_len,
+                             policy.rejected_len};
+    if (table.defined()) {
+      std::vector<int64_t> rows(idx.begin(), idx.end());
+      auto picked = table.index_select(0, torch::tensor(rows, torch::kLong)).to(device);
+      reference.chosen = picked.select(1, 0);
+      reference.rejected = picked.select(1, 1);
+    } else {
+      torch::NoGradGuard no_grad;
+      auto ref_sums = pair_logps(ref_model, pairs, idx).to(torch::kDouble);
+      reference.chosen = ref_sums.narrow(0, 0, n);
+      reference.rejected = ref_sums.narrow(0, n, n);
+    }
+    return dpo::preference_loss(policy, reference, pref);
   }
 
   void plan_run() {
@@ -110,7 +310,9 @@ struct Trainer::Impl {
     s.seed = static_cast<uint64_t>(cfg.seed);
     s.micro_batch = cfg.per_device_train_batch_size;
     s.accumulation = cfg.gradient_accumulation_steps;
-    planner = std::make_unique<EpochPlanner>(in.train.size(), s);
+    s.dp_rank = par.dp_rank();
+    s.dp_size = par.dp_size();
+    planner = std::make_unique<EpochPlanner>(num_train(), s);
     const int64_t per_epoch = planner->steps_per_epoch();
     const int64_t total =
         cfg.max_steps > 0
@@ -135,27 +337,70 @@ struct Trainer::Impl {
 
   StepStats train_step(const StepPlan& plan) {
     StepStats st;
-    for (const auto& micro : plan)
-      for (size_t i : micro) st.valid += count_valid_targets(in.train[i]);
+    // The normaliser of the whole global batch (valid tokens, or pairs), summed over DP: each
+    // micro-batch's backward is then a share of the loss of one big batch, whatever the
+    // accumulation, dp and sp.
+    double local_norm = 0;
+    int64_t local_tokens = 0;
     for (const auto& micro : plan) {
-      std::vector<const TokenizedSample*> rows;
-      for (size_t i : micro) rows.push_back(&in.train[i]);
-      Batch b = make_batch(rows, in.pad_id);
-      st.tokens += b.tokens;
-      if (b.valid_tokens == 0) continue;
-      auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-      auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device));
-      // Normalised by the valid tokens of the whole step, so accumulation gives the loss of one
-      // big batch (and SP=k the loss of SP=1).
-      (sum / static_cast<double>(st.valid)).backward();
-      st.loss_sum += sum.item<double>();
+      if (dpo) {
+        local_norm += static_cast<double>(micro.size());
+        local_tokens += sample_tokens(pair_rows(in.train_pairs, micro));
+      } else {
+        for (size_t i : micro) local_norm += static_cast<double>(count_valid_targets(in.train[i]));
+        local_tokens += sample_tokens(pick(in.train, micro));
+      }
     }
-    if (st.valid > 0) {
+    const auto totals = par.sum(par.dp_group(), {local_norm, static_cast<double>(local_tokens)},
+                                "batch size");
+    st.normaliser = totals[0];
+    st.tokens = static_cast<int64_t>(totals[1]);
+
+    torch::Tensor metric_sums;  // DPO: the six metrics summed over this rank's pairs
+    double loss_sum = 0;
+    for (const auto& micro : plan) {
+      if (st.normaliser <= 0) break;
+      if (dpo) {
+        auto out = pair_losses(in.train_pairs, micro, ref_train);
+        (out.losses.sum() / st.normaliser).backward();
+        loss_sum += out.losses.sum().item<double>();
+        metric_sums = metric_sums.defined() ? metric_sums + out.metric_sums : out.metric_sums;
+      } else {
+        auto rows = pick(in.train, micro);
+        Batch b = par.local_batch(rows, in.pad_id);
+        model->set_rope_sequence_length(par.global_length(rows));
+        auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+        auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device));
+        (sum / st.normaliser).backward();
+        loss_sum += sum.item<double>();
+      }
+    }
+    // SFT token sums are partial per SP rank (sum over the world); DPO pair losses are the same
+    // on every rank of an SP group (sum over DP).
+    if (dpo) {
+      std::vector<double> sums(dpo::kPrefMetricCount + 1, 0.0);
+      if (metric_sums.defined())
+        for (int64_t i = 0; i < dpo::kPrefMetricCount; ++i)
+          sums[static_cast<size_t>(i)] = metric_sums[i].item<double>();
+      sums.back() = loss_sum;
+      sums = par.sum(par.dp_group(), sums, "loss");
+      st.loss_sum = sums.back();
+      sums.pop_back();
+      st.dpo = dpo::dpo_metrics(torch::tensor(sums, torch::kDouble),
+                                static_cast<int64_t>(st.normaliser));
+    } else {
+      st.loss_sum = par.sum(par.world_group(), {loss_sum}, "loss")[0];
+    }
+    if (st.normaliser > 0) {
       masters->gather_grads();
       std::vector<torch::Tensor> params;
       for (const auto& [name, p] : masters->params()) params.push_back(p);
+      // Every rank's gradient covers its own tokens of its own samples: their sum over the
+      // world is the gradient of the global batch's loss (= SUM over SP of MEAN-over-DP shares).
+      if (par.world_group()) dist::all_reduce_gradients(params, *par.world_group());
       const double max_norm = cfg.max_grad_norm > 0 ? cfg.max_grad_norm
                                                     : std::numeric_limits<double>::infinity();
+      // The gradients are identical on every rank now, so this is the global norm.
       st.grad_norm = torch::nn::utils::clip_grad_norm_(params, max_norm);
       set_learning_rate(*optimizer, cfg.learning_rate * schedule.factor(state.global_step));
       optimizer->step();
@@ -167,26 +412,69 @@ struct Trainer::Impl {
   }
 
   void save(int64_t step) {
-    CheckpointData data;
-    data.model = &masters->params();
-    data.optimizer = cfg.save_only_model ? nullptr : optimizer.get();
-    data.state = state;
-    data.source_model_dir = in.model_dir;
-    data.dtype = torch::kFloat;
-    const std::string path = save_checkpoint(cfg.output_dir, data);
-    if (cfg.save_total_limit) rotate_checkpoints(cfg.output_dir, *cfg.save_total_limit);
-    reporter.checkpoint(step, path);
+    if (par.rank() == 0) {
+      CheckpointData data;
+      data.model = &masters->params();
+      data.optimizer = cfg.save_only_model ? nullptr : optimizer.get();
+      data.state = state;
+      data.source_model_dir = in.model_dir;
+      data.dtype = torch::kFloat;
+      const std::string path = save_checkpoint(cfg.output_dir, data);
+      if (cfg.save_total_limit) rotate_checkpoints(cfg.output_dir, *cfg.save_total_limit);
+      reporter.checkpoint(step, path);
+    }
+    if (par.world_group()) par.world_group()->barrier("checkpoint " + std::to_string(step));
   }
 
   void save_final_model() {
-    HfSaveOptions opt;
-    opt.source_dir = in.model_dir;
-    save_hf_model(cfg.output_dir, masters->params(), opt);
+    if (par.rank() == 0) {
+      HfSaveOptions opt;
+      opt.source_dir = in.model_dir;
+      save_hf_model(cfg.output_dir, masters->params(), opt);
+    }
+    if (par.world_group()) par.world_group()->barrier("final model");
   }
 
   double evaluate() {
+    if (dpo) return evaluate_pairs();
     if (in.eval.empty()) return kNaN;
-    return mean_loss(model, in.eval, cfg.per_device_eval_batch_size, in.pad_id, device);
+    return mean_loss(model, in.eval, cfg.per_device_eval_batch_size, in.pad_id, device, par);
+  }
+
+  // Mean preference loss over the eval pairs (this DP rank's share, summed over DP).
+  double evaluate_pairs() {
+    if (in.eval_pairs.empty()) return kNaN;
+    torch::NoGradGuard no_grad;
+    double sum = 0, count = 0;
+    for (const auto& idx : par.dp_batches(in.eval_pairs.size(), cfg.per_device_eval_batch_size)) {
+      sum += pair_losses(in.eval_pairs, idx, ref_eval).losses.sum().item<double>();
+      count += static_cast<double>(idx.size());
+    }
+    const auto t = par.sum(par.dp_group(), {sum, count}, "eval loss");
+    return t[1] > 0 ? t[0] / t[1] : kNaN;
+  }
+
+  // Per-rank device memory for the step event, gathered to every rank (all call it).
+  std::vector<GpuMemory> gpu_memory() {
+    std::vector<GpuMemory> out;
+    if (device.type() != torch::kCUDA) return out;
+    auto mine = cuda_memory_stats();
+    const std::vector<double> v{mine ? mine->allocated_mib : kNaN,
+                                mine ? mine->reserved_mib : kNaN,
+                                mine ? mine->peak_allocated_mib : kNaN,
+                                mine ? mine->total_mib : kNaN, static_cast<double>(in.local_rank)};
+    const int world = par.world();
+    auto all = torch::zeros({world, 5}, torch::kDouble);
+    all[par.rank()] = torch::tensor(v, torch::kDouble);
+    if (par.world_group() && world > 1) {
+      auto on_device = all.to(device);
+      par.world_group()->all_reduce_sum(on_device, "memory stats");
+      all = on_device.cpu();
+    }
+    for (int r = 0; r < world; ++r)
+      out.push_back({r, static_cast<int>(all[r][4].item<double>()), all[r][0].item<double>(),
+                     all[r][1].item<double>(), all[r][2].item<double>(), all[r][3].item<double>()});
+    return out;
   }
 
   TrainResult run(const std::atomic<bool>* stop);
@@ -195,9 +483,9 @@ struct Trainer::Impl {
 TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   TrainResult result;
   result.eval_loss = kNaN;
-  StepEvent window;  // accumulates the logging interval
   double window_loss = 0;
   int64_t window_steps = 0, window_tokens = 0;
+  DpoMetrics window_dpo{0, 0, 0, 0, 0, 0};
   double window_start = unix_time_now();
   const double run_start = window_start;
   const int64_t eval_every = cfg.eval_steps.value_or(cfg.logging_steps);
@@ -206,7 +494,9 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
     const auto plan = planner->plan(state.data_epoch);
     while (state.step_in_epoch < static_cast<int64_t>(plan.size()) &&
            state.global_step < state.total_steps) {
-      if (stop && stop->load()) {
+      // A stop request on any rank stops all of them at the same step.
+      const double stop_here = stop && stop->load() ? 1.0 : 0.0;
+      if (par.sum(par.world_group(), {stop_here}, "stop flag")[0] > 0) {
         result.final_state = "stopped";
         result.steps = state.global_step;
         return result;
@@ -216,11 +506,19 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       ++state.global_step;
       ++state.step_in_epoch;
       state.tokens_seen += st.tokens;
-      const double loss = st.valid > 0 ? st.loss_sum / static_cast<double>(st.valid) : kNaN;
+      const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser : kNaN;
       result.step_losses.push_back(loss);
       window_loss += std::isnan(loss) ? 0 : loss;
       window_steps += std::isnan(loss) ? 0 : 1;
       window_tokens += st.tokens;
+      if (st.dpo) {
+        window_dpo.rewards_chosen += st.dpo->rewards_chosen;
+        window_dpo.rewards_rejected += st.dpo->rewards_rejected;
+        window_dpo.rewards_accuracies += st.dpo->rewards_accuracies;
+        window_dpo.rewards_margins += st.dpo->rewards_margins;
+        window_dpo.logps_chosen += st.dpo->logps_chosen;
+        window_dpo.logps_rejected += st.dpo->logps_rejected;
+      }
 
       const double now = unix_time_now();
       const bool last = state.global_step == state.total_steps;
@@ -234,20 +532,25 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       e.tokens_per_sec = static_cast<double>(window_tokens) / std::max(1e-9, now - window_start);
       e.elapsed = now - run_start;
       e.time = now;
+      if (dpo && window_steps > 0) {
+        const auto k = static_cast<double>(window_steps);
+        e.dpo = DpoMetrics{window_dpo.rewards_chosen / k,     window_dpo.rewards_rejected / k,
+                           window_dpo.rewards_accuracies / k, window_dpo.rewards_margins / k,
+                           window_dpo.logps_chosen / k,       window_dpo.logps_rejected / k};
+      }
       if (auto mem = host_memory_stats()) {
         e.rss_mib = mem->rss_mib;
         e.peak_rss_mib = mem->peak_rss_mib;
       }
-      if (auto gpu = cuda_memory_stats())
-        e.gpus.push_back({0, gpu->device, gpu->allocated_mib, gpu->reserved_mib,
-                          gpu->peak_allocated_mib, kNaN});
-      if (in.on_step) in.on_step(state.global_step, loss);
       const bool log_now = state.global_step % cfg.logging_steps == 0 || last;
+      if (log_now) e.gpus = gpu_memory();
+      if (in.on_step) in.on_step(state.global_step, loss);
       reporter.step(e, log_now);
       if (log_now) {
         window_loss = 0;
         window_steps = 0;
         window_tokens = 0;
+        window_dpo = DpoMetrics{0, 0, 0, 0, 0, 0};
         window_start = now;
       }
       if (cfg.eval_strategy == EvalStrategy::Steps && state.global_step % eval_every == 0) {
@@ -278,12 +581,13 @@ Trainer::~Trainer() = default;
 TrainResult Trainer::run(const std::atomic<bool>* stop) {
   Impl& t = *impl_;
   try {
-    if (t.in.train.empty()) throw std::invalid_argument("no training samples");
+    if (t.num_train() == 0)
+      throw std::invalid_argument(t.dpo ? "no training pairs" : "no training samples");
     torch::manual_seed(static_cast<uint64_t>(t.cfg.seed));
     t.find_resume_point();
     t.build_model();
     t.plan_run();
-    t.reporter.start(t.cfg, t.in.model, 1, t.state.total_steps, t.state.global_step);
+    t.reporter.start(t.cfg, t.in.model, t.par.world(), t.state.total_steps, t.state.global_step);
     if (!t.resume_dir.empty())
       t.reporter.log("info", "resuming from " + t.resume_dir + " at step " +
                                  std::to_string(t.state.global_step));
@@ -293,6 +597,12 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
     else
       t.reporter.end(RunState::Finished, "trained " + std::to_string(r.steps) + " steps", 0);
     return r;
+  } catch (const dist::CollectiveError& e) {
+    // A peer failed or hung. Under studio-train's launcher the end record is left to it: it
+    // knows which rank failed first, and why (this rank only sees a broken connection).
+    t.reporter.log("error", e.what());
+    if (!std::getenv("STUDIO_LAUNCHED")) t.reporter.end(RunState::Failed, e.what(), 1);
+    throw;
   } catch (const std::exception& e) {
     t.reporter.log("error", e.what());
     t.reporter.end(RunState::Failed, e.what(), 1);
@@ -305,7 +615,8 @@ double Trainer::evaluate() { return impl_->evaluate(); }
 double evaluate_model(const std::string& model_dir, const std::vector<TokenizedSample>& samples,
                       int64_t batch_size, int64_t pad_id) {
   CausalLM model = load_model_folder(model_dir);
-  return mean_loss(model, samples, std::max<int64_t>(1, batch_size), pad_id, torch::kCPU);
+  return mean_loss(model, samples, std::max<int64_t>(1, batch_size), pad_id, torch::kCPU,
+                   Parallel{});
 }
 
 }  // namespace studio::trainer

@@ -27,11 +27,7 @@ QString describe(const studio::CheckResult& check) {
   parts << tr("SP %1 %2")
                .arg(c.sequence_parallel_size)
                .arg(fromView(to_string(c.sequence_parallel_mode)));
-  QString cutoff = tr("cutoff %1").arg(c.cutoff_len);
-  // With SP the trained length is rounded up; say so rather than show a number never trained.
-  if (c.effective_cutoff_len() != c.cutoff_len)
-    cutoff += tr(" (trained %1)").arg(c.effective_cutoff_len());
-  parts << cutoff;
+  parts << tr("cutoff %1").arg(c.cutoff_len);
   if (check.model)
     parts << tr("model %1 %2")
                  .arg(QString::fromStdString(check.model->architecture),

@@ -53,8 +53,8 @@ void TestMainWindow::openEditSave() {
   QVERIFY(ui_test::readText(saved).endsWith(QStringLiteral("seed:   7   # mine")));
 }
 
-// The export is the config the engine runs: with SP 3 the cutoff is rounded up to a multiple
-// of 8 tokens per rank, and every key is written under its section header.
+// The export is the config the engine runs: every key (defaults included) written under its
+// section header; the cutoff stays as given, SP 3 or not.
 void TestMainWindow::exportNormalized() {
   QTemporaryDir dir;
   const QString path = dir.filePath(QStringLiteral("sp3.yaml"));
@@ -70,7 +70,7 @@ void TestMainWindow::exportNormalized() {
   const QString exported = dir.filePath(QStringLiteral("sp3.normalized.yaml"));
   QCOMPARE(w.exportNormalizedFile(exported), QString());
   const QString yaml = ui_test::readText(exported);
-  QVERIFY2(yaml.contains(QStringLiteral("\ncutoff_len: 131088\n")), qPrintable(yaml));
+  QVERIFY2(yaml.contains(QStringLiteral("\ncutoff_len: 131072\n")), qPrintable(yaml));
   QVERIFY(yaml.contains(QStringLiteral("\nsequence_parallel_size: 3\n")));
   QVERIFY(yaml.contains(QStringLiteral("\nseed: 42\n")));  // a default, written out
   QVERIFY(yaml.startsWith(QStringLiteral("### ")));

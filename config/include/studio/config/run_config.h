@@ -128,10 +128,6 @@ struct RunConfig {
   std::vector<ExtraKey> extra_keys;            // unknown keys, kept verbatim
   ConfigSource source;                         // where the keys came from
 
-  // The sequence length actually trained: cutoff_len rounded up so that each SP rank holds a
-  // multiple of 8 tokens (which also makes it divisible by 2*sp for the zigzag split).
-  int64_t effective_cutoff_len() const;
-  int64_t sp_alignment() const { return 8 * (sequence_parallel_size > 0 ? sequence_parallel_size : 1); }
   bool evaluates() const { return eval_strategy != EvalStrategy::No; }
 };
 

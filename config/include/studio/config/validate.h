@@ -40,7 +40,7 @@ struct CheckResult {
 // Load + validate in one pass: what `studio-train validate` and the wizard run.
 CheckResult check_config_file(const std::string& path, const ValidateOptions& opt);
 
-// The config as the engine runs it: cutoff_len rounded for SP, eval_steps defaulted.
+// The config as the engine runs it: eval_steps defaulted.
 RunConfig normalized(const RunConfig& cfg);
 
 // Sizes that divide `world_size` (the valid sequence_parallel_size choices).

@@ -43,6 +43,7 @@ struct CudaMemoryStats {
   double reserved_mib = 0;        // held by the allocator (live + cached)
   double peak_allocated_mib = 0;  // since start or the last reset_cuda_peak_memory
   double peak_reserved_mib = 0;
+  double total_mib = 0;           // the device's memory
 };
 
 // device -1 means the current device (a rank's own). nullopt on a CPU build, without a usable

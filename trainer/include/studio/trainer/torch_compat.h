@@ -25,6 +25,14 @@
 // The flash-attention ops take an explicit `scale` from 2.1 on; the engine needs it.
 #define STUDIO_TORCH_HAS_FLASH_SDPA (STUDIO_TORCH_VERSION_AT_LEAST(2, 1) && STUDIO_WITH_TORCH_CUDA)
 
+// c10d: from 2.0 on the Gloo/NCCL process groups derive from c10d::Backend (ProcessGroup became
+// a dispatcher over backends); in 1.13 they derive from c10d::ProcessGroup. Both have the same
+// collective methods. STUDIO_HAVE_C10D_GLOO is set by CMake when the Gloo headers were found.
+#ifndef STUDIO_HAVE_C10D_GLOO
+#define STUDIO_HAVE_C10D_GLOO 0
+#endif
+#define STUDIO_TORCH_C10D_BACKEND_BASE STUDIO_TORCH_VERSION_AT_LEAST(2, 0)
+
 namespace studio::trainer::compat {
 
 // Index of the whole-device entry in the caching allocator's per-pool stat arrays. The enum

@@ -1,8 +1,10 @@
 #pragma once
-// The SFT training loop of one process: optimizer steps over planned micro-batches, loss
-// normalised by the valid target tokens of the whole step, clipping, the schedule, evaluation,
-// checkpoints, resume, and the run's events. Distributed execution plugs in through the
-// communicator seam later; with one process it is an ordinary trainer.
+// The training loop of one rank (SFT or DPO): optimizer steps over planned micro-batches, the
+// loss normalised over the whole global batch, gradients summed over the world, clipping on the
+// global norm, the schedule, evaluation, checkpoints, resume, and the run's events. With a
+// Communicator the rank is one cell of the dp x sp grid (sequence-parallel.md): its SP group
+// shares each sample (split along the sequence, attention through the SP mode), its DP group
+// shares the data. Without one it is an ordinary single-process trainer.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -12,6 +14,7 @@
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
 #include "studio/trainer/data/batch.h"
+#include "studio/trainer/dist/communicator.h"
 
 namespace studio::trainer {
 
@@ -19,11 +22,15 @@ struct TrainInputs {
   RunConfig config;                    // normalized (see studio::normalized)
   std::string model_dir;               // the source model folder (weights, config, tokenizer)
   ModelInfo model;                     // its config.json
-  std::vector<TokenizedSample> train;
+  std::vector<TokenizedSample> train;  // stage sft
   std::vector<TokenizedSample> eval;   // empty: no evaluation
+  std::vector<data::PairSample> train_pairs;  // stage dpo
+  std::vector<data::PairSample> eval_pairs;
   int64_t pad_id = 0;
   bool terminal = false;               // draw the progress bar in place
   std::string config_path;             // for messages
+  dist::Communicator* comm = nullptr;  // null: one process
+  int local_rank = 0;                  // CUDA device of this rank
   // Called after every optimizer step (tests, embedding callers); may set the stop flag.
   std::function<void(int64_t step, double loss)> on_step;
 };
@@ -31,7 +38,7 @@ struct TrainInputs {
 struct TrainResult {
   int64_t steps = 0;                   // global step reached
   std::vector<double> step_losses;     // loss of every step this process ran
-  double eval_loss = 0;                // last evaluation, NaN when none ran
+  double eval_loss = 0;                // last evaluation, NaN when none ran (DPO: mean pair loss)
   std::string final_state;             // finished | stopped
 };
 
@@ -42,7 +49,7 @@ class Trainer {
   // Trains until the planned steps are done or `stop` becomes true. Throws on failure after
   // recording it in events.jsonl and status.json.
   TrainResult run(const std::atomic<bool>* stop = nullptr);
-  // Mean loss per valid token over the eval samples.
+  // SFT: mean loss per valid token over the eval samples; DPO: mean loss per eval pair.
   double evaluate();
 
  private:

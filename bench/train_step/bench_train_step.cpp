@@ -1,0 +1,241 @@
+// Training-step throughput of the engine on CPU: the demo-shaped decoder (resources/demo/model,
+// Qwen2-style, fp32) doing what one step of `studio-train train` does (forward, the engine's
+// chunked LM-head cross-entropy, backward, global-norm clipping, AdamW), on deterministic token
+// batches. bench/train_step/eager_reference.py runs the same model and step in plain eager
+// PyTorch; bench/train_step/run.sh runs both in the same run and prints the table.
+//
+//   bench_train_step [--config CONFIG.json] [--seed N] [--case BxS]... [--warmup W] [--steps N]
+//                    [--threads T] [--save-model DIR]
+//
+// Each case prints one `RESULT key=value ...` line (see bench/README.md). --save-model writes the
+// initial weights as a Hugging Face folder (what `studio-train init-model` writes for the seed),
+// so the eager reference can start from the same weights and its losses can be compared.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "studio/config/model_info.h"
+#include "studio/config/run_config.h"
+#include "studio/trainer/data/batch.h"
+#include "studio/trainer/loss.h"
+#include "studio/trainer/model/decoder.h"
+#include "studio/trainer/model_folder.h"
+#include "studio/trainer/optim/adamw.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace studio::trainer;
+
+struct Case {
+  int64_t batch = 0, seq = 0;
+};
+
+struct Options {
+  std::string config = STUDIO_SOURCE_DIR "/resources/demo/model/config.json";
+  uint64_t seed = 7;  // scripts/demo.sh's init-model seed
+  std::vector<Case> cases;
+  int warmup = 3;
+  int steps = 10;
+  int threads = 0;  // 0: LibTorch's default
+  std::string save_model;
+};
+
+// The demo's hyper-parameters (resources/demo/sft_demo.yaml) and LLaMA-Factory's clipping.
+studio::RunConfig step_config() {
+  studio::RunConfig cfg;
+  cfg.learning_rate = 3e-3;
+  cfg.weight_decay = 0.01;
+  cfg.max_grad_norm = 1.0;
+  return cfg;
+}
+
+// Token id of row r, position p in step k: a multiplicative hash (32-bit), so the eager reference
+// regenerates the very same batches without sharing a random generator.
+int64_t token(int64_t k, int64_t r, int64_t p, int64_t vocab) {
+  uint32_t h = static_cast<uint32_t>(k * 1000003 + r * 10007 + p);
+  h *= 2654435761u;
+  h ^= h >> 15;
+  h *= 2246822519u;
+  h ^= h >> 13;
+  return static_cast<int64_t>(h % static_cast<uint32_t>(vocab));
+}
+
+// input_ids, targets (the next token; the last position ignored) and position ids of step k.
+Batch make_step_batch(int64_t k, const Case& c, int64_t vocab) {
+  auto ids = torch::empty({c.batch, c.seq}, torch::kLong);
+  auto acc = ids.accessor<int64_t, 2>();
+  for (int64_t r = 0; r < c.batch; ++r)
+    for (int64_t p = 0; p < c.seq; ++p) acc[r][p] = token(k, r, p, vocab);
+  Batch b;
+  b.input_ids = ids;
+  b.targets = torch::full({c.batch, c.seq}, kIgnoreIndex, torch::kLong);
+  b.targets.narrow(1, 0, c.seq - 1).copy_(ids.narrow(1, 1, c.seq - 1));
+  b.position_ids = torch::arange(c.seq, torch::kLong).unsqueeze(0).expand({c.batch, c.seq}).contiguous();
+  b.valid_tokens = c.batch * (c.seq - 1);
+  b.tokens = c.batch * c.seq;
+  return b;
+}
+
+double process_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// The BLAS library this process loaded (what the matmuls run on), from /proc/self/maps.
+std::string loaded_blas() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.substr(path.rfind('/') + 1).find("blas") != std::string::npos) return path;
+  }
+  return "unknown";
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct StepTimes {
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, loss = 0;
+};
+
+// One step as the engine's train loop does it (trainer/train_loop.cpp, fp32: the parameters are
+// their own master weights). CPU ops are synchronous, so the phase timings are exact.
+StepTimes train_step(CausalLM& model, torch::optim::Optimizer& opt,
+                     const std::vector<torch::Tensor>& params, const Batch& b, double max_norm) {
+  StepTimes t;
+  auto t0 = Clock::now();
+  auto hidden = model->hidden_states(b.input_ids, b.position_ids);
+  auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets);
+  auto loss = sum / static_cast<double>(b.valid_tokens);
+  t.forward_ms = ms_since(t0);
+  t0 = Clock::now();
+  loss.backward();
+  t.backward_ms = ms_since(t0);
+  t0 = Clock::now();
+  torch::nn::utils::clip_grad_norm_(params, max_norm);
+  opt.step();
+  opt.zero_grad();
+  t.optimizer_ms = ms_since(t0);
+  t.loss = loss.item<double>();
+  return t;
+}
+
+void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
+  ModelOptions mo;
+  mo.warn = [](const std::string&) {};
+  CausalLM model(info, mo);
+  model->init_weights(o.seed);
+  const auto cfg = step_config();
+  auto named = model->hf_state();
+  auto opt = make_adamw(named, cfg);
+  std::vector<torch::Tensor> params;
+  for (const auto& [name, p] : named) params.push_back(p);
+
+  std::vector<Batch> batches;
+  for (int k = 0; k < o.warmup + o.steps; ++k) batches.push_back(make_step_batch(k, c, info.vocab_size));
+
+  std::vector<double> step_ms, fwd, bwd, optim, losses;
+  double cpu0 = 0;
+  for (int k = 0; k < o.warmup + o.steps; ++k) {
+    if (k == o.warmup) cpu0 = process_cpu_seconds();
+    const auto t0 = Clock::now();
+    const StepTimes t = train_step(model, *opt, params, batches[size_t(k)], cfg.max_grad_norm);
+    const double ms = ms_since(t0);
+    losses.push_back(t.loss);
+    if (k < o.warmup) continue;
+    step_ms.push_back(ms);
+    fwd.push_back(t.forward_ms);
+    bwd.push_back(t.backward_ms);
+    optim.push_back(t.optimizer_ms);
+  }
+  const double cpu = (process_cpu_seconds() - cpu0) / o.steps;
+  const double med = median(step_ms);
+  std::printf(
+      "RESULT impl=engine torch=%s blas=%s case=%lldx%lld threads=%d warmup=%d steps=%d tokens_per_s=%.1f "
+      "step_ms=%.2f forward_ms=%.2f backward_ms=%.2f optimizer_ms=%.2f cpu_s_per_step=%.4f "
+      "loss_first=%.6f loss_last=%.6f\n",
+      TORCH_VERSION, loaded_blas().c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.seq), torch::get_num_threads(),
+      o.warmup, o.steps, static_cast<double>(c.batch * c.seq) / (med / 1000), med, median(fwd),
+      median(bwd), median(optim), cpu, losses.front(), losses.back());
+  std::fflush(stdout);
+}
+
+Case parse_case(const std::string& s) {
+  const auto x = s.find('x');
+  Case c;
+  try {
+    if (x == std::string::npos) throw std::invalid_argument(s);
+    c.batch = std::stoll(s.substr(0, x));
+    c.seq = std::stoll(s.substr(x + 1));
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--case wants BATCHxSEQ (e.g. 16x96), got '" + s + "'");
+  }
+  if (c.batch < 1 || c.seq < 2) throw std::invalid_argument("--case: batch >= 1 and seq >= 2, got '" + s + "'");
+  return c;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--config") o.config = value();
+    else if (a == "--seed") o.seed = std::stoull(value());
+    else if (a == "--case") o.cases.push_back(parse_case(value()));
+    else if (a == "--warmup") o.warmup = std::stoi(value());
+    else if (a == "--steps") o.steps = std::stoi(value());
+    else if (a == "--threads") o.threads = std::stoi(value());
+    else if (a == "--save-model") o.save_model = value();
+    else throw std::invalid_argument("unknown option " + a + " (see bench/README.md)");
+  }
+  if (o.cases.empty()) o.cases = {{16, 96}, {1, 1024}};
+  if (o.warmup < 0 || o.steps < 1) throw std::invalid_argument("--warmup >= 0 and --steps >= 1");
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    if (o.threads > 0) torch::set_num_threads(o.threads);
+    std::string error;
+    const auto info = studio::read_model_info(o.config, error);
+    if (!info) throw std::runtime_error(error);
+    if (!o.save_model.empty()) init_model_folder(o.config, o.save_model, o.seed, torch::kFloat);
+    std::printf("# bench_train_step: %s, %lld layers, hidden %lld, vocab %lld, seed %llu, fp32, "
+                "LibTorch %s, %d threads\n",
+                info->architecture.c_str(), static_cast<long long>(info->num_layers),
+                static_cast<long long>(info->hidden_size), static_cast<long long>(info->vocab_size),
+                static_cast<unsigned long long>(o.seed), TORCH_VERSION, torch::get_num_threads());
+    for (const Case& c : o.cases) run_case(*info, o, c);
+  } catch (const std::exception& e) {
+    std::cerr << "bench_train_step: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Train-step throughput on CPU: the engine (bench_train_step) against plain eager PyTorch
+# (eager_reference.py, Debian's python3-torch) on the demo model, in the same run. Builds the
+# benchmark if needed, starts both from the same initial weights on the same batches, and prints
+# a Markdown table; --record also appends it to docs/PERFORMANCE.md. See bench/README.md.
+#
+#   bench/train_step/run.sh [--record] [--build-dir DIR] [--threads T] [--warmup W] [--steps N]
+#                           [--case BxS]... [--rounds R] [--blas DIR]
+#
+# --rounds R repeats every (engine, eager) pair R times and keeps each side's fastest run: on a
+# shared machine the best of a few runs is the one the other jobs disturbed least.
+# --blas DIR runs both sides with DIR first on LD_LIBRARY_PATH: another libblas.so.3 than the
+# system's (e.g. OpenBLAS unpacked with dpkg -x), with OPENBLAS_NUM_THREADS set to T.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${STUDIO_BUILD_DIR:-$root/build}
+python=/usr/bin/python3  # Debian's interpreter, the one python3-torch is installed for
+record=0
+threads=$(nproc)
+warmup=3
+steps=10
+rounds=1
+cases=()
+blas_dir=
+command_line="bench/train_step/run.sh $*"
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --record) record=1 ;;
+    --build-dir) build=$2; shift ;;
+    --threads) threads=$2; shift ;;
+    --warmup) warmup=$2; shift ;;
+    --steps) steps=$2; shift ;;
+    --case) cases+=("$2"); shift ;;
+    --blas) blas_dir=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ ${#cases[@]} -gt 0 ] || cases=(16x96 1x1024)
+
+if ! "$python" -c "import torch" 2>/dev/null; then
+  echo "run.sh: $python cannot import torch: install python3-torch (scripts/setup.sh)" >&2
+  exit 1
+fi
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTUDIO_BUILD_GUI=OFF >/dev/null
+fi
+cmake --build "$build" --target bench_train_step >/dev/null
+bench="$build/bench/train_step/bench_train_step"
+model="$build/bench/train_step/model"  # the engine's initial weights, loaded by the eager side
+
+if [ -n "$blas_dir" ]; then
+  [ -e "$blas_dir/libblas.so.3" ] || { echo "run.sh: no libblas.so.3 in $blas_dir" >&2; exit 1; }
+  export LD_LIBRARY_PATH="$blas_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export OPENBLAS_NUM_THREADS="$threads"
+fi
+
+# Share of the run's wall time in which some runnable task waited for a CPU (Linux PSI): on a
+# machine shared with other jobs it says how much the wall-clock numbers are worth.
+pressure_total() { sed -n 's/^some .*total=\([0-9]*\).*/\1/p' /proc/pressure/cpu 2>/dev/null || true; }
+stall0=$(pressure_total)
+wall0=$(date +%s%N)
+
+common=(--threads "$threads" --warmup "$warmup" --steps "$steps")
+results=()
+saved=0
+for ((round = 0; round < rounds; ++round)); do
+  for c in "${cases[@]}"; do
+    # One case at a time, engine then eager, so that both see the same load on a shared machine.
+    save=()
+    [ $saved -eq 1 ] || save=(--save-model "$model")
+    results+=("$("$bench" "${common[@]}" --case "$c" "${save[@]}" | grep '^RESULT')")
+    saved=1
+    results+=("$("$python" "$root/bench/train_step/eager_reference.py" "${common[@]}" --case "$c" \
+                   --weights "$model" | grep '^RESULT')")
+  done
+done
+
+stall1=$(pressure_total)
+pressure=unknown
+if [ -n "$stall0" ] && [ -n "$stall1" ]; then
+  pressure="$(( (stall1 - stall0) * 100 / (($(date +%s%N) - wall0) / 1000) ))%"
+fi
+
+cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)
+cores=$(nproc)
+hypervisor=$(lscpu | sed -n 's/^Hypervisor vendor:[[:space:]]*//p' | head -n1)
+machine="$cpu, $cores cores${hypervisor:+ ($hypervisor guest)}"
+table=$(printf '%s\n' "${results[@]}" | awk -v date="$(date -u '+%Y-%m-%d %H:%M UTC')" \
+  -v machine="$machine" -v threads="$threads" -v cmd="$command_line" -v pressure="$pressure" -v rounds="$rounds" '
+  function field(line, key,   n, i, parts, kv) {
+    n = split(line, parts, " ")
+    for (i = 1; i <= n; ++i) { split(parts[i], kv, "="); if (kv[1] == key) return kv[2] }
+    return ""
+  }
+  {
+    c = field($0, "case"); impl = field($0, "impl"); version[impl] = field($0, "torch"); blas[impl] = field($0, "blas")
+    if (!(c in seen)) { seen[c] = 1; order[++n] = c }
+    if ((c, impl) in tps && field($0, "tokens_per_s") + 0 <= tps[c, impl] + 0) next  # keep the best
+    tps[c, impl] = field($0, "tokens_per_s")
+    phases[c, impl] = field($0, "forward_ms") " / " field($0, "backward_ms") " / " field($0, "optimizer_ms")
+    cpus[c, impl] = field($0, "cpu_s_per_step")
+    first[c, impl] = field($0, "loss_first"); last[c, impl] = field($0, "loss_last")
+  }
+  END {
+    printf "### %s: %s, %d thread%s\n\n", date, machine, threads, (threads == 1 ? "" : "s")
+    printf "Command: `%s`%s; engine: LibTorch %s, eager: python3-torch %s; BLAS (engine / eager): `%s` / `%s`; CPU pressure (PSI some) during the run: %s.\n\n", cmd, (rounds > 1 ? " (each side: its best of " rounds " rounds)" : ""), version["engine"], version["eager"], blas["engine"], blas["eager"], pressure
+    print "| case (BxS) | engine tok/s | eager tok/s | engine / eager | engine fwd / bwd / optim ms | eager fwd / bwd / optim ms | CPU s per step (engine / eager) | loss at first, last step (engine / eager) |"
+    print "|---|---:|---:|---:|---|---|---|---|"
+    for (i = 1; i <= n; ++i) {
+      c = order[i]; e = tps[c, "engine"]; r = tps[c, "eager"]
+      printf "| %s | %.0f | %.0f | %.2f | %s | %s | %s / %s | %s, %s / %s, %s |\n", c, e, r,
+             (r > 0 ? e / r : 0), phases[c, "engine"], phases[c, "eager"], cpus[c, "engine"],
+             cpus[c, "eager"], first[c, "engine"], last[c, "engine"], first[c, "eager"], last[c, "eager"]
+      d = first[c, "engine"] - first[c, "eager"]; if (d < 0) d = -d
+      if (d > 1e-3 * (first[c, "eager"] < 0 ? -first[c, "eager"] : first[c, "eager"]))
+        warn = warn "\nWARNING: " c ": the first-step losses differ: the two models are not the same."
+    }
+    if (warn != "") print warn
+  }')
+
+echo "$table"
+if [ $record -eq 1 ]; then
+  "$python" - "$root/docs/PERFORMANCE.md" "$table" <<'EOF'
+import sys
+# Inserts the table at the end of the "CPU: train step, demo model" section (before the next
+# "## " heading), creating the section when the file has none.
+path, table = sys.argv[1], sys.argv[2]
+heading = "## CPU: train step, demo model"
+try:
+    lines = open(path).read().splitlines()
+except FileNotFoundError:
+    lines = ["# Performance", ""]
+if heading not in lines:
+    lines += ["", heading, ""]
+start = lines.index(heading) + 1
+end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+while end > start and lines[end - 1] == "":
+    end -= 1
+lines[end:end] = [""] + table.splitlines() + [""]
+open(path, "w").write("\n".join(lines).rstrip("\n") + "\n")
+EOF
+  echo "(appended to docs/PERFORMANCE.md)"
+fi

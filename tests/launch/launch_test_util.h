@@ -1,0 +1,77 @@
+#pragma once
+// Shared by the launch tests: a getenv over a table, an environment variable set for one
+// test, and OUTPUT_DIR readers.
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <QStringList>
+
+#include "studio/config/events.h"
+#include "studio/launch/dist_env.h"
+
+namespace launch_test {
+
+// getenv over "NAME=value" entries.
+class FakeEnv {
+ public:
+  explicit FakeEnv(const QStringList& entries) {
+    for (const QString& e : entries) {
+      const int eq = e.indexOf('=');
+      vars_[e.left(eq).toStdString()] = e.mid(eq + 1).toStdString();
+    }
+  }
+  studio::launch::Getenv getenv() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars_.find(name);
+      return it == vars_.end() ? nullptr : it->second.c_str();
+    };
+  }
+
+ private:
+  std::map<std::string, std::string> vars_;
+};
+
+// Sets (or unsets, with nullopt) a variable of this process until the end of the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// Every event of OUTPUT_DIR/events.jsonl, and the number of lines that were not events.
+inline std::vector<studio::Event> read_events(const std::string& dir,
+                                              std::uint64_t* bad = nullptr) {
+  studio::EventFileReader reader(studio::events_path(dir));
+  auto polled = reader.poll();
+  if (bad) *bad = reader.parser().bad_lines();
+  return polled.events;
+}
+
+inline std::vector<const studio::Event*> end_events(const std::vector<studio::Event>& events) {
+  std::vector<const studio::Event*> out;
+  for (const auto& e : events)
+    if (e.kind == studio::EventKind::End) out.push_back(&e);
+  return out;
+}
+
+}  // namespace launch_test

@@ -1,0 +1,335 @@
+// Sequence parallelism, end to end and exact: `studio-train train --nproc N` (real worker
+// processes, real Gloo) on a tiny GQA model (4 query heads, 2 key/value heads) in fp32 must give
+// the per-step losses of the single-process run (relative difference <= 1e-5 over 20 steps) and
+// the same parameters after step 1 (max relative error <= 1e-4), for SFT and DPO, in every SP
+// mode and with dp x sp. Also the failure paths users hit: heads that Ulysses cannot split, a
+// killed rank, a hung rank.
+#include <QtTest/QtTest>
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cmath>
+#include <map>
+
+#include "studio/trainer/hf_checkpoint.h"
+
+namespace {
+
+const QString kExe = QStringLiteral(STUDIO_TRAIN_EXE);
+const QString kSource = QStringLiteral(STUDIO_SOURCE_DIR);
+
+struct Run {
+  int code = -1;
+  QString err;
+};
+
+Run run(const QStringList& args, int timeout_ms = 300000) {
+  QProcess p;
+  p.setProcessChannelMode(QProcess::SeparateChannels);
+  p.start(kExe, args);
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished();
+    return {-1, "timed out: " + QString::fromUtf8(p.readAllStandardError())};
+  }
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+std::vector<QJsonObject> events(const QString& dir) {
+  std::vector<QJsonObject> out;
+  QFile f(dir + "/events.jsonl");
+  if (!f.open(QIODevice::ReadOnly)) return out;
+  for (const QByteArray& line : f.readAll().split('\n'))
+    if (!line.trimmed().isEmpty()) out.push_back(QJsonDocument::fromJson(line).object());
+  return out;
+}
+
+std::vector<double> step_losses(const QString& dir) {
+  std::vector<double> losses;
+  for (const auto& e : events(dir))
+    if (e["event"].toString() == "step") losses.push_back(e["loss"].toDouble());
+  return losses;
+}
+
+// max |a - b| / max |a| over the whole parameter vector of two saved models (the relative error
+// in the infinity norm).
+double max_relative_param_error(const QString& a_dir, const QString& b_dir) {
+  auto a = studio::trainer::CheckpointReader::open(a_dir.toStdString());
+  auto b = studio::trainer::CheckpointReader::open(b_dir.toStdString());
+  double diff = 0, scale = 0;
+  for (const auto& name : a.names()) {
+    auto ta = a.tensor(name).to(torch::kDouble), tb = b.tensor(name).to(torch::kDouble);
+    diff = std::max(diff, (ta - tb).abs().max().item<double>());
+    scale = std::max(scale, ta.abs().max().item<double>());
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+// The launcher's child whose environment says RANK=`rank` (0 when there is none).
+pid_t worker_pid(qint64 launcher, int rank) {
+  const QByteArray wanted = "RANK=" + QByteArray::number(rank);
+  for (const QString& entry : QDir("/proc").entryList(QDir::Dirs)) {
+    QFile stat("/proc/" + entry + "/stat");
+    if (!stat.open(QIODevice::ReadOnly)) continue;
+    const QList<QByteArray> fields = stat.readAll().split(' ');
+    if (fields.size() < 4 || fields[3].toLongLong() != launcher) continue;
+    QFile env("/proc/" + entry + "/environ");
+    if (env.open(QIODevice::ReadOnly) && env.readAll().split('\0').contains(wanted))
+      return static_cast<pid_t>(entry.toLongLong());
+  }
+  return 0;
+}
+
+QJsonObject read_json(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+}  // namespace
+
+class TestSpEquivalence : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir dir_;
+  QString model_;
+  std::map<QString, QString> reference_;  // (stage, cutoff, steps) -> SP=1 output dir
+
+  // A tiny model with the demo tokenizer: `heads` query heads, `kv` key/value heads.
+  QString make_model(const QString& name, int heads, int kv) {
+    const QString src = dir_.filePath(name + "-src");
+    QDir().mkpath(src);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      QFile::copy(kSource + "/resources/demo/model/" + f, src + "/" + f);
+    QFile cfg(src + "/config.json");
+    if (!cfg.open(QIODevice::WriteOnly)) return {};
+    cfg.write(QStringLiteral(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+      "hidden_act": "silu", "hidden_size": %1, "intermediate_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": %2, "num_key_value_heads": %3, "vocab_size": 4288,
+      "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+      "tie_word_embeddings": true, "bos_token_id": 4256, "eos_token_id": 4258,
+      "torch_dtype": "float32"})")
+                  .arg(8 * heads).arg(heads).arg(kv).toUtf8());
+    cfg.close();
+    const QString out = dir_.filePath(name);
+    const Run r = run({"init-model", "--config", src + "/config.json", "--out", out, "--seed", "3"});
+    return r.code == 0 ? out : QString();
+  }
+
+  // A run config; `extra` lines override or add keys.
+  QString write_config(const QString& name, const QString& model, const QString& stage,
+                       int cutoff, const QStringList& extra) {
+    const QString path = dir_.filePath(name + ".yaml");
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) return {};
+    QString text = QStringLiteral(
+        "model_name_or_path: %1\nstage: %2\ndo_train: true\nfinetuning_type: full\n"
+        "dataset: %3\ndataset_dir: %4/resources/demo/data\ntemplate: qwen\ncutoff_len: %5\n"
+        "max_samples: 48\noutput_dir: %6\noverwrite_output_dir: true\nlogging_steps: 1\n"
+        "save_steps: 100000\nlearning_rate: 1.0e-3\nlr_scheduler_type: cosine\nwarmup_steps: 0\n"
+        "weight_decay: 0.01\nmax_grad_norm: 1.0\ngradient_accumulation_steps: 2\n"
+        "eval_strategy: 'no'\nseed: 11\npref_beta: 0.1\n"
+        // Adam divides by sqrt(v) + eps: with the usual 1e-8 it turns the ~1e-9 rounding noise of
+        // gradient components that are exactly 0 in exact arithmetic (k_proj.bias: softmax
+        // ignores a per-row shift; DPO at step 1, where policy = reference) into steps of
+        // +-lr whose signs depend on the summation order, i.e. on SP. 1e-6 keeps real
+        // gradients Adam-scaled and noise negligible, so parameters compare meaningfully.
+        "adam_epsilon: 1.0e-6\n")
+                       .arg(model, stage, stage == "dpo" ? "demo_dpo" : "demo_sft", kSource)
+                       .arg(cutoff)
+                       .arg(dir_.filePath(name + "-out"));
+    for (const auto& e : extra) text += e + "\n";
+    f.write(text.toUtf8());
+    return path;
+  }
+
+  // Trains `steps` steps; returns the output folder ("" and a failure on error).
+  QString train(const QString& name, const QString& stage, int cutoff, int nproc, int steps,
+                const QStringList& extra) {
+    QStringList keys = extra;
+    keys << QStringLiteral("max_steps: %1").arg(steps);
+    const QString cfg = write_config(name, model_, stage, cutoff, keys);
+    const Run r = run({"train", cfg, "--nproc", QString::number(nproc)});
+    if (r.code != 0) {
+      qWarning().noquote() << r.err.right(3000);
+      return {};
+    }
+    return dir_.filePath(name + "-out");
+  }
+
+  QString reference(const QString& stage, int cutoff, int steps) {
+    const QString key = QStringLiteral("%1-%2-%3").arg(stage).arg(cutoff).arg(steps);
+    if (!reference_.count(key))
+      reference_[key] = train("ref-" + key, stage, cutoff, 1, steps,
+                              cutoff < 8 ? QStringList{"per_device_train_batch_size: 2",
+                                                       "train_on_prompt: true"}
+                                         : QStringList{"per_device_train_batch_size: 2"});
+    return reference_[key];
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    model_ = make_model("tiny-gqa", 4, 2);
+    QVERIFY2(!model_.isEmpty(), "init-model failed");
+  }
+
+  void matchesSingleProcess_data() {
+    QTest::addColumn<QString>("stage");
+    QTest::addColumn<QString>("mode");
+    QTest::addColumn<int>("nproc");
+    QTest::addColumn<int>("sp");
+    QTest::addColumn<int>("cutoff");
+    for (const QString stage : {"sft", "dpo"}) {
+      const QByteArray s = stage.toUtf8();
+      QTest::newRow(s + " zigzag sp2") << stage << "zigzag-ring" << 2 << 2 << 64;
+      QTest::newRow(s + " zigzag sp4") << stage << "zigzag-ring" << 4 << 4 << 64;
+      QTest::newRow(s + " ulysses sp2") << stage << "ulysses" << 2 << 2 << 64;
+      // 2 key/value heads, 4 ranks: each K/V head is replicated to two ranks.
+      QTest::newRow(s + " ulysses sp4 (kv heads < sp)") << stage << "ulysses" << 4 << 4 << 64;
+      QTest::newRow(s + " usp 2x2") << stage << "usp" << 4 << 4 << 64;
+      QTest::newRow(s + " dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 64;
+    }
+    // Sequences of 3 tokens (train_on_prompt, so 2 targets each) over 4 ranks: shorter than
+    // 2*sp, and under zigzag rank 3's chunks (positions 3 and 4 of 8) are all padding, under
+    // ulysses rank 3's (position 3 of 4): it must contribute 0, never NaN, and still take part
+    // in the ring / all-to-all of the forward and the backward.
+    QTest::newRow("sft zigzag sp4, 3-token sequences") << "sft" << "zigzag-ring" << 4 << 4 << 3;
+    QTest::newRow("sft ulysses sp4, 3-token sequences") << "sft" << "ulysses" << 4 << 4 << 3;
+  }
+
+  void matchesSingleProcess() {
+    QFETCH(QString, stage);
+    QFETCH(QString, mode);
+    QFETCH(int, nproc);
+    QFETCH(int, sp);
+    QFETCH(int, cutoff);
+    const int dp = nproc / sp;
+    QStringList keys{
+        QStringLiteral("sequence_parallel_size: %1").arg(sp),
+        "sequence_parallel_mode: " + mode,
+        QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1),
+        QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1),
+        // The same global batch as the reference (2 per step per micro-batch).
+        QStringLiteral("per_device_train_batch_size: %1").arg(2 / dp)};
+    if (cutoff < 8) keys << "train_on_prompt: true";
+    const QString name = QString::fromUtf8(QTest::currentDataTag()).replace(' ', '_')
+                             .remove('(').remove(')').remove(',');
+
+    const QString ref = reference(stage, cutoff, 20);
+    QVERIFY(!ref.isEmpty());
+    const QString got = train(name, stage, cutoff, nproc, 20, keys);
+    QVERIFY(!got.isEmpty());
+    const auto a = step_losses(ref), b = step_losses(got);
+    QCOMPARE(a.size(), size_t(20));
+    QCOMPARE(b.size(), a.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      QVERIFY2(std::isfinite(b[i]), qPrintable(QStringLiteral("step %1 loss %2").arg(i + 1).arg(b[i])));
+      worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
+    }
+    QVERIFY2(worst <= 1e-5, qPrintable(QStringLiteral("max relative loss difference %1").arg(worst)));
+    QVERIFY2(a.front() != a.back(), "the loss did not move: the comparison would prove nothing");
+
+    // Parameters after one optimizer step.
+    const QString ref1 = reference(stage, cutoff, 1);
+    const QString got1 = train(name + "-1", stage, cutoff, nproc, 1, keys);
+    QVERIFY(!ref1.isEmpty() && !got1.isEmpty());
+    const double err = max_relative_param_error(ref1, got1);
+    QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("max relative parameter error %1").arg(err)));
+    // ... and the step did change them, or the comparison would prove nothing.
+    QVERIFY(max_relative_param_error(model_, ref1) > 1e-6);
+  }
+
+  // 3 key/value heads cannot be split over 2 Ulysses ranks, nor replicated: a clear refusal
+  // that suggests zigzag-ring, before any worker trains.
+  void ulyssesRefusesIndivisibleKvHeads() {
+    const QString model = make_model("tiny-kv3", 6, 3);
+    QVERIFY(!model.isEmpty());
+    const QString cfg = write_config("kv3", model, "sft", 64,
+                                     {"sequence_parallel_size: 2", "sequence_parallel_mode: ulysses",
+                                      "max_steps: 2"});
+    const Run r = run({"train", cfg, "--nproc", "2"});
+    QVERIFY(r.code != 0);
+    QVERIFY2(r.err.contains("zigzag-ring"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("3"), qPrintable(r.err));
+  }
+
+  // kill -9 of one worker mid-run: the launcher stops the other within 10 s, and status.json
+  // and the end event name the rank.
+  void killedRankStopsTheRun() {
+    const QString cfg = write_config("killed", model_, "sft", 64,
+                                     {"sequence_parallel_size: 2", "max_steps: 100000"});
+    const QString out = dir_.filePath("killed-out");
+    QProcess p;
+    p.start(kExe, {"train", cfg, "--nproc", "2"});
+    QVERIFY(p.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT(step_losses(out).size() >= 2, 120000);
+    const pid_t victim = worker_pid(p.processId(), 1);
+    QVERIFY(victim > 0);
+    QElapsedTimer t;
+    t.start();
+    ::kill(victim, SIGKILL);
+    QVERIFY(p.waitForFinished(15000));
+    QVERIFY2(t.elapsed() < 10000, qPrintable(QStringLiteral("%1 ms").arg(t.elapsed())));
+    QVERIFY(p.exitCode() != 0);
+    const QJsonObject status = read_json(out + "/status.json");
+    QCOMPARE(status["state"].toString(), QStringLiteral("failed"));
+    QVERIFY2(status["reason"].toString().contains("rank 1"), qPrintable(status["reason"].toString()));
+    const auto ev = events(out);
+    QVERIFY(!ev.empty());
+    QCOMPARE(ev.back()["event"].toString(), QStringLiteral("end"));
+    QVERIFY(ev.back()["reason"].toString().contains("rank 1"));
+  }
+
+  // SIGTERM (or Ctrl-C's SIGINT) to the launcher: every rank stops at the same step, rank 0
+  // records `stopped`, and nothing is left running.
+  void stopSignalStopsEveryRank() {
+    const QString cfg = write_config("stop", model_, "sft", 64,
+                                     {"sequence_parallel_size: 2", "max_steps: 100000"});
+    const QString out = dir_.filePath("stop-out");
+    QProcess p;
+    p.start(kExe, {"train", cfg, "--nproc", "2"});
+    QVERIFY(p.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT(step_losses(out).size() >= 2, 120000);
+    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+    QVERIFY(p.waitForFinished(15000));
+    const QJsonObject status = read_json(out + "/status.json");
+    QCOMPARE(status["state"].toString(), QStringLiteral("stopped"));
+    const auto ev = events(out);
+    QCOMPARE(ev.back()["event"].toString(), QStringLiteral("end"));
+    QCOMPARE(ev.back()["state"].toString(), QStringLiteral("stopped"));
+  }
+
+  // A rank that stops answering (SIGSTOP): past ddp_timeout its peer fails with an error naming
+  // the operation instead of hanging, and the launcher ends the run.
+  void hungRankBecomesAnError() {
+    const QString cfg = write_config("hung", model_, "sft", 64,
+                                     {"sequence_parallel_size: 2", "max_steps: 100000",
+                                      "ddp_timeout: 4"});
+    const QString out = dir_.filePath("hung-out");
+    QProcess p;
+    p.start(kExe, {"train", cfg, "--nproc", "2"});
+    QVERIFY(p.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT(step_losses(out).size() >= 2, 120000);
+    const pid_t victim = worker_pid(p.processId(), 1);
+    QVERIFY(victim > 0);
+    ::kill(victim, SIGSTOP);
+    QVERIFY(p.waitForFinished(60000));
+    QVERIFY(p.exitCode() != 0);
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(err.contains("timed out"), qPrintable(err.right(2000)));
+    const QJsonObject status = read_json(out + "/status.json");
+    QCOMPARE(status["state"].toString(), QStringLiteral("failed"));
+    bool logged = false;
+    for (const auto& e : events(out))
+      logged |= e["event"].toString() == "log" && e["message"].toString().contains("timed out");
+    QVERIFY2(logged, "the timeout (with the operation's name) is in events.jsonl");
+  }
+};
+
+QTEST_MAIN(TestSpEquivalence)
+#include "tst_sp_equivalence.moc"

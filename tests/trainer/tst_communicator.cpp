@@ -1,0 +1,181 @@
+// Process groups over real Gloo: ranks run as threads of this process, each with its own
+// Communicator (TCPStore rendezvous on 127.0.0.1, full-mesh Gloo pairs), so the collectives,
+// the dp x sp grid and the failure messages are the real ones.
+#include <QtTest/QtTest>
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <functional>
+#include <thread>
+
+#include "studio/trainer/dist/communicator.h"
+
+using namespace studio::trainer::dist;
+
+namespace {
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Runs fn(rank, comm) on `world` threads; returns each rank's exception text ("" when none).
+std::vector<std::string> run_ranks(int world, int64_t sp, int64_t u, int timeout_s,
+                                   const std::function<void(int, Communicator&)>& fn) {
+  const int port = free_port();
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        CommOptions o;
+        o.rank = r;
+        o.world_size = world;
+        o.master_port = port;
+        o.sp = sp;
+        o.ulysses_degree = u;
+        o.ring_degree = sp / u;
+        o.timeout = std::chrono::seconds(timeout_s);
+        Communicator c(o);
+        fn(r, c);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+}  // namespace
+
+class TestCommunicator : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void grid_data() {
+    QTest::addColumn<int>("world");
+    QTest::addColumn<int>("sp");
+    QTest::addColumn<int>("u");
+    QTest::newRow("dp4") << 4 << 1 << 1;
+    QTest::newRow("ring4") << 4 << 4 << 1;
+    QTest::newRow("dp2 x ring2") << 4 << 2 << 1;
+    QTest::newRow("ulysses2 dp2") << 4 << 2 << 2;
+    QTest::newRow("usp u2 x ring2") << 4 << 4 << 2;
+    QTest::newRow("single") << 1 << 1 << 1;
+  }
+  // Group membership follows sequence-parallel.md: contiguous SP groups, strided DP groups,
+  // Ulysses ranks contiguous inside an SP group; every group's all-reduce sums its members.
+  void grid() {
+    QFETCH(int, world);
+    QFETCH(int, sp);
+    QFETCH(int, u);
+    std::mutex m;
+    std::vector<std::array<std::vector<int>, 4>> seen(static_cast<size_t>(world));
+    auto errors = run_ranks(world, sp, u, 30, [&](int r, Communicator& c) {
+      std::array<Group*, 4> groups{&c.sp_group(), &c.dp_group(), &c.ulysses_group(),
+                                   &c.ring_group()};
+      std::array<std::vector<int>, 4> mine;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        auto t = torch::tensor({static_cast<double>(1 << r)}, torch::kDouble);
+        groups[g]->all_reduce_sum(t, "membership");
+        const auto bits = static_cast<int>(t.item<double>());
+        for (int k = 0; k < c.world_size(); ++k)
+          if (bits & (1 << k)) mine[g].push_back(k);
+        if (mine[g] != groups[g]->global_ranks()) throw std::runtime_error("members differ");
+      }
+      std::lock_guard<std::mutex> lock(m);
+      seen[static_cast<size_t>(r)] = mine;
+    });
+    for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+    for (int r = 0; r < world; ++r) {
+      const auto& g = seen[static_cast<size_t>(r)];
+      const int first = r / sp * sp;
+      std::vector<int> sp_expect, dp_expect, u_expect, ring_expect;
+      for (int s = 0; s < sp; ++s) sp_expect.push_back(first + s);
+      for (int d = 0; d < world / sp; ++d) dp_expect.push_back(d * sp + r % sp);
+      for (int i = 0; i < u; ++i) u_expect.push_back(first + (r % sp) / u * u + i);
+      for (int k = 0; k < sp / u; ++k) ring_expect.push_back(first + k * u + (r % sp) % u);
+      QCOMPARE(g[0], sp_expect);
+      QCOMPARE(g[1], dp_expect);
+      QCOMPARE(g[2], u_expect);
+      QCOMPARE(g[3], ring_expect);
+    }
+  }
+
+  void collectives() {
+    const int world = 3;
+    auto errors = run_ranks(world, 1, 1, 30, [&](int r, Communicator& c) {
+      Group& w = c.world();
+      // all_to_all: rank r sends value 10*r + i to rank i.
+      auto in = torch::tensor({10.0 * r, 10.0 * r + 1, 10.0 * r + 2}, torch::kDouble);
+      auto out = torch::empty_like(in);
+      w.all_to_all(out, in, "a2a");
+      for (int i = 0; i < world; ++i)
+        if (out[i].item<double>() != 10.0 * i + r) throw std::runtime_error("all_to_all");
+      // all_gather
+      auto mine = torch::full({2}, static_cast<double>(r), torch::kDouble);
+      std::vector<torch::Tensor> all;
+      for (int i = 0; i < world; ++i) all.push_back(torch::empty({2}, torch::kDouble));
+      w.all_gather(all, mine, "gather");
+      for (int i = 0; i < world; ++i)
+        if (all[static_cast<size_t>(i)][1].item<double>() != i)
+          throw std::runtime_error("all_gather");
+      // broadcast from rank 2
+      auto b = torch::full({1}, static_cast<double>(r), torch::kDouble);
+      w.broadcast(b, 2, "bcast");
+      if (b.item<double>() != 2) throw std::runtime_error("broadcast");
+      // a ring of send/recv, posted before waiting, as the ring attention does
+      auto s = torch::full({4}, static_cast<double>(r), torch::kDouble);
+      auto rv = torch::empty({4}, torch::kDouble);
+      auto ps = w.send(s, (r + 1) % world, 7, "ring");
+      auto pr = w.recv(rv, (r + world - 1) % world, 7, "ring");
+      pr.wait();
+      ps.wait();
+      if (rv[0].item<double>() != (r + world - 1) % world) throw std::runtime_error("ring");
+      w.barrier("end");
+    });
+    for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+  }
+
+  // A rank that never joins a collective: the others get an error naming the operation and the
+  // group within the timeout, not a hang.
+  void hung_peer_times_out() {
+    QElapsedTimer timer;
+    timer.start();
+    auto errors = run_ranks(2, 1, 1, 3, [&](int r, Communicator& c) {
+      auto t = torch::ones({1});
+      if (r == 0) c.world().all_reduce_sum(t, "gradients");
+      else std::this_thread::sleep_for(std::chrono::seconds(6));
+    });
+    QVERIFY2(errors[0].find("rank 0: all_reduce(gradients) in group world") != std::string::npos,
+             errors[0].c_str());
+    QVERIFY2(errors[0].find("timed out") != std::string::npos ||
+                 errors[0].find("failed") != std::string::npos,
+             errors[0].c_str());
+    QVERIFY(timer.elapsed() < 20000);
+  }
+
+  void bad_grid_is_refused() {
+    CommOptions o;
+    o.world_size = 1;
+    o.sp = 2;
+    QVERIFY_EXCEPTION_THROWN(Communicator{o}, std::invalid_argument);
+    o.world_size = 4;
+    o.sp = 4;
+    o.ulysses_degree = 3;
+    o.ring_degree = 1;
+    QVERIFY_EXCEPTION_THROWN(Communicator{o}, std::invalid_argument);
+  }
+};
+
+QTEST_MAIN(TestCommunicator)
+#include "tst_communicator.moc"

@@ -1,0 +1,352 @@
+#include "studio/trainer/dist/communicator.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "studio/trainer/torch_compat.h"
+
+#if STUDIO_HAVE_C10D_GLOO
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+#if STUDIO_HAVE_C10D_GLOO && STUDIO_WITH_TORCH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace studio::trainer::dist {
+namespace {
+
+std::string seconds_text(std::chrono::milliseconds t) {
+  std::ostringstream s;
+  s << static_cast<double>(t.count()) / 1000.0 << " s";
+  return s.str();
+}
+
+}  // namespace
+
+#if STUDIO_HAVE_C10D_GLOO
+#if STUDIO_TORCH_C10D_BACKEND_BASE
+using Backend = c10d::Backend;
+#else
+using Backend = c10d::ProcessGroup;
+#endif
+using Work = c10d::Work;
+#endif
+
+struct Group::Impl {
+#if STUDIO_HAVE_C10D_GLOO
+  c10::intrusive_ptr<Backend> pg;
+#endif
+  torch::Device device{torch::kCPU};  // where the group's tensors live
+};
+
+struct Pending::State {
+#if STUDIO_HAVE_C10D_GLOO
+  c10::intrusive_ptr<Work> work;
+#endif
+  std::string context;  // "rank 3: send(k/v) in group sp0"
+  std::chrono::milliseconds timeout{0};
+  bool done = false;
+};
+
+void Pending::wait() {
+  if (!state_ || state_->done) return;
+  state_->done = true;
+#if STUDIO_HAVE_C10D_GLOO
+  if (!state_->work) return;
+  bool completed = false;
+  try {
+    completed = state_->work->wait(state_->timeout);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    const bool timed_out = what.find("imed out") != std::string::npos ||
+                           what.find("imeout") != std::string::npos;
+    throw CollectiveError(state_->context + (timed_out ? " timed out after " : " failed after ") +
+                          seconds_text(state_->timeout) + " at most: " +
+                          what.substr(0, what.find('\n')) +
+                          (timed_out ? " (a peer rank is hung or dead; raise ddp_timeout if "
+                                       "this step is legitimately slow)"
+                                     : " (a peer rank probably died; see its log)"));
+  }
+  if (!completed)
+    throw CollectiveError(state_->context + " timed out after " + seconds_text(state_->timeout) +
+                          " (ddp_timeout): a peer rank is hung or dead");
+#endif
+}
+
+Group::Group(std::string name, int rank, int size, std::vector<int> global_ranks,
+             std::unique_ptr<Impl> impl, std::chrono::milliseconds timeout)
+    : name_(std::move(name)),
+      rank_(rank),
+      size_(size),
+      global_ranks_(std::move(global_ranks)),
+      impl_(std::move(impl)),
+      timeout_(timeout) {}
+
+Group::~Group() = default;
+
+namespace {
+
+// The error context of one operation: the global rank, the operation and the group.
+std::string context(const Group& g, const char* op, const std::string& what) {
+  return "rank " + std::to_string(g.global_rank(g.rank())) + ": " + op + "(" + what +
+         ") in group " + g.name();
+}
+
+void require_contiguous(const Group& g, const char* op, const std::string& what,
+                        const torch::Tensor& t) {
+  if (!t.is_contiguous())
+    throw std::invalid_argument(context(g, op, what) + ": tensor must be contiguous");
+}
+
+}  // namespace
+
+#if STUDIO_HAVE_C10D_GLOO
+#define STUDIO_DIST_ISSUE(op, what, expr)                                              \
+  [&]() {                                                                               \
+    auto state = std::make_shared<Pending::State>();                                   \
+    state->context = context(*this, op, what);                                         \
+    state->timeout = timeout_;                                                         \
+    try {                                                                               \
+      state->work = (expr);                                                            \
+    } catch (const std::exception& e) {                                                \
+      throw CollectiveError(state->context + " could not start: " + e.what());         \
+    }                                                                                   \
+    return Pending(state);                                                             \
+  }()
+#endif
+
+Pending Group::all_reduce_sum_async(torch::Tensor& t, const std::string& what) {
+  require_contiguous(*this, "all_reduce", what, t);
+  if (size_ == 1) return {};
+#if STUDIO_HAVE_C10D_GLOO
+  std::vector<at::Tensor> ts{t};
+  return STUDIO_DIST_ISSUE("all_reduce", what, impl_->pg->allreduce(ts));
+#else
+  return {};
+#endif
+}
+
+void Group::all_reduce_sum(torch::Tensor& t, const std::string& what) {
+  all_reduce_sum_async(t, what).wait();
+}
+
+void Group::all_to_all(torch::Tensor& out, torch::Tensor& in, const std::string& what) {
+  require_contiguous(*this, "all_to_all", what, in);
+  require_contiguous(*this, "all_to_all", what, out);
+  if (in.size(0) % size_ != 0 || out.sizes() != in.sizes())
+    throw std::invalid_argument(context(*this, "all_to_all", what) +
+                                ": input and output must have the same shape with dim 0 "
+                                "divisible by the group size");
+  if (size_ == 1) {
+    out.copy_(in);
+    return;
+  }
+#if STUDIO_HAVE_C10D_GLOO
+  std::vector<int64_t> equal;
+  STUDIO_DIST_ISSUE("all_to_all", what, impl_->pg->alltoall_base(out, in, equal, equal)).wait();
+#endif
+}
+
+void Group::all_gather(std::vector<torch::Tensor>& out, torch::Tensor& in,
+                       const std::string& what) {
+  require_contiguous(*this, "all_gather", what, in);
+  if (out.size() != static_cast<size_t>(size_))
+    throw std::invalid_argument(context(*this, "all_gather", what) +
+                                ": needs one output tensor per rank");
+  if (size_ == 1) {
+    out[0].copy_(in);
+    return;
+  }
+#if STUDIO_HAVE_C10D_GLOO
+  std::vector<std::vector<at::Tensor>> outs{std::vector<at::Tensor>(out.begin(), out.end())};
+  std::vector<at::Tensor> ins{in};
+  STUDIO_DIST_ISSUE("all_gather", what, impl_->pg->allgather(outs, ins)).wait();
+#endif
+}
+
+void Group::broadcast(torch::Tensor& t, int root, const std::string& what) {
+  require_contiguous(*this, "broadcast", what, t);
+  if (size_ == 1) return;
+#if STUDIO_HAVE_C10D_GLOO
+  std::vector<at::Tensor> ts{t};
+  c10d::BroadcastOptions opt;
+  opt.rootRank = root;
+  STUDIO_DIST_ISSUE("broadcast", what, impl_->pg->broadcast(ts, opt)).wait();
+#endif
+}
+
+void Group::barrier(const std::string& what) {
+  if (size_ == 1) return;
+#if STUDIO_HAVE_C10D_GLOO
+  // A one-element all-reduce: unlike barrier() it behaves the same on Gloo and NCCL (no device
+  // guessing) and reports a dead peer the same way as every other collective.
+  torch::Tensor t = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(impl_->device));
+  all_reduce_sum(t, what);
+#endif
+}
+
+Pending Group::send(torch::Tensor& t, int dst, int tag, const std::string& what) {
+  require_contiguous(*this, "send", what, t);
+  if (dst == rank_ || dst < 0 || dst >= size_)
+    throw std::invalid_argument(context(*this, "send", what) + ": bad peer " +
+                                std::to_string(dst));
+#if STUDIO_HAVE_C10D_GLOO
+  std::vector<at::Tensor> ts{t};
+  return STUDIO_DIST_ISSUE("send", what, impl_->pg->send(ts, dst, tag));
+#else
+  return {};
+#endif
+}
+
+Pending Group::recv(torch::Tensor& t, int src, int tag, const std::string& what) {
+  require_contiguous(*this, "recv", what, t);
+  if (src == rank_ || src < 0 || src >= size_)
+    throw std::invalid_argument(context(*this, "recv", what) + ": bad peer " +
+                                std::to_string(src));
+#if STUDIO_HAVE_C10D_GLOO
+  std::vector<at::Tensor> ts{t};
+  return STUDIO_DIST_ISSUE("recv", what, impl_->pg->recv(ts, src, tag));
+#else
+  return {};
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Communicator
+
+struct Communicator::Store {
+#if STUDIO_HAVE_C10D_GLOO
+  c10::intrusive_ptr<c10d::Store> store;
+#endif
+};
+
+namespace {
+
+// The group of `ranks` (global ranks, ascending) as seen by `me`, which must be one of them.
+std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int>& ranks, int me,
+                                  const CommOptions& opt, Communicator::Store* store);
+
+}  // namespace
+
+bool distributed_available(bool cuda) {
+#if STUDIO_HAVE_C10D_GLOO
+  return !cuda || STUDIO_WITH_TORCH_CUDA;
+#else
+  (void)cuda;
+  return false;
+#endif
+}
+
+namespace {
+
+std::unique_ptr<Group> local_group(const std::string& name, int me, const CommOptions& opt) {
+  return std::make_unique<Group>(name, 0, 1, std::vector<int>{me}, nullptr,
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(opt.timeout));
+}
+
+std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int>& ranks, int me,
+                                  const CommOptions& opt, Communicator::Store* store) {
+  if (ranks.size() == 1) return local_group(name, me, opt);
+  int my_index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == me) my_index = static_cast<int>(i);
+  if (my_index < 0) throw std::logic_error("make_group: rank not in group " + name);
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(opt.timeout);
+  auto impl = std::make_unique<Group::Impl>();
+#if STUDIO_HAVE_C10D_GLOO
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store->store);
+  const int n = static_cast<int>(ranks.size());
+  try {
+    if (opt.cuda) {
+#if STUDIO_WITH_TORCH_CUDA
+      auto o = c10d::ProcessGroupNCCL::Options::create();
+      o->timeout = timeout;
+      impl->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, my_index, n, o);
+      impl->device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(opt.cuda_device));
+#else
+      throw std::runtime_error("this studio-train was built without CUDA (no NCCL)");
+#endif
+    } else {
+      auto o = c10d::ProcessGroupGloo::Options::create();
+      o->timeout = timeout;
+      if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+        o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      else
+        o->devices.push_back(opt.master_addr == "127.0.0.1" || opt.master_addr == "localhost"
+                                 ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                 : c10d::ProcessGroupGloo::createDefaultDevice());
+      impl->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, my_index, n, o);
+    }
+  } catch (const std::exception& e) {
+    throw CollectiveError("rank " + std::to_string(me) + ": could not set up process group " +
+                          name + " (" + std::to_string(n) + " ranks, " +
+                          (opt.cuda ? "NCCL" : "Gloo") + "): " + e.what());
+  }
+#else
+  (void)store;
+  throw std::runtime_error("this studio-train was built without c10d (Gloo): install "
+                           "libgloo-dev and rebuild to train with more than one process");
+#endif
+  return std::make_unique<Group>(name, my_index, static_cast<int>(ranks.size()), ranks,
+                                 std::move(impl), timeout);
+}
+
+}  // namespace
+
+Communicator::Communicator(const CommOptions& opt) : store_(std::make_unique<Store>()) {
+  const int world = opt.world_size;
+  const int64_t sp = opt.sp;
+  if (world < 1 || opt.rank < 0 || opt.rank >= world)
+    throw std::invalid_argument("communicator: rank " + std::to_string(opt.rank) +
+                                " outside a world of " + std::to_string(world));
+  if (sp < 1 || world % sp != 0)
+    throw std::invalid_argument("sequence_parallel_size " + std::to_string(sp) +
+                                " does not divide the world size " + std::to_string(world));
+  if (opt.ulysses_degree * opt.ring_degree != sp)
+    throw std::invalid_argument("ulysses degree " + std::to_string(opt.ulysses_degree) +
+                                " x ring degree " + std::to_string(opt.ring_degree) +
+                                " must equal sequence_parallel_size " + std::to_string(sp));
+  const int me = opt.rank;
+  if (world > 1) {
+#if STUDIO_HAVE_C10D_GLOO
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(opt.master_port);
+    so.isServer = me == 0;
+    so.numWorkers = static_cast<size_t>(world);
+    so.waitWorkers = true;
+    so.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(opt.timeout);
+    try {
+      store_->store = c10::make_intrusive<c10d::TCPStore>(opt.master_addr, so);
+    } catch (const std::exception& e) {
+      throw CollectiveError("rank " + std::to_string(me) + ": rendezvous at " + opt.master_addr +
+                            ":" + std::to_string(opt.master_port) + " failed: " + e.what() +
+                            " (is rank 0 running and the port reachable?)");
+    }
+#endif
+  }
+  const int isp = static_cast<int>(sp);
+  const int sp_index = me / isp, sp_pos = me % isp;
+  const int u = static_cast<int>(opt.ulysses_degree);
+  std::vector<int> all(static_cast<size_t>(world)), sp_ranks, dp_ranks, u_ranks, ring_ranks;
+  for (int r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
+  for (int s = 0; s < isp; ++s) sp_ranks.push_back(sp_index * isp + s);
+  for (int d = 0; d < world / isp; ++d) dp_ranks.push_back(d * isp + sp_pos);
+  // SP-local rank s = ring_index * u + ulysses_index.
+  for (int i = 0; i < u; ++i) u_ranks.push_back(sp_index * isp + (sp_pos / u) * u + i);
+  for (int g = 0; g < isp / u; ++g) ring_ranks.push_back(sp_index * isp + g * u + sp_pos % u);
+
+  // Every rank creates the groups in the same order; a group's name is unique in the world.
+  world_ = make_group("world", all, me, opt, store_.get());
+  sp_ = make_group("sp" + std::to_string(sp_index), sp_ranks, me, opt, store_.get());
+  dp_ = make_group("dp" + std::to_string(sp_pos), dp_ranks, me, opt, store_.get());
+  ulysses_ = make_group("ulysses" + std::to_string(sp_index) + "." + std::to_string(sp_pos / u),
+                        u_ranks, me, opt, store_.get());
+  ring_ = make_group("ring" + std::to_string(sp_index) + "." + std::to_string(sp_pos % u),
+                     ring_ranks, me, opt, store_.get());
+}
+
+Communicator::~Communicator() = default;
+
+}  // namespace studio::trainer::dist

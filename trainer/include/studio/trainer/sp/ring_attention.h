@@ -1,0 +1,21 @@
+#pragma once
+// Zigzag ring attention (sequence-parallel.md, "Zigzag ring attention"): causal attention over a
+// sequence whose 2n chunks are spread over the n ranks of a ring, rank r holding [c_r ; c_{2n-1-r}]
+// (layout.h). K/V travel around the ring for n-1 steps, the next block arriving while the current
+// one is computed; block outputs are merged with their log-sum-exp in fp32 (fp64 for double).
+// The backward re-runs the ring with the global out and lse, accumulates dq locally and sends the
+// visiting block's dk/dv around a second ring, home after the full cycle.
+#include <torch/torch.h>
+
+#include "studio/trainer/dist/communicator.h"
+
+namespace studio::trainer::sp {
+
+// Differentiable; q [B, Hq, S_local, D], k and v [B, Hkv, S_local, D] (Hq a multiple of Hkv),
+// S_local even when the ring has more than one rank; returns [B, Hq, S_local, D] in q's dtype.
+// Every rank of `ring` must call it (and its backward) in the same order. A ring of one rank is
+// plain local causal attention. `ring` must outlive the autograd graph.
+torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, double scale, dist::Group& ring);
+
+}  // namespace studio::trainer::sp

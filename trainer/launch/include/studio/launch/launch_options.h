@@ -1,0 +1,64 @@
+#pragma once
+// What `studio-train train CONFIG.yaml --nproc N [--nnodes M --node-rank R --master-addr A
+// --master-port P]` asks of the launcher: the flags as given, and the options they resolve to
+// once the environment (MASTER_ADDR, an srun step with one task per node) fills the gaps.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "studio/launch/dist_env.h"
+
+namespace studio::launch {
+
+struct LaunchOptions {
+  int nproc = 1;                          // workers on this node
+  int nnodes = 1;                         // nodes in the run, each with its own launcher
+  int node_rank = 0;                      // this node's index, 0..nnodes-1; node 0 hosts rank 0
+  std::string master_addr = "127.0.0.1";  // host of rank 0, reachable from every node
+  int master_port = 0;  // 0: a free port is chosen (single node only; multi-node requires one)
+  std::vector<std::string> worker_argv;  // program + args every worker runs (argv[0] a path)
+  std::string output_dir;     // rank 0's events.jsonl/status.json: a failure is recorded there
+                              // (node 0 only; empty: not recorded)
+  double stop_timeout_s = 8;  // SIGTERM -> SIGKILL of the remaining workers; with the reaping
+                              // that follows, all are gone within 10 s
+  int stdout_fd = 1;          // where worker output goes: rank 0's unchanged, others' prefixed
+  int stderr_fd = 2;
+};
+
+// The launcher flags, in the order torchrun users know them.
+inline constexpr const char* kLauncherFlags[] = {"--nproc", "--nnodes", "--node-rank",
+                                                 "--master-addr", "--master-port"};
+
+// Launcher flags as given on the command line; absent ones are nullopt.
+struct LauncherFlags {
+  std::optional<int> nproc;
+  std::optional<int> nnodes;
+  std::optional<int> node_rank;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+
+  // True when any launcher flag was given: this process launches workers.
+  bool any() const { return nproc || nnodes || node_rank || master_addr || master_port; }
+};
+
+// Removes every launcher flag (`--nproc 4` and `--nproc=4`) from `args` and returns their
+// values; the rest of `args` is what each worker gets. Throws std::invalid_argument naming the
+// flag for a missing value, a value that is not a number (or is out of range), or a flag given
+// twice.
+LauncherFlags take_launcher_flags(std::vector<std::string>& args);
+
+// The launch options of a process given launcher flags (worker_argv and output_dir are left
+// for the caller). Gaps are filled so that one srun task per node can be the launcher:
+//  - nnodes, node_rank: the flags; else, inside an srun step (SLURM_STEP_ID) of more than one
+//    task, SLURM_NNODES and SLURM_NODEID, which requires one task per node (SLURM_NTASKS ==
+//    SLURM_NNODES); else 1 and 0.
+//  - master_addr: the flag, MASTER_ADDR, SLURM_LAUNCH_NODE_IPADDR (multi-node under srun: the
+//    node srun ran on, which is node 0 when srun runs in the batch script), else 127.0.0.1
+//    on one node; multi-node without any of them is an error.
+//  - master_port: the flag, MASTER_PORT, slurm_default_port(SLURM_JOB_ID) for multi-node under
+//    srun, else 0 (a free port) on one node; multi-node without any of them is an error.
+// Throws std::invalid_argument when --nproc is missing, when node_rank >= nnodes, or when this
+// process is already a worker (RANK or WORLD_SIZE set: torchrun or an outer --nproc started it).
+LaunchOptions launch_options_from(const LauncherFlags& flags, const Getenv& getenv);
+
+}  // namespace studio::launch
