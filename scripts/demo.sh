@@ -28,6 +28,10 @@ rm -rf build/demo
 "$bin/studio-train" init-model --config resources/demo/model/config.json --out build/demo/model --seed 7 >/dev/null
 "$bin/studio-train" train resources/demo/sft_demo.yaml
 echo "== metrics: build/demo/run/events.jsonl; final model: build/demo/run"
+echo
+echo "== DPO on that model, one sequence split over 2 worker processes (zigzag-ring SP=2, Gloo)"
+"$bin/studio-train" train resources/demo/dpo_demo.yaml --nproc 2 --set sequence_parallel_size=2
+echo "== metrics (loss, rewards/accuracies, ...): build/demo/run-dpo/events.jsonl"
 cd "$root/resources/examples"
 
 if [ -n "${DISPLAY:-}" ] && [ -x "$bin/studio" ] && [ -z "${STUDIO_HEADLESS:-}" ]; then

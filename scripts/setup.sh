@@ -10,6 +10,8 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev
   # studio_trainer / studio-train (Debian's LibTorch is CPU-only)
   libtorch-dev
+  # an optimised BLAS behind libblas.so.3 (Debian's default reference BLAS makes CPU training ~15x slower)
+  libopenblas0-pthread
   # multi-process training on CPU: the Gloo headers c10d's ProcessGroupGloo needs
   libgloo-dev
   # tokenizers (studio_data): PCRE2 with Unicode properties, ICU for normalization forms

@@ -18,6 +18,7 @@ run() {  # name config nproc steps [--set ...]
   local name=$1 cfg=$2 nproc=$3 steps=$4
   shift 4
   echo "== $name"
+  rm -rf "${out:?}/$name"  # events.jsonl appends across runs: start each curve afresh
   "$bin" train "$cfg" --nproc "$nproc" --set max_steps="$steps" --set logging_steps=1 \
     --set eval_strategy=no --set save_steps=100000 --set output_dir="$out/$name" "$@" \
     2>&1 | grep -v '^\[' | tail -2
@@ -27,7 +28,9 @@ sp4=(--set sequence_parallel_size=4)
 for stage in sft dpo; do
   cfg=resources/demo/${stage}_demo.yaml
   steps=$sft_steps batch=8
-  [[ $stage == dpo ]] && steps=$dpo_steps batch=4
+  [[ $stage == dpo ]] && steps=$dpo_steps batch=8
+  # DPO starts from the SFT demo's result (as resources/demo/dpo_demo.yaml does from build/demo/run).
+  [[ $stage == dpo ]] && batch="$batch --set model_name_or_path=$out/sft-sp1"
   run "$stage-sp1" "$cfg" 1 "$steps" --set per_device_train_batch_size=$batch
   run "$stage-sp4-zigzag-ring" "$cfg" 4 "$steps" --set per_device_train_batch_size=$batch "${sp4[@]}" \
     --set sequence_parallel_mode=zigzag-ring
@@ -38,7 +41,7 @@ for stage in sft dpo; do
     --set sequence_parallel_ring_degree=2
 done
 
-/usr/bin/env python3 - "$out" docs/images/sp_loss_curves.png <<'PY'
+/usr/bin/python3 - "$out" docs/images/sp_loss_curves.png <<'PY'
 import json, sys, os
 import matplotlib
 matplotlib.use("Agg")

@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     --case) cases+=("$2"); shift ;;
     --blas) blas_dir=$2; shift ;;
     --rounds) rounds=$2; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift

@@ -19,14 +19,15 @@ void check_pairs(const PairLogps& p, const char* which, int64_t n) {
   }
 }
 
-// Sums are compared in fp64 when given fp64, otherwise in fp32 (never in bf16).
-torch::Dtype compute_dtype(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+// Where and how the sums are compared: the policy's device, fp64 when given fp64, otherwise fp32
+// (never bf16).
+torch::TensorOptions compute_options(const torch::Tensor& t) {
+  return t.options().dtype(t.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat);
 }
 
 // An empty response counts as length 1 so its (zero) sum normalises to 0, not NaN.
 torch::Tensor per_token(const torch::Tensor& sum, const torch::Tensor& len) {
-  return sum / len.to(sum.scalar_type()).clamp_min(1);
+  return sum / len.to(sum.options()).clamp_min(1);
 }
 
 }  // namespace
@@ -51,11 +52,11 @@ PrefLossOut preference_loss(const PairLogps& policy, const PairLogps& reference,
     throw std::invalid_argument("preference_loss: pref_beta must be > 0, got " +
                                 std::to_string(options.beta));
 
-  const auto dtype = compute_dtype(policy.chosen);
-  auto pc = policy.chosen.to(dtype);
-  auto pr = policy.rejected.to(dtype);
-  auto rc = reference.chosen.detach().to(dtype);
-  auto rr = reference.rejected.detach().to(dtype);
+  const auto opts = compute_options(policy.chosen);
+  auto pc = policy.chosen.to(opts);
+  auto pr = policy.rejected.to(opts);
+  auto rc = reference.chosen.detach().to(opts);
+  auto rr = reference.rejected.detach().to(opts);
   // LF's SFT term is the policy's mean log-prob per chosen token, whatever the loss type.
   const auto chosen_mean = per_token(pc, policy.chosen_len);
   if (options.loss == PrefLoss::Ipo) {
