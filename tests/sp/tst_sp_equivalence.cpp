@@ -6,6 +6,8 @@
 // killed rank, a hung rank.
 #include <QtTest/QtTest>
 
+#include <QRandomGenerator>
+
 #include <signal.h>
 #include <sys/types.h>
 
@@ -242,6 +244,31 @@ class TestSpEquivalence : public QObject {
     QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("max relative parameter error %1").arg(err)));
     // ... and the step did change them, or the comparison would prove nothing.
     QVERIFY(max_relative_param_error(model_, ref1) > 1e-6);
+  }
+
+  // Two "nodes" on this host, one launcher each (--nnodes 2 --node-rank R --master-addr
+  // --master-port, as on a cluster without Slurm): one SP=2 group spanning both, the losses of
+  // one process.
+  void twoLaunchersAsTwoNodes() {
+    const QString ref = reference("sft", 64, 20);
+    QVERIFY(!ref.isEmpty());
+    const QString cfg = write_config("nodes", model_, "sft", 64,
+                                     {"sequence_parallel_size: 2", "max_steps: 20",
+                                      "per_device_train_batch_size: 2"});
+    const QString port = QString::number(29500 + QRandomGenerator::global()->bounded(20000));
+    QProcess node[2];
+    for (int r = 0; r < 2; ++r)
+      node[r].start(kExe, {"train", cfg, "--nproc", "1", "--nnodes", "2", "--node-rank",
+                           QString::number(r), "--master-addr", "127.0.0.1", "--master-port", port});
+    for (auto& n : node) {
+      QVERIFY(n.waitForFinished(300000));
+      QVERIFY2(n.exitCode() == 0, n.readAllStandardError().right(2000).constData());
+    }
+    const auto a = step_losses(ref), b = step_losses(dir_.filePath("nodes-out"));
+    QCOMPARE(b.size(), a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      QVERIFY2(std::abs(a[i] - b[i]) <= 1e-5 * std::abs(a[i]),
+               qPrintable(QStringLiteral("step %1: %2 vs %3").arg(i + 1).arg(a[i]).arg(b[i])));
   }
 
   // 3 key/value heads cannot be split over 2 Ulysses ranks, nor replicated: a clear refusal
