@@ -154,6 +154,8 @@ struct Trainer::Impl {
   torch::Tensor ref_train, ref_eval;
   dpo::PrefLossOptions pref;
   std::unique_ptr<MasterWeights> masters;
+  // fp32 training with several ranks: gradients reduced while the backward runs.
+  std::unique_ptr<dist::GradientSync> grad_sync;
   std::unique_ptr<torch::optim::AdamW> optimizer;
   std::unique_ptr<EpochPlanner> planner;
   LrSchedule schedule;
@@ -218,6 +220,11 @@ struct Trainer::Impl {
       for (const auto& [name, p] : masters->params()) p.copy_(reader.tensor(name));
     }
     optimizer = make_adamw(masters->params(), cfg);
+    if (par.distributed() && !masters->separate()) {
+      std::vector<torch::Tensor> params;
+      for (const auto& [name, p] : masters->params()) params.push_back(p);
+      grad_sync = std::make_unique<dist::GradientSync>(params, *par.world_group());
+    }
     if (dpo) build_reference();
   }
 
@@ -360,6 +367,7 @@ struct Trainer::Impl {
     double loss_sum = 0;
     for (const auto& micro : plan) {
       if (st.normaliser <= 0) break;
+      if (grad_sync && &micro == &plan.back()) grad_sync->arm();
       if (dpo) {
         auto out = pair_losses(in.train_pairs, micro, ref_train);
         (out.losses.sum() / st.normaliser).backward();
@@ -397,7 +405,8 @@ struct Trainer::Impl {
       for (const auto& [name, p] : masters->params()) params.push_back(p);
       // Every rank's gradient covers its own tokens of its own samples: their sum over the
       // world is the gradient of the global batch's loss (= SUM over SP of MEAN-over-DP shares).
-      if (par.world_group()) dist::all_reduce_gradients(params, *par.world_group());
+      if (grad_sync) grad_sync->finish();
+      else if (par.world_group()) dist::all_reduce_gradients(params, *par.world_group());
       const double max_norm = cfg.max_grad_norm > 0 ? cfg.max_grad_norm
                                                     : std::numeric_limits<double>::infinity();
       // The gradients are identical on every rank now, so this is the global norm.

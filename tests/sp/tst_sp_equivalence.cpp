@@ -194,6 +194,8 @@ class TestSpEquivalence : public QObject {
       QTest::newRow(s + " ulysses sp4 (kv heads < sp)") << stage << "ulysses" << 4 << 4 << 64;
       QTest::newRow(s + " usp 2x2") << stage << "usp" << 4 << 4 << 64;
       QTest::newRow(s + " dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 64;
+      // Activation checkpointing recomputes each layer, ring included, inside the backward.
+      QTest::newRow(s + " usp 2x2, gradient checkpointing") << stage << "usp" << 4 << 4 << 64;
     }
     // Sequences of 3 tokens (train_on_prompt, so 2 targets each) over 4 ranks: shorter than
     // 2*sp, and under zigzag rank 3's chunks (positions 3 and 4 of 8) are all padding, under
@@ -218,6 +220,8 @@ class TestSpEquivalence : public QObject {
         // The same global batch as the reference (2 per step per micro-batch).
         QStringLiteral("per_device_train_batch_size: %1").arg(2 / dp)};
     if (cutoff < 8) keys << "train_on_prompt: true";
+    if (QByteArray(QTest::currentDataTag()).contains("checkpointing"))
+      keys << "gradient_checkpointing: true";
     const QString name = QString::fromUtf8(QTest::currentDataTag()).replace(' ', '_')
                              .remove('(').remove(')').remove(',');
 

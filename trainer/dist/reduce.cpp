@@ -1,5 +1,8 @@
 #include "studio/trainer/dist/reduce.h"
 
+#include <mutex>
+#include <stdexcept>
+
 namespace studio::trainer::dist {
 namespace {
 
@@ -68,6 +71,110 @@ void all_reduce_gradients(const std::vector<torch::Tensor>& params, Group& group
       offset += p.numel();
     }
   }
+}
+
+struct GradientSync::State {
+  Group* group = nullptr;
+  std::vector<torch::Tensor> params;
+  std::vector<std::vector<size_t>> buckets;  // indices into params, in launch order
+  std::vector<size_t> bucket_of;             // param index -> bucket
+  std::vector<torch::Tensor> total;          // per param: the step's whole gradient, once known
+  std::vector<torch::Tensor> flat;           // per bucket, once started
+  std::vector<Pending> pending;
+  size_t next = 0;  // first bucket not started
+  bool armed = false;
+  std::mutex mutex;
+
+  bool bucket_ready(size_t b) const {
+    for (size_t i : buckets[b])
+      if (!total[i].defined()) return false;
+    return true;
+  }
+  void start(size_t b) {
+    std::vector<torch::Tensor> parts;
+    for (size_t i : buckets[b]) parts.push_back(total[i].reshape({-1}));
+    flat[b] = torch::cat(parts).contiguous();
+    pending[b] = group->all_reduce_sum_async(flat[b], "gradients (bucket " + std::to_string(b) + ")");
+  }
+  // Starts every bucket that is ready, in order, stopping at the first that is not.
+  void start_ready() {
+    while (next < buckets.size() && bucket_ready(next)) start(next++);
+  }
+  void on_grad(size_t i, const torch::Tensor& incoming) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!armed) return;
+    if (bucket_of[i] < next)
+      throw std::logic_error("GradientSync: a second gradient for a parameter whose bucket was "
+                             "already reduced");
+    torch::NoGradGuard no_grad;
+    const auto& acc = params[i].grad();
+    total[i] = total[i].defined() ? total[i] + incoming
+                                  : (acc.defined() ? acc + incoming : incoming.clone());
+    start_ready();
+  }
+};
+
+GradientSync::GradientSync(std::vector<torch::Tensor> params, Group& group, double bucket_mib)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.group = &group;
+  s.params = std::move(params);
+  s.bucket_of.resize(s.params.size());
+  double mib = 0;
+  for (size_t k = s.params.size(); k-- > 0;) {
+    if (s.buckets.empty() || mib >= bucket_mib) {
+      s.buckets.emplace_back();
+      mib = 0;
+    }
+    s.buckets.back().push_back(k);
+    s.bucket_of[k] = s.buckets.size() - 1;
+    const auto& p = s.params[k];
+    mib += static_cast<double>(p.numel() * p.element_size()) / (1024.0 * 1024.0);
+  }
+  s.total.resize(s.params.size());
+  s.flat.resize(s.buckets.size());
+  s.pending.resize(s.buckets.size());
+  if (group.size() == 1) return;
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < s.params.size(); ++i)
+    s.params[i].register_hook([weak, i](const torch::Tensor& g) {
+      if (auto st = weak.lock()) st->on_grad(i, g);
+    });
+}
+
+GradientSync::~GradientSync() = default;
+
+void GradientSync::arm() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->armed = state_->group->size() > 1;
+}
+
+void GradientSync::finish() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.armed) return;
+  s.armed = false;
+  torch::NoGradGuard no_grad;
+  // Parameters that got no gradient in the last backward: what .grad holds (or zeros).
+  for (size_t i = 0; i < s.params.size(); ++i)
+    if (!s.total[i].defined())
+      s.total[i] = s.params[i].grad().defined() ? s.params[i].grad().clone()
+                                                : torch::zeros_like(s.params[i]);
+  while (s.next < s.buckets.size()) s.start(s.next++);
+  for (size_t b = 0; b < s.buckets.size(); ++b) {
+    s.pending[b].wait();
+    int64_t offset = 0;
+    for (size_t i : s.buckets[b]) {
+      auto& p = s.params[i];
+      auto slice = s.flat[b].narrow(0, offset, p.numel()).view(p.sizes());
+      if (p.grad().defined()) p.mutable_grad().copy_(slice);
+      else p.mutable_grad() = slice.clone();
+      offset += p.numel();
+    }
+  }
+  for (auto& t : s.total) t = torch::Tensor();
+  for (auto& f : s.flat) f = torch::Tensor();
+  s.next = 0;
 }
 
 }  // namespace studio::trainer::dist
