@@ -129,6 +129,13 @@ Pending Group::all_reduce_sum_async(torch::Tensor& t, const std::string& what) {
 }
 
 void Group::all_reduce_sum(torch::Tensor& t, const std::string& what) {
+  // Small host-side sums (losses, counts, the stop flag) on an NCCL group go through the device.
+  if (size_ > 1 && impl_ && impl_->device.is_cuda() && !t.is_cuda()) {
+    auto on_device = t.to(impl_->device);
+    all_reduce_sum_async(on_device, what).wait();
+    t.copy_(on_device);
+    return;
+  }
   all_reduce_sum_async(t, what).wait();
 }
 

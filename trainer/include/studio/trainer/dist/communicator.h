@@ -54,7 +54,8 @@ class Group {
   int global_rank(int group_rank) const { return global_ranks_.at(static_cast<size_t>(group_rank)); }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
 
-  // All tensors must be contiguous and live on the group's device (CPU for Gloo, CUDA for NCCL).
+  // All tensors must be contiguous and live on the group's device (CPU for Gloo, CUDA for NCCL);
+  // all_reduce_sum alone also takes a CPU tensor on an NCCL group (copied through the device).
   void all_reduce_sum(torch::Tensor& t, const std::string& what);
   Pending all_reduce_sum_async(torch::Tensor& t, const std::string& what);
   // Equal split along dim 0: `in`'s i-th slice goes to rank i; `out`'s i-th slice comes from it.
