@@ -81,16 +81,13 @@ struct Parallel {
   int dp_rank() const { return comm ? comm->dp_rank() : 0; }
   int dp_size() const { return comm ? static_cast<int>(comm->dp()) : 1; }
 
-  // The rows padded as SP needs, then this rank's share of the sequence.
-  Batch local_batch(const std::vector<const TokenizedSample*>& rows, int64_t pad_id) const {
+  // The rows padded as SP needs, then this rank's share of the sequence; `model` is told the
+  // global length (RoPE sees global positions).
+  Batch local_batch(CausalLM& model, const std::vector<const TokenizedSample*>& rows,
+                    int64_t pad_id) const {
     Batch global = make_batch(rows, pad_id, sp::sp_pad_multiple(layout));
+    model->set_rope_sequence_length(global.input_ids.size(1));
     return sequence_parallel() ? sp::split_batch(global, layout) : global;
-  }
-  int64_t global_length(const std::vector<const TokenizedSample*>& rows) const {
-    size_t longest = 0;
-    for (const auto* r : rows) longest = std::max(longest, r->input_ids.size());
-    const int64_t m = sp::sp_pad_multiple(layout);
-    return std::max<int64_t>(m, (static_cast<int64_t>(longest) + m - 1) / m * m);
   }
   // Sums a few doubles over a group (world, dp).
   std::vector<double> sum(dist::Group* g, std::vector<double> v, const std::string& what) const {
@@ -128,8 +125,7 @@ double mean_loss(CausalLM& model, const std::vector<TokenizedSample>& samples, i
   for (const auto& idx : par.dp_batches(samples.size(), batch)) {
     auto rows = pick(samples, idx);
     for (const auto* r : rows) valid += count_valid_targets(*r);
-    Batch b = par.local_batch(rows, pad_id);
-    model->set_rope_sequence_length(par.global_length(rows));
+    Batch b = par.local_batch(model, rows, pad_id);
     auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
     sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device))
                .item<double>();
@@ -268,8 +264,7 @@ struct Trainer::Impl {
   torch::Tensor pair_logps(CausalLM& m, const std::vector<data::PairSample>& pairs,
                            const std::vector<size_t>& idx) {
     auto rows = pair_rows(pairs, idx);
-    Batch b = par.local_batch(rows, in.pad_id);
-    m->set_rope_sequence_length(par.global_length(rows));
+    Batch b = par.local_batch(m, rows, in.pad_id);
     auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
     auto targets = b.targets.to(device);
     auto token_logps = lm_target_logprobs(hidden, m->lm_head_weight(), targets);
@@ -375,8 +370,7 @@ struct Trainer::Impl {
         metric_sums = metric_sums.defined() ? metric_sums + out.metric_sums : out.metric_sums;
       } else {
         auto rows = pick(in.train, micro);
-        Batch b = par.local_batch(rows, in.pad_id);
-        model->set_rope_sequence_length(par.global_length(rows));
+        Batch b = par.local_batch(model, rows, in.pad_id);
         auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
         auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device));
         (sum / st.normaliser).backward();

@@ -86,12 +86,7 @@ DatasetAttr tags_for(const DatasetAttr& attr, const json& messages) {
   const json& first = messages[0];
   if (first.contains(attr.role_tag) || !first.contains("role")) return attr;
   DatasetAttr openai = attr;
-  openai.role_tag = "role";
-  openai.content_tag = "content";
-  openai.user_tag = "user";
-  openai.assistant_tag = "assistant";
-  openai.observation_tag = "tool";
-  openai.system_tag = "system";
+  openai.use_openai_tags();
   return openai;
 }
 

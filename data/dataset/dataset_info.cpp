@@ -96,11 +96,7 @@ DatasetAttr parse_entry(const std::string& name, const json& entry, const std::s
     }
     if (f == "openai") {  // LF's OpenAI converter: sharegpt with role/content messages
       a.messages = "messages";
-      a.role_tag = "role";
-      a.content_tag = "content";
-      a.user_tag = "user";
-      a.assistant_tag = "assistant";
-      a.observation_tag = "tool";
+      a.use_openai_tags();
       a.tags_given = true;
     }
   }

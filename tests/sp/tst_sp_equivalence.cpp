@@ -162,6 +162,19 @@ class TestSpEquivalence : public QObject {
     return dir_.filePath(name + "-out");
   }
 
+  // Starts an endless SP=2 run over 2 workers and returns once it has logged 2 steps.
+  bool start_long_run(QProcess& p, const QString& cfg, const QString& out) {
+    p.start(kExe, {"train", cfg, "--nproc", "2"});
+    if (!p.waitForStarted()) return false;
+    QElapsedTimer t;
+    t.start();
+    while (step_losses(out).size() < 2) {
+      if (t.elapsed() > 120000 || p.state() == QProcess::NotRunning) return false;
+      QTest::qWait(100);
+    }
+    return true;
+  }
+
   QString reference(const QString& stage, int cutoff, int steps) {
     const QString key = QStringLiteral("%1-%2-%3").arg(stage).arg(cutoff).arg(steps);
     if (!reference_.count(key))
@@ -296,9 +309,7 @@ class TestSpEquivalence : public QObject {
                                      {"sequence_parallel_size: 2", "max_steps: 100000"});
     const QString out = dir_.filePath("killed-out");
     QProcess p;
-    p.start(kExe, {"train", cfg, "--nproc", "2"});
-    QVERIFY(p.waitForStarted());
-    QTRY_VERIFY_WITH_TIMEOUT(step_losses(out).size() >= 2, 120000);
+    QVERIFY(start_long_run(p, cfg, out));
     const pid_t victim = worker_pid(p.processId(), 1);
     QVERIFY(victim > 0);
     QElapsedTimer t;
@@ -323,9 +334,7 @@ class TestSpEquivalence : public QObject {
                                      {"sequence_parallel_size: 2", "max_steps: 100000"});
     const QString out = dir_.filePath("stop-out");
     QProcess p;
-    p.start(kExe, {"train", cfg, "--nproc", "2"});
-    QVERIFY(p.waitForStarted());
-    QTRY_VERIFY_WITH_TIMEOUT(step_losses(out).size() >= 2, 120000);
+    QVERIFY(start_long_run(p, cfg, out));
     ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
     QVERIFY(p.waitForFinished(15000));
     const QJsonObject status = read_json(out + "/status.json");
@@ -343,9 +352,7 @@ class TestSpEquivalence : public QObject {
                                       "ddp_timeout: 4"});
     const QString out = dir_.filePath("hung-out");
     QProcess p;
-    p.start(kExe, {"train", cfg, "--nproc", "2"});
-    QVERIFY(p.waitForStarted());
-    QTRY_VERIFY_WITH_TIMEOUT(step_losses(out).size() >= 2, 120000);
+    QVERIFY(start_long_run(p, cfg, out));
     const pid_t victim = worker_pid(p.processId(), 1);
     QVERIFY(victim > 0);
     ::kill(victim, SIGSTOP);

@@ -6,6 +6,18 @@
 namespace studio::trainer::dist {
 namespace {
 
+// Writes a reduced bucket (the flattened gradients of `params`, in order) back into .grad.
+void unpack_bucket(const torch::Tensor& flat, const std::vector<torch::Tensor*>& params) {
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (torch::Tensor* p : params) {
+    auto slice = flat.narrow(0, offset, p->numel()).view(p->sizes());
+    if (p->grad().defined()) p->mutable_grad().copy_(slice);
+    else p->mutable_grad() = slice.clone();
+    offset += p->numel();
+  }
+}
+
 struct AllReduceIdentityGrad : torch::autograd::Function<AllReduceIdentityGrad> {
   static torch::Tensor forward(torch::autograd::AutogradContext* /*ctx*/, const torch::Tensor& t,
                                Group* group, std::string what) {
@@ -60,16 +72,11 @@ void all_reduce_gradients(const std::vector<torch::Tensor>& params, Group& group
     if (current_mib >= bucket_mib) flush();
   }
   flush();
-  torch::NoGradGuard no_grad;
   for (auto& b : buckets) {
     b.pending.wait();
-    int64_t offset = 0;
-    for (auto& p : b.params) {
-      auto slice = b.flat.narrow(0, offset, p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(slice);
-      else p.mutable_grad() = slice.clone();
-      offset += p.numel();
-    }
+    std::vector<torch::Tensor*> ps;
+    for (auto& p : b.params) ps.push_back(&p);
+    unpack_bucket(b.flat, ps);
   }
 }
 
@@ -163,14 +170,9 @@ void GradientSync::finish() {
   while (s.next < s.buckets.size()) s.start(s.next++);
   for (size_t b = 0; b < s.buckets.size(); ++b) {
     s.pending[b].wait();
-    int64_t offset = 0;
-    for (size_t i : s.buckets[b]) {
-      auto& p = s.params[i];
-      auto slice = s.flat[b].narrow(0, offset, p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(slice);
-      else p.mutable_grad() = slice.clone();
-      offset += p.numel();
-    }
+    std::vector<torch::Tensor*> ps;
+    for (size_t i : s.buckets[b]) ps.push_back(&s.params[i]);
+    unpack_bucket(s.flat[b], ps);
   }
   for (auto& t : s.total) t = torch::Tensor();
   for (auto& f : s.flat) f = torch::Tensor();

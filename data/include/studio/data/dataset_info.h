@@ -43,6 +43,15 @@ struct DatasetAttr {
   std::string function_tag = "function_call";
   std::string system_tag = "system";
   bool tags_given = false;  // false: rows in OpenAI role/content form are recognised as such
+  // The OpenAI message form: role/content with user/assistant/tool/system roles.
+  void use_openai_tags() {
+    role_tag = "role";
+    content_tag = "content";
+    user_tag = "user";
+    assistant_tag = "assistant";
+    observation_tag = "tool";
+    system_tag = "system";
+  }
 
   std::string entry_json;  // the entry as written (part of the cache key)
   std::vector<std::string> warnings;  // keys accepted without effect
