@@ -77,7 +77,7 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
   opt.output_dir = cfg.output_dir;
   // Workers leave the run's end record to the launcher when a peer failed first: it alone
   // knows which rank that was.
-  ::setenv("STUDIO_LAUNCHED", "1", 1);
+  opt.extra_env.emplace_back("STUDIO_LAUNCHED", "1");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   std::cerr << "studio-train: launching " << opt.nproc << " worker" << (opt.nproc > 1 ? "s" : "")

@@ -95,7 +95,7 @@ void write_rank_file(const Args& a, int rank) {
   for (const char* name :
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
         "NNODES", "NODE_RANK", "GROUP_RANK", "PYTORCH_CUDA_ALLOC_CONF",
-        "TORCH_NCCL_AVOID_RECORD_STREAMS", "OMP_NUM_THREADS"})
+        "TORCH_NCCL_AVOID_RECORD_STREAMS", "OMP_NUM_THREADS", "STUDIO_LAUNCHED"})
     j["env"][name] = env_or_null(name);
   j["pid"] = ::getpid();
   j["ppid"] = ::getppid();

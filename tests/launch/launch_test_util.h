@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <QByteArray>
 #include <QStringList>
+#include <QtGlobal>
 
 #include "studio/config/events.h"
 #include "studio/launch/dist_env.h"
@@ -34,21 +36,24 @@ class FakeEnv {
   std::map<std::string, std::string> vars_;
 };
 
-// Sets (or unsets, with nullopt) a variable of this process until the end of the scope.
+// Sets (or unsets, with nullopt) a variable of this process until the end of the scope. Through
+// qputenv/qunsetenv, which hold Qt's environment lock: QtTest's watchdog thread reads the
+// environment at the start of every test function, and a bare setenv racing with that getenv
+// crashed tst_launcher in CI.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
+    if (qEnvironmentVariableIsSet(name)) old_ = qgetenv(name).toStdString();
     if (value)
-      ::setenv(name, value->c_str(), 1);
+      qputenv(name, QByteArray::fromStdString(*value));
     else
-      ::unsetenv(name);
+      qunsetenv(name);
   }
   ~ScopedEnv() {
     if (old_)
-      ::setenv(name_.c_str(), old_->c_str(), 1);
+      qputenv(name_.c_str(), QByteArray::fromStdString(*old_));
     else
-      ::unsetenv(name_.c_str());
+      qunsetenv(name_.c_str());
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;

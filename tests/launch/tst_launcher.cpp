@@ -150,6 +150,7 @@ void TestLauncher::environmentOfEveryRank() {
   opt.node_rank = nodeRank;
   opt.master_port = port;
   opt.master_addr = "10.1.2.3";
+  opt.extra_env = {{"STUDIO_LAUNCHED", "1"}};
   const Timed t = timed_launch(opt);
   QCOMPARE(t.result.exit_code, 0);
   QCOMPARE(t.result.failed_rank, -1);
@@ -179,6 +180,7 @@ void TestLauncher::environmentOfEveryRank() {
       QVERIFY(std::stoi(env["OMP_NUM_THREADS"].get<std::string>()) >= 1);
     else
       QCOMPARE(env["OMP_NUM_THREADS"].get<std::string>(), std::string("<unset>"));
+    QCOMPARE(env["STUDIO_LAUNCHED"].get<std::string>(), std::string("1"));  // extra_env
     ports.insert(env["MASTER_PORT"].get<std::string>());
     if (port != 0) QCOMPARE(env["MASTER_PORT"].get<std::string>(), std::to_string(port));
     // The worker's own reading of that environment agrees.

@@ -65,7 +65,7 @@ int usable_cpus() {
 
 // The launcher's environment with the worker's variables set over it.
 std::vector<std::string> worker_environment(const LaunchOptions& opt, int local_rank, int port) {
-  const std::vector<std::pair<std::string, std::string>> ours = {
+  std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", std::to_string(opt.node_rank * opt.nproc + local_rank)},
       {"LOCAL_RANK", std::to_string(local_rank)},
       {"WORLD_SIZE", std::to_string(opt.nnodes * opt.nproc)},
@@ -76,6 +76,7 @@ std::vector<std::string> worker_environment(const LaunchOptions& opt, int local_
       {"NODE_RANK", std::to_string(opt.node_rank)},
       {"GROUP_RANK", std::to_string(opt.node_rank)},
   };
+  ours.insert(ours.end(), opt.extra_env.begin(), opt.extra_env.end());
   std::set<std::string> inherited;
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {

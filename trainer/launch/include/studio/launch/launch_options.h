@@ -4,6 +4,7 @@
 // once the environment (MASTER_ADDR, an srun step with one task per node) fills the gaps.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "studio/launch/dist_env.h"
@@ -21,6 +22,9 @@ struct LaunchOptions {
                               // (node 0 only; empty: not recorded)
   double stop_timeout_s = 8;  // SIGTERM -> SIGKILL of the remaining workers; with the reaping
                               // that follows, all are gone within 10 s
+  // Variables every worker gets on top of the launcher's environment (set here rather than in
+  // the launcher's own environment: setenv races with any thread reading it).
+  std::vector<std::pair<std::string, std::string>> extra_env;
   int stdout_fd = 1;          // where worker output goes: rank 0's unchanged, others' prefixed
   int stderr_fd = 2;
 };
