@@ -1,0 +1,72 @@
+#pragma once
+// Per-GPU memory estimate of a run before it starts: what the wizard's memory page draws as a
+// stacked bar and what `studio-train estimate CONFIG.yaml` prints. Formulas and their sources:
+// ../shared/reference/performance-anchors.md ("Memory per GPU"); docs/MEMORY_ESTIMATE.md says
+// which the estimate uses for which config keys. Plain C++ (no Qt, no Torch).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "studio/config/model_info.h"
+#include "studio/config/run_config.h"
+#include "studio/config/validate.h"
+
+namespace studio {
+
+struct EstimateOptions {
+  int nproc_per_node = 1;  // GPUs per node
+  int nnodes = 1;
+  // The ZeRO request of cfg.deepspeed; nullopt: none (the caller reads the JSON, so the estimate
+  // itself never touches files).
+  std::optional<DeepSpeedRequest> deepspeed;
+  // The GPU's memory in bytes; 0 = unknown (fits() is then always true).
+  double gpu_capacity_bytes = 0;
+  int world_size() const { return nproc_per_node * nnodes; }
+};
+
+// Bytes per GPU, by what holds them.
+struct MemoryBreakdown {
+  double weights = 0;      // trained weights as held on the GPU (bf16 / fp32 / ZeRO shard)
+  double gradients = 0;
+  double optimizer = 0;    // fp32 master weights (mixed precision) + Adam m and v
+  double reference = 0;    // DPO's frozen reference model (0 when precompute_ref_logps)
+  double activations = 0;  // saved for backward (per local token and layer), incl. recompute
+  double logits = 0;       // LM head output (+ fp32 copy and gradient: the loss is not fused)
+  double sp_buffers = 0;   // ring K/V receive buffers and fp32 out/lse accumulators; Ulysses
+                           // all-to-all buffers
+  double total() const {
+    return weights + gradients + optimizer + reference + activations + logits + sp_buffers;
+  }
+};
+
+struct MemoryEstimate {
+  MemoryBreakdown bytes;
+  int world_size = 1;
+  int sp_size = 1;
+  int64_t tokens_per_rank = 0;    // local tokens of one micro-batch (DPO: chosen + rejected)
+  double bytes_per_param = 0;     // model states per parameter on one GPU
+  double capacity_bytes = 0;      // EstimateOptions::gpu_capacity_bytes
+  std::vector<std::string> notes; // the assumptions made, one sentence each
+  bool fits() const { return capacity_bytes <= 0 || bytes.total() <= capacity_bytes; }
+};
+
+// The estimate for `cfg` (cutoff_len, batch size, stage, precision, gradient_checkpointing, SP
+// size and mode) on `model`.
+MemoryEstimate estimate_memory(const RunConfig& cfg, const ModelInfo& model,
+                               const EstimateOptions& opt);
+
+// SP sizes the world allows for `cfg`'s mode on `model`: divisors of the world size whose head
+// constraints hold (ulysses: heads divisible, kv heads split or replicated; usp: some
+// ulysses x ring factorisation does). Ascending; always contains 1.
+std::vector<int> valid_sp_sizes(const RunConfig& cfg, const ModelInfo& model, int world_size);
+
+// The smallest of valid_sp_sizes whose estimate fits the GPU (for usp, with the largest Ulysses
+// degree that works); nullopt when none does or the capacity is unknown.
+std::optional<int> smallest_fitting_sp(const RunConfig& cfg, const ModelInfo& model,
+                                       const EstimateOptions& opt);
+
+// A table in GiB, one row per part, with the total against the capacity and the notes.
+std::string format_estimate_text(const MemoryEstimate& estimate);
+
+}  // namespace studio
