@@ -8,6 +8,7 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
@@ -37,10 +38,19 @@ HyperparametersPage::HyperparametersPage(RunDraft* draft, QWidget* parent)
                  parent) {
   setTitle(tr("Hyperparameters"));
   setSubTitle(tr("LLaMA-Factory's defaults, as its YAML keys name them."));
+  output_ = bindings()->text("output_dir", &RunConfig::output_dir);
+  output_->setPlaceholderText(tr("saves/my-run"));
+  auto* browse = new QPushButton(tr("&Browse..."));
+  connect(browse, &QPushButton::clicked, this, &HyperparametersPage::browseOutput);
+  auto* outRow = new QHBoxLayout;
+  outRow->addWidget(new QLabel(tr("output_dir:")));
+  outRow->addWidget(output_, 1);
+  outRow->addWidget(browse);
   auto* columns = new QHBoxLayout;
   columns->addWidget(buildOptimisation(), 1);
-  columns->addWidget(buildOutput(), 1);
+  columns->addWidget(buildCheckpoints(), 1);
   auto* layout = new QVBoxLayout(this);
+  layout->addLayout(outRow);
   layout->addLayout(columns);
   layout->addWidget(messagesWidget());
   layout->addStretch(1);
@@ -83,18 +93,10 @@ QWidget* HyperparametersPage::buildOptimisation() {
   return group;
 }
 
-QWidget* HyperparametersPage::buildOutput() {
+QWidget* HyperparametersPage::buildCheckpoints() {
   FieldBindings* b = bindings();
-  auto* group = new QGroupBox(tr("Output and evaluation"));
+  auto* group = new QGroupBox(tr("Checkpoints and evaluation"));
   auto* form = new QFormLayout(group);
-  output_ = b->text("output_dir", &RunConfig::output_dir);
-  output_->setPlaceholderText(tr("saves/my-run"));
-  auto* browse = new QPushButton(tr("&Browse..."));
-  connect(browse, &QPushButton::clicked, this, &HyperparametersPage::browseOutput);
-  auto* outRow = new QHBoxLayout;
-  outRow->addWidget(output_, 1);
-  outRow->addWidget(browse);
-  form->addRow(tr("output_dir:"), outRow);
   form->addRow(b->flag("overwrite_output_dir", &RunConfig::overwrite_output_dir,
                        tr("overwrite_output_dir: allow a non-empty folder")));
   form->addRow(tr("logging_steps:"),

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <limits>
 
-#include "plot_palette.h"
 
 namespace studio::ui {
 
 LengthHistogram::LengthHistogram(QWidget* parent)
-    : QCustomPlot(parent),
+    : PalettePlot(parent),
       kept_(new QCPBars(xAxis, yAxis)),
       truncated_(new QCPBars(xAxis, yAxis)),
       cutoff_(new QCPItemStraightLine(this)),
@@ -27,21 +26,12 @@ LengthHistogram::LengthHistogram(QWidget* parent)
   cutoffLabel_->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
   cutoffLabel_->position->setType(QCPItemPosition::ptPlotCoords);
   cutoffLabel_->setPadding(QMargins(4, 2, 4, 2));
-  setInteractions({});
   applyColors();
   clearHistogram();
 }
 
-void LengthHistogram::changeEvent(QEvent* event) {
-  QCustomPlot::changeEvent(event);
-  if (event->type() == QEvent::PaletteChange) {
-    applyColors();
-    replot();
-  }
-}
-
 void LengthHistogram::applyColors() {
-  applyPalette(this);
+  PalettePlot::applyColors();
   const QColor accent = palette().color(QPalette::Highlight);
   const QColor warning(0xd9, 0x6c, 0x1e);  // orange reads on light and dark backgrounds
   kept_->setPen(QPen(accent.darker(120)));

@@ -1,6 +1,7 @@
 #include "studio/ui/wizard/memory_bar.h"
 
-#include "plot_palette.h"
+#include <algorithm>
+
 
 namespace studio::ui {
 namespace {
@@ -24,7 +25,7 @@ QStringList MemoryBar::partNames() {
 }
 
 MemoryBar::MemoryBar(QWidget* parent)
-    : QCustomPlot(parent), capacity_(new QCPItemStraightLine(this)),
+    : PalettePlot(parent), capacity_(new QCPItemStraightLine(this)),
       capacityLabel_(new QCPItemText(this)) {
   setObjectName(QStringLiteral("memoryBar"));
   setMinimumHeight(180);
@@ -46,27 +47,18 @@ MemoryBar::MemoryBar(QWidget* parent)
   axisRect()->insetLayout()->take(legend);
   plotLayout()->addElement(1, 0, legend);
   plotLayout()->setRowStretchFactor(1, 0.001);
-  legend->setFillOrder(QCPLegend::foColumnsFirst);
   legend->setWrap(4);
+  legend->setFillOrder(QCPLegend::foColumnsFirst, true);
   capacityLabel_->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
   capacityLabel_->position->setTypeX(QCPItemPosition::ptPlotCoords);
   capacityLabel_->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
   capacityLabel_->setPadding(QMargins(4, 2, 4, 2));
-  setInteractions({});
   applyColors();
   clearEstimate();
 }
 
-void MemoryBar::changeEvent(QEvent* event) {
-  QCustomPlot::changeEvent(event);
-  if (event->type() == QEvent::PaletteChange) {
-    applyColors();
-    replot();
-  }
-}
-
 void MemoryBar::applyColors() {
-  applyPalette(this);
+  PalettePlot::applyColors();
   for (int i = 0; i < parts_.size(); ++i) {
     parts_[i]->setBrush(kColors[i % 8]);
     parts_[i]->setPen(QPen(kColors[i % 8].darker(130)));

@@ -4,6 +4,7 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QVBoxLayout>
 
@@ -31,7 +32,7 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
       bar_(new MemoryBar),
       verdict_(new QLabel),
       details_(new QLabel),
-      notes_(new QLabel),
+      notes_(new QPlainTextEdit),
       smallest_(new QPushButton(tr("&Smallest SP size that fits"))),
       job_(std::make_unique<LatestJob<MemoryOutcome>>(
           this, [this](const MemoryOutcome& o) { show(o); })) {
@@ -47,10 +48,13 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   QFont bold = verdict_->font();
   bold.setBold(true);
   verdict_->setFont(bold);
-  for (QLabel* label : {verdict_, details_, notes_}) {
+  for (QLabel* label : {verdict_, details_}) {
     label->setWordWrap(true);
     label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   }
+  notes_->setObjectName(QStringLiteral("notes"));
+  notes_->setReadOnly(true);
+  notes_->setMaximumHeight(notes_->fontMetrics().height() * 6);
 
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("GPU memory:")));
@@ -134,7 +138,7 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
   if (!outcome.deepspeedError.isEmpty())
     notes << tr("deepspeed: %1; estimated without ZeRO.").arg(outcome.deepspeedError);
   for (const std::string& n : e.notes) notes << QString::fromStdString(n);
-  notes_->setText(notes.join(QLatin1Char('\n')));
+  notes_->setPlainText(notes.join(QLatin1Char('\n')));
 
   const int current = static_cast<int>(draft()->config().sequence_parallel_size);
   const auto& best = outcome.smallestFittingSp;

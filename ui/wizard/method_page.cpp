@@ -48,6 +48,7 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
   refRow->addWidget(browse);
 
   auto* dpoForm = new QFormLayout(dpo_);
+  dpoForm->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
   dpoForm->addRow(tr("pref_beta:"), b->real("pref_beta", &RunConfig::pref_beta, 0, 100, 3));
   dpoForm->addRow(tr("pref_loss:"), loss_);
   dpoForm->addRow(tr("pref_ftx:"), b->real("pref_ftx", &RunConfig::pref_ftx, 0, 100, 3));
@@ -58,6 +59,7 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
                              "training (no reference model in GPU memory)")));
 
   auto* form = new QFormLayout;
+  form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
   form->addRow(tr("stage:"), stage_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(form);

@@ -77,7 +77,10 @@ ParallelismPage::ParallelismPage(RunDraft* draft, QWidget* parent)
   split_->setObjectName(QStringLiteral("usp_split"));
   explanation_->setObjectName(QStringLiteral("modeExplanation"));
   excluded_->setObjectName(QStringLiteral("excludedSizes"));
-  for (QLabel* label : {explanation_, excluded_}) label->setWordWrap(true);
+  for (QLabel* label : {explanation_, excluded_}) {
+    label->setWordWrap(true);
+    label->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);  // the form's full width
+  }
   deepspeed_->setPlaceholderText(tr("none (no ZeRO)"));
   auto* browse = new QPushButton(tr("&Browse..."));
   auto* dsRow = new QHBoxLayout;
@@ -85,6 +88,7 @@ ParallelismPage::ParallelismPage(RunDraft* draft, QWidget* parent)
   dsRow->addWidget(browse);
 
   auto* form = new QFormLayout;
+  form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
   form->addRow(tr("Nodes:"), nodes_);
   form->addRow(tr("GPUs per node:"), gpus_);
   form->addRow(tr("sequence_parallel_mode:"), mode_);

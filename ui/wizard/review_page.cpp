@@ -31,6 +31,7 @@ ReviewPage::ReviewPage(RunDraft* draft, QWidget* parent)
       highlighter_(new YamlHighlighter(editor_->document())),
       model_(new DiagnosticsModel(this)),
       table_(new QTableView),
+      summary_(new QLabel),
       kept_(new QLabel),
       baseDir_(new QLabel),
       command_(new QLabel) {
@@ -47,11 +48,12 @@ ReviewPage::ReviewPage(RunDraft* draft, QWidget* parent)
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
-  for (QLabel* label : {kept_, baseDir_, command_}) {
+  for (QLabel* label : {summary_, kept_, baseDir_, command_}) {
     label->setWordWrap(true);
     label->setTextInteractionFlags(Qt::TextSelectableByMouse);
     label->setTextFormat(Qt::PlainText);
   }
+  summary_->setObjectName(QStringLiteral("summary"));
   kept_->setObjectName(QStringLiteral("keptKeys"));
   command_->setObjectName(QStringLiteral("commandLine"));
 
@@ -62,6 +64,7 @@ ReviewPage::ReviewPage(RunDraft* draft, QWidget* parent)
   splitter->setStretchFactor(1, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(splitter, 1);
+  layout->addWidget(summary_);
   layout->addWidget(kept_);
   layout->addWidget(baseDir_);
   layout->addWidget(command_);
@@ -114,6 +117,14 @@ void ReviewPage::update() {
   if (!draft()->validating()) {
     model_->setDiagnostics(draft()->diagnostics());
     markLines();
+    const int errors = model_->errorCount(), warnings = model_->warningCount();
+    QStringList counts;
+    if (errors > 0) counts << (errors == 1 ? tr("1 error") : tr("%1 errors").arg(errors));
+    if (warnings > 0) counts << (warnings == 1 ? tr("1 warning") : tr("%1 warnings").arg(warnings));
+    summary_->setText(counts.isEmpty() ? tr("No problems found.")
+                      : errors > 0     ? tr("%1: fix the errors to launch.")
+                                         .arg(counts.join(QStringLiteral(", ")))
+                                       : tr("%1; the run can start.").arg(counts.join(QStringLiteral(", "))));
   }
   QStringList kept;
   for (const auto& x : draft()->config().extra_keys) kept << QString::fromStdString(x.key);
@@ -141,6 +152,10 @@ void ReviewPage::markLines() {
                                                 : QStyle::SP_MessageBoxWarning);
   }
   editor_->setLineMarks(std::move(marks));
+}
+
+QString ReviewPage::summaryText() const {
+  return summary_->text();
 }
 
 QString ReviewPage::keptKeysText() const {
@@ -172,7 +187,9 @@ QString ReviewPage::configFile() const {
   if (configFileIsCurrent()) return savedPath_;
   const QString output = QFileInfo(QString::fromStdString(draft()->config().output_dir)).fileName();
   const QString name = output.isEmpty() ? QStringLiteral("run.yaml") : output + QStringLiteral(".yaml");
-  return QDir(draft()->baseDir()).filePath(name);
+  // The demo's folder may be installed read-only: then suggest the home folder.
+  const QString dir = QFileInfo(draft()->baseDir()).isWritable() ? draft()->baseDir() : QDir::homePath();
+  return QDir(dir).filePath(name);
 }
 
 QString ReviewPage::commandLine() const {

@@ -102,12 +102,7 @@ void TestHyperparametersPage::validation() {
   HyperparametersPage page(&draft);
   draft.load(wizard_test::demoRun(overrides), QDir::tempPath());
   QVERIFY(wizard_test::setFields(&page, settings));
-  QVERIFY(wizard_test::settled(draft));
-  QCOMPARE(page.isComplete(), complete);
-  if (message.isEmpty())
-    QCOMPARE(page.messageText(), QString());
-  else
-    QVERIFY2(page.messageText().contains(message), qPrintable(page.messageText()));
+  wizard_test::verifyPage(page, complete, message);
 }
 
 void TestHyperparametersPage::typedValuesReachTheConfig() {

@@ -52,12 +52,7 @@ void TestModelPage::validation() {
   page.pathEdit()->setText(path);
   QCOMPARE(QString::fromStdString(draft.config().model_name_or_path), path);
   QVERIFY(!page.isComplete());  // until the folder has been read
-  QVERIFY(wizard_test::settled(draft));
-  QCOMPARE(page.isComplete(), complete);
-  if (message.isEmpty())
-    QCOMPARE(page.messageText(), QString());
-  else
-    QVERIFY2(page.messageText().contains(message), qPrintable(page.messageText()));
+  wizard_test::verifyPage(page, complete, message);
 }
 
 void TestModelPage::facts() {

@@ -134,12 +134,7 @@ void TestParallelismPage::validation() {
   ParallelismPage page(&draft);
   draft.load(shapeRun(QStringLiteral("qwen2.5-7b"), overrides), QDir::tempPath());
   page.gpusBox()->setValue(gpus);
-  QVERIFY(wizard_test::settled(draft));
-  QCOMPARE(page.isComplete(), complete);
-  if (message.isEmpty())
-    QCOMPARE(page.messageText(), QString());
-  else
-    QVERIFY2(page.messageText().contains(message), qPrintable(page.messageText()));
+  wizard_test::verifyPage(page, complete, message);
 }
 
 // The wizard sizes the world for the imported SP size; the size stays shown, marked, with

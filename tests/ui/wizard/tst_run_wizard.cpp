@@ -274,12 +274,16 @@ void TestRunWizard::reviewShowsEveryProblem() {
   QTRY_VERIFY(wizard.reviewPage()->launchButton()->isEnabled());
   QCOMPARE(wizard.reviewPage()->diagnosticsModel()->errorCount(), 0);
   QVERIFY(wizard.reviewPage()->diagnosticsModel()->warningCount() >= 5);  // the unknown keys
+  QVERIFY2(wizard.reviewPage()->summaryText().endsWith(QStringLiteral(" warnings; the run can start.")),
+           qPrintable(wizard.reviewPage()->summaryText()));
 
   // An error blocks Launch; its line in the shown YAML is marked.
   QVERIFY(wizard_test::setField(wizard.hyperparametersPage(), QStringLiteral("learning_rate"),
                                 QStringLiteral("-1")));
   QVERIFY(wizard_test::settled(*wizard.draft()));
   QVERIFY(!wizard.reviewPage()->launchButton()->isEnabled());
+  QVERIFY2(wizard.reviewPage()->summaryText().startsWith(QStringLiteral("1 error, ")),
+           qPrintable(wizard.reviewPage()->summaryText()));
   const auto& diags = wizard.reviewPage()->diagnosticsModel()->diagnostics();
   const auto it = std::find_if(diags.begin(), diags.end(),
                                [](const auto& d) { return d.key == "learning_rate"; });

@@ -56,12 +56,7 @@ void TestTargetPage::validation() {
   if (ssh) page.sshButton()->setChecked(true);
   QVERIFY(changed.count() >= 1);
   QCOMPARE(page.hostEdit()->isEnabled(), ssh);
-  QVERIFY(wizard_test::settled(draft));
-  QCOMPARE(page.isComplete(), complete);
-  if (message.isEmpty())
-    QCOMPARE(page.messageText(), QString());
-  else
-    QVERIFY2(page.messageText().contains(message), qPrintable(page.messageText()));
+  wizard_test::verifyPage(page, complete, message);
   const LaunchTarget t = page.target();
   QCOMPARE(t.kind, ssh ? LaunchTarget::Ssh : LaunchTarget::Local);
   QCOMPARE(t.sshTarget, target);

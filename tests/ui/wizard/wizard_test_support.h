@@ -12,6 +12,7 @@
 
 #include "studio/config/config_io.h"
 #include "studio/ui/wizard/run_draft.h"
+#include "studio/ui/wizard/wizard_page.h"
 
 namespace wizard_test {
 
@@ -45,6 +46,17 @@ inline studio::RunConfig demoRun(const QStringList& overrides = {}) {
 // Waits until the draft's newest validation has arrived.
 inline bool settled(studio::ui::RunDraft& draft) {
   return QTest::qWaitFor([&] { return !draft.validating(); }, 10000);
+}
+
+// A page's verdict once its draft's validation has arrived: complete or not, and its messages
+// containing `message` (empty: no message at all). Fails the calling test otherwise.
+inline void verifyPage(const studio::ui::WizardPage& page, bool complete, const QString& message) {
+  QVERIFY(settled(*page.draft()));
+  QCOMPARE(page.isComplete(), complete);
+  if (message.isEmpty())
+    QCOMPARE(page.messageText(), QString());
+  else
+    QVERIFY2(page.messageText().contains(message), qPrintable(page.messageText()));
 }
 
 // Sets the field named `key` on `page` from text: line edits take it as typed, spin boxes as a

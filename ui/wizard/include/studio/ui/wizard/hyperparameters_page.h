@@ -17,7 +17,7 @@ class HyperparametersPage : public WizardPage {
 
  private:
   QWidget* buildOptimisation();
-  QWidget* buildOutput();
+  QWidget* buildCheckpoints();
   void browseOutput();
 
   QLineEdit* output_ = nullptr;

@@ -4,13 +4,13 @@
 // vertical line between the bins it separates.
 #include <QVector>
 
-#include <qcustomplot.h>
+#include "studio/ui/wizard/palette_plot.h"
 
 #include "studio/data/dataset.h"
 
 namespace studio::ui {
 
-class LengthHistogram : public QCustomPlot {
+class LengthHistogram : public PalettePlot {
   Q_OBJECT
 
  public:
@@ -26,10 +26,9 @@ class LengthHistogram : public QCustomPlot {
   QStringList binLabels() const;
 
  protected:
-  void changeEvent(QEvent* event) override;
+  void applyColors() override;
 
  private:
-  void applyColors();
 
   QCPBars* kept_;
   QCPBars* truncated_;

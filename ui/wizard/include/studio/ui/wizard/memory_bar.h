@@ -5,13 +5,13 @@
 #include <QStringList>
 #include <QVector>
 
-#include <qcustomplot.h>
+#include "studio/ui/wizard/palette_plot.h"
 
 #include "studio/config/memory_estimate.h"
 
 namespace studio::ui {
 
-class MemoryBar : public QCustomPlot {
+class MemoryBar : public PalettePlot {
   Q_OBJECT
 
  public:
@@ -26,10 +26,9 @@ class MemoryBar : public QCustomPlot {
   double capacityGiB() const;
 
  protected:
-  void changeEvent(QEvent* event) override;
+  void applyColors() override;
 
  private:
-  void applyColors();
 
   QVector<QCPBars*> parts_;
   QCPItemStraightLine* capacity_;

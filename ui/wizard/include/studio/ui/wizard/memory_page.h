@@ -11,6 +11,7 @@
 
 class QDoubleSpinBox;
 class QLabel;
+class QPlainTextEdit;
 class QPushButton;
 
 namespace studio::ui {
@@ -54,7 +55,7 @@ class MemoryPage : public WizardPage {
   MemoryBar* bar_;
   QLabel* verdict_;
   QLabel* details_;
-  QLabel* notes_;
+  QPlainTextEdit* notes_;  // the estimate's assumptions, one per line
   QPushButton* smallest_;
   std::unique_ptr<LatestJob<MemoryOutcome>> job_;
   std::optional<MemoryOutcome> outcome_;

@@ -47,6 +47,8 @@ class ReviewPage : public WizardPage {
   QPushButton* copyButton() const { return copy_; }
   QPushButton* launchButton() const { return launch_; }
   QString keptKeysText() const;
+  // "No problems found.", "2 warnings; the run can start.", "1 error, 2 warnings: fix ...".
+  QString summaryText() const;
 
  signals:
   void launchClicked();
@@ -62,6 +64,7 @@ class ReviewPage : public WizardPage {
   YamlHighlighter* highlighter_;
   DiagnosticsModel* model_;
   QTableView* table_;
+  QLabel* summary_;
   QLabel* kept_;
   QLabel* baseDir_;
   QLabel* command_;
