@@ -12,16 +12,13 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 const QColor kColors[] = {QColor(0x4e79a7), QColor(0xf28e2b), QColor(0xe15759), QColor(0x76b7b2),
                           QColor(0x59a14f), QColor(0xedc948), QColor(0xb07aa1), QColor(0x9c755f)};
 
-std::vector<double> partBytes(const studio::MemoryBreakdown& b) {
-  return {b.weights,     b.gradients, b.optimizer,  b.reference,
-          b.activations, b.logits,    b.sp_buffers, b.optimizer_step};
-}
-
 }  // namespace
 
 QStringList MemoryBar::partNames() {
-  return {tr("weights"),     tr("gradients"), tr("optimizer"),  tr("reference"),
-          tr("activations"), tr("logits"),    tr("SP buffers"), tr("optimizer step")};
+  QStringList names;
+  for (const studio::MemoryPart& part : studio::memory_parts({}))
+    names << QString::fromUtf8(part.label);
+  return names;
 }
 
 MemoryBar::MemoryBar(QWidget* parent)
@@ -79,12 +76,12 @@ void MemoryBar::clearEstimate() {
 }
 
 void MemoryBar::setEstimate(const studio::MemoryEstimate& estimate) {
-  const std::vector<double> bytes = partBytes(estimate.bytes);
-  const QStringList names = partNames();
+  const std::vector<studio::MemoryPart> parts = studio::memory_parts(estimate.bytes);
   for (int i = 0; i < parts_.size(); ++i) {
-    const double gib = bytes[static_cast<size_t>(i)] / kGiB;
-    parts_[i]->setData({0.0}, {gib}, true);
-    parts_[i]->setName(tr("%1 %2 GiB").arg(names[i]).arg(gib, 0, 'f', 1));
+    const studio::MemoryPart& part = parts[static_cast<size_t>(i)];
+    parts_[i]->setData({0.0}, {part.bytes / kGiB}, true);
+    parts_[i]->setName(QStringLiteral("%1 %2").arg(QString::fromUtf8(part.label),
+                                                   QString::fromStdString(studio::format_gib(part.bytes))));
   }
   const double total = estimate.bytes.total() / kGiB;
   const double capacity = estimate.capacity_bytes / kGiB;

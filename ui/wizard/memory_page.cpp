@@ -21,7 +21,7 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 QString gib(double bytes) {
-  return QString::number(bytes / kGiB, 'f', 1);
+  return QString::fromStdString(studio::format_gib(bytes));
 }
 
 }  // namespace
@@ -120,10 +120,10 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
   const studio::MemoryEstimate& e = *outcome.estimate;
   bar_->setEstimate(e);
   const double total = e.bytes.total();
-  verdict_->setText(e.fits() ? tr("Fits: %1 of %2 GiB per GPU (%3 GiB to spare).")
+  verdict_->setText(e.fits() ? tr("Fits: %1 of %2 per GPU (%3 to spare).")
                                    .arg(gib(total), gib(e.capacity_bytes),
                                         gib(e.capacity_bytes - total))
-                             : tr("Does not fit by %1 GiB: %2 GiB needed per GPU, %3 GiB there.")
+                             : tr("Does not fit by %1: %2 needed per GPU, %3 there.")
                                    .arg(gib(total - e.capacity_bytes), gib(total),
                                         gib(e.capacity_bytes)));
   details_->setText(tr("World size %1, sequence parallel %2 (Ulysses %3 x ring %4), %5 tokens per "

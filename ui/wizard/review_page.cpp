@@ -135,10 +135,14 @@ void ReviewPage::update() {
                         ? commandLine()
                         : tr("%1\n(Export YAML writes %2 first.)").arg(commandLine(), configFile()));
 
+  // The studio starts runs on this machine only: one node, no SSH yet.
   const bool remote = target_.kind == LaunchTarget::Ssh;
+  const bool nodes = !remote && target_.nnodes > 1;
   const bool errors = studio::has_errors(draft()->diagnostics());
-  launch_->setText(remote ? tr("Remote launch comes with the Hosts page") : tr("&Launch"));
-  launch_->setEnabled(!remote && !errors && !draft()->validating());
+  launch_->setText(remote  ? tr("Remote launch comes with the Hosts page")
+                   : nodes ? tr("Several nodes: run the command line on each")
+                           : tr("&Launch"));
+  launch_->setEnabled(!remote && !nodes && !errors && !draft()->validating());
   launch_->setToolTip(errors ? tr("Fix the errors listed above to launch") : QString());
 }
 

@@ -1,7 +1,8 @@
 // RunWizard: importing every example and demo YAML exports it back unchanged (unknown keys
 // verbatim, listed on Review); choices made on the pages come out as the YAML keys users know
 // and pass validate_config; the demo fills the pages and Launch emits launchRequested with that
-// config; an SSH target disables Launch but not export; Review's buttons and diagnostics.
+// config; an SSH target or several nodes disable Launch but not export; Review's buttons and
+// diagnostics.
 #include <QAbstractItemModelTester>
 #include <QClipboard>
 #include <QDirIterator>
@@ -55,7 +56,7 @@ class TestRunWizard : public QObject {
   void importRefusesBrokenYaml();
   void choicesBecomeYaml();
   void demoFillsThePagesAndLaunches();
-  void sshTargetDisablesLaunch();
+  void launchIsForThisMachine();
   void reviewShowsEveryProblem();
 };
 
@@ -245,7 +246,7 @@ void TestRunWizard::demoFillsThePagesAndLaunches() {
   QVERIFY(wizard.commandLine().startsWith(QStringLiteral("cd ")));
 }
 
-void TestRunWizard::sshTargetDisablesLaunch() {
+void TestRunWizard::launchIsForThisMachine() {
   RunWizard wizard;
   wizard.setDemoModelDir(wizard_test::demoModel());
   QVERIFY(wizard.loadDemo(wizard_test::demoConfig()));
@@ -263,6 +264,13 @@ void TestRunWizard::sshTargetDisablesLaunch() {
   wizard.targetPage()->setLocal();
   QTRY_VERIFY(launch->isEnabled());
   QCOMPARE(launch->text(), QStringLiteral("&Launch"));
+
+  // Several nodes are started by hand on each node: Launch says so.
+  wizard.parallelismPage()->nodesBox()->setValue(2);
+  QVERIFY(wizard_test::settled(*wizard.draft()));
+  QVERIFY(!launch->isEnabled());
+  QCOMPARE(launch->text(), QStringLiteral("Several nodes: run the command line on each"));
+  QVERIFY(wizard.commandLine().contains(QStringLiteral(" --nnodes 2 --node-rank \"$NODE_RANK\"")));
 }
 
 void TestRunWizard::reviewShowsEveryProblem() {

@@ -1,7 +1,7 @@
 #pragma once
-// One GPU's estimated memory as a stacked horizontal bar - weights, gradients, optimizer,
-// reference, activations, logits, SP buffers, optimizer step - against the GPU's capacity (a
-// vertical line), with each part's GiB in the legend.
+// One GPU's estimated memory as a stacked horizontal bar of studio::memory_parts() - weights,
+// gradients, optimizer states, reference model, activations, logits, SP buffers, optimizer step -
+// against the GPU's capacity (a vertical line), with each part's GiB in the legend.
 #include <QStringList>
 #include <QVector>
 

@@ -1,8 +1,8 @@
 #pragma once
 // Page 8: the YAML the wizard will write (read-only, highlighted, problem lines marked), the keys
 // kept as written, every diagnostic of validate_config (errors block Launch), and the actions:
-// Export YAML... (atomic write), Copy command line, Launch. Launching on an SSH host is not built
-// yet, so Launch is disabled for one and says so.
+// Export YAML... (atomic write), Copy command line, Launch. Launch starts runs on this machine:
+// it is disabled, saying why, for an SSH host (not built yet) and for more than one node.
 #include <QString>
 
 #include "studio/ui/wizard/launch_target.h"
