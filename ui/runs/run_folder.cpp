@@ -16,7 +16,8 @@ QString runDirPath(const QString& dir) {
 
 bool isRunFolder(const QString& dir) {
   return QFileInfo::exists(runFile(dir, studio::kStatusFileName)) ||
-         QFileInfo::exists(runFile(dir, studio::kEventsFileName));
+         QFileInfo::exists(runFile(dir, studio::kEventsFileName)) ||
+         QFileInfo::exists(runFile(dir, kLaunchRecordFileName));
 }
 
 QString runFile(const QString& dir, const char* name) {

@@ -86,6 +86,12 @@ void StopWorker::watchLaunch(const QString& runDir, qint64 pid) {
 }
 
 void StopWorker::stop(const QString& runDir, const QString& engine, int graceSeconds) {
+  // Asking again while a stop is under way must not push its SIGKILL further out.
+  for (const Job& j : jobs_)
+    if (j.dir == runDir && j.phase != Phase::Launching) {
+      emit stopRequested(runDir);
+      return;
+    }
   qint64 pid = 0;
   QString engineProgram, error;
   if (!findEngine(runDir, engine, pid, engineProgram, error)) {
@@ -112,7 +118,7 @@ void StopWorker::stop(const QString& runDir, const QString& engine, int graceSec
     return;
   }
   emit stopRequested(runDir);
-  // A second stop of the same run restarts its wait instead of tracking it twice.
+  // A run stopped while starting is no launch failure when it exits.
   jobs_.erase(
       std::remove_if(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.dir == runDir; }),
       jobs_.end());

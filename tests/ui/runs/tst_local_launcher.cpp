@@ -298,6 +298,8 @@ void TestLocalLauncher::stopKillsTheGroup() {
   QTRY_COMPARE(requested.size(), 1);
   QTest::qWait(500);
   QVERIFY(studio::ui::processAlive(record.pid));  // SIGTERM was ignored; the grace time runs
+  launcher.stop(dir, 60);                         // asking again does not put the SIGKILL off
+  QTRY_COMPARE(requested.size(), 2);
   QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, 6000);
   QVERIFY(clock.elapsed() >= 1000);
   QCOMPARE(finished.front().at(1).toBool(), true);

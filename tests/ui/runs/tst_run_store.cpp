@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include "runs_test_support.h"
+#include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/runs/runs_model.h"
 
@@ -56,6 +57,7 @@ class TestRunStore : public QObject {
   void addRunRefusesNonRuns();
   void runChangedOnStatusChange();
   void pollsWhileRunning();
+  void listsLaunchedRunsBeforeTheyReport();
   void sortOrder_data();
   void sortOrder();
   void modelFollowsStore();
@@ -220,6 +222,31 @@ void TestRunStore::pollsWhileRunning() {
   finished.clear();
   QTest::qWait(10 * kPollMs);
   QCOMPARE(finished.size(), 0);
+}
+
+// A run the studio launched is listed from its launch record on, before the engine writes a file.
+void TestRunStore::listsLaunchedRunsBeforeTheyReport() {
+  QTemporaryDir root;
+  const QString dir = QDir::cleanPath(QDir(root.path()).filePath(QStringLiteral("launched")));
+  QVERIFY(QDir().mkpath(dir));
+  Sleeper engine;
+  studio::ui::LaunchRecord record;
+  record.pid = engine.pid();
+  record.host = studio::ui::localHostName();
+  record.nproc = 2;
+  record.started = QDateTime::currentDateTime();
+  QCOMPARE(record.write(dir), QString());
+
+  RunStore store;
+  store.setPollInterval(100);
+  store.setRoot(root.path());
+  QTRY_COMPARE(store.runs().size(), 1);
+  QCOMPARE(store.runs().front().dir, dir);
+  QCOMPARE(store.runs().front().state, RunState::Starting);
+  QCOMPARE(store.runs().front().worldSize, 2);
+
+  writeStatus(dir, studio::RunState::Running, engine.pid());
+  QTRY_COMPARE(store.run(dir)->state, RunState::Running);  // noticed by the store's own poll
 }
 
 void TestRunStore::sortOrder_data() {

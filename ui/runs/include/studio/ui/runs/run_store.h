@@ -40,8 +40,8 @@ class RunStore : public QObject {
   // Sets the folder whose subfolders are runs, and rescans.
   void setRoot(const QString& root);
 
-  // Adds a run folder outside the root (persisted) and rescans; it must exist and hold
-  // status.json or events.jsonl. Returns false with a message naming the folder otherwise.
+  // Adds a run folder outside the root (persisted) and rescans; it must exist and be a run
+  // folder (isRunFolder). Returns false with a message naming the folder otherwise.
   bool addRun(const QString& dir, QString* error = nullptr);
   // Removes a run from the list (persisted) without touching its files; addRun() brings it back.
   void forgetRun(const QString& dir);
