@@ -17,6 +17,17 @@ std::size_t lowerBound(const std::vector<double>& sorted, double key) {
                                   sorted.begin());
 }
 
+const std::vector<double>& byMode(XAxisMode mode, const std::vector<double>& steps,
+                                  const std::vector<double>& relative,
+                                  const std::vector<double>& wall) {
+  switch (mode) {
+    case XAxisMode::RelativeTime: return relative;
+    case XAxisMode::WallTime: return wall;
+    case XAxisMode::Step: break;
+  }
+  return steps;
+}
+
 }  // namespace
 
 RunSeries::RunSeries() { clear(); }
@@ -51,12 +62,7 @@ void RunSeries::clear() {
 }
 
 const std::vector<double>& RunSeries::x(XAxisMode mode) const {
-  switch (mode) {
-    case XAxisMode::RelativeTime: return relative_;
-    case XAxisMode::WallTime: return wall_;
-    case XAxisMode::Step: break;
-  }
-  return steps_;
+  return byMode(mode, steps_, relative_, wall_);
 }
 
 const std::vector<double>& RunSeries::values(Metric metric) const {
@@ -64,12 +70,7 @@ const std::vector<double>& RunSeries::values(Metric metric) const {
 }
 
 const std::vector<double>& RunSeries::evalX(XAxisMode mode) const {
-  switch (mode) {
-    case XAxisMode::RelativeTime: return evalRelative_;
-    case XAxisMode::WallTime: return evalWall_;
-    case XAxisMode::Step: break;
-  }
-  return evalSteps_;
+  return byMode(mode, evalSteps_, evalRelative_, evalWall_);
 }
 
 bool RunSeries::isDpo() const {
