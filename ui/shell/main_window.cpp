@@ -340,8 +340,7 @@ QString MainWindow::launchLocal(const studio::RunConfig& config, const QString& 
     return {};
   }
   log_->appendStudioMessage(tr("Launched %1").arg(dir));
-  store_->addRun(dir);
-  store_->refresh();
+  store_->refresh();  // it is under the store's root: listed as Starting from the next scan
   selectRun(dir);
   return dir;
 }
