@@ -20,9 +20,9 @@ Args::Args(std::vector<std::string> argv, std::set<std::string> valued,
     const std::string name = a.substr(0, eq);
     if (valued.count(name)) {
       if (eq != std::string::npos)
-        values_[name] = a.substr(eq + 1);
+        values_[name].push_back(a.substr(eq + 1));
       else if (i + 1 < argv.size())
-        values_[name] = argv[++i];
+        values_[name].push_back(argv[++i]);
       else
         error_ = name + " needs a value";
     } else if (flags.count(name) && eq == std::string::npos) {
@@ -36,7 +36,12 @@ Args::Args(std::vector<std::string> argv, std::set<std::string> valued,
 std::optional<std::string> Args::value(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::values(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>() : it->second;
 }
 
 int Args::positive_int(const std::string& name, int fallback) {

@@ -23,10 +23,6 @@ bool read_check_args(const std::vector<std::string>& argv, std::string& path,
   return true;
 }
 
-void print_diagnostics(const std::vector<studio::Diagnostic>& diags) {
-  std::cerr << studio::format_all(diags);
-}
-
 std::string summary(const studio::CheckResult& res, const studio::ValidateOptions& opt) {
   const studio::RunConfig& c = res.config;
   std::string s = "stage " + std::string(studio::to_string(c.stage));
@@ -45,18 +41,21 @@ std::string summary(const studio::CheckResult& res, const studio::ValidateOption
 
 }  // namespace
 
+bool print_check(const studio::CheckResult& res, const std::string& path) {
+  std::cerr << studio::format_all(res.diagnostics);
+  if (res.ok()) return true;
+  size_t errors = 0;
+  for (const auto& d : res.diagnostics) errors += d.severity == studio::Severity::Error;
+  std::cerr << path << ": " << errors << (errors == 1 ? " error" : " errors") << "\n";
+  return false;
+}
+
 int cmd_validate(const std::vector<std::string>& argv) {
   std::string path, error;
   studio::ValidateOptions opt;
   if (!read_check_args(argv, path, opt, error)) return usage_error("validate: " + error);
   const studio::CheckResult res = studio::check_config_file(path, opt);
-  print_diagnostics(res.diagnostics);
-  if (!res.ok()) {
-    size_t errors = 0;
-    for (const auto& d : res.diagnostics) errors += d.severity == studio::Severity::Error;
-    std::cerr << path << ": " << errors << (errors == 1 ? " error" : " errors") << "\n";
-    return kExitInvalid;
-  }
+  if (!print_check(res, path)) return kExitInvalid;
   std::cout << path << ": valid: " << summary(res, opt) << "\n";
   return kExitOk;
 }
@@ -66,7 +65,7 @@ int cmd_print_config(const std::vector<std::string>& argv) {
   studio::ValidateOptions opt;
   if (!read_check_args(argv, path, opt, error)) return usage_error("print-config: " + error);
   const studio::CheckResult res = studio::check_config_file(path, opt);
-  print_diagnostics(res.diagnostics);
+  std::cerr << studio::format_all(res.diagnostics);
   if (!res.ok()) return kExitInvalid;
   std::cout << studio::to_yaml(studio::normalized(res.config), studio::YamlStyle::Full);
   return kExitOk;

@@ -32,6 +32,15 @@ Commands:
       (processes per node x nodes); sequence_parallel_size must divide it.
       Exit 0 when the config is valid (warnings allowed), 2 otherwise.
       --for-training  treat missing local paths as errors, as a training run does.
+  estimate CONFIG.yaml [--nproc N] [--nnodes M] [--gpu-memory GIB] [--json]
+           [--set key=value ...]
+      Estimate the memory per GPU of the run (weights, gradients, optimizer states,
+      DPO reference, activations, logits, sequence-parallel buffers) and the smallest
+      sequence_parallel_size that fits. The config is validated first (errors and
+      exit code as validate). The world is N x M (default: one SP group). The GPU's
+      memory is --gpu-memory, else the smallest local CUDA device, else unknown.
+      --json  print one JSON object: every part in bytes, total, capacity, fits, sp,
+              smallest_fitting_sp and the notes.
   print-config CONFIG.yaml [--nproc N] [--nnodes M]
       Print the config as the engine runs it: every key, defaults filled in,
       unknown keys kept at the end.
@@ -85,6 +94,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "validate") return cmd_validate(rest);
     if (cmd == "print-config") return cmd_print_config(rest);
+    if (cmd == "estimate") return cmd_estimate(rest);
     if (cmd == "train") return cmd_train(rest);
     if (cmd == "eval") return cmd_eval(rest);
     if (cmd == "tokenize") return cmd_tokenize(rest);

@@ -218,19 +218,24 @@ void check_heads(const RunConfig& c, const ModelInfo& m, Checker& ck) {
   }
   if (degree <= 1) return;
   const std::string mode(to_string(c.sequence_parallel_mode));
-  if (m.num_heads % degree != 0) {
-    ck.error(key, mode + ": " + std::to_string(m.num_heads) + " query heads are not divisible by " +
-                      std::to_string(degree) + "; use zigzag-ring, or a degree that divides " +
-                      std::to_string(m.num_heads),
-             join_ints(divisors(static_cast<int>(m.num_heads))));
-    return;
+  switch (ulysses_heads(m, degree)) {
+    case UlyssesHeads::Ok:
+      return;
+    case UlyssesHeads::QueryHeadsIndivisible:
+      ck.error(key, mode + ": " + std::to_string(m.num_heads) +
+                        " query heads are not divisible by " + std::to_string(degree) +
+                        "; use zigzag-ring, or a degree that divides " +
+                        std::to_string(m.num_heads),
+               join_ints(divisors(static_cast<int>(m.num_heads))));
+      return;
+    case UlyssesHeads::KvHeadsUnsplittable:
+      ck.error(key, mode + ": the " + std::to_string(m.num_kv_heads) +
+                        " key/value heads can neither be split over nor replicated to " +
+                        std::to_string(degree) + " ranks (grouped-query attention); use "
+                        "zigzag-ring, or a degree that divides or is a multiple of " +
+                        std::to_string(m.num_kv_heads));
+      return;
   }
-  if (m.num_kv_heads % degree != 0 && degree % m.num_kv_heads != 0)
-    ck.error(key, mode + ": the " + std::to_string(m.num_kv_heads) +
-                      " key/value heads can neither be split over nor replicated to " +
-                      std::to_string(degree) + " ranks (grouped-query attention); use "
-                      "zigzag-ring, or a degree that divides or is a multiple of " +
-                      std::to_string(m.num_kv_heads));
 }
 
 std::string hub_hint(const std::string& p) {
@@ -409,12 +414,15 @@ std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOpti
   return diags;
 }
 
-CheckResult check_config_file(const std::string& path, const ValidateOptions& opt) {
+CheckResult check_config_file(const std::string& path, const ValidateOptions& opt,
+                              const std::vector<std::string>& overrides) {
   LoadResult loaded = load_config_file(path);
   CheckResult res{std::move(loaded.config), std::move(loaded.diagnostics), std::nullopt};
   const bool parsed = !res.config.source.key_pos.empty();
   if (parsed) {
-    auto more = validate_config(res.config, opt, &res.model);
+    auto more = apply_overrides(res.config, overrides);
+    res.diagnostics.insert(res.diagnostics.end(), more.begin(), more.end());
+    more = validate_config(res.config, opt, &res.model);
     res.diagnostics.insert(res.diagnostics.end(), more.begin(), more.end());
     sort_by_position(res.diagnostics);
   }
@@ -432,6 +440,14 @@ std::vector<int> divisors(int world_size) {
   for (int d = 1; d <= world_size; ++d)
     if (world_size % d == 0) out.push_back(d);
   return out;
+}
+
+UlyssesHeads ulysses_heads(const ModelInfo& m, int64_t degree) {
+  if (degree <= 1) return UlyssesHeads::Ok;
+  if (m.num_heads % degree != 0) return UlyssesHeads::QueryHeadsIndivisible;
+  if (m.num_kv_heads % degree != 0 && degree % m.num_kv_heads != 0)
+    return UlyssesHeads::KvHeadsUnsplittable;
+  return UlyssesHeads::Ok;
 }
 
 }  // namespace studio

@@ -1,4 +1,7 @@
-// studio-train validate / print-config / --help / --version, run as a process.
+// studio-train validate / print-config / estimate / --help / --version, run as a process.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QtTest>
 
 #include "studio/config/config_io.h"
@@ -40,6 +43,8 @@ class TestStudioTrainCli : public QObject {
   void configKeysDocIsCurrent();
   void tokenizeRoundTripsThroughDecode();
   void previewMarksMaskedSpans();
+  void estimateJsonIsOneObject();
+  void estimateNeedsTheModelShapes();
 };
 
 void TestStudioTrainCli::exitCodes_data() {
@@ -67,6 +72,32 @@ void TestStudioTrainCli::exitCodes_data() {
   QTest::newRow("multi-node world too small")
       << QStringList{"validate", "qwen2.5-7b-sft-sp8.yaml", "--nproc", "2", "--nnodes", "3"} << 2
       << "err" << "does not divide the world size 6";
+  // estimate: the example of tst_run_config (Qwen2.5-7B, 131072 tokens, ZeRO-3 offload) on 8
+  // GPUs; its numbers are worked out in tst_memory_estimate.
+  const QStringList estimate{"estimate", "qwen2.5-7b-sft-sp8.yaml", "--nproc", "8"};
+  QTest::newRow("estimate table")
+      << estimate + QStringList{"--gpu-memory", "80"} << 0 << "out"
+      << "  total                   22.60 GiB of 80.00 GiB: fits, 57.40 GiB spare\n";
+  QTest::newRow("estimate smallest sp")
+      << estimate + QStringList{"--gpu-memory=80"} << 0 << "out"
+      << "Smallest sequence_parallel_size that fits in 80.00 GiB: 2 (valid sizes on a world of "
+         "8: 1, 2, 4, 8)";
+  QTest::newRow("estimate none fits")
+      << estimate + QStringList{"--gpu-memory", "20.5"} << 0 << "out"
+      << "No sequence_parallel_size fits in 20.50 GiB";
+  QTest::newRow("estimate set")
+      << estimate + QStringList{"--set", "sequence_parallel_size=4", "--set=cutoff_len=65536"}
+      << 0 << "out" << "sequence parallel 4 (zigzag-ring), 16,384 tokens per rank";
+  QTest::newRow("estimate default world") << QStringList{"estimate", "qwen2.5-7b-sft-sp8.yaml"}
+                                          << 0 << "out" << "Memory per GPU: world 8,";
+  QTest::newRow("estimate bad world") << QStringList{"estimate", "qwen2.5-7b-sft-sp8.yaml",
+                                                     "--nproc", "4"}
+                                      << 2 << "err" << "does not divide the world size 4";
+  QTest::newRow("estimate bad set") << estimate + QStringList{"--set", "sequence_parallel_size=3"}
+                                    << 2 << "err" << "qwen2.5-7b-sft-sp8.yaml: 1 error";
+  QTest::newRow("estimate bad gpu memory")
+      << estimate + QStringList{"--gpu-memory", "lots"} << 2 << "err"
+      << "--gpu-memory needs a positive number of GiB, got 'lots'";
 }
 
 void TestStudioTrainCli::exitCodes() {
@@ -195,6 +226,46 @@ void TestStudioTrainCli::previewMarksMaskedSpans() {
   QVERIFY2(r.out.contains("[[<|im_start|>system"), qPrintable(r.out));
   QVERIFY2(r.out.contains("]]0 2 5 5 5<|im_end|>"), qPrintable(r.out));
   QVERIFY2(r.out.contains("2000 training samples"), qPrintable(r.out));
+}
+
+void TestStudioTrainCli::estimateJsonIsOneObject() {
+  const Run r = run({"estimate", "qwen2.5-7b-sft-sp8.yaml", "--nproc", "8", "--gpu-memory", "41",
+                     "--json"});
+  QVERIFY2(r.code == 0, qPrintable(r.err));
+  QJsonParseError error;
+  const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8(), &error);
+  QVERIFY2(doc.isObject(), qPrintable(error.errorString() + "\n" + r.out));
+  const QJsonObject o = doc.object();
+  double sum = 0;
+  const QJsonObject bytes = o["bytes"].toObject();
+  for (const char* part : {"weights", "gradients", "optimizer", "reference", "activations",
+                           "logits", "sp_buffers", "optimizer_step"}) {
+    QVERIFY2(bytes[part].isDouble(), part);
+    sum += bytes[part].toDouble();
+  }
+  QCOMPARE(o["total"].toDouble(), sum);
+  // 4 x 152064 x 16384 + 8 x 152064 x 2048 (see tst_memory_estimate).
+  QCOMPARE(bytes["logits"].toDouble(), 12457082880.0);
+  QCOMPARE(o["capacity"].toDouble(), 41.0 * 1024 * 1024 * 1024);
+  QCOMPARE(o["fits"].toBool(), true);
+  QCOMPARE(o["sp"].toInt(), 8);
+  QCOMPARE(o["world_size"].toInt(), 8);
+  QCOMPARE(o["smallest_fitting_sp"].toInt(), 4);
+  QCOMPARE(o["valid_sp_sizes"].toArray(), (QJsonArray{1, 2, 4, 8}));
+  QVERIFY(o["notes"].toArray().size() > 5);
+}
+
+void TestStudioTrainCli::estimateNeedsTheModelShapes() {
+  QTemporaryDir dir;
+  QFile f(dir.filePath("c.yaml"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write("model_name_or_path: no-such-model\ndataset: d\ntemplate: qwen\noutput_dir: o\n");
+  f.close();
+  const Run r = run({"estimate", f.fileName()}, dir.path());
+  QCOMPARE(r.code, 2);
+  QVERIFY2(r.err.contains("model_name_or_path: warning: no such folder"), qPrintable(r.err));
+  QVERIFY2(r.err.contains("the estimate needs the model's shapes"), qPrintable(r.err));
+  QVERIFY(r.out.isEmpty());
 }
 
 QTEST_MAIN(TestStudioTrainCli)

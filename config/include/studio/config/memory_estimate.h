@@ -32,18 +32,34 @@ struct MemoryBreakdown {
   double optimizer = 0;    // fp32 master weights (mixed precision) + Adam m and v
   double reference = 0;    // DPO's frozen reference model (0 when precompute_ref_logps)
   double activations = 0;  // saved for backward (per local token and layer), incl. recompute
-  double logits = 0;       // LM head output (+ fp32 copy and gradient: the loss is not fused)
+  double logits = 0;       // the loss's fp32 log-softmax of every token, plus one chunk's
+                           // logits, fp32 copy and gradients (the loss is chunked, not fused)
   double sp_buffers = 0;   // ring K/V receive buffers and fp32 out/lse accumulators; Ulysses
                            // all-to-all buffers
+  // What the optimizer step needs beyond the backward's working set (activations, logits and SP
+  // buffers, all freed by then): fp32 gradient copies and AdamW temporaries. 0 when the backward
+  // is the peak, so that total() is the peak of both phases and the parts still add up to it.
+  double optimizer_step = 0;
   double total() const {
-    return weights + gradients + optimizer + reference + activations + logits + sp_buffers;
+    return weights + gradients + optimizer + reference + activations + logits + sp_buffers +
+           optimizer_step;
   }
 };
+
+// One part of a breakdown, in the order the table and the wizard's bar show them.
+struct MemoryPart {
+  const char* key;    // e.g. "sp_buffers": the JSON name
+  const char* label;  // e.g. "SP buffers"
+  double bytes;
+};
+std::vector<MemoryPart> memory_parts(const MemoryBreakdown& bytes);
 
 struct MemoryEstimate {
   MemoryBreakdown bytes;
   int world_size = 1;
   int sp_size = 1;
+  int ulysses_degree = 1;         // sp_size = ulysses_degree x ring_degree
+  int ring_degree = 1;
   int64_t tokens_per_rank = 0;    // local tokens of one micro-batch (DPO: chosen + rejected)
   double bytes_per_param = 0;     // model states per parameter on one GPU
   double capacity_bytes = 0;      // EstimateOptions::gpu_capacity_bytes
@@ -68,5 +84,8 @@ std::optional<int> smallest_fitting_sp(const RunConfig& cfg, const ModelInfo& mo
 
 // A table in GiB, one row per part, with the total against the capacity and the notes.
 std::string format_estimate_text(const MemoryEstimate& estimate);
+
+// "12.34 GiB" (1 GiB = 2^30 bytes)
+std::string format_gib(double bytes);
 
 }  // namespace studio

@@ -1,5 +1,6 @@
 #pragma once
 // Validation of a run config: every problem in one pass, each located at its key's line.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,13 +38,21 @@ struct CheckResult {
   bool ok() const { return !has_errors(diagnostics); }
 };
 
-// Load + validate in one pass: what `studio-train validate` and the wizard run.
-CheckResult check_config_file(const std::string& path, const ValidateOptions& opt);
+// Load + validate in one pass: what `studio-train validate` and the wizard run. `overrides` are
+// `key=value` settings applied after loading, as `--set` gives them (see apply_overrides).
+CheckResult check_config_file(const std::string& path, const ValidateOptions& opt,
+                              const std::vector<std::string>& overrides = {});
 
 // The config as the engine runs it: eval_steps defaulted.
 RunConfig normalized(const RunConfig& cfg);
 
 // Sizes that divide `world_size` (the valid sequence_parallel_size choices).
 std::vector<int> divisors(int world_size);
+
+// Whether Ulysses of `degree` ranks can scatter a model's attention heads: the query heads must
+// divide over the ranks, and the key/value heads must either divide over them or be replicated
+// to them (degree a multiple of the kv heads, keeping grouped-query attention's mapping).
+enum class UlyssesHeads { Ok, QueryHeadsIndivisible, KvHeadsUnsplittable };
+UlyssesHeads ulysses_heads(const ModelInfo& model, int64_t degree);
 
 }  // namespace studio

@@ -1,0 +1,161 @@
+// studio-train estimate: the per-GPU memory of a run before it starts, and the smallest sequence
+// parallel size that fits the GPU.
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_args.h"
+#include "commands.h"
+#include "studio/config/memory_estimate.h"
+#include "studio/config/validate.h"
+#include "studio/trainer/runtime_info.h"
+
+namespace studio::app {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct EstimateArgs {
+  std::string path;
+  int nproc = 0;  // 0: not given
+  int nnodes = 1;
+  double gpu_gib = 0;  // 0: not given
+  bool json = false;
+  std::vector<std::string> sets;
+};
+
+bool read_args(const Argv& argv, EstimateArgs& out, std::string& error) {
+  cli::Args args(argv, {"--nproc", "--nnodes", "--gpu-memory", "--set"}, {"--json"});
+  out.nproc = args.positive_int("--nproc", 0);
+  out.nnodes = args.positive_int("--nnodes", 1);
+  out.json = args.flag("--json");
+  out.sets = args.values("--set");
+  if (!args.ok()) return error = args.error(), false;
+  if (const auto gib = args.value("--gpu-memory")) {
+    char* end = nullptr;
+    out.gpu_gib = std::strtod(gib->c_str(), &end);
+    if (gib->empty() || *end != '\0' || !(out.gpu_gib > 0) || !std::isfinite(out.gpu_gib))
+      return error = "--gpu-memory needs a positive number of GiB, got '" + *gib + "'", false;
+  }
+  if (args.positional().size() != 1) return error = "expected one CONFIG.yaml", false;
+  if (args.value("--nnodes") && !args.value("--nproc"))
+    return error = "--nnodes needs --nproc (processes per node)", false;
+  out.path = args.positional().front();
+  return true;
+}
+
+struct Capacity {
+  double bytes = 0;    // 0: unknown
+  std::string source;  // where the figure came from, or why there is none
+};
+
+// --gpu-memory, else the smallest CUDA device this engine sees (the one that limits a run),
+// else unknown.
+Capacity gpu_capacity(double gpu_gib) {
+  if (gpu_gib > 0) return {gpu_gib * kGiB, "--gpu-memory"};
+  const trainer::RuntimeInfo info = trainer::query_runtime_info();
+  const trainer::CudaDeviceInfo* smallest = nullptr;
+  for (const auto& d : info.devices)
+    if (!smallest || d.total_memory_bytes < smallest->total_memory_bytes) smallest = &d;
+  if (smallest)
+    return {static_cast<double>(smallest->total_memory_bytes),
+            "cuda:" + std::to_string(smallest->index) + " " + smallest->name};
+  return {0, std::string("unknown: ") +
+                 (info.torch_cuda_build ? "no usable CUDA device here"
+                                        : "this studio-train runs on the CPU") +
+                 "; give --gpu-memory GIB"};
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+  return out;
+}
+
+nlohmann::json to_json(const MemoryEstimate& est, const Capacity& cap,
+                       const std::vector<int>& sizes, const std::optional<int>& smallest) {
+  const MemoryBreakdown& b = est.bytes;
+  auto whole = [](double bytes) { return static_cast<int64_t>(std::llround(bytes)); };
+  nlohmann::json j;
+  for (const MemoryPart& part : memory_parts(b)) j["bytes"][part.key] = whole(part.bytes);
+  j["total"] = whole(b.total());
+  j["capacity"] = cap.bytes > 0 ? nlohmann::json(whole(cap.bytes)) : nlohmann::json();
+  j["capacity_source"] = cap.source;
+  j["fits"] = cap.bytes > 0 ? nlohmann::json(est.fits()) : nlohmann::json();
+  j["world_size"] = est.world_size;
+  j["sp"] = est.sp_size;
+  j["ulysses_degree"] = est.ulysses_degree;
+  j["ring_degree"] = est.ring_degree;
+  j["tokens_per_rank"] = est.tokens_per_rank;
+  j["bytes_per_param"] = est.bytes_per_param;
+  j["valid_sp_sizes"] = sizes;
+  j["smallest_fitting_sp"] = smallest ? nlohmann::json(*smallest) : nlohmann::json();
+  j["notes"] = est.notes;
+  return j;
+}
+
+std::string smallest_text(const Capacity& cap, const std::vector<int>& sizes,
+                          const std::optional<int>& smallest, int world) {
+  const std::string of =
+      " (valid sizes on a world of " + std::to_string(world) + ": " + join(sizes) + ")";
+  if (cap.bytes <= 0)
+    return "Smallest sequence_parallel_size that fits: unknown without the GPU capacity" + of;
+  if (!smallest) return "No sequence_parallel_size fits in " + format_gib(cap.bytes) + of;
+  return "Smallest sequence_parallel_size that fits in " + format_gib(cap.bytes) + ": " +
+         std::to_string(*smallest) + of;
+}
+
+}  // namespace
+
+int cmd_estimate(const Argv& argv) {
+  EstimateArgs a;
+  std::string error;
+  if (!read_args(argv, a, error)) return usage_error("estimate: " + error);
+  ValidateOptions vopt;
+  vopt.nproc_per_node = a.nproc;
+  vopt.nnodes = a.nnodes;
+  const CheckResult res = check_config_file(a.path, vopt, a.sets);
+  if (!print_check(res, a.path)) return kExitInvalid;
+  if (!res.model) {
+    std::cerr << a.path
+              << ": the estimate needs the model's shapes: model_name_or_path must be a "
+                 "folder with a readable config.json\n";
+    return kExitInvalid;
+  }
+  const RunConfig& cfg = res.config;
+  EstimateOptions opt;
+  // Without --nproc: the smallest world the config runs on, one SP group.
+  opt.nproc_per_node =
+      a.nproc > 0 ? a.nproc : static_cast<int>(std::max<int64_t>(1, cfg.sequence_parallel_size));
+  opt.nnodes = a.nnodes;
+  if (cfg.deepspeed) {
+    opt.deepspeed = read_deepspeed_json(*cfg.deepspeed, error);
+    if (!opt.deepspeed) {
+      std::cerr << a.path << ": deepspeed: " << error
+                << "; the estimate needs its ZeRO stage and offload flags\n";
+      return kExitInvalid;
+    }
+  }
+  const Capacity cap = gpu_capacity(a.gpu_gib);
+  opt.gpu_capacity_bytes = cap.bytes;
+  const MemoryEstimate est = estimate_memory(cfg, *res.model, opt);
+  const std::vector<int> sizes = valid_sp_sizes(cfg, *res.model, opt.world_size());
+  const std::optional<int> smallest = smallest_fitting_sp(cfg, *res.model, opt);
+  if (a.json) {
+    std::cout << to_json(est, cap, sizes, smallest).dump() << "\n";
+    return kExitOk;
+  }
+  std::cout << a.path << ": " << res.model->architecture << " "
+            << format_count(res.model->parameter_count()) << ", stage " << to_string(cfg.stage)
+            << ", cutoff_len " << cfg.cutoff_len
+            << (a.nproc > 0 ? "" : " (no --nproc: the world is one SP group)") << "\n"
+            << format_estimate_text(est) << "GPU capacity: "
+            << (cap.bytes > 0 ? format_gib(cap.bytes) + " (" + cap.source + ")" : cap.source)
+            << "\n"
+            << smallest_text(cap, sizes, smallest, opt.world_size()) << "\n";
+  return kExitOk;
+}
+
+}  // namespace studio::app

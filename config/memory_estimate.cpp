@@ -1,0 +1,474 @@
+// The per-GPU memory estimate: what studio-train's engine (trainer/) keeps on one GPU, term by
+// term, with the reference formulas (performance-anchors.md, "Memory per GPU") where the engine
+// does not decide (ZeRO sharding, which only a DeepSpeed run applies). docs/MEMORY_ESTIMATE.md
+// derives every term from the engine's code.
+#include "studio/config/memory_estimate.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace studio {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// trainer/include/studio/trainer/loss.h: the LM head and its loss run over this many tokens at a
+// time (lm_cross_entropy_sum, lm_target_logprobs).
+constexpr int64_t kLossChunkTokens = 2048;
+
+// 209032 -> "209,032"
+std::string grouped(double value) {
+  std::string digits = std::to_string(static_cast<long long>(value + 0.5));
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3)
+    digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
+// The sequence-parallel grid of a config: Ulysses degree x ring degree = sp.
+struct SpShape {
+  int64_t sp = 1, ulysses = 1, ring = 1;
+};
+
+SpShape sp_shape(const RunConfig& c) {
+  const int64_t sp = std::max<int64_t>(1, c.sequence_parallel_size);
+  switch (c.sequence_parallel_mode) {
+    case SpMode::ZigzagRing:
+      return {sp, 1, sp};
+    case SpMode::Ulysses:
+      return {sp, sp, 1};
+    case SpMode::Usp:
+      break;
+  }
+  const int64_t u = std::clamp<int64_t>(c.sequence_parallel_ulysses_degree, 1, sp);
+  return {sp, u, sp / u};
+}
+
+// What the global length is padded to (trainer/sp/layout.cpp sp_pad_multiple): two chunks per
+// ring rank for the zigzag, one per rank for a pure Ulysses group.
+int64_t pad_multiple(const SpShape& s) {
+  if (s.sp == 1) return 1;
+  return s.ring == 1 ? s.ulysses : 2 * s.sp;
+}
+
+// The largest Ulysses degree dividing `sp` that the heads allow (1, a pure ring, always does).
+int64_t largest_ulysses_degree(const ModelInfo& m, int64_t sp) {
+  for (int64_t u = sp; u > 1; --u)
+    if (sp % u == 0 && ulysses_heads(m, u) == UlyssesHeads::Ok) return u;
+  return 1;
+}
+
+// The precision settings as the engine applies them (trainer/train_loop.cpp compute_dtype,
+// trainer/optim/master_weights.cpp): a bf16 model always gets fp32 master weights, and AdamW's
+// m and v are shaped like what it steps, the fp32 masters.
+struct Precision {
+  double value = 4;      // bytes of one activation or weight value (bf16 2, fp32 4)
+  bool masters = false;  // separate fp32 master weights
+  double weights = 4, gradients = 4, optimizer = 8;  // bytes per parameter
+};
+
+Precision precision_of(const RunConfig& c) {
+  if (c.bf16 || c.pure_bf16 || c.fp16) return {2, true, 2, 2, 12};
+  return {4, false, 4, 4, 8};
+}
+
+class Estimator {
+ public:
+  Estimator(const RunConfig& cfg, const ModelInfo& m, const EstimateOptions& opt)
+      : cfg_(cfg), m_(m), opt_(opt), p_(precision_of(cfg)), sp_(sp_shape(cfg)) {
+    h_ = double(m.hidden_size);
+    hq_ = double(m.num_heads * m.head_dim);
+    // Ulysses with fewer K/V heads than ranks replicates each K/V head (trainer/sp/ulysses.cpp):
+    // K and V are then this much larger on every rank from the all-to-all on.
+    const double kv_rep = sp_.ulysses > 1 && m.num_kv_heads % sp_.ulysses != 0
+                              ? double(sp_.ulysses) / double(m.num_kv_heads)
+                              : 1.0;
+    hkv_ = double(m.num_kv_heads * m.head_dim) * kv_rep;
+    f_ = double(m.intermediate_size);
+    vocab_ = double(m.vocab_size);
+    layers_ = double(m.num_layers);
+    params_ = double(m.parameter_count());
+    embed_params_ = vocab_ * h_;
+    const double embeddings = embed_params_ * (m.tie_word_embeddings ? 1 : 2);
+    layer_params_ = (params_ - embeddings - h_) / layers_;
+    world_ = std::max(1, opt.world_size());
+    zero_ = opt.deepspeed ? opt.deepspeed->zero_stage : 0;
+  }
+
+  MemoryEstimate run() {
+    est_.world_size = world_;
+    est_.sp_size = static_cast<int>(sp_.sp);
+    est_.ulysses_degree = static_cast<int>(sp_.ulysses);
+    est_.ring_degree = static_cast<int>(sp_.ring);
+    est_.capacity_bytes = opt_.gpu_capacity_bytes;
+    model_states();
+    reference();
+    tokens();
+    activations();
+    logits();
+    sp_buffers();
+    optimizer_step();
+    closing_notes();
+    return est_;
+  }
+
+ private:
+  void note(std::string text) { est_.notes.push_back(std::move(text)); }
+  MemoryBreakdown& b() { return est_.bytes; }
+
+  void model_states() {
+    const double n = world_;
+    const bool offload_opt = zero_ >= 1 && opt_.deepspeed->offload_optimizer;
+    const bool offload_param = zero_ >= 3 && opt_.deepspeed->offload_param;
+    const double gathered = std::max(layer_params_, embed_params_);
+    b().weights = zero_ >= 3
+                      ? (offload_param ? 0 : p_.weights * params_ / n) + p_.weights * gathered
+                      : p_.weights * params_;
+    b().gradients = zero_ >= 2 ? p_.gradients * params_ / n : p_.gradients * params_;
+    b().optimizer =
+        zero_ >= 1 ? (offload_opt ? 0 : p_.optimizer * params_ / n) : p_.optimizer * params_;
+    est_.bytes_per_param = (b().weights + b().gradients + b().optimizer) / params_;
+
+    if (cfg_.bf16 || cfg_.fp16)
+      note(std::string(cfg_.fp16 ? "fp16 (which studio-train refuses: it has no loss scaling; "
+                                   "estimated as bf16)"
+                                 : "bf16") +
+           ": bf16 weights and gradients (2 + 2 B/param), fp32 master weights and AdamW m "
+           "and v (12 B/param): 16 B/param before sharding.");
+    else if (cfg_.pure_bf16)
+      note(
+          "pure_bf16: studio-train keeps fp32 master weights and fp32 AdamW m and v for a bf16 "
+          "model just as with bf16 (2 + 2 + 12 = 16 B/param); LLaMA-Factory's pure_bf16 "
+          "(bf16 states, 2 + 2 + 4 = 8 B/param) would need " +
+          format_gib(8 * params_) + " less without ZeRO.");
+    else
+      note(
+          "fp32: weights, gradients (4 + 4 B/param) and AdamW m and v (8 B/param) are fp32: "
+          "16 B/param before sharding, and every activation value takes 4 B.");
+    zero_notes(gathered, offload_opt, offload_param);
+  }
+
+  void zero_notes(double gathered, bool offload_opt, bool offload_param) {
+    if (zero_ == 0) {
+      if (world_ > 1)
+        note("No ZeRO: every one of the " + std::to_string(world_) +
+             " GPUs holds the whole model states (studio-train replicates them).");
+      if (opt_.deepspeed && (opt_.deepspeed->offload_optimizer || opt_.deepspeed->offload_param))
+        note(
+            "Offloading needs ZeRO (offload_optimizer stage 1 or more, offload_param stage 3); "
+            "at stage 0 it changes nothing.");
+      return;
+    }
+    const std::string n = std::to_string(world_);
+    const char* sharded = zero_ == 1   ? "optimizer states are"
+                          : zero_ == 2 ? "gradients and optimizer states are"
+                                       : "weights, gradients and optimizer states are";
+    note("ZeRO-" + std::to_string(zero_) + ": the " + sharded + " sharded over the world of " + n +
+         " GPUs, as the reference formulas say.");
+    if (zero_ >= 3)
+      note("ZeRO-3 gathers one module's whole weights at a time; the largest is counted: " +
+           std::string(embed_params_ >= layer_params_ ? "the embedding or LM head"
+                                                      : "a decoder layer") +
+           " (" + format_count(static_cast<int64_t>(gathered)) + " parameters, " +
+           format_gib(p_.weights * gathered) + ").");
+    if (offload_opt)
+      note(
+          "offload_optimizer: the fp32 master weights and AdamW states live in CPU memory; the "
+          "gradient shard stays on the GPU.");
+    if (offload_param)
+      note(
+          "offload_param: the weight shard lives in CPU memory; only the gathered module is on "
+          "the GPU.");
+    if (opt_.deepspeed->offload_param && zero_ < 3)
+      note("offload_param needs ZeRO-3; at stage " + std::to_string(zero_) +
+           " it changes nothing.");
+    const double replicas = (p_.weights + p_.gradients + p_.optimizer) * params_;
+    note(
+        "studio-train itself does not shard: it reads the DeepSpeed JSON but keeps full "
+        "replicas on every GPU (model states " +
+        format_gib(replicas) + " instead of " +
+        format_gib(b().weights + b().gradients + b().optimizer) +
+        "), so the ZeRO figures describe a DeepSpeed run of this config.");
+  }
+
+  void reference() {
+    if (cfg_.stage != Stage::Dpo) return;
+    if (cfg_.precompute_ref_logps) {
+      note(
+          "precompute_ref_logps: the reference model computes its log-probs before training "
+          "and is then dropped: 0 B during training.");
+      return;
+    }
+    const bool offloaded = zero_ >= 3 && opt_.deepspeed->offload_param;
+    b().reference = zero_ >= 3 ? (offloaded ? 0 : p_.value * params_ / world_) : p_.value * params_;
+    note("DPO reference model: a frozen copy in the compute dtype (" + grouped(p_.value) +
+         " B/param)" +
+         (offloaded    ? std::string(", offloaded to CPU like the weights under ZeRO-3")
+          : zero_ >= 3 ? std::string(", sharded like the weights under ZeRO-3")
+                       : std::string()) +
+         ".");
+  }
+
+  void tokens() {
+    const int64_t rows =
+        std::max<int64_t>(1, cfg_.per_device_train_batch_size) * (cfg_.stage == Stage::Dpo ? 2 : 1);
+    const int64_t multiple = pad_multiple(sp_);
+    const int64_t cutoff = std::max<int64_t>(1, cfg_.cutoff_len);
+    const int64_t padded = (cutoff + multiple - 1) / multiple * multiple;
+    tokens_ = rows * padded / sp_.sp;
+    est_.tokens_per_rank = tokens_;
+    std::string text = "Tokens per rank: " + std::to_string(rows) + " row" + (rows > 1 ? "s" : "") +
+                       " of cutoff_len " + std::to_string(cutoff);
+    if (padded != cutoff)
+      text += " (padded to " + std::to_string(padded) + ", a multiple of " +
+              std::to_string(multiple) + ", as the engine pads for sequence parallelism)";
+    if (sp_.sp > 1) text += " / SP " + std::to_string(sp_.sp);
+    text += " = " + grouped(double(tokens_)) + "; every row is taken as full-length";
+    if (cfg_.stage == Stage::Dpo) text += " (DPO: the chosen and rejected rows of each pair)";
+    note(text + ".");
+  }
+
+  // Bytes one decoder layer keeps for its backward per local token: what autograd saves in
+  // trainer/model/decoder.cpp and layers.cpp.
+  double layer_bytes() const {
+    const double e = p_.value;
+    // RMSNorm computes in fp32: it keeps its input as fp32 (a copy under bf16), the normalised
+    // output and a fp32 1/rms per token.
+    const double norm = 4 * h_ + e * h_ + 4;
+    double bytes = 2 * norm                // input_layernorm, post_attention_layernorm
+                   + 2 * e * h_            // the inputs of q/k/v_proj and of gate/up_proj
+                   + e * (hq_ + 2 * hkv_)  // q, k after RoPE and v, as attention keeps them
+                   + e * hq_ + 4 * double(m_.num_heads)  // its output and fp32 log-sum-exp
+                   + e * hq_      // o_proj's input: the output transposed into a copy
+                   + 4 * e * f_;  // gate, silu(gate), up and their product
+    if (m_.qk_norm)               // Qwen3: an RMSNorm over each head of q and k
+      bytes += (4 + e) * double(m_.num_heads + m_.num_kv_heads) * double(m_.head_dim) +
+               4 * double(m_.num_heads + m_.num_kv_heads);
+    return bytes;
+  }
+
+  void activations() {
+    const double e = p_.value, t = double(tokens_);
+    const double layer = layer_bytes();
+    // Outside the layers: RoPE's cos and sin of every position, the final norm, the hidden
+    // states it returns (read by the LM head), and under SFT the copy of the rows that have a
+    // target (trainer/loss.cpp).
+    const double outside = 2 * e * double(m_.head_dim) + 4 * h_ + e * h_ + 4 + e * h_ +
+                           (cfg_.stage == Stage::Sft ? e * h_ : 0);
+    const double per_token =
+        cfg_.gradient_checkpointing ? layers_ * e * h_ + layer : layers_ * layer;
+    b().activations = t * (per_token + outside);
+    recompute_ = cfg_.gradient_checkpointing ? t * layer : 0;
+    const double model_hkv = double(m_.num_kv_heads * m_.head_dim);
+    const double reference_layer =
+        e / 2 * (12 * h_ + 4 * model_hkv + 6 * f_) + 4 * double(m_.num_heads + 2);
+    note("Activations of one layer per local token: " + grouped(layer) +
+         " B (studio-train's decoder keeps an fp32 copy of each RMSNorm input, SiLU's output "
+         "and a copy of the attention output for o_proj); the reference formula for fused "
+         "kernels, 12h + 4h_kv + 6f + 4(heads + 2), gives " +
+         grouped(reference_layer) + " B.");
+    if (cfg_.gradient_checkpointing)
+      note("gradient_checkpointing: each of the " + grouped(layers_) +
+           " layers keeps only its input (" + grouped(e * h_) +
+           " B per token), plus one layer's full set while it is recomputed in the backward.");
+    else
+      note("No gradient checkpointing: all " + grouped(layers_) +
+           " layers keep their full set until the backward.");
+  }
+
+  void logits() {
+    const double t = double(tokens_);
+    const double chunk = double(std::min<int64_t>(tokens_, kLossChunkTokens));
+    // The fp32 log-softmax of every token is saved for the backward; one chunk's logits, their
+    // fp32 copy and the gradients of both are in flight.
+    b().logits = 4 * vocab_ * t + 8 * vocab_ * chunk;
+    note("Logits: the engine's loss is not fused but runs in chunks of " +
+         std::to_string(kLossChunkTokens) +
+         " tokens: it keeps the fp32 log-softmax of every token (4 B x vocab) and has one "
+         "chunk's logits and gradients in flight; the reference formula for an unfused loss, "
+         "2 + 4 + 4 B x vocab per token, gives " +
+         format_gib(10 * vocab_ * t) + ".");
+    if (cfg_.stage == Stage::Sft)
+      note(
+          "Every local token is taken to have a target; masked prompt tokens skip the LM head "
+          "and need no logits.");
+  }
+
+  void sp_buffers() {
+    const double e = p_.value, t = double(tokens_);
+    double per_token = 0;
+    if (sp_.ring > 1) {
+      // Forward: the fp32 out accumulator, the block's output (and its fp32 copy), the merge's
+      // temporaries, and the K/V block in use plus the one arriving.
+      const double fwd = 4 * hq_ + e * hq_ + (e < 4 ? 4 * hq_ : 0) + 8 * hq_ + 4 * e * hkv_;
+      // Backward: the fp32 dq accumulator, one block's fp32 dq, dk, dv, the fp32 dK/dV on the
+      // gradient ring (sent, arrived, next receive buffer), and two K/V blocks.
+      const double bwd = 4 * hq_ + (4 * hq_ + 8 * hkv_) + 24 * hkv_ + 4 * e * hkv_;
+      const double ring = std::max(fwd, bwd);
+      per_token += ring;
+      note("Ring attention (degree " + std::to_string(sp_.ring) +
+           ") of the layer in flight: " + grouped(ring) +
+           " B per local token, the larger of its forward (fp32 out accumulator "
+           "and merge temporaries, two K/V blocks: " +
+           grouped(fwd) +
+           " B) and its backward (fp32 dq, one block's fp32 gradients, three fp32 dK/dV "
+           "buffers, two K/V blocks: " +
+           grouped(bwd) + " B).");
+    }
+    if (sp_.ulysses > 1) {
+      const double ulysses = 2 * e * (2 * hq_ + 2 * hkv_);
+      per_token += ulysses;
+      note("Ulysses (degree " + std::to_string(sp_.ulysses) +
+           "): send and receive buffers of the q, k, v and output all-to-alls of one layer: " +
+           grouped(ulysses) + " B per local token" +
+           (hkv_ > double(m_.num_kv_heads * m_.head_dim)
+                ? ", each of the " + std::to_string(m_.num_kv_heads) + " K/V heads repeated " +
+                      grouped(hkv_ / double(m_.num_kv_heads * m_.head_dim)) + " times"
+                : std::string()) +
+           ".");
+    }
+    b().sp_buffers = t * per_token;
+  }
+
+  void optimizer_step() {
+    if (zero_ >= 1) {
+      note(
+          "DeepSpeed's own buffers (reduce and gather buckets, set in its JSON) are not "
+          "counted.");
+      return;
+    }
+    const double largest = std::max({embed_params_, f_ * h_, hq_ * h_});
+    const double adam = 8 * largest;  // fp32 sqrt(v) and its quotient, one parameter at a time
+    const bool dist = world_ > 1;
+    // Under bf16 the step adds fp32 master gradients, and over several ranks a flattened copy
+    // of them for the all-reduce; fp32 over several ranks reduces a clone and a flat copy.
+    const double step = p_.masters ? 4 * params_ + std::max(dist ? 4 * params_ : 0, adam)
+                                   : std::max(dist ? 8 * params_ : 0, adam);
+    const double backward = b().activations + b().logits + b().sp_buffers;
+    b().optimizer_step = std::max(0.0, step - backward);
+    note("The optimizer step needs " + format_gib(step) + " beyond the model states (" +
+         (p_.masters ? std::string("fp32 master gradients, ") : std::string()) +
+         (dist ? "the all-reduce's gradient copies, " : "") +
+         "AdamW temporaries of the largest parameter) once the backward's " + format_gib(backward) +
+         " are freed" +
+         (b().optimizer_step > 0 ? ": the step is the peak, and the difference is counted"
+                                 : ": the backward is the peak") +
+         ".");
+  }
+
+  void closing_notes() {
+    // The loss's backward runs (and frees the logits) before the first layer's backward
+    // recomputes it and exchanges K/V or heads, so the sum counts the smaller of the two twice.
+    const double overlap = std::min(b().logits, recompute_ + b().sp_buffers);
+    if (overlap > 0)
+      note("The total is conservative by up to " + format_gib(overlap) +
+           ": the logits are freed before the layers' backward recomputes a layer and runs its "
+           "SP exchanges, so the two are never held together.");
+    note(
+        "Not counted: the CUDA context and library workspaces (about 0.5-1 GiB), allocator "
+        "fragmentation, and the short-lived temporaries of single operations.");
+    if (opt_.gpu_capacity_bytes <= 0) note("GPU capacity unknown: whether it fits is not judged.");
+  }
+
+  const RunConfig& cfg_;
+  const ModelInfo& m_;
+  const EstimateOptions& opt_;
+  const Precision p_;
+  const SpShape sp_;
+  double h_ = 0, hq_ = 0, hkv_ = 0, f_ = 0, vocab_ = 0, layers_ = 0;
+  double params_ = 0, embed_params_ = 0, layer_params_ = 0;
+  int world_ = 1;
+  int zero_ = 0;
+  int64_t tokens_ = 0;
+  double recompute_ = 0;  // checkpointing: the layer recomputed in the backward
+  MemoryEstimate est_;
+};
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const RunConfig& cfg, const ModelInfo& model,
+                               const EstimateOptions& opt) {
+  if (model.hidden_size <= 0 || model.num_layers <= 0 || model.num_heads <= 0 ||
+      model.num_kv_heads <= 0 || model.head_dim <= 0 || model.vocab_size <= 0) {
+    MemoryEstimate none;
+    none.capacity_bytes = opt.gpu_capacity_bytes;
+    none.notes.push_back("No estimate: the model's shapes are unknown (read its config.json).");
+    return none;
+  }
+  return Estimator(cfg, model, opt).run();
+}
+
+std::vector<int> valid_sp_sizes(const RunConfig& cfg, const ModelInfo& model, int world_size) {
+  std::vector<int> out;
+  for (int sp : divisors(std::max(1, world_size))) {
+    // usp always has a factorisation: Ulysses degree 1, a pure ring.
+    const bool heads_fit = cfg.sequence_parallel_mode != SpMode::Ulysses ||
+                           ulysses_heads(model, sp) == UlyssesHeads::Ok;
+    if (heads_fit) out.push_back(sp);
+  }
+  return out;
+}
+
+std::optional<int> smallest_fitting_sp(const RunConfig& cfg, const ModelInfo& model,
+                                       const EstimateOptions& opt) {
+  if (opt.gpu_capacity_bytes <= 0) return std::nullopt;
+  for (int sp : valid_sp_sizes(cfg, model, opt.world_size())) {
+    RunConfig c = cfg;
+    c.sequence_parallel_size = sp;
+    if (c.sequence_parallel_mode == SpMode::Usp) {
+      c.sequence_parallel_ulysses_degree = largest_ulysses_degree(model, sp);
+      c.sequence_parallel_ring_degree = sp / c.sequence_parallel_ulysses_degree;
+    }
+    if (estimate_memory(c, model, opt).fits()) return sp;
+  }
+  return std::nullopt;
+}
+
+std::vector<MemoryPart> memory_parts(const MemoryBreakdown& b) {
+  return {{"weights", "weights", b.weights},
+          {"gradients", "gradients", b.gradients},
+          {"optimizer", "optimizer states", b.optimizer},
+          {"reference", "reference model", b.reference},
+          {"activations", "activations", b.activations},
+          {"logits", "logits", b.logits},
+          {"sp_buffers", "SP buffers", b.sp_buffers},
+          {"optimizer_step", "optimizer step", b.optimizer_step}};
+}
+
+std::string format_gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
+  return buf;
+}
+
+std::string format_estimate_text(const MemoryEstimate& est) {
+  const MemoryBreakdown& b = est.bytes;
+  std::string out = "Memory per GPU: world " + std::to_string(est.world_size) +
+                    ", sequence parallel " + std::to_string(est.sp_size);
+  if (est.ulysses_degree > 1 && est.ring_degree > 1)
+    out += " (usp: ulysses " + std::to_string(est.ulysses_degree) + " x ring " +
+           std::to_string(est.ring_degree) + ")";
+  else if (est.sp_size > 1)
+    out += est.ring_degree > 1 ? " (zigzag-ring)" : " (ulysses)";
+  out += ", " + grouped(double(est.tokens_per_rank)) + " tokens per rank\n";
+  char line[96];
+  for (const MemoryPart& part : memory_parts(b)) {
+    std::snprintf(line, sizeof line, "  %-18s %10.2f GiB\n", part.label, part.bytes / kGiB);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "  %-18s %10.2f GiB", "total", b.total() / kGiB);
+  out += line;
+  if (est.capacity_bytes > 0) {
+    const double spare = est.capacity_bytes - b.total();
+    out +=
+        " of " + format_gib(est.capacity_bytes) + ": " +
+        (spare >= 0 ? "fits, " + format_gib(spare) + " spare" : "short by " + format_gib(-spare));
+  } else {
+    out += " (GPU capacity unknown)";
+  }
+  std::snprintf(line, sizeof line, "\n  (model states: %.2f B/param)\nNotes:\n",
+                est.bytes_per_param);
+  out += line;
+  for (const auto& n : est.notes) out += "  - " + n + "\n";
+  return out;
+}
+
+}  // namespace studio

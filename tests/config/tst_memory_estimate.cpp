@@ -1,0 +1,453 @@
+// The per-GPU memory estimate against numbers worked out by hand from the model shapes in
+// resources/model-shapes (each with its arithmetic), the valid SP sizes against validation's head
+// rule, the smallest SP size that fits, and the text table.
+#include <QtTest>
+
+#include <map>
+#include <optional>
+
+#include "studio/config/config_io.h"
+#include "studio/config/memory_estimate.h"
+#include "studio/config/validate.h"
+
+using namespace studio;
+
+namespace {
+
+// Llama-3.1-8B shape (the numbers most rows use):
+//   h = 4096, f = 14336, 32 layers, 32 heads, 8 KV heads of 128 -> h_kv = 1024, vocab V = 128256.
+//   Parameters P = 8,030,261,248: per layer 4096*4096*2 (q, o) + 4096*1024*2 (k, v)
+//   + 3*4096*14336 (MLP) + 2*4096 (norms) = 218,112,000; x 32 = 6,979,584,000;
+//   embedding and LM head 2 * 128256*4096 = 1,050,673,152; final norm 4096.
+//   One layer's activations per token under bf16, as studio-train's decoder keeps them:
+//     reference formula 12h + 4h_kv + 6f = 49,152 + 4,096 + 86,016 = 139,264 (= 34h)
+//   + what the engine keeps beyond it, 10h + 2f = 69,632 (each RMSNorm's fp32 input copy 2 x 4h,
+//     the o_proj input copy 2h, SiLU's output 2f)
+//   + fp32 statistics 4*(heads + 2) = 136            -> 209,032 B.
+//   Outside the layers: RoPE cos and sin 2*2*128 = 512, the final norm 4h + 2h + 4, the hidden
+//   states it returns 2h, and for SFT the copy of the rows with a target 2h:
+//   SFT 512 + 10h + 4 = 41,476 B; DPO 512 + 8h + 4 = 33,284 B.
+//   With checkpointing each layer keeps its bf16 input, 2h = 8,192 B, plus one full layer:
+//   SFT 32*8,192 + 209,032 + 41,476 = 512,652 B per token; DPO 504,460 B.
+const QString kBase = QStringLiteral(
+    "model_name_or_path: m\ndataset: d\ntemplate: qwen\noutput_dir: o\n");
+
+ModelInfo shape(const QString& name) {
+  std::string error;
+  const auto m = read_model_info(STUDIO_SOURCE_DIR "/resources/model-shapes/" + name.toStdString(),
+                                 error);
+  if (!m) qFatal("cannot read the model shape %s: %s", qPrintable(name), error.c_str());
+  return *m;
+}
+
+RunConfig config(const QString& yaml) {
+  const LoadResult r = load_config_string((kBase + yaml).toStdString(), "case.yaml");
+  if (!r.ok()) qFatal("bad test config:\n%s", format_all(r.diagnostics).c_str());
+  return r.config;
+}
+
+// zero: -1 without a DeepSpeed JSON; offload: "", "optimizer" or "both".
+EstimateOptions options(int nproc, int zero = -1, const QString& offload = {},
+                        double capacity_gib = 0) {
+  EstimateOptions opt;
+  opt.nproc_per_node = nproc;
+  if (zero >= 0) {
+    DeepSpeedRequest ds;
+    ds.zero_stage = zero;
+    ds.offload_optimizer = !offload.isEmpty();
+    ds.offload_param = offload == "both";
+    opt.deepspeed = ds;
+  }
+  opt.gpu_capacity_bytes = capacity_gib * 1024.0 * 1024.0 * 1024.0;
+  return opt;
+}
+
+double part(const MemoryEstimate& e, const QString& name) {
+  for (const MemoryPart& p : memory_parts(e.bytes))
+    if (name == p.key) return p.bytes;
+  const std::map<QString, double> more = {{"total", e.bytes.total()},
+                                          {"tokens_per_rank", double(e.tokens_per_rank)},
+                                          {"bytes_per_param", e.bytes_per_param}};
+  const auto it = more.find(name);
+  if (it == more.end()) qFatal("no part %s", qPrintable(name));
+  return it->second;
+}
+
+bool notes_mention(const MemoryEstimate& e, const QString& fragment) {
+  for (const auto& n : e.notes)
+    if (QString::fromStdString(n).contains(fragment)) return true;
+  return false;
+}
+
+}  // namespace
+
+class TestMemoryEstimate : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void parts_data();
+  void parts();
+  void validSpSizes_data();
+  void validSpSizes();
+  void validSpSizesAgreeWithValidation();
+  void smallestFittingSp_data();
+  void smallestFittingSp();
+  void notesExplainTheAssumptions_data();
+  void notesExplainTheAssumptions();
+  void textTableShowsPartsAndVerdict();
+};
+
+void TestMemoryEstimate::parts_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<QString>("yaml");
+  QTest::addColumn<int>("nproc");
+  QTest::addColumn<int>("zero");
+  QTest::addColumn<QString>("offload");
+  QTest::addColumn<QString>("part");
+  QTest::addColumn<double>("expected");
+  const QString llama = "llama-3.1-8b";
+  const QString bf16 = "bf16: true\n";
+
+  // --- activations ------------------------------------------------------------------------
+  // One token, no checkpointing: 32 layers x 209,032 + 41,476 = 6,730,500.
+  QTest::newRow("llama 1 token, no checkpointing")
+      << llama << bf16 + "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
+      << "activations" << 6730500.0;
+  // 1024 tokens with checkpointing: 1024 x 512,652 = 524,955,648.
+  QTest::newRow("llama 1024 tokens, checkpointing")
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "activations" << 524955648.0;
+  // fp32 doubles every value: norms 2*(4h + 4h + 4) = 65,544; projection inputs 2*4h = 32,768;
+  // q, k, v 4*(h + 2h_kv) = 24,576; output and lse 4h + 4*32 = 16,512; o_proj copy 4h = 16,384;
+  // MLP 16f = 229,376 -> 385,160 per layer; outside 2*4*128 + 4h + 4h + 4 + 4h + 4h = 66,564.
+  // 32 x 385,160 + 66,564 = 12,391,684.
+  QTest::newRow("llama fp32 1 token, no checkpointing")
+      << llama << "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
+      << "activations" << 12391684.0;
+  // Qwen3-8B (h 4096, f 12288, 36 layers, 32 heads, 8 KV heads of 128) adds the per-head q/k
+  // RMSNorms: (4 + 2)*(4096 + 1024) + 4*(32 + 8) = 30,880 to 22h + 4h_kv + 8f + 4*34 = 192,648
+  // -> 223,528 per layer; 36 x 223,528 + 41,476 = 8,088,484.
+  QTest::newRow("qwen3 qk-norm 1 token, no checkpointing")
+      << "qwen3-8b" << bf16 + "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
+      << "activations" << 8088484.0;
+
+  // --- logits -----------------------------------------------------------------------------
+  // 1024 tokens: fp32 log-softmax 4V per token + one chunk (all 1024 tokens) in flight 8V:
+  // 12 x 128,256 x 1024 = 1,576,009,728.
+  QTest::newRow("llama logits 1024 tokens")
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 1576009728.0;
+  // 8192 tokens: 4 x 128,256 x 8192 + 8 x 128,256 x 2048 (one 2048-token chunk)
+  // = 4,202,692,608 + 2,101,346,304 = 6,304,038,912.
+  QTest::newRow("llama logits 8192 tokens")
+      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "logits" << 6304038912.0;
+
+  // --- model states -----------------------------------------------------------------------
+  // bf16, no ZeRO: 2P = 16,060,522,496 weights and gradients, 12P = 96,363,134,976.
+  QTest::newRow("bf16 weights") << llama << bf16 << 1 << -1 << "" << "weights" << 16060522496.0;
+  QTest::newRow("bf16 gradients") << llama << bf16 << 1 << -1 << "" << "gradients"
+                                  << 16060522496.0;
+  QTest::newRow("bf16 optimizer") << llama << bf16 << 1 << -1 << "" << "optimizer"
+                                  << 96363134976.0;
+  QTest::newRow("bf16 16 B/param") << llama << bf16 << 8 << -1 << "" << "bytes_per_param"
+                                   << 16.0;
+  // pure_bf16: the engine keeps fp32 masters and fp32 m, v all the same: 12P.
+  QTest::newRow("pure_bf16 optimizer") << llama << "pure_bf16: true\n" << 1 << -1 << ""
+                                       << "optimizer" << 96363134976.0;
+  // fp32: 4P = 32,121,044,992 weights, 8P = 64,242,089,984 Adam m and v.
+  QTest::newRow("fp32 weights") << llama << "" << 1 << -1 << "" << "weights" << 32121044992.0;
+  QTest::newRow("fp32 optimizer") << llama << "" << 1 << -1 << "" << "optimizer"
+                                  << 64242089984.0;
+  // ZeRO-1 over 8: optimizer 12P/8 = 12,045,391,872; 2 + 2 + 12/8 = 5.5 B/param.
+  QTest::newRow("zero1 optimizer") << llama << bf16 << 8 << 1 << "" << "optimizer"
+                                   << 12045391872.0;
+  QTest::newRow("zero1 gradients whole") << llama << bf16 << 8 << 1 << "" << "gradients"
+                                         << 16060522496.0;
+  QTest::newRow("zero1 5.5 B/param") << llama << bf16 << 8 << 1 << "" << "bytes_per_param"
+                                     << 5.5;
+  // ZeRO-2 over 8: gradients 2P/8 = 2,007,565,312; 2 + 14/8 = 3.75 B/param.
+  QTest::newRow("zero2 gradients") << llama << bf16 << 8 << 2 << "" << "gradients"
+                                   << 2007565312.0;
+  QTest::newRow("zero2 weights whole") << llama << bf16 << 8 << 2 << "" << "weights"
+                                       << 16060522496.0;
+  QTest::newRow("zero2 3.75 B/param") << llama << bf16 << 8 << 2 << "" << "bytes_per_param"
+                                      << 3.75;
+  // ZeRO-3 over 8: weights 2P/8 + the largest gathered module, the embedding
+  // (128256 x 4096 = 525,336,576 > a layer's 218,112,000) in bf16:
+  // 2,007,565,312 + 1,050,673,152 = 3,058,238,464.
+  QTest::newRow("zero3 weights") << llama << bf16 << 8 << 3 << "" << "weights" << 3058238464.0;
+  QTest::newRow("zero3 gradients") << llama << bf16 << 8 << 3 << "" << "gradients"
+                                   << 2007565312.0;
+  QTest::newRow("zero3 optimizer") << llama << bf16 << 8 << 3 << "" << "optimizer"
+                                   << 12045391872.0;
+  // Offloads: the weight shard and the optimizer states leave; the gathered embedding stays.
+  QTest::newRow("zero3 offload weights") << llama << bf16 << 8 << 3 << "both" << "weights"
+                                         << 1050673152.0;
+  QTest::newRow("zero3 offload optimizer") << llama << bf16 << 8 << 3 << "both" << "optimizer"
+                                           << 0.0;
+  QTest::newRow("zero2 offload optimizer") << llama << bf16 << 8 << 2 << "optimizer"
+                                           << "optimizer" << 0.0;
+  // offload_param without ZeRO-3 changes nothing.
+  QTest::newRow("zero2 offload_param ignored") << llama << bf16 << 8 << 2 << "both" << "weights"
+                                               << 16060522496.0;
+
+  // --- DPO --------------------------------------------------------------------------------
+  // Chosen + rejected: 2 rows x 1024 = 2048 tokens per rank.
+  QTest::newRow("dpo doubles tokens") << llama << bf16 + "stage: dpo\ncutoff_len: 1024\n" << 1
+                                      << -1 << "" << "tokens_per_rank" << 2048.0;
+  // 2048 tokens: 2048 x 504,460 = 1,033,134,080 (no copy of the target rows: DPO's log-probs
+  // read the hidden states of every token).
+  QTest::newRow("dpo activations") << llama << bf16 + "stage: dpo\ncutoff_len: 1024\n" << 1 << -1
+                                   << "" << "activations" << 1033134080.0;
+  // Reference model: 2 B/param -> 2P = 16,060,522,496; fp32: 4P = 32,121,044,992.
+  QTest::newRow("dpo reference") << llama << bf16 + "stage: dpo\n" << 1 << -1 << ""
+                                 << "reference" << 16060522496.0;
+  QTest::newRow("dpo fp32 reference") << llama << "stage: dpo\n" << 1 << -1 << "" << "reference"
+                                      << 32121044992.0;
+  QTest::newRow("dpo precomputed reference")
+      << llama << bf16 + "stage: dpo\nprecompute_ref_logps: true\n" << 1 << -1 << ""
+      << "reference" << 0.0;
+  // ZeRO-3 shards the reference like the weights: 2P/8 = 2,007,565,312.
+  QTest::newRow("dpo zero3 reference") << llama << bf16 + "stage: dpo\n" << 8 << 3 << ""
+                                       << "reference" << 2007565312.0;
+  QTest::newRow("sft no reference") << llama << bf16 << 1 << -1 << "" << "reference" << 0.0;
+
+  // --- sequence parallelism ---------------------------------------------------------------
+  // cutoff 2048 on a world of 4: SP=1 holds 2048 tokens, SP=4 512.
+  // Activations 2048 x 512,652 = 1,049,911,296 vs 512 x 512,652 = 262,477,824 (a quarter).
+  QTest::newRow("sp1 activations") << llama << bf16 + "cutoff_len: 2048\n" << 4 << -1 << ""
+                                   << "activations" << 1049911296.0;
+  QTest::newRow("sp4 activations")
+      << llama << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\n" << 4 << -1 << ""
+      << "activations" << 262477824.0;
+  // Logits 12 x 128,256 x 2048 = 3,152,019,456 vs 12 x 128,256 x 512 = 788,004,864 (a quarter).
+  QTest::newRow("sp1 logits") << llama << bf16 + "cutoff_len: 2048\n" << 4 << -1 << "" << "logits"
+                              << 3152019456.0;
+  QTest::newRow("sp4 logits") << llama << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\n"
+                              << 4 << -1 << "" << "logits" << 788004864.0;
+  // Padding: zigzag over 4 pads to a multiple of 8: 1001 -> 1008, / 4 = 252; Ulysses pads to
+  // a multiple of 4: 1001 -> 1004, / 4 = 251.
+  QTest::newRow("zigzag pads to 2 x sp")
+      << llama << bf16 + "cutoff_len: 1001\nsequence_parallel_size: 4\n" << 4 << -1 << ""
+      << "tokens_per_rank" << 252.0;
+  QTest::newRow("ulysses pads to sp")
+      << llama
+      << bf16 + "cutoff_len: 1001\nsequence_parallel_size: 4\nsequence_parallel_mode: ulysses\n"
+      << 4 << -1 << "" << "tokens_per_rank" << 251.0;
+  // SP buffers: none without SP.
+  QTest::newRow("sp1 no buffers") << llama << bf16 + "cutoff_len: 2048\n" << 4 << -1 << ""
+                                  << "sp_buffers" << 0.0;
+  // Zigzag ring: forward (4 + 2 + 4 + 8) h_q + 4*2*h_kv = 73,728 + 8,192 = 81,920 beats backward
+  // 8h_q + 40h_kv = 32,768 + 40,960 = 73,728; x 512 tokens = 41,943,040.
+  QTest::newRow("zigzag ring buffers")
+      << llama << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\n" << 4 << -1 << ""
+      << "sp_buffers" << 41943040.0;
+  // Ulysses: no ring; send + receive of q, k, v, out: 2*2*(2*4096 + 2*1024) = 40,960; x 512
+  // = 20,971,520.
+  QTest::newRow("ulysses buffers, no ring")
+      << llama
+      << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\nsequence_parallel_mode: ulysses\n"
+      << 4 << -1 << "" << "sp_buffers" << 20971520.0;
+  // usp 2 x 2: both, (81,920 + 40,960) x 512 = 62,914,560.
+  QTest::newRow("usp buffers")
+      << llama
+      << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\nsequence_parallel_mode: usp\n"
+                "sequence_parallel_ulysses_degree: 2\nsequence_parallel_ring_degree: 2\n"
+      << 4 << -1 << "" << "sp_buffers" << 62914560.0;
+  // Ulysses over 16 with 8 KV heads repeats each twice: K/V count 2 x 1024 from the all-to-all
+  // on. 2048 / 16 = 128 tokens. Buffers 2*2*(2*4096 + 2*2048) = 49,152 x 128 = 6,291,456;
+  // a layer keeps 209,032 + 2*2*1024 = 213,128; 128 x (32*8,192 + 213,128 + 41,476)
+  // = 66,143,744.
+  QTest::newRow("ulysses kv replication buffers")
+      << llama
+      << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 16\nsequence_parallel_mode: ulysses\n"
+      << 16 << -1 << "" << "sp_buffers" << 6291456.0;
+  QTest::newRow("ulysses kv replication activations")
+      << llama
+      << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 16\nsequence_parallel_mode: ulysses\n"
+      << 16 << -1 << "" << "activations" << 66143744.0;
+
+  // --- the optimizer step -----------------------------------------------------------------
+  // 1024 tokens, one GPU: the step needs fp32 master gradients 4P = 32,121,044,992 plus AdamW's
+  // two fp32 temporaries of the embedding 8 x 525,336,576 = 4,202,692,608 -> 36,323,737,600;
+  // the backward's activations + logits are 524,955,648 + 1,576,009,728 = 2,100,965,376;
+  // the difference 34,222,772,224 is the step's excess.
+  QTest::newRow("short run: the step is the peak")
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step"
+      << 34222772224.0;
+  // Two ranks: the all-reduce's flat copy adds 4P instead: 8P - 2,100,965,376 = 62,141,124,608.
+  QTest::newRow("short run on two ranks")
+      << llama << bf16 + "cutoff_len: 1024\n" << 2 << -1 << "" << "optimizer_step"
+      << 62141124608.0;
+  // 131072 tokens: activations 131072 x 512,652 = 67,194,765,312 alone exceed 36,323,737,600.
+  QTest::newRow("long run: the backward is the peak")
+      << llama << bf16 + "cutoff_len: 131072\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
+  QTest::newRow("zero: DeepSpeed's step is not modelled")
+      << llama << bf16 + "cutoff_len: 1024\n" << 8 << 2 << "" << "optimizer_step" << 0.0;
+  // The total is the sum of the parts: 16,060,522,496 x 2 + 96,363,134,976 + 524,955,648
+  // + 1,576,009,728 + 34,222,772,224 = 164,807,917,568 (= model states + the step's needs).
+  QTest::newRow("total") << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "total"
+                         << 164807917568.0;
+}
+
+void TestMemoryEstimate::parts() {
+  QFETCH(QString, model);
+  QFETCH(QString, yaml);
+  QFETCH(int, nproc);
+  QFETCH(int, zero);
+  QFETCH(QString, offload);
+  QFETCH(QString, part);
+  QFETCH(double, expected);
+  const MemoryEstimate e =
+      estimate_memory(config(yaml), shape(model), options(nproc, zero, offload));
+  QCOMPARE(::part(e, part), expected);
+  QCOMPARE(e.world_size, nproc);
+  double sum = 0;  // the parts of the table and the wizard's bar add up to the total
+  for (const MemoryPart& p : memory_parts(e.bytes)) sum += p.bytes;
+  QCOMPARE(sum, e.bytes.total());
+}
+
+void TestMemoryEstimate::validSpSizes_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<QString>("mode");
+  QTest::addColumn<int>("world");
+  QTest::addColumn<QList<int>>("sizes");
+  // Qwen2.5-7B: 28 query heads, 4 KV heads. Ulysses 8 cannot split 28 heads.
+  QTest::newRow("qwen2.5-7b zigzag-ring 8") << "qwen2.5-7b" << "zigzag-ring" << 8
+                                            << QList<int>{1, 2, 4, 8};
+  QTest::newRow("qwen2.5-7b ulysses 8") << "qwen2.5-7b" << "ulysses" << 8 << QList<int>{1, 2, 4};
+  QTest::newRow("qwen2.5-7b usp 8") << "qwen2.5-7b" << "usp" << 8 << QList<int>{1, 2, 4, 8};
+  // 28 % 3 != 0: of 1, 2, 3, 6 only 1 and 2 split the heads.
+  QTest::newRow("qwen2.5-7b ulysses 6") << "qwen2.5-7b" << "ulysses" << 6 << QList<int>{1, 2};
+  // Llama: 32 heads, 8 KV heads: 16 replicates each KV head twice.
+  QTest::newRow("llama ulysses 16") << "llama-3.1-8b" << "ulysses" << 16
+                                    << QList<int>{1, 2, 4, 8, 16};
+  QTest::newRow("one GPU") << "qwen2.5-7b" << "ulysses" << 1 << QList<int>{1};
+}
+
+void TestMemoryEstimate::validSpSizes() {
+  QFETCH(QString, model);
+  QFETCH(QString, mode);
+  QFETCH(int, world);
+  QFETCH(QList<int>, sizes);
+  const RunConfig cfg = config("sequence_parallel_mode: " + mode + "\n");
+  const std::vector<int> got = valid_sp_sizes(cfg, shape(model), world);
+  QCOMPARE(QList<int>(got.begin(), got.end()), sizes);
+}
+
+// The estimate's SP sizes are exactly those validate_config accepts (one head rule for both).
+void TestMemoryEstimate::validSpSizesAgreeWithValidation() {
+  const QString dir = STUDIO_SOURCE_DIR "/resources/model-shapes/qwen2.5-7b";
+  const ModelInfo m = shape("qwen2.5-7b");
+  for (int world : {6, 8, 12}) {
+    const RunConfig base = config("sequence_parallel_mode: ulysses\n");
+    const std::vector<int> valid = valid_sp_sizes(base, m, world);
+    for (int sp : divisors(world)) {
+      RunConfig c = config("sequence_parallel_mode: ulysses\nsequence_parallel_size: " +
+                           QString::number(sp) + "\n");
+      c.model_name_or_path = dir.toStdString();
+      ValidateOptions opt;
+      opt.nproc_per_node = world;
+      bool head_error = false;
+      for (const auto& d : validate_config(c, opt))
+        head_error |= d.severity == Severity::Error && d.key == "sequence_parallel_size";
+      const bool listed = std::find(valid.begin(), valid.end(), sp) != valid.end();
+      QVERIFY2(listed != head_error, qPrintable(QString("world %1, sp %2").arg(world).arg(sp)));
+    }
+  }
+}
+
+void TestMemoryEstimate::smallestFittingSp_data() {
+  QTest::addColumn<QString>("mode");
+  QTest::addColumn<double>("capacityGib");
+  QTest::addColumn<int>("expected");  // -1: none
+  // Qwen2.5-7B SFT, 131072 tokens, bf16, checkpointing, ZeRO-3 offload over 8 GPUs:
+  //   weights: the gathered embedding 2 x 152064*3584 = 1,089,994,752; gradients 2P/8 =
+  //   2 x 7,615,616,512 / 8 = 1,903,904,128; optimizer 0.
+  //   Per token: 28 layers x 2h (7,168) + one layer (22h + 4h_kv + 8f + 4*30 + 8 = 232,568)
+  //   + outside 512 + 10h + 4 (36,356) = 469,628; logits 4V = 608,256 per token + 8V x 2048 =
+  //   2,491,416,576; zigzag buffers 68,608 per token (forward: 18 x 3584 + 8 x 512).
+  //   SP 1: T 131072: 61,555,081,216 + 82,216,747,008 -> total 146,765,727,104 (136.69 GiB)
+  //   SP 2: T 65536: 30,777,540,608 + 42,354,081,792 + 4,496,293,888 -> 80,621,815,168 (75.08)
+  //   SP 4: T 32768: 15,388,770,304 + 22,422,749,184 + 2,248,146,944 -> 43,053,565,312 (40.10)
+  //   SP 8: T 16384: 7,694,385,152 + 12,457,082,880 + 1,124,073,472 -> 24,269,440,384 (22.60)
+  QTest::newRow("80 GiB") << "zigzag-ring" << 80.0 << 2;
+  QTest::newRow("41 GiB") << "zigzag-ring" << 41.0 << 4;
+  QTest::newRow("40 GiB") << "zigzag-ring" << 40.0 << 8;
+  QTest::newRow("23 GiB") << "zigzag-ring" << 23.0 << 8;
+  QTest::newRow("20 GiB: none") << "zigzag-ring" << 20.0 << -1;
+  QTest::newRow("capacity unknown") << "zigzag-ring" << 0.0 << -1;
+  // Ulysses cannot use 8 (28 heads), so 23 GiB has no answer there. At SP 4 its buffers,
+  // 2*2*(2*3584 + 2*512) = 32,768 B per token x 32,768 tokens = 1,073,741,824 instead of the
+  // ring's, give a total of 41,879,160,192 (39.00 GiB): it fits 40 GiB.
+  QTest::newRow("ulysses 23 GiB: none") << "ulysses" << 23.0 << -1;
+  QTest::newRow("ulysses 40 GiB") << "ulysses" << 40.0 << 4;
+  // usp takes the largest Ulysses degree that splits the heads (4 for SP 8: 28 / 8 fails) and
+  // rings the rest (2): SP 8 holds 16384 tokens with both kinds of buffers, (68,608 + 32,768)
+  // x 16384 = 1,660,944,384: total 24,806,311,296 (23.10 GiB) fits 23.5 GiB.
+  QTest::newRow("usp 23.5 GiB") << "usp" << 23.5 << 8;
+}
+
+void TestMemoryEstimate::smallestFittingSp() {
+  QFETCH(QString, mode);
+  QFETCH(double, capacityGib);
+  QFETCH(int, expected);
+  const RunConfig cfg = config("bf16: true\ncutoff_len: 131072\nsequence_parallel_mode: " + mode +
+                               "\n");
+  const auto got =
+      smallest_fitting_sp(cfg, shape("qwen2.5-7b"), options(8, 3, "both", capacityGib));
+  QCOMPARE(got.value_or(-1), expected);
+}
+
+void TestMemoryEstimate::notesExplainTheAssumptions_data() {
+  QTest::addColumn<QString>("yaml");
+  QTest::addColumn<int>("zero");
+  QTest::addColumn<QString>("fragment");
+  QTest::newRow("zero: the engine replicates") << "bf16: true\n" << 3
+                                               << "studio-train itself does not shard";
+  QTest::newRow("pure_bf16 keeps masters") << "pure_bf16: true\n" << -1
+                                           << "studio-train keeps fp32 master weights";
+  QTest::newRow("loss not fused") << "bf16: true\n" << -1 << "loss is not fused";
+  QTest::newRow("reference activations formula") << "bf16: true\n" << -1
+                                                 << "12h + 4h_kv + 6f";
+  QTest::newRow("checkpointing") << "bf16: true\n" << -1 << "gradient_checkpointing:";
+  QTest::newRow("logits and recompute never together") << "bf16: true\n" << -1
+                                                       << "The total is conservative by up to";
+  QTest::newRow("precomputed reference") << "bf16: true\nstage: dpo\nprecompute_ref_logps: true\n"
+                                         << -1 << "precompute_ref_logps";
+  QTest::newRow("capacity unknown") << "bf16: true\n" << -1 << "GPU capacity unknown";
+  QTest::newRow("ring buffers") << "bf16: true\nsequence_parallel_size: 8\n" << -1
+                                << "Ring attention (degree 8)";
+}
+
+void TestMemoryEstimate::notesExplainTheAssumptions() {
+  QFETCH(QString, yaml);
+  QFETCH(int, zero);
+  QFETCH(QString, fragment);
+  const MemoryEstimate e = estimate_memory(config(yaml), shape("llama-3.1-8b"), options(8, zero));
+  QVERIFY2(notes_mention(e, fragment),
+           qPrintable(QString::fromStdString(format_estimate_text(e))));
+}
+
+void TestMemoryEstimate::textTableShowsPartsAndVerdict() {
+  // The SP 2 and SP 1 cases of smallestFittingSp_data.
+  const ModelInfo m = shape("qwen2.5-7b");
+  auto text = [&m](const QString& yaml, double capacity_gib) {
+    const RunConfig cfg = config("bf16: true\ncutoff_len: 131072\n" + yaml);
+    const MemoryEstimate e = estimate_memory(cfg, m, options(8, 3, "both", capacity_gib));
+    return QString::fromStdString(format_estimate_text(e));
+  };
+  const QString fits = text("sequence_parallel_size: 2\n", 80);
+  QVERIFY2(fits.contains("world 8, sequence parallel 2 (zigzag-ring), 65,536 tokens per rank"),
+           qPrintable(fits));
+  // Logits 42,354,081,792 B = 39.45 GiB; total 80,621,815,168 B = 75.08 GiB, 4.92 spare.
+  QVERIFY2(fits.contains("  logits                  39.45 GiB\n"), qPrintable(fits));
+  QVERIFY2(fits.contains("75.08 GiB of 80.00 GiB: fits, 4.92 GiB spare"), qPrintable(fits));
+  QVERIFY2(fits.contains("Notes:\n  - bf16:"), qPrintable(fits));
+  // 146,765,727,104 B = 136.69 GiB: 56.69 short.
+  const QString tight = text("", 80);
+  QVERIFY2(tight.contains("136.69 GiB of 80.00 GiB: short by 56.69 GiB"), qPrintable(tight));
+  const QString unknown = text("", 0);
+  QVERIFY2(unknown.contains("136.69 GiB (GPU capacity unknown)"), qPrintable(unknown));
+}
+
+QTEST_MAIN(TestMemoryEstimate)
+#include "tst_memory_estimate.moc"
