@@ -165,6 +165,9 @@ void ChartPanel::setXAxisMode(XAxisMode mode) {
   mode_ = mode;
   plot_->xAxis->setTicker(makeXTicker(mode));
   plot_->xAxis->setLabel(xAxisLabel(mode));
+  // Steps read as plain integers (1000000, not 1·10^6); the time tickers make their own labels.
+  plot_->xAxis->setNumberFormat(mode == XAxisMode::Step ? QStringLiteral("f") : QStringLiteral("gb"));
+  plot_->xAxis->setNumberPrecision(mode == XAxisMode::Step ? 0 : 6);
   followData_ = true;  // the old range means nothing on the new axis
 }
 

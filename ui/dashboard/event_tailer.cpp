@@ -22,8 +22,12 @@ EventTailer::EventTailer(const QString& runDir, const studio::EventCursor& from,
 }
 
 EventTailer::~EventTailer() {
-  thread_.quit();
-  thread_.wait();
+  if (thread_.isRunning()) {
+    thread_.quit();
+    thread_.wait();  // the worker is deleted as the thread finishes
+  } else if (!thread_.isFinished()) {
+    delete worker_;  // never started: no thread to delete it
+  }
 }
 
 void EventTailer::start() {

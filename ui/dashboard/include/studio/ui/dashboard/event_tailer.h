@@ -57,7 +57,7 @@ class EventTailer : public QObject {
   QString runDir_;
   QString eventsPath_;
   QThread thread_;
-  TailWorker* worker_ = nullptr;  // lives on thread_, deleted when it finishes
+  TailWorker* worker_ = nullptr;  // lives on thread_, deleted when it finishes (or by us)
   std::atomic<int> inFlight_{0};  // batches sent by the worker and not delivered yet
   studio::EventCursor cursor_;
 };
