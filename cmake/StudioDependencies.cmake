@@ -25,7 +25,7 @@ endif()
 
 # --- studio: Qt 6 Widgets, QCustomPlot, libssh ----------------------------------------------
 # PrintSupport: QCustomPlotQt6's imported target links Qt6::PrintSupport without finding it.
-find_package(Qt6 QUIET COMPONENTS Core Gui Widgets PrintSupport Test)
+find_package(Qt6 QUIET COMPONENTS Core Gui Widgets PrintSupport Concurrent Test)
 find_package(QCustomPlotQt6 QUIET)
 find_package(libssh QUIET)
 set(_gui_found OFF)

@@ -1,0 +1,80 @@
+#pragma once
+// Page 8: the YAML the wizard will write (read-only, highlighted, problem lines marked), the keys
+// kept as written, every diagnostic of validate_config (errors block Launch), and the actions:
+// Export YAML... (atomic write), Copy command line, Launch. Launching on an SSH host is not built
+// yet, so Launch is disabled for one and says so.
+#include <QString>
+
+#include "studio/ui/wizard/launch_target.h"
+#include "studio/ui/wizard/wizard_page.h"
+
+class QLabel;
+class QPushButton;
+class QTableView;
+
+namespace studio::ui {
+
+class CodeEditor;
+class DiagnosticsModel;
+class YamlHighlighter;
+
+class ReviewPage : public WizardPage {
+  Q_OBJECT
+
+ public:
+  explicit ReviewPage(RunDraft* draft, QWidget* parent = nullptr);
+
+  void setTarget(const LaunchTarget& target);
+  LaunchTarget target() const { return target_; }
+  // The studio-train program the command line names (default "studio-train", found on PATH).
+  void setEngineProgram(const QString& program);
+
+  // Writes the YAML atomically; the command line then names this file.
+  bool exportYaml(const QString& path, QString* error = nullptr);
+  // `path` holds the current config (it was just opened): the command line names it until the
+  // config changes.
+  void setConfigFile(const QString& path);
+  // The file the command line names: the last exported or opened one while the config is
+  // unchanged since, otherwise where Export would suggest writing it.
+  QString configFile() const;
+  bool configFileIsCurrent() const;
+  QString commandLine() const;
+
+  CodeEditor* editor() const { return editor_; }
+  DiagnosticsModel* diagnosticsModel() const { return model_; }
+  QTableView* diagnosticsView() const { return table_; }
+  QPushButton* exportButton() const { return export_; }
+  QPushButton* copyButton() const { return copy_; }
+  QPushButton* launchButton() const { return launch_; }
+  QString keptKeysText() const;
+  // "No problems found.", "2 warnings; the run can start.", "1 error, 2 warnings: fix ...".
+  QString summaryText() const;
+
+ signals:
+  void launchClicked();
+
+ private:
+  QWidget* buildButtons();
+  void update();
+  void exportWithDialog();
+  void copyCommandLine();
+  void markLines();
+
+  CodeEditor* editor_;
+  YamlHighlighter* highlighter_;
+  DiagnosticsModel* model_;
+  QTableView* table_;
+  QLabel* summary_;
+  QLabel* kept_;
+  QLabel* baseDir_;
+  QLabel* command_;
+  QPushButton* export_ = nullptr;
+  QPushButton* copy_ = nullptr;
+  QPushButton* launch_ = nullptr;
+  LaunchTarget target_;
+  QString engine_ = QStringLiteral("studio-train");
+  QString savedPath_;
+  QString savedYaml_;  // the YAML savedPath_ holds
+};
+
+}  // namespace studio::ui

@@ -1,0 +1,93 @@
+#pragma once
+// The new-run wizard: model, data, method, parallelism, hyperparameters, memory, target, review.
+// Every page edits one RunDraft and validates live; Review exports the YAML, copies the command
+// line, or asks the studio to launch the run (launchRequested).
+//
+// The app creates it with the demo model folder it ships, optionally imports a YAML or loads the
+// demo, shows it, and connects launchRequested to its launcher.
+#include <QString>
+#include <QWizard>
+
+#include "studio/config/run_config.h"
+#include "studio/ui/wizard/launch_target.h"
+
+namespace studio::ui {
+
+class DataPage;
+class HyperparametersPage;
+class MemoryPage;
+class MethodPage;
+class ModelPage;
+class ParallelismPage;
+class ReviewPage;
+class RunDraft;
+class TargetPage;
+
+class RunWizard : public QWizard {
+  Q_OBJECT
+
+ public:
+  enum PageId {
+    ModelPageId,
+    DataPageId,
+    MethodPageId,
+    ParallelismPageId,
+    HyperparametersPageId,
+    MemoryPageId,
+    TargetPageId,
+    ReviewPageId,
+  };
+
+  explicit RunWizard(QWidget* parent = nullptr);
+
+  // The folder of the built-in demo model (the app provides it): the Model page's demo button
+  // and loadDemo() use it.
+  void setDemoModelDir(const QString& dir);
+  // The studio-train program the command line names (default "studio-train" on PATH).
+  void setEngineProgram(const QString& program);
+
+  // Imports any LLaMA-Factory YAML: fills every page; unknown keys are kept (exported back
+  // verbatim) and listed on the Review page. Relative paths resolve against the file's folder.
+  // The world size becomes one that sequence_parallel_size divides. On a parse error nothing
+  // changes and `error` gets every problem, one per line.
+  bool openConfig(const QString& yamlPath, QString* error = nullptr);
+  // The demo project: the SFT demo settings of `demoConfigPath` (e.g. resources/demo/
+  // sft_demo.yaml) with the demo model (setDemoModelDir, else the "model" folder beside the
+  // file), the "data" folder beside the file, and output_dir under the app's data folder.
+  bool loadDemo(const QString& demoConfigPath, QString* error = nullptr);
+
+  studio::RunConfig config() const;  // what the pages say now
+  QString yamlText() const;          // to_yaml(config(), Minimal)
+  QString baseDir() const;           // where relative paths resolve
+  LaunchTarget target() const;
+  QString commandLine() const;       // studio-train train <file> --nproc N ...
+
+  RunDraft* draft() const { return draft_; }
+  ModelPage* modelPage() const { return model_; }
+  DataPage* dataPage() const { return data_; }
+  MethodPage* methodPage() const { return method_; }
+  ParallelismPage* parallelismPage() const { return parallelism_; }
+  HyperparametersPage* hyperparametersPage() const { return hyperparameters_; }
+  MemoryPage* memoryPage() const { return memory_; }
+  TargetPage* targetPage() const { return targetPage_; }
+  ReviewPage* reviewPage() const { return review_; }
+
+ signals:
+  void launchRequested(const studio::RunConfig& config, const QString& baseDir,
+                       const studio::ui::LaunchTarget& target);
+
+ private:
+  void load(studio::RunConfig config, const QString& baseDir, const QString& file);
+
+  RunDraft* draft_;
+  ModelPage* model_;
+  DataPage* data_;
+  MethodPage* method_;
+  ParallelismPage* parallelism_;
+  HyperparametersPage* hyperparameters_;
+  MemoryPage* memory_;
+  TargetPage* targetPage_;
+  ReviewPage* review_;
+};
+
+}  // namespace studio::ui

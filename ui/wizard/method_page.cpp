@@ -1,0 +1,88 @@
+#include "studio/ui/wizard/method_page.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include "studio/ui/wizard/field_bindings.h"
+#include "studio/ui/wizard/run_draft.h"
+
+namespace studio::ui {
+
+using studio::RunConfig;
+
+MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
+    // The stage decides which datasets fit (preference pairs for DPO), so the dataset's
+    // diagnostics show here too.
+    : WizardPage(draft,
+                 {QStringLiteral("stage"), QStringLiteral("dataset"), QStringLiteral("do_train"),
+                  QStringLiteral("finetuning_type"), QStringLiteral("pref_beta"),
+                  QStringLiteral("pref_loss"), QStringLiteral("pref_ftx"),
+                  QStringLiteral("dpo_label_smoothing"), QStringLiteral("ref_model"),
+                  QStringLiteral("precompute_ref_logps")},
+                 parent),
+      stage_(bindings()->choice("stage", &RunConfig::stage,
+                                {studio::Stage::Sft, studio::Stage::Dpo})),
+      loss_(bindings()->choice("pref_loss", &RunConfig::pref_loss,
+                               {studio::PrefLoss::Sigmoid, studio::PrefLoss::Ipo,
+                                studio::PrefLoss::Hinge})),
+      smoothing_(bindings()->real("dpo_label_smoothing", &RunConfig::dpo_label_smoothing, 0, 1, 3)),
+      reference_(bindings()->optionalText("ref_model", &RunConfig::ref_model)),
+      dpo_(new QGroupBox(tr("DPO"))) {
+  setTitle(tr("Method"));
+  setSubTitle(tr("Supervised fine-tuning on instruction data, or direct preference optimisation "
+                 "on chosen/rejected pairs. Full-parameter training."));
+  FieldBindings* b = bindings();
+  reference_->setPlaceholderText(tr("none: a frozen copy of the initial model"));
+  auto* browse = new QPushButton(tr("&Browse..."));
+  auto* refRow = new QHBoxLayout;
+  refRow->addWidget(reference_, 1);
+  refRow->addWidget(browse);
+
+  auto* dpoForm = new QFormLayout(dpo_);
+  dpoForm->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
+  dpoForm->addRow(tr("pref_beta:"), b->real("pref_beta", &RunConfig::pref_beta, 0, 100, 3));
+  dpoForm->addRow(tr("pref_loss:"), loss_);
+  dpoForm->addRow(tr("pref_ftx:"), b->real("pref_ftx", &RunConfig::pref_ftx, 0, 100, 3));
+  dpoForm->addRow(tr("dpo_label_smoothing:"), smoothing_);
+  dpoForm->addRow(tr("ref_model:"), refRow);
+  dpoForm->addRow(b->flag("precompute_ref_logps", &RunConfig::precompute_ref_logps,
+                          tr("precompute_ref_logps: reference log-probs in one pass before "
+                             "training (no reference model in GPU memory)")));
+
+  auto* form = new QFormLayout;
+  form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
+  form->addRow(tr("stage:"), stage_);
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(form);
+  layout->addWidget(dpo_);
+  layout->addWidget(messagesWidget());
+  layout->addStretch(1);
+
+  connect(browse, &QPushButton::clicked, this, &MethodPage::browseReference);
+  connect(draft, &RunDraft::changed, this, &MethodPage::updateEnabled);
+  updateEnabled();
+  refresh();
+}
+
+void MethodPage::updateEnabled() {
+  const RunConfig& c = draft()->config();
+  dpo_->setEnabled(c.stage == studio::Stage::Dpo);
+  smoothing_->setEnabled(c.pref_loss == studio::PrefLoss::Sigmoid);
+}
+
+void MethodPage::browseReference() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Reference model folder"),
+                                                        draft()->baseDir());
+  if (!dir.isEmpty()) reference_->setText(dir);
+}
+
+}  // namespace studio::ui

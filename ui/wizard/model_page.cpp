@@ -1,0 +1,129 @@
+#include "studio/ui/wizard/model_page.h"
+
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include "studio/ui/wizard/field_bindings.h"
+#include "studio/ui/wizard/run_draft.h"
+
+namespace studio::ui {
+namespace {
+
+const char* const kFacts[][2] = {
+    {"architecture", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Architecture:")},
+    {"parameters", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Parameters:")},
+    {"layers", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Layers:")},
+    {"heads", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Attention heads:")},
+    {"kv_heads", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Key/value heads:")},
+    {"vocabulary", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Vocabulary:")},
+    {"max_positions", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Max positions:")},
+};
+
+QString number(int64_t n) {
+  return QLocale().toString(static_cast<qlonglong>(n));
+}
+
+}  // namespace
+
+ModelPage::ModelPage(RunDraft* draft, QWidget* parent)
+    : WizardPage(draft, {QStringLiteral("model_name_or_path"), QStringLiteral("trust_remote_code")},
+                 parent),
+      path_(bindings()->text("model_name_or_path", &studio::RunConfig::model_name_or_path)),
+      demo_(new QPushButton(tr("Built-in &demo model"))),
+      summary_(new QLabel),
+      facts_(new QWidget) {
+  setTitle(tr("Model"));
+  setSubTitle(tr("The local Hugging Face model folder to train (config.json, tokenizer.json and "
+                 "*.safetensors)."));
+  path_->setPlaceholderText(tr("/models/Qwen2.5-7B-Instruct"));
+  auto* browse = new QPushButton(tr("&Browse..."));
+  demo_->setObjectName(QStringLiteral("demoModel"));
+  demo_->hide();
+
+  auto* row = new QHBoxLayout;
+  row->addWidget(path_, 1);
+  row->addWidget(browse);
+  row->addWidget(demo_);
+
+  auto* form = new QFormLayout(facts_);
+  for (const auto& f : kFacts) {
+    auto* value = new QLabel;
+    value->setObjectName(QString::fromLatin1(f[0]));
+    value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(tr(f[1]), value);
+  }
+  summary_->setWordWrap(true);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(row);
+  layout->addWidget(facts_);
+  layout->addWidget(summary_);
+  layout->addWidget(messagesWidget());
+  layout->addStretch(1);
+
+  connect(browse, &QPushButton::clicked, this, &ModelPage::browse);
+  connect(demo_, &QPushButton::clicked, this, [this] { path_->setText(demoDir_); });
+  connect(draft, &RunDraft::validated, this, &ModelPage::showModel);
+  showModel();
+  refresh();
+}
+
+void ModelPage::setDemoModelDir(const QString& dir) {
+  demoDir_ = dir;
+  demo_->setVisible(!dir.isEmpty());
+}
+
+QString ModelPage::fact(const QString& name) const {
+  auto* label = facts_->findChild<QLabel*>(name);
+  return label ? label->text() : QString();
+}
+
+void ModelPage::browse() {
+  const QString start = draft()->resolve(draft()->config().model_name_or_path);
+  const QString dir = QFileDialog::getExistingDirectory(
+      this, tr("Model folder"), start.isEmpty() ? draft()->baseDir() : start);
+  if (!dir.isEmpty()) path_->setText(dir);
+}
+
+void ModelPage::showModel() {
+  const auto& m = draft()->model();
+  const QStringList values =
+      m ? QStringList{QString::fromStdString(m->architecture),
+                      QStringLiteral("%1 (%2)")
+                          .arg(QString::fromStdString(studio::format_count(m->parameter_count())),
+                               number(m->parameter_count())),
+                      number(m->num_layers), number(m->num_heads), number(m->num_kv_heads),
+                      number(m->vocab_size), number(m->max_position_embeddings)}
+        : QStringList();
+  int i = 0;
+  for (const auto& f : kFacts)
+    facts_->findChild<QLabel*>(QString::fromLatin1(f[0]))->setText(values.value(i++));
+  facts_->setVisible(m.has_value());
+  summary_->setText(m ? tr("Hidden size %1, head dim %2, %3 weights, model type %4.")
+                            .arg(number(m->hidden_size), number(m->head_dim),
+                                 m->torch_dtype.empty() ? tr("unspecified")
+                                                        : QString::fromStdString(m->torch_dtype),
+                                 QString::fromStdString(m->model_type))
+                      : QString());
+}
+
+std::vector<InlineMessage> ModelPage::pageMessages() const {
+  if (draft()->validating() || draft()->model()) return {};
+  if (draft()->config().model_name_or_path.empty())
+    return {{studio::Severity::Error,
+             tr("model_name_or_path: choose a Hugging Face model folder (it holds config.json)")}};
+  // Validation names the reason (no such folder, no config.json) among the key's diagnostics.
+  return {{studio::Severity::Error,
+           tr("model_name_or_path: the wizard needs the model's config.json to go on")}};
+}
+
+bool ModelPage::pageReady() const {
+  return draft()->model().has_value();
+}
+
+}  // namespace studio::ui

@@ -1,0 +1,211 @@
+#include "studio/ui/wizard/review_page.h"
+
+#include <QClipboard>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGuiApplication>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSplitter>
+#include <QStyle>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "studio/ui/local_path.h"
+#include "studio/config/config_io.h"
+#include "studio/ui/code_editor.h"
+#include "studio/ui/diagnostics_model.h"
+#include "studio/ui/wizard/launch_command.h"
+#include "studio/ui/wizard/run_draft.h"
+#include "studio/ui/yaml_highlighter.h"
+
+namespace studio::ui {
+
+ReviewPage::ReviewPage(RunDraft* draft, QWidget* parent)
+    : WizardPage(draft, {}, parent),
+      editor_(new CodeEditor),
+      highlighter_(new YamlHighlighter(editor_->document())),
+      model_(new DiagnosticsModel(this)),
+      table_(new QTableView),
+      summary_(new QLabel),
+      kept_(new QLabel),
+      baseDir_(new QLabel),
+      command_(new QLabel) {
+  setTitle(tr("Review"));
+  setSubTitle(tr("The run config as it will be written, and every problem found in it."));
+  editor_->setObjectName(QStringLiteral("yaml"));
+  editor_->setReadOnly(true);
+  highlighter_->setPalette(editor_->palette());
+  table_->setObjectName(QStringLiteral("diagnostics"));
+  table_->setModel(model_);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setWordWrap(false);
+  table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  for (QLabel* label : {summary_, kept_, baseDir_, command_}) {
+    label->setWordWrap(true);
+    label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    label->setTextFormat(Qt::PlainText);
+  }
+  summary_->setObjectName(QStringLiteral("summary"));
+  kept_->setObjectName(QStringLiteral("keptKeys"));
+  command_->setObjectName(QStringLiteral("commandLine"));
+
+  auto* splitter = new QSplitter(Qt::Vertical);
+  splitter->addWidget(editor_);
+  splitter->addWidget(table_);
+  splitter->setStretchFactor(0, 3);
+  splitter->setStretchFactor(1, 1);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(splitter, 1);
+  layout->addWidget(summary_);
+  layout->addWidget(kept_);
+  layout->addWidget(baseDir_);
+  layout->addWidget(command_);
+  layout->addWidget(buildButtons());
+
+  connect(editor_, &CodeEditor::paletteChanged, this,
+          [this] { highlighter_->setPalette(editor_->palette()); });
+  connect(table_, &QAbstractItemView::activated, this, [this](const QModelIndex& index) {
+    editor_->goTo(index.data(DiagnosticsModel::LineRole).toInt(),
+                  index.data(DiagnosticsModel::ColumnRole).toInt());
+  });
+  connect(draft, &RunDraft::changed, this, &ReviewPage::update);
+  connect(draft, &RunDraft::validated, this, &ReviewPage::update);
+  update();
+}
+
+QWidget* ReviewPage::buildButtons() {
+  export_ = new QPushButton(tr("&Export YAML..."));
+  copy_ = new QPushButton(tr("&Copy command line"));
+  launch_ = new QPushButton(tr("&Launch"));
+  export_->setObjectName(QStringLiteral("export"));
+  copy_->setObjectName(QStringLiteral("copy"));
+  launch_->setObjectName(QStringLiteral("launch"));
+  connect(export_, &QPushButton::clicked, this, &ReviewPage::exportWithDialog);
+  connect(copy_, &QPushButton::clicked, this, &ReviewPage::copyCommandLine);
+  connect(launch_, &QPushButton::clicked, this, &ReviewPage::launchClicked);
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(export_);
+  layout->addWidget(copy_);
+  layout->addStretch(1);
+  layout->addWidget(launch_);
+  return row;
+}
+
+void ReviewPage::setTarget(const LaunchTarget& target) {
+  target_ = target;
+  update();
+}
+
+void ReviewPage::setEngineProgram(const QString& program) {
+  engine_ = program;
+  update();
+}
+
+void ReviewPage::update() {
+  const QString yaml = QString::fromStdString(studio::to_yaml(draft()->config()));
+  if (editor_->toPlainText() != yaml) editor_->setPlainText(yaml);
+  if (!draft()->validating()) {
+    model_->setDiagnostics(draft()->diagnostics());
+    markLines();
+    const int errors = model_->errorCount(), warnings = model_->warningCount();
+    QStringList counts;
+    if (errors > 0) counts << (errors == 1 ? tr("1 error") : tr("%1 errors").arg(errors));
+    if (warnings > 0) counts << (warnings == 1 ? tr("1 warning") : tr("%1 warnings").arg(warnings));
+    summary_->setText(counts.isEmpty() ? tr("No problems found.")
+                      : errors > 0     ? tr("%1: fix the errors to launch.")
+                                         .arg(counts.join(QStringLiteral(", ")))
+                                       : tr("%1; the run can start.").arg(counts.join(QStringLiteral(", "))));
+  }
+  QStringList kept;
+  for (const auto& x : draft()->config().extra_keys) kept << QString::fromStdString(x.key);
+  kept_->setText(tr("Kept as written: %1").arg(kept.join(QStringLiteral(", "))));
+  kept_->setVisible(!kept.isEmpty());
+  baseDir_->setText(tr("Relative paths resolve against %1.").arg(draft()->baseDir()));
+  command_->setText(configFileIsCurrent()
+                        ? commandLine()
+                        : tr("%1\n(Export YAML writes %2 first.)").arg(commandLine(), configFile()));
+
+  const bool remote = target_.kind == LaunchTarget::Ssh;
+  const bool errors = studio::has_errors(draft()->diagnostics());
+  launch_->setText(remote ? tr("Remote launch comes with the Hosts page") : tr("&Launch"));
+  launch_->setEnabled(!remote && !errors && !draft()->validating());
+  launch_->setToolTip(errors ? tr("Fix the errors listed above to launch") : QString());
+}
+
+void ReviewPage::markLines() {
+  std::map<int, QIcon> marks;
+  for (const auto& d : draft()->diagnostics()) {
+    if (d.line <= 0) continue;
+    const bool error = d.severity == studio::Severity::Error;
+    if (marks.count(d.line) && !error) continue;  // an error outranks a warning on one line
+    marks[d.line] = style()->standardIcon(error ? QStyle::SP_MessageBoxCritical
+                                                : QStyle::SP_MessageBoxWarning);
+  }
+  editor_->setLineMarks(std::move(marks));
+}
+
+QString ReviewPage::summaryText() const {
+  return summary_->text();
+}
+
+QString ReviewPage::keptKeysText() const {
+  return kept_->isVisibleTo(this) ? kept_->text() : QString();
+}
+
+bool ReviewPage::exportYaml(const QString& path, QString* error) {
+  const std::string why = studio::save_config_file(draft()->config(), localPath(path));
+  if (!why.empty()) {
+    if (error) *error = QString::fromStdString(why);
+    return false;
+  }
+  setConfigFile(path);
+  return true;
+}
+
+void ReviewPage::setConfigFile(const QString& path) {
+  savedPath_ = QFileInfo(path).absoluteFilePath();
+  savedYaml_ = QString::fromStdString(studio::to_yaml(draft()->config()));
+  update();
+}
+
+bool ReviewPage::configFileIsCurrent() const {
+  return !savedPath_.isEmpty() &&
+         savedYaml_ == QString::fromStdString(studio::to_yaml(draft()->config()));
+}
+
+QString ReviewPage::configFile() const {
+  if (configFileIsCurrent()) return savedPath_;
+  const QString output = QFileInfo(QString::fromStdString(draft()->config().output_dir)).fileName();
+  const QString name = output.isEmpty() ? QStringLiteral("run.yaml") : output + QStringLiteral(".yaml");
+  // The demo's folder may be installed read-only: then suggest the home folder.
+  const QString dir = QFileInfo(draft()->baseDir()).isWritable() ? draft()->baseDir() : QDir::homePath();
+  return QDir(dir).filePath(name);
+}
+
+QString ReviewPage::commandLine() const {
+  return trainCommandLine(engine_, configFile(), draft()->baseDir(), target_);
+}
+
+void ReviewPage::exportWithDialog() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export run config"), configFile(),
+                                                    tr("YAML (*.yaml *.yml)"));
+  if (path.isEmpty()) return;
+  QString error;
+  if (!exportYaml(path, &error)) QMessageBox::warning(this, tr("Export failed"), error);
+}
+
+void ReviewPage::copyCommandLine() {
+  QGuiApplication::clipboard()->setText(commandLine());
+}
+
+}  // namespace studio::ui

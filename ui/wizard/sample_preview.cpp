@@ -1,0 +1,90 @@
+#include "studio/ui/wizard/sample_preview.h"
+
+#include <QEvent>
+#include <QFontDatabase>
+#include <QTextCursor>
+
+namespace studio::ui {
+namespace {
+
+void writeSequence(QTextCursor& cursor, const studio::data::PreviewSequence& seq,
+                   const QTextCharFormat& learned, const QTextCharFormat& masked) {
+  for (const auto& span : seq.spans)
+    cursor.insertText(QString::fromStdString(span.text), span.learned ? learned : masked);
+  cursor.insertBlock();
+}
+
+}  // namespace
+
+SamplePreview::SamplePreview(QWidget* parent) : QTextBrowser(parent) {
+  setObjectName(QStringLiteral("samplePreview"));
+  setOpenLinks(false);
+  setLineWrapMode(QTextEdit::WidgetWidth);
+}
+
+QColor SamplePreview::maskedColor() const {
+  return palette().color(QPalette::PlaceholderText);
+}
+
+void SamplePreview::setReport(const studio::data::PreviewReport& report) {
+  report_ = report;
+  notice_.clear();
+  render();
+}
+
+void SamplePreview::setNotice(const QString& text) {
+  report_.reset();
+  notice_ = text;
+  render();
+}
+
+void SamplePreview::changeEvent(QEvent* event) {
+  QTextBrowser::changeEvent(event);
+  if (event->type() == QEvent::PaletteChange) render();
+}
+
+void SamplePreview::render() {
+  clear();
+  QTextCursor cursor(document());
+  QTextCharFormat plain;
+  plain.setForeground(palette().color(QPalette::Text));
+  if (!report_) {
+    cursor.insertText(notice_, plain);
+    return;
+  }
+  QTextCharFormat heading = plain;
+  heading.setFontWeight(QFont::Bold);
+  QTextCharFormat learned = plain;
+  learned.setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  QTextCharFormat masked = learned;
+  masked.setForeground(maskedColor());
+
+  cursor.insertText(tr("Legend: "), plain);
+  cursor.insertText(tr("grey text is masked (not learned)"), masked);
+  cursor.insertText(QStringLiteral(", "), plain);
+  cursor.insertText(tr("text in the normal colour is learned"), learned);
+  cursor.insertBlock();
+  const bool dpo = report_->stage == studio::Stage::Dpo;
+  for (const auto& s : report_->samples) {
+    cursor.insertBlock();
+    QString head = tr("%1, row %2: ").arg(QString::fromStdString(s.dataset)).arg(s.row);
+    head += dpo ? tr("%1 / %2 tokens (chosen / rejected)").arg(s.chosen.tokens).arg(s.rejected.tokens)
+                : tr("%1 tokens, %2 learned").arg(s.sequence.tokens).arg(s.sequence.learned_tokens);
+    if (s.truncated) head += tr(", truncated from %1").arg(s.full_length);
+    cursor.insertText(head, heading);
+    cursor.insertBlock();
+    if (dpo) {
+      cursor.insertText(tr("chosen:"), heading);
+      cursor.insertBlock();
+      writeSequence(cursor, s.chosen, learned, masked);
+      cursor.insertText(tr("rejected:"), heading);
+      cursor.insertBlock();
+      writeSequence(cursor, s.rejected, learned, masked);
+    } else {
+      writeSequence(cursor, s.sequence, learned, masked);
+    }
+  }
+  moveCursor(QTextCursor::Start);
+}
+
+}  // namespace studio::ui
