@@ -178,7 +178,22 @@ int main(int argc, char** argv) {
   if (opt.screenshot || opt.wizardScreenshots) window.resize(1400, 900);  // the same picture always
   window.show();
 
-  studio::ui::RunWizard* wizard = nullptr;
+  // The scripted paths (screenshots, --launch) act on the wizard once it is open and filled in.
+  auto automate = [&opt](studio::ui::RunWizard* wizard) {
+    if (opt.wizardScreenshots) {
+      wizard->resize(1100, 800);
+      screenshotWizardPages(wizard, QString::fromLocal8Bit(opt.wizardScreenshots->c_str()),
+                            opt.screenshotDelayMs);
+    }
+    if (opt.launch) {
+      // Through the wizard's own pages, as a user would: Next while each validates, then Launch.
+      QTimer::singleShot(1500, wizard, [wizard] {
+        while (wizard->nextId() != -1 && wizard->currentPage()->isComplete()) wizard->next();
+        if (auto* launch = wizard->findChild<QAbstractButton*>(QStringLiteral("launch")))
+          launch->click();
+      });
+    }
+  };
   if (opt.target) {
     const QString target = QString::fromLocal8Bit(opt.target->c_str());
     if (QFileInfo(target).isDir()) {
@@ -190,36 +205,12 @@ int main(int argc, char** argv) {
     } else if (opt.inspect) {
       window.openFile(target);
     } else if (window.openConfigInWizard(target)) {
-      wizard = window.wizard();
+      automate(window.wizard());
     }
   } else if (opt.demo) {
-    wizard = window.openDemoWizard();
-  }
-  if (wizard && opt.wizardScreenshots) {
-    wizard->resize(1100, 800);
-    auto shoot = [wizard, &opt] {
-      screenshotWizardPages(wizard, QString::fromLocal8Bit(opt.wizardScreenshots->c_str()),
-                            opt.screenshotDelayMs);
-    };
-    if (opt.demo && !window.demo()->isModelReady())
-      QObject::connect(window.demo(), &studio::ui::DemoProject::modelReady, wizard, shoot,
-                       Qt::SingleShotConnection);
-    else
-      shoot();
-  }
-  if (wizard && opt.launch) {
-    auto press = [wizard] {
-      // Through the wizard's own Review page, as a user would: last page, then Launch.
-      while (wizard->nextId() != -1 && wizard->currentPage()->isComplete()) wizard->next();
-      if (QAbstractButton* launch = wizard->findChild<QAbstractButton*>(QStringLiteral("launch")))
-        launch->click();
-    };
-    auto later = [wizard, press] { QTimer::singleShot(1500, wizard, press); };
-    if (!window.demo()->isModelReady())
-      QObject::connect(window.demo(), &studio::ui::DemoProject::modelReady, wizard, later,
-                       Qt::SingleShotConnection);
-    else
-      later();
+    QObject::connect(&window, &studio::ui::MainWindow::demoWizardOpened, &window, automate,
+                     Qt::SingleShotConnection);
+    window.openDemoWizard();
   }
   if (opt.screenshot) {
     const QString path = QString::fromLocal8Bit(opt.screenshot->c_str());

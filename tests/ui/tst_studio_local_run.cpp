@@ -72,9 +72,12 @@ void TestStudioLocalRun::demoFromWizardToFinishedRun() {
   QString runDir;
   {
     auto w = window();
-    studio::ui::RunWizard* wizard = w->openDemoWizard();
+    QSignalSpy opened(w.get(), &MainWindow::demoWizardOpened);
+    w->openDemoWizard();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 60000);  // once the demo model is created
+    QVERIFY(w->demo()->isModelReady());
+    studio::ui::RunWizard* wizard = w->wizard();
     QVERIFY(wizard);
-    QTRY_VERIFY_WITH_TIMEOUT(w->demo()->isModelReady(), 60000);
     // As a user: Next through every page (each must validate), then Launch on the review page.
     QTRY_VERIFY_WITH_TIMEOUT(wizard->currentPage() && wizard->currentPage()->isComplete(), 20000);
     while (wizard->nextId() != -1) {
@@ -119,9 +122,11 @@ void TestStudioLocalRun::runningRunSurvivesTheWindowAndStops() {
   std::size_t pointsBefore = 0;
   {
     auto w = window();
-    w->demo()->ensureModel();
-    QTRY_VERIFY_WITH_TIMEOUT(w->demo()->isModelReady(), 60000);
-    studio::ui::RunWizard* wizard = w->openDemoWizard();
+    QSignalSpy opened(w.get(), &MainWindow::demoWizardOpened);
+    w->openDemoWizard();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 60000);
+    studio::ui::RunWizard* wizard = w->wizard();
+    QVERIFY(wizard);
     studio::RunConfig cfg = wizard->config();
     cfg.max_steps = 100000;  // trains until stopped
     cfg.logging_steps = 1;

@@ -101,7 +101,7 @@ void MainWindow::createMenus() {
   file->addAction(tr("Open Config in &Wizard..."), QKeySequence::Open, this,
                   &MainWindow::openConfigDialog);
   file->addAction(tr("New Run from &Demo"), QKeySequence(QStringLiteral("Ctrl+Shift+D")), this,
-                  [this] { openDemoWizard(); });
+                  &MainWindow::openDemoWizard);
   file->addAction(runsPanel_->openRunAction());
   file->addSeparator();
   file->addAction(tr("&Inspect Config..."), QKeySequence(QStringLiteral("Ctrl+I")), this,
@@ -296,23 +296,29 @@ void MainWindow::openConfigDialog() {
   if (!path.isEmpty()) openConfigInWizard(path);
 }
 
-RunWizard* MainWindow::openDemoWizard() {
-  RunWizard* w = showWizard();
-  QString error;
-  if (!w->loadDemo(demo_->sftConfigPath(), &error)) {
-    log_->appendStudioMessage(tr("Cannot load the demo project: %1").arg(error));
-    statusBar()->showMessage(error, kStatusMs);
+void MainWindow::openDemoWizard() {
+  auto open = [this] {
+    RunWizard* w = showWizard();
+    QString error;
+    if (!w->loadDemo(demo_->sftConfigPath(), &error)) {
+      log_->appendStudioMessage(tr("Cannot load the demo project: %1").arg(error));
+      statusBar()->showMessage(error, kStatusMs);
+    }
+    emit demoWizardOpened(w);
+  };
+  if (demo_->isModelReady()) {
+    open();
+    return;
   }
-  if (!demo_->isModelReady()) {
-    log_->appendStudioMessage(tr("Creating the demo model in %1 ...").arg(demo_->modelDir()));
-    QPointer<RunWizard> guard(w);
-    connect(demo_, &DemoProject::modelReady, w, [this, guard](const QString& dir) {
-      log_->appendStudioMessage(tr("Demo model ready: %1").arg(dir));
-      if (guard) guard->setDemoModelDir(dir);
-    }, Qt::SingleShotConnection);
-  }
+  // The wizard reads the model folder as it opens, so it opens once the model is there.
+  log_->appendStudioMessage(tr("Creating the demo model in %1 ...").arg(demo_->modelDir()));
+  statusBar()->showMessage(tr("Creating the demo model ..."));
+  connect(demo_, &DemoProject::modelReady, this, [this, open](const QString& dir) {
+    log_->appendStudioMessage(tr("Demo model ready: %1").arg(dir));
+    statusBar()->clearMessage();
+    open();
+  }, Qt::SingleShotConnection);
   demo_->ensureModel();
-  return w;
 }
 
 void MainWindow::onLaunchRequested(const studio::RunConfig& config, const QString& baseDir,

@@ -7,9 +7,7 @@
 #include <QMainWindow>
 #include <QPointer>
 
-namespace studio {
-struct RunConfig;
-}
+#include "studio/ui/wizard/run_wizard.h"  // QPointer<RunWizard> needs the complete type
 
 class QDockWidget;
 class QTabWidget;
@@ -22,9 +20,7 @@ class LocalLauncher;
 class LogConsole;
 class RunDashboard;
 class RunStore;
-class RunWizard;
 class RunsPanel;
-struct LaunchTarget;
 
 // Where the window finds what it starts; the app fills it in (tests point it at the build).
 struct StudioPaths {
@@ -53,8 +49,10 @@ class MainWindow : public QMainWindow {
   // Opens the new-run wizard on a LLaMA-Factory YAML (unknown keys kept). False, with the
   // reason in the status bar, when the file cannot be read.
   bool openConfigInWizard(const QString& path);
-  // Opens the new-run wizard on the demo project (demo model, demo data, SFT demo settings).
-  RunWizard* openDemoWizard();
+  // Opens the new-run wizard on the demo project (demo model, demo data, SFT demo settings):
+  // at once when the demo model exists, else once it has been created (off the GUI thread).
+  // demoWizardOpened() says when.
+  void openDemoWizard();
   // Opens an empty new-run wizard.
   RunWizard* newRun();
   // Shows a run folder's dashboard and log (adding it to the runs list). False, with the
@@ -79,6 +77,9 @@ class MainWindow : public QMainWindow {
   // Tab indices of the central area.
   enum Tab { DashboardTab = 0, ConfigTab = 1 };
   void showTab(Tab tab);
+
+ signals:
+  void demoWizardOpened(studio::ui::RunWizard* wizard);
 
  protected:
   void closeEvent(QCloseEvent* event) override;

@@ -4,9 +4,8 @@
 // so the GUI thread never waits) into the studio's data folder.
 #include <QObject>
 #include <QPointer>
+#include <QProcess>
 #include <QString>
-
-class QProcess;
 
 namespace studio::ui {
 
