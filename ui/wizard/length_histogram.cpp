@@ -65,7 +65,7 @@ void LengthHistogram::setHistogram(const studio::data::LengthHistogram& h) {
     keys << x;
     keptValues << (over ? 0.0 : n);
     cutValues << (over ? n : 0.0);
-    if (h.upper[i] == h.cutoff_len) cutoffAt = x + 0.5;
+    if (h.upper[i] <= h.cutoff_len) cutoffAt = x + 0.5;  // tiny cutoffs repeat bounds
     ticker_->addTick(x, h.upper[i] == std::numeric_limits<int64_t>::max()
                             ? QStringLiteral(">%1").arg(h.upper[i - 1])
                             : QStringLiteral("≤%1").arg(h.upper[i]));
