@@ -1,46 +1,73 @@
-// studio: the desktop studio. Argument parsing and wiring only; the work lives in studio_ui.
+// studio: the desktop studio. Argument parsing and wiring only; the work lives in the ui/
+// libraries.
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <QAbstractButton>
 #include <QApplication>
-#include <QSpinBox>
+#include <QDir>
+#include <QFileInfo>
 #include <QStatusBar>
 #include <QTimer>
 
 #include "cli_args.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/main_window.h"
+#include "studio/ui/shell/demo_project.h"
+#include "studio/ui/wizard/run_wizard.h"
 #include "studio/version.h"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: studio [OPTIONS] [CONFIG.yaml]\n"
+    "usage: studio [OPTIONS] [CONFIG.yaml | RUN_DIR]\n"
     "\n"
-    "Opens the config inspector: a LLaMA-Factory training YAML with syntax highlighting and\n"
-    "every validation problem located at its line. Relative paths in the config resolve\n"
-    "against the working directory, as they do for a training launched from it.\n"
+    "The SeqStudio desktop studio: build SFT/DPO runs with sequence parallelism in the new-run\n"
+    "wizard, launch them with studio-train, and watch loss, tokens/sec and per-GPU memory live.\n"
+    "\n"
+    "  studio                    the runs list and the dashboard of the last run\n"
+    "  studio CONFIG.yaml        the wizard on a LLaMA-Factory training YAML (unknown keys kept)\n"
+    "  studio RUN_DIR            the dashboard of a run folder (one holding events.jsonl)\n"
+    "  studio --demo             the wizard on the built-in demo project, one click to launch\n"
     "\n"
     "options:\n"
-    "  --nproc N     processes per node the config must fit (default 8)\n"
-    "  --nnodes N    nodes (default 1)\n"
-    "  --help        show this help and exit\n"
-    "  --version     show the version and exit\n";
+    "  --demo           open the wizard on the demo model and dataset\n"
+    "  --inspect        open CONFIG.yaml in the config inspector instead of the wizard\n"
+    "  --nproc N        processes per node the inspected config must fit (default 8)\n"
+    "  --nnodes N       nodes for the inspector (default 1)\n"
+    "  --overlay DIR    with RUN_DIR: also draw this run on the same charts (e.g. SP=1 vs SP=4)\n"
+    "  --runs-root DIR  where runs launched from the studio are created and found\n"
+    "                   (default: ~/.local/share/SeqStudio/studio/runs)\n"
+    "  --help           show this help and exit\n"
+    "  --version        show the version and exit\n"
+    "\n"
+    "Without a display (no DISPLAY or WAYLAND_DISPLAY) the studio cannot open a window: train\n"
+    "headless with `studio-train train CONFIG.yaml`, or run scripts/demo.sh.\n";
 
 struct Options {
-  std::optional<std::string> config;
+  std::optional<std::string> target;  // CONFIG.yaml or RUN_DIR
+  bool demo = false;
+  bool inspect = false;
   std::optional<int> nproc;
   std::optional<int> nnodes;
-  std::optional<std::string> screenshot;  // hidden: grab the window to PNG and quit
+  std::optional<std::string> runsRoot;
+  std::optional<std::string> overlay;
+  // Hidden, for scripts/screenshots.sh: grab the window (or each wizard page) to PNG and quit.
+  std::optional<std::string> screenshot;
+  std::optional<std::string> wizardScreenshots;
+  int screenshotDelayMs = 1500;
+  bool launch = false;  // with --demo: press Launch as soon as the demo model is ready
 };
 
 // Returns an exit code when the command line is answered without a window (help, version,
 // errors): those paths must work without a display, so they run before QApplication exists.
 std::optional<int> parse(int argc, char** argv, Options& out) {
   studio::cli::Args args(std::vector<std::string>(argv + 1, argv + argc),
-                         {"--nproc", "--nnodes", "--screenshot"}, {"--help", "-h", "--version"});
+                         {"--nproc", "--nnodes", "--runs-root", "--overlay", "--screenshot",
+                          "--screenshot-wizard", "--screenshot-delay"},
+                         {"--help", "-h", "--version", "--demo", "--inspect", "--launch"});
   if (args.ok() && (args.flag("--help") || args.flag("-h"))) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -51,36 +78,84 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   }
   if (args.value("--nproc")) out.nproc = args.positive_int("--nproc", 8);
   if (args.value("--nnodes")) out.nnodes = args.positive_int("--nnodes", 1);
+  if (args.value("--screenshot-delay"))
+    out.screenshotDelayMs = args.positive_int("--screenshot-delay", 1500);
   if (args.ok() && args.positional().size() > 1) {
-    std::fprintf(stderr, "studio: at most one config file, got %zu\n%s", args.positional().size(),
-                 kUsage);
+    std::fprintf(stderr, "studio: at most one config file or run folder, got %zu\n%s",
+                 args.positional().size(), kUsage);
     return 2;
   }
   if (!args.ok()) {
     std::fprintf(stderr, "studio: %s\n%s", args.error().c_str(), kUsage);
     return 2;
   }
-  if (!args.positional().empty()) out.config = args.positional().front();
+  if (!args.positional().empty()) out.target = args.positional().front();
+  out.demo = args.flag("--demo");
+  out.inspect = args.flag("--inspect");
+  out.launch = args.flag("--launch");
+  out.runsRoot = args.value("--runs-root");
+  out.overlay = args.value("--overlay");
   out.screenshot = args.value("--screenshot");
+  out.wizardScreenshots = args.value("--screenshot-wizard");
+  if (out.demo && out.target) {
+    std::fprintf(stderr, "studio: --demo opens the demo project; give no file with it\n");
+    return 2;
+  }
+  if (out.inspect && !out.target) {
+    std::fprintf(stderr, "studio: --inspect needs a CONFIG.yaml\n");
+    return 2;
+  }
+  if (out.overlay && !out.target) {
+    std::fprintf(stderr, "studio: --overlay needs a RUN_DIR to draw it with\n");
+    return 2;
+  }
+  if (out.launch && !out.demo) {
+    std::fprintf(stderr, "studio: --launch is for --demo\n");
+    return 2;
+  }
+  const char* platform = std::getenv("QT_QPA_PLATFORM");
+  if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !(platform && *platform)) {
+    std::fprintf(stderr,
+                 "studio: no display (DISPLAY and WAYLAND_DISPLAY are unset), so no window can "
+                 "open.\nTrain headless with `studio-train train CONFIG.yaml`, or run "
+                 "scripts/demo.sh, which falls back to a headless demo run.\n");
+    return 3;
+  }
   return std::nullopt;
 }
 
-// Once the window is up and the first validation has been shown, grab the window and quit.
-void scheduleScreenshot(studio::ui::MainWindow& window, const QString& path) {
-  auto shoot = [&window, path] {
-    // A short pause lets the table and gutter repaint with the result first.
-    QTimer::singleShot(200, &window, [&window, path] {
-      const bool saved = window.grab().save(path, "PNG");
-      if (!saved) std::fprintf(stderr, "studio: cannot write %s\n", qPrintable(path));
-      QCoreApplication::exit(saved ? 0 : 1);
-    });
+void grabAndQuit(QWidget* widget, const QString& path) {
+  const bool saved = widget->grab().save(path, "PNG");
+  if (!saved) std::fprintf(stderr, "studio: cannot write %s\n", qPrintable(path));
+  QCoreApplication::exit(saved ? 0 : 1);
+}
+
+// Grabs every wizard page into `dir` (01-model.png, ...), moving on with Next, then quits.
+void screenshotWizardPages(studio::ui::RunWizard* wizard, const QString& dir, int delayMs) {
+  QDir().mkpath(dir);
+  auto step = std::make_shared<std::function<void(int)>>();
+  *step = [wizard, dir, delayMs, step](int index) {
+    QWizardPage* page = wizard->currentPage();
+    const QString name = page ? page->title().toLower().replace(QLatin1Char(' '), QLatin1Char('-'))
+                              : QStringLiteral("page");
+    const QString path =
+        QDir(dir).filePath(QStringLiteral("wizard-%1-%2.png").arg(index + 1, 2, 10, QLatin1Char('0')).arg(name));
+    if (!wizard->grab().save(path, "PNG")) {
+      std::fprintf(stderr, "studio: cannot write %s\n", qPrintable(path));
+      QCoreApplication::exit(1);
+      return;
+    }
+    std::printf("%s\n", qPrintable(path));
+    std::fflush(stdout);
+    const int before = wizard->currentId();
+    wizard->next();
+    if (wizard->currentId() == before) {  // the last page, or one that does not validate
+      QCoreApplication::exit(wizard->nextId() == -1 ? 0 : 1);
+      return;
+    }
+    QTimer::singleShot(delayMs, wizard, [step, index] { (*step)(index + 1); });
   };
-  studio::ui::ConfigInspector* inspector = window.inspector();
-  if (inspector->isValidating())
-    QObject::connect(inspector, &studio::ui::ConfigInspector::validated, &window, shoot,
-                     Qt::SingleShotConnection);
-  else
-    shoot();
+  QTimer::singleShot(delayMs, wizard, [step] { (*step)(0); });
 }
 
 }  // namespace
@@ -94,13 +169,52 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName(QStringLiteral("studio"));
   QApplication::setApplicationVersion(QString::fromLatin1(studio::kVersion));
 
-  studio::ui::MainWindow window;
+  studio::ui::StudioPaths paths;
+  if (opt.runsRoot) paths.runsRoot = QDir(QString::fromLocal8Bit(opt.runsRoot->c_str())).absolutePath();
+  studio::ui::MainWindow window(paths);
   studio::ui::ConfigInspector* inspector = window.inspector();
   if (opt.nproc) inspector->setProcessesPerNode(*opt.nproc);
   if (opt.nnodes) inspector->setNodes(*opt.nnodes);
-  if (opt.config) window.openFile(QString::fromLocal8Bit(opt.config->c_str()));
-  if (opt.screenshot) window.resize(1280, 880);  // the same picture whatever was saved before
+  if (opt.screenshot || opt.wizardScreenshots) window.resize(1400, 900);  // the same picture always
   window.show();
-  if (opt.screenshot) scheduleScreenshot(window, QString::fromLocal8Bit(opt.screenshot->c_str()));
+
+  // The scripted paths (screenshots, --launch) act on the wizard once it is open and filled in.
+  auto automate = [&opt](studio::ui::RunWizard* wizard) {
+    if (opt.wizardScreenshots) {
+      wizard->resize(1100, 800);
+      screenshotWizardPages(wizard, QString::fromLocal8Bit(opt.wizardScreenshots->c_str()),
+                            opt.screenshotDelayMs);
+    }
+    if (opt.launch) {
+      // Through the wizard's own pages, as a user would: Next while each validates, then Launch.
+      QTimer::singleShot(1500, wizard, [wizard] {
+        while (wizard->nextId() != -1 && wizard->currentPage()->isComplete()) wizard->next();
+        if (auto* launch = wizard->findChild<QAbstractButton*>(QStringLiteral("launch")))
+          launch->click();
+      });
+    }
+  };
+  if (opt.target) {
+    const QString target = QString::fromLocal8Bit(opt.target->c_str());
+    if (QFileInfo(target).isDir()) {
+      if (window.openRun(target) && opt.overlay)
+        window.overlayRun(QString::fromLocal8Bit(opt.overlay->c_str()));
+    } else if (opt.overlay) {
+      std::fprintf(stderr, "studio: --overlay needs a RUN_DIR, not a config file\n");
+      return 2;
+    } else if (opt.inspect) {
+      window.openFile(target);
+    } else if (window.openConfigInWizard(target)) {
+      automate(window.wizard());
+    }
+  } else if (opt.demo) {
+    QObject::connect(&window, &studio::ui::MainWindow::demoWizardOpened, &window, automate,
+                     Qt::SingleShotConnection);
+    window.openDemoWizard();
+  }
+  if (opt.screenshot) {
+    const QString path = QString::fromLocal8Bit(opt.screenshot->c_str());
+    QTimer::singleShot(opt.screenshotDelayMs, &window, [&window, path] { grabAndQuit(&window, path); });
+  }
   return QApplication::exec();
 }

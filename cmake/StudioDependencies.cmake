@@ -24,7 +24,8 @@ if(STUDIO_BUILD_ENGINE AND (TARGET torch_cuda OR TARGET c10_cuda))
 endif()
 
 # --- studio: Qt 6 Widgets, QCustomPlot, libssh ----------------------------------------------
-find_package(Qt6 QUIET COMPONENTS Core Gui Widgets Test)
+# PrintSupport: QCustomPlotQt6's imported target links Qt6::PrintSupport without finding it.
+find_package(Qt6 QUIET COMPONENTS Core Gui Widgets PrintSupport Concurrent Test)
 find_package(QCustomPlotQt6 QUIET)
 find_package(libssh QUIET)
 set(_gui_found OFF)

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The README's main-job command: installs what is missing, builds, validates the bundled
-# LLaMA-Factory examples, then trains the built-in demo model on the demo data with a progress
-# bar (loss falling from ~8 to ~2 in about two minutes on 2 cores). With a display it then opens
-# the studio (the config inspector) on the 128k-token SP=8 example.
+# The README's main-job command: installs what is missing and builds; then, with a display, opens
+# the studio on the demo project (demo model and dataset, the wizard filled in, one click on
+# Launch trains it and the dashboard shows it live). Without a display (or with STUDIO_HEADLESS=1)
+# it runs the demo headless instead: validates the bundled LLaMA-Factory examples, trains the
+# built-in demo model on the demo data with a progress bar (loss falling from ~8 to ~2), then
+# DPO on the result with one sequence split over 2 worker processes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh" >/dev/null
 bin=${STUDIO_BUILD_DIR:-$root/build}/app
+
+if { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; } && [ -x "$bin/studio" ] \
+    && [ -z "${STUDIO_HEADLESS:-}" ]; then
+  echo "== opening the studio on the demo project (press Launch on the wizard's last page)"
+  exec "$bin/studio" --demo
+fi
+echo "== no display (or STUDIO_HEADLESS set): the headless demo run"
 cd "$root/resources/examples"   # LLaMA-Factory paths are relative to the working directory
 
 echo "== studio-train $("$bin/studio-train" --version | head -n1 | cut -d' ' -f2): validating the bundled LLaMA-Factory examples"
@@ -32,9 +41,3 @@ echo
 echo "== DPO on that model, one sequence split over 2 worker processes (zigzag-ring SP=2, Gloo)"
 "$bin/studio-train" train resources/demo/dpo_demo.yaml --nproc 2 --set sequence_parallel_size=2
 echo "== metrics (loss, rewards/accuracies, ...): build/demo/run-dpo/events.jsonl"
-cd "$root/resources/examples"
-
-if [ -n "${DISPLAY:-}" ] && [ -x "$bin/studio" ] && [ -z "${STUDIO_HEADLESS:-}" ]; then
-  echo "== opening the studio (config inspector) on qwen2.5-7b-sft-sp8.yaml"
-  exec "$bin/studio" qwen2.5-7b-sft-sp8.yaml --nproc 8
-fi

@@ -2,7 +2,7 @@
 
 #include <QDir>
 
-#include "local_path.h"
+#include "studio/ui/local_path.h"
 #include "validation_worker.h"
 
 namespace studio::ui {

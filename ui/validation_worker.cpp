@@ -2,7 +2,7 @@
 
 #include <QThread>
 
-#include "local_path.h"
+#include "studio/ui/local_path.h"
 
 namespace studio::ui {
 

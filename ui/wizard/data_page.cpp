@@ -17,7 +17,7 @@
 #include <QVBoxLayout>
 
 #include "latest_job.h"
-#include "local_path.h"
+#include "studio/ui/local_path.h"
 #include "studio/data/dataset_info.h"
 #include "studio/ui/wizard/dataset_registration.h"
 #include "studio/ui/wizard/field_bindings.h"

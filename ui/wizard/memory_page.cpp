@@ -9,7 +9,7 @@
 #include <QVBoxLayout>
 
 #include "latest_job.h"
-#include "local_path.h"
+#include "studio/ui/local_path.h"
 #include "studio/config/validate.h"
 #include "studio/ui/wizard/memory_bar.h"
 #include "studio/ui/wizard/run_draft.h"

@@ -15,7 +15,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
-#include "local_path.h"
+#include "studio/ui/local_path.h"
 #include "studio/config/config_io.h"
 #include "studio/ui/code_editor.h"
 #include "studio/ui/diagnostics_model.h"

@@ -1,0 +1,521 @@
+// RunDashboard on the offscreen platform: graphs per chart, DPO charts, overlays, coalesced
+// replots, CSV and PNG export, axis modes, and a live run folder followed through its tailer.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QImage>
+#include <QLabel>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <qcustomplot.h>
+
+#include "dashboard_test_support.h"
+#include "studio/ui/dashboard/event_tailer.h"
+#include "studio/ui/dashboard/run_dashboard.h"
+
+using studio::ui::ChartKind;
+using studio::ui::Metric;
+using studio::ui::RunDashboard;
+using studio::ui::RunSeries;
+using studio::ui::XAxisMode;
+
+Q_DECLARE_METATYPE(studio::ui::XAxisMode)
+
+namespace {
+
+constexpr int kLiveTimeoutMs = 15000;  // a loaded 2-core machine: tailer ticks can be late
+
+int points(const QCPGraph* graph) { return graph->data()->size(); }
+
+// Point counts of a run's graphs on one chart, in drawing order.
+QList<int> pointCounts(const RunDashboard& dash, ChartKind kind, const QString& run) {
+  QList<int> counts;
+  for (const QCPGraph* graph : dash.graphs(kind, run)) counts << points(graph);
+  return counts;
+}
+
+QStringList legendNames(const QCustomPlot* plot) {
+  QStringList names;
+  for (int i = 0; i < plot->legend->itemCount(); ++i)
+    if (auto* item = qobject_cast<QCPPlottableLegendItem*>(plot->legend->item(i)))
+      names << item->plottable()->name();
+  return names;
+}
+
+int limitLines(const QCustomPlot* plot) {
+  int n = 0;
+  for (int i = 0; i < plot->itemCount(); ++i)
+    if (qobject_cast<QCPItemStraightLine*>(plot->item(i))) ++n;
+  return n;
+}
+
+// Writes bytes at the end of a file, flushed, as the engine's appends arrive.
+void append(const QString& path, const QByteArray& bytes) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Append));
+  QCOMPARE(f.write(bytes), qint64(bytes.size()));
+}
+
+// The offset just past the n-th newline.
+int afterLine(const QByteArray& bytes, int n) {
+  int at = -1;
+  for (int i = 0; i < n; ++i) at = bytes.indexOf('\n', at + 1);
+  return at + 1;
+}
+
+std::vector<studio::Event> threeSteps() {
+  return {dash_test::stepEvent(1, 2.0, 1001.0), dash_test::stepEvent(2, 1.5, 1002.0),
+          dash_test::stepEvent(3, 1.75, 1003.0)};
+}
+
+}  // namespace
+
+class TestRunDashboard : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void graphsPerChart();
+  void chartsFollowTheRunKind_data();
+  void chartsFollowTheRunKind();
+  void noMemoryReadingsShowText();
+  void overlayOfTwoRuns();
+  void burstOfFeedsReplotsOnce();
+  void hiddenDashboardDrawsWhenShown();
+  void exportCsv_data();
+  void exportCsv();
+  void exportPng();
+  void exportFailureNamesThePath();
+  void logScale();
+  void xAxisModes_data();
+  void xAxisModes();
+  void fewStepsAreVisible_data();
+  void fewStepsAreVisible();
+  void smoothing();
+  void followsPalette();
+  void followsALiveRun();
+  void replacedFileStartsOver();
+  void readErrorIsReported();
+};
+
+void TestRunDashboard::graphsPerChart() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("runs/sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  QVERIFY(dash.updatePending());
+  dash.flush();
+  QVERIFY(!dash.updatePending());
+  const QString run = QStringLiteral("runs/sft");
+  // Loss: raw, smoothed, eval markers.
+  QCOMPARE(pointCounts(dash, ChartKind::Loss, run), (QList<int>{12, 12, 2}));
+  QCOMPARE(dash.graphs(ChartKind::Loss, run)[2]->lineStyle(), QCPGraph::lsNone);
+  QCOMPARE(pointCounts(dash, ChartKind::TokensPerSec, run), QList<int>{12});
+  QCOMPARE(pointCounts(dash, ChartKind::LearningRate, run), QList<int>{12});
+  QCOMPARE(pointCounts(dash, ChartKind::GradNorm, run), QList<int>{12});
+  QCOMPARE(pointCounts(dash, ChartKind::Memory, run), QList<int>{12});  // RSS of a CPU run
+  QVERIFY(pointCounts(dash, ChartKind::Rewards, run).isEmpty());
+  QCOMPARE(dash.label(run), QStringLiteral("sft"));
+  QCOMPARE(dash.runs(), QStringList{run});
+  QVERIFY(dash.tailer(run) == nullptr);
+  const auto* facts = dash.findChild<QLabel*>(QStringLiteral("runFacts"));
+  QVERIFY(facts->text().contains(QStringLiteral("finished: trained 60 steps")));
+  QVERIFY(facts->text().contains(QStringLiteral("SFT")));
+}
+
+void TestRunDashboard::chartsFollowTheRunKind_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<bool>("dpoCharts");
+  QTest::addColumn<QList<int>>("memoryPoints");
+  QTest::addColumn<int>("capacityLines");
+  QTest::addColumn<QString>("memoryTitle");
+  QTest::newRow("SFT on CPU") << "sft-cpu" << false << QList<int>{12} << 0 << "RSS";
+  QTest::newRow("DPO on CPU") << "dpo-cpu" << true << QList<int>{6} << 0 << "RSS";
+  // Per rank: allocated (solid) and reserved (dashed); one capacity line for both devices.
+  QTest::newRow("DPO on 2 GPUs") << "dpo-gpu2" << true << QList<int>{8, 8, 8, 8} << 1
+                                 << "GPU memory per rank";
+}
+
+void TestRunDashboard::chartsFollowTheRunKind() {
+  QFETCH(QString, file);
+  QFETCH(bool, dpoCharts);
+  QFETCH(QList<int>, memoryPoints);
+  QFETCH(int, capacityLines);
+  QFETCH(QString, memoryTitle);
+  RunDashboard dash;
+  dash.feed(file, dash_test::loadEvents(file));
+  dash.flush();
+  QCOMPARE(dash.chartShown(ChartKind::Rewards), dpoCharts);
+  QCOMPARE(dash.chartShown(ChartKind::Accuracy), dpoCharts);
+  QVERIFY(dash.chartShown(ChartKind::Loss));
+  QCOMPARE(pointCounts(dash, ChartKind::Memory, file), memoryPoints);
+  QVERIFY(dash.chartHasPlot(ChartKind::Memory));
+  QCOMPARE(limitLines(dash.plot(ChartKind::Memory)), capacityLines);
+  bool titled = false;
+  for (const QLabel* label : dash.findChildren<QLabel*>())
+    titled = titled || label->text().contains(memoryTitle);
+  QVERIFY2(titled, qPrintable(memoryTitle));
+  if (dpoCharts) {
+    const RunSeries& s = *dash.series(file);
+    QCOMPARE(pointCounts(dash, ChartKind::Rewards, file),
+             (QList<int>{int(s.size()), int(s.size()), int(s.size())}));
+    QCOMPARE(pointCounts(dash, ChartKind::Accuracy, file), QList<int>{int(s.size())});
+  }
+  if (capacityLines > 0) {
+    // The capacity stays in view above the allocated memory.
+    QVERIFY(dash.plot(ChartKind::Memory)->yAxis->range().upper > 81559.0);
+    QCOMPARE(dash.plot(ChartKind::Memory)->yAxis->range().lower, 0.0);
+  }
+}
+
+void TestRunDashboard::noMemoryReadingsShowText() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("bare"), threeSteps());
+  dash.flush();
+  QVERIFY(!dash.chartHasPlot(ChartKind::Memory));
+  const auto* text = dash.findChild<QLabel*>(QStringLiteral("memory-empty"));
+  QVERIFY(text != nullptr);
+  QVERIFY2(text->text().contains(QStringLiteral("No GPU memory in this run")),
+           qPrintable(text->text()));
+  QVERIFY(dash.chartHasPlot(ChartKind::Loss));
+  QVERIFY(!dash.chartHasPlot(ChartKind::TokensPerSec));  // no tokens_per_sec in these steps
+}
+
+void TestRunDashboard::overlayOfTwoRuns() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("runs/sp1"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  dash.feed(QStringLiteral("runs/sp2/"), dash_test::loadEvents(QStringLiteral("dpo-cpu")));
+  dash.flush();
+  QCOMPARE(dash.runs(), (QStringList{"runs/sp1", "runs/sp2"}));
+  const QStringList legend = legendNames(dash.plot(ChartKind::Loss));
+  QCOMPARE(legend, (QStringList{"sp1: loss (smoothed)", "sp1: eval loss", "sp2: loss (smoothed)",
+                                "sp2: eval loss"}));
+  // One colour per run, the same on every chart.
+  const QColor sp1 = dash.graphs(ChartKind::Loss, "runs/sp1")[1]->pen().color();
+  const QColor sp2 = dash.graphs(ChartKind::Loss, "runs/sp2")[1]->pen().color();
+  QVERIFY(sp1 != sp2);
+  QCOMPARE(dash.graphs(ChartKind::TokensPerSec, "runs/sp2")[0]->pen().color(), sp2);
+  QVERIFY(dash.chartShown(ChartKind::Rewards));  // one of them is DPO
+
+  dash.removeRun(QStringLiteral("runs/sp2"));
+  dash.flush();
+  QCOMPARE(dash.runs(), QStringList{"runs/sp1"});
+  QCOMPARE(legendNames(dash.plot(ChartKind::Loss)),
+           (QStringList{"sp1: loss (smoothed)", "sp1: eval loss"}));
+  QCOMPARE(dash.plot(ChartKind::Rewards)->graphCount(), 0);
+  QVERIFY(!dash.chartShown(ChartKind::Rewards));
+  QVERIFY(dash.series(QStringLiteral("runs/sp2")) == nullptr);
+}
+
+void TestRunDashboard::burstOfFeedsReplotsOnce() {
+  RunDashboard dash;
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  QSignalSpy replots(&dash, &RunDashboard::replotted);
+  QSignalSpy updates(&dash, &RunDashboard::runUpdated);
+  for (int step = 1; step <= 1000; ++step)
+    dash.feed(QStringLiteral("burst"), {dash_test::stepEvent(step, 1.0 / step, 1000.0 + step)});
+  QCOMPARE(replots.count(), 0);  // nothing is drawn while the burst is being fed
+  QTRY_COMPARE(replots.count(), 1);
+  QTest::qWait(3 * RunDashboard::kCoalesceMs);
+  QCOMPARE(replots.count(), 1);
+  QCOMPARE(updates.count(), 1);
+  QCOMPARE(updates.at(0).at(0).toString(), QStringLiteral("burst"));
+  QCOMPARE(pointCounts(dash, ChartKind::Loss, "burst"), (QList<int>{1000, 1000}));
+  // Long series are lines only: no marker on each of a thousand points.
+  QVERIFY(dash.graphs(ChartKind::Loss, "burst")[1]->scatterStyle().isNone());
+}
+
+void TestRunDashboard::hiddenDashboardDrawsWhenShown() {
+  RunDashboard dash;
+  QSignalSpy replots(&dash, &RunDashboard::replotted);
+  QSignalSpy updates(&dash, &RunDashboard::runUpdated);
+  dash.feed(QStringLiteral("sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  QTRY_COMPARE(updates.count(), 1);
+  // The graphs and axes are current, but nothing was drawn.
+  QCOMPARE(pointCounts(dash, ChartKind::Loss, "sft"), (QList<int>{12, 12, 2}));
+  QVERIFY(dash.plot(ChartKind::Loss)->xAxis->range().contains(60.0));
+  QCOMPARE(replots.count(), 0);
+  dash.show();
+  QCOMPARE(replots.count(), 1);
+  dash.hide();
+  dash.show();
+  QCOMPARE(replots.count(), 1);  // nothing new while it was hidden: no second replot
+}
+
+void TestRunDashboard::exportCsv_data() {
+  QTest::addColumn<QString>("runKey");
+  QTest::addColumn<XAxisMode>("mode");
+  QTest::addColumn<QString>("expected");
+  // Smoothing 0.5: 1.5; (0.375 + 0.625) / 0.75 = 4/3; (0.5 + 0.5) / 0.875 = 8/7.
+  QTest::newRow("step axis") << "runs/a" << XAxisMode::Step
+                             << "step,a: loss,a: loss (smoothed),a: eval loss\n"
+                                "1,1.5,1.5,\n"
+                                "2,1.25,1.3333333333333333,1.375\n"
+                                "3,1,1.1428571428571428,\n";
+  // Relative to the start event at t=100; the eval sits at its step's time. A label with a
+  // comma is quoted.
+  QTest::newRow("relative time axis, quoted label")
+      << "runs/a,b" << XAxisMode::RelativeTime
+      << "relative_time_s,\"a,b: loss\",\"a,b: loss (smoothed)\",\"a,b: eval loss\"\n"
+         "1,1.5,1.5,\n"
+         "2.5,1.25,1.3333333333333333,1.375\n"
+         "4,1,1.1428571428571428,\n";
+}
+
+void TestRunDashboard::exportCsv() {
+  QFETCH(QString, runKey);
+  QFETCH(XAxisMode, mode);
+  QFETCH(QString, expected);
+  RunDashboard dash;
+  dash.setSmoothing(0.5);
+  dash.setXAxis(mode);
+  dash.feed(runKey, {dash_test::parsed({{"event", "start"}, {"time", 100.0}}),
+                     dash_test::stepEvent(1, 1.5, 101.0), dash_test::stepEvent(2, 1.25, 102.5),
+                     dash_test::parsed({{"event", "eval"}, {"step", 2}, {"loss", 1.375}}),
+                     dash_test::stepEvent(3, 1.0, 104.0)});
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("loss.csv"));
+  QString error;
+  QVERIFY2(dash.exportCsv(ChartKind::Loss, path, &error), qPrintable(error));
+  QCOMPARE(QString::fromUtf8(dash_test::readBytes(path)), expected);
+  QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList{"loss.csv"});  // no temp left
+}
+
+void TestRunDashboard::exportPng() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("loss.png"));
+  QString error;
+  QVERIFY2(dash.exportPng(ChartKind::Loss, path, &error), qPrintable(error));
+  const QByteArray bytes = dash_test::readBytes(path);
+  QVERIFY(bytes.size() > 1000);
+  QVERIFY(bytes.startsWith("\x89PNG\r\n\x1a\n"));
+  QImage image;
+  QVERIFY(image.load(path, "PNG"));
+  QCOMPARE(image.size(), QSize(1200, 700));  // the dashboard was never shown: the default size
+  // Not a blank picture: axes, labels and curves cover part of the background.
+  const QRgb background = image.pixel(0, 0);
+  int drawn = 0;
+  for (int y = 0; y < image.height(); ++y)
+    for (int x = 0; x < image.width(); ++x) drawn += image.pixel(x, y) != background;
+  QVERIFY2(drawn > image.width() * image.height() / 200, qPrintable(QString::number(drawn)));
+}
+
+void TestRunDashboard::exportFailureNamesThePath() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("sft"), threeSteps());
+  const QString path = QStringLiteral("/nonexistent-dir-for-dashboard-test/loss.csv");
+  QString error;
+  QVERIFY(!dash.exportCsv(ChartKind::Loss, path, &error));
+  QVERIFY2(error.contains(path), qPrintable(error));
+  error.clear();
+  QVERIFY(!dash.exportPng(ChartKind::Loss, QStringLiteral("/nonexistent-dir-for-dashboard-test/l.png"),
+                          &error));
+  QVERIFY2(error.contains(QStringLiteral("/nonexistent-dir-for-dashboard-test/l.png")),
+           qPrintable(error));
+}
+
+void TestRunDashboard::logScale() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  QCPAxis* y = dash.plot(ChartKind::Loss)->yAxis;
+  QCOMPARE(y->scaleType(), QCPAxis::stLinear);
+  dash.setLogScale(true);
+  dash.flush();
+  QVERIFY(dash.logScale());
+  QCOMPARE(y->scaleType(), QCPAxis::stLogarithmic);
+  QVERIFY(!y->ticker().dynamicCast<QCPAxisTickerLog>().isNull());
+  QVERIFY(dash.findChild<QCheckBox*>(QStringLiteral("logScale"))->isChecked());
+  QVERIFY(y->range().lower > 0.0);
+  QVERIFY(y->range().lower < 2.046691160059974 && y->range().upper > 7.845936761539153);
+  // Only the loss chart is logarithmic.
+  QCOMPARE(dash.plot(ChartKind::GradNorm)->yAxis->scaleType(), QCPAxis::stLinear);
+  dash.findChild<QCheckBox*>(QStringLiteral("logScale"))->setChecked(false);
+  QVERIFY(!dash.logScale());
+  QCOMPARE(y->scaleType(), QCPAxis::stLinear);
+}
+
+void TestRunDashboard::xAxisModes_data() {
+  QTest::addColumn<XAxisMode>("mode");
+  QTest::addColumn<double>("firstKey");
+  QTest::addColumn<double>("evalKey");
+  QTest::addColumn<QString>("ticker");
+  QTest::newRow("step") << XAxisMode::Step << 5.0 << 30.0 << "step";
+  QTest::newRow("relative time") << XAxisMode::RelativeTime
+                                 << 1795293735.993992 - 1795293734.9120781
+                                 << 1795293740.8816361 - 1795293734.9120781 << "time";
+  QTest::newRow("wall time") << XAxisMode::WallTime << 1795293735.993992 << 1795293740.8816361
+                             << "datetime";
+}
+
+void TestRunDashboard::xAxisModes() {
+  QFETCH(XAxisMode, mode);
+  QFETCH(double, firstKey);
+  QFETCH(double, evalKey);
+  QFETCH(QString, ticker);
+  RunDashboard dash;
+  dash.feed(QStringLiteral("sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  dash.flush();
+  auto* box = dash.findChild<QComboBox*>(QStringLiteral("xAxis"));
+  box->setCurrentIndex(box->findData(static_cast<int>(mode)));  // as the user picks it
+  QCOMPARE(dash.xAxis(), mode);
+  dash.flush();
+  for (ChartKind kind : {ChartKind::Loss, ChartKind::TokensPerSec, ChartKind::Memory}) {
+    const QCPGraph* graph = dash.graphs(kind, "sft").front();
+    QCOMPARE(graph->data()->at(0)->key, firstKey);
+    const QCPAxis* x = dash.plot(kind)->xAxis;
+    QVERIFY(x->range().contains(firstKey));
+    const auto tick = x->ticker();
+    const bool dateTime = !tick.dynamicCast<QCPAxisTickerDateTime>().isNull();
+    const bool time = !tick.dynamicCast<QCPAxisTickerTime>().isNull();
+    QCOMPARE(dateTime, ticker == "datetime");
+    QCOMPARE(time, ticker == "time");
+  }
+  QCOMPARE(dash.graphs(ChartKind::Loss, "sft")[2]->data()->at(0)->key, evalKey);
+}
+
+void TestRunDashboard::fewStepsAreVisible_data() {
+  QTest::addColumn<int>("steps");
+  QTest::newRow("three steps") << 3;
+  QTest::newRow("one step") << 1;
+}
+
+void TestRunDashboard::fewStepsAreVisible() {
+  QFETCH(int, steps);
+  std::vector<studio::Event> events = threeSteps();
+  events.resize(static_cast<std::size_t>(steps));
+  RunDashboard dash;
+  dash.feed(QStringLiteral("short"), events);
+  dash.flush();
+  const QCPGraph* smoothed = dash.graphs(ChartKind::Loss, "short")[1];
+  QCOMPARE(points(smoothed), steps);
+  // Markers on each point, so even a single point is drawn.
+  QCOMPARE(smoothed->scatterStyle().shape(), QCPScatterStyle::ssDisc);
+  const QCPRange x = dash.plot(ChartKind::Loss)->xAxis->range();
+  const QCPRange y = dash.plot(ChartKind::Loss)->yAxis->range();
+  // Every point strictly inside the axes: margins, and no zero-size range for one point.
+  for (auto it = smoothed->data()->constBegin(); it != smoothed->data()->constEnd(); ++it) {
+    QVERIFY2(x.lower < it->key && it->key < x.upper, qPrintable(QString::number(it->key)));
+    QVERIFY2(y.lower < it->value && it->value < y.upper, qPrintable(QString::number(it->value)));
+  }
+  QVERIFY(x.size() > 0.5);
+  QVERIFY(y.size() > 0.0);
+}
+
+void TestRunDashboard::smoothing() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  dash.flush();
+  QCOMPARE(dash.smoothing(), RunDashboard::kDefaultSmoothing);
+  const std::vector<double>& loss = dash.series("sft")->values(Metric::Loss);
+  auto smoothedValues = [&] {
+    std::vector<double> values;
+    const QCPGraph* graph = dash.graphs(ChartKind::Loss, "sft")[1];
+    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it)
+      values.push_back(it->value);
+    return values;
+  };
+  QCOMPARE(smoothedValues(), RunSeries::ema(loss, 0.6));
+  dash.findChild<QSlider*>(QStringLiteral("smoothing"))->setValue(0);
+  QCOMPARE(dash.smoothing(), 0.0);
+  dash.flush();
+  QCOMPARE(smoothedValues(), loss);
+  dash.setSmoothing(0.9);
+  QCOMPARE(dash.findChild<QSlider*>(QStringLiteral("smoothing"))->value(), 900);
+  dash.flush();
+  QCOMPARE(smoothedValues(), RunSeries::ema(loss, 0.9));
+  dash.setSmoothing(5.0);  // clamped
+  QCOMPARE(dash.smoothing(), RunDashboard::kMaxSmoothing);
+}
+
+void TestRunDashboard::followsPalette() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("sft"), threeSteps());
+  dash.flush();
+  QPalette dark = dash.palette();
+  dark.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
+  dark.setColor(QPalette::Text, QColor(0xee, 0xee, 0xee));
+  dash.setPalette(dark);
+  const QCPAxis* x = dash.plot(ChartKind::Loss)->xAxis;
+  QTRY_COMPARE(x->tickLabelColor(), QColor(0xee, 0xee, 0xee));
+  QCOMPARE(x->basePen().color(), QColor(0xee, 0xee, 0xee));
+  QCOMPARE(dash.plot(ChartKind::Loss)->legend->textColor(), QColor(0xee, 0xee, 0xee));
+}
+
+void TestRunDashboard::followsALiveRun() {
+  QTemporaryDir tmp;
+  const QString runDir = tmp.filePath(QStringLiteral("live run"));
+  QVERIFY(QDir().mkpath(runDir));
+  const QString events = QDir(runDir).filePath(QStringLiteral("events.jsonl"));
+  const QByteArray bytes = dash_test::readBytes(dash_test::dataPath("sft-cpu"));
+  // start and 5 steps, then half of the 6th step's line: only 5 steps may show.
+  const int fiveSteps = afterLine(bytes, 6);
+  append(events, bytes.left(fiveSteps + 50));
+
+  RunDashboard dash;
+  QSignalSpy ended(&dash, &RunDashboard::runEnded);
+  QSignalSpy updated(&dash, &RunDashboard::runUpdated);
+  dash.showRun(runDir);
+  QCOMPARE(dash.runs(), QStringList{runDir});
+  QCOMPARE(dash.label(runDir), QStringLiteral("live run"));
+  QVERIFY(dash.tailer(runDir) != nullptr);
+  QTRY_COMPARE_WITH_TIMEOUT(pointCounts(dash, ChartKind::Loss, runDir), (QList<int>{5, 5}),
+                            kLiveTimeoutMs);
+  QCOMPARE(dash.series(runDir)->size(), std::size_t(5));
+  QCOMPARE(dash.tailer(runDir)->cursor().offset, std::uint64_t(fiveSteps));
+  QVERIFY(updated.count() >= 1);
+
+  // The rest of the line and the steps after it, without the end event.
+  const int beforeEnd = afterLine(bytes, bytes.count('\n') - 1);
+  append(events, bytes.mid(fiveSteps + 50, beforeEnd - fiveSteps - 50));
+  QTRY_COMPARE_WITH_TIMEOUT(pointCounts(dash, ChartKind::Loss, runDir), (QList<int>{12, 12, 2}),
+                            kLiveTimeoutMs);
+  QCOMPARE(ended.count(), 0);
+  append(events, bytes.mid(beforeEnd));
+  QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, kLiveTimeoutMs);
+  QCOMPARE(ended.at(0).at(0).toString(), runDir);
+  QCOMPARE(ended.at(0).at(1).toString(), QStringLiteral("finished"));
+  QCOMPARE(dash.tailer(runDir)->cursor().offset, std::uint64_t(bytes.size()));
+}
+
+void TestRunDashboard::replacedFileStartsOver() {
+  QTemporaryDir tmp;
+  const QString events = tmp.filePath(QStringLiteral("events.jsonl"));
+  append(events, dash_test::readBytes(dash_test::dataPath("sft-cpu")));
+  RunDashboard dash;
+  dash.showRun(tmp.path(), QStringLiteral("reused folder"));
+  QTRY_COMPARE_WITH_TIMEOUT(pointCounts(dash, ChartKind::Loss, tmp.path()),
+                            (QList<int>{12, 12, 2}), kLiveTimeoutMs);
+  QVERIFY(!dash.chartShown(ChartKind::Rewards));
+  // A new run in the same folder: another file renamed over the old one.
+  const QString next = tmp.filePath(QStringLiteral("next.jsonl"));
+  append(next, dash_test::readBytes(dash_test::dataPath("dpo-cpu")));
+  QVERIFY(std::rename(next.toLocal8Bit().constData(), events.toLocal8Bit().constData()) == 0);
+  QTRY_COMPARE_WITH_TIMEOUT(pointCounts(dash, ChartKind::Loss, tmp.path()),
+                            (QList<int>{6, 6, 2}), kLiveTimeoutMs);
+  QVERIFY(dash.series(tmp.path())->isDpo());
+  QVERIFY(dash.chartShown(ChartKind::Rewards));
+  QCOMPARE(legendNames(dash.plot(ChartKind::Loss)).first(),
+           QStringLiteral("reused folder: loss (smoothed)"));
+}
+
+void TestRunDashboard::readErrorIsReported() {
+  QTemporaryDir tmp;
+  // A directory where the events file should be: opening works, reading fails.
+  QVERIFY(QDir(tmp.path()).mkdir(QStringLiteral("events.jsonl")));
+  RunDashboard dash;
+  QSignalSpy errors(&dash, &RunDashboard::readError);
+  dash.showRun(tmp.path());
+  QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, kLiveTimeoutMs);
+  const QString message = errors.at(0).at(1).toString();
+  QVERIFY2(message.contains(QStringLiteral("events.jsonl")), qPrintable(message));
+  // Reported once, not at every poll.
+  QTest::qWait(3 * studio::ui::EventTailer::kDefaultIntervalMs);
+  QCOMPARE(errors.count(), 1);
+  const auto* status = dash.findChild<QLabel*>(QStringLiteral("readStatus"));
+  QCOMPARE(status->text(), message);
+}
+
+QTEST_MAIN(TestRunDashboard)
+#include "tst_run_dashboard.moc"

@@ -1,0 +1,371 @@
+// RunSeries: series built from recorded events files (the demo's real CPU runs and a
+// hand-written 2-GPU DPO run), resumed steps, NaN gaps, partial and garbage lines, and the EMA.
+#include <cmath>
+#include <limits>
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "dashboard_test_support.h"
+#include "studio/ui/dashboard/ema_smoother.h"
+#include "studio/ui/dashboard/run_series.h"
+
+using studio::ui::Metric;
+using studio::ui::RunSeries;
+using studio::ui::SeriesChanges;
+using studio::ui::XAxisMode;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// The hand-written GPU run's start times: the first start and the resume.
+constexpr double kT0 = 1717171717.0;
+constexpr double kT1 = kT0 + 3000.0;
+
+std::vector<double> doubles(std::initializer_list<double> values) { return values; }
+
+bool sameValues(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return false;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) != std::isnan(got[i])) return false;
+    if (!std::isnan(want[i]) && std::abs(got[i] - want[i]) > 1e-12 * std::max(1.0, std::abs(want[i])))
+      return false;
+  }
+  return true;
+}
+
+QByteArray describe(const std::vector<double>& values) {
+  QStringList parts;
+  for (double v : values) parts << QString::number(v, 'g', 17);
+  return parts.join(QStringLiteral(", ")).toUtf8();
+}
+
+#define COMPARE_VALUES(got, want)                                                        \
+  QVERIFY2(sameValues(got, want),                                                        \
+           QByteArray("got [" + describe(got) + "], want [" + describe(want) + "]").constData())
+
+// The hand-written run, checked the same way whichever way it was read.
+void checkGpuRun(const RunSeries& s) {
+  COMPARE_VALUES(s.steps(), doubles({1, 2, 3, 4, 5, 6, 7, 8}));
+  // Step 3's loss and grad norm are null (a diverged step): gaps. Steps 5 and 6 come from
+  // the resume, which replaced the first timeline's 5 and 6.
+  COMPARE_VALUES(s.values(Metric::Loss),
+                 doubles({0.6875, 0.625, kNaN, 0.5, 0.46875, 0.40625, 0.34375, 0.3125}));
+  COMPARE_VALUES(s.values(Metric::GradNorm),
+                 doubles({1.5, 1.25, kNaN, 1.0, 0.875, 0.625, 0.5, 0.375}));
+  COMPARE_VALUES(s.wallTime(), doubles({kT0 + 3, kT0 + 6, kT0 + 9, kT0 + 12, kT1 + 3, kT1 + 6,
+                                        kT1 + 9, kT1 + 12}));
+  // Relative time counts from the first start, across the resume.
+  COMPARE_VALUES(s.relativeTime(),
+                 doubles({3, 6, 9, 12, 3003, 3006, 3009, 3012}));
+  QVERIFY(s.isDpo());
+  COMPARE_VALUES(s.values(Metric::RewardsChosen),
+                 doubles({0.125, 0.25, 0.375, 0.5, 0.5625, 0.6875, 0.8125, 0.875}));
+  COMPARE_VALUES(s.values(Metric::RewardsRejected),
+                 doubles({-0.125, -0.25, -0.375, -0.5, -0.5625, -0.6875, -0.8125, -0.875}));
+  COMPARE_VALUES(s.values(Metric::RewardsMargins),
+                 doubles({0.25, 0.5, 0.75, 1.0, 1.125, 1.375, 1.625, 1.75}));
+  COMPARE_VALUES(s.values(Metric::RewardsAccuracies),
+                 doubles({0.5, 0.625, 0.75, 0.875, 0.75, 0.875, 1.0, 1.0}));
+  QVERIFY(!s.has(Metric::RssMib));
+
+  QCOMPARE(s.gpus().size(), std::size_t(2));
+  QCOMPARE(s.gpus()[0].rank, 0);
+  QCOMPARE(s.gpus()[1].rank, 1);
+  COMPARE_VALUES(s.gpus()[0].allocated, doubles({52210.5, 52212.5, 52214.5, 52216.5, 52230.5,
+                                                 52232.5, 52234.5, 52236.5}));
+  COMPARE_VALUES(s.gpus()[1].allocated, doubles({52208, 52210, 52212, 52214, 52228, 52230,
+                                                 52232, 52234}));
+  COMPARE_VALUES(s.gpus()[1].reserved, std::vector<double>(8, 61440.0));
+  COMPARE_VALUES(s.gpus()[0].total, std::vector<double>(8, 81559.0));
+
+  // The eval after step 4 survived the resume (it precedes step 5); each is placed at the time
+  // of its step.
+  COMPARE_VALUES(s.evalX(XAxisMode::Step), doubles({4, 8}));
+  COMPARE_VALUES(s.evalLoss(), doubles({0.5625, 0.375}));
+  COMPARE_VALUES(s.evalX(XAxisMode::WallTime), doubles({kT0 + 12, kT1 + 12}));
+  COMPARE_VALUES(s.evalX(XAxisMode::RelativeTime), doubles({12, 3012}));
+
+  const studio::ui::RunFacts& f = s.facts();
+  QCOMPARE(f.starts, 2);
+  QCOMPARE(f.firstStartTime, kT0);
+  QCOMPARE(f.stage, std::string("dpo"));
+  QCOMPARE(f.worldSize, 2);
+  QCOMPARE(f.sequenceParallelSize, 2);
+  QCOMPARE(f.sequenceParallelMode, std::string("ulysses"));
+  QCOMPARE(f.model.architecture, std::string("Qwen2ForCausalLM"));
+  QCOMPARE(f.model.parameters, std::int64_t(494032768));
+  QVERIFY(f.ended);
+  QCOMPARE(f.endState, std::string("finished"));
+  QCOMPARE(f.endReason, std::string("completed 8 steps"));
+}
+
+}  // namespace
+
+class TestRunSeries : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void sftCpuRun();
+  void dpoCpuRun();
+  void gpuRunWithResumeGapsAndGarbage_data();
+  void gpuRunWithResumeGapsAndGarbage();
+  void partialLastLineIsCompletedLater();
+  void resumedStepsReplacePoints_data();
+  void resumedStepsReplacePoints();
+  void nanLeavesGaps();
+  void changesSinceLastTake();
+  void timeOriginWithoutStartEvent();
+  void ema_data();
+  void ema();
+};
+
+void TestRunSeries::sftCpuRun() {
+  RunSeries s;
+  s.ingest(dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  QCOMPARE(s.size(), std::size_t(12));
+  QCOMPARE(s.steps().front(), 5.0);
+  QCOMPARE(s.steps().back(), 60.0);
+  QCOMPARE(s.values(Metric::Loss).front(), 7.845936761539153);
+  QCOMPARE(s.values(Metric::Loss).back(), 2.046691160059974);
+  QCOMPARE(s.values(Metric::TokensPerSec).front(), 5643.105708644398);
+  QCOMPARE(s.values(Metric::LearningRate).size(), std::size_t(12));
+  QCOMPARE(s.values(Metric::GradNorm).size(), std::size_t(12));
+  // A CPU run: no gpus, the process's RSS instead; no rewards.
+  QVERIFY(s.gpus().empty());
+  QCOMPARE(s.values(Metric::RssMib).front(), 291.5390625);
+  QVERIFY(!s.has(Metric::RewardsChosen));
+  QVERIFY(!s.isDpo());
+  QCOMPARE(s.wallTime().front(), 1795293735.993992);
+  QCOMPARE(s.relativeTime().front(), 1795293735.993992 - 1795293734.9120781);
+  COMPARE_VALUES(s.evalX(XAxisMode::Step), doubles({30, 60}));
+  COMPARE_VALUES(s.evalLoss(), doubles({2.5288355928308826, 2.1803517061121322}));
+  QCOMPARE(s.evalX(XAxisMode::WallTime)[0], 1795293740.8816361);  // step 30's time
+
+  const studio::ui::RunFacts& f = s.facts();
+  QCOMPARE(f.starts, 1);
+  QCOMPARE(f.stage, std::string("sft"));
+  QCOMPARE(f.worldSize, 1);
+  QCOMPARE(f.sequenceParallelSize, 1);
+  QCOMPARE(f.sequenceParallelMode, std::string("zigzag-ring"));
+  QCOMPARE(f.model.parameters, std::int64_t(1288320));
+  QVERIFY(f.ended);
+  QCOMPARE(f.endState, std::string("finished"));
+  QCOMPARE(f.endReason, std::string("trained 60 steps"));
+}
+
+void TestRunSeries::dpoCpuRun() {
+  RunSeries s;
+  s.ingest(dash_test::loadEvents(QStringLiteral("dpo-cpu")));
+  QCOMPARE(s.size(), std::size_t(6));
+  QVERIFY(s.isDpo());
+  QCOMPARE(s.facts().stage, std::string("dpo"));
+  QCOMPARE(s.facts().sequenceParallelSize, 2);
+  QCOMPARE(s.values(Metric::RewardsChosen).front(), -0.0774294376373291);
+  QCOMPARE(s.values(Metric::RewardsRejected).front(), -0.10128875970840454);
+  QCOMPARE(s.values(Metric::RewardsMargins).front(), 0.02385932207107544);
+  QCOMPARE(s.values(Metric::RewardsAccuracies).front(), 0.3);
+  QCOMPARE(s.evalCount(), std::size_t(2));
+  QVERIFY(s.gpus().empty());
+  QVERIFY(s.has(Metric::RssMib));
+}
+
+void TestRunSeries::gpuRunWithResumeGapsAndGarbage_data() {
+  QTest::addColumn<int>("maxLineBytes");
+  QTest::addColumn<int>("badLines");
+  // Three garbage lines (a string loss, text that is not JSON, a step without "step"); with a
+  // 4 KiB cap the 5 KB log line is dropped as over-long too. Both read the same series.
+  QTest::newRow("default line cap") << int(studio::EventStreamParser::kDefaultMaxLineBytes) << 3;
+  QTest::newRow("4 KiB line cap") << 4096 << 4;
+}
+
+void TestRunSeries::gpuRunWithResumeGapsAndGarbage() {
+  QFETCH(int, maxLineBytes);
+  QFETCH(int, badLines);
+  studio::EventStreamParser parser(static_cast<std::size_t>(maxLineBytes));
+  const std::vector<studio::Event> events =
+      dash_test::parseInChunks(dash_test::readBytes(dash_test::dataPath("dpo-gpu2")), parser);
+  QCOMPARE(parser.bad_lines(), std::uint64_t(badLines));
+  RunSeries s;
+  s.ingest(events);
+  checkGpuRun(s);
+}
+
+void TestRunSeries::partialLastLineIsCompletedLater() {
+  // A real file, written up to the middle of step 4's line, then completed.
+  const QByteArray bytes = dash_test::readBytes(dash_test::dataPath("dpo-gpu2"));
+  const int step4 = bytes.indexOf("{\"event\":\"step\",\"elapsed\":12.0");
+  QVERIFY(step4 > 0);
+  const int cut = step4 + 40;
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString path = dir.filePath(QStringLiteral("events.jsonl"));
+  QFile file(path);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  QCOMPARE(file.write(bytes.left(cut)), qint64(cut));
+  QVERIFY(file.flush());
+
+  studio::EventFileReader reader(path.toStdString());
+  RunSeries s;
+  studio::EventPollResult first = reader.poll();
+  QVERIFY(first.error.empty());
+  s.ingest(first.events);
+  COMPARE_VALUES(s.steps(), doubles({1, 2, 3}));
+  // The cursor waits at the start of the partial line; nothing of it was returned.
+  QCOMPARE(reader.cursor().offset, std::uint64_t(step4));
+
+  QCOMPARE(file.write(bytes.mid(cut)), qint64(bytes.size() - cut));
+  QVERIFY(file.flush());
+  studio::EventPollResult rest = reader.poll();
+  QVERIFY(!rest.restarted);
+  s.ingest(rest.events);
+  QCOMPARE(reader.cursor().offset, std::uint64_t(bytes.size()));
+  checkGpuRun(s);
+}
+
+void TestRunSeries::resumedStepsReplacePoints_data() {
+  // Events as "s<step>" (a step whose loss is its index in the list) or "e<step>" (an eval).
+  QTest::addColumn<QStringList>("eventsIn");
+  QTest::addColumn<QList<int>>("stepsKept");
+  QTest::addColumn<QList<int>>("lossSources");  // index in eventsIn of each step kept
+  QTest::addColumn<QList<int>>("evalsKept");
+
+  QTest::newRow("plain appends") << QStringList{"s1", "s2", "e2", "s3"} << QList<int>{1, 2, 3}
+                                 << QList<int>{0, 1, 3} << QList<int>{2};
+  QTest::newRow("resume from 2 replaces 2 and drops 3, 4")
+      << QStringList{"s1", "s2", "s3", "s4", "s2", "s3"} << QList<int>{1, 2, 3}
+      << QList<int>{0, 4, 5} << QList<int>{};
+  QTest::newRow("restart at 1 keeps only the new timeline")
+      << QStringList{"s5", "s10", "s15", "s1"} << QList<int>{1} << QList<int>{3} << QList<int>{};
+  QTest::newRow("the last step again")
+      << QStringList{"s1", "s2", "s2"} << QList<int>{1, 2} << QList<int>{0, 2} << QList<int>{};
+  QTest::newRow("a resume drops the old timeline's evals after it")
+      << QStringList{"s10", "e10", "s20", "e20", "s30", "e30", "s15"} << QList<int>{10, 15}
+      << QList<int>{0, 6} << QList<int>{10};
+  QTest::newRow("a repeated eval replaces the earlier one")
+      << QStringList{"s10", "e10", "s20", "e20", "e20"} << QList<int>{10, 20}
+      << QList<int>{0, 2} << QList<int>{10, 20};
+}
+
+void TestRunSeries::resumedStepsReplacePoints() {
+  QFETCH(QStringList, eventsIn);
+  QFETCH(QList<int>, stepsKept);
+  QFETCH(QList<int>, lossSources);
+  QFETCH(QList<int>, evalsKept);
+  std::vector<studio::Event> events;
+  for (int i = 0; i < eventsIn.size(); ++i) {
+    const int step = eventsIn[i].mid(1).toInt();
+    const double loss = 100.0 + i;
+    if (eventsIn[i].startsWith(QLatin1Char('s')))
+      events.push_back(dash_test::stepEvent(step, loss));
+    else
+      events.push_back(dash_test::parsed({{"event", "eval"}, {"step", step}, {"loss", loss}}));
+  }
+  RunSeries s;
+  s.ingest(events);
+
+  std::vector<double> wantSteps, wantLoss, wantEvals;
+  for (int step : stepsKept) wantSteps.push_back(step);
+  for (int source : lossSources) wantLoss.push_back(100.0 + source);
+  for (int step : evalsKept) wantEvals.push_back(step);
+  COMPARE_VALUES(s.steps(), wantSteps);
+  COMPARE_VALUES(s.values(Metric::Loss), wantLoss);
+  COMPARE_VALUES(s.evalX(XAxisMode::Step), wantEvals);
+}
+
+void TestRunSeries::nanLeavesGaps() {
+  RunSeries s;
+  std::vector<studio::Event> events = {
+      dash_test::parsed({{"event", "step"}, {"step", 1}, {"loss", 2.0}}),
+      dash_test::parsed({{"event", "step"}, {"step", 2}, {"loss", nullptr}, {"grad_norm", 0.5}}),
+      dash_test::parsed({{"event", "step"}, {"step", 3}, {"loss", 1.0}}),
+  };
+  s.ingest(events);
+  COMPARE_VALUES(s.values(Metric::Loss), doubles({2.0, kNaN, 1.0}));
+  // A metric first seen at step 2 is NaN before it and where a step does not write it.
+  COMPARE_VALUES(s.values(Metric::GradNorm), doubles({kNaN, 0.5, kNaN}));
+  // Never seen: no column at all, so no empty graph and no legend entry.
+  QVERIFY(!s.has(Metric::LearningRate));
+  QVERIFY(s.values(Metric::LearningRate).empty());
+  // Without a time the row has no place on a time axis.
+  QVERIFY(std::isnan(s.wallTime()[0]));
+  QVERIFY(std::isnan(s.relativeTime()[0]));
+}
+
+void TestRunSeries::changesSinceLastTake() {
+  RunSeries s;
+  SeriesChanges c = s.takeChanges();
+  QCOMPARE(c.rowsFrom, std::size_t(0));
+  s.ingest({dash_test::stepEvent(1, 1.0), dash_test::stepEvent(2, 1.0),
+            dash_test::stepEvent(3, 1.0)});
+  c = s.takeChanges();
+  QCOMPARE(c.rowsFrom, std::size_t(0));
+  s.ingest({dash_test::stepEvent(4, 1.0)});
+  c = s.takeChanges();
+  QCOMPARE(c.rowsFrom, std::size_t(3));  // appended only: a consumer appends row 3
+  QVERIFY(!c.facts);
+  c = s.takeChanges();
+  QCOMPARE(c.rowsFrom, s.size());  // nothing new
+  s.ingest({dash_test::stepEvent(2, 1.0), dash_test::stepEvent(3, 1.0)});
+  c = s.takeChanges();
+  QCOMPARE(c.rowsFrom, std::size_t(1));  // rows from step 2 on were replaced
+  s.ingest({dash_test::parsed({{"event", "end"}, {"state", "failed"}, {"reason", "OOM"}})});
+  c = s.takeChanges();
+  QVERIFY(c.facts);
+  QVERIFY(c.ended);
+  QCOMPARE(s.facts().endState, std::string("failed"));
+  s.clear();
+  c = s.takeChanges();
+  QCOMPARE(c.rowsFrom, std::size_t(0));
+  QVERIFY(c.facts);
+  QVERIFY(s.empty());
+  QVERIFY(!s.facts().ended);
+}
+
+void TestRunSeries::timeOriginWithoutStartEvent() {
+  // A stream read from a saved cursor has no start event: the run started `elapsed` before.
+  RunSeries s;
+  s.ingest({dash_test::parsed(
+                {{"event", "step"}, {"step", 7}, {"time", 1000.5}, {"elapsed", 70.5}}),
+            dash_test::parsed(
+                {{"event", "step"}, {"step", 8}, {"time", 1010.5}, {"elapsed", 80.5}})});
+  COMPARE_VALUES(s.relativeTime(), doubles({70.5, 80.5}));
+}
+
+void TestRunSeries::ema_data() {
+  QTest::addColumn<double>("weight");
+  QTest::addColumn<std::vector<double>>("input");
+  QTest::addColumn<std::vector<double>>("expected");
+  // Hand-computed: last = w*last + (1-w)*x; shown = last / (1 - w^n).
+  QTest::newRow("w=0 is the raw curve") << 0.0 << doubles({1, 2, 3}) << doubles({1, 2, 3});
+  QTest::newRow("w=0 with NaN") << 0.0 << doubles({1, kNaN, 3}) << doubles({1, kNaN, 3});
+  // n=1: 0.4/0.4 = 1; n=2: (0.24+0.8)/0.64 = 1.625; n=3: (0.624+1.2)/0.784 = 2.3265306122...
+  QTest::newRow("w=0.6") << 0.6 << doubles({1, 2, 3})
+                         << doubles({1.0, 1.625, 1.824 / 0.784});
+  // A NaN is a gap and does not count: the next points are those of [1, 2, 3].
+  QTest::newRow("w=0.6 with NaN") << 0.6 << doubles({1, kNaN, 2, 3})
+                                  << doubles({1.0, kNaN, 1.625, 1.824 / 0.784});
+  QTest::newRow("w=0.6 leading NaN and infinity")
+      << 0.6 << doubles({kNaN, std::numeric_limits<double>::infinity(), 5})
+      << doubles({kNaN, kNaN, 5});
+  // n=1: 0.02/0.01 = 2; n=2: (0.0198 + 0.04)/0.0199 = 3.0050251256...
+  QTest::newRow("w=0.99") << 0.99 << doubles({2, 4}) << doubles({2.0, 0.0598 / 0.0199});
+  QTest::newRow("w=0.99 with NaN") << 0.99 << doubles({2, kNaN, kNaN, 4})
+                                   << doubles({2.0, kNaN, kNaN, 0.0598 / 0.0199});
+  QTest::newRow("empty") << 0.6 << doubles({}) << doubles({});
+}
+
+void TestRunSeries::ema() {
+  QFETCH(double, weight);
+  QFETCH(std::vector<double>, input);
+  QFETCH(std::vector<double>, expected);
+  COMPARE_VALUES(RunSeries::ema(input, weight), expected);
+  // The incremental smoother gives the same values one at a time.
+  studio::ui::EmaSmoother smoother(weight);
+  std::vector<double> oneByOne;
+  for (double x : input) oneByOne.push_back(smoother.next(x));
+  COMPARE_VALUES(oneByOne, expected);
+}
+
+QTEST_MAIN(TestRunSeries)
+#include "tst_run_series.moc"

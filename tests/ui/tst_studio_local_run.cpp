@@ -1,0 +1,160 @@
+// The studio end to end with the real engine: the demo project from the wizard's Launch button
+// to a finished run on the dashboard; closing and reopening the window finds the run again; a
+// run still training when the window closes is found running by the next window, its dashboard
+// keeps receiving steps, and Stop ends it (every rank at the same step, state "stopped").
+#include <QPushButton>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <memory>
+
+#include "studio/config/events.h"
+#include "studio/config/run_config.h"
+#include "studio/ui/dashboard/run_dashboard.h"
+#include "studio/ui/dashboard/run_series.h"
+#include "studio/ui/main_window.h"
+#include "studio/ui/runs/local_launcher.h"
+#include "studio/ui/runs/run_store.h"
+#include "studio/ui/shell/demo_project.h"
+#include "studio/ui/shell/runs_panel.h"
+#include "studio/ui/wizard/run_wizard.h"
+
+using studio::ui::MainWindow;
+using studio::ui::RunState;
+using studio::ui::StudioPaths;
+
+namespace {
+
+constexpr int kRunTimeoutMs = 240000;  // a loaded 2-core CI machine
+
+std::size_t lossPoints(const MainWindow& w, const QString& dir) {
+  const studio::ui::RunSeries* s = w.dashboard()->series(dir);
+  return s ? s->values(studio::ui::Metric::Loss).size() : 0;
+}
+
+std::optional<RunState> stateOf(const MainWindow& w, const QString& dir) {
+  const auto info = w.runStore()->run(dir);
+  return info ? std::optional<RunState>(info->state) : std::nullopt;
+}
+
+}  // namespace
+
+class TestStudioLocalRun : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void demoFromWizardToFinishedRun();
+  void runningRunSurvivesTheWindowAndStops();
+
+ private:
+  std::unique_ptr<MainWindow> window();
+  QTemporaryDir tmp_;
+  StudioPaths paths_;
+};
+
+void TestStudioLocalRun::initTestCase() {
+  QVERIFY(tmp_.isValid());
+  paths_.engine = QStringLiteral(STUDIO_TRAIN_EXE);
+  paths_.resources = QStringLiteral(STUDIO_SOURCE_DIR "/resources");
+  paths_.runsRoot = tmp_.filePath(QStringLiteral("runs"));
+  paths_.dataDir = tmp_.filePath(QStringLiteral("data"));
+}
+
+std::unique_ptr<MainWindow> TestStudioLocalRun::window() {
+  auto w = std::make_unique<MainWindow>(paths_);
+  w->runStore()->setPollInterval(300);
+  w->show();
+  return w;
+}
+
+void TestStudioLocalRun::demoFromWizardToFinishedRun() {
+  QString runDir;
+  {
+    auto w = window();
+    QSignalSpy opened(w.get(), &MainWindow::demoWizardOpened);
+    w->openDemoWizard();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 60000);  // once the demo model is created
+    QVERIFY(w->demo()->isModelReady());
+    studio::ui::RunWizard* wizard = w->wizard();
+    QVERIFY(wizard);
+    // As a user: Next through every page (each must validate), then Launch on the review page.
+    QTRY_VERIFY_WITH_TIMEOUT(wizard->currentPage() && wizard->currentPage()->isComplete(), 20000);
+    while (wizard->nextId() != -1) {
+      const int before = wizard->currentId();
+      QTRY_VERIFY2_WITH_TIMEOUT(wizard->currentPage()->isComplete(),
+                                qPrintable(wizard->currentPage()->title()), 20000);
+      wizard->next();
+      QVERIFY2(wizard->currentId() != before, qPrintable(wizard->currentPage()->title()));
+    }
+    auto* launch = wizard->findChild<QPushButton*>(QStringLiteral("launch"));
+    QVERIFY(launch);
+    QTRY_VERIFY_WITH_TIMEOUT(launch->isEnabled(), 20000);
+    launch->click();
+    runDir = w->currentRun();
+    QVERIFY2(!runDir.isEmpty(), "Launch did not start a run");
+    QVERIFY(runDir.startsWith(paths_.runsRoot));
+    QVERIFY(QFile::exists(runDir + QStringLiteral("/config.yaml")));
+
+    // Live: points arrive while the run is still going, then it finishes with all of them.
+    QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, runDir) > 0, kRunTimeoutMs);
+    QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Finished),
+                              kRunTimeoutMs);
+    // The demo: 60 steps logged every 5.
+    QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, runDir), std::size_t(12), 10000);
+    const auto& loss = w->dashboard()->series(runDir)->values(studio::ui::Metric::Loss);
+    QVERIFY2(loss.back() < loss.front() - 2.0,
+             qPrintable(QStringLiteral("loss %1 -> %2").arg(loss.front()).arg(loss.back())));
+    QVERIFY(w->dashboard()->series(runDir)->has(studio::ui::Metric::TokensPerSec));
+    w->close();
+  }
+  // A new window (a restarted studio) lists the run as finished and draws all of it.
+  auto w = window();
+  QTRY_VERIFY_WITH_TIMEOUT(stateOf(*w, runDir).has_value(), 10000);
+  QCOMPARE(*stateOf(*w, runDir), RunState::Finished);
+  QVERIFY(w->openRun(runDir));
+  QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, runDir), std::size_t(12), 10000);
+  w->close();
+}
+
+void TestStudioLocalRun::runningRunSurvivesTheWindowAndStops() {
+  QString runDir;
+  std::size_t pointsBefore = 0;
+  {
+    auto w = window();
+    QSignalSpy opened(w.get(), &MainWindow::demoWizardOpened);
+    w->openDemoWizard();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 60000);
+    studio::ui::RunWizard* wizard = w->wizard();
+    QVERIFY(wizard);
+    studio::RunConfig cfg = wizard->config();
+    cfg.max_steps = 100000;  // trains until stopped
+    cfg.logging_steps = 1;
+    cfg.eval_strategy = studio::EvalStrategy::No;
+    cfg.save_steps = 100000;
+    runDir = w->launchLocal(cfg, wizard->baseDir(), 1);
+    QVERIFY(!runDir.isEmpty());
+    QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, runDir) >= 2, kRunTimeoutMs);
+    QCOMPARE(stateOf(*w, runDir), std::optional<RunState>(RunState::Running));
+    pointsBefore = lossPoints(*w, runDir);
+    w->close();
+  }  // the window is gone; the run is not
+
+  auto w = window();
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Running), 10000);
+  QVERIFY(w->openRun(runDir));
+  // Reattached: everything so far, then new steps.
+  QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, runDir) > pointsBefore + 2, 60000);
+
+  QSignalSpy stopped(w->launcher(), &studio::ui::LocalLauncher::stopFinished);
+  QVERIFY(w->runsPanel()->selectRun(runDir));
+  QTRY_VERIFY(w->runsPanel()->stopAction()->isEnabled());
+  w->runsPanel()->stopAction()->trigger();
+  QTRY_COMPARE_WITH_TIMEOUT(stopped.count(), 1, 30000);
+  QCOMPARE(stopped.at(0).at(1).toBool(), false);  // stopped by SIGTERM, not killed
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Stopped), 10000);
+  w->close();
+}
+
+QTEST_MAIN(TestStudioLocalRun)
+#include "tst_studio_local_run.moc"

@@ -1,0 +1,320 @@
+#include "chart_panel.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <QEvent>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMenu>
+#include <QMouseEvent>
+#include <QStackedWidget>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+namespace studio::ui {
+
+namespace {
+
+// Step numbers are integers: never put a tick between two steps.
+class StepTicker : public QCPAxisTicker {
+ protected:
+  double getTickStep(const QCPRange& range) override {
+    return std::max(1.0, std::ceil(QCPAxisTicker::getTickStep(range)));
+  }
+};
+
+QString xAxisLabel(XAxisMode mode) {
+  switch (mode) {
+    case XAxisMode::RelativeTime: return ChartPanel::tr("time since start (h:m:s)");
+    case XAxisMode::WallTime: return ChartPanel::tr("wall time");
+    case XAxisMode::Step: break;
+  }
+  return ChartPanel::tr("step");
+}
+
+QString valueAxisLabel(ChartKind kind) {
+  switch (kind) {
+    case ChartKind::Loss: return ChartPanel::tr("loss");
+    case ChartKind::TokensPerSec: return ChartPanel::tr("tokens/s");
+    case ChartKind::LearningRate: return ChartPanel::tr("learning rate");
+    case ChartKind::GradNorm: return ChartPanel::tr("gradient norm");
+    case ChartKind::Memory: return ChartPanel::tr("MiB");
+    case ChartKind::Rewards: return ChartPanel::tr("reward");
+    case ChartKind::Accuracy: return ChartPanel::tr("accuracy");
+  }
+  return {};
+}
+
+QSharedPointer<QCPAxisTicker> makeXTicker(XAxisMode mode) {
+  switch (mode) {
+    case XAxisMode::RelativeTime: {
+      auto ticker = QSharedPointer<QCPAxisTickerTime>::create();
+      // Hours keep counting past 24: a long run reads 31:20:00, not a day count.
+      ticker->setTimeFormat(QStringLiteral("%h:%m:%s"));
+      return ticker;
+    }
+    case XAxisMode::WallTime: {
+      auto ticker = QSharedPointer<QCPAxisTickerDateTime>::create();
+      ticker->setDateTimeFormat(QStringLiteral("hh:mm:ss\nyyyy-MM-dd"));
+      return ticker;
+    }
+    case XAxisMode::Step: break;
+  }
+  return QSharedPointer<StepTicker>::create();
+}
+
+}  // namespace
+
+ChartPanel::ChartPanel(ChartKind kind, QWidget* parent)
+    : QWidget(parent),
+      kind_(kind),
+      title_(new QLabel(chartTitle(kind))),
+      stack_(new QStackedWidget),
+      plot_(new QCustomPlot),
+      emptyText_(new QLabel) {
+  setObjectName(chartName(kind));
+  plot_->setObjectName(chartName(kind) + QStringLiteral("-plot"));
+  emptyText_->setObjectName(chartName(kind) + QStringLiteral("-empty"));
+  emptyText_->setAlignment(Qt::AlignCenter);
+  emptyText_->setWordWrap(true);
+  stack_->addWidget(plot_);
+  stack_->addWidget(emptyText_);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(2);
+  layout->addWidget(buildTitleBar());
+  layout->addWidget(stack_, 1);
+  setMinimumHeight(240);
+  setupPlot();
+}
+
+QWidget* ChartPanel::buildTitleBar() {
+  auto* bar = new QWidget;
+  auto* row = new QHBoxLayout(bar);
+  row->setContentsMargins(4, 0, 4, 0);
+  QFont bold = title_->font();
+  bold.setBold(true);
+  title_->setFont(bold);
+  row->addWidget(title_, 1);
+  auto addButton = [&](const QString& text, const QString& tip, auto signal) {
+    auto* button = new QToolButton;
+    button->setText(text);
+    button->setToolTip(tip);
+    button->setAutoRaise(true);
+    connect(button, &QToolButton::clicked, this, signal);
+    row->addWidget(button);
+  };
+  addButton(tr("PNG…"), tr("Save this chart as a PNG image"), &ChartPanel::exportPngRequested);
+  addButton(tr("CSV…"), tr("Export the data of this chart as CSV: x first, one column per series"),
+            &ChartPanel::exportCsvRequested);
+  return bar;
+}
+
+void ChartPanel::setupPlot() {
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  // A million points stay interactive: no antialiasing while dragging, and solid lines drawn
+  // as segments instead of one huge polyline (graphs also sample adaptively, QCP's default).
+  plot_->setNoAntialiasingOnDrag(true);
+  plot_->setPlottingHint(QCP::phFastPolylines, true);
+  plot_->legend->setVisible(false);
+  QFont legendFont = font();
+  legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() * 0.85));
+  plot_->legend->setFont(legendFont);
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  plot_->yAxis->setLabel(valueAxisLabel(kind_));
+  setXAxisMode(mode_);
+  applyPalette();
+
+  connect(plot_, &QCustomPlot::mouseWheel, this, [this] { followData_ = false; });
+  connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
+    if (event->buttons() != Qt::NoButton) followData_ = false;
+  });
+  connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this] { fitAndReplot(); });
+  plot_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(plot_, &QWidget::customContextMenuRequested, this, &ChartPanel::showContextMenu);
+}
+
+void ChartPanel::showContextMenu(const QPoint& pos) {
+  QMenu menu(this);
+  menu.addAction(tr("Save as PNG…"), this, &ChartPanel::exportPngRequested);
+  menu.addAction(tr("Export data as CSV…"), this, &ChartPanel::exportCsvRequested);
+  menu.addSeparator();
+  menu.addAction(tr("Fit to data"), this, &ChartPanel::fitAndReplot);
+  menu.exec(plot_->mapToGlobal(pos));
+}
+
+void ChartPanel::fitAndReplot() {
+  setFollowsData(true);
+  rescale();
+  plot_->replot();
+}
+
+void ChartPanel::setTitle(const QString& title) { title_->setText(title); }
+
+void ChartPanel::setEmptyText(const QString& text) {
+  emptyText_->setText(text);
+  stack_->setCurrentWidget(text.isEmpty() ? static_cast<QWidget*>(plot_) : emptyText_);
+}
+
+bool ChartPanel::showsPlot() const { return stack_->currentWidget() == plot_; }
+
+void ChartPanel::setXAxisMode(XAxisMode mode) {
+  mode_ = mode;
+  plot_->xAxis->setTicker(makeXTicker(mode));
+  plot_->xAxis->setLabel(xAxisLabel(mode));
+  // Steps read as plain integers (1000000, not 1·10^6); the time tickers make their own labels.
+  plot_->xAxis->setNumberFormat(mode == XAxisMode::Step ? QStringLiteral("f") : QStringLiteral("gb"));
+  plot_->xAxis->setNumberPrecision(mode == XAxisMode::Step ? 0 : 6);
+  followData_ = true;  // the old range means nothing on the new axis
+}
+
+QString ChartPanel::xHeader() const {
+  switch (mode_) {
+    case XAxisMode::RelativeTime: return QStringLiteral("relative_time_s");
+    case XAxisMode::WallTime: return QStringLiteral("wall_time_unix_s");
+    case XAxisMode::Step: break;
+  }
+  return QStringLiteral("step");
+}
+
+void ChartPanel::setLogScale(bool on) {
+  logScale_ = on;
+  QCPAxis* y = plot_->yAxis;
+  if (on) {
+    y->setScaleType(QCPAxis::stLogarithmic);
+    y->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  } else {
+    y->setScaleType(QCPAxis::stLinear);
+    y->setTicker(QSharedPointer<QCPAxisTicker>::create());
+  }
+  followData_ = true;
+}
+
+void ChartPanel::setFixedValueRange(double lower, double upper) {
+  fixedValueRange_ = std::make_pair(lower, upper);
+}
+
+void ChartPanel::setLimitLines(const std::vector<double>& values, const QString& unit) {
+  if (values == limits_) return;
+  limits_ = values;
+  plot_->clearItems();
+  for (double value : limits_) {
+    auto* line = new QCPItemStraightLine(plot_);
+    line->setObjectName(QStringLiteral("limit"));
+    line->point1->setCoords(0, value);
+    line->point2->setCoords(1, value);
+    auto* label = new QCPItemText(plot_);
+    label->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+    label->position->setTypeY(QCPItemPosition::ptPlotCoords);
+    label->position->setCoords(0.01, value);
+    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+    label->setText(tr("device capacity %1 %2").arg(QString::number(value, 'f', 0), unit));
+  }
+  applyPalette();
+}
+
+void ChartPanel::setFollowsData(bool on) { followData_ = on; }
+
+void ChartPanel::rescale() {
+  plot_->legend->setVisible(plot_->legend->itemCount() > 0);
+  if (!followData_) return;
+  bool anyPoint = false;
+  for (int i = 0; i < plot_->graphCount() && !anyPoint; ++i)
+    anyPoint = !plot_->graph(i)->data()->isEmpty();
+  if (!anyPoint) return;
+  plot_->rescaleAxes(true);
+  padKeyRange();
+  padValueRange();
+}
+
+void ChartPanel::padKeyRange() {
+  QCPAxis* x = plot_->xAxis;
+  const QCPRange range = x->range();
+  // One point (or all at one x): a window of one step or second around it, not a zero range.
+  if (range.size() <= 0.0) {
+    x->setRange(range.lower - 1.0, range.upper + 1.0);
+    return;
+  }
+  const double margin = range.size() * 0.02;
+  x->setRange(range.lower - margin, range.upper + margin);
+}
+
+void ChartPanel::padValueRange() {
+  QCPAxis* y = plot_->yAxis;
+  if (fixedValueRange_) {
+    y->setRange(fixedValueRange_->first, fixedValueRange_->second);
+    return;
+  }
+  double lower = y->range().lower;
+  double upper = y->range().upper;
+  if (logScale_) {
+    if (upper <= lower * (1.0 + 1e-9)) {
+      lower /= 2.0;
+      upper *= 2.0;
+    } else {
+      const double factor = std::pow(upper / lower, 0.06);
+      lower /= factor;
+      upper *= factor;
+    }
+  } else {
+    const double size = upper - lower;
+    const double magnitude = std::max(std::abs(lower), std::abs(upper));
+    const double margin = size > magnitude * 1e-9 ? size * 0.08 : (magnitude > 0 ? magnitude * 0.1 : 1.0);
+    lower -= margin;
+    upper += margin;
+  }
+  // Memory reads against zero and the device's capacity: both stay in view.
+  if (kind_ == ChartKind::Memory) lower = 0.0;
+  for (double limit : limits_) upper = std::max(upper, limit * 1.05);
+  y->setRange(lower, upper);
+}
+
+QColor ChartPanel::seriesColor(int index) {
+  // Tableau 10: distinct hues of medium lightness, legible on white and on near-black.
+  static const QRgb colors[] = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
+                                0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
+  constexpr int count = static_cast<int>(sizeof colors / sizeof colors[0]);
+  return QColor(colors[((index % count) + count) % count]);
+}
+
+void ChartPanel::changeEvent(QEvent* event) {
+  QWidget::changeEvent(event);
+  if (event->type() == QEvent::PaletteChange || event->type() == QEvent::StyleChange) {
+    applyPalette();
+    plot_->replot();
+  }
+}
+
+void ChartPanel::applyPalette() {
+  const QPalette& pal = palette();
+  const QColor background = pal.color(QPalette::Base);
+  const QColor text = pal.color(QPalette::Text);
+  QColor grid = text;
+  grid.setAlpha(45);  // a faint tint of the text colour reads on any background
+  plot_->setBackground(background);
+  for (QCPAxis* axis : plot_->axisRect()->axes()) {
+    axis->setBasePen(QPen(text, 1));
+    axis->setTickPen(QPen(text, 1));
+    axis->setSubTickPen(QPen(text, 1));
+    axis->setTickLabelColor(text);
+    axis->setLabelColor(text);
+    axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
+    axis->grid()->setZeroLinePen(Qt::NoPen);
+  }
+  QColor legendBackground = background;
+  legendBackground.setAlpha(220);
+  plot_->legend->setBrush(legendBackground);
+  plot_->legend->setBorderPen(QPen(grid));
+  plot_->legend->setTextColor(text);
+  for (int i = 0; i < plot_->itemCount(); ++i) {
+    if (auto* line = qobject_cast<QCPItemStraightLine*>(plot_->item(i)))
+      line->setPen(QPen(text, 1, Qt::DashDotLine));
+    else if (auto* label = qobject_cast<QCPItemText*>(plot_->item(i)))
+      label->setColor(text);
+  }
+}
+
+}  // namespace studio::ui

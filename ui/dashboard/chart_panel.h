@@ -1,0 +1,88 @@
+#pragma once
+// One chart of the dashboard: a title bar with export buttons over a QCustomPlot (or a line of
+// text where the chart has nothing to show). It owns the look and the axes: palette colours,
+// the x ticker of the axis mode, log scale, rescaling with margins until the user zooms, and
+// the horizontal limit lines. Which graphs it holds is RunGraphs' business. Private to
+// studio_dashboard.
+#include <optional>
+#include <vector>
+
+#include <QColor>
+#include <QSharedPointer>
+#include <QWidget>
+
+#include "studio/ui/dashboard/chart_kind.h"
+#include "studio/ui/dashboard/run_series.h"
+
+class QCPAxisTicker;
+class QCPRange;
+class QCustomPlot;
+class QLabel;
+class QStackedWidget;
+
+namespace studio::ui {
+
+class ChartPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ChartPanel(ChartKind kind, QWidget* parent = nullptr);
+
+  ChartKind kind() const { return kind_; }
+  QCustomPlot* plot() const { return plot_; }
+
+  void setTitle(const QString& title);
+  // Shows `text` in place of the plot; an empty text shows the plot.
+  void setEmptyText(const QString& text);
+  bool showsPlot() const;
+
+  void setXAxisMode(XAxisMode mode);
+  XAxisMode xAxisMode() const { return mode_; }
+  // The CSV header of the x column for the current mode.
+  QString xHeader() const;
+  void setLogScale(bool on);
+  // Accuracy-like charts keep a fixed value range instead of fitting the data.
+  void setFixedValueRange(double lower, double upper);
+  // Horizontal limit lines (device capacities), with a label each; the value axis keeps them
+  // in view.
+  void setLimitLines(const std::vector<double>& values, const QString& unit);
+
+  // Until the user drags or zooms, the axes follow the data; a double click or "Fit to data"
+  // brings that back.
+  bool followsData() const { return followData_; }
+  void setFollowsData(bool on);
+  // Fits the axes to the data with margins, when following it.
+  void rescale();
+
+  // Colours of series, from a palette that reads on light and dark backgrounds; any index.
+  static QColor seriesColor(int index);
+
+ signals:
+  void exportPngRequested();
+  void exportCsvRequested();
+
+ protected:
+  void changeEvent(QEvent* event) override;
+
+ private:
+  QWidget* buildTitleBar();
+  void setupPlot();
+  void applyPalette();
+  void showContextMenu(const QPoint& pos);
+  void fitAndReplot();
+  void padKeyRange();
+  void padValueRange();
+
+  ChartKind kind_;
+  XAxisMode mode_ = XAxisMode::Step;
+  bool logScale_ = false;
+  bool followData_ = true;
+  std::optional<std::pair<double, double>> fixedValueRange_;
+  std::vector<double> limits_;
+  QLabel* title_;
+  QStackedWidget* stack_;
+  QCustomPlot* plot_;
+  QLabel* emptyText_;
+};
+
+}  // namespace studio::ui

@@ -1,0 +1,29 @@
+#pragma once
+// The charts of the run dashboard.
+#include <array>
+#include <cstddef>
+
+#include <QString>
+
+namespace studio::ui {
+
+enum class ChartKind {
+  Loss,          // training loss, raw and smoothed, with eval loss markers
+  TokensPerSec,  // throughput of all ranks together
+  LearningRate,
+  GradNorm,      // global gradient norm before clipping
+  Memory,        // per-rank GPU memory, or the process's RSS on CPU runs
+  Rewards,       // DPO: chosen, rejected and margin rewards
+  Accuracy,      // DPO: rewards/accuracies
+};
+inline constexpr std::size_t kChartCount = 7;
+inline constexpr std::array<ChartKind, kChartCount> kAllCharts = {
+    ChartKind::Loss,   ChartKind::TokensPerSec, ChartKind::LearningRate, ChartKind::GradNorm,
+    ChartKind::Memory, ChartKind::Rewards,      ChartKind::Accuracy};
+
+// "Loss", "Tokens/sec", ...: the chart's title, also used in file dialogs.
+QString chartTitle(ChartKind kind);
+// A short lowercase name for file names and object names: "loss", "tokens-per-sec", ...
+QString chartName(ChartKind kind);
+
+}  // namespace studio::ui

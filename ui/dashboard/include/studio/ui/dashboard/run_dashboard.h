@@ -1,0 +1,148 @@
+#pragma once
+// The run dashboard: live charts of one run, or of several overlaid on shared axes. Run folders
+// are followed by EventTailers (reading happens on their threads); events go into a RunSeries
+// per run, and a single-shot timer moves what is new into the graphs and replots once, so a
+// burst of events costs one replot and there are never more than 1000 / kCoalesceMs per second
+// (fewer when an update takes longer than half the interval: the next waits twice as long as it
+// took, up to kMaxCoalesceMs).
+#include <array>
+#include <memory>
+#include <vector>
+
+#include <QString>
+#include <QStringList>
+#include <QTimer>
+#include <QWidget>
+
+#include "studio/config/events.h"
+#include "studio/ui/dashboard/chart_kind.h"
+#include "studio/ui/dashboard/run_series.h"
+
+class QCPGraph;
+class QCheckBox;
+class QComboBox;
+class QCustomPlot;
+class QLabel;
+class QSlider;
+
+namespace studio::ui {
+
+class ChartPanel;
+class EventTailer;
+
+class RunDashboard : public QWidget {
+  Q_OBJECT
+
+ public:
+  // Delay between the first new event and the replot that shows it, at least.
+  static constexpr int kCoalesceMs = 100;
+  static constexpr int kMaxCoalesceMs = 1000;
+  static constexpr double kDefaultSmoothing = 0.6;
+  static constexpr double kMaxSmoothing = 0.999;
+
+  explicit RunDashboard(QWidget* parent = nullptr);
+  ~RunDashboard() override;
+
+  // Shows the run in `runDir` alone (every other run is removed) and follows its events.jsonl
+  // live from the first line. The label names it in legends and CSV headers; by default the
+  // folder's name.
+  void showRun(const QString& runDir, const QString& label = {});
+  // Adds another run folder on the same axes, read and followed the same way. Adding a folder
+  // that is already shown only changes its label.
+  void addOverlayRun(const QString& runDir, const QString& label = {});
+  // Removes a run (folder or feed key) and stops following it.
+  void removeRun(const QString& runDir);
+  // The runs shown, first the primary one, as cleaned paths (QDir::cleanPath) or feed keys.
+  QStringList runs() const;
+  // The series of a run, or nullptr when it is not shown.
+  const RunSeries* series(const QString& runDir) const;
+  QString label(const QString& runDir) const;
+  // The tailer following a run folder (its cursor can be persisted), or nullptr for a feed.
+  const EventTailer* tailer(const QString& runDir) const;
+  // Adds events to a run without reading any file (tests, benchmarks, replays); creates the
+  // run, labelled after the key's last path component, when it is not shown yet.
+  void feed(const QString& runKey, const std::vector<studio::Event>& events);
+
+  // Loss smoothing, TensorBoard's EMA weight in [0, kMaxSmoothing].
+  void setSmoothing(double weight);
+  double smoothing() const { return smoothing_; }
+  // Logarithmic value axis on the loss chart.
+  void setLogScale(bool on);
+  bool logScale() const { return logScale_; }
+  // The x axis of every chart.
+  void setXAxis(XAxisMode mode);
+  XAxisMode xAxis() const { return mode_; }
+
+  // The chart's picture (its on-screen size, or 1200x700 when it has none) as a PNG file, or
+  // its data as CSV (chartCsv: x first, one column per series). Pending events are drawn first.
+  // Files are replaced atomically. On failure returns false with the reason in `error`.
+  bool exportPng(ChartKind kind, const QString& path, QString* error = nullptr);
+  bool exportCsv(ChartKind kind, const QString& path, QString* error = nullptr);
+
+  QCustomPlot* plot(ChartKind kind) const;
+  // False when the dashboard hides the chart: the DPO charts while no DPO run is shown.
+  bool chartShown(ChartKind kind) const;
+  // False when the chart shows a line of text instead of its plot (nothing to draw).
+  bool chartHasPlot(ChartKind kind) const;
+  // The run's graphs on one chart, in drawing order; empty for an unknown run.
+  std::vector<QCPGraph*> graphs(ChartKind kind, const QString& runKey) const;
+
+  // Draws what is pending now instead of at the coalescing timer.
+  void flush();
+  // Fits every chart to its data again (after the user dragged or zoomed) and replots; the
+  // charts then follow new data until the next drag or zoom.
+  void fitToData();
+  bool updatePending() const { return pending_; }
+
+ signals:
+  // New events of a run reached the charts (once per coalesced update).
+  void runUpdated(QString runDir);
+  // An end event of the run reached the charts; `state` is finished, failed or stopped.
+  void runEnded(QString runDir, QString state);
+  // After each coalesced replot. A hidden dashboard keeps its graphs up to date but draws
+  // nothing until it is shown again (then once).
+  void replotted();
+  // Reading a followed run folder failed (the tailer keeps trying).
+  void readError(QString runDir, QString message);
+
+ protected:
+  void showEvent(QShowEvent* event) override;
+
+ private:
+  struct Run;
+
+  QWidget* buildControls();
+  QWidget* buildCharts();
+  Run& ensureRun(const QString& key, const QString& label, bool follow);
+  Run* find(const QString& key);
+  const Run* find(const QString& key) const;
+  void follow(Run& run);
+  void ingest(const QString& key, const std::vector<studio::Event>& events);
+  void scheduleUpdate();
+  void applyUpdate();
+  void updateChartStates();
+  void updateFacts();
+  void replot();
+  void exportWithDialog(ChartKind kind, bool png);
+
+  std::vector<std::unique_ptr<Run>> runs_;
+  int nextSlot_ = 0;
+  std::array<ChartPanel*, kChartCount> panels_{};
+  XAxisMode mode_ = XAxisMode::Step;
+  double smoothing_ = kDefaultSmoothing;
+  bool logScale_ = false;
+  bool pending_ = false;
+  bool redrawAll_ = false;
+  bool resmooth_ = false;
+  bool replotWhenShown_ = false;
+  QTimer updateTimer_;
+
+  QComboBox* xAxisBox_ = nullptr;
+  QSlider* smoothingSlider_ = nullptr;
+  QLabel* smoothingValue_ = nullptr;
+  QCheckBox* logBox_ = nullptr;
+  QLabel* facts_ = nullptr;
+  QLabel* status_ = nullptr;
+};
+
+}  // namespace studio::ui

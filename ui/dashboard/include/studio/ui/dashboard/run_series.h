@@ -1,0 +1,144 @@
+#pragma once
+// The plotted series of one run, built from its events (docs/events.md). A plain model: no
+// widgets, no files; the dashboard feeds it what an EventTailer read and draws from it.
+//
+// Rows are the run's step events in step order, one per step: a resumed run re-emits the steps
+// after its last checkpoint, and a step that is already present replaces its row and drops the
+// rows after it (the old timeline), as TensorBoard shows a resumed run. Every metric column is
+// parallel to the rows; NaN marks a step without a value, which a chart draws as a gap.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "studio/config/events.h"
+
+namespace studio::ui {
+
+// What the x axis of a chart measures.
+enum class XAxisMode {
+  Step,          // the global optimizer step
+  RelativeTime,  // seconds since the run's first start event
+  WallTime,      // seconds since the Unix epoch (the events' `time`)
+};
+
+// The per-step scalars of a run. Rewards* come from DPO steps only.
+enum class Metric {
+  Loss,
+  LearningRate,
+  GradNorm,
+  TokensPerSec,
+  RssMib,  // resident memory of the engine process; written by CPU runs
+  RewardsChosen,
+  RewardsRejected,
+  RewardsMargins,
+  RewardsAccuracies,
+};
+inline constexpr std::size_t kMetricCount = 9;
+
+// Memory of one rank, in MiB, parallel to the rows (NaN where a step did not report the rank).
+struct GpuSeries {
+  int rank = 0;
+  std::vector<double> allocated;
+  std::vector<double> reserved;
+  std::vector<double> total;  // the device's capacity
+};
+
+// What the start and end events say about the run.
+struct RunFacts {
+  int starts = 0;                  // start events seen: 1, plus one per resume
+  double firstStartTime = kNoValue;  // `time` of the first start event: relative time 0
+  std::string stage;               // "sft", "dpo", ...
+  int worldSize = 0;
+  int sequenceParallelSize = 0;
+  std::string sequenceParallelMode;
+  ModelSummary model;
+  bool ended = false;  // the last event of the run so far is an end event
+  std::string endState;   // "finished", "failed", "stopped"
+  std::string endReason;
+};
+
+// What changed since the previous RunSeries::takeChanges(). Rows before rowsFrom (and
+// evaluations before evalsFrom) are exactly as they were then; a consumer that had drawn N rows
+// appends [N, size()) when rowsFrom >= N and redraws everything otherwise.
+struct SeriesChanges {
+  std::size_t rowsFrom = 0;
+  std::size_t evalsFrom = 0;
+  bool facts = false;  // a start or an end event arrived
+  bool ended = false;  // an end event arrived
+};
+
+class RunSeries {
+ public:
+  RunSeries();
+
+  // Adds events in stream order. Kinds without series (log, checkpoint, unknown) are ignored.
+  void ingest(const std::vector<Event>& events);
+  // Forgets everything, e.g. when the events file was replaced by a new run.
+  void clear();
+
+  // Number of rows (distinct steps kept).
+  std::size_t size() const { return steps_.size(); }
+  bool empty() const { return steps_.empty(); }
+  const std::vector<double>& steps() const { return steps_; }
+  const std::vector<double>& relativeTime() const { return relative_; }
+  const std::vector<double>& wallTime() const { return wall_; }
+  const std::vector<double>& x(XAxisMode mode) const;
+
+  // size() values, or none when the run never had a finite value of the metric (an SFT run has
+  // no rewards, a GPU run no RSS): charts then leave the metric out.
+  const std::vector<double>& values(Metric metric) const;
+  bool has(Metric metric) const { return !values(metric).empty(); }
+
+  // Evaluations, in step order, one per step (a repeated step replaces the earlier one). Their
+  // times are those of the last step row at or before the evaluated step (an eval event has no
+  // time of its own); NaN when there is none.
+  std::size_t evalCount() const { return evalSteps_.size(); }
+  const std::vector<double>& evalX(XAxisMode mode) const;
+  const std::vector<double>& evalLoss() const { return evalLoss_; }
+
+  // One entry per rank that ever reported memory, by ascending rank.
+  const std::vector<GpuSeries>& gpus() const { return gpus_; }
+
+  const RunFacts& facts() const { return facts_; }
+  // A DPO run: its start event says so, or its steps carry rewards.
+  bool isDpo() const;
+
+  // Returns what changed since the last call (or since construction) and starts over. One
+  // consumer per series: the dashboard that draws it.
+  SeriesChanges takeChanges();
+
+  // TensorBoard's debiased EMA of y (EmaSmoother over the whole vector): same size, NaN where y
+  // is not finite.
+  static std::vector<double> ema(const std::vector<double>& y, double weight);
+
+ private:
+  void addStart(const StartEvent& start);
+  void addStep(const StepEvent& step);
+  void addEval(const EvalEvent& eval);
+  void addEnd(const EndEvent& end);
+  void truncateRows(std::size_t rows);
+  void truncateEvals(std::size_t evals);
+  void pushMetric(Metric metric, double value);
+  void pushGpus(const std::vector<GpuMemory>& gpus);
+  GpuSeries& gpuColumn(int rank);
+  double timeOrigin(double wall, double elapsed);
+
+  std::vector<double> steps_;
+  std::vector<double> wall_;
+  std::vector<double> relative_;
+  std::array<std::vector<double>, kMetricCount> metrics_;
+  std::vector<GpuSeries> gpus_;
+
+  std::vector<double> evalSteps_;
+  std::vector<double> evalWall_;
+  std::vector<double> evalRelative_;
+  std::vector<double> evalLoss_;
+
+  RunFacts facts_;
+  double origin_ = kNoValue;  // wall time of relative time 0
+  SeriesChanges changes_;
+};
+
+}  // namespace studio::ui

@@ -1,0 +1,529 @@
+#include "studio/ui/dashboard/run_dashboard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include "chart_export.h"
+#include "chart_panel.h"
+#include "run_graphs.h"
+#include "studio/ui/dashboard/event_tailer.h"
+
+namespace studio::ui {
+
+struct RunDashboard::Run {
+  QString key;
+  RunSeries series;
+  std::unique_ptr<RunGraphs> graphs;
+  std::unique_ptr<EventTailer> tailer;
+  bool dirty = false;  // events arrived since the last update
+  QString error;       // the last read error, until events arrive again
+};
+
+namespace {
+
+constexpr int kSmoothingSteps = 1000;  // slider positions: weight = position / 1000
+const QSize kExportSize(1200, 700);
+
+QString keyOf(const QString& runDir) { return QDir::cleanPath(runDir); }
+
+QString defaultLabel(const QString& key) {
+  const QString name = QFileInfo(key).fileName();
+  return name.isEmpty() ? key : name;
+}
+
+// The last finite capacity each rank reported: what the limit lines show.
+void collectCapacities(const RunSeries& series, std::set<double>& out) {
+  for (const GpuSeries& gpu : series.gpus()) {
+    for (auto it = gpu.total.rbegin(); it != gpu.total.rend(); ++it) {
+      if (!std::isfinite(*it)) continue;
+      out.insert(std::round(*it));
+      break;
+    }
+  }
+}
+
+QString parameterCount(std::int64_t n) {
+  if (n >= 1'000'000'000) return RunDashboard::tr("%1 B parameters").arg(n / 1e9, 0, 'f', 2);
+  if (n >= 1'000'000) return RunDashboard::tr("%1 M parameters").arg(n / 1e6, 0, 'f', 2);
+  return RunDashboard::tr("%1 parameters").arg(n);
+}
+
+}  // namespace
+
+RunDashboard::RunDashboard(QWidget* parent) : QWidget(parent) {
+  updateTimer_.setSingleShot(true);
+  updateTimer_.setInterval(kCoalesceMs);
+  connect(&updateTimer_, &QTimer::timeout, this, &RunDashboard::applyUpdate);
+
+  facts_ = new QLabel;
+  facts_->setObjectName(QStringLiteral("runFacts"));
+  facts_->setTextFormat(Qt::PlainText);
+  facts_->setWordWrap(true);
+  facts_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  status_ = new QLabel;
+  status_->setObjectName(QStringLiteral("readStatus"));
+  status_->setTextFormat(Qt::PlainText);
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  status_->hide();
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(buildControls());
+  layout->addWidget(facts_);
+  layout->addWidget(status_);
+  layout->addWidget(buildCharts(), 1);
+  updateChartStates();
+  updateFacts();
+}
+
+RunDashboard::~RunDashboard() {
+  // Graphs leave their plots and tailer threads stop while the plots still exist.
+  runs_.clear();
+}
+
+QWidget* RunDashboard::buildControls() {
+  auto* bar = new QWidget;
+  auto* row = new QHBoxLayout(bar);
+  row->setContentsMargins(0, 0, 0, 0);
+
+  xAxisBox_ = new QComboBox;
+  xAxisBox_->setObjectName(QStringLiteral("xAxis"));
+  xAxisBox_->addItem(tr("Step"), static_cast<int>(XAxisMode::Step));
+  xAxisBox_->addItem(tr("Relative time"), static_cast<int>(XAxisMode::RelativeTime));
+  xAxisBox_->addItem(tr("Wall time"), static_cast<int>(XAxisMode::WallTime));
+  connect(xAxisBox_, &QComboBox::currentIndexChanged, this, [this](int index) {
+    setXAxis(static_cast<XAxisMode>(xAxisBox_->itemData(index).toInt()));
+  });
+  row->addWidget(new QLabel(tr("X axis:")));
+  row->addWidget(xAxisBox_);
+
+  smoothingSlider_ = new QSlider(Qt::Horizontal);
+  smoothingSlider_->setObjectName(QStringLiteral("smoothing"));
+  smoothingSlider_->setRange(0, static_cast<int>(kMaxSmoothing * kSmoothingSteps));
+  smoothingSlider_->setValue(static_cast<int>(kDefaultSmoothing * kSmoothingSteps));
+  smoothingSlider_->setToolTip(tr("Loss smoothing: TensorBoard's exponential moving average "
+                                  "weight (0 = raw)"));
+  smoothingValue_ = new QLabel(QString::number(kDefaultSmoothing, 'f', 3));
+  connect(smoothingSlider_, &QSlider::valueChanged, this,
+          [this](int value) { setSmoothing(double(value) / kSmoothingSteps); });
+  row->addSpacing(12);
+  row->addWidget(new QLabel(tr("Smoothing:")));
+  row->addWidget(smoothingSlider_, 1);
+  row->addWidget(smoothingValue_);
+
+  logBox_ = new QCheckBox(tr("Log-scale loss"));
+  logBox_->setObjectName(QStringLiteral("logScale"));
+  connect(logBox_, &QCheckBox::toggled, this, &RunDashboard::setLogScale);
+  row->addSpacing(12);
+  row->addWidget(logBox_);
+
+  auto* fit = new QPushButton(tr("Fit to data"));
+  fit->setObjectName(QStringLiteral("fitToData"));
+  fit->setToolTip(tr("Show all the data again on every chart after dragging or zooming "
+                     "(double-click a chart to fit that one)"));
+  connect(fit, &QPushButton::clicked, this, &RunDashboard::fitToData);
+  row->addWidget(fit);
+  return bar;
+}
+
+QWidget* RunDashboard::buildCharts() {
+  auto* grid = new QGridLayout;
+  grid->setContentsMargins(0, 0, 0, 0);
+  for (ChartKind kind : kAllCharts) {
+    auto* panel = new ChartPanel(kind);
+    panels_[static_cast<std::size_t>(kind)] = panel;
+    connect(panel, &ChartPanel::exportPngRequested, this, [this, kind] { exportWithDialog(kind, true); });
+    connect(panel, &ChartPanel::exportCsvRequested, this, [this, kind] { exportWithDialog(kind, false); });
+  }
+  auto at = [this](ChartKind kind) { return panels_[static_cast<std::size_t>(kind)]; };
+  at(ChartKind::Accuracy)->setFixedValueRange(-0.05, 1.05);
+  grid->addWidget(at(ChartKind::Loss), 0, 0);
+  grid->addWidget(at(ChartKind::TokensPerSec), 0, 1);
+  grid->addWidget(at(ChartKind::LearningRate), 1, 0);
+  grid->addWidget(at(ChartKind::GradNorm), 1, 1);
+  grid->addWidget(at(ChartKind::Memory), 2, 0, 1, 2);
+  // The DPO charts share the last row, so hiding both for an SFT run leaves no hole.
+  grid->addWidget(at(ChartKind::Rewards), 3, 0);
+  grid->addWidget(at(ChartKind::Accuracy), 3, 1);
+
+  auto* charts = new QWidget;
+  charts->setLayout(grid);
+  auto* scroll = new QScrollArea;
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setWidget(charts);
+  return scroll;
+}
+
+// --- runs ------------------------------------------------------------------------------------
+
+void RunDashboard::showRun(const QString& runDir, const QString& label) {
+  runs_.clear();
+  nextSlot_ = 0;
+  ensureRun(keyOf(runDir), label, true);
+  scheduleUpdate();
+}
+
+void RunDashboard::addOverlayRun(const QString& runDir, const QString& label) {
+  ensureRun(keyOf(runDir), label, true);
+  scheduleUpdate();
+}
+
+void RunDashboard::removeRun(const QString& runDir) {
+  const QString key = keyOf(runDir);
+  const auto it = std::find_if(runs_.begin(), runs_.end(),
+                               [&](const std::unique_ptr<Run>& run) { return run->key == key; });
+  if (it == runs_.end()) return;
+  runs_.erase(it);
+  scheduleUpdate();
+}
+
+QStringList RunDashboard::runs() const {
+  QStringList keys;
+  for (const auto& run : runs_) keys << run->key;
+  return keys;
+}
+
+RunDashboard::Run* RunDashboard::find(const QString& key) {
+  const QString clean = keyOf(key);
+  for (const auto& run : runs_)
+    if (run->key == clean) return run.get();
+  return nullptr;
+}
+
+const RunDashboard::Run* RunDashboard::find(const QString& key) const {
+  return const_cast<RunDashboard*>(this)->find(key);
+}
+
+const RunSeries* RunDashboard::series(const QString& runDir) const {
+  const Run* run = find(runDir);
+  return run != nullptr ? &run->series : nullptr;
+}
+
+QString RunDashboard::label(const QString& runDir) const {
+  const Run* run = find(runDir);
+  return run != nullptr ? run->graphs->label() : QString();
+}
+
+const EventTailer* RunDashboard::tailer(const QString& runDir) const {
+  const Run* run = find(runDir);
+  return run != nullptr ? run->tailer.get() : nullptr;
+}
+
+std::vector<QCPGraph*> RunDashboard::graphs(ChartKind kind, const QString& runKey) const {
+  const Run* run = find(runKey);
+  return run != nullptr ? run->graphs->graphs(kind) : std::vector<QCPGraph*>{};
+}
+
+RunDashboard::Run& RunDashboard::ensureRun(const QString& key, const QString& label, bool follow) {
+  Run* run = find(key);
+  if (run == nullptr) {
+    auto fresh = std::make_unique<Run>();
+    fresh->key = key;
+    fresh->graphs = std::make_unique<RunGraphs>(panels_, nextSlot_++,
+                                                label.isEmpty() ? defaultLabel(key) : label);
+    run = fresh.get();
+    runs_.push_back(std::move(fresh));
+  } else if (!label.isEmpty()) {
+    run->graphs->setLabel(label);
+  }
+  if (follow && run->tailer == nullptr) this->follow(*run);
+  return *run;
+}
+
+void RunDashboard::follow(Run& run) {
+  run.tailer = std::make_unique<EventTailer>(run.key);
+  connect(run.tailer.get(), &EventTailer::eventsRead, this,
+          [this](const QString& dir, const std::shared_ptr<const std::vector<studio::Event>>& events) {
+            ingest(dir, *events);
+          });
+  connect(run.tailer.get(), &EventTailer::restarted, this,
+          [this](const QString& dir) {
+            Run* run = find(dir);
+            if (run == nullptr) return;
+            // The series belong to the old file: start over with the new one.
+            run->series.clear();
+            run->dirty = true;
+            scheduleUpdate();
+          });
+  connect(run.tailer.get(), &EventTailer::readError, this,
+          [this](const QString& dir, const QString& message) {
+            if (Run* run = find(dir)) run->error = message;
+            updateFacts();
+            emit readError(dir, message);
+          });
+  run.tailer->start();
+}
+
+void RunDashboard::feed(const QString& runKey, const std::vector<studio::Event>& events) {
+  ensureRun(keyOf(runKey), {}, false);
+  ingest(runKey, events);
+}
+
+void RunDashboard::ingest(const QString& key, const std::vector<studio::Event>& events) {
+  Run* run = find(key);
+  if (run == nullptr) return;  // removed while its events were on their way
+  run->series.ingest(events);
+  run->dirty = true;
+  run->error.clear();
+  scheduleUpdate();
+}
+
+// --- view options ----------------------------------------------------------------------------
+
+void RunDashboard::setSmoothing(double weight) {
+  weight = std::isfinite(weight) ? std::clamp(weight, 0.0, kMaxSmoothing) : kDefaultSmoothing;
+  if (weight == smoothing_) return;
+  smoothing_ = weight;
+  {
+    const QSignalBlocker block(smoothingSlider_);
+    smoothingSlider_->setValue(static_cast<int>(std::lround(weight * kSmoothingSteps)));
+  }
+  smoothingValue_->setText(QString::number(weight, 'f', 3));
+  resmooth_ = true;
+  scheduleUpdate();
+}
+
+void RunDashboard::setLogScale(bool on) {
+  if (on == logScale_) return;
+  logScale_ = on;
+  {
+    const QSignalBlocker block(logBox_);
+    logBox_->setChecked(on);
+  }
+  panels_[static_cast<std::size_t>(ChartKind::Loss)]->setLogScale(on);
+  scheduleUpdate();
+}
+
+void RunDashboard::setXAxis(XAxisMode mode) {
+  if (mode == mode_) return;
+  mode_ = mode;
+  {
+    const QSignalBlocker block(xAxisBox_);
+    xAxisBox_->setCurrentIndex(xAxisBox_->findData(static_cast<int>(mode)));
+  }
+  for (ChartPanel* panel : panels_) panel->setXAxisMode(mode);
+  redrawAll_ = true;
+  scheduleUpdate();
+}
+
+// --- updates ---------------------------------------------------------------------------------
+
+void RunDashboard::scheduleUpdate() {
+  pending_ = true;
+  // Started once per burst, never pushed back: a steady stream still replots every
+  // kCoalesceMs, and a burst of any size replots once.
+  if (!updateTimer_.isActive()) updateTimer_.start();
+}
+
+void RunDashboard::flush() {
+  if (pending_) applyUpdate();
+}
+
+void RunDashboard::fitToData() {
+  for (ChartPanel* panel : panels_) panel->setFollowsData(true);
+  // Through the coalesced update, so pending events are drawn too and replotted() is sent.
+  applyUpdate();
+}
+
+void RunDashboard::applyUpdate() {
+  QElapsedTimer took;
+  took.start();
+  updateTimer_.stop();
+  pending_ = false;
+  const bool redraw = std::exchange(redrawAll_, false);
+  const bool resmooth = std::exchange(resmooth_, false);
+  const PlotOptions options{mode_, smoothing_};
+
+  QStringList updated;
+  std::vector<std::pair<QString, QString>> ended;
+  for (const auto& run : runs_) {
+    if (!run->dirty && !redraw && !resmooth) continue;
+    if (resmooth && !redraw) run->graphs->resmooth(run->series, options);
+    const SeriesChanges changes = run->series.takeChanges();
+    run->graphs->sync(run->series, changes, options, redraw);
+    if (run->dirty) updated << run->key;
+    if (changes.ended)
+      ended.emplace_back(run->key, QString::fromStdString(run->series.facts().endState));
+    run->dirty = false;
+  }
+
+  updateChartStates();
+  updateFacts();
+  for (ChartPanel* panel : panels_)
+    if (!panel->isHidden()) panel->rescale();
+  // Drawing a million points in a tab nobody looks at is wasted: that waits for showEvent.
+  if (isVisible())
+    replot();
+  else
+    replotWhenShown_ = true;
+  // A long run's update can take a good part of the interval; waiting twice as long as the
+  // last one took keeps the GUI thread at least two-thirds free while a huge file streams in
+  // (up to a second, so that one slow redraw does not make the charts lag for long).
+  updateTimer_.setInterval(
+      std::clamp(2 * static_cast<int>(took.elapsed()), kCoalesceMs, kMaxCoalesceMs));
+  for (const QString& key : updated) emit runUpdated(key);
+  for (const auto& [key, state] : ended) emit runEnded(key, state);
+}
+
+void RunDashboard::replot() {
+  replotWhenShown_ = false;
+  for (ChartPanel* panel : panels_)
+    if (!panel->isHidden()) panel->plot()->replot();
+  emit replotted();
+}
+
+void RunDashboard::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (replotWhenShown_) replot();
+}
+
+void RunDashboard::updateChartStates() {
+  bool anyDpo = false;
+  bool anyRows = false;
+  bool anyGpu = false;
+  bool anyRss = false;
+  std::set<double> capacities;
+  for (const auto& run : runs_) {
+    const RunSeries& s = run->series;
+    anyDpo = anyDpo || s.isDpo();
+    anyRows = anyRows || !s.empty();
+    anyGpu = anyGpu || !s.gpus().empty();
+    anyRss = anyRss || (s.gpus().empty() && s.has(Metric::RssMib));
+    collectCapacities(s, capacities);
+  }
+  panels_[static_cast<std::size_t>(ChartKind::Rewards)]->setVisible(anyDpo);
+  panels_[static_cast<std::size_t>(ChartKind::Accuracy)]->setVisible(anyDpo);
+
+  ChartPanel* memory = panels_[static_cast<std::size_t>(ChartKind::Memory)];
+  memory->setLimitLines({capacities.begin(), capacities.end()}, QStringLiteral("MiB"));
+  if (anyGpu)
+    memory->setTitle(tr("GPU memory per rank (MiB): solid allocated, dashed reserved"));
+  else if (anyRss)
+    memory->setTitle(tr("Process memory, RSS (MiB): no GPU memory in this run"));
+  else
+    memory->setTitle(chartTitle(ChartKind::Memory));
+
+  for (ChartPanel* panel : panels_) {
+    bool anyPoint = false;
+    for (int i = 0; i < panel->plot()->graphCount() && !anyPoint; ++i)
+      anyPoint = !panel->plot()->graph(i)->data()->isEmpty();
+    QString empty;
+    if (!anyPoint) {
+      if (runs_.empty())
+        empty = tr("No run shown.");
+      else if (!anyRows)
+        empty = tr("Waiting for the first step of the run…");
+      else if (panel->kind() == ChartKind::Memory)
+        empty = tr("No GPU memory in this run: its steps report neither GPU memory (gpus) nor "
+                   "the process's resident memory (rss_mib).");
+      else
+        empty = tr("This run reports no %1.").arg(chartTitle(panel->kind()).toLower());
+    }
+    panel->setEmptyText(empty);
+  }
+}
+
+void RunDashboard::updateFacts() {
+  if (runs_.empty()) {
+    facts_->setText(tr("No run shown."));
+    status_->hide();
+    return;
+  }
+  const Run& primary = *runs_.front();
+  const RunFacts& f = primary.series.facts();
+  QStringList parts;
+  parts << primary.graphs->label();
+  if (!f.stage.empty()) parts << QString::fromStdString(f.stage).toUpper();
+  if (f.worldSize > 0) parts << tr("%n rank(s)", nullptr, f.worldSize);
+  if (f.sequenceParallelSize > 0)
+    parts << tr("SP %1 (%2)").arg(f.sequenceParallelSize).arg(QString::fromStdString(f.sequenceParallelMode));
+  if (!f.model.architecture.empty())
+    parts << QStringLiteral("%1, %2").arg(QString::fromStdString(f.model.architecture),
+                                          parameterCount(f.model.parameters));
+  if (f.starts > 1) parts << tr("resumed %n time(s)", nullptr, f.starts - 1);
+  if (!primary.series.empty())
+    parts << tr("step %1").arg(static_cast<qint64>(primary.series.steps().back()));
+  if (f.ended)
+    parts << QStringLiteral("%1: %2").arg(QString::fromStdString(f.endState),
+                                          QString::fromStdString(f.endReason));
+  else if (f.starts > 0)
+    parts << tr("no end event yet");
+  if (runs_.size() > 1) parts << tr("%n overlaid run(s)", nullptr, int(runs_.size() - 1));
+  facts_->setText(parts.join(QStringLiteral(" · ")));
+
+  QStringList errors;
+  for (const auto& run : runs_)
+    if (!run->error.isEmpty()) errors << run->error;
+  status_->setText(errors.join(QLatin1Char('\n')));
+  status_->setVisible(!errors.isEmpty());
+}
+
+// --- charts and export -----------------------------------------------------------------------
+
+QCustomPlot* RunDashboard::plot(ChartKind kind) const {
+  return panels_[static_cast<std::size_t>(kind)]->plot();
+}
+
+bool RunDashboard::chartShown(ChartKind kind) const {
+  return !panels_[static_cast<std::size_t>(kind)]->isHidden();
+}
+
+bool RunDashboard::chartHasPlot(ChartKind kind) const {
+  return panels_[static_cast<std::size_t>(kind)]->showsPlot();
+}
+
+bool RunDashboard::exportPng(ChartKind kind, const QString& path, QString* error) {
+  flush();
+  QCustomPlot* p = plot(kind);
+  const bool hasSize = p->isVisible() && p->width() >= 200 && p->height() >= 120;
+  const QByteArray png = chartPng(*p, hasSize ? p->size() : kExportSize);
+  if (png.isEmpty()) {
+    if (error != nullptr) *error = tr("cannot render the %1 chart as PNG").arg(chartTitle(kind));
+    return false;
+  }
+  return writeFileAtomically(path, png, error);
+}
+
+bool RunDashboard::exportCsv(ChartKind kind, const QString& path, QString* error) {
+  flush();
+  const ChartPanel* panel = panels_[static_cast<std::size_t>(kind)];
+  return writeFileAtomically(path, chartCsv(*panel->plot(), panel->xHeader()), error);
+}
+
+void RunDashboard::exportWithDialog(ChartKind kind, bool png) {
+  const QString dir = runs_.empty() ? QDir::homePath() : runs_.front()->key;
+  const QString base = (runs_.empty() ? QStringLiteral("chart") : runs_.front()->graphs->label()) +
+                       QLatin1Char('-') + chartName(kind);
+  const QString path =
+      png ? QFileDialog::getSaveFileName(this, tr("Save the %1 chart as PNG").arg(chartTitle(kind)),
+                                         QDir(dir).filePath(base + QStringLiteral(".png")),
+                                         tr("PNG images (*.png)"))
+          : QFileDialog::getSaveFileName(this, tr("Export the %1 data as CSV").arg(chartTitle(kind)),
+                                         QDir(dir).filePath(base + QStringLiteral(".csv")),
+                                         tr("CSV files (*.csv)"));
+  if (path.isEmpty()) return;
+  QString error;
+  const bool ok = png ? exportPng(kind, path, &error) : exportCsv(kind, path, &error);
+  if (!ok) QMessageBox::warning(this, tr("Export failed"), error);
+}
+
+}  // namespace studio::ui

@@ -1,0 +1,227 @@
+#include "run_graphs.h"
+
+#include <cmath>
+#include <limits>
+
+#include <qcustomplot.h>
+
+#include "chart_panel.h"
+
+namespace studio::ui {
+
+namespace {
+
+// Colours per run on the charts with several series per run.
+constexpr int kRewardColors = 3;
+constexpr int kRankColorOffset = 3;
+
+QString metricName(Metric metric) {
+  switch (metric) {
+    case Metric::Loss: return QStringLiteral("loss");
+    case Metric::LearningRate: return QStringLiteral("learning rate");
+    case Metric::GradNorm: return QStringLiteral("grad norm");
+    case Metric::TokensPerSec: return QStringLiteral("tokens/s");
+    case Metric::RssMib: return QStringLiteral("RSS");
+    case Metric::RewardsChosen: return QStringLiteral("chosen");
+    case Metric::RewardsRejected: return QStringLiteral("rejected");
+    case Metric::RewardsMargins: return QStringLiteral("margins");
+    case Metric::RewardsAccuracies: return QStringLiteral("accuracy");
+  }
+  return {};
+}
+
+const GpuSeries* gpuOf(const RunSeries& series, int rank) {
+  for (const GpuSeries& gpu : series.gpus())
+    if (gpu.rank == rank) return &gpu;
+  return nullptr;
+}
+
+}  // namespace
+
+RunGraphs::RunGraphs(const Panels& panels, int slot, const QString& label)
+    : panels_(panels), slot_(slot), label_(label) {}
+
+RunGraphs::~RunGraphs() {
+  for (const Line& line : lines_) line.graph->parentPlot()->removeGraph(line.graph);
+}
+
+void RunGraphs::setLabel(const QString& label) {
+  label_ = label;
+  for (const Line& line : lines_) line.graph->setName(lineName(line));
+}
+
+std::vector<QCPGraph*> RunGraphs::graphs(ChartKind chart) const {
+  std::vector<QCPGraph*> out;
+  for (const Line& line : lines_)
+    if (line.chart == chart) out.push_back(line.graph);
+  return out;
+}
+
+void RunGraphs::sync(const RunSeries& series, const SeriesChanges& changes,
+                     const PlotOptions& options, bool redraw) {
+  if (redraw || changes.rowsFrom < rowsShown_) {
+    // Rows were replaced: start from scratch, dropping graphs of metrics the series lost.
+    for (const Line& line : lines_) line.graph->parentPlot()->removeGraph(line.graph);
+    lines_.clear();
+  } else if (changes.evalsFrom < evalsShown_) {
+    for (Line& line : lines_) {
+      if (line.source != Source::Eval) continue;
+      line.graph->data()->clear();
+      line.shown = 0;
+    }
+  }
+  // A smoothed curve starts from the first row, with the weight in force now.
+  if (!hasLine(Source::Smoothed, Metric::Loss, 0)) smoother_ = EmaSmoother(options.smoothing);
+  addMissingLines(series);
+  for (Line& line : lines_) {
+    append(line, series, options.mode);
+    if (line.source != Source::Eval && !isRawLoss(line)) {
+      // Markers for a few points only: a million scatter symbols would stall every replot.
+      const bool few = line.graph->data()->size() <= kMarkerLimit;
+      line.graph->setScatterStyle(few ? QCPScatterStyle(QCPScatterStyle::ssDisc, 5)
+                                      : QCPScatterStyle());
+    }
+  }
+  rowsShown_ = series.size();
+  evalsShown_ = series.evalCount();
+}
+
+void RunGraphs::resmooth(const RunSeries& series, const PlotOptions& options) {
+  smoother_ = EmaSmoother(options.smoothing);
+  for (Line& line : lines_) {
+    if (line.source != Source::Smoothed) continue;
+    line.graph->data()->clear();
+    line.shown = 0;
+    append(line, series, options.mode);
+  }
+}
+
+bool RunGraphs::hasLine(Source source, Metric metric, int rank) const {
+  for (const Line& line : lines_) {
+    if (line.source != source) continue;
+    if (source == Source::Metric && line.metric != metric) continue;
+    if ((source == Source::Allocated || source == Source::Reserved) && line.rank != rank) continue;
+    return true;
+  }
+  return false;
+}
+
+void RunGraphs::addLine(ChartKind chart, int colorIndex, Source source, Metric metric, int rank) {
+  if (hasLine(source, metric, rank)) return;
+  ChartPanel* panel = panels_[static_cast<std::size_t>(chart)];
+  QCustomPlot* plot = panel->plot();
+  Line line{chart, source, metric, rank, plot->addGraph(), 0};
+  lines_.push_back(line);
+  line.graph->setName(lineName(line));
+  if (!inLegend(line)) line.graph->removeFromLegend();
+  styleLine(line, ChartPanel::seriesColor(colorIndex));
+}
+
+void RunGraphs::addMissingLines(const RunSeries& series) {
+  // One colour per run on single-series charts; rewards and ranks get several per run, offset
+  // by the run's slot to keep the runs of an overlay apart.
+  auto metricLine = [&](ChartKind chart, Metric metric, int colorIndex) {
+    if (series.has(metric)) addLine(chart, colorIndex, Source::Metric, metric);
+  };
+  // Drawing order: the faint raw loss below its smoothed curve, the eval markers on top.
+  metricLine(ChartKind::Loss, Metric::Loss, slot_);
+  if (series.has(Metric::Loss)) addLine(ChartKind::Loss, slot_, Source::Smoothed);
+  if (series.evalCount() > 0) addLine(ChartKind::Loss, slot_, Source::Eval);
+  metricLine(ChartKind::TokensPerSec, Metric::TokensPerSec, slot_);
+  metricLine(ChartKind::LearningRate, Metric::LearningRate, slot_);
+  metricLine(ChartKind::GradNorm, Metric::GradNorm, slot_);
+  int rankIndex = 0;
+  for (const GpuSeries& gpu : series.gpus()) {
+    const int color = slot_ * kRankColorOffset + rankIndex++;
+    addLine(ChartKind::Memory, color, Source::Allocated, Metric::Loss, gpu.rank);
+    addLine(ChartKind::Memory, color, Source::Reserved, Metric::Loss, gpu.rank);
+  }
+  // A CPU run has no device memory; its process's resident memory takes the chart instead.
+  if (series.gpus().empty()) metricLine(ChartKind::Memory, Metric::RssMib, slot_);
+  const int rewards = slot_ * kRewardColors;
+  metricLine(ChartKind::Rewards, Metric::RewardsChosen, rewards);
+  metricLine(ChartKind::Rewards, Metric::RewardsRejected, rewards + 1);
+  metricLine(ChartKind::Rewards, Metric::RewardsMargins, rewards + 2);
+  metricLine(ChartKind::Accuracy, Metric::RewardsAccuracies, slot_);
+}
+
+QString RunGraphs::lineName(const Line& line) const {
+  QString what;
+  switch (line.source) {
+    case Source::Metric: what = metricName(line.metric); break;
+    case Source::Smoothed: what = QStringLiteral("loss (smoothed)"); break;
+    case Source::Eval: what = QStringLiteral("eval loss"); break;
+    case Source::Allocated: what = QStringLiteral("rank %1 allocated").arg(line.rank); break;
+    case Source::Reserved: what = QStringLiteral("rank %1 reserved").arg(line.rank); break;
+  }
+  return label_ + QStringLiteral(": ") + what;
+}
+
+bool RunGraphs::isRawLoss(const Line& line) {
+  return line.source == Source::Metric && line.metric == Metric::Loss;
+}
+
+bool RunGraphs::inLegend(const Line& line) {
+  // The raw loss is named by its smoothed curve, and a rank's reserved line (dashed) by its
+  // allocated one of the same colour: the legend names each run without doubling up.
+  return line.source != Source::Reserved && !isRawLoss(line);
+}
+
+void RunGraphs::styleLine(const Line& line, const QColor& color) {
+  QPen pen(color, 1.0);
+  switch (line.source) {
+    case Source::Metric:
+      if (isRawLoss(line)) {
+        // Faint, below the smoothed curve, as TensorBoard draws it.
+        QColor faint = color;
+        faint.setAlpha(70);
+        pen.setColor(faint);
+      }
+      break;
+    case Source::Smoothed: break;
+    case Source::Eval:
+      line.graph->setLineStyle(QCPGraph::lsNone);
+      line.graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, color, 7));
+      break;
+    case Source::Allocated: break;
+    case Source::Reserved: pen.setStyle(Qt::DashLine); break;
+  }
+  line.graph->setPen(pen);
+}
+
+void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
+  const bool eval = line.source == Source::Eval;
+  const std::vector<double>& xs = eval ? series.evalX(mode) : series.x(mode);
+  const std::vector<double>* ys = nullptr;
+  switch (line.source) {
+    case Source::Metric: ys = &series.values(line.metric); break;
+    case Source::Smoothed: ys = &series.values(Metric::Loss); break;
+    case Source::Eval: ys = &series.evalLoss(); break;
+    case Source::Allocated:
+    case Source::Reserved: {
+      const GpuSeries* gpu = gpuOf(series, line.rank);
+      if (gpu == nullptr) return;
+      ys = line.source == Source::Allocated ? &gpu->allocated : &gpu->reserved;
+      break;
+    }
+  }
+  if (ys->size() != xs.size() || line.shown >= xs.size()) return;
+
+  QVector<QCPGraphData> points;
+  points.reserve(static_cast<qsizetype>(xs.size() - line.shown));
+  double lastKey = -std::numeric_limits<double>::infinity();
+  bool sorted = true;
+  for (std::size_t i = line.shown; i < xs.size(); ++i) {
+    // The smoother sees every row, drawn or not, so its state matches a full recomputation.
+    const double y = line.source == Source::Smoothed ? smoother_.next((*ys)[i]) : (*ys)[i];
+    const double x = xs[i];
+    if (!std::isfinite(x)) continue;  // no time for this row: it cannot be placed on this axis
+    sorted = sorted && x >= lastKey;
+    lastKey = x;
+    points.append(QCPGraphData(x, y));
+  }
+  line.graph->data()->add(points, sorted);
+  line.shown = xs.size();
+}
+
+}  // namespace studio::ui

@@ -1,0 +1,45 @@
+#include "tail_worker.h"
+
+#include <QTimer>
+
+namespace studio::ui {
+
+TailWorker::TailWorker(const std::string& eventsPath, const studio::EventCursor& from,
+                       int intervalMs, std::atomic<int>& inFlight)
+    : reader_(eventsPath), intervalMs_(intervalMs), inFlight_(inFlight) {
+  reader_.set_cursor(from);
+}
+
+void TailWorker::start() {
+  if (timer_ != nullptr) return;
+  timer_ = new QTimer(this);  // created here so that it belongs to the worker's thread
+  timer_->setInterval(intervalMs_);
+  connect(timer_, &QTimer::timeout, this, &TailWorker::poll);
+  timer_->start();
+  poll();
+}
+
+void TailWorker::poll() {
+  if (inFlight_.load() > 0) return;
+  const std::uint64_t fedBefore = reader_.parser().fed();
+  studio::EventPollResult result = reader_.poll(kMaxBytesPerPoll);
+
+  TailBatch out;
+  out.restarted = result.restarted;
+  out.restartReason = QString::fromStdString(result.restart_reason);
+  const QString error = QString::fromStdString(result.error);
+  if (error != lastError_) out.error = error;
+  lastError_ = error;
+  // After a restart fed() starts again from 0, so compare against 0 then.
+  const std::uint64_t base = result.restarted ? 0 : fedBefore;
+  out.more = result.error.empty() && reader_.parser().fed() - base >= kMaxBytesPerPoll;
+  if (result.events.empty() && !out.restarted && out.error.isEmpty()) return;
+
+  out.events =
+      std::make_shared<const std::vector<studio::Event>>(std::move(result.events));
+  out.cursor = reader_.cursor();
+  inFlight_.fetch_add(1);
+  emit batch(out);
+}
+
+}  // namespace studio::ui

@@ -1,0 +1,56 @@
+#pragma once
+// The reading half of EventTailer, living on the tailer's thread. Private to studio_dashboard.
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include <QMetaType>
+#include <QObject>
+#include <QString>
+
+#include "studio/config/events.h"
+
+class QTimer;
+
+namespace studio::ui {
+
+// What one poll found, sent to the GUI thread.
+struct TailBatch {
+  std::shared_ptr<const std::vector<studio::Event>> events;
+  studio::EventCursor cursor;  // after these events
+  bool restarted = false;
+  QString restartReason;
+  QString error;      // a new read error, or empty
+  bool more = false;  // the poll stopped at its byte limit: there is more to read right away
+};
+
+class TailWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  // Bytes read per poll at most, so a huge file arrives in batches the GUI can take one by one.
+  static constexpr std::size_t kMaxBytesPerPoll = std::size_t{4} << 20;
+
+  // `inFlight` counts batches sent and not yet delivered; the worker does not read further
+  // while one is pending, so a slow GUI is never buried under queued events.
+  TailWorker(const std::string& eventsPath, const studio::EventCursor& from, int intervalMs,
+             std::atomic<int>& inFlight);
+
+  // Runs on the worker thread: starts the timer and polls once.
+  void start();
+  void poll();
+
+ signals:
+  void batch(const studio::ui::TailBatch& batch);
+
+ private:
+  studio::EventFileReader reader_;
+  int intervalMs_;
+  std::atomic<int>& inFlight_;
+  QTimer* timer_ = nullptr;
+  QString lastError_;
+};
+
+}  // namespace studio::ui
+
+Q_DECLARE_METATYPE(studio::ui::TailBatch)

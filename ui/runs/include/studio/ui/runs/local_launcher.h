@@ -1,0 +1,82 @@
+#pragma once
+// Starts runs on this machine, detached from the studio: each run gets its own folder under the
+// runs root holding the config it runs, a launch record and its log, and the engine runs in its
+// own session so that it outlives the studio quitting or crashing. Everything stop() needs is
+// read back from the folder, so runs started by an earlier studio session can be stopped too.
+#include <QObject>
+#include <QString>
+#include <QThread>
+
+#include "studio/config/run_config.h"
+
+namespace studio::ui {
+
+class StopWorker;
+
+struct LaunchRequest {
+  studio::RunConfig config;
+  // Where the config's relative paths point, e.g. the folder of the YAML it came from;
+  // empty: the studio's working directory.
+  QString baseDir;
+  // The run's name; the folder is <root>/<name>-<yyyyMMdd-HHmmss>. Empty: "run".
+  QString name;
+  int nproc = 1;  // processes on this machine (studio-train --nproc)
+};
+
+class LocalLauncher : public QObject {
+  Q_OBJECT
+
+ public:
+  static constexpr int kDefaultGraceSeconds = 20;
+
+  explicit LocalLauncher(QObject* parent = nullptr);
+  ~LocalLauncher() override;
+
+  // The studio-train to run (the app passes the one next to the studio binary).
+  void setEngineProgram(const QString& path) { engine_ = path; }
+  QString engineProgram() const { return engine_; }
+  // Where run folders are created; default defaultRunsRoot(), as RunStore scans.
+  void setRunsRoot(const QString& root) { root_ = root; }
+  QString runsRoot() const { return root_; }
+
+  // Creates the run folder, writes config.yaml and studio-launch.json there and starts
+  // `studio-train train RUN_DIR/config.yaml [--nproc N]` detached, its stdout and stderr
+  // appended to RUN_DIR/train.log. Returns the run folder, or "" with `error` saying what to do
+  // (no engine, folder not writable, ...). Should the engine then exit before it records the
+  // run in status.json (e.g. the config is refused), launchFailed() says so.
+  QString launch(const LaunchRequest& request, QString* error = nullptr);
+
+  // Asks the run to stop: SIGTERM to its engine, then SIGKILL to its process group when it is
+  // still alive after `graceSeconds`. Only a process that still is this run's engine is ever
+  // signalled (see isRunProcess). Returns at once; the outcome comes as stopRequested(), then
+  // stopFinished() or stopFailed().
+  void stop(const QString& runDir, int graceSeconds = kDefaultGraceSeconds);
+
+  // The config as launch() writes it: output_dir = runDir, and every path key that is relative
+  // (model_name_or_path, ref_model, dataset_dir, deepspeed, resume_from_checkpoint) made
+  // absolute against baseDir, since the engine runs in the run folder.
+  static studio::RunConfig configForRun(const studio::RunConfig& config, const QString& baseDir,
+                                        const QString& runDir);
+
+ signals:
+  void launched(const QString& runDir);
+  void launchFailed(const QString& runDir, const QString& message);
+  // SIGTERM was sent.
+  void stopRequested(const QString& runDir);
+  // The engine is gone; `killed` when it took SIGKILL (the studio then records the run as
+  // stopped in status.json and events.jsonl, since the engine could not).
+  void stopFinished(const QString& runDir, bool killed);
+  // Nothing was signalled (no pid recorded, not running, not this run's process), or the run
+  // outlived SIGKILL.
+  void stopFailed(const QString& runDir, const QString& message);
+
+ private:
+  QString createRunDir(const QString& name, QString* error) const;
+
+  QString engine_;
+  QString root_;
+  QThread thread_;
+  StopWorker* worker_ = nullptr;  // lives on thread_, deleted when it finishes
+};
+
+}  // namespace studio::ui

@@ -1,0 +1,26 @@
+#pragma once
+// What /proc says about a process of this machine. Runs are started detached, so the studio never
+// holds a handle on them: whether a run is alive, and whether a recorded pid still belongs to it,
+// can only be asked of the kernel by pid.
+#include <QString>
+#include <QStringList>
+
+namespace studio::ui {
+
+// True while `pid` exists and is not a zombie. A detached run is reparented away from the
+// studio, and a container's init may never reap it: a zombie has stopped running all the same.
+bool processAlive(qint64 pid);
+
+// The process's arguments (argv[0] first); empty when it is gone or not readable.
+QStringList processArguments(qint64 pid);
+
+// Whether `pid` is still the engine process of the run in `runDir`, so that a pid reused by an
+// unrelated process after the run ended is never signalled: its program must have the engine's
+// file name (`engine` is a path or a name; empty means "studio-train"), and it must name the run:
+// an argument inside runDir (the launcher passes runDir/config.yaml) or its working directory.
+bool isRunProcess(qint64 pid, const QString& runDir, const QString& engine);
+
+// This machine's host name, as the engine writes it into status.json.
+QString localHostName();
+
+}  // namespace studio::ui

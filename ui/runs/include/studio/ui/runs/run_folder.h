@@ -1,0 +1,26 @@
+#pragma once
+// The layout of a run folder: what the engine writes (status.json, events.jsonl: docs/events.md)
+// and what the studio adds when it launches a run (config.yaml, studio-launch.json, train.log).
+#include <QString>
+
+namespace studio::ui {
+
+inline constexpr const char* kRunConfigFileName = "config.yaml";
+inline constexpr const char* kLaunchRecordFileName = "studio-launch.json";
+inline constexpr const char* kTrainLogFileName = "train.log";
+
+// The absolute, clean path by which a run folder is known (its key in RunStore and RunsModel).
+QString runDirPath(const QString& dir);
+
+// A run folder holds status.json or events.jsonl, or studio-launch.json: a run the studio has
+// launched is one before its engine writes anything (Starting, or Failed if it never does).
+bool isRunFolder(const QString& dir);
+
+// RUN_DIR/<name>.
+QString runFile(const QString& dir, const char* name);
+
+// The last non-blank line of a log (at most 300 characters), for messages that tell the user
+// why a run ended; "" when there is none.
+QString lastLogLine(const QString& logPath);
+
+}  // namespace studio::ui

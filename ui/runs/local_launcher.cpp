@@ -1,0 +1,188 @@
+#include "studio/ui/runs/local_launcher.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QStandardPaths>
+
+#include <signal.h>
+
+#include "studio/ui/local_path.h"
+#include "stop_worker.h"
+#include "studio/config/config_io.h"
+#include "studio/ui/runs/launch_record.h"
+#include "studio/ui/runs/process_probe.h"
+#include "studio/ui/runs/run_folder.h"
+#include "studio/ui/runs/run_store.h"
+
+namespace studio::ui {
+namespace {
+
+QString fail(QString* error, const QString& message) {
+  if (error) *error = message;
+  return {};
+}
+
+// A name that is safe as a folder name on any file system the run may be copied to.
+QString folderName(const QString& name) {
+  static const QRegularExpression unsafe(QStringLiteral("[^A-Za-z0-9._-]+"));
+  QString clean = name.trimmed();
+  clean.replace(unsafe, QStringLiteral("-"));
+  while (clean.startsWith(QLatin1Char('.')) || clean.startsWith(QLatin1Char('-')))
+    clean.remove(0, 1);
+  return clean.isEmpty() ? QStringLiteral("run") : clean;
+}
+
+void makeAbsolute(std::string& path, const QDir& base) {
+  if (path.empty()) return;
+  const QString p = QString::fromStdString(path);
+  if (QDir::isAbsolutePath(p)) return;
+  path = QDir::cleanPath(base.absoluteFilePath(p)).toStdString();
+}
+
+void makeAbsolute(std::optional<std::string>& path, const QDir& base) {
+  if (path) makeAbsolute(*path, base);
+}
+
+}  // namespace
+
+LocalLauncher::LocalLauncher(QObject* parent) : QObject(parent), root_(defaultRunsRoot()) {
+  thread_.setObjectName(QStringLiteral("local-launcher"));
+  worker_ = new StopWorker;
+  worker_->moveToThread(&thread_);
+  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  connect(worker_, &StopWorker::launchFailed, this, &LocalLauncher::launchFailed);
+  connect(worker_, &StopWorker::stopRequested, this, &LocalLauncher::stopRequested);
+  connect(worker_, &StopWorker::stopFinished, this, &LocalLauncher::stopFinished);
+  connect(worker_, &StopWorker::stopFailed, this, &LocalLauncher::stopFailed);
+  thread_.start();
+}
+
+LocalLauncher::~LocalLauncher() {
+  // The runs keep going: they were started in their own sessions, and nothing here owns them.
+  thread_.quit();
+  thread_.wait();
+}
+
+studio::RunConfig LocalLauncher::configForRun(const studio::RunConfig& config,
+                                              const QString& baseDir, const QString& runDir) {
+  studio::RunConfig cfg = config;
+  const QDir base(baseDir.isEmpty() ? QDir::currentPath() : baseDir);
+  makeAbsolute(cfg.model_name_or_path, base);
+  makeAbsolute(cfg.ref_model, base);
+  makeAbsolute(cfg.dataset_dir, base);
+  makeAbsolute(cfg.deepspeed, base);
+  makeAbsolute(cfg.resume_from_checkpoint, base);
+  cfg.output_dir = runDirPath(runDir).toStdString();
+  // The fresh run folder already holds config.yaml, studio-launch.json and train.log when the
+  // engine checks it, and has no checkpoint to resume from: without this, the engine would
+  // refuse the folder as "already holds files".
+  cfg.overwrite_output_dir = true;
+  return cfg;
+}
+
+QString LocalLauncher::createRunDir(const QString& name, QString* error) const {
+  namespace fs = std::filesystem;
+  if (root_.isEmpty()) return fail(error, tr("no runs folder is set"));
+  std::error_code ec;
+  fs::create_directories(localPath(root_), ec);
+  if (ec)
+    return fail(error, tr("cannot create the runs folder %1: %2 (choose a writable runs folder)")
+                           .arg(root_, QString::fromStdString(ec.message())));
+  const QString base = folderName(name) + QLatin1Char('-') +
+                       QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
+  // Two launches in the same second get -2, -3, ...: create_directory is the atomic test.
+  for (int n = 1; n < 1000; ++n) {
+    const QString dir = QDir(root_).filePath(n == 1 ? base : base + QStringLiteral("-%1").arg(n));
+    if (fs::create_directory(localPath(dir), ec)) return runDirPath(dir);
+    if (ec)
+      return fail(error, tr("cannot create the run folder %1: %2 (is %3 writable?)")
+                             .arg(dir, QString::fromStdString(ec.message()), root_));
+  }
+  return fail(error, tr("cannot find a free folder name for %1 in %2").arg(base, root_));
+}
+
+QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
+  const QFileInfo engine(engine_);
+  if (engine_.isEmpty())
+    return fail(error, tr("no training engine is set: the studio runs the studio-train that is "
+                          "installed next to it"));
+  if (!engine.exists())
+    return fail(error, tr("the training engine %1 does not exist: build studio-train "
+                          "(-DSTUDIO_BUILD_ENGINE=ON) or install it next to the studio")
+                           .arg(engine_));
+  if (!engine.isFile())
+    return fail(error, tr("the training engine %1 is not a program file").arg(engine_));
+  if (!engine.isExecutable())
+    return fail(error, tr("the training engine %1 is not executable (chmod +x it)").arg(engine_));
+  const QString setsid = QStandardPaths::findExecutable(QStringLiteral("setsid"));
+  if (setsid.isEmpty())
+    return fail(error, tr("setsid was not found in PATH: the studio starts runs in their own "
+                          "session with it, so they outlive the studio (install util-linux)"));
+  if (request.nproc < 1)
+    return fail(error, tr("nproc must be at least 1, got %1").arg(request.nproc));
+
+  const QString dir = createRunDir(request.name, error);
+  if (dir.isEmpty()) return {};
+  // Nothing of a run that did not start is left behind: the folder is ours and new.
+  auto abandon = [&](const QString& message) {
+    QDir(dir).removeRecursively();
+    return fail(error, message);
+  };
+  const QString configPath = runFile(dir, kRunConfigFileName);
+  const std::string saved = studio::save_config_file(
+      configForRun(request.config, request.baseDir, dir), localPath(configPath));
+  if (!saved.empty()) return abandon(QString::fromStdString(saved));
+
+  LaunchRecord record;
+  record.engine = engine.absoluteFilePath();
+  record.config = configPath;
+  record.cwd = dir;
+  record.nproc = request.nproc;
+  record.host = localHostName();
+  QStringList args{record.engine, QStringLiteral("train"), configPath};
+  if (request.nproc > 1) args << QStringLiteral("--nproc") << QString::number(request.nproc);
+  record.command = QStringList{setsid} + args;
+
+  QProcess process;
+  process.setProgram(setsid);
+  process.setArguments(args);
+  process.setWorkingDirectory(dir);
+  process.setStandardInputFile(QProcess::nullDevice());
+  const QString log = runFile(dir, kTrainLogFileName);
+  process.setStandardOutputFile(log, QIODevice::Append);
+  process.setStandardErrorFile(log, QIODevice::Append);
+  record.started = QDateTime::currentDateTime();
+  // QProcess forks twice; setsid then makes the engine the leader of a new session and process
+  // group (it is no group leader yet, so setsid execs it in place and the pid is the engine's).
+  if (!process.startDetached(&record.pid))
+    return abandon(tr("cannot start %1: %2")
+                       .arg(record.command.join(QLatin1Char(' ')), process.errorString()));
+  if (const QString written = record.write(dir); !written.isEmpty()) {
+    // Without the record the run could not be stopped or recognised later: do not leave it
+    // running unaccounted for.
+    ::kill(static_cast<pid_t>(record.pid), SIGTERM);
+    return fail(error, tr("stopped the run just started in %1: %2").arg(dir, written));
+  }
+  emit launched(dir);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, dir, pid = record.pid] { w->watchLaunch(dir, pid); },
+      Qt::QueuedConnection);
+  return dir;
+}
+
+void LocalLauncher::stop(const QString& runDir, int graceSeconds) {
+  QMetaObject::invokeMethod(
+      worker_,
+      [w = worker_, dir = runDirPath(runDir), engine = engine_, graceSeconds] {
+        w->stop(dir, engine, graceSeconds);
+      },
+      Qt::QueuedConnection);
+}
+
+}  // namespace studio::ui

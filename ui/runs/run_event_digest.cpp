@@ -1,0 +1,149 @@
+#include "studio/ui/runs/run_event_digest.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace studio::ui {
+namespace {
+
+// Reads up to `size` bytes at `offset`; returns what was read (short at the end of the file).
+std::string readAt(int fd, std::uint64_t offset, std::size_t size) {
+  std::string buf(size, '\0');
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::pread(fd, buf.data() + got, size - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  buf.resize(got);
+  return buf;
+}
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+constexpr std::size_t kChunk = 64 << 10;
+
+}  // namespace
+
+RunEventDigest::RunEventDigest(std::string eventsPath) : path_(std::move(eventsPath)) {}
+RunEventDigest::~RunEventDigest() = default;
+RunEventDigest::RunEventDigest(RunEventDigest&&) noexcept = default;
+RunEventDigest& RunEventDigest::operator=(RunEventDigest&&) noexcept = default;
+
+void RunEventDigest::update() {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    error_ = errno == ENOENT ? std::string() : "cannot stat " + path_ + ": " + std::strerror(errno);
+    if (exists_) {  // the file went away: what it said is gone too
+      clearFacts();
+      reader_.reset();
+      exists_ = false;
+    }
+    return;
+  }
+  exists_ = true;
+  error_.clear();
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const auto device = static_cast<std::uint64_t>(st.st_dev);
+  const auto inode = static_cast<std::uint64_t>(st.st_ino);
+  if (!reader_ || device != device_ || inode != inode_ || size < reader_->parser().fed()) {
+    device_ = device;
+    inode_ = inode;
+    startOver(size);
+  } else if (size - reader_->offset() > kJumpBytes) {
+    seekTail(size);
+  }
+  poll();
+}
+
+void RunEventDigest::clearFacts() {
+  start_.reset();
+  firstStartTime_ = studio::kNoValue;
+  lastStep_ = 0;
+  lastLoss_ = lastTime_ = studio::kNoValue;
+  end_.reset();
+}
+
+void RunEventDigest::startOver(std::uint64_t size) {
+  clearFacts();
+  reader_ = std::make_unique<studio::EventFileReader>(path_);
+  reader_->set_cursor({0, 0, device_, inode_});
+  if (size <= kHeadBytes + kTailBytes) return;  // small enough to read whole
+  readHead(size);
+  seekTail(size);
+}
+
+void RunEventDigest::readHead(std::uint64_t size) {
+  Fd f{::open(path_.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) return;
+  studio::EventStreamParser parser;
+  std::vector<studio::Event> events;
+  for (std::uint64_t pos = 0; pos < std::min(size, kHeadBytes) && !start_; pos += kChunk) {
+    const std::string bytes = readAt(f.fd, pos, kChunk);
+    if (bytes.empty()) break;
+    bytesRead_ += bytes.size();
+    events.clear();
+    parser.feed(bytes, events);
+    for (const auto& e : events) ingest(e);
+  }
+}
+
+void RunEventDigest::seekTail(std::uint64_t size) {
+  Fd f{::open(path_.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) return;
+  // The cursor must sit at a line start: find the first newline before the last kTailBytes.
+  std::uint64_t lineStart = size - kTailBytes;
+  for (std::uint64_t pos = lineStart - 1; pos < size; pos += kChunk) {
+    const std::string bytes = readAt(f.fd, pos, kChunk);
+    bytesRead_ += bytes.size();
+    const auto nl = bytes.find('\n');
+    // A tail without any newline is inside one over-long line: starting in its middle costs
+    // one bad line, which the parser skips.
+    lineStart = nl == std::string::npos ? pos + bytes.size() : pos + nl + 1;
+    if (nl != std::string::npos || bytes.empty()) break;
+  }
+  reader_->set_cursor({lineStart, 0, device_, inode_});
+}
+
+void RunEventDigest::poll() {
+  const std::uint64_t before = reader_->parser().fed();
+  studio::EventPollResult r = reader_->poll();
+  if (r.restarted) {
+    // Replaced between our stat and the read: what was gathered belongs to the old file.
+    clearFacts();
+    bytesRead_ += reader_->parser().fed();
+  } else {
+    bytesRead_ += reader_->parser().fed() - before;
+  }
+  if (!r.error.empty()) error_ = r.error;
+  for (const auto& e : r.events) ingest(e);
+}
+
+void RunEventDigest::ingest(const studio::Event& event) {
+  if (const auto* start = event.get<studio::StartEvent>()) {
+    if (std::isnan(firstStartTime_) || start->time < firstStartTime_) firstStartTime_ = start->time;
+    start_ = *start;
+    end_.reset();  // a resume: the run is going again
+  } else if (const auto* step = event.get<studio::StepEvent>()) {
+    lastStep_ = step->step;
+    lastLoss_ = step->loss;
+    lastTime_ = step->time;
+    end_.reset();  // steps after an end belong to a resume whose start lay in the unread middle
+  } else if (const auto* end = event.get<studio::EndEvent>()) {
+    end_ = *end;
+  }
+}
+
+}  // namespace studio::ui

@@ -1,0 +1,203 @@
+#include "studio/ui/runs/run_info.h"
+
+#include <cmath>
+
+#include <QDir>
+#include <QFileInfo>
+
+#include "studio/ui/local_path.h"
+#include "studio/config/config_io.h"
+#include "studio/config/events.h"
+#include "studio/ui/runs/launch_record.h"
+#include "studio/ui/runs/process_probe.h"
+#include "studio/ui/runs/run_event_digest.h"
+#include "studio/ui/runs/run_folder.h"
+
+namespace studio::ui {
+namespace {
+
+QDateTime fromUnixTime(double seconds) {
+  if (!std::isfinite(seconds)) return {};
+  return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(std::llround(seconds * 1000)));
+}
+
+QString fromView(std::string_view text) {
+  return QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size()));
+}
+
+RunState fromStatusState(studio::RunState s) {
+  switch (s) {
+    case studio::RunState::Running:
+      return RunState::Running;
+    case studio::RunState::Finished:
+      return RunState::Finished;
+    case studio::RunState::Failed:
+      return RunState::Failed;
+    case studio::RunState::Stopped:
+      return RunState::Stopped;
+  }
+  return RunState::Unknown;
+}
+
+// Stage, SP layout and step budget: from the engine's last start event, else (before the engine
+// got that far) from the config the run was launched with.
+void readLayout(RunInfo& info, const RunEventDigest& digest, const LaunchRecord* launch) {
+  if (const auto& start = digest.lastStart()) {
+    info.stage = QString::fromStdString(start->stage);
+    info.spSize = start->sequence_parallel_size;
+    info.spMode = QString::fromStdString(start->sequence_parallel_mode);
+    info.worldSize = start->world_size;
+    const auto maxSteps = start->config.find("max_steps");
+    if (maxSteps != start->config.end() && maxSteps->is_number_integer())
+      info.maxSteps = std::max<qint64>(0, maxSteps->get<qint64>());
+    return;
+  }
+  if (launch) info.worldSize = launch->nproc;
+  if (info.configPath.isEmpty()) return;
+  const studio::LoadResult loaded = studio::load_config_file(localPath(info.configPath));
+  if (!loaded.ok()) return;
+  const studio::RunConfig& cfg = loaded.config;
+  info.stage = fromView(to_string(cfg.stage));
+  info.spSize = static_cast<int>(cfg.sequence_parallel_size);
+  info.spMode = fromView(to_string(cfg.sequence_parallel_mode));
+  info.maxSteps = std::max<qint64>(0, cfg.max_steps);
+}
+
+QDateTime lastModified(const QDir& dir) {
+  QDateTime latest;
+  for (const char* name : {studio::kStatusFileName, studio::kEventsFileName}) {
+    const QFileInfo f(runFile(dir.path(), name));
+    if (f.exists() && (!latest.isValid() || f.lastModified() > latest)) latest = f.lastModified();
+  }
+  return latest;
+}
+
+void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
+                 const studio::RunStatus* status, const QString& statusError,
+                 const LaunchRecord* launch) {
+  if (status) {
+    info.state = fromStatusState(status->state);
+    info.reason = QString::fromStdString(status->reason);
+    if (info.state == RunState::Running && info.local && info.pid > 0 && !processAlive(info.pid)) {
+      info.state = RunState::Lost;
+      info.reason = QStringLiteral(
+                        "status.json says running, but process %1 is gone on %2: the run was "
+                        "killed before it could record how it ended")
+                        .arg(info.pid)
+                        .arg(info.host);
+    }
+  } else if (const auto& end = digest.end()) {
+    studio::RunState s;
+    info.state = studio::parse_run_state(end->state, s) ? fromStatusState(s) : RunState::Unknown;
+    info.reason = QString::fromStdString(end->reason);
+  } else if (!statusError.isEmpty()) {
+    info.reason = statusError;
+  } else if (launch) {
+    if (processAlive(launch->pid)) {
+      info.state = RunState::Starting;
+    } else {
+      info.state = RunState::Failed;
+      const QString last = lastLogLine(info.logPath);
+      info.reason = QStringLiteral("studio-train (pid %1) exited before it started the run")
+                        .arg(launch->pid) +
+                    (last.isEmpty() ? QString() : QStringLiteral(": ") + last) +
+                    QStringLiteral("; see %1").arg(info.logPath);
+    }
+  } else if (!digest.error().empty()) {
+    info.reason = QString::fromStdString(digest.error());
+  } else if (digest.exists()) {
+    info.reason =
+        QStringLiteral("no status.json in %1, and events.jsonl has no end event").arg(dir.path());
+  } else {
+    info.reason = QStringLiteral("neither status.json nor events.jsonl is in %1").arg(dir.path());
+  }
+  info.stateText = runStateText(info.state);
+}
+
+}  // namespace
+
+QString runStateText(RunState state) {
+  switch (state) {
+    case RunState::Unknown:
+      return QStringLiteral("Unknown");
+    case RunState::Starting:
+      return QStringLiteral("Starting");
+    case RunState::Running:
+      return QStringLiteral("Running");
+    case RunState::Finished:
+      return QStringLiteral("Finished");
+    case RunState::Failed:
+      return QStringLiteral("Failed");
+    case RunState::Stopped:
+      return QStringLiteral("Stopped");
+    case RunState::Lost:
+      return QStringLiteral("Lost");
+  }
+  return QStringLiteral("Unknown");
+}
+
+bool isActive(RunState state) {
+  return state == RunState::Starting || state == RunState::Running;
+}
+
+bool RunInfo::operator==(const RunInfo& o) const {
+  const bool sameLoss = lastLoss == o.lastLoss || (std::isnan(lastLoss) && std::isnan(o.lastLoss));
+  return dir == o.dir && name == o.name && state == o.state && stateText == o.stateText &&
+         reason == o.reason && pid == o.pid && host == o.host && stage == o.stage &&
+         spSize == o.spSize && spMode == o.spMode && worldSize == o.worldSize &&
+         lastStep == o.lastStep && maxSteps == o.maxSteps && sameLoss && started == o.started &&
+         updated == o.updated && configPath == o.configPath && logPath == o.logPath &&
+         local == o.local;
+}
+
+RunInfo readRunInfo(const QString& dir) {
+  RunEventDigest digest(localPath(runFile(dir, studio::kEventsFileName)));
+  return readRunInfo(dir, digest);
+}
+
+RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
+  RunInfo info;
+  info.dir = runDirPath(path);
+  info.name = QFileInfo(info.dir).fileName();
+  const QDir dir(info.dir);
+  digest.update();
+
+  LaunchRecord launchRecord;
+  const bool launched = QFileInfo::exists(runFile(info.dir, kLaunchRecordFileName)) &&
+                        LaunchRecord::read(info.dir, launchRecord);
+  const LaunchRecord* launch = launched ? &launchRecord : nullptr;
+
+  const QString statusFile = runFile(info.dir, studio::kStatusFileName);
+  studio::RunStatus statusRecord;
+  std::string statusError;
+  const bool haveStatus = QFileInfo::exists(statusFile) &&
+                          studio::RunStatus::read(localPath(statusFile), statusRecord, statusError);
+  const studio::RunStatus* status = haveStatus ? &statusRecord : nullptr;
+
+  info.pid = status ? status->pid : launch ? launch->pid : 0;
+  info.host = status ? QString::fromStdString(status->host) : launch ? launch->host : QString();
+  info.local = !info.host.isEmpty() && info.host == localHostName();
+  const QString config = runFile(info.dir, kRunConfigFileName);
+  info.configPath = launch && !launch->config.isEmpty() ? launch->config
+                    : QFileInfo::exists(config)         ? config
+                                                        : QString();
+  const QString log = runFile(info.dir, kTrainLogFileName);
+  if (launch || QFileInfo::exists(log)) info.logPath = log;
+  readLayout(info, digest, launch);
+
+  info.lastStep = digest.lastStep();
+  if (status && status->step && *status->step > info.lastStep) info.lastStep = *status->step;
+  info.lastLoss = digest.lastLoss();
+  // The user's click on Launch is when a launched run started; loading the model comes later.
+  info.started =
+      launch && launch->started.isValid() ? launch->started : fromUnixTime(digest.firstStartTime());
+  info.updated = fromUnixTime(status ? std::fmax(status->updated, digest.lastEventTime())
+                                     : digest.lastEventTime());
+  if (!info.updated.isValid()) info.updated = lastModified(dir);
+  if (!info.updated.isValid()) info.updated = info.started;
+
+  decideState(info, dir, digest, status, QString::fromStdString(statusError), launch);
+  return info;
+}
+
+}  // namespace studio::ui

@@ -1,0 +1,33 @@
+#pragma once
+// Reads the run folders on RunStore's thread. Private to studio_runs: RunStore is the interface.
+#include <map>
+
+#include <QObject>
+#include <QStringList>
+#include <QVector>
+
+#include "studio/ui/runs/run_event_digest.h"
+#include "studio/ui/runs/run_info.h"
+
+namespace studio::ui {
+
+class RunScanner : public QObject {
+  Q_OBJECT
+
+ public:
+  // Every run folder directly under `root`, plus `added` (listed even when their files are
+  // gone, so the user sees why), minus `hidden`; newest first.
+  void scan(const QString& root, const QStringList& added, const QStringList& hidden);
+
+ signals:
+  void scanned(const QVector<studio::ui::RunInfo>& runs);
+
+ private:
+  // One per run seen in the last scan: rescans read only what was appended to events.jsonl.
+  std::map<QString, RunEventDigest> digests_;
+};
+
+// Newest first: by start (or launch) time, then by last update, then by folder name.
+bool newerFirst(const RunInfo& a, const RunInfo& b);
+
+}  // namespace studio::ui

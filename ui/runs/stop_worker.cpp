@@ -1,0 +1,222 @@
+#include "stop_worker.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include <QFile>
+#include <QFileInfo>
+#include <QTimer>
+#include <QtGlobal>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "studio/ui/local_path.h"
+#include "studio/config/events.h"
+#include "studio/ui/runs/launch_record.h"
+#include "studio/ui/runs/process_probe.h"
+#include "studio/ui/runs/run_folder.h"
+
+namespace studio::ui {
+namespace {
+
+// The engine that may be signalled for a run, and its pid: the launch record when the studio
+// started it, else what the engine itself recorded in status.json when it runs on this host.
+bool findEngine(const QString& runDir, const QString& fallbackEngine, qint64& pid, QString& engine,
+                QString& error) {
+  LaunchRecord launch;
+  QString launchError;
+  if (LaunchRecord::read(runDir, launch, &launchError)) {
+    pid = launch.pid;
+    engine = launch.engine.isEmpty() ? fallbackEngine : launch.engine;
+    return true;
+  }
+  studio::RunStatus status;
+  std::string statusError;
+  if (!studio::RunStatus::read(localPath(runFile(runDir, studio::kStatusFileName)), status,
+                               statusError)) {
+    error = QStringLiteral("cannot tell which process runs %1: %2; %3")
+                .arg(runDir, launchError, QString::fromStdString(statusError));
+    return false;
+  }
+  if (QString::fromStdString(status.host) != localHostName()) {
+    error =
+        QStringLiteral("%1 runs on %2, not on this machine (%3): it cannot be stopped from here")
+            .arg(runDir, QString::fromStdString(status.host), localHostName());
+    return false;
+  }
+  pid = status.pid;
+  engine = fallbackEngine;
+  return true;
+}
+
+// Appends a newline when the file ends inside a line (the killed engine may have been writing
+// one), so that the next line appended is whole.
+void endPartialLine(const QString& path) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadWrite) || file.size() == 0) return;
+  file.seek(file.size() - 1);
+  if (file.read(1) != "\n") {
+    file.seek(file.size());
+    file.write("\n");
+  }
+}
+
+}  // namespace
+
+StopWorker::StopWorker() : timer_(new QTimer(this)) {
+  timer_->setInterval(kPollMs);
+  connect(timer_, &QTimer::timeout, this, &StopWorker::poll);
+  clock_.start();
+}
+
+void StopWorker::track(Job job) {
+  jobs_.push_back(std::move(job));
+  if (!timer_->isActive()) timer_->start();
+}
+
+void StopWorker::watchLaunch(const QString& runDir, qint64 pid) {
+  Job job;
+  job.dir = runDir;
+  job.pid = pid;
+  job.phase = Phase::Launching;
+  track(std::move(job));
+}
+
+void StopWorker::stop(const QString& runDir, const QString& engine, int graceSeconds) {
+  // Asking again while a stop is under way must not push its SIGKILL further out.
+  for (const Job& j : jobs_)
+    if (j.dir == runDir && j.phase != Phase::Launching) {
+      emit stopRequested(runDir);
+      return;
+    }
+  qint64 pid = 0;
+  QString engineProgram, error;
+  if (!findEngine(runDir, engine, pid, engineProgram, error)) {
+    emit stopFailed(runDir, error);
+    return;
+  }
+  if (!processAlive(pid)) {
+    emit stopFailed(
+        runDir, QStringLiteral("%1 is not running: its process %2 is gone").arg(runDir).arg(pid));
+    return;
+  }
+  if (!isRunProcess(pid, runDir, engineProgram)) {
+    emit stopFailed(runDir,
+                    QStringLiteral("process %1 is no longer the engine of %2 (it runs '%3'), so "
+                                   "it was not signalled")
+                        .arg(pid)
+                        .arg(runDir, processArguments(pid).join(QLatin1Char(' '))));
+    return;
+  }
+  if (::kill(static_cast<pid_t>(pid), SIGTERM) != 0) {
+    emit stopFailed(runDir, QStringLiteral("cannot signal process %1 of %2: %3")
+                                .arg(pid)
+                                .arg(runDir, QString::fromLocal8Bit(std::strerror(errno))));
+    return;
+  }
+  emit stopRequested(runDir);
+  // A run stopped while starting is no launch failure when it exits.
+  jobs_.erase(
+      std::remove_if(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.dir == runDir; }),
+      jobs_.end());
+  Job job;
+  job.dir = runDir;
+  job.pid = pid;
+  job.phase = Phase::Terminating;
+  job.graceSeconds = std::max(0, graceSeconds);
+  job.deadlineMs = clock_.elapsed() + qint64{job.graceSeconds} * 1000;
+  track(std::move(job));
+}
+
+void StopWorker::poll() {
+  jobs_.erase(std::remove_if(jobs_.begin(), jobs_.end(), [this](Job& j) { return advance(j); }),
+              jobs_.end());
+  if (jobs_.empty()) timer_->stop();
+}
+
+bool StopWorker::advance(Job& job) {
+  const bool alive = processAlive(job.pid);
+  switch (job.phase) {
+    case Phase::Launching:
+      if (QFileInfo::exists(runFile(job.dir, studio::kStatusFileName))) return true;
+      if (alive) return false;
+      {
+        const QString log = runFile(job.dir, kTrainLogFileName);
+        const QString last = lastLogLine(log);
+        emit launchFailed(job.dir, QStringLiteral("studio-train exited before it started the run") +
+                                       (last.isEmpty() ? QString() : QStringLiteral(": ") + last) +
+                                       QStringLiteral(" (see %1)").arg(log));
+      }
+      return true;
+    case Phase::Terminating:
+      if (!alive) {
+        emit stopFinished(job.dir, false);
+        return true;
+      }
+      if (clock_.elapsed() < job.deadlineMs) return false;
+      kill(job);
+      return false;
+    case Phase::Killing:
+      if (!alive) {
+        recordKilled(job);
+        emit stopFinished(job.dir, true);
+        return true;
+      }
+      if (clock_.elapsed() < job.deadlineMs) return false;
+      emit stopFailed(job.dir, QStringLiteral("process %1 of %2 is still there %3 s after SIGKILL")
+                                   .arg(job.pid)
+                                   .arg(job.dir)
+                                   .arg(kKillWaitMs / 1000));
+      return true;
+  }
+  return true;
+}
+
+void StopWorker::kill(Job& job) {
+  // The launcher started the engine as a session (and process group) leader: the group holds
+  // its worker ranks too. A run started some other way may share its group with its shell.
+  const pid_t pid = static_cast<pid_t>(job.pid);
+  if (::getpgid(pid) == pid)
+    ::killpg(pid, SIGKILL);
+  else
+    ::kill(pid, SIGKILL);
+  job.phase = Phase::Killing;
+  job.deadlineMs = clock_.elapsed() + kKillWaitMs;
+}
+
+void StopWorker::recordKilled(const Job& job) {
+  // The engine got no chance to record its end: say it for it, unless it managed after all.
+  const std::string statusFile = localPath(runFile(job.dir, studio::kStatusFileName));
+  studio::RunStatus status;
+  std::string error;
+  const bool haveStatus = studio::RunStatus::read(statusFile, status, error);
+  if (haveStatus && status.state != studio::RunState::Running) return;
+  const std::string reason = "killed by the studio: it was still running " +
+                             std::to_string(job.graceSeconds) + " s after SIGTERM";
+  status.state = studio::RunState::Stopped;
+  status.pid = job.pid;
+  if (status.host.empty()) status.host = localHostName().toStdString();
+  status.exit_code = 128 + SIGKILL;
+  status.reason = reason;
+  status.updated = studio::kNoValue;
+  const QString events = runFile(job.dir, studio::kEventsFileName);
+  endPartialLine(events);
+  studio::EventWriter writer;
+  nlohmann::json end = studio::EndEvent{studio::run_state_name(studio::RunState::Stopped), reason};
+  end["exit_code"] = *status.exit_code;
+  std::string problem = writer.open(localPath(events));
+  if (problem.empty()) problem = writer.write(end);
+  const std::string closed = writer.close();
+  if (problem.empty()) problem = closed;
+  const std::string written = status.write(statusFile);
+  if (problem.empty()) problem = written;
+  // The run is stopped all the same; the list then shows it as Lost instead of Stopped.
+  if (!problem.empty())
+    qWarning("studio: killed the run in %s but could not record it: %s", qPrintable(job.dir),
+             problem.c_str());
+}
+
+}  // namespace studio::ui

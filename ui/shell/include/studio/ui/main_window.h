@@ -1,0 +1,125 @@
+#pragma once
+// The studio's main window: the run dashboard in the middle (with the config inspector as a
+// second tab), the runs list and the log console as docks, the new-run wizard on demand. Runs
+// live on disk (RunStore scans them), so closing and reopening the window finds every run again,
+// running or finished. Geometry, dock layout and the last tab persist in QSettings; colours
+// follow the system palette.
+#include <QMainWindow>
+#include <QPointer>
+
+#include "studio/ui/wizard/run_wizard.h"  // QPointer<RunWizard> needs the complete type
+
+class QDockWidget;
+class QTabWidget;
+
+namespace studio::ui {
+
+class ConfigInspector;
+class DemoProject;
+class LocalLauncher;
+class LogConsole;
+class RunDashboard;
+class RunStore;
+class RunsPanel;
+
+// Where the window finds what it starts; the app fills it in (tests point it at the build).
+struct StudioPaths {
+  QString engine;     // the studio-train executable
+  QString resources;  // the resources/ folder (demo model config, demo data, examples)
+  QString runsRoot;   // where runs launched here are created; empty: the default location
+  QString dataDir;    // where the demo model is created; empty: the default location
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(const StudioPaths& paths = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Loads a config into the inspector tab. On failure the reason goes to the status bar (no
+  // dialog, so a bad path on the command line never blocks start-up) and false is returned.
+  bool openFile(const QString& path);
+  // Writes the inspector's text as it is, atomically. Failures are reported in a message box.
+  bool saveFile(const QString& path);
+  // Writes the config as the engine runs it (normalised, every key with its value) to `path`.
+  // Returns an empty string, or why it could not: unreadable YAML or a failed write.
+  QString exportNormalizedFile(const QString& path) const;
+
+  // Opens the new-run wizard on a LLaMA-Factory YAML (unknown keys kept). False, with the
+  // reason in the status bar, when the file cannot be read.
+  bool openConfigInWizard(const QString& path);
+  // Opens the new-run wizard on the demo project (demo model, demo data, SFT demo settings):
+  // at once when the demo model exists, else once it has been created (off the GUI thread).
+  // demoWizardOpened() says when.
+  void openDemoWizard();
+  // Opens an empty new-run wizard.
+  RunWizard* newRun();
+  // Shows a run folder's dashboard and log (adding it to the runs list). False, with the
+  // reason in the status bar, when it is not a run folder.
+  bool openRun(const QString& dir);
+  // Draws another run folder on the dashboard's charts, next to the current run. False, with
+  // the reason in the status bar, when it is not a run folder.
+  bool overlayRun(const QString& dir);
+  // Starts a run on this machine as the wizard describes it; returns the run folder or "".
+  QString launchLocal(const studio::RunConfig& config, const QString& baseDir, int nproc);
+
+  ConfigInspector* inspector() const { return inspector_; }
+  RunDashboard* dashboard() const { return dashboard_; }
+  RunStore* runStore() const { return store_; }
+  LocalLauncher* launcher() const { return launcher_; }
+  LogConsole* logConsole() const { return log_; }
+  RunsPanel* runsPanel() const { return runsPanel_; }
+  DemoProject* demo() const { return demo_; }
+  RunWizard* wizard() const { return wizard_; }
+  QString currentRun() const { return currentRun_; }
+
+  // Tab indices of the central area.
+  enum Tab { DashboardTab = 0, ConfigTab = 1 };
+  void showTab(Tab tab);
+
+ signals:
+  void demoWizardOpened(studio::ui::RunWizard* wizard);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void createDocks();
+  void createMenus();
+  void connectRuns();
+  void open();
+  void openRunDialog();
+  void openConfigDialog();
+  bool save();
+  bool saveAs();
+  void exportNormalized();
+  void stopCurrentRun();
+  void overlayCurrentRun();
+  void selectRun(const QString& dir);
+  void onLaunchRequested(const studio::RunConfig& config, const QString& baseDir,
+                         const studio::ui::LaunchTarget& target);
+  RunWizard* showWizard();
+  void about();
+  bool maybeSave();
+  void updateTitle();
+  void readSettings();
+  void writeSettings() const;
+  QString dialogDir() const;
+
+  StudioPaths paths_;
+  QTabWidget* tabs_;
+  ConfigInspector* inspector_;
+  RunDashboard* dashboard_;
+  RunStore* store_;
+  LocalLauncher* launcher_;
+  LogConsole* log_;
+  RunsPanel* runsPanel_;
+  QDockWidget* runsDock_ = nullptr;
+  QDockWidget* logDock_ = nullptr;
+  DemoProject* demo_;
+  QPointer<RunWizard> wizard_;
+  QString currentRun_;
+};
+
+}  // namespace studio::ui

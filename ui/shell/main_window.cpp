@@ -1,0 +1,484 @@
+#include "studio/ui/main_window.h"
+
+#include <QAction>
+#include <QCursor>
+#include <QMenu>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QTabWidget>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStatusBar>
+
+#include "studio/config/atomic_file.h"
+#include "studio/config/config_io.h"
+#include "studio/config/validate.h"
+#include "studio/config/events.h"
+#include "studio/config/run_config.h"
+#include "studio/ui/config_inspector.h"
+#include "studio/ui/dashboard/run_dashboard.h"
+#include "studio/ui/runs/local_launcher.h"
+#include "studio/ui/runs/log_console.h"
+#include "studio/ui/runs/run_store.h"
+#include "studio/ui/shell/demo_project.h"
+#include "studio/ui/shell/runs_panel.h"
+#include "studio/ui/wizard/run_wizard.h"
+#include "studio/version.h"
+
+#include "studio/ui/local_path.h"
+
+namespace studio::ui {
+namespace {
+
+constexpr int kStatusMs = 8000;
+
+QString yamlFilter() {
+  return QObject::tr("YAML files (*.yaml *.yml);;All files (*)");
+}
+
+// Named explicitly so the settings land in one place whatever the application calls itself.
+QSettings studioSettings() {
+  return QSettings(QStringLiteral("SeqStudio"), QStringLiteral("studio"));
+}
+
+}  // namespace
+
+MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
+    : QMainWindow(parent),
+      paths_(paths),
+      tabs_(new QTabWidget),
+      inspector_(new ConfigInspector),
+      dashboard_(new RunDashboard),
+      store_(new RunStore(this)),
+      launcher_(new LocalLauncher(this)),
+      log_(new LogConsole),
+      runsPanel_(nullptr),
+      demo_(nullptr) {
+  if (paths_.engine.isEmpty()) paths_.engine = findEngineProgram();
+  if (paths_.resources.isEmpty()) paths_.resources = findResourcesDir();
+  if (!paths_.runsRoot.isEmpty()) store_->setRoot(paths_.runsRoot);
+  launcher_->setEngineProgram(paths_.engine);
+  launcher_->setRunsRoot(store_->root());
+  demo_ = new DemoProject(paths_.resources, paths_.engine, paths_.dataDir, this);
+
+  tabs_->setObjectName(QStringLiteral("centralTabs"));
+  tabs_->addTab(dashboard_, tr("Dashboard"));
+  tabs_->addTab(inspector_, tr("Config"));
+  setCentralWidget(tabs_);
+  runsPanel_ = new RunsPanel(store_);
+  createDocks();
+  createMenus();
+  connectRuns();
+  statusBar();  // created now, so the window does not change height at the first message
+  connect(inspector_, &ConfigInspector::modificationChanged, this, &QWidget::setWindowModified);
+  updateTitle();
+  readSettings();
+  store_->refresh();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::createDocks() {
+  auto dock = [this](const QString& title, const QString& name, QWidget* widget,
+                     Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);  // saveState/restoreState key
+    d->setWidget(widget);
+    addDockWidget(area, d);
+    return d;
+  };
+  runsDock_ = dock(tr("Runs"), QStringLiteral("runsDock"), runsPanel_, Qt::LeftDockWidgetArea);
+  logDock_ = dock(tr("Log"), QStringLiteral("logDock"), log_, Qt::BottomDockWidgetArea);
+}
+
+void MainWindow::createMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(runsPanel_->newRunAction());
+  file->addAction(tr("Open Config in &Wizard..."), QKeySequence::Open, this,
+                  &MainWindow::openConfigDialog);
+  file->addAction(tr("New Run from &Demo"), QKeySequence(QStringLiteral("Ctrl+Shift+D")), this,
+                  &MainWindow::openDemoWizard);
+  file->addAction(runsPanel_->openRunAction());
+  file->addSeparator();
+  file->addAction(tr("&Inspect Config..."), QKeySequence(QStringLiteral("Ctrl+I")), this,
+                  &MainWindow::open);
+  file->addAction(tr("&Save Config"), QKeySequence::Save, this, &MainWindow::save);
+  file->addAction(tr("Save Config &As..."), QKeySequence::SaveAs, this, &MainWindow::saveAs);
+  file->addAction(tr("&Export Normalised YAML..."), this, &MainWindow::exportNormalized);
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  run->addAction(runsPanel_->stopAction());
+  run->addAction(runsPanel_->overlayAction());
+  run->addAction(tr("&Clear Overlays"), this, [this] {
+    for (const QString& dir : dashboard_->runs())
+      if (dir != currentRun_) dashboard_->removeRun(dir);
+  });
+  run->addAction(runsPanel_->forgetAction());
+  run->addSeparator();
+  run->addAction(tr("&Refresh Runs"), QKeySequence::Refresh, store_, &RunStore::refresh);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  view->addAction(tr("&Dashboard"), QKeySequence(QStringLiteral("Ctrl+1")), this,
+                  [this] { showTab(DashboardTab); });
+  view->addAction(tr("&Config"), QKeySequence(QStringLiteral("Ctrl+2")), this,
+                  [this] { showTab(ConfigTab); });
+  view->addSeparator();
+  view->addAction(runsDock_->toggleViewAction());
+  view->addAction(logDock_->toggleViewAction());
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About SeqStudio"), this, &MainWindow::about);
+}
+
+void MainWindow::connectRuns() {
+  connect(runsPanel_, &RunsPanel::runSelected, this, &MainWindow::selectRun);
+  connect(runsPanel_->newRunAction(), &QAction::triggered, this, [this] { newRun(); });
+  connect(runsPanel_->openRunAction(), &QAction::triggered, this, &MainWindow::openRunDialog);
+  connect(runsPanel_->stopAction(), &QAction::triggered, this, &MainWindow::stopCurrentRun);
+  connect(runsPanel_->overlayAction(), &QAction::triggered, this, &MainWindow::overlayCurrentRun);
+  connect(store_, &RunStore::runsChanged, this, [this] {
+    if (!currentRun_.isEmpty()) runsPanel_->selectRun(currentRun_);
+  });
+  connect(launcher_, &LocalLauncher::launchFailed, this,
+          [this](const QString& dir, const QString& message) {
+            log_->appendStudioMessage(tr("Launch of %1 failed: %2").arg(dir, message));
+            statusBar()->showMessage(message, kStatusMs);
+          });
+  connect(launcher_, &LocalLauncher::stopFailed, this,
+          [this](const QString& dir, const QString& message) {
+            log_->appendStudioMessage(tr("Cannot stop %1: %2").arg(dir, message));
+            statusBar()->showMessage(message, kStatusMs);
+          });
+  connect(launcher_, &LocalLauncher::stopFinished, this, [this](const QString& dir, bool killed) {
+    log_->appendStudioMessage(killed ? tr("%1 did not stop in time and was killed").arg(dir)
+                                     : tr("%1 stopped").arg(dir));
+    store_->refresh();
+  });
+  connect(dashboard_, &RunDashboard::runEnded, this, [this](const QString& dir, const QString& state) {
+    statusBar()->showMessage(tr("%1: %2").arg(QFileInfo(dir).fileName(), state), kStatusMs);
+    store_->refresh();
+  });
+  connect(demo_, &DemoProject::modelFailed, this, [this](const QString& message) {
+    log_->appendStudioMessage(message);
+    statusBar()->showMessage(message, kStatusMs);
+  });
+}
+
+void MainWindow::showTab(Tab tab) {
+  tabs_->setCurrentIndex(tab);
+}
+
+void MainWindow::selectRun(const QString& dir) {
+  if (dir.isEmpty() || dir == currentRun_) return;
+  currentRun_ = dir;
+  dashboard_->showRun(dir);
+  log_->setRun(dir);
+  runsPanel_->selectRun(dir);
+  showTab(DashboardTab);
+}
+
+namespace {
+
+// The absolute path of a run folder, or "" with the reason in `error`.
+QString runFolder(const QString& path, QString& error) {
+  const QDir dir(path);
+  if (dir.exists(QString::fromLatin1(studio::kEventsFileName)) ||
+      dir.exists(QString::fromLatin1(studio::kStatusFileName)))
+    return dir.absolutePath();
+  error = QObject::tr("%1 is not a run folder: it holds neither %2 nor %3")
+              .arg(QDir::toNativeSeparators(path), QString::fromLatin1(studio::kEventsFileName),
+                   QString::fromLatin1(studio::kStatusFileName));
+  return {};
+}
+
+}  // namespace
+
+bool MainWindow::openRun(const QString& path) {
+  QString error;
+  const QString dir = runFolder(path, error);
+  if (dir.isEmpty()) {
+    statusBar()->showMessage(error);
+    return false;
+  }
+  store_->addRun(dir);
+  selectRun(dir);
+  return true;
+}
+
+bool MainWindow::overlayRun(const QString& path) {
+  QString error;
+  const QString dir = runFolder(path, error);
+  if (dir.isEmpty()) {
+    statusBar()->showMessage(error);
+    return false;
+  }
+  store_->addRun(dir);
+  if (currentRun_.isEmpty()) {
+    selectRun(dir);
+  } else if (!dashboard_->runs().contains(dir)) {
+    dashboard_->addOverlayRun(dir);
+    showTab(DashboardTab);
+  }
+  return true;
+}
+
+void MainWindow::openRunDialog() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open Run Folder"), dialogDir());
+  if (!dir.isEmpty()) openRun(dir);
+}
+
+void MainWindow::stopCurrentRun() {
+  const QString dir = runsPanel_->selectedRun();
+  if (dir.isEmpty()) return;
+  log_->appendStudioMessage(tr("Stopping %1 (SIGTERM; SIGKILL after 20 s)").arg(dir));
+  launcher_->stop(dir);
+}
+
+// A menu of the other runs, each checked while it is drawn on the dashboard: toggling one adds or
+// removes it, so the run selected in the list stays the primary one.
+void MainWindow::overlayCurrentRun() {
+  QMenu menu(this);
+  const QStringList shown = dashboard_->runs();
+  for (const RunInfo& info : store_->runs()) {
+    if (info.dir == currentRun_) continue;
+    QAction* a = menu.addAction(QStringLiteral("%1  (%2)").arg(info.name, info.stateText));
+    a->setCheckable(true);
+    a->setChecked(shown.contains(info.dir));
+    connect(a, &QAction::toggled, this, [this, dir = info.dir](bool on) {
+      if (on)
+        overlayRun(dir);
+      else
+        dashboard_->removeRun(dir);
+    });
+  }
+  if (menu.isEmpty()) {
+    statusBar()->showMessage(tr("No other run to draw next to this one"), kStatusMs);
+    return;
+  }
+  menu.exec(QCursor::pos());
+}
+
+RunWizard* MainWindow::showWizard() {
+  if (wizard_) wizard_->deleteLater();
+  wizard_ = new RunWizard(this);
+  wizard_->setAttribute(Qt::WA_DeleteOnClose);
+  wizard_->setDemoModelDir(demo_->modelDir());
+  wizard_->setEngineProgram(paths_.engine);
+  connect(wizard_, &RunWizard::launchRequested, this, &MainWindow::onLaunchRequested);
+  wizard_->show();
+  return wizard_;
+}
+
+RunWizard* MainWindow::newRun() {
+  return showWizard();
+}
+
+bool MainWindow::openConfigInWizard(const QString& path) {
+  RunWizard* w = showWizard();
+  QString error;
+  if (!w->openConfig(path, &error)) {
+    statusBar()->showMessage(error.isEmpty() ? tr("Cannot open %1").arg(path) : error);
+    w->close();
+    return false;
+  }
+  return true;
+}
+
+void MainWindow::openConfigDialog() {
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open Training Config"), dialogDir(), yamlFilter());
+  if (!path.isEmpty()) openConfigInWizard(path);
+}
+
+void MainWindow::openDemoWizard() {
+  auto open = [this] {
+    RunWizard* w = showWizard();
+    QString error;
+    if (!w->loadDemo(demo_->sftConfigPath(), &error)) {
+      log_->appendStudioMessage(tr("Cannot load the demo project: %1").arg(error));
+      statusBar()->showMessage(error, kStatusMs);
+    }
+    emit demoWizardOpened(w);
+  };
+  if (demo_->isModelReady()) {
+    open();
+    return;
+  }
+  // The wizard reads the model folder as it opens, so it opens once the model is there.
+  log_->appendStudioMessage(tr("Creating the demo model in %1 ...").arg(demo_->modelDir()));
+  statusBar()->showMessage(tr("Creating the demo model ..."));
+  connect(demo_, &DemoProject::modelReady, this, [this, open](const QString& dir) {
+    log_->appendStudioMessage(tr("Demo model ready: %1").arg(dir));
+    statusBar()->clearMessage();
+    open();
+  }, Qt::SingleShotConnection);
+  demo_->ensureModel();
+}
+
+void MainWindow::onLaunchRequested(const studio::RunConfig& config, const QString& baseDir,
+                                   const LaunchTarget& target) {
+  if (target.kind != LaunchTarget::Local) {
+    statusBar()->showMessage(tr("Remote launch comes with the Hosts page"), kStatusMs);
+    return;
+  }
+  const QString dir = launchLocal(config, baseDir, target.nproc);
+  if (!dir.isEmpty() && wizard_) wizard_->close();
+}
+
+QString MainWindow::launchLocal(const studio::RunConfig& config, const QString& baseDir,
+                                int nproc) {
+  LaunchRequest request;
+  request.config = config;
+  request.baseDir = baseDir;
+  request.name = QFileInfo(QString::fromStdString(config.output_dir)).fileName();
+  if (request.name.isEmpty()) request.name = QStringLiteral("run");
+  request.nproc = nproc;
+  QString error;
+  const QString dir = launcher_->launch(request, &error);
+  if (dir.isEmpty()) {
+    QMessageBox::warning(this, tr("Launch failed"), error);
+    return {};
+  }
+  log_->appendStudioMessage(tr("Launched %1").arg(dir));
+  store_->refresh();  // it is under the store's root: listed as Starting from the next scan
+  selectRun(dir);
+  return dir;
+}
+
+void MainWindow::updateTitle() {
+  const QString path = inspector_->filePath();
+  const QString name = path.isEmpty() ? tr("untitled.yaml") : QFileInfo(path).fileName();
+  // [*] is where Qt shows the modified marker while windowModified is set.
+  setWindowTitle(tr("%1[*] - SeqStudio").arg(name));
+  setWindowModified(inspector_->isModified());
+}
+
+bool MainWindow::openFile(const QString& path) {
+  std::string text, error;
+  if (!studio::read_file(localPath(path), text, error)) {
+    statusBar()->showMessage(QString::fromStdString(error));
+    return false;
+  }
+  inspector_->setDocument(QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())),
+                          QFileInfo(path).absoluteFilePath());
+  updateTitle();
+  showTab(ConfigTab);
+  statusBar()->showMessage(tr("Opened %1").arg(QDir::toNativeSeparators(path)), kStatusMs);
+  return true;
+}
+
+bool MainWindow::saveFile(const QString& path) {
+  const QByteArray text = inspector_->text().toUtf8();
+  const std::string error =
+      studio::write_file_atomic(localPath(path), std::string_view(text.data(), text.size()));
+  if (!error.empty()) {
+    QMessageBox::warning(this, tr("Save failed"), QString::fromStdString(error));
+    return false;
+  }
+  inspector_->setFilePath(QFileInfo(path).absoluteFilePath());
+  inspector_->setModified(false);
+  updateTitle();
+  statusBar()->showMessage(tr("Saved %1").arg(QDir::toNativeSeparators(path)), kStatusMs);
+  return true;
+}
+
+QString MainWindow::dialogDir() const {
+  const QString path = inspector_->filePath();
+  return path.isEmpty() ? QDir::currentPath() : QFileInfo(path).absolutePath();
+}
+
+void MainWindow::open() {
+  if (!maybeSave()) return;
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open Training Config"), dialogDir(), yamlFilter());
+  if (!path.isEmpty()) openFile(path);
+}
+
+bool MainWindow::save() {
+  return inspector_->filePath().isEmpty() ? saveAs() : saveFile(inspector_->filePath());
+}
+
+bool MainWindow::saveAs() {
+  const QString path =
+      QFileDialog::getSaveFileName(this, tr("Save Training Config"), dialogDir(), yamlFilter());
+  return !path.isEmpty() && saveFile(path);
+}
+
+void MainWindow::exportNormalized() {
+  const QFileInfo source(inspector_->filePath().isEmpty() ? tr("untitled.yaml")
+                                                          : inspector_->filePath());
+  const QString suggested =
+      QDir(dialogDir()).filePath(source.completeBaseName() + QStringLiteral(".normalized.yaml"));
+  const QString path =
+      QFileDialog::getSaveFileName(this, tr("Export Normalised YAML"), suggested, yamlFilter());
+  if (path.isEmpty()) return;
+  if (const QString error = exportNormalizedFile(path); !error.isEmpty())
+    QMessageBox::warning(this, tr("Export failed"), error);
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(QDir::toNativeSeparators(path)), kStatusMs);
+}
+
+QString MainWindow::exportNormalizedFile(const QString& path) const {
+  const studio::LoadResult loaded =
+      studio::load_config_string(inspector_->text().toStdString(), "config");
+  if (!loaded.ok())
+    return tr("The config cannot be read; fix these errors first:\n%1")
+        .arg(QString::fromStdString(studio::format_all(loaded.diagnostics)));
+  const std::string yaml = studio::to_yaml(studio::normalized(loaded.config), YamlStyle::Full);
+  return QString::fromStdString(studio::write_file_atomic(localPath(path), yaml));
+}
+
+void MainWindow::about() {
+  QMessageBox::about(
+      this, tr("About SeqStudio"),
+      tr("<h3>SeqStudio %1</h3><p>A studio for long-context fine-tuning runs: build SFT and DPO "
+         "runs with sequence parallelism, launch them with the engine <tt>studio-train</tt>, and "
+         "watch them live. Runs are read from their folders, so closing the studio never stops "
+         "or forgets a run.</p>")
+          .arg(QString::fromLatin1(studio::kVersion)));
+}
+
+// Asks before unsaved edits are thrown away; false when the user cancels.
+bool MainWindow::maybeSave() {
+  if (!inspector_->isModified()) return true;
+  const auto answer = QMessageBox::question(
+      this, tr("Unsaved changes"), tr("The config has unsaved changes. Save them?"),
+      QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+  if (answer == QMessageBox::Save) return save();
+  return answer == QMessageBox::Discard;
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (!maybeSave()) {
+    event->ignore();
+    return;
+  }
+  writeSettings();
+  event->accept();
+}
+
+void MainWindow::readSettings() {
+  QSettings settings = studioSettings();
+  if (!restoreGeometry(settings.value(QStringLiteral("mainWindow/geometry")).toByteArray()))
+    resize(1180, 780);
+  restoreState(settings.value(QStringLiteral("mainWindow/state")).toByteArray());
+  inspector_->restoreState(settings.value(QStringLiteral("inspector/splitter")).toByteArray());
+  showTab(settings.value(QStringLiteral("mainWindow/tab")).toInt() == ConfigTab ? ConfigTab
+                                                                                : DashboardTab);
+}
+
+void MainWindow::writeSettings() const {
+  QSettings settings = studioSettings();
+  settings.setValue(QStringLiteral("mainWindow/geometry"), saveGeometry());
+  settings.setValue(QStringLiteral("mainWindow/state"), saveState());
+  settings.setValue(QStringLiteral("inspector/splitter"), inspector_->saveState());
+  settings.setValue(QStringLiteral("mainWindow/tab"), tabs_->currentIndex());
+}
+
+}  // namespace studio::ui
