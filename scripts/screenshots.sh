@@ -38,7 +38,12 @@ echo "== the wizard's pages on the demo project"
 
 echo "== a demo run launched from the wizard, its dashboard while it trains"
 "$bin/studio" --demo --launch --runs-root "$runs" --screenshot "$out/dashboard-live.png" \
-  --screenshot-delay 30000
+  --screenshot-delay "${STUDIO_SHOT_LIVE_MS:-14000}"
+# The run goes on without the studio (it was started detached): let it finish.
+for _ in $(seq 1 120); do
+  grep -qs '"state": *"running"' "$runs"/*/status.json || break
+  sleep 1
+done
 
 echo "== SP=1 and SP=2 runs of the demo on one chart"
 model=$work/data/SeqStudio/studio/demo/model
