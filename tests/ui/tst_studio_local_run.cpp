@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <memory>
 
 #include "studio/config/events.h"
@@ -45,6 +46,7 @@ class TestStudioLocalRun : public QObject {
  private slots:
   void initTestCase();
   void demoFromWizardToFinishedRun();
+  void dpoWithSequenceParallelFromAYaml();
   void runningRunSurvivesTheWindowAndStops();
 
  private:
@@ -114,6 +116,56 @@ void TestStudioLocalRun::demoFromWizardToFinishedRun() {
   QCOMPARE(*stateOf(*w, runDir), RunState::Finished);
   QVERIFY(w->openRun(runDir));
   QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, runDir), std::size_t(12), 10000);
+  w->close();
+}
+
+// A LLaMA-Factory DPO YAML with sequence_parallel_size 2 opened into the wizard: the wizard sizes
+// the world for SP 2, Launch starts `studio-train train --nproc 2`, and the dashboard shows the
+// DPO metrics of the two-rank run.
+void TestStudioLocalRun::dpoWithSequenceParallelFromAYaml() {
+  auto w = window();
+  w->demo()->ensureModel();
+  QTRY_VERIFY_WITH_TIMEOUT(w->demo()->isModelReady(), 60000);
+  QFile source(QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/dpo_demo.yaml"));
+  QVERIFY(source.open(QIODevice::ReadOnly));
+  QByteArray yaml = source.readAll();
+  yaml.replace("model_name_or_path: build/demo/run",
+               "model_name_or_path: " + w->demo()->modelDir().toUtf8());
+  yaml.replace("dataset_dir: resources/demo/data",
+               "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data");
+  yaml.replace("max_steps: 30", "max_steps: 6");
+  yaml.replace("logging_steps: 5", "logging_steps: 1");
+  yaml += "sequence_parallel_size: 2\nsequence_parallel_mode: zigzag-ring\n";
+  const QString path = tmp_.filePath(QStringLiteral("dpo-sp2.yaml"));
+  QFile out(path);
+  QVERIFY(out.open(QIODevice::WriteOnly));
+  out.write(yaml);
+  out.close();
+
+  QVERIFY(w->openConfigInWizard(path));
+  studio::ui::RunWizard* wizard = w->wizard();
+  QCOMPARE(wizard->target().nproc * wizard->target().nnodes, 2);
+  while (wizard->nextId() != -1) {
+    QTRY_VERIFY2_WITH_TIMEOUT(wizard->currentPage()->isComplete(),
+                              qPrintable(wizard->currentPage()->title()), 20000);
+    wizard->next();
+  }
+  auto* launch = wizard->findChild<QPushButton*>(QStringLiteral("launch"));
+  QTRY_VERIFY_WITH_TIMEOUT(launch && launch->isEnabled(), 20000);
+  launch->click();
+  const QString runDir = w->currentRun();
+  QVERIFY(!runDir.isEmpty());
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Finished),
+                            kRunTimeoutMs);
+  const auto info = w->runStore()->run(runDir);
+  QCOMPARE(info->stage, QStringLiteral("dpo"));
+  QCOMPARE(info->spSize, 2);
+  QCOMPARE(info->worldSize, 2);
+  QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, runDir), std::size_t(6), 10000);
+  const studio::ui::RunSeries* series = w->dashboard()->series(runDir);
+  QVERIFY(series->isDpo());
+  QCOMPARE(series->values(studio::ui::Metric::RewardsAccuracies).size(), std::size_t(6));
+  QVERIFY(std::abs(series->values(studio::ui::Metric::Loss).front() - std::log(2.0)) < 0.01);
   w->close();
 }
 
