@@ -35,8 +35,8 @@ struct LinearCeShape {
 // Chunk rule: one chunk's logits should take about as many elements as the hidden states
 // (chunk * V ~ T * H), so the extra memory is bounded by the activations the caller already
 // holds. Hence chunk = T / ceil(V / H), rounded up to a power of two (GEMM-friendly row counts)
-// and clamped to [1, T]. For T = 32k, H = 4096, V = 128k: chunk = 1024 (a 512 MiB fp32 buffer
-// instead of 16 GiB of logits). T == 0 gives 0.
+// and clamped to [1, T]. For T = 32k, H = 4096, V = 128k: chunk = 1024 (a ~0.5 GB fp32 buffer
+// instead of ~17 GB of fp32 logits). T == 0 gives 0.
 std::int64_t fused_linear_ce_chunk_tokens(LinearCeShape shape);
 
 // Throws std::invalid_argument naming the argument: tokens < 0, hidden or vocab <= 0, vocab or
@@ -56,7 +56,9 @@ struct FusedLinearCeParams {
   std::int64_t ignore_index = kCrossEntropyIgnoreIndex;
   std::int64_t chunk_tokens = 0;  // 0: fused_linear_ce_chunk_tokens(shape)
   float grad_scale = 1.0f;        // dL/d(loss sum) from upstream, folded into dlogits
-  DType dtype = DType::kFloat32;  // of x, weight and grad_x; accumulation is always fp32
+  // Of x, weight and grad_x. Accumulation is always fp32; with bf16 the dlogits operand of the two
+  // backward GEMMs is rounded to bf16, as it is in a bf16 autograd graph.
+  DType dtype = DType::kFloat32;
 
   float* loss_sum = nullptr;             // [1] fp32: sum of -log p(target) over target tokens
   std::int64_t* target_count = nullptr;  // optional [1]: tokens whose target != ignore_index
@@ -75,14 +77,16 @@ std::size_t fused_linear_ce_workspace_bytes(LinearCeShape shape, std::int64_t ch
                                             DType dtype, bool with_grads);
 
 // Shape rules above plus: required pointers non-null and aligned to their element size
-// (loss_sum, workspace, and x/weight/targets when tokens > 0), workspace large enough, a finite
-// grad_scale. Throws std::invalid_argument("fused_linear_ce: ...") naming the argument.
+// (loss_sum, and x/weight/targets when tokens > 0; the workspace to 256 bytes, as cudaMalloc
+// returns it), workspace_bytes large enough, a known dtype, a finite grad_scale. Throws
+// std::invalid_argument("fused_linear_ce: ...") naming the argument.
 void validate(const FusedLinearCeParams& p);
 
 #if STUDIO_KERNELS_WITH_CUDA
 // Validate, then enqueue the whole forward + backward on `stream` (asynchronous; deterministic:
 // fixed-order reductions, no atomics). `blas` is the cuBLAS handle to use (LibTorch's current one
-// in the adapter; its math mode, e.g. TF32, applies); nullptr creates and destroys a private one.
+// in the adapter; its math mode, e.g. TF32, applies); nullptr creates and destroys a private one,
+// which synchronises the device (cublasDestroy does): for tests and standalone use.
 // A target outside [0, vocab) that is not ignore_index makes its log-prob and the loss NaN (the
 // device cannot throw). Throws KernelError when a CUDA or cuBLAS call or a launch fails.
 void fused_linear_ce(const FusedLinearCeParams& p, BlasHandle blas, Stream stream);
