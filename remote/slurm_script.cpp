@@ -136,7 +136,9 @@ void require_job_id(const std::string& job_id) {
 
 std::string squeue_command(const std::string& job_id) {
   require_job_id(job_id);
-  return shell_command({"squeue", "-h", "-j", job_id, "-o", "%i|%T|%M|%R"});
+  // -t all: without it squeue drops a job the moment it ends, although slurmctld still knows it
+  // (for MinJobAge seconds) and sacct may not (no accounting storage).
+  return shell_command({"squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i|%T|%M|%R"});
 }
 
 std::string sacct_command(const std::string& job_id) {

@@ -107,10 +107,18 @@ std::string sacct_reason(const JobStatus& job, const std::string& cancelled_by) 
     case JobState::Failed: break;
     default: return "";
   }
-  for (const JobStep& step : job.steps) {
-    if (step.signal != 0) return "signal " + std::to_string(step.signal) + " in step " + step.step_id;
-    if (step.exit_code != 0) {
-      return "exit code " + std::to_string(step.exit_code) + " in step " + step.step_id;
+  // srun steps (123.0) first: the batch step only fails because one of them did.
+  for (bool srun_steps : {true, false}) {
+    for (const JobStep& step : job.steps) {
+      std::string name = step.step_id.substr(step.step_id.find('.') + 1);
+      bool numbered = !name.empty() && name.front() >= '0' && name.front() <= '9';
+      if (numbered != srun_steps) continue;
+      if (step.signal != 0) {
+        return "signal " + std::to_string(step.signal) + " in step " + step.step_id;
+      }
+      if (step.exit_code != 0) {
+        return "exit code " + std::to_string(step.exit_code) + " in step " + step.step_id;
+      }
     }
   }
   if (job.signal != 0) return "signal " + std::to_string(job.signal);

@@ -47,7 +47,7 @@ std::string sbatch_submit_command(const RemoteRunLayout& layout, const std::stri
 // std::invalid_argument otherwise, so no other text reaches a command line.
 void require_job_id(const std::string& job_id);
 
-// `squeue -h -j ID -o "%i|%T|%M|%R"`: read with parse_squeue.
+// `squeue -h -t all -j ID -o "%i|%T|%M|%R"`: read with parse_squeue.
 std::string squeue_command(const std::string& job_id);
 // `sacct -n -P -j ID --format=JobID,State,ExitCode,Elapsed`: read with parse_sacct.
 std::string sacct_command(const std::string& job_id);

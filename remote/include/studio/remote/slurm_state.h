@@ -55,7 +55,7 @@ struct JobStatus {
   std::vector<JobStep> steps;  // sacct only, in printed order
 };
 
-// Output of squeue_command (`squeue -h -j ID -o "%i|%T|%M|%R"`). nullopt when the job is not
+// Output of squeue_command (`squeue -h -t all -j ID -o "%i|%T|%M|%R"`). nullopt when the job is not
 // listed (empty output: ask sacct). Throws std::invalid_argument naming the line for a line
 // that is not four '|'-separated fields, or for a job id other than `job_id`.
 std::optional<JobStatus> parse_squeue(const std::string& output, const std::string& job_id);
