@@ -95,7 +95,8 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
   if (!options.account.empty()) script += sbatch_line("--account=" + options.account);
   for (const std::string& directive : options.extra_directives) script += sbatch_line(directive);
   script += "# Written by SeqStudio: one engine launcher per node, started by srun.\n";
-  script += "set -eu\n";
+  // pipefail: a failing scontrol must stop the script, not leave MASTER_ADDR empty.
+  script += "set -euo pipefail\n";
   // The batch script runs on the allocation's first node, which is where srun puts task 0 and
   // so rank 0's rendezvous store.
   script += "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n";
@@ -108,6 +109,11 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
   // --kill-on-bad-exit: when one node's launcher fails, the others are stopped instead of
   // waiting for it in a collective until the time limit.
   std::vector<std::string> srun{"srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"};
+  // Slurm 22.05 stopped passing the job's --cpus-per-task on to srun steps (23.11 restored it),
+  // so the step asks for it again.
+  if (options.cpus_per_task > 0) {
+    srun.push_back("--cpus-per-task=" + std::to_string(options.cpus_per_task));
+  }
   for (std::string& arg : engine_argv(engine, config_file, launcher)) srun.push_back(arg);
   script += "exec " + shell_join(srun) + "\n";
   return script;

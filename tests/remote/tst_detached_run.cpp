@@ -278,6 +278,13 @@ class TestDetachedRun : public QObject {
     QCOMPARE(QFile::symLinkTarget(QString("/proc/%1/fd/0").arg(pid)), QString("/dev/null"));
     QCOMPARE(QFile::symLinkTarget(QString("/proc/%1/fd/1").arg(pid)), dir + "/train.log");
     QCOMPARE(QFile::symLinkTarget(QString("/proc/%1/fd/2").arg(pid)), dir + "/train.log");
+    // No descriptor left on the starting shell's pipes: sshd would keep the session open (and
+    // the caller waiting) until the last holder closed them.
+    const QDir fds(QString("/proc/%1/fd").arg(pid));
+    for (const QString& fd : fds.entryList(QDir::Files | QDir::System)) {
+      QString target = QFile::symLinkTarget(fds.filePath(fd));
+      QVERIFY2(!target.startsWith("pipe:") && !target.startsWith("socket:"), qPrintable(target));
+    }
     // SIGHUP is ignored, as with nohup: SigIgn bit 1 (signal 1).
     QByteArray status = read_all(QString("/proc/%1/status").arg(pid));
     qsizetype at = status.indexOf("SigIgn:\t");

@@ -64,7 +64,7 @@ class TestSlurmScript : public QObject {
                                  "#SBATCH --gpus-per-node=1\n"
                                  "# Written by SeqStudio: one engine launcher per node, started "
                                  "by srun.\n"
-                                 "set -eu\n"
+                                 "set -euo pipefail\n"
                                  "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
                                  "| head -n 1)\n"
                                  "export MASTER_ADDR\n"
@@ -85,13 +85,13 @@ class TestSlurmScript : public QObject {
                                    "#SBATCH --mail-type=END\n"
                                    "# Written by SeqStudio: one engine launcher per node, started "
                                    "by srun.\n"
-                                   "set -eu\n"
+                                   "set -euo pipefail\n"
                                    "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
                                    "| head -n 1)\n"
                                    "export MASTER_ADDR\n"
                                    "export MASTER_PORT=29511\n"
                                    "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
-                                   "'/opt/my tools/it'\\''s $HOME/studio-train' train "
+                                   "--cpus-per-task=32 '/opt/my tools/it'\\''s $HOME/studio-train' train "
                                    "'run config.yaml' --nproc 4\n";
   }
   void literalScripts() {
@@ -150,7 +150,8 @@ class TestSlurmScript : public QObject {
     QFile argvFile(tmp.filePath("srun-argv"));
     QVERIFY(argvFile.open(QIODevice::ReadOnly));
     QByteArray want;
-    for (const char* a : {"--ntasks-per-node=1", "--kill-on-bad-exit=1", kNastyEngine.c_str(),
+    for (const char* a : {"--ntasks-per-node=1", "--kill-on-bad-exit=1", "--cpus-per-task=32",
+                          kNastyEngine.c_str(),
                           "train", "run config.yaml", "--nproc", "4"}) {
       want.append(a).append('\0');
     }

@@ -35,7 +35,8 @@ bool is_valid_slurm_time(std::string_view time);
 
 // The whole batch script (bash): #SBATCH lines, MASTER_ADDR (the first host of the allocation,
 // where the batch script and rank 0 run) and MASTER_PORT, then
-// `exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 ENGINE train CONFIG --nproc G`.
+// `exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 [--cpus-per-task=C] ENGINE train CONFIG
+// --nproc G`.
 std::string sbatch_script(const SbatchOptions& options, const std::string& engine,
                           const std::string& config_file);
 
