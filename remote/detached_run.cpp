@@ -28,9 +28,14 @@ constexpr std::string_view kChildScript =
 // Checks what can be checked before detaching (so errors reach the caller's stderr instead of
 // the log), then starts the child in the background of a command substitution: the
 // substitution ends when the child's stdout closes at exec, not when the engine exits.
-// Args: CHILD_SCRIPT PID_FILE LOG_FILE ENGINE ARGS...
+// A second start in the same folder would overwrite the pid file and lose the first run, so a
+// live engine recorded there is refused.
+// Args: CHILD_SCRIPT PID_FILE LOG_FILE ENGINE_NAME ENGINE ARGS...
 constexpr std::string_view kStartScript =
-    "child=$1; pid_file=$2; log_file=$3; shift 3\n"
+    "child=$1; pid_file=$2; log_file=$3; name=$4; shift 4\n"
+    "if [ -e \"$pid_file\" ]; then read_pid \"$pid_file\"; if alive \"$pid\" && ours \"$pid\" "
+    "\"$name\"; then printf '%s\\n' \"studio: a run is already running in this folder (pid "
+    "$pid); stop it first\" >&2; exit 3; fi; fi\n"
     "case $1 in */*) [ -f \"$1\" ] && [ -x \"$1\" ] ;; *) command -v \"$1\" >/dev/null 2>&1 ;; "
     "esac || { printf '%s\\n' \"studio: cannot start the engine: '$1' is not an executable "
     "file here or in PATH\" >&2; exit 127; }\n"
@@ -175,12 +180,14 @@ std::vector<std::string> engine_argv(const std::string& engine, const std::strin
 std::string detached_start_command(const RemoteRunLayout& layout, const std::string& engine,
                                    const LauncherArgs& launcher) {
   layout.validate();
+  std::vector<std::string> argv = engine_argv(engine, layout.config_file, launcher);
+  std::string name = engine.substr(engine.find_last_of('/') + 1);
+  require_engine_name(name);
   std::vector<std::string> args{"studio-start", std::string(kChildScript), layout.pid_file,
-                                layout.log_file};
-  for (std::string& arg : engine_argv(engine, layout.config_file, launcher)) {
-    args.push_back(std::move(arg));
-  }
-  return sh_in_run_dir(layout, kStartScript, std::move(args));
+                                layout.log_file, name};
+  for (std::string& arg : argv) args.push_back(std::move(arg));
+  return sh_in_run_dir(layout, std::string(kProcessFunctions) + std::string(kStartScript),
+                       std::move(args));
 }
 
 std::string cancel_command(const RemoteRunLayout& layout, const std::string& engine_name,

@@ -294,6 +294,13 @@ class TestDetachedRun : public QObject {
     QVERIFY(ok);
     QVERIFY(ignored & 1ULL);
 
+    // A second start in the same folder is refused while the first engine lives.
+    ShellRun second = run_sh(shell, detached_start_command(layout, engine_.toStdString(),
+                                                           nasty_launcher()));
+    QCOMPARE(second.exit_code, 3);
+    QVERIFY2(second.err.contains("already running in this folder"), second.err.constData());
+    QCOMPARE(read_all(dir + "/train.pid"), QByteArray::number(pid) + "\n");
+
     ShellRun running = run_sh(shell, status_command(layout));
     QCOMPARE(running.exit_code, 0);
     auto parsed = parse_status_output(running.out.toStdString());
@@ -346,6 +353,12 @@ class TestDetachedRun : public QObject {
     QCOMPARE(cancel.out, "not-running " + QByteArray::number(pid) + "\n");
     auto parsed = parse_status_output(run_sh("/bin/sh", status_command(layout)).out.toStdString());
     QCOMPARE(parsed.state, RemoteProcessState::NotRunning);
+    QCOMPARE(stranger.state(), QProcess::Running);
+    // The stale pid file does not block a new run, whose pid replaces it.
+    long long pid2 = start("/bin/sh", layout);
+    QVERIFY(pid2 > 0 && pid2 != pid);
+    QCOMPARE(run_sh("/bin/sh", cancel_command(layout, "studio-train", 5)).out,
+             "stopped " + QByteArray::number(pid2) + "\n");
     QCOMPARE(stranger.state(), QProcess::Running);
     stranger.kill();
     stranger.waitForFinished();

@@ -55,7 +55,8 @@ std::vector<std::string> engine_argv(const std::string& engine, const std::strin
 // appended to the log. The engine process itself writes its pid to the pid file (via a temporary
 // file and rename) just before exec, and the line prints that pid on stdout and exits 0 once the
 // engine has been exec'd (it does not wait for the run). It exits non-zero with a message on
-// stderr when the folder, setsid or the engine is missing. `engine` is a path (absolute, or
+// stderr when the folder, setsid or the engine is missing (127), or with 3 when the pid file
+// names a live engine (same check as cancel_command): one run per folder. `engine` is a path (absolute, or
 // relative to the run folder) or a name looked up in PATH.
 std::string detached_start_command(const RemoteRunLayout& layout, const std::string& engine,
                                    const LauncherArgs& launcher);
