@@ -1,0 +1,58 @@
+#pragma once
+// The batch script and command lines of a run submitted to Slurm. The script asks for one task
+// per node and runs the engine's launcher in it through srun; inside that srun step the launcher
+// reads SLURM_NNODES/SLURM_NODEID for --nnodes/--node-rank (trainer/launch/launch_options.h) and
+// MASTER_ADDR/MASTER_PORT from the environment the script exports, so the script passes only
+// --nproc. The job runs in the directory sbatch was called from: the run folder.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "studio/remote/detached_run.h"
+
+namespace studio::remote {
+
+struct SbatchOptions {
+  std::string job_name = "studio-train";  // printable, no whitespace, quotes, '#' or '\'
+  int nodes = 1;                          // >= 1; one launcher per node
+  int gpus_per_node = 1;                  // workers per node (--nproc); 0: CPU only, 1 worker
+  std::string partition;                  // empty: the cluster's default
+  std::string time;                       // wall-clock limit in a Slurm format; empty: default
+  std::string account;                    // empty: the user's default
+  int cpus_per_task = 0;                  // CPUs for each node's launcher and workers; 0: default
+  int master_port = 0;  // 0: 29500 + SLURM_JOB_ID % 10000, the engine's own Slurm default
+  // More directives, each written as "#SBATCH <directive>", e.g. "--mail-type=END",
+  // "--exclusive", "--constraint=a100". Each must start with '-' and hold no newline.
+  std::vector<std::string> extra_directives;
+
+  // Throws std::invalid_argument naming the field, the value and what is allowed.
+  void validate() const;
+};
+
+// True for the --time formats sbatch accepts: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, UNLIMITED or
+// INFINITE (any case).
+bool is_valid_slurm_time(std::string_view time);
+
+// The whole batch script (bash): #SBATCH lines, MASTER_ADDR (the first host of the allocation,
+// where the batch script and rank 0 run) and MASTER_PORT, then
+// `exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 [--cpus-per-task=C] ENGINE train CONFIG
+// --nproc G`.
+std::string sbatch_script(const SbatchOptions& options, const std::string& engine,
+                          const std::string& config_file);
+
+// One line that cd's to the run folder and submits SCRIPT_FILE (relative to it) with
+// --parsable, output appended to the layout's log file. Prints "JOBID" or "JOBID;CLUSTER".
+std::string sbatch_submit_command(const RemoteRunLayout& layout, const std::string& script_file);
+
+// Job ids as sbatch prints them: digits, optionally "_N" for an array task. Throws
+// std::invalid_argument otherwise, so no other text reaches a command line.
+void require_job_id(const std::string& job_id);
+
+// `squeue -h -t all -j ID -o "%i|%T|%M|%R"`: read with parse_squeue.
+std::string squeue_command(const std::string& job_id);
+// `sacct -n -P -j ID --format=JobID,State,ExitCode,Elapsed`: read with parse_sacct.
+std::string sacct_command(const std::string& job_id);
+// `scancel ID`: Slurm sends SIGTERM to every step, then SIGKILL after its KillWait.
+std::string scancel_command(const std::string& job_id);
+
+}  // namespace studio::remote

@@ -1,0 +1,161 @@
+#include "studio/remote/slurm_script.h"
+
+#include <regex>
+#include <stdexcept>
+
+#include "studio/remote/shell_quote.h"
+
+namespace studio::remote {
+namespace {
+
+[[noreturn]] void fail(const std::string& field, const std::string& value,
+                       const std::string& allowed) {
+  throw std::invalid_argument("sbatch option " + field + " '" + value + "': " + allowed);
+}
+
+bool has_control_byte(std::string_view text) {
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return true;
+  }
+  return false;
+}
+
+// sbatch splits #SBATCH lines at whitespace and strips quotes, so values that need quoting
+// there are refused rather than quoted.
+void require_word(const std::string& field, const std::string& value, bool allow_empty) {
+  if (value.empty()) {
+    if (allow_empty) return;
+    fail(field, value, "must not be empty");
+  }
+  if (has_control_byte(value) || value.find_first_of(" \"'#\\") != std::string::npos) {
+    fail(field, value, "must not hold whitespace, newlines, quotes, '#' or '\\'");
+  }
+}
+
+void require_identifier(const std::string& field, const std::string& value) {
+  static const std::regex kName("[A-Za-z0-9_.,-]*");
+  if (!std::regex_match(value, kName)) {
+    fail(field, value, "use letters, digits and _ . , - only (a comma separates alternatives)");
+  }
+}
+
+std::string sbatch_line(const std::string& directive) {
+  return "#SBATCH " + directive + "\n";
+}
+
+}  // namespace
+
+bool is_valid_slurm_time(std::string_view time) {
+  static const std::regex kTime(
+      "[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}|[Uu][Nn][Ll][Ii][Mm][Ii][Tt][Ee][Dd]|"
+      "[Ii][Nn][Ff][Ii][Nn][Ii][Tt][Ee]");
+  return std::regex_match(time.begin(), time.end(), kTime);
+}
+
+void SbatchOptions::validate() const {
+  require_word("job_name", job_name, false);
+  if (nodes < 1) fail("nodes", std::to_string(nodes), "give 1 or more nodes");
+  if (gpus_per_node < 0) fail("gpus_per_node", std::to_string(gpus_per_node), "give 0 or more");
+  if (cpus_per_task < 0) fail("cpus_per_task", std::to_string(cpus_per_task), "give 0 or more");
+  if (master_port < 0 || master_port > 65535) {
+    fail("master_port", std::to_string(master_port), "give 1..65535, or 0 for the default");
+  }
+  require_identifier("partition", partition);
+  require_identifier("account", account);
+  if (!time.empty() && !is_valid_slurm_time(time)) {
+    fail("time", time,
+         "use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED (e.g. 1-12:00:00)");
+  }
+  for (const std::string& directive : extra_directives) {
+    require_word("extra directive", directive, false);
+    if (directive.front() != '-') {
+      fail("extra directive", directive, "must be an sbatch option such as --exclusive");
+    }
+  }
+}
+
+std::string sbatch_script(const SbatchOptions& options, const std::string& engine,
+                          const std::string& config_file) {
+  options.validate();
+  LauncherArgs launcher;
+  launcher.nproc = options.gpus_per_node > 0 ? options.gpus_per_node : 1;
+  std::string script = "#!/bin/bash\n";
+  script += sbatch_line("--job-name=" + options.job_name);
+  script += sbatch_line("--nodes=" + std::to_string(options.nodes));
+  script += sbatch_line("--ntasks-per-node=1");
+  if (options.gpus_per_node > 0) {
+    script += sbatch_line("--gpus-per-node=" + std::to_string(options.gpus_per_node));
+  }
+  if (options.cpus_per_task > 0) {
+    script += sbatch_line("--cpus-per-task=" + std::to_string(options.cpus_per_task));
+  }
+  if (!options.partition.empty()) script += sbatch_line("--partition=" + options.partition);
+  if (!options.time.empty()) script += sbatch_line("--time=" + options.time);
+  if (!options.account.empty()) script += sbatch_line("--account=" + options.account);
+  for (const std::string& directive : options.extra_directives) script += sbatch_line(directive);
+  script += "# Written by SeqStudio: one engine launcher per node, started by srun.\n";
+  // pipefail: a failing scontrol must stop the script, not leave MASTER_ADDR empty.
+  script += "set -euo pipefail\n";
+  // The batch script runs on the allocation's first node, which is where srun puts task 0 and
+  // so rank 0's rendezvous store.
+  script += "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n";
+  script += "export MASTER_ADDR\n";
+  if (options.master_port > 0) {
+    script += "export MASTER_PORT=" + std::to_string(options.master_port) + "\n";
+  } else {
+    script += "export MASTER_PORT=$((29500 + SLURM_JOB_ID % 10000))\n";
+  }
+  // --kill-on-bad-exit: when one node's launcher fails, the others are stopped instead of
+  // waiting for it in a collective until the time limit.
+  std::vector<std::string> srun{"srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"};
+  // Slurm 22.05 stopped passing the job's --cpus-per-task on to srun steps (23.11 restored it),
+  // so the step asks for it again.
+  if (options.cpus_per_task > 0) {
+    srun.push_back("--cpus-per-task=" + std::to_string(options.cpus_per_task));
+  }
+  for (std::string& arg : engine_argv(engine, config_file, launcher)) srun.push_back(arg);
+  script += "exec " + shell_join(srun) + "\n";
+  return script;
+}
+
+std::string sbatch_submit_command(const RemoteRunLayout& layout, const std::string& script_file) {
+  layout.validate();
+  if (script_file.empty() || script_file.front() == '-') {
+    throw std::invalid_argument("sbatch: script file '" + script_file +
+                                "' is empty or starts with '-'; prefix it with ./");
+  }
+  // sbatch expands %j, %N, ... in --output; "%%" is a literal '%'.
+  std::string output;
+  for (char c : layout.log_file) output += c == '%' ? std::string("%%") : std::string(1, c);
+  return shell_command_in_dir(layout.run_dir, {"sbatch", "--parsable", "--output=" + output,
+                                               "--open-mode=append", script_file});
+}
+
+void require_job_id(const std::string& job_id) {
+  static const std::regex kJobId("[0-9]+(_[0-9]+)?");
+  if (!std::regex_match(job_id, kJobId)) {
+    throw std::invalid_argument("Slurm job id '" + job_id +
+                                "' is not a job id such as 1234 or 1234_7");
+  }
+}
+
+std::string squeue_command(const std::string& job_id) {
+  require_job_id(job_id);
+  // -t all: without it squeue drops a job the moment it ends, although slurmctld still knows it
+  // (for MinJobAge seconds) and sacct may not (no accounting storage).
+  return shell_command({"squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i|%T|%M|%R"});
+}
+
+std::string sacct_command(const std::string& job_id) {
+  require_job_id(job_id);
+  return shell_command(
+      {"sacct", "-n", "-P", "-j", job_id, "--format=JobID,State,ExitCode,Elapsed"});
+}
+
+std::string scancel_command(const std::string& job_id) {
+  require_job_id(job_id);
+  return shell_command({"scancel", job_id});
+}
+
+}  // namespace studio::remote

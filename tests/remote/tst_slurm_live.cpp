@@ -1,0 +1,293 @@
+// A real single-node Slurm (slurmctld + slurmd + munged, Debian's slurm-wlm and munge) started
+// in a temporary folder on loopback ports, fed a batch script from sbatch_script() whose engine
+// is a stand-in, and followed with squeue through parse_squeue. Skipped where the daemons are
+// not installed or the test is not root (slurmd must be). There is no slurmdbd here, so sacct
+// can only report that accounting is disabled; parse_sacct is covered by tst_slurm_state.
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QStandardPaths>
+#include <QSysInfo>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "studio/remote/slurm_script.h"
+#include "studio/remote/slurm_state.h"
+
+using studio::remote::is_terminal;
+using studio::remote::JobState;
+using studio::remote::JobStatus;
+using studio::remote::parse_sacct;
+using studio::remote::parse_sbatch_output;
+using studio::remote::parse_squeue;
+using studio::remote::RemoteRunLayout;
+using studio::remote::sacct_command;
+using studio::remote::sbatch_script;
+using studio::remote::sbatch_submit_command;
+using studio::remote::SbatchOptions;
+using studio::remote::scancel_command;
+using studio::remote::squeue_command;
+
+namespace {
+
+// Records what the engine would see under srun, then sleeps and exits as told.
+const QByteArray kStandIn =
+    "#!/bin/sh\n"
+    "printf '%s\\000' \"$@\" > standin-argv\n"
+    "printf '%s\\n' \"step=$SLURM_STEP_ID nnodes=$SLURM_NNODES nodeid=$SLURM_NODEID "
+    "addr=$MASTER_ADDR port=$MASTER_PORT\" > standin-env\n"
+    "echo standin ran\n"
+    "sleep \"${STANDIN_SLEEP:-0}\"\n"
+    "exit \"${STANDIN_EXIT:-0}\"\n";
+
+// A loopback TCP port nobody is listening on right now.
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+bool write_file(const QString& path, const QByteArray& text, bool executable = false) {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) return false;
+  file.write(text);
+  file.close();
+  return !executable ||
+         file.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+}
+
+QByteArray read_all(const QString& path) {
+  QFile file(path);
+  return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+}
+
+struct ShellRun {
+  int exit_code = -1;
+  std::string out;
+  QByteArray err;
+};
+
+}  // namespace
+
+class TestSlurmLive : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir tmp_;
+  QString conf_;
+  QString node_;
+  std::vector<std::unique_ptr<QProcess>> daemons_;
+  RemoteRunLayout layout_;
+  QString engine_;
+
+  bool start_daemon(const QString& program, const QStringList& args) {
+    auto proc = std::make_unique<QProcess>();
+    proc->setProcessChannelMode(QProcess::MergedChannels);
+    proc->setStandardOutputFile(tmp_.filePath(QFileInfo(program).fileName() + ".out"));
+    proc->start(program, args);
+    bool ok = proc->waitForStarted(10000);
+    daemons_.push_back(std::move(proc));
+    return ok;
+  }
+
+  ShellRun run_sh(const std::string& line, const QStringList& extra_env = {}) {
+    QProcess proc;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("SLURM_CONF", conf_);
+    for (const QString& kv : extra_env) env.insert(kv.section('=', 0, 0), kv.section('=', 1));
+    proc.setProcessEnvironment(env);
+    proc.start("/bin/sh", {"-c", QString::fromStdString(line)});
+    ShellRun run;
+    if (!proc.waitForFinished(30000)) {
+      proc.kill();
+      proc.waitForFinished();
+      return run;
+    }
+    run.exit_code = proc.exitCode();
+    run.out = proc.readAllStandardOutput().toStdString();
+    run.err = proc.readAllStandardError();
+    return run;
+  }
+
+  QString node_state() {
+    ShellRun run = run_sh("sinfo -h -o %T");
+    return QString::fromStdString(run.out).trimmed();
+  }
+
+  std::string submit(const QStringList& env) {
+    SbatchOptions options;
+    options.job_name = "studio-live";
+    options.gpus_per_node = 0;
+    options.time = "5";
+    std::string script = sbatch_script(options, engine_.toStdString(), layout_.config_file);
+    QString dir = QString::fromStdString(layout_.run_dir);
+    if (!write_file(dir + "/job.sbatch", QByteArray::fromStdString(script))) return {};
+    ShellRun run = run_sh(sbatch_submit_command(layout_, "job.sbatch"), env);
+    if (run.exit_code != 0) {
+      qWarning("sbatch failed: %s", run.err.constData());
+      return {};
+    }
+    return parse_sbatch_output(run.out).job_id;
+  }
+
+  std::optional<JobStatus> poll(const std::string& job_id) {
+    return parse_squeue(run_sh(squeue_command(job_id)).out, job_id);
+  }
+
+  JobState state_of(const std::string& job_id) {
+    auto job = poll(job_id);
+    return job ? job->state : JobState::Unknown;
+  }
+
+ private slots:
+  void initTestCase() {
+    QStringList missing;
+    for (const char* tool : {"slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue",
+                             "sinfo", "scancel", "sacct"}) {
+      if (QStandardPaths::findExecutable(tool, {"/usr/sbin", "/usr/bin", "/sbin", "/bin"})
+              .isEmpty()) {
+        missing << tool;
+      }
+    }
+    if (!missing.isEmpty()) {
+      QSKIP(qPrintable("Slurm/munge not installed (missing " + missing.join(", ") +
+                       "); apt-get install slurm-wlm munge to run this test"));
+    }
+    if (::geteuid() != 0) QSKIP("slurmd must run as root; run this test as root");
+    QVERIFY(tmp_.isValid());
+    // munged refuses a socket folder others cannot traverse.
+    QVERIFY(QFile::setPermissions(tmp_.path(), QFile::ReadOwner | QFile::WriteOwner |
+                                                   QFile::ExeOwner | QFile::ExeGroup |
+                                                   QFile::ExeOther));
+    const QString t = tmp_.path();
+    QProcess key;
+    key.start("mungekey", {"--create", "--keyfile=" + t + "/munge.key"});
+    QVERIFY(key.waitForFinished(10000) && key.exitCode() == 0);
+    QVERIFY(start_daemon("munged", {"-F", "--force", "-S", t + "/munge.sock",
+                                    "--key-file=" + t + "/munge.key",
+                                    "--log-file=" + t + "/munged.log",
+                                    "--pid-file=" + t + "/munged.pid",
+                                    "--seed-file=" + t + "/munged.seed"}));
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(t + "/munge.sock"), 10000);
+
+    node_ = QSysInfo::machineHostName().section('.', 0, 0);
+    int ctld_port = free_port();
+    int slurmd_port = free_port();
+    QVERIFY(ctld_port > 0 && slurmd_port > 0 && ctld_port != slurmd_port);
+    QVERIFY(QDir().mkpath(t + "/state") && QDir().mkpath(t + "/spool"));
+    QString conf = QString(
+        "ClusterName=studiotest\n"
+        "SlurmctldHost=%1(127.0.0.1)\n"
+        "SlurmUser=root\nSlurmdUser=root\n"
+        "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=%2/munge.sock\n"
+        "StateSaveLocation=%2/state\nSlurmdSpoolDir=%2/spool\n"
+        "SlurmctldPidFile=%2/slurmctld.pid\nSlurmdPidFile=%2/slurmd.pid\n"
+        "SlurmctldLogFile=%2/slurmctld.log\nSlurmdLogFile=%2/slurmd.log\n"
+        "SlurmctldPort=%3\nSlurmdPort=%4\n"
+        "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+        "SchedulerType=sched/builtin\nSelectType=select/cons_tres\n"
+        "SelectTypeParameters=CR_Core\n"
+        "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
+        "MpiDefault=none\nReturnToService=2\nMinJobAge=600\n"
+        "NodeName=%1 NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN\n"
+        "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n")
+                       .arg(node_, t)
+                       .arg(ctld_port)
+                       .arg(slurmd_port);
+    conf_ = t + "/slurm.conf";
+    QVERIFY(write_file(conf_, conf.toUtf8()));
+    QVERIFY(start_daemon("slurmctld", {"-D", "-f", conf_}));
+    QVERIFY(start_daemon("slurmd", {"-D", "-f", conf_, "-N", node_}));
+    QTRY_COMPARE_WITH_TIMEOUT(node_state(), QString("idle"), 30000);
+
+    QString run_dir = t + "/run 'x' $dir";
+    QVERIFY(QDir().mkpath(run_dir + "/bin dir"));
+    layout_.run_dir = run_dir.toStdString();
+    engine_ = run_dir + "/bin dir/studio-train";
+    QVERIFY(write_file(engine_, kStandIn, true));
+  }
+
+  void cleanupTestCase() {
+    // Reverse order: slurmd and slurmctld still talk to munged while they stop.
+    for (auto it = daemons_.rbegin(); it != daemons_.rend(); ++it) {
+      (*it)->terminate();
+      if (!(*it)->waitForFinished(10000)) {
+        (*it)->kill();
+        (*it)->waitForFinished();
+      }
+    }
+  }
+
+  void completedJob() {
+    std::string id = submit({});
+    QVERIFY(!id.empty());
+    QTRY_VERIFY_WITH_TIMEOUT(is_terminal(state_of(id)), 30000);
+    auto job = poll(id);
+    QVERIFY(job.has_value());
+    QCOMPARE(job->state, JobState::Completed);
+
+    QString dir = QString::fromStdString(layout_.run_dir);
+    QByteArray want;
+    for (const char* a : {"train", "config.yaml", "--nproc", "1"}) want.append(a).append('\0');
+    QCOMPARE(read_all(dir + "/standin-argv"), want);
+    int port = 29500 + static_cast<int>(std::stoll(id) % 10000);
+    QCOMPARE(QString::fromUtf8(read_all(dir + "/standin-env")).trimmed(),
+             QString("step=0 nnodes=1 nodeid=0 addr=%1 port=%2").arg(node_).arg(port));
+    QVERIFY(read_all(dir + "/train.log").contains("standin ran\n"));
+  }
+
+  void failedJob() {
+    std::string id = submit({"STANDIN_EXIT=3"});
+    QVERIFY(!id.empty());
+    QTRY_VERIFY_WITH_TIMEOUT(is_terminal(state_of(id)), 30000);
+    auto job = poll(id);
+    QVERIFY(job.has_value());
+    QCOMPARE(job->state, JobState::Failed);
+    QCOMPARE(job->reason, std::string("NonZeroExitCode"));
+  }
+
+  void cancelledJob() {
+    std::string id = submit({"STANDIN_SLEEP=120"});
+    QVERIFY(!id.empty());
+    QTRY_COMPARE_WITH_TIMEOUT(state_of(id), JobState::Running, 30000);
+    QCOMPARE(poll(id)->reason, "on " + node_.toStdString());
+    ShellRun cancel = run_sh(scancel_command(id));
+    QCOMPARE(cancel.exit_code, 0);
+    QTRY_COMPARE_WITH_TIMEOUT(state_of(id), JobState::Cancelled, 30000);
+  }
+
+  void unknownJobIsNotListed() {
+    ShellRun run = run_sh(squeue_command("987654"));
+    QVERIFY(run.exit_code != 0);  // "slurm_load_jobs error: Invalid job id specified"
+    QVERIFY(!parse_squeue(run.out, "987654").has_value());
+  }
+
+  void sacctWithoutAccounting() {
+    ShellRun run = run_sh(sacct_command("1"));
+    QVERIFY(run.exit_code != 0);
+    QVERIFY2(run.err.contains("accounting storage is disabled"), run.err.constData());
+    QVERIFY(!parse_sacct(run.out, "1").has_value());
+  }
+};
+
+QTEST_MAIN(TestSlurmLive)
+#include "tst_slurm_live.moc"

@@ -1,0 +1,245 @@
+// sbatch_script and the Slurm command lines: literal expected scripts, `bash -n` on each, and
+// the script run by bash with stand-ins for scontrol and srun to see what the engine would get.
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <stdexcept>
+#include <string>
+
+#include "studio/remote/slurm_script.h"
+
+using studio::remote::is_valid_slurm_time;
+using studio::remote::RemoteRunLayout;
+using studio::remote::sacct_command;
+using studio::remote::sbatch_script;
+using studio::remote::sbatch_submit_command;
+using studio::remote::SbatchOptions;
+using studio::remote::scancel_command;
+using studio::remote::squeue_command;
+
+namespace {
+
+SbatchOptions full_options() {
+  SbatchOptions o;
+  o.job_name = "sp-run_7";
+  o.nodes = 2;
+  o.gpus_per_node = 4;
+  o.partition = "gpu,gpu-long";
+  o.time = "1-12:00:00";
+  o.account = "proj-42";
+  o.cpus_per_task = 32;
+  o.master_port = 29511;
+  o.extra_directives = {"--exclusive", "--mail-type=END"};
+  return o;
+}
+
+const std::string kNastyEngine = "/opt/my tools/it's $HOME/studio-train";
+
+bool write_file(const QString& path, const std::string& text, bool executable = false) {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) return false;
+  file.write(text.data(), static_cast<qint64>(text.size()));
+  file.close();
+  return !executable ||
+         file.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+}
+
+}  // namespace
+
+class TestSlurmScript : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void literalScripts_data() {
+    QTest::addColumn<bool>("full");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("defaults") << false
+                              << "#!/bin/bash\n"
+                                 "#SBATCH --job-name=studio-train\n"
+                                 "#SBATCH --nodes=1\n"
+                                 "#SBATCH --ntasks-per-node=1\n"
+                                 "#SBATCH --gpus-per-node=1\n"
+                                 "# Written by SeqStudio: one engine launcher per node, started "
+                                 "by srun.\n"
+                                 "set -euo pipefail\n"
+                                 "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
+                                 "| head -n 1)\n"
+                                 "export MASTER_ADDR\n"
+                                 "export MASTER_PORT=$((29500 + SLURM_JOB_ID % 10000))\n"
+                                 "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
+                                 "studio-train train config.yaml --nproc 1\n";
+    QTest::newRow("everything") << true
+                                << "#!/bin/bash\n"
+                                   "#SBATCH --job-name=sp-run_7\n"
+                                   "#SBATCH --nodes=2\n"
+                                   "#SBATCH --ntasks-per-node=1\n"
+                                   "#SBATCH --gpus-per-node=4\n"
+                                   "#SBATCH --cpus-per-task=32\n"
+                                   "#SBATCH --partition=gpu,gpu-long\n"
+                                   "#SBATCH --time=1-12:00:00\n"
+                                   "#SBATCH --account=proj-42\n"
+                                   "#SBATCH --exclusive\n"
+                                   "#SBATCH --mail-type=END\n"
+                                   "# Written by SeqStudio: one engine launcher per node, started "
+                                   "by srun.\n"
+                                   "set -euo pipefail\n"
+                                   "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
+                                   "| head -n 1)\n"
+                                   "export MASTER_ADDR\n"
+                                   "export MASTER_PORT=29511\n"
+                                   "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
+                                   "--cpus-per-task=32 '/opt/my tools/it'\\''s $HOME/studio-train' train "
+                                   "'run config.yaml' --nproc 4\n";
+  }
+  void literalScripts() {
+    QFETCH(bool, full);
+    QFETCH(QString, expected);
+    std::string script = full ? sbatch_script(full_options(), kNastyEngine, "run config.yaml")
+                              : sbatch_script(SbatchOptions{}, "studio-train", "config.yaml");
+    QCOMPARE(QString::fromStdString(script), expected);
+
+    QTemporaryDir tmp;
+    QVERIFY(write_file(tmp.filePath("job.sbatch"), script));
+    QProcess bash;
+    bash.start("bash", {"-n", tmp.filePath("job.sbatch")});
+    QVERIFY(bash.waitForFinished(10000));
+    QVERIFY2(bash.exitCode() == 0, bash.readAllStandardError().constData());
+  }
+
+  void cpuOnlyRunsOneWorker() {
+    SbatchOptions o;
+    o.gpus_per_node = 0;
+    std::string script = sbatch_script(o, "studio-train", "config.yaml");
+    QVERIFY(script.find("--gpus-per-node") == std::string::npos);
+    QVERIFY(script.find("--nproc 1\n") != std::string::npos);
+  }
+
+  // The script under bash with scontrol and srun replaced: what reaches the engine's launcher.
+  void scriptEnvironment() {
+    QTemporaryDir tmp;
+    QString bin = tmp.filePath("bin");
+    QVERIFY(QDir().mkpath(bin));
+    QVERIFY(write_file(bin + "/scontrol",
+                       "#!/bin/sh\n[ \"$1 $2 $3\" = \"show hostnames n[7-8]\" ] || exit 3\n"
+                       "printf 'n7\\nn8\\n'\n",
+                       true));
+    QVERIFY(write_file(bin + "/srun",
+                       "#!/bin/sh\nprintf '%s\\000' \"$@\" > srun-argv\n"
+                       "printf '%s|%s\\n' \"$MASTER_ADDR\" \"$MASTER_PORT\" > srun-env\n",
+                       true));
+    SbatchOptions o = full_options();
+    o.master_port = 0;
+    QVERIFY(write_file(tmp.filePath("job.sbatch"),
+                       sbatch_script(o, kNastyEngine, "run config.yaml")));
+    QProcess bash;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("PATH", bin + ":" + env.value("PATH"));
+    env.insert("SLURM_JOB_NODELIST", "n[7-8]");
+    env.insert("SLURM_JOB_ID", "123456");
+    bash.setProcessEnvironment(env);
+    bash.setWorkingDirectory(tmp.path());
+    bash.start("bash", {tmp.filePath("job.sbatch")});
+    QVERIFY(bash.waitForFinished(10000));
+    QVERIFY2(bash.exitCode() == 0, bash.readAllStandardError().constData());
+    QFile envFile(tmp.filePath("srun-env"));
+    QVERIFY(envFile.open(QIODevice::ReadOnly));
+    QCOMPARE(envFile.readAll(), QByteArray("n7|32956\n"));  // 29500 + 123456 % 10000
+    QFile argvFile(tmp.filePath("srun-argv"));
+    QVERIFY(argvFile.open(QIODevice::ReadOnly));
+    QByteArray want;
+    for (const char* a : {"--ntasks-per-node=1", "--kill-on-bad-exit=1", "--cpus-per-task=32",
+                          kNastyEngine.c_str(),
+                          "train", "run config.yaml", "--nproc", "4"}) {
+      want.append(a).append('\0');
+    }
+    QCOMPARE(argvFile.readAll(), want);
+  }
+
+  void rejectsBadOptions_data() {
+    QTest::addColumn<QString>("field");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("name with newline") << "job_name" << "a\nb" << "newlines";
+    QTest::newRow("name with space") << "job_name" << "a b" << "whitespace";
+    QTest::newRow("name with #") << "job_name" << "a#b" << "'#'";
+    QTest::newRow("empty name") << "job_name" << "" << "must not be empty";
+    QTest::newRow("time words") << "time" << "2 hours" << "D-HH:MM:SS";
+    QTest::newRow("time colon") << "time" << "1:2:3:4" << "D-HH:MM:SS";
+    QTest::newRow("time dash only") << "time" << "1-" << "D-HH:MM:SS";
+    QTest::newRow("partition") << "partition" << "gpu;rm" << "letters, digits";
+    QTest::newRow("account") << "account" << "a b" << "letters, digits";
+    QTest::newRow("directive") << "extra" << "exclusive" << "sbatch option";
+    QTest::newRow("directive newline") << "extra" << "--a\n--b" << "newlines";
+  }
+  void rejectsBadOptions() {
+    QFETCH(QString, field);
+    QFETCH(QString, value);
+    QFETCH(QString, message);
+    SbatchOptions o;
+    std::string v = value.toStdString();
+    if (field == "job_name") o.job_name = v;
+    if (field == "time") o.time = v;
+    if (field == "partition") o.partition = v;
+    if (field == "account") o.account = v;
+    if (field == "extra") o.extra_directives = {v};
+    try {
+      sbatch_script(o, "studio-train", "config.yaml");
+      QFAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(QString(e.what()).contains(message), e.what());
+    }
+  }
+
+  void rejectsBadCounts() {
+    SbatchOptions o;
+    o.nodes = 0;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, o.validate());
+    o = SbatchOptions{};
+    o.gpus_per_node = -1;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, o.validate());
+    o = SbatchOptions{};
+    o.master_port = 65536;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, o.validate());
+  }
+
+  void slurmTimes_data() {
+    QTest::addColumn<QString>("time");
+    QTest::addColumn<bool>("valid");
+    for (const char* t : {"30", "30:00", "12:30:00", "2-0", "2-12", "2-12:30", "2-12:30:00",
+                          "UNLIMITED", "infinite"}) {
+      QTest::newRow(t) << t << true;
+    }
+    for (const char* t : {"", "1h", "-5", "1:2:3:4", "1-2:3:4:5", ":30", "1- 2", "forever"}) {
+      QTest::newRow(qPrintable(QString("bad '%1'").arg(t))) << t << false;
+    }
+  }
+  void slurmTimes() {
+    QFETCH(QString, time);
+    QFETCH(bool, valid);
+    QCOMPARE(is_valid_slurm_time(time.toStdString()), valid);
+  }
+
+  void commands() {
+    QCOMPARE(squeue_command("123"),
+             std::string("squeue -h -t all -j 123 -o '%i|%T|%M|%R'"));
+    QCOMPARE(sacct_command("123_4"),
+             std::string("sacct -n -P -j 123_4 --format=JobID,State,ExitCode,Elapsed"));
+    QCOMPARE(scancel_command("9"), std::string("scancel 9"));
+    for (const char* bad : {"", "12;rm", "-1", "12 13", "abc"}) {
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, scancel_command(bad));
+    }
+    RemoteRunLayout layout;
+    layout.run_dir = "/runs/a b";
+    layout.log_file = "train%j.log";
+    QCOMPARE(sbatch_submit_command(layout, "job.sbatch"),
+             std::string("cd '/runs/a b' && exec sbatch --parsable --output=train%%j.log "
+                         "--open-mode=append job.sbatch"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, sbatch_submit_command(layout, "-x"));
+  }
+};
+
+QTEST_MAIN(TestSlurmScript)
+#include "tst_slurm_script.moc"
