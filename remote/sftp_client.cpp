@@ -171,11 +171,16 @@ UploadResult SftpClient::upload(const std::string& local_path, const std::string
   UploadResult result;
   result.sha256 = local_sha256(local_path, where);
   const auto total = static_cast<std::uint64_t>(local.st_size);
-  if (auto existing = stat(remote_path);
-      existing && !existing->is_directory && existing->size == total &&
-      remote_sha256(*session_, remote_path) == result.sha256) {
-    result.skipped = true;
-    return result;
+  if (auto existing = stat(remote_path)) {
+    if (existing->is_directory) {
+      throw RemoteError(RemoteError::Kind::Transfer, where,
+                        "cannot upload " + local_path + " to " + where + ":" + remote_path +
+                            ": the target is a directory; give the full file path");
+    }
+    if (existing->size == total && remote_sha256(*session_, remote_path) == result.sha256) {
+      result.skipped = true;
+      return result;
+    }
   }
 
   auto fail = [&](const std::string& what) -> RemoteError {
@@ -202,13 +207,23 @@ UploadResult SftpClient::upload(const std::string& local_path, const std::string
       result.bytes += count;
       if (progress) progress(result.bytes, total);
     }
+    // The rename must not publish a file whose data is still only in the server's page cache.
+    if (sftp_extension_supported(sftp_, "fsync@openssh.com", "1") != 0 &&
+        sftp_fsync(file.get()) != 0) {
+      RemoteError error = fail("fsync of " + temp + " failed");
+      file.reset();
+      sftp_unlink(sftp_, temp.c_str());
+      throw error;
+    }
   }
-  // libssh uses posix-rename@openssh.com when the server offers it, which replaces an existing
-  // target atomically; plain SFTP v3 rename refuses to, so the old file is removed first there.
+  // SFTP v3 rename (all libssh 0.10 sends) refuses an existing target, and libssh offers no call
+  // for OpenSSH's posix-rename extension; `mv` on the same file system is rename(2), which
+  // replaces the target atomically, so it takes over when the target exists.
   if (sftp_rename(sftp_, temp.c_str(), remote_path.c_str()) != SSH_OK) {
-    sftp_unlink(sftp_, remote_path.c_str());
-    if (sftp_rename(sftp_, temp.c_str(), remote_path.c_str()) != SSH_OK) {
-      RemoteError error = fail("cannot rename " + temp + " to the target");
+    const ExecResult moved = session_->exec("mv -f -- " + shell_quote(temp) + " " +
+                                            shell_quote(remote_path));
+    if (moved.exit_status != 0) {
+      RemoteError error = fail("cannot rename " + temp + " to the target: " + moved.std_err);
       sftp_unlink(sftp_, temp.c_str());
       throw error;
     }

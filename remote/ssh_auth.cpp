@@ -19,10 +19,17 @@ struct KeyFree {
 };
 using Key = std::unique_ptr<std::remove_pointer_t<ssh_key>, KeyFree>;
 
-// A secret that wipes itself however the scope is left.
-struct Secret {
-  std::string text;
-  ~Secret() { wipe_secret(text); }
+// Wipes an answer from the prompt however the scope is left. The answer is used in place:
+// moving it out would leave the characters behind in the short-string buffer.
+class WipeOnExit {
+ public:
+  explicit WipeOnExit(std::string& secret) : secret_(secret) {}
+  WipeOnExit(const WipeOnExit&) = delete;
+  WipeOnExit& operator=(const WipeOnExit&) = delete;
+  ~WipeOnExit() { wipe_secret(secret_); }
+
+ private:
+  std::string& secret_;
 };
 
 std::string accepted_methods(int methods) {
@@ -86,9 +93,8 @@ Key load_private_key(const std::string& file, const SecretPrompt& prompt, std::s
       outcome = "passphrase entry cancelled";
       return nullptr;
     }
-    Secret passphrase{std::move(*answer)};
-    wipe_secret(*answer);
-    rc = ssh_pki_import_privkey_file(file.c_str(), passphrase.text.c_str(), nullptr, nullptr,
+    WipeOnExit wipe(*answer);
+    rc = ssh_pki_import_privkey_file(file.c_str(), answer->c_str(), nullptr, nullptr,
                                      &raw);
     if (rc == SSH_OK) return Key(raw);
   }
@@ -136,10 +142,9 @@ int ask_passphrase(const char* text, char* buffer, size_t length, int echo, int,
                         echo != 0, ++bridge->attempt};
   std::optional<std::string> answer = (*bridge->prompt)(request);
   if (!answer) return -1;
-  Secret passphrase{std::move(*answer)};
-  wipe_secret(*answer);
-  if (passphrase.text.size() + 1 > length) return -1;
-  std::memcpy(buffer, passphrase.text.c_str(), passphrase.text.size() + 1);
+  WipeOnExit wipe(*answer);
+  if (answer->size() + 1 > length) return -1;
+  std::memcpy(buffer, answer->c_str(), answer->size() + 1);
   return 0;
 }
 
@@ -179,10 +184,9 @@ bool try_keyboard_interactive(ssh_session session, const std::string& where,
         attempts.add("keyboard-interactive", "cancelled");
         return false;
       }
-      Secret secret{std::move(*answer)};
-      wipe_secret(*answer);
+      WipeOnExit wipe(*answer);
       STUDIO_SSH_CHECK(session, ssh_userauth_kbdint_setanswer(session, static_cast<unsigned>(i),
-                                                              secret.text.c_str()));
+                                                              answer->c_str()));
     }
     rc = ssh_userauth_kbdint(session, nullptr, nullptr);
   }
@@ -201,9 +205,8 @@ bool try_password(ssh_session session, const std::string& where, const SecretPro
       attempts.add("password", "cancelled");
       return false;
     }
-    Secret password{std::move(*answer)};
-    wipe_secret(*answer);
-    int rc = ssh_userauth_password(session, nullptr, password.text.c_str());
+    WipeOnExit wipe(*answer);
+    int rc = ssh_userauth_password(session, nullptr, answer->c_str());
     if (succeeded(session, rc)) return true;
   }
   attempts.add("password", "refused " + std::to_string(kSecretAttempts) + " times");

@@ -55,7 +55,7 @@ QString SshdServer::fingerprint(const QString& key_path) {
   return run("ssh-keygen", {"-l", "-E", "sha256", "-f", key_path}).section(' ', 1, 1);
 }
 
-QString SshdServer::start(const QString& host_key) {
+QString SshdServer::start(const QString& host_key, const QString& extra_config) {
   stop();
   if (!dir_.isValid()) return "no temporary directory";
   // sshd started as root insists on its privilege separation directory.
@@ -70,6 +70,7 @@ QString SshdServer::start(const QString& host_key) {
     if (port_ == 0 || tries > 0) port_ = free_port();
     QFile config(path("sshd_config"));
     if (!config.open(QIODevice::WriteOnly | QIODevice::Truncate)) return "cannot write sshd_config";
+    // extra_config precedes the password default: sshd keeps the first value read per keyword.
     config.write(QString("Port %1\n"
                          "ListenAddress 127.0.0.1\n"
                          "HostKey %2\n"
@@ -79,12 +80,13 @@ QString SshdServer::start(const QString& host_key) {
                          "UsePAM no\n"
                          "PermitRootLogin yes\n"
                          "PubkeyAuthentication yes\n"
-                         "PasswordAuthentication no\n"
                          "KbdInteractiveAuthentication no\n"
                          "Subsystem sftp internal-sftp\n"
-                         "LogLevel ERROR\n")
+                         "LogLevel ERROR\n"
+                         "%5\n"
+                         "PasswordAuthentication no\n")
                      .arg(port_)
-                     .arg(path(host_key), path("authorized_keys"), path("sshd.pid"))
+                     .arg(path(host_key), path("authorized_keys"), path("sshd.pid"), extra_config)
                      .toUtf8());
     config.close();
     process_.setProcessChannelMode(QProcess::MergedChannels);

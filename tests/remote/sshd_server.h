@@ -14,8 +14,9 @@ class SshdServer {
   ~SshdServer();
 
   // Starts (or restarts, on the same port) sshd with the host key `host_key` (a name from
-  // make_key) and waits until it accepts connections. Returns an empty string or the reason it could not start.
-  QString start(const QString& host_key);
+  // make_key) and waits until it accepts connections. `extra_config` lines are added to the
+  // sshd_config. Returns an empty string or the reason it could not start.
+  QString start(const QString& host_key, const QString& extra_config = {});
   void stop();
 
   // Generates an OpenSSH key pair in the temp dir; the passphrase empty for an unencrypted key.

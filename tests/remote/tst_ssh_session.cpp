@@ -285,6 +285,44 @@ class TestSshSession : public QObject {
     QVERIFY2(elapsed < std::chrono::seconds(4), e.what());
   }
 
+  void password_is_asked_for_when_keys_fail() {
+    // A real login by password would need this user's system password changed, which a test must
+    // not do; so this checks the password path up to the server's refusal: the prompt is asked
+    // kSecretAttempts times for this host and the message reports it.
+    const QString error = server_.start("host_ed25519", "PasswordAuthentication yes");
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    SshOptions o = options("saved");
+    o.identity_file = server_.make_key("stranger_pw", "ed25519").toStdString();
+    std::vector<SecretRequest> asked;
+    SecretPrompt prompt = [&](const SecretRequest& request) -> std::optional<std::string> {
+      asked.push_back(request);
+      return std::string("not-the-password");
+    };
+    RemoteError e = expect_error([&] { SshSession::connect(o, reject_unknown_host_keys(), prompt); });
+    QCOMPARE(e.kind(), Kind::Auth);
+    QCOMPARE(static_cast<int>(asked.size()), kSecretAttempts);
+    for (int i = 0; i < kSecretAttempts; ++i) {
+      QVERIFY(asked[i].kind == SecretRequest::Kind::Password);
+      QCOMPARE(asked[i].attempt, i + 1);
+      QVERIFY(!asked[i].echo);
+      QCOMPARE(asked[i].subject, e.host());
+    }
+    QVERIFY2(contains(e.what(), "publickey " + QString::fromStdString(o.identity_file)), e.what());
+    QVERIFY2(contains(e.what(), "password: refused 3 times"), e.what());
+    QVERIFY2(contains(e.what(), "The server accepts: publickey, password"), e.what());
+    // A cancelled prompt stops at once.
+    int cancelled = 0;
+    e = expect_error([&] {
+      SshSession::connect(o, reject_unknown_host_keys(),
+                          [&](const SecretRequest&) -> std::optional<std::string> {
+                            ++cancelled;
+                            return std::nullopt;
+                          });
+    });
+    QCOMPARE(cancelled, 1);
+    QVERIFY2(contains(e.what(), "password: cancelled"), e.what());
+  }
+
   // Last: these restart the server with other host keys.
   void changed_host_key_is_refused_loudly() {
     // A line for another host first: the message must point at the line of this host.
