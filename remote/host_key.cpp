@@ -4,17 +4,14 @@
 #include <memory>
 #include <stdexcept>
 
-#include "ssh_option_text.h"
+#include "libssh_util.h"
 #include "studio/remote/remote_error.h"
 #include "studio/remote/ssh_check.h"
 
 namespace studio::remote {
 namespace {
 
-struct KeyFree {
-  void operator()(ssh_key key) const { ssh_key_free(key); }
-};
-using Key = std::unique_ptr<std::remove_pointer_t<ssh_key>, KeyFree>;
+using detail::Key;
 
 struct EntryFree {
   void operator()(ssh_knownhosts_entry* entry) const { ssh_knownhosts_entry_free(entry); }

@@ -183,50 +183,55 @@ UploadResult SftpClient::upload(const std::string& local_path, const std::string
     }
   }
 
-  auto fail = [&](const std::string& what) -> RemoteError {
+  auto fail = [&](const std::string& what) {
     return RemoteError(RemoteError::Kind::Transfer, where,
                        "cannot upload " + local_path + " to " + where + ":" + remote_path + ": " +
                            what + " (SFTP error " + std::to_string(sftp_get_error(sftp_)) +
                            ": " + ssh_get_error(session_->handle()) + ")");
   };
   const std::string temp = temp_name_beside(remote_path);
-  std::ifstream in(local_path, std::ios::binary);
+  // Whatever fails from here on (a write, the local read, a throwing progress callback, the
+  // rename) must not leave the temporary file behind on the server.
+  struct RemoveTemp {
+    sftp_session sftp;
+    const std::string& path;
+    bool armed = true;
+    ~RemoveTemp() {
+      if (armed) sftp_unlink(sftp, path.c_str());
+    }
+  };
   {
-    File file(sftp_open(sftp_, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL,
-                        local.st_mode & 0777));
+    File file(sftp_open(sftp_, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL, local.st_mode & 0777));
     if (!file) throw fail("cannot create " + temp);
+    RemoveTemp remove_temp{sftp_, temp};
+    std::ifstream in(local_path, std::ios::binary);
     std::vector<char> buffer(kChunk);
     while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
       const auto count = static_cast<size_t>(in.gcount());
       if (sftp_write(file.get(), buffer.data(), count) != static_cast<ssize_t>(count)) {
-        RemoteError error = fail("write to " + temp + " failed");
-        file.reset();
-        sftp_unlink(sftp_, temp.c_str());
-        throw error;
+        throw fail("write to " + temp + " failed");
       }
       result.bytes += count;
       if (progress) progress(result.bytes, total);
     }
+    if (in.bad() || result.bytes != total) throw fail("the local file changed while it was read");
     // The rename must not publish a file whose data is still only in the server's page cache.
     if (sftp_extension_supported(sftp_, "fsync@openssh.com", "1") != 0 &&
         sftp_fsync(file.get()) != 0) {
-      RemoteError error = fail("fsync of " + temp + " failed");
-      file.reset();
-      sftp_unlink(sftp_, temp.c_str());
-      throw error;
+      throw fail("fsync of " + temp + " failed");
     }
-  }
-  // SFTP v3 rename (all libssh 0.10 sends) refuses an existing target, and libssh offers no call
-  // for OpenSSH's posix-rename extension; `mv` on the same file system is rename(2), which
-  // replaces the target atomically, so it takes over when the target exists.
-  if (sftp_rename(sftp_, temp.c_str(), remote_path.c_str()) != SSH_OK) {
-    const ExecResult moved = session_->exec("mv -f -- " + shell_quote(temp) + " " +
-                                            shell_quote(remote_path));
-    if (moved.exit_status != 0) {
-      RemoteError error = fail("cannot rename " + temp + " to the target: " + moved.std_err);
-      sftp_unlink(sftp_, temp.c_str());
-      throw error;
+    file.reset();  // close before the rename
+    // SFTP v3 rename (all libssh 0.10 sends) refuses an existing target, and libssh offers no
+    // call for OpenSSH's posix-rename extension; `mv` on the same file system is rename(2),
+    // which replaces the target atomically, so it takes over when the target exists.
+    if (sftp_rename(sftp_, temp.c_str(), remote_path.c_str()) != SSH_OK) {
+      const ExecResult moved =
+          session_->exec("mv -f -- " + shell_quote(temp) + " " + shell_quote(remote_path));
+      if (moved.exit_status != 0) {
+        throw fail("cannot rename " + temp + " to the target: " + moved.std_err);
+      }
     }
+    remove_temp.armed = false;
   }
   return result;
 }

@@ -8,16 +8,14 @@
 #include <libssh/callbacks.h>
 #include <strings.h>
 
+#include "libssh_util.h"
 #include "studio/remote/remote_error.h"
 #include "studio/remote/ssh_check.h"
 
 namespace studio::remote {
 namespace {
 
-struct KeyFree {
-  void operator()(ssh_key key) const { ssh_key_free(key); }
-};
-using Key = std::unique_ptr<std::remove_pointer_t<ssh_key>, KeyFree>;
+using detail::Key;
 
 // Wipes an answer from the prompt however the scope is left. The answer is used in place:
 // moving it out would leave the characters behind in the short-string buffer.
@@ -165,7 +163,8 @@ bool try_default_identities(ssh_session session, const SecretPrompt& prompt, Att
   ssh_set_callbacks(session, &no_callbacks);
   if (succeeded(session, rc)) return true;
   attempts.add("publickey (~/.ssh/config IdentityFile and ~/.ssh/id_*)",
-               auth_outcome(session, rc));
+               rc == SSH_AUTH_DENIED ? "no key found there was accepted"
+                                     : auth_outcome(session, rc));
   return false;
 }
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <utility>
 
-#include "ssh_option_text.h"
+#include "libssh_util.h"
 
 namespace studio::remote {
 namespace {

@@ -25,6 +25,11 @@ QByteArray read_file(const QString& path) {
   return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
 }
 
+// Hidden entries included: the upload's temporary files start with a dot.
+bool dir_is_empty(const QString& path) {
+  return QDir(path).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty();
+}
+
 QByteArray random_bytes(int size) {
   QByteArray data(size, '\0');
   for (char& c : data) c = static_cast<char>(QRandomGenerator::global()->bounded(256));
@@ -121,9 +126,19 @@ class TestSftpClient : public QObject {
                                            remote("x")));
     const QString local = local_.filePath("small.txt");
     QVERIFY(write_file(local, "hello", QIODevice::WriteOnly));
+    // A progress callback that throws (the user cancelled) leaves no temporary file behind.
+    QVERIFY(QDir(remote_.path()).mkpath("cancelled"));
+    QVERIFY(write_file(local_.filePath("big.bin"), random_bytes(200 * 1024), QIODevice::WriteOnly));
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error,
+                             sftp_->upload(local_.filePath("big.bin").toStdString(),
+                                           remote("cancelled/big.bin"),
+                                           [](std::uint64_t, std::uint64_t) {
+                                             throw std::runtime_error("cancelled");
+                                           }));
+    QVERIFY(dir_is_empty(remote_.filePath("cancelled")));
     QVERIFY(QDir(remote_.path()).mkpath("a_directory"));
     QVERIFY_THROWS_EXCEPTION(RemoteError, sftp_->upload(local.toStdString(), remote("a_directory")));
-    QVERIFY(QDir(remote_.filePath("a_directory")).isEmpty());
+    QVERIFY(dir_is_empty(remote_.filePath("a_directory")));
     try {
       sftp_->upload(local.toStdString(), remote("no/such/dir/small.txt"));
       QFAIL("upload into a missing directory succeeded");
