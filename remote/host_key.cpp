@@ -102,12 +102,14 @@ void verify_host_key(ssh_session session, const std::string& where, const HostKe
       std::string message = "@@@ WARNING: THE HOST KEY OF " + where +
                             " HAS CHANGED @@@ Someone could be intercepting the connection "
                             "(man-in-the-middle), or the host was reinstalled. The server now "
-                            "offers the " + offered + "; " + recorded.location + " records " +
+                            "offers the " +
+                            offered + "; " + recorded.location + " records " +
                             (recorded.fingerprint.empty() ? std::string("a different key")
                                                           : "the key " + recorded.fingerprint);
-      message += ". Connection refused. If the change is expected, verify the new fingerprint "
-                 "with the host's administrator, then remove the old line (ssh-keygen -R '" +
-                 known_hosts_name(info) + "' -f " + file + ") and connect again.";
+      message +=
+          ". Connection refused. If the change is expected, verify the new fingerprint "
+          "with the host's administrator, then remove the old line (ssh-keygen -R '" +
+          known_hosts_name(info) + "' -f " + file + ") and connect again.";
       throw RemoteError(RemoteError::Kind::HostKeyChanged, where, message);
     }
     case SSH_KNOWN_HOSTS_OTHER:
@@ -116,8 +118,8 @@ void verify_host_key(ssh_session session, const std::string& where, const HostKe
           "WARNING: " + where + " offered the " + offered + ", but " + file +
               " records only keys of other types for this host. This can mean an attack that "
               "hides the known key. Connection refused. Check the fingerprint with the host's "
-              "administrator; if it is right, add the key with `ssh " + ssh_host_argument(info) +
-              "` after confirming it there.");
+              "administrator; if it is right, add the key with `ssh " +
+              ssh_host_argument(info) + "` after confirming it there.");
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
       break;
@@ -133,14 +135,15 @@ void verify_host_key(ssh_session session, const std::string& where, const HostKe
     throw RemoteError(RemoteError::Kind::HostKeyUnknown, where,
                       "the host key of " + where + " is not known (" + offered +
                           "). Connection refused. If the fingerprint is right, trust it by "
-                          "connecting once with `ssh " + ssh_host_argument(info) +
+                          "connecting once with `ssh " +
+                          ssh_host_argument(info) +
                           "` and answering yes, or accept it in SeqStudio's host key prompt.");
   }
   if (decision == HostKeyDecision::AcceptAndSave) {
     if (ssh_session_update_known_hosts(session) != SSH_OK) {
-      throw RemoteError(RemoteError::Kind::HostKeyUnknown, where,
-                        "cannot save the host key of " + where + " to " + file + ": " +
-                            ssh_get_error(session));
+      throw RemoteError(
+          RemoteError::Kind::HostKeyUnknown, where,
+          "cannot save the host key of " + where + " to " + file + ": " + ssh_get_error(session));
     }
   }
 }

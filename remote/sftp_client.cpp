@@ -44,9 +44,9 @@ std::string local_sha256(const std::string& path, const std::string& where) {
   std::ifstream in(path, std::ios::binary);
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!in || !ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    throw RemoteError(RemoteError::Kind::Transfer, where,
-                      "cannot read " + path + " to upload it to " + where + ": " +
-                          std::strerror(errno));
+    throw RemoteError(
+        RemoteError::Kind::Transfer, where,
+        "cannot read " + path + " to upload it to " + where + ": " + std::strerror(errno));
   }
   std::vector<char> buffer(kChunk);
   while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
@@ -77,8 +77,10 @@ std::string temp_name_beside(const std::string& path) {
   std::random_device random;
   const std::string parent = parent_of(path);
   const std::string name = path.substr(path.find_last_of('/') + 1);
-  return (parent.empty() ? "" : parent == "/" ? "/" : parent + "/") + "." + name + ".upload-" +
-         std::to_string(random());
+  return (parent.empty()  ? ""
+          : parent == "/" ? "/"
+                          : parent + "/") +
+         "." + name + ".upload-" + std::to_string(random());
 }
 
 }  // namespace
@@ -121,9 +123,8 @@ std::optional<RemoteStat> SftpClient::stat(const std::string& remote_path) const
     const int code = sftp_get_error(sftp_);
     if (code == SSH_FX_NO_SUCH_FILE) return std::nullopt;
     throw RemoteError(RemoteError::Kind::Transfer, session_->where(),
-                      "cannot stat " + remote_path + " on " + session_->where() +
-                          " (SFTP error " + std::to_string(code) + ": " +
-                          ssh_get_error(session_->handle()) + ")");
+                      "cannot stat " + remote_path + " on " + session_->where() + " (SFTP error " +
+                          std::to_string(code) + ": " + ssh_get_error(session_->handle()) + ")");
   }
   RemoteStat result;
   result.size = attributes->size;
@@ -186,8 +187,8 @@ UploadResult SftpClient::upload(const std::string& local_path, const std::string
   auto fail = [&](const std::string& what) {
     return RemoteError(RemoteError::Kind::Transfer, where,
                        "cannot upload " + local_path + " to " + where + ":" + remote_path + ": " +
-                           what + " (SFTP error " + std::to_string(sftp_get_error(sftp_)) +
-                           ": " + ssh_get_error(session_->handle()) + ")");
+                           what + " (SFTP error " + std::to_string(sftp_get_error(sftp_)) + ": " +
+                           ssh_get_error(session_->handle()) + ")");
   };
   const std::string temp = temp_name_beside(remote_path);
   // Whatever fails from here on (a write, the local read, a throwing progress callback, the

@@ -92,8 +92,7 @@ Key load_private_key(const std::string& file, const SecretPrompt& prompt, std::s
       return nullptr;
     }
     WipeOnExit wipe(*answer);
-    rc = ssh_pki_import_privkey_file(file.c_str(), answer->c_str(), nullptr, nullptr,
-                                     &raw);
+    rc = ssh_pki_import_privkey_file(file.c_str(), answer->c_str(), nullptr, nullptr, &raw);
     if (rc == SSH_OK) return Key(raw);
   }
   outcome = "wrong passphrase (" + std::to_string(kSecretAttempts) +
@@ -109,7 +108,8 @@ bool try_identity_file(ssh_session session, const std::string& file, const Secre
   ssh_key raw_public = nullptr;
   if (ssh_pki_import_pubkey_file((file + ".pub").c_str(), &raw_public) == SSH_OK) {
     Key public_key(raw_public);
-    int rc = STUDIO_SSH_CHECK(session, ssh_userauth_try_publickey(session, nullptr, public_key.get()));
+    int rc =
+        STUDIO_SSH_CHECK(session, ssh_userauth_try_publickey(session, nullptr, public_key.get()));
     if (rc != SSH_AUTH_SUCCESS) {
       attempts.add(method, auth_outcome(session, rc));
       return false;
@@ -162,9 +162,9 @@ bool try_default_identities(ssh_session session, const SecretPrompt& prompt, Att
   }();
   ssh_set_callbacks(session, &no_callbacks);
   if (succeeded(session, rc)) return true;
-  attempts.add("publickey (~/.ssh/config IdentityFile and ~/.ssh/id_*)",
-               rc == SSH_AUTH_DENIED ? "no key found there was accepted"
-                                     : auth_outcome(session, rc));
+  attempts.add(
+      "publickey (~/.ssh/config IdentityFile and ~/.ssh/id_*)",
+      rc == SSH_AUTH_DENIED ? "no key found there was accepted" : auth_outcome(session, rc));
   return false;
 }
 
@@ -233,8 +233,8 @@ void authenticate(ssh_session session, const std::string& where, const std::stri
     if (agent != nullptr && *agent != '\0') {
       int rc = ssh_userauth_agent(session, nullptr);
       if (succeeded(session, rc)) return;
-      attempts.add("ssh-agent", rc == SSH_AUTH_DENIED ? "no agent key was accepted"
-                                                      : auth_outcome(session, rc));
+      attempts.add("ssh-agent",
+                   rc == SSH_AUTH_DENIED ? "no agent key was accepted" : auth_outcome(session, rc));
     }
     if (!identity_file.empty()) {
       if (try_identity_file(session, identity_file, prompt, attempts)) return;
@@ -251,11 +251,13 @@ void authenticate(ssh_session session, const std::string& where, const std::stri
     return;
   }
   std::string message = "authentication to " + where + " failed.";
-  message += attempts.empty() ? std::string(" No method could be tried.") : " Tried:" + attempts.text();
+  message +=
+      attempts.empty() ? std::string(" No method could be tried.") : " Tried:" + attempts.text();
   message += "\nThe server accepts: " + accepted_methods(methods) + ".";
   if (!prompt) message += " Passwords and key passphrases were not asked for (no prompt).";
-  message += " Check the user name, add the key to the server's authorized_keys, or load it "
-             "into ssh-agent.";
+  message +=
+      " Check the user name, add the key to the server's authorized_keys, or load it "
+      "into ssh-agent.";
   throw RemoteError(RemoteError::Kind::Auth, where, message);
 }
 

@@ -28,7 +28,9 @@ int free_port() {
 
 SshdServer::SshdServer() = default;
 
-SshdServer::~SshdServer() { stop(); }
+SshdServer::~SshdServer() {
+  stop();
+}
 
 std::string SshdServer::user() {
   const passwd* entry = getpwuid(geteuid());

@@ -29,7 +29,7 @@ class SshdServer {
 
   int port() const { return port_; }
   QString path(const QString& name) const { return dir_.filePath(name); }
-  static std::string user();  // the current user's login name
+  static std::string user();            // the current user's login name
   QString log() const { return log_; }  // sshd's stderr so far, for failure messages
 
  private:

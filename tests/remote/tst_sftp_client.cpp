@@ -66,9 +66,8 @@ class TestSftpClient : public QObject {
     o.ssh_config_file = local_.filePath("no_config").toStdString();
     o.connect_timeout_s = 5;
     o.operation_timeout_s = 10;
-    session_.emplace(SshSession::connect(o, [](const HostKeyInfo&) {
-      return HostKeyDecision::AcceptOnce;
-    }));
+    session_.emplace(
+        SshSession::connect(o, [](const HostKeyInfo&) { return HostKeyDecision::AcceptOnce; }));
     sftp_.emplace(*session_);
   }
 
@@ -82,10 +81,9 @@ class TestSftpClient : public QObject {
     const std::string target = remote("dir with 'quotes' $x/model; `weights`.bin");
 
     std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
-    UploadResult r = sftp_->upload(local.toStdString(), target,
-                                   [&](std::uint64_t sent, std::uint64_t total) {
-                                     calls.emplace_back(sent, total);
-                                   });
+    UploadResult r = sftp_->upload(
+        local.toStdString(), target,
+        [&](std::uint64_t sent, std::uint64_t total) { calls.emplace_back(sent, total); });
     QVERIFY(!r.skipped);
     QCOMPARE(r.bytes, static_cast<std::uint64_t>(data.size()));
     QCOMPARE(QString::fromStdString(r.sha256),
@@ -96,17 +94,17 @@ class TestSftpClient : public QObject {
     QCOMPARE(calls.back().second, static_cast<std::uint64_t>(data.size()));
     QCOMPARE(read_file(QString::fromStdString(target)), data);
     // Only the target remains: the temporary file was renamed, not copied.
-    QCOMPARE(QDir(remote_.filePath("dir with 'quotes' $x"))
-                 .entryList(QDir::Files | QDir::Hidden).size(), 1);
+    QCOMPARE(
+        QDir(remote_.filePath("dir with 'quotes' $x")).entryList(QDir::Files | QDir::Hidden).size(),
+        1);
     struct ::stat st {};
     QCOMPARE(::stat(target.c_str(), &st), 0);
     QCOMPARE(st.st_mode & 0777, 0640u);
 
     // Same size and content: skipped, nothing sent.
     calls.clear();
-    r = sftp_->upload(local.toStdString(), target, [&](std::uint64_t s, std::uint64_t t) {
-      calls.emplace_back(s, t);
-    });
+    r = sftp_->upload(local.toStdString(), target,
+                      [&](std::uint64_t s, std::uint64_t t) { calls.emplace_back(s, t); });
     QVERIFY(r.skipped);
     QCOMPARE(r.bytes, 0u);
     QVERIFY(calls.empty());
@@ -122,22 +120,20 @@ class TestSftpClient : public QObject {
 
   void upload_errors_name_the_files() {
     QVERIFY_THROWS_EXCEPTION(RemoteError,
-                             sftp_->upload(local_.filePath("missing").toStdString(),
-                                           remote("x")));
+                             sftp_->upload(local_.filePath("missing").toStdString(), remote("x")));
     const QString local = local_.filePath("small.txt");
     QVERIFY(write_file(local, "hello", QIODevice::WriteOnly));
     // A progress callback that throws (the user cancelled) leaves no temporary file behind.
     QVERIFY(QDir(remote_.path()).mkpath("cancelled"));
     QVERIFY(write_file(local_.filePath("big.bin"), random_bytes(200 * 1024), QIODevice::WriteOnly));
-    QVERIFY_THROWS_EXCEPTION(std::runtime_error,
-                             sftp_->upload(local_.filePath("big.bin").toStdString(),
-                                           remote("cancelled/big.bin"),
-                                           [](std::uint64_t, std::uint64_t) {
-                                             throw std::runtime_error("cancelled");
-                                           }));
+    QVERIFY_THROWS_EXCEPTION(
+        std::runtime_error,
+        sftp_->upload(local_.filePath("big.bin").toStdString(), remote("cancelled/big.bin"),
+                      [](std::uint64_t, std::uint64_t) { throw std::runtime_error("cancelled"); }));
     QVERIFY(dir_is_empty(remote_.filePath("cancelled")));
     QVERIFY(QDir(remote_.path()).mkpath("a_directory"));
-    QVERIFY_THROWS_EXCEPTION(RemoteError, sftp_->upload(local.toStdString(), remote("a_directory")));
+    QVERIFY_THROWS_EXCEPTION(RemoteError,
+                             sftp_->upload(local.toStdString(), remote("a_directory")));
     QVERIFY(dir_is_empty(remote_.filePath("a_directory")));
     try {
       sftp_->upload(local.toStdString(), remote("no/such/dir/small.txt"));
@@ -181,8 +177,7 @@ class TestSftpClient : public QObject {
     QVERIFY(write_file(path, big, QIODevice::Append));
     const std::string all = sftp_->read_from(path.toStdString(), 0, 1 << 20);
     QCOMPARE(QByteArray::fromStdString(all), read_file(path));
-    QVERIFY_THROWS_EXCEPTION(RemoteError,
-                             sftp_->read_from(remote("missing.jsonl"), 0, 10));
+    QVERIFY_THROWS_EXCEPTION(RemoteError, sftp_->read_from(remote("missing.jsonl"), 0, 10));
   }
 
   void cleanupTestCase() {

@@ -12,7 +12,7 @@
 namespace studio::remote {
 
 struct HostKeyInfo {
-  std::string host;         // the host name or address connected to (after ~/.ssh/config)
+  std::string host;  // the host name or address connected to (after ~/.ssh/config)
   int port = 22;
   std::string key_type;     // "ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa", ...
   std::string fingerprint;  // "SHA256:<base64>", as `ssh-keygen -l` prints it

@@ -44,9 +44,10 @@ class SshSession {
   SshSession& operator=(const SshSession&) = delete;
   ~SshSession();
 
-  // Runs `command` through the remote login shell (build it with shell_quote.h) and waits for it
-  // within the operation timeout, or `timeout`. A command still running then is sent SIGTERM
-  // and RemoteError(Kind::Timeout) names the host and the command.
+  // Runs `command` through the remote login shell (a POSIX shell; build it with shell_quote.h)
+  // and waits for it within the operation timeout, or `timeout`. A command still running then
+  // gets SIGTERM, with every process it started, and RemoteError(Kind::Timeout) names the host
+  // and the command.
   ExecResult exec(const std::string& command) const;
   ExecResult exec(const std::string& command, std::chrono::milliseconds timeout) const;
 
