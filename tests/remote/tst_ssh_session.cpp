@@ -2,6 +2,7 @@
 // authentication, ~/.ssh/config handling, exec and its timeout, and connect failures. Expected
 // fingerprints come from ssh-keygen, not from libssh, so the check is independent.
 #include <QFile>
+#include <QProcess>
 #include <QTcpServer>
 #include <QtTest>
 
@@ -149,6 +150,37 @@ class TestSshSession : public QObject {
     QVERIFY2(contains(e.what(), "refused by the server"), e.what());
     QVERIFY2(contains(e.what(), "The server accepts: publickey"), e.what());
     QVERIFY2(contains(e.what(), "127.0.0.1:" + QString::number(server_.port())), e.what());
+  }
+
+  void ssh_agent_is_tried_first() {
+    // A private agent holding the authorized key; the identity file given is a refused one, so
+    // only the agent can log in.
+    const QString socket = client_.filePath("agent.sock");
+    QProcess agent;
+    agent.start("ssh-agent", {"-D", "-a", socket});
+    QVERIFY(agent.waitForStarted(5000));
+    for (int wait = 0; wait < 100 && !QFile::exists(socket); ++wait) QThread::msleep(20);
+    QProcess add;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("SSH_AUTH_SOCK", socket);
+    add.setProcessEnvironment(env);
+    add.start("ssh-add", {"-q", user_key_});
+    QVERIFY(add.waitForFinished(10000) && add.exitCode() == 0);
+
+    SshOptions o = options("trusted");
+    o.identity_file = server_.make_key("refused_with_agent", "ed25519").toStdString();
+    qputenv("SSH_AUTH_SOCK", socket.toUtf8());
+    std::optional<SshSession> session;
+    try {
+      session.emplace(SshSession::connect(o, reject_unknown_host_keys()));
+    } catch (const std::exception& e) {
+      qWarning("%s", e.what());
+    }
+    qunsetenv("SSH_AUTH_SOCK");
+    agent.terminate();
+    agent.waitForFinished(5000);
+    QVERIFY(session);
+    QCOMPARE(session->exec("echo agent").std_out, std::string("agent\n"));
   }
 
   void encrypted_key_asks_for_its_passphrase_data() {
