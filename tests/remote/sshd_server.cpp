@@ -1,0 +1,118 @@
+#include "sshd_server.h"
+
+#include <QDir>
+#include <QFile>
+#include <QTcpServer>
+#include <QTcpSocket>
+#include <QThread>
+
+#include <pwd.h>
+#include <unistd.h>
+
+namespace {
+
+QString run(const QString& program, const QStringList& args) {
+  QProcess p;
+  p.start(program, args);
+  if (!p.waitForFinished(20000) || p.exitCode() != 0) return {};
+  return QString::fromUtf8(p.readAllStandardOutput());
+}
+
+int free_port() {
+  QTcpServer probe;
+  if (!probe.listen(QHostAddress::LocalHost, 0)) return 0;
+  return probe.serverPort();
+}
+
+}  // namespace
+
+SshdServer::SshdServer() = default;
+
+SshdServer::~SshdServer() {
+  stop();
+}
+
+std::string SshdServer::user() {
+  const passwd* entry = getpwuid(geteuid());
+  return entry != nullptr ? entry->pw_name : "";
+}
+
+QString SshdServer::make_key(const QString& name, const QString& type, const QString& passphrase) {
+  const QString file = path(name);
+  QFile::remove(file);
+  QFile::remove(file + ".pub");
+  run("ssh-keygen", {"-q", "-t", type, "-N", passphrase, "-C", name, "-f", file});
+  return QFile::exists(file) ? file : QString();
+}
+
+bool SshdServer::authorize(const QString& key_path) {
+  QFile pub(key_path + ".pub");
+  QFile keys(path("authorized_keys"));
+  if (!pub.open(QIODevice::ReadOnly) || !keys.open(QIODevice::Append)) return false;
+  return keys.write(pub.readAll()) > 0;
+}
+
+QString SshdServer::fingerprint(const QString& key_path) {
+  // "256 SHA256:xxxx comment (ED25519)"
+  return run("ssh-keygen", {"-l", "-E", "sha256", "-f", key_path}).section(' ', 1, 1);
+}
+
+QString SshdServer::start(const QString& host_key, const QString& extra_config) {
+  stop();
+  if (!dir_.isValid()) return "no temporary directory";
+  // sshd started as root insists on its privilege separation directory.
+  if (geteuid() == 0 && !QDir("/run/sshd").exists() && !QDir().mkpath("/run/sshd")) {
+    return "cannot create /run/sshd";
+  }
+  QFile keys(path("authorized_keys"));
+  if (!keys.open(QIODevice::Append)) return "cannot create authorized_keys";
+  keys.close();
+  // A restart keeps the port, so known_hosts entries ("[127.0.0.1]:port") still apply.
+  for (int tries = 0; tries < 5; ++tries) {
+    if (port_ == 0 || tries > 0) port_ = free_port();
+    QFile config(path("sshd_config"));
+    if (!config.open(QIODevice::WriteOnly | QIODevice::Truncate)) return "cannot write sshd_config";
+    // extra_config precedes the password default: sshd keeps the first value read per keyword.
+    config.write(QString("Port %1\n"
+                         "ListenAddress 127.0.0.1\n"
+                         "HostKey %2\n"
+                         "AuthorizedKeysFile %3\n"
+                         "PidFile %4\n"
+                         "StrictModes no\n"
+                         "UsePAM no\n"
+                         "PermitRootLogin yes\n"
+                         "PubkeyAuthentication yes\n"
+                         "KbdInteractiveAuthentication no\n"
+                         "Subsystem sftp internal-sftp\n"
+                         "LogLevel ERROR\n"
+                         "%5\n"
+                         "PasswordAuthentication no\n")
+                     .arg(port_)
+                     .arg(path(host_key), path("authorized_keys"), path("sshd.pid"), extra_config)
+                     .toUtf8());
+    config.close();
+    process_.setProcessChannelMode(QProcess::MergedChannels);
+    process_.start("/usr/sbin/sshd", {"-D", "-e", "-f", path("sshd_config")});
+    if (!process_.waitForStarted(5000)) return "cannot start /usr/sbin/sshd";
+    for (int wait = 0; wait < 100 && process_.state() == QProcess::Running; ++wait) {
+      QTcpSocket socket;
+      socket.connectToHost(QHostAddress::LocalHost, static_cast<quint16>(port_));
+      if (socket.waitForConnected(200)) return {};
+      QThread::msleep(50);
+    }
+    process_.waitForFinished(1000);
+    log_ += QString::fromUtf8(process_.readAll());
+    // The port may have been taken between the probe and sshd's bind: try another.
+  }
+  return "sshd did not start: " + log_;
+}
+
+void SshdServer::stop() {
+  if (process_.state() == QProcess::NotRunning) return;
+  process_.terminate();
+  if (!process_.waitForFinished(5000)) {
+    process_.kill();
+    process_.waitForFinished(2000);
+  }
+  log_ += QString::fromUtf8(process_.readAll());
+}
