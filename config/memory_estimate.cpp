@@ -49,13 +49,6 @@ int64_t pad_multiple(const SpShape& s) {
   return s.ring == 1 ? s.ulysses : 2 * s.sp;
 }
 
-// The largest Ulysses degree dividing `sp` that the heads allow (1, a pure ring, always does).
-int64_t largest_ulysses_degree(const ModelInfo& m, int64_t sp) {
-  for (int64_t u = sp; u > 1; --u)
-    if (sp % u == 0 && ulysses_heads(m, u) == UlyssesHeads::Ok) return u;
-  return 1;
-}
-
 // The precision settings as the engine applies them (trainer/train_loop.cpp compute_dtype,
 // trainer/optim/master_weights.cpp): a bf16 model always gets fp32 master weights, and AdamW's
 // m and v are shaped like what it steps, the fp32 masters.

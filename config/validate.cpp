@@ -450,4 +450,10 @@ UlyssesHeads ulysses_heads(const ModelInfo& m, int64_t degree) {
   return UlyssesHeads::Ok;
 }
 
+int64_t largest_ulysses_degree(const ModelInfo& m, int64_t sp) {
+  for (int64_t u = sp; u > 1; --u)
+    if (sp % u == 0 && ulysses_heads(m, u) == UlyssesHeads::Ok) return u;
+  return 1;
+}
+
 }  // namespace studio

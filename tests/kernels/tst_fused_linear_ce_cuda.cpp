@@ -7,6 +7,7 @@
 // operand) and of grad_x to 8 significant bits (unit 2^-8).
 // Functions that need a GPU skip themselves where none is usable; the failure path of the
 // launcher (no device: cuBLAS cannot start) is exercised everywhere.
+#include "cuda_test_support.h"
 #include "studio/kernels/cuda_check.h"
 #include "studio/kernels/fused_linear_ce.h"
 #include "tst_fused_linear_ce_support.h"
@@ -132,24 +133,6 @@ DeviceResult run_device(const Vec& x, const Vec& w, const std::vector<std::int64
   return r;
 }
 
-bool device_usable(QString* why) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    *why = QString("no usable CUDA device: ") + cudaGetErrorString(err);
-    cudaGetLastError();
-    return false;
-  }
-  if (count == 0) *why = "no CUDA device";
-  return count > 0;
-}
-
-#define REQUIRE_DEVICE()                                \
-  do {                                                  \
-    QString why_;                                       \
-    if (!device_usable(&why_)) QSKIP(qPrintable(why_)); \
-  } while (0)
-
 }  // namespace
 
 class TestFusedLinearCeCuda : public QObject {
@@ -244,7 +227,7 @@ void TestFusedLinearCeCuda::isDeterministic() {
 // fails; that must surface as KernelError naming the call, not pass silently or crash.
 void TestFusedLinearCeCuda::launchWithoutDeviceThrows() {
   QString why;
-  if (device_usable(&why)) QSKIP("a device is usable here");
+  if (cuda_test::device_usable(&why)) QSKIP("a device is usable here");
   std::vector<float> x(8, 1.0f), w(12, 1.0f), lp(2);
   std::vector<std::int64_t> tg = {1, kIgnore};
   float loss = 0;

@@ -6,6 +6,7 @@
 // Tolerances follow tst_rmsnorm_ref.cpp: fp32 accumulation over n terms is held to
 // (8 + sqrt(n)) * FLT_EPSILON relative to the magnitudes summed; a bf16 output adds its own
 // rounding, at most 2^-8 relative (8 significant bits).
+#include "cuda_test_support.h"
 #include "studio/kernels/cuda_check.h"
 #include "studio/kernels/rmsnorm.h"
 #include "studio/kernels/rmsnorm_ref.h"
@@ -154,24 +155,6 @@ Vec abs_of(const Vec& v) {
   for (std::size_t i = 0; i < v.size(); ++i) a[i] = std::abs(v[i]);
   return a;
 }
-
-bool device_usable(QString* why) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    *why = QString("no usable CUDA device: ") + cudaGetErrorString(err);
-    cudaGetLastError();  // clear it, so later checks do not see it
-    return false;
-  }
-  if (count == 0) *why = "no CUDA device";
-  return count > 0;
-}
-
-#define REQUIRE_DEVICE()                                \
-  do {                                                  \
-    QString why_;                                       \
-    if (!device_usable(&why_)) QSKIP(qPrintable(why_)); \
-  } while (0)
 
 }  // namespace
 
@@ -371,7 +354,7 @@ void TestRmsNormCuda::checkMacroCarriesContext() {
 // silently. (With a device there is no harmless way to make a valid launch fail.)
 void TestRmsNormCuda::launchWithoutDeviceThrows() {
   QString why;
-  if (device_usable(&why)) QSKIP("a device is usable here");
+  if (cuda_test::device_usable(&why)) QSKIP("a device is usable here");
   std::vector<float> x(8, 1.0f), w(4, 1.0f), y(8);
   RmsNormForwardParams p;
   p.x = x.data();

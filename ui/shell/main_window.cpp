@@ -199,26 +199,26 @@ QString runFolder(const QString& path, QString& error) {
 
 }  // namespace
 
-bool MainWindow::openRun(const QString& path) {
+QString MainWindow::addRunFolder(const QString& path) {
   QString error;
   const QString dir = runFolder(path, error);
-  if (dir.isEmpty()) {
+  if (dir.isEmpty())
     statusBar()->showMessage(error);
-    return false;
-  }
-  store_->addRun(dir);
+  else
+    store_->addRun(dir);
+  return dir;
+}
+
+bool MainWindow::openRun(const QString& path) {
+  const QString dir = addRunFolder(path);
+  if (dir.isEmpty()) return false;
   selectRun(dir);
   return true;
 }
 
 bool MainWindow::overlayRun(const QString& path) {
-  QString error;
-  const QString dir = runFolder(path, error);
-  if (dir.isEmpty()) {
-    statusBar()->showMessage(error);
-    return false;
-  }
-  store_->addRun(dir);
+  const QString dir = addRunFolder(path);
+  if (dir.isEmpty()) return false;
   if (currentRun_.isEmpty()) {
     selectRun(dir);
   } else if (!dashboard_->runs().contains(dir)) {

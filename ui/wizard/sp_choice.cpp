@@ -41,17 +41,11 @@ SpChoices spChoices(const studio::RunConfig& config, const studio::ModelInfo* mo
   return out;
 }
 
-int largestUlyssesDegree(const studio::ModelInfo* model, int sp) {
-  if (!model) return 1;
-  for (int u = sp; u > 1; --u)
-    if (sp % u == 0 && studio::ulysses_heads(*model, u) == studio::UlyssesHeads::Ok) return u;
-  return 1;
-}
-
 void setSpSize(studio::RunConfig& config, const studio::ModelInfo* model, int sp) {
   config.sequence_parallel_size = sp;
   if (config.sequence_parallel_mode != studio::SpMode::Usp) return;
-  config.sequence_parallel_ulysses_degree = largestUlyssesDegree(model, sp);
+  config.sequence_parallel_ulysses_degree =
+      model ? studio::largest_ulysses_degree(*model, sp) : 1;
   config.sequence_parallel_ring_degree = sp / config.sequence_parallel_ulysses_degree;
 }
 

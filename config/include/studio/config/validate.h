@@ -54,5 +54,8 @@ std::vector<int> divisors(int world_size);
 // to them (degree a multiple of the kv heads, keeping grouped-query attention's mapping).
 enum class UlyssesHeads { Ok, QueryHeadsIndivisible, KvHeadsUnsplittable };
 UlyssesHeads ulysses_heads(const ModelInfo& model, int64_t degree);
+// The largest Ulysses degree dividing `sp` that the heads allow (1, a pure ring, always does):
+// the usp split the estimate and the wizard choose.
+int64_t largest_ulysses_degree(const ModelInfo& model, int64_t sp);
 
 }  // namespace studio

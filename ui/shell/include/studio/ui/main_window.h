@@ -97,6 +97,9 @@ class MainWindow : public QMainWindow {
   void stopCurrentRun();
   void overlayCurrentRun();
   void selectRun(const QString& dir);
+  // The absolute run folder of `path`, added to the runs list; "" with the reason in the status
+  // bar when it is not a run folder.
+  QString addRunFolder(const QString& path);
   void onLaunchRequested(const studio::RunConfig& config, const QString& baseDir,
                          const studio::ui::LaunchTarget& target);
   RunWizard* showWizard();

@@ -26,9 +26,6 @@ struct SpChoices {
 SpChoices spChoices(const studio::RunConfig& config, const studio::ModelInfo* model,
                     int worldSize);
 
-// The largest Ulysses degree dividing `sp` that the model's heads allow (1: a pure ring).
-int largestUlyssesDegree(const studio::ModelInfo* model, int sp);
-
 // Sets sequence_parallel_size; for usp also the Ulysses x ring degrees (the largest Ulysses degree
 // that works, as smallest_fitting_sp assumes).
 void setSpSize(studio::RunConfig& config, const studio::ModelInfo* model, int sp);
