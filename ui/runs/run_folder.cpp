@@ -7,6 +7,7 @@
 #include <QFileInfo>
 
 #include "studio/config/events.h"
+#include "studio/remote/remote_run.h"
 
 namespace studio::ui {
 
@@ -17,7 +18,8 @@ QString runDirPath(const QString& dir) {
 bool isRunFolder(const QString& dir) {
   return QFileInfo::exists(runFile(dir, studio::kStatusFileName)) ||
          QFileInfo::exists(runFile(dir, studio::kEventsFileName)) ||
-         QFileInfo::exists(runFile(dir, kLaunchRecordFileName));
+         QFileInfo::exists(runFile(dir, kLaunchRecordFileName)) ||
+         QFileInfo::exists(runFile(dir, studio::remote::kRemoteRecordFileName));
 }
 
 QString runFile(const QString& dir, const char* name) {

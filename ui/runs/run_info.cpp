@@ -1,6 +1,8 @@
 #include "studio/ui/runs/run_info.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <QDir>
 #include <QFileInfo>
@@ -10,6 +12,7 @@
 #include "studio/config/events.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/process_probe.h"
+#include "studio/ui/runs/remote_mirror.h"
 #include "studio/ui/runs/run_event_digest.h"
 #include "studio/ui/runs/run_folder.h"
 
@@ -114,6 +117,88 @@ void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
   info.stateText = runStateText(info.state);
 }
 
+RunState fromRemoteState(studio::remote::RemoteRunState s) {
+  using studio::remote::RemoteRunState;
+  switch (s) {
+    case RemoteRunState::Queued:
+    case RemoteRunState::Starting:
+      return RunState::Starting;
+    case RemoteRunState::Running:
+      return RunState::Running;
+    case RemoteRunState::Finished:
+      return RunState::Finished;
+    case RemoteRunState::Failed:
+      return RunState::Failed;
+    case RemoteRunState::Stopped:
+      return RunState::Stopped;
+    case RemoteRunState::Lost:
+      return RunState::Lost;
+  }
+  return RunState::Unknown;
+}
+
+// A remote run's state: the mirrored status.json (or the end event), corrected by what the
+// follower last learned on the host (the process gone, the job still queued), and the
+// connection trouble while the run may still be going.
+void decideRemoteState(RunInfo& info, const RunEventDigest& digest,
+                       const studio::RunStatus* status, const QString& statusError,
+                       const std::optional<RemoteFollowState>& follow, const QString& jobId) {
+  using studio::remote::RemoteRunState;
+  std::optional<RemoteRunState> remote;
+  if (follow) remote = follow->remoteState;
+  if (status) {
+    info.state = fromStatusState(status->state);
+    info.reason = QString::fromStdString(status->reason);
+    if (info.state == RunState::Running && remote && studio::remote::is_terminal(*remote)) {
+      // The engine could not record its end (killed, node lost, job cancelled).
+      info.state = fromRemoteState(*remote);
+      info.reason = follow->remoteReason.isEmpty()
+                        ? QStringLiteral("status.json says running, but the run is gone on %1")
+                              .arg(info.remoteTarget)
+                        : follow->remoteReason;
+    }
+  } else if (const auto& end = digest.end()) {
+    studio::RunState s;
+    info.state = studio::parse_run_state(end->state, s) ? fromStatusState(s) : RunState::Unknown;
+    info.reason = QString::fromStdString(end->reason);
+  } else if (!statusError.isEmpty()) {
+    info.reason = statusError;
+  } else {
+    // Submitted, the engine has not written status.json yet (or the job waits in the queue).
+    info.state = remote ? fromRemoteState(*remote) : RunState::Starting;
+    if (remote && *remote == RemoteRunState::Queued)
+      info.reason = QStringLiteral("queued (Slurm job %1)").arg(jobId);
+    else if (remote && studio::remote::is_terminal(*remote))
+      info.reason = follow->remoteReason;
+  }
+  if (follow && isActive(info.state)) {
+    if (follow->connection == RemoteFollowState::Connection::Retrying) {
+      const qint64 ms = std::max<qint64>(
+          0, QDateTime::currentDateTime().msecsTo(follow->nextRetry));
+      info.reason = QStringLiteral("connection lost: %1; retrying in %2s (attempt %3)")
+                        .arg(follow->error)
+                        .arg((ms + 999) / 1000)
+                        .arg(follow->attempt);
+    } else if (follow->connection == RemoteFollowState::Connection::Failed) {
+      info.reason = QStringLiteral("not followed: %1").arg(follow->error);
+    }
+  }
+  info.stateText = runStateText(info.state);
+}
+
+// For a mirror folder: host, target and record times; "" or why the record is unreadable.
+QString readRemoteRecord(RunInfo& info, QString& jobId, QDateTime& submitted) {
+  try {
+    const studio::remote::RemoteRunRecord record = RemoteMirror(info.dir).readRecord();
+    info.remoteTarget = QString::fromStdString(record.host.target);
+    jobId = QString::fromStdString(record.job_id);
+    if (record.submitted > 0) submitted = fromUnixTime(record.submitted);
+    return {};
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+}
+
 }  // namespace
 
 QString runStateText(RunState state) {
@@ -147,7 +232,7 @@ bool RunInfo::operator==(const RunInfo& o) const {
          spSize == o.spSize && spMode == o.spMode && worldSize == o.worldSize &&
          lastStep == o.lastStep && maxSteps == o.maxSteps && sameLoss && started == o.started &&
          updated == o.updated && configPath == o.configPath && logPath == o.logPath &&
-         local == o.local;
+         local == o.local && remote == o.remote && remoteTarget == o.remoteTarget;
 }
 
 RunInfo readRunInfo(const QString& dir) {
@@ -174,29 +259,55 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
                           studio::RunStatus::read(localPath(statusFile), statusRecord, statusError);
   const studio::RunStatus* status = haveStatus ? &statusRecord : nullptr;
 
+  info.remote = isRemoteRunFolder(info.dir);
+  QString remoteError, jobId;
+  QDateTime submitted;
+  std::optional<RemoteFollowState> follow;
+  if (info.remote) {
+    remoteError = readRemoteRecord(info, jobId, submitted);
+    try {
+      follow = RemoteMirror(info.dir).readFollowState();
+    } catch (const std::exception& e) {
+      if (remoteError.isEmpty()) remoteError = QString::fromStdString(e.what());
+    }
+  }
+
   info.pid = status ? status->pid : launch ? launch->pid : 0;
-  info.host = status ? QString::fromStdString(status->host) : launch ? launch->host : QString();
-  info.local = !info.host.isEmpty() && info.host == localHostName();
+  info.host = info.remote ? info.remoteTarget
+              : status    ? QString::fromStdString(status->host)
+              : launch    ? launch->host
+                          : QString();
+  // A remote run's pid is one on its host, which may even share this machine's name.
+  info.local = !info.remote && !info.host.isEmpty() && info.host == localHostName();
   const QString config = runFile(info.dir, kRunConfigFileName);
   info.configPath = launch && !launch->config.isEmpty() ? launch->config
                     : QFileInfo::exists(config)         ? config
                                                         : QString();
   const QString log = runFile(info.dir, kTrainLogFileName);
-  if (launch || QFileInfo::exists(log)) info.logPath = log;
+  if (launch || info.remote || QFileInfo::exists(log)) info.logPath = log;
   readLayout(info, digest, launch);
 
   info.lastStep = digest.lastStep();
   if (status && status->step && *status->step > info.lastStep) info.lastStep = *status->step;
   info.lastLoss = digest.lastLoss();
   // The user's click on Launch is when a launched run started; loading the model comes later.
-  info.started =
-      launch && launch->started.isValid() ? launch->started : fromUnixTime(digest.firstStartTime());
+  info.started = launch && launch->started.isValid() ? launch->started
+                 : submitted.isValid()                ? submitted
+                                                      : fromUnixTime(digest.firstStartTime());
   info.updated = fromUnixTime(status ? std::fmax(status->updated, digest.lastEventTime())
                                      : digest.lastEventTime());
   if (!info.updated.isValid()) info.updated = lastModified(dir);
   if (!info.updated.isValid()) info.updated = info.started;
 
-  decideState(info, dir, digest, status, QString::fromStdString(statusError), launch);
+  if (!info.remote) {
+    decideState(info, dir, digest, status, QString::fromStdString(statusError), launch);
+  } else if (!remoteError.isEmpty()) {
+    info.state = RunState::Unknown;
+    info.stateText = runStateText(info.state);
+    info.reason = remoteError;
+  } else {
+    decideRemoteState(info, digest, status, QString::fromStdString(statusError), follow, jobId);
+  }
   return info;
 }
 

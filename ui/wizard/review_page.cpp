@@ -135,14 +135,16 @@ void ReviewPage::update() {
                         ? commandLine()
                         : tr("%1\n(Export YAML writes %2 first.)").arg(commandLine(), configFile()));
 
-  // The studio starts runs on this machine only: one node, no SSH yet.
+  // On this machine the studio starts one node; an SSH host takes several nodes (Slurm, or
+  // one launcher per node over SSH: the Target page checks that the nodes are named).
   const bool remote = target_.kind == LaunchTarget::Ssh;
   const bool nodes = !remote && target_.nnodes > 1;
   const bool errors = studio::has_errors(draft()->diagnostics());
-  launch_->setText(remote  ? tr("Remote launch comes with the Hosts page")
+  launch_->setText(remote  ? tr("&Launch on %1").arg(target_.hostName.isEmpty() ? target_.sshTarget
+                                                                                : target_.hostName)
                    : nodes ? tr("Several nodes: run the command line on each")
                            : tr("&Launch"));
-  launch_->setEnabled(!remote && !nodes && !errors && !draft()->validating());
+  launch_->setEnabled(!nodes && !errors && !draft()->validating());
   launch_->setToolTip(errors ? tr("Fix the errors listed above to launch") : QString());
 }
 

@@ -62,6 +62,7 @@ RunWizard::RunWizard(QWidget* parent)
   connect(draft_, &RunDraft::changed, this, syncTarget);
   connect(review_, &ReviewPage::launchClicked, this,
           [this] { emit launchRequested(config(), baseDir(), target()); });
+  connect(targetPage_, &TargetPage::manageHostsRequested, this, &RunWizard::manageHostsRequested);
   syncTarget();
 }
 
@@ -71,6 +72,10 @@ void RunWizard::setDemoModelDir(const QString& dir) {
 
 void RunWizard::setEngineProgram(const QString& program) {
   review_->setEngineProgram(program);
+}
+
+void RunWizard::setHosts(const QVector<HostProfile>& hosts) {
+  targetPage_->setHosts(hosts);
 }
 
 void RunWizard::load(studio::RunConfig config, const QString& baseDir, const QString& file) {

@@ -12,8 +12,9 @@ inline constexpr const char* kTrainLogFileName = "train.log";
 // The absolute, clean path by which a run folder is known (its key in RunStore and RunsModel).
 QString runDirPath(const QString& dir);
 
-// A run folder holds status.json or events.jsonl, or studio-launch.json: a run the studio has
-// launched is one before its engine writes anything (Starting, or Failed if it never does).
+// A run folder holds status.json or events.jsonl, or studio-launch.json (or studio-remote.json
+// for a run on an SSH host): a run the studio has launched is one before its engine writes
+// anything (Starting, or Failed if it never does).
 bool isRunFolder(const QString& dir);
 
 // RUN_DIR/<name>.

@@ -1,7 +1,8 @@
 #pragma once
 // What the studio knows of one run folder, read from the files the run leaves there:
 // status.json and events.jsonl (written by the engine, docs/events.md) and studio-launch.json
-// (written by LocalLauncher). Run state lives on disk, never only in the studio, so any studio
+// (written by LocalLauncher), or, for a run on an SSH host, its local mirror (remote_mirror.h:
+// the mirrored engine files plus studio-remote.json and remote-follow.json). Run state lives on disk, never only in the studio, so any studio
 // session sees the same runs, including ones it did not start.
 #include <limits>
 
@@ -49,6 +50,8 @@ struct RunInfo {
   QString configPath;  // the config it runs: the launch's config.yaml; "" when unknown
   QString logPath;     // train.log when the studio launched it or one is there; else ""
   bool local = false;  // runs (or ran) on this machine, so its pid can be checked and signalled
+  bool remote = false;   // a mirror of a run on an SSH host (host is then the SSH target)
+  QString remoteTarget;  // that SSH target, "[user@]host[:port]" or an alias; "" when local
 
   bool operator==(const RunInfo& other) const;
   bool operator!=(const RunInfo& other) const { return !(*this == other); }

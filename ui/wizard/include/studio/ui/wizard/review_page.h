@@ -1,8 +1,9 @@
 #pragma once
 // Page 8: the YAML the wizard will write (read-only, highlighted, problem lines marked), the keys
 // kept as written, every diagnostic of validate_config (errors block Launch), and the actions:
-// Export YAML... (atomic write), Copy command line, Launch. Launch starts runs on this machine:
-// it is disabled, saying why, for an SSH host (not built yet) and for more than one node.
+// Export YAML... (atomic write), Copy command line, Launch. Launch starts the run on this
+// machine (one node: it is disabled, saying why, for more than one) or on the SSH host of the
+// Target page ("Launch on HOST").
 #include <QString>
 
 #include "studio/ui/wizard/launch_target.h"

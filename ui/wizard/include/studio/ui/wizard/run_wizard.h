@@ -9,6 +9,7 @@
 #include <QWizard>
 
 #include "studio/config/run_config.h"
+#include "studio/ui/hosts/host_profile.h"
 #include "studio/ui/wizard/launch_target.h"
 
 namespace studio::ui {
@@ -45,6 +46,8 @@ class RunWizard : public QWizard {
   void setDemoModelDir(const QString& dir);
   // The studio-train program the command line names (default "studio-train" on PATH).
   void setEngineProgram(const QString& program);
+  // The saved hosts the Target page offers (the studio's HostStore).
+  void setHosts(const QVector<HostProfile>& hosts);
 
   // Imports any LLaMA-Factory YAML: fills every page; unknown keys are kept (exported back
   // verbatim) and listed on the Review page. Relative paths resolve against the file's folder.
@@ -75,6 +78,8 @@ class RunWizard : public QWizard {
  signals:
   void launchRequested(const studio::RunConfig& config, const QString& baseDir,
                        const studio::ui::LaunchTarget& target);
+  // "Manage hosts..." on the Target page: the studio opens its Hosts page.
+  void manageHostsRequested();
 
  private:
   void load(studio::RunConfig config, const QString& baseDir, const QString& file);

@@ -1,0 +1,51 @@
+#pragma once
+// Worker threads that may outlive the QObject that started them. An SSH call can block for its
+// whole timeout, so an owner being destroyed waits only briefly for its threads and then lets
+// them finish on their own (each thread deletes itself when it ends). Whatever a thread reports
+// after its owner is gone goes nowhere: it reaches the owner only through a WorkerLink, which
+// the owner cuts first thing in its destructor.
+#include <functional>
+#include <memory>
+
+#include <QDeadlineTimer>
+#include <QMutex>
+#include <QPointer>
+#include <QThread>
+
+namespace studio::ui {
+
+class WorkerLink {
+ public:
+  // Runs `f` (typically an emit of the owner's signal, queued to the GUI thread) unless the
+  // link has been cut. The owner cannot be destroyed while `f` runs.
+  template <typename F>
+  void call(F&& f) {
+    QMutexLocker lock(&mutex_);
+    if (!cut_) f();
+  }
+  void cut() {
+    QMutexLocker lock(&mutex_);
+    cut_ = true;
+  }
+
+ private:
+  QMutex mutex_;
+  bool cut_ = false;
+};
+
+// Starts `work` on a new QThread that deletes itself once finished. Returns the thread, to be
+// waited for with waitBriefly().
+inline QPointer<QThread> startWorkerThread(std::function<void()> work) {
+  QThread* thread = QThread::create(std::move(work));
+  QObject::connect(thread, &QThread::finished, thread, &QObject::deleteLater);
+  thread->start();
+  return thread;
+}
+
+// Waits until `deadline` for the thread to finish (call on the GUI thread, where the thread
+// object is deleted). A thread still blocked in a network call after that is left to end alone.
+inline void waitBriefly(const QPointer<QThread>& thread, QDeadlineTimer deadline) {
+  if (thread) thread->wait(deadline);
+}
+
+}  // namespace studio::ui
