@@ -42,9 +42,6 @@ struct SubmitProgress {
 };
 using SubmitProgressFn = std::function<void(const SubmitProgress&)>;
 
-// Opens a session to another node of a multi-node run (the GUI passes one with its prompts).
-using NodeConnector = std::function<SshSession(const RemoteHostRef& node)>;
-
 struct SubmitResult {
   RemoteRunRecord record;
   std::string remote_config;     // the rewritten config.yaml as uploaded
