@@ -321,7 +321,8 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   ValidateOptions vo;
   vo.nproc_per_node = nproc;
   vo.nnodes = nnodes;
-  vo.base_dir = config_path.parent_path().string();
+  const fs::path base = request.base_dir.empty() ? fs::current_path() : fs::absolute(request.base_dir);
+  vo.base_dir = base.string();
   CheckResult check = check_config_file(config_path.string(), vo, request.overrides);
   if (!check.ok()) {
     throw std::invalid_argument(config_path.string() + " cannot be submitted:\n" +
@@ -352,7 +353,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   }
   const RemoteRunLayout layout = record.layout();
 
-  InputPlan plan(config_path.parent_path(), record.remote_root);
+  InputPlan plan(base, record.remote_root);
   plan.dataset(cfg);
   plan.model(cfg.model_name_or_path, "model_name_or_path", request.upload_model);
   if (cfg.ref_model) plan.model(*cfg.ref_model, "ref_model", request.upload_model);

@@ -19,6 +19,8 @@ namespace studio::remote {
 
 struct SubmitRequest {
   std::string config_file;                 // the local YAML
+  std::string base_dir;  // relative paths in it resolve here (as studio-train would run it);
+                         // empty: the working directory
   std::vector<std::string> overrides;      // key=value, as `studio-train train --set`
   RemoteHostRef host;                      // node 0 / login node
   std::string remote_root = kDefaultRemoteRoot;
