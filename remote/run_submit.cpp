@@ -82,11 +82,21 @@ class InputPlan {
     }
     const std::string key = folder_key(dir);
     add_file(dir / "dataset_info.json", key, "dataset_info.json");
-    const auto info = data::DatasetInfo::read(dir.string());
+    // A dataset_info.json that does not name the datasets is bad input like any config error.
+    auto checked = [](auto&& read) {
+      try {
+        return read();
+      } catch (const std::invalid_argument&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw std::invalid_argument(e.what());
+      }
+    };
+    const auto info = checked([&] { return data::DatasetInfo::read(dir.string()); });
     std::vector<std::string> names = cfg.dataset;
     names.insert(names.end(), cfg.eval_dataset.begin(), cfg.eval_dataset.end());
     for (const std::string& name : names) {
-      const data::DatasetAttr attr = info.find(name);
+      const data::DatasetAttr attr = checked([&] { return info.find(name); });
       const fs::path rel = fs::path(attr.file_name).lexically_normal();
       if (rel.is_absolute() || rel.empty() || *rel.begin() == "..") {
         throw std::invalid_argument("dataset '" + name + "': file_name '" + attr.file_name +
