@@ -11,6 +11,7 @@
 #include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QTcpServer>
 #include <QtTest>
 
 #include <atomic>
@@ -278,6 +279,38 @@ class TestRemoteRun : public QObject {
     const RemoteRunStatus status = query_status(session, result.record);
     QCOMPARE(to_string(status.state), "stopped");
     QVERIFY(QString::fromStdString(status.reason).contains("stopped at step"));
+  }
+
+  void multiNodeWithoutSlurm() {
+    // Two "nodes" that are the same host: each launcher gets its own pid file and log, as nodes
+    // sharing an NFS home need, and they meet at rank 0's address and port.
+    const QString config = writeConfig("nodes.yaml", 6);
+    SubmitRequest r = request(config);
+    r.extra_nodes = {host_.target};
+    r.master_addr = "127.0.0.1";
+    QTcpServer probe;  // a free port for the rendezvous
+    QVERIFY(probe.listen(QHostAddress::LocalHost));
+    r.master_port = probe.serverPort();
+    probe.close();
+    const SshSession session = connect();
+    const NodeConnector nodes = [](const RemoteHostRef& node) {
+      return SshSession::connect(node.ssh_options(), reject_unknown_host_keys());
+    };
+    const SubmitResult result = submit_run(session, r, {}, nodes);
+    QCOMPARE(result.record.nnodes, 2);
+    Collected got;
+    FollowCursor cursor;
+    std::atomic<bool> stop{false};
+    const auto end = follow_run([this] { return connect(); }, result.record, cursor,
+                                got.callbacks(), FollowOptions{}, stop);
+    QVERIFY(end.has_value());
+    QCOMPARE(to_string(end->state), "finished");
+    QVERIFY(got.events.find("\"world_size\":2") != std::string::npos);
+    QVERIFY(read_file(remoteFile(result.record, "train.1.log")).contains("node 1 of 2"));
+    const auto lines = cancel_run(session, result.record, 5, nodes);
+    QCOMPARE(lines.size(), std::size_t(2));
+    QVERIFY2(QString::fromStdString(lines[0]).startsWith("node 1: not-running"), lines[0].c_str());
+    QVERIFY2(QString::fromStdString(lines[1]).startsWith("node 0: not-running"), lines[1].c_str());
   }
 
   void errorsBeforeAnythingStarts_data() {
