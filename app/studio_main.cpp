@@ -13,6 +13,7 @@
 #include <QTimer>
 
 #include "cli_args.h"
+#include "cmd_remote.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/main_window.h"
 #include "studio/ui/shell/demo_project.h"
@@ -31,6 +32,8 @@ constexpr const char* kUsage =
     "  studio CONFIG.yaml        the wizard on a LLaMA-Factory training YAML (unknown keys kept)\n"
     "  studio RUN_DIR            the dashboard of a run folder (one holding events.jsonl)\n"
     "  studio --demo             the wizard on the built-in demo project, one click to launch\n"
+    "  studio submit|attach|cancel|runs --host HOST ...\n"
+    "                            remote runs over SSH, headless (studio submit --help)\n"
     "\n"
     "options:\n"
     "  --demo           open the wizard on the demo model and dataset\n"
@@ -161,6 +164,7 @@ void screenshotWizardPages(studio::ui::RunWizard* wizard, const QString& dir, in
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const auto code = studio::cli::run_remote_command(argc, argv)) return *code;
   Options opt;
   if (const auto code = parse(argc, argv, opt)) return *code;
 

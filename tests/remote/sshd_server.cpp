@@ -2,11 +2,14 @@
 
 #include <QDir>
 #include <QFile>
+#include <QList>
+#include <QMap>
 #include <QTcpServer>
 #include <QTcpSocket>
 #include <QThread>
 
 #include <pwd.h>
+#include <signal.h>
 #include <unistd.h>
 
 namespace {
@@ -56,6 +59,35 @@ QString SshdServer::fingerprint(const QString& key_path) {
   // "256 SHA256:xxxx comment (ED25519)"
   return run("ssh-keygen", {"-l", "-E", "sha256", "-f", key_path}).section(' ', 1, 1);
 }
+
+namespace {
+
+// Every process whose parent chain leads to `root`, read from /proc.
+QList<qint64> descendants(qint64 root) {
+  QMap<qint64, QList<qint64>> children;
+  for (const QString& entry : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    bool numeric = false;
+    const qint64 pid = entry.toLongLong(&numeric);
+    if (!numeric) continue;
+    QFile stat("/proc/" + entry + "/stat");
+    if (!stat.open(QIODevice::ReadOnly)) continue;
+    const QByteArray text = stat.readAll();
+    const int close = text.lastIndexOf(')');  // the command name may hold spaces and ')'
+    const QList<QByteArray> fields = text.mid(close + 2).split(' ');
+    if (fields.size() > 1) children[fields[1].toLongLong()].append(pid);
+  }
+  QList<qint64> out;
+  QList<qint64> todo{root};
+  while (!todo.isEmpty()) {
+    for (const qint64 child : children.value(todo.takeFirst())) {
+      out.append(child);
+      todo.append(child);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 QString SshdServer::start(const QString& host_key, const QString& extra_config) {
   stop();
@@ -109,6 +141,10 @@ QString SshdServer::start(const QString& host_key, const QString& extra_config) 
 
 void SshdServer::stop() {
   if (process_.state() == QProcess::NotRunning) return;
+  // Stopping the listener alone leaves every open connection served by its own sshd child: kill
+  // those too, so a stop cuts live sessions the way a network drop or a reboot of sshd does.
+  // Detached programs started through a session have left this tree (setsid + reparenting).
+  for (const qint64 pid : descendants(process_.processId())) ::kill(static_cast<pid_t>(pid), SIGKILL);
   process_.terminate();
   if (!process_.waitForFinished(5000)) {
     process_.kill();

@@ -17,6 +17,7 @@ class SshdServer {
   // make_key) and waits until it accepts connections. `extra_config` lines are added to the
   // sshd_config. Returns an empty string or the reason it could not start.
   QString start(const QString& host_key, const QString& extra_config = {});
+  // Stops sshd and cuts every open connection (as a dropped network would).
   void stop();
 
   // Generates an OpenSSH key pair in the temp dir; the passphrase empty for an unencrypted key.

@@ -3,6 +3,9 @@
 // is a stand-in, and followed with squeue through parse_squeue. Skipped where the daemons are
 // not installed or the test is not root (slurmd must be). There is no slurmdbd here, so sacct
 // can only report that accounting is disabled; parse_sacct is covered by tst_slurm_state.
+// With the engine built, a real run is also submitted the way the studio does it: over SSH (a
+// real sshd on loopback whose sessions get SLURM_CONF) with submit_run, followed to the end with
+// follow_run, and another one cancelled with cancel_run (scancel).
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -21,6 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "sshd_server.h"
+#include "studio/remote/run_follow.h"
+#include "studio/remote/run_submit.h"
 #include "studio/remote/slurm_script.h"
 #include "studio/remote/slurm_state.h"
 
@@ -286,6 +292,80 @@ class TestSlurmLive : public QObject {
     QVERIFY(run.exit_code != 0);
     QVERIFY2(run.err.contains("accounting storage is disabled"), run.err.constData());
     QVERIFY(!parse_sacct(run.out, "1").has_value());
+  }
+  void engineRunSubmittedOverSsh() {
+#ifndef STUDIO_TRAIN_EXE
+    QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
+#else
+    using namespace studio::remote;
+    SshdServer sshd;
+    QVERIFY(!sshd.make_key("host", "ed25519").isEmpty());
+    const QString user_key = sshd.make_key("user", "ed25519");
+    QVERIFY(sshd.authorize(user_key));
+    // The login shells find this test's cluster the way a cluster's users find theirs.
+    const QString error = sshd.start("host", "SetEnv SLURM_CONF=" + conf_);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    RemoteHostRef host;
+    host.target = SshdServer::user() + "@127.0.0.1:" + std::to_string(sshd.port());
+    host.identity_file = user_key.toStdString();
+    host.known_hosts_file = tmp_.filePath("known_hosts").toStdString();
+    host.ssh_config_file = tmp_.filePath("no_ssh_config").toStdString();
+    auto connect = [&] {
+      return SshSession::connect(host.ssh_options(),
+                                 [](const HostKeyInfo&) { return HostKeyDecision::AcceptOnce; });
+    };
+
+    QProcess init;
+    init.start(STUDIO_TRAIN_EXE, {"init-model", "--config",
+                                  STUDIO_SOURCE_DIR "/resources/demo/model/config.json", "--out",
+                                  tmp_.filePath("model"), "--seed", "7"});
+    QVERIFY(init.waitForFinished(120000) && init.exitCode() == 0);
+    QByteArray yaml = read_all(STUDIO_SOURCE_DIR "/resources/demo/sft_demo.yaml");
+    yaml.replace("model_name_or_path: build/demo/model",
+                 "model_name_or_path: " + tmp_.filePath("model").toUtf8());
+    yaml.replace("dataset_dir: resources/demo/data",
+                 "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data");
+    yaml.replace("logging_steps: 5", "logging_steps: 1");
+    QVERIFY(write_file(tmp_.filePath("sft.yaml"), yaml));
+
+    SubmitRequest request;
+    request.config_file = tmp_.filePath("sft.yaml").toStdString();
+    request.overrides = {"max_steps=6", "save_steps=1000", "eval_steps=1000"};
+    request.host = host;
+    request.remote_root = tmp_.filePath("runs").toStdString();
+    request.engine = STUDIO_TRAIN_EXE;
+    SbatchOptions slurm;
+    slurm.gpus_per_node = 0;
+    slurm.time = "10";
+    request.slurm = slurm;
+    const SshSession session = connect();
+    const SubmitResult done = submit_run(session, request);
+    QCOMPARE(done.record.kind, RemoteRunKind::Slurm);
+    QVERIFY(!done.record.job_id.empty());
+    FollowCursor cursor;
+    std::string events;
+    FollowCallbacks callbacks;
+    callbacks.on_events = [&](const std::string& bytes) { events += bytes; };
+    FollowOptions options;
+    options.poll_interval = std::chrono::milliseconds(300);
+    std::atomic<bool> stop{false};
+    const auto end = follow_run(connect, done.record, cursor, callbacks, options, stop);
+    QVERIFY(end.has_value());
+    QCOMPARE(to_string(end->state), "finished");
+    const QString run_dir = QString::fromStdString(done.record.run_dir());
+    QCOMPARE(QByteArray::fromStdString(events), read_all(run_dir + "/output/events.jsonl"));
+    QVERIFY(events.find("\"step\":6,") != std::string::npos);
+    QCOMPARE(state_of(done.record.job_id), JobState::Completed);
+
+    request.overrides = {"max_steps=100000"};
+    const SubmitResult long_run = submit_run(session, request);
+    QTRY_COMPARE_WITH_TIMEOUT(to_string(query_status(session, long_run.record).state),
+                              "running", 120000);
+    const auto lines = cancel_run(session, long_run.record);
+    QCOMPARE(lines.front(), "job " + long_run.record.job_id + ": cancel requested");
+    QTRY_COMPARE_WITH_TIMEOUT(to_string(query_status(session, long_run.record).state),
+                              "stopped", 60000);
+#endif
   }
 };
 

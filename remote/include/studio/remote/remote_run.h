@@ -9,6 +9,7 @@
 // data/ (the uploaded dataset files), studio-remote.json, train.log (+ train.<node>.log for the
 // other nodes of a multi-node run), train.pid, job.sbatch for Slurm, and output/ (the config's
 // output_dir: status.json, events.jsonl, checkpoints).
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct RemoteHostRef {
   SshOptions ssh_options() const;
 };
 
+// Opens a session to another node of a multi-node run (the GUI passes one with its prompts).
+using NodeConnector = std::function<SshSession(const RemoteHostRef& node)>;
+
 struct RemoteRunRecord {
   int version = 1;
   std::string run_id;       // folder name under remote_root: [A-Za-z0-9._-]+, not starting '.'/'-'
@@ -52,8 +56,12 @@ struct RemoteRunRecord {
   double submitted = 0;            // unix time of the submit
 
   std::string run_dir() const;  // remote_root + "/" + run_id
-  // The run's files on the remote side; log_file/pid_file are node 0's.
-  RemoteRunLayout layout() const;
+  // The run's files on the remote side for one node: node 0 logs to train.log with its pid in
+  // train.pid, node k > 0 to train.k.log / train.k.pid, so nodes sharing a file system (an NFS
+  // home) never overwrite each other's.
+  RemoteRunLayout layout(int node_rank = 0) const;
+  // Node k's SSH target: host for 0, nodes[k-1] otherwise (same identity and known_hosts).
+  RemoteHostRef node_host(int node_rank) const;
   // output/events.jsonl, output/status.json, train.log: relative to the login directory or
   // absolute, ready for SFTP.
   std::string events_path() const;
@@ -95,9 +103,11 @@ struct RemoteRunStatus {
 RemoteRunStatus query_status(const SshSession& session, const RemoteRunRecord& record);
 
 // Stops the run: the detached process group on every node (SIGTERM, SIGKILL after the grace
-// time) or scancel. Returns one line per node saying what happened ("stopped 1234", ...).
+// time; nodes other than the session's through `connect_node`) or scancel. Returns one line per
+// node saying what happened ("node 0: stopped 1234", "job 42: cancelled", ...).
 std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRecord& record,
-                                    int grace_seconds = kDefaultCancelGraceSeconds);
+                                    int grace_seconds = kDefaultCancelGraceSeconds,
+                                    const NodeConnector& connect_node = {});
 
 // Reads <remote_root>/<run_id>/studio-remote.json. Throws RemoteError(Transfer) naming the host
 // and the path when it is missing ("no run RUN_ID under ROOT on HOST").

@@ -19,6 +19,8 @@ namespace studio::remote {
 
 struct SubmitRequest {
   std::string config_file;                 // the local YAML
+  std::string base_dir;  // relative paths in it resolve here (as studio-train would run it);
+                         // empty: the working directory
   std::vector<std::string> overrides;      // key=value, as `studio-train train --set`
   RemoteHostRef host;                      // node 0 / login node
   std::string remote_root = kDefaultRemoteRoot;
@@ -41,9 +43,6 @@ struct SubmitProgress {
   bool skipped = false;       // unchanged on the remote side: not sent
 };
 using SubmitProgressFn = std::function<void(const SubmitProgress&)>;
-
-// Opens a session to another node of a multi-node run (the GUI passes one with its prompts).
-using NodeConnector = std::function<SshSession(const RemoteHostRef& node)>;
 
 struct SubmitResult {
   RemoteRunRecord record;

@@ -1,0 +1,446 @@
+#include "studio/remote/run_submit.h"
+
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include <openssl/evp.h>
+
+#include "studio/config/config_io.h"
+#include "studio/config/validate.h"
+#include "studio/data/dataset_info.h"
+#include "studio/remote/sftp_client.h"
+#include "studio/remote/shell_quote.h"
+#include "studio/remote/slurm_state.h"
+
+namespace studio::remote {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kInputsDir = ".inputs";  // under remote_root, shared by its runs
+constexpr const char* kSbatchFile = "job.sbatch";
+constexpr int kDefaultMasterPort = 29500;
+
+struct Upload {
+  fs::path local;
+  std::string remote;  // relative to the login directory, or absolute
+};
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string sha256_hex(const std::string& text) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(text.data(), text.size(), md, &len, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("SHA-256 failed (OpenSSL)");
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+// The text of a config's diagnostics, for exceptions.
+std::string describe(const std::vector<Diagnostic>& diags) { return format_all(diags); }
+
+// Plans the uploads and rewrites the config's local paths to where they will be on the remote
+// side. Uploaded folders go to <remote_root>/.inputs/<name>-<hash of the local path>/, shared by
+// every run under that root, so submitting again skips what did not change; the config then
+// names them relative to the run folder ("../.inputs/..."), the engine's working directory.
+class InputPlan {
+ public:
+  InputPlan(const fs::path& base, std::string remote_root)
+      : base_(base), remote_root_(std::move(remote_root)) {}
+
+  const std::vector<Upload>& uploads() const { return uploads_; }
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  void dataset(RunConfig& cfg) {
+    const fs::path dir = local(cfg.dataset_dir);
+    if (!fs::is_directory(dir)) {
+      if (fs::path(cfg.dataset_dir).is_absolute()) {
+        notes_.push_back("dataset_dir " + cfg.dataset_dir + " is not here: used as a remote path");
+        return;
+      }
+      throw std::invalid_argument("dataset_dir '" + cfg.dataset_dir + "' (" + dir.string() +
+                                  ") does not exist: give the local folder holding "
+                                  "dataset_info.json, or an absolute path on the remote host");
+    }
+    const std::string key = folder_key(dir);
+    add_file(dir / "dataset_info.json", key, "dataset_info.json");
+    // A dataset_info.json that does not name the datasets is bad input like any config error.
+    auto checked = [](auto&& read) {
+      try {
+        return read();
+      } catch (const std::invalid_argument&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw std::invalid_argument(e.what());
+      }
+    };
+    const auto info = checked([&] { return data::DatasetInfo::read(dir.string()); });
+    std::vector<std::string> names = cfg.dataset;
+    names.insert(names.end(), cfg.eval_dataset.begin(), cfg.eval_dataset.end());
+    for (const std::string& name : names) {
+      const data::DatasetAttr attr = checked([&] { return info.find(name); });
+      const fs::path rel = fs::path(attr.file_name).lexically_normal();
+      if (rel.is_absolute() || rel.empty() || *rel.begin() == "..") {
+        throw std::invalid_argument("dataset '" + name + "': file_name '" + attr.file_name +
+                                    "' is outside dataset_dir " + dir.string() +
+                                    "; only files inside it can be uploaded");
+      }
+      const fs::path file = dir / rel;
+      if (fs::is_directory(file)) {
+        add_tree(file, key, rel.string());
+      } else if (fs::is_regular_file(file)) {
+        add_file(file, key, rel.string());
+      } else {
+        throw std::invalid_argument("dataset '" + name + "': " + file.string() +
+                                    " (file_name in " + (dir / "dataset_info.json").string() +
+                                    ") does not exist");
+      }
+    }
+    cfg.dataset_dir = run_relative(key);
+  }
+
+  void model(std::string& path, const char* key_name, bool upload) {
+    const fs::path dir = local(path);
+    const bool here = fs::is_directory(dir);
+    if (upload && here) {
+      const std::string key = folder_key(dir);
+      add_tree(dir, key, "");
+      path = run_relative(key);
+      return;
+    }
+    if (fs::path(path).is_absolute()) {
+      notes_.push_back(std::string(key_name) + " " + path + " is used as a remote path" +
+                       (here ? " (it exists here too; upload_model sends this copy)" : ""));
+      return;
+    }
+    throw std::invalid_argument(
+        std::string(key_name) + " '" + path + "' is relative" +
+        (here ? ": it is a folder on this machine; upload it (--upload-model) or give its "
+                "absolute path on the remote host"
+              : " and not a folder here: give the model's absolute path on the remote host"));
+  }
+
+  // A DeepSpeed JSON is small and run-specific: it goes into the run folder itself.
+  void deepspeed(std::optional<std::string>& path, const std::string& run_dir) {
+    if (!path) return;
+    const fs::path file = local(*path);
+    if (fs::is_regular_file(file)) {
+      uploads_.push_back({file, join_path(run_dir, "deepspeed.json")});
+      *path = "deepspeed.json";
+    } else if (!fs::path(*path).is_absolute()) {
+      throw std::invalid_argument("deepspeed '" + *path + "' (" + file.string() +
+                                  ") does not exist here: give the local file or an absolute "
+                                  "path on the remote host");
+    }
+  }
+
+ private:
+  fs::path local(const std::string& p) const {
+    const fs::path path(p);
+    return (path.is_absolute() ? path : base_ / path).lexically_normal();
+  }
+  std::string folder_key(const fs::path& dir) const {
+    const fs::path abs = fs::weakly_canonical(dir);
+    std::string name = abs.filename().string();
+    for (char& c : name) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '-';
+    }
+    if (name.empty() || name[0] == '.') name = "input" + name;
+    return name + "-" + sha256_hex(abs.string()).substr(0, 12);
+  }
+  std::string remote_dir(const std::string& key) const {
+    return join_path(join_path(remote_root_, kInputsDir), key);
+  }
+  static std::string run_relative(const std::string& key) {
+    return std::string("../") + kInputsDir + "/" + key;
+  }
+  void add_file(const fs::path& file, const std::string& key, const std::string& rel) {
+    if (!fs::is_regular_file(file)) {
+      throw std::invalid_argument(file.string() + " does not exist or is not a file");
+    }
+    uploads_.push_back({file, join_path(remote_dir(key), rel)});
+  }
+  void add_tree(const fs::path& dir, const std::string& key, const std::string& rel) {
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      if (entry.is_regular_file()) files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      const std::string sub = file.lexically_relative(dir).string();
+      add_file(file, key, rel.empty() ? sub : join_path(rel, sub));
+    }
+  }
+
+  fs::path base_;
+  std::string remote_root_;
+  std::vector<Upload> uploads_;
+  std::vector<std::string> notes_;
+};
+
+// Writes `text` to a private local temporary file and uploads it (atomically, like any file).
+void upload_text(const SftpClient& sftp, const std::string& text, const std::string& remote) {
+  std::string pattern = (fs::temp_directory_path() / "studio-upload-XXXXXX").string();
+  const int fd = mkstemp(pattern.data());
+  if (fd < 0) throw std::runtime_error("cannot create a temporary file in " + fs::temp_directory_path().string());
+  struct Remove {
+    std::string path;
+    ~Remove() { ::unlink(path.c_str()); }
+  } remove{pattern};
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      throw std::runtime_error("cannot write the temporary file " + pattern);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::fchmod(fd, 0644);
+  ::close(fd);
+  sftp.upload(pattern, remote);
+}
+
+std::string last_lines(const std::string& text, int count) {
+  std::size_t end = text.find_last_not_of("\r\n");
+  if (end == std::string::npos) return {};
+  std::size_t begin = end;
+  for (int i = 0; i < count && begin != std::string::npos; ++i) {
+    begin = begin == 0 ? std::string::npos : text.rfind('\n', begin - 1);
+  }
+  return text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+}
+
+// Fails early, before any upload, when the engine cannot be found on the host.
+void require_engine(const SshSession& session, const std::string& engine) {
+  const ExecResult r = session.exec(shell_command(
+      {"sh", "-c",
+       "case $1 in */*) [ -f \"$1\" ] && [ -x \"$1\" ] ;; *) command -v \"$1\" >/dev/null 2>&1 "
+       ";; esac",
+       "studio-check", engine}));
+  if (r.exit_status != 0) {
+    throw std::runtime_error(session.where() + ": the engine '" + engine +
+                             "' is not an executable file there or in its PATH; install "
+                             "studio-train on the host or give its path (--engine)");
+  }
+}
+
+class Uploader {
+ public:
+  Uploader(const SubmitProgressFn& progress, SubmitResult& result)
+      : progress_(progress), result_(result) {}
+
+  void run(const SshSession& session, const std::vector<Upload>& uploads,
+           const std::string& prefix) {
+    SftpClient sftp(session);
+    std::map<std::string, bool> made;
+    const int count = static_cast<int>(uploads.size());
+    for (int i = 0; i < count; ++i) {
+      const Upload& u = uploads[static_cast<std::size_t>(i)];
+      const std::string dir = u.remote.substr(0, u.remote.find_last_of('/'));
+      if (!made[dir]) {
+        sftp.mkdir_p(dir);
+        made[dir] = true;
+      }
+      SubmitProgress p;
+      p.what = prefix + "uploading " + u.local.string();
+      p.file_index = i + 1;
+      p.file_count = count;
+      p.total = fs::file_size(u.local);
+      if (progress_) progress_(p);
+      const UploadResult r = sftp.upload(u.local.string(), u.remote, [&](std::uint64_t sent, std::uint64_t total) {
+        p.bytes = sent;
+        p.total = total;
+        if (progress_) progress_(p);
+      });
+      if (r.skipped) {
+        ++result_.files_skipped;
+        p.skipped = true;
+        p.bytes = p.total;
+        p.what = prefix + "unchanged, skipped " + u.local.string();
+        if (progress_) progress_(p);
+      } else {
+        ++result_.files_uploaded;
+        result_.bytes_uploaded += r.bytes;
+      }
+    }
+  }
+
+  void step(const std::string& what) {
+    if (!progress_) return;
+    SubmitProgress p;
+    p.what = what;
+    progress_(p);
+  }
+
+ private:
+  const SubmitProgressFn& progress_;
+  SubmitResult& result_;
+};
+
+long long start_detached(const SshSession& session, const RemoteRunRecord& record, int node,
+                         const LauncherArgs& args) {
+  const RemoteRunLayout layout = record.layout(node);
+  const ExecResult r = session.exec(detached_start_command(layout, record.engine, args));
+  if (r.exit_status != 0) {
+    const ExecResult log =
+        session.exec(shell_command({"tail", "-n", "5", "--", join_path(layout.run_dir, layout.log_file)}));
+    throw std::runtime_error(session.where() + ": studio-train did not start for node " +
+                             std::to_string(node) + " of run " + record.run_id + " (exit " +
+                             std::to_string(r.exit_status) + "): " + last_lines(r.std_err, 3) +
+                             (log.std_out.empty() ? "" : "\nits log ends:\n" + last_lines(log.std_out, 5)));
+  }
+  return parse_start_output(r.std_out);
+}
+
+}  // namespace
+
+SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
+                        const SubmitProgressFn& progress, const NodeConnector& connect_node) {
+  SubmitResult result;
+  Uploader uploader(progress, result);
+  const bool slurm = request.slurm.has_value();
+  if (slurm) request.slurm->validate();
+  const int nnodes = slurm ? request.slurm->nodes : 1 + static_cast<int>(request.extra_nodes.size());
+  const int nproc = slurm ? std::max(1, request.slurm->gpus_per_node) : request.nproc;
+  if (nproc < 1) throw std::invalid_argument("--nproc " + std::to_string(nproc) + ": give 1 or more");
+  if (!slurm && nnodes > 1 && !connect_node) {
+    throw std::invalid_argument("a run over several nodes needs a connection to each node");
+  }
+
+  // The config, checked against the world it will run in, as it is read here.
+  const fs::path config_path = fs::absolute(request.config_file);
+  ValidateOptions vo;
+  vo.nproc_per_node = nproc;
+  vo.nnodes = nnodes;
+  const fs::path base = request.base_dir.empty() ? fs::current_path() : fs::absolute(request.base_dir);
+  vo.base_dir = base.string();
+  CheckResult check = check_config_file(config_path.string(), vo, request.overrides);
+  if (!check.ok()) {
+    throw std::invalid_argument(config_path.string() + " cannot be submitted:\n" +
+                                describe(check.diagnostics));
+  }
+  RunConfig cfg = check.config;
+
+  RemoteRunRecord record;
+  record.run_id = make_run_id(request.run_name.empty() ? config_path.stem().string() : request.run_name);
+  record.host = request.host;
+  record.remote_root = request.remote_root.empty() ? kDefaultRemoteRoot : request.remote_root;
+  record.engine = request.engine.empty() ? "studio-train" : request.engine;
+  record.kind = slurm ? RemoteRunKind::Slurm : RemoteRunKind::Detached;
+  record.nproc = nproc;
+  record.nnodes = nnodes;
+  record.nodes = slurm ? std::vector<std::string>{} : request.extra_nodes;
+  record.config_name = config_path.filename().string();
+  record.submitted = static_cast<double>(std::time(nullptr));
+  if (!slurm && nnodes > 1) {
+    if (!request.master_addr.empty()) {
+      record.master_addr = request.master_addr;
+    } else {
+      std::string error;
+      const auto target = parse_ssh_target(request.host.target, error);
+      if (!target) throw std::invalid_argument("host '" + request.host.target + "': " + error);
+      record.master_addr = target->host;
+    }
+  }
+  const RemoteRunLayout layout = record.layout();
+
+  InputPlan plan(base, record.remote_root);
+  plan.dataset(cfg);
+  plan.model(cfg.model_name_or_path, "model_name_or_path", request.upload_model);
+  if (cfg.ref_model) plan.model(*cfg.ref_model, "ref_model", request.upload_model);
+  plan.deepspeed(cfg.deepspeed, record.run_dir());
+  cfg.output_dir = layout.output_dir;
+  result.remote_config = to_yaml(cfg);
+  for (const std::string& note : plan.notes()) uploader.step(note);
+
+  // Every node gets the inputs (a shared file system makes the later copies no-ops: same size
+  // and hash) and its own start; node 0 last writes the record.
+  std::vector<SshSession> others;
+  for (int node = 1; node < nnodes && !slurm; ++node) {
+    uploader.step("connecting to node " + std::to_string(node) + " (" + record.nodes[node - 1] + ")");
+    others.push_back(connect_node(record.node_host(node)));
+  }
+  auto node_session = [&](int node) -> const SshSession& {
+    return node == 0 ? session : others[static_cast<std::size_t>(node - 1)];
+  };
+  for (int node = 0; node < (slurm ? 1 : nnodes); ++node) {
+    require_engine(node_session(node), record.engine);
+  }
+  for (int node = 0; node < (slurm ? 1 : nnodes); ++node) {
+    const std::string prefix = nnodes > 1 && !slurm ? "node " + std::to_string(node) + ": " : "";
+    const SshSession& s = node_session(node);
+    SftpClient(s).mkdir_p(record.run_dir());
+    uploader.run(s, plan.uploads(), prefix);
+    SftpClient sftp(s);
+    upload_text(sftp, result.remote_config, join_path(record.run_dir(), layout.config_file));
+    upload_text(sftp, record.to_json(), join_path(record.run_dir(), kRemoteRecordFileName));
+  }
+
+  if (slurm) {
+    SbatchOptions options = *request.slurm;
+    if (options.job_name == SbatchOptions{}.job_name) options.job_name = record.run_id;
+    uploader.step("submitting " + std::string(kSbatchFile) + " with sbatch");
+    SftpClient sftp(session);
+    upload_text(sftp, sbatch_script(options, record.engine, layout.config_file),
+                join_path(record.run_dir(), kSbatchFile));
+    const ExecResult r = session.exec(sbatch_submit_command(layout, kSbatchFile));
+    if (r.exit_status != 0) {
+      throw std::runtime_error(session.where() + ": sbatch refused run " + record.run_id + ": " +
+                               last_lines(r.std_err + r.std_out, 3));
+    }
+    record.job_id = parse_sbatch_output(r.std_out).job_id;
+    upload_text(sftp, record.to_json(), join_path(record.run_dir(), kRemoteRecordFileName));
+  } else if (nnodes == 1) {
+    uploader.step("starting studio-train");
+    LauncherArgs args;
+    args.nproc = nproc;
+    start_detached(session, record, 0, args);
+  } else {
+    const int port = request.master_port > 0 ? request.master_port : kDefaultMasterPort;
+    int started = 0;
+    try {
+      for (int node = 0; node < nnodes; ++node) {
+        uploader.step("starting studio-train on node " + std::to_string(node));
+        LauncherArgs args;
+        args.nproc = nproc;
+        args.nnodes = nnodes;
+        args.node_rank = node;
+        args.master_addr = record.master_addr;
+        args.master_port = port;
+        start_detached(node_session(node), record, node, args);
+        ++started;
+      }
+    } catch (...) {
+      // A partial start would hang the started nodes at rendezvous: stop them.
+      for (int node = 0; node < started; ++node) {
+        node_session(node).exec(cancel_command(record.layout(node),
+                                               record.engine.substr(record.engine.find_last_of('/') + 1), 2),
+                                std::chrono::seconds(30));
+      }
+      throw;
+    }
+  }
+  result.record = record;
+  return result;
+}
+
+}  // namespace studio::remote

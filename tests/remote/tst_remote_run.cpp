@@ -1,0 +1,409 @@
+// Remote runs end to end: a real OpenSSH server on 127.0.0.1 (sshd_server.h) and the real CPU
+// engine (studio-train) on the demo model. The "remote host" is this machine, so every remote
+// file is also checked by reading it directly, independently of SSH.
+//
+// Covered: submit (upload with skip-unchanged, config rewritten) -> follow -> finish with every
+// event delivered byte for byte; the connection cut mid-run (sshd and its sessions killed) and
+// reattached with no event lost or repeated; cancel; a remote root whose path holds spaces,
+// quotes, '$', backticks, ';' and a newline; clear errors before anything starts; and the
+// headless `studio submit/attach/runs/cancel` with their exit codes.
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTcpServer>
+#include <QtTest>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "sshd_server.h"
+#include "studio/remote/remote_run.h"
+#include "studio/remote/run_follow.h"
+#include "studio/remote/run_submit.h"
+
+using namespace studio::remote;
+
+namespace {
+
+QByteArray read_file(const QString& path) {
+  QFile file(path);
+  return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+}
+
+bool write_file(const QString& path, const QByteArray& data) {
+  QFile file(path);
+  return file.open(QIODevice::WriteOnly | QIODevice::Truncate) && file.write(data) == data.size();
+}
+
+// The steps of the "step" events (one per optimizer step with logging_steps 1), in order.
+QList<qint64> train_steps(const QByteArray& events) {
+  QList<qint64> steps;
+  for (const QByteArray& line : events.split('\n')) {
+    if (line.isEmpty()) continue;
+    const auto j = nlohmann::json::parse(line.toStdString());
+    if (j.value("event", "") == "step") steps.append(j.at("step").get<qint64>());
+  }
+  return steps;
+}
+
+bool contiguous(const QList<qint64>& steps, qint64 first, qint64 last) {
+  if (steps.size() != last - first + 1) return false;
+  for (int i = 0; i < steps.size(); ++i) {
+    if (steps[i] != first + i) return false;
+  }
+  return true;
+}
+
+// What follow_run delivered, collected from its thread.
+struct Collected {
+  std::mutex mutex;
+  std::string events;
+  std::atomic<int> lines{0};
+  std::atomic<int> connected{0};
+  std::atomic<int> disconnected{0};
+  std::string last_error;
+  FollowCallbacks callbacks() {
+    FollowCallbacks c;
+    c.on_events = [this](const std::string& bytes) {
+      std::lock_guard<std::mutex> lock(mutex);
+      events += bytes;
+      lines += static_cast<int>(std::count(bytes.begin(), bytes.end(), '\n'));
+    };
+    c.on_connected = [this] { ++connected; };
+    c.on_disconnected = [this](const std::string& error, int, std::chrono::milliseconds) {
+      std::lock_guard<std::mutex> lock(mutex);
+      last_error = error;
+      ++disconnected;
+    };
+    return c;
+  }
+};
+
+}  // namespace
+
+class TestRemoteRun : public QObject {
+  Q_OBJECT
+
+ private:
+  SshdServer server_;
+  QTemporaryDir local_;
+  QString userKey_;
+  QString root_;  // the remote root: a path a careless shell line would break on
+  RemoteHostRef host_;
+
+  SshSession connect() const {
+    SshOptions o = host_.ssh_options();
+    o.connect_timeout_s = 5;
+    o.operation_timeout_s = 20;
+    return SshSession::connect(o, reject_unknown_host_keys());
+  }
+
+  // The demo SFT config with `steps` steps and one train event per step.
+  QString writeConfig(const QString& name, int steps) {
+    QByteArray yaml = read_file(QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/sft_demo.yaml"));
+    yaml.replace("model_name_or_path: build/demo/model",
+                 "model_name_or_path: " + local_.filePath("model").toUtf8());
+    yaml.replace("dataset_dir: resources/demo/data",
+                 "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data");
+    yaml.replace("max_steps: 60", "max_steps: " + QByteArray::number(steps));
+    yaml.replace("logging_steps: 5", "logging_steps: 1");
+    yaml.replace("save_steps: 30", "save_steps: 100000");
+    yaml.replace("eval_steps: 30", "eval_steps: 100000");
+    const QString path = local_.filePath(name);
+    return write_file(path, yaml) ? path : QString();
+  }
+
+  SubmitRequest request(const QString& config) const {
+    SubmitRequest r;
+    r.config_file = config.toStdString();
+    r.host = host_;
+    r.remote_root = root_.toStdString();
+    r.engine = STUDIO_TRAIN_EXE;
+    r.upload_model = true;
+    return r;
+  }
+
+  QString remoteFile(const RemoteRunRecord& record, const QString& rel) const {
+    return QString::fromStdString(record.run_dir()) + "/" + rel;
+  }
+
+  QStringList cliConnection() const {
+    return {"--host", QString::fromStdString(host_.target), "--identity", userKey_,
+            "--known-hosts", QString::fromStdString(host_.known_hosts_file), "--ssh-config",
+            QString::fromStdString(host_.ssh_config_file), "--remote-root", root_, "--batch"};
+  }
+
+  int runStudio(const QStringList& args, QByteArray* out, QByteArray* err, int timeoutMs) {
+    QProcess p;
+    p.start(QStringLiteral(STUDIO_EXE), args);
+    if (!p.waitForFinished(timeoutMs)) {
+      p.kill();
+      p.waitForFinished();
+      return -1;
+    }
+    if (out) *out = p.readAllStandardOutput();
+    if (err) *err = p.readAllStandardError();
+    return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(local_.isValid());
+    qunsetenv("SSH_AUTH_SOCK");
+    const QString hostKey = server_.make_key("host_ed25519", "ed25519");
+    QVERIFY(!hostKey.isEmpty());
+    userKey_ = server_.make_key("user_ed25519", "ed25519");
+    QVERIFY(server_.authorize(userKey_));
+    const QString error = server_.start("host_ed25519");
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const QByteArray pub = read_file(hostKey + ".pub").split(' ').mid(0, 2).join(' ');
+    QVERIFY(write_file(local_.filePath("known_hosts"),
+                       "[127.0.0.1]:" + QByteArray::number(server_.port()) + " " + pub + "\n"));
+    host_.target = SshdServer::user() + "@127.0.0.1:" + std::to_string(server_.port());
+    host_.identity_file = userKey_.toStdString();
+    host_.known_hosts_file = local_.filePath("known_hosts").toStdString();
+    host_.ssh_config_file = local_.filePath("no_ssh_config").toStdString();
+    root_ = local_.filePath("remote root 'q' $HOME `echo x`; y\nz");
+
+    QProcess init;
+    init.start(QStringLiteral(STUDIO_TRAIN_EXE),
+               {"init-model", "--config", STUDIO_SOURCE_DIR "/resources/demo/model/config.json",
+                "--out", local_.filePath("model"), "--seed", "7"});
+    QVERIFY(init.waitForFinished(120000));
+    QVERIFY2(init.exitCode() == 0, init.readAllStandardError().constData());
+  }
+
+  void submitFollowFinish() {
+    const QString config = writeConfig("short.yaml", 12);
+    QVERIFY(!config.isEmpty());
+    const SshSession session = connect();
+    int progressCalls = 0;
+    const SubmitResult result =
+        submit_run(session, request(config), [&](const SubmitProgress&) { ++progressCalls; });
+    QVERIFY(progressCalls > 0);
+    QCOMPARE(result.files_skipped, 0);
+    QVERIFY(result.files_uploaded >= 6);  // dataset_info, the dataset, 4 model files
+    QVERIFY(is_valid_run_id(result.record.run_id));
+    // The run folder is where the record says, under the awkward root, with the rewritten config.
+    const QString yaml = read_file(remoteFile(result.record, "config.yaml"));
+    QVERIFY(yaml.contains("output_dir: output"));
+    QVERIFY(yaml.contains("dataset_dir: ../.inputs/data-"));
+    QVERIFY(yaml.contains("model_name_or_path: ../.inputs/model-"));
+    QCOMPARE(read_remote_record(session, root_.toStdString(), result.record.run_id).to_json(),
+             result.record.to_json());
+
+    Collected got;
+    FollowCursor cursor;
+    FollowOptions options;
+    options.poll_interval = std::chrono::milliseconds(200);
+    std::atomic<bool> stop{false};
+    const auto end = follow_run([this] { return connect(); }, result.record, cursor,
+                                got.callbacks(), options, stop);
+    QVERIFY(end.has_value());
+    QCOMPARE(to_string(end->state), "finished");
+    const QByteArray onDisk = read_file(remoteFile(result.record, "output/events.jsonl"));
+    QCOMPARE(QByteArray::fromStdString(got.events), onDisk);
+    QCOMPARE(cursor.events, static_cast<std::uint64_t>(onDisk.size()));
+    QVERIFY(contiguous(train_steps(onDisk), 1, 12));
+    QVERIFY(onDisk.trimmed().endsWith("\"state\":\"finished\"}"));
+
+    // Listed, with its state; and submitting again sends nothing that did not change.
+    const auto runs = list_remote_runs(session, root_.toStdString());
+    QVERIFY(std::any_of(runs.begin(), runs.end(),
+                        [&](const RemoteRunRecord& r) { return r.run_id == result.record.run_id; }));
+    const SubmitResult again = submit_run(session, request(config));
+    QCOMPARE(again.files_uploaded, 0);
+    QCOMPARE(again.files_skipped, result.files_uploaded);
+    QVERIFY(again.record.run_id != result.record.run_id);
+    cancel_run(session, again.record, 5);
+  }
+
+  void cutConnectionThenReattach() {
+    const QString config = writeConfig("long.yaml", 90);
+    const SubmitResult result = submit_run(connect(), request(config));
+    Collected got;
+    FollowCursor cursor;
+    FollowOptions options;
+    options.poll_interval = std::chrono::milliseconds(200);
+    options.backoff_initial = std::chrono::milliseconds(300);
+    options.backoff_max = std::chrono::milliseconds(1000);
+    std::atomic<bool> stop{false};
+    std::optional<RemoteRunStatus> end;
+    std::string thrown;
+    std::thread follower([&] {
+      try {
+        end = follow_run([this] { return connect(); }, result.record, cursor, got.callbacks(),
+                         options, stop);
+      } catch (const std::exception& e) {
+        thrown = e.what();
+      }
+    });
+    auto finish = qScopeGuard([&] {
+      stop = true;
+      follower.join();
+    });
+    QTRY_VERIFY_WITH_TIMEOUT(got.lines.load() >= 5, 120000);
+    const int before = got.lines.load();
+    server_.stop();  // every session is cut; the engine, detached, trains on
+    QTRY_VERIFY_WITH_TIMEOUT(got.disconnected.load() >= 2, 20000);
+    QThread::msleep(1500);
+    const QString error = server_.start("host_ed25519");
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(got.connected.load() >= 2, 20000);
+    finish.dismiss();
+    follower.join();
+    QVERIFY2(thrown.empty(), thrown.c_str());
+    QVERIFY(end.has_value());
+    QCOMPARE(to_string(end->state), "finished");
+    // The run went on while nobody watched, and reading on from the cursor lost nothing.
+    const QByteArray onDisk = read_file(remoteFile(result.record, "output/events.jsonl"));
+    QCOMPARE(QByteArray::fromStdString(got.events), onDisk);
+    QVERIFY(got.lines.load() > before);
+    QVERIFY(contiguous(train_steps(onDisk), 1, 90));
+    QVERIFY(!got.last_error.empty());
+  }
+
+  void cancelStopsTheRun() {
+    const QString config = writeConfig("cancel.yaml", 100000);
+    const SshSession session = connect();
+    const SubmitResult result = submit_run(session, request(config));
+    QTRY_VERIFY_WITH_TIMEOUT(query_status(session, result.record).state == RemoteRunState::Running,
+                             120000);
+    const auto lines = cancel_run(session, result.record, 15);
+    QCOMPARE(lines.size(), std::size_t(1));
+    QVERIFY2(QString::fromStdString(lines[0]).startsWith("node 0: stopped "), lines[0].c_str());
+    const RemoteRunStatus status = query_status(session, result.record);
+    QCOMPARE(to_string(status.state), "stopped");
+    QVERIFY(QString::fromStdString(status.reason).contains("stopped at step"));
+  }
+
+  void multiNodeWithoutSlurm() {
+    // Two "nodes" that are the same host: each launcher gets its own pid file and log, as nodes
+    // sharing an NFS home need, and they meet at rank 0's address and port.
+    const QString config = writeConfig("nodes.yaml", 6);
+    SubmitRequest r = request(config);
+    r.extra_nodes = {host_.target};
+    r.master_addr = "127.0.0.1";
+    QTcpServer probe;  // a free port for the rendezvous
+    QVERIFY(probe.listen(QHostAddress::LocalHost));
+    r.master_port = probe.serverPort();
+    probe.close();
+    const SshSession session = connect();
+    const NodeConnector nodes = [](const RemoteHostRef& node) {
+      return SshSession::connect(node.ssh_options(), reject_unknown_host_keys());
+    };
+    const SubmitResult result = submit_run(session, r, {}, nodes);
+    QCOMPARE(result.record.nnodes, 2);
+    Collected got;
+    FollowCursor cursor;
+    std::atomic<bool> stop{false};
+    const auto end = follow_run([this] { return connect(); }, result.record, cursor,
+                                got.callbacks(), FollowOptions{}, stop);
+    QVERIFY(end.has_value());
+    QCOMPARE(to_string(end->state), "finished");
+    QVERIFY(got.events.find("\"world_size\":2") != std::string::npos);
+    QVERIFY(read_file(remoteFile(result.record, "train.1.log")).contains("node 1 of 2"));
+    const auto lines = cancel_run(session, result.record, 5, nodes);
+    QCOMPARE(lines.size(), std::size_t(2));
+    QVERIFY2(QString::fromStdString(lines[0]).startsWith("node 1: not-running"), lines[0].c_str());
+    QVERIFY2(QString::fromStdString(lines[1]).startsWith("node 0: not-running"), lines[1].c_str());
+  }
+
+  void errorsBeforeAnythingStarts_data() {
+    QTest::addColumn<QString>("key");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("missing engine") << "engine" << "is not an executable file there";
+    QTest::newRow("bad config value") << "config" << "bad.yaml:";
+    QTest::newRow("relative model folder") << "model" << "is relative";
+    QTest::newRow("missing dataset file") << "dataset" << "does not exist";
+  }
+  void errorsBeforeAnythingStarts() {
+    QFETCH(QString, key);
+    QFETCH(QString, expected);
+    QString config = writeConfig("bad.yaml", 5);
+    SubmitRequest r = request(config);
+    QByteArray yaml = read_file(config);
+    if (key == "engine") r.engine = "/nonexistent/studio-train";
+    if (key == "config") yaml.replace("learning_rate: 3.0e-3", "learning_rate: fast");
+    if (key == "model") {
+      QVERIFY(QDir::setCurrent(local_.path()));
+      yaml.replace(local_.filePath("model").toUtf8(), "model");
+      r.upload_model = false;
+    }
+    if (key == "dataset") {
+      QVERIFY(QDir(local_.path()).mkpath("data"));
+      QVERIFY(write_file(local_.filePath("data/dataset_info.json"),
+                         R"({"demo_sft": {"file_name": "gone.json"}})"));
+      yaml.replace("dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data",
+                   "dataset_dir: " + local_.filePath("data").toUtf8());
+    }
+    QVERIFY(write_file(config, yaml));
+    const QStringList before = QDir(root_).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    QString message;
+    try {
+      submit_run(connect(), r);
+    } catch (const std::exception& e) {
+      message = QString::fromUtf8(e.what());
+    }
+    QVERIFY2(message.contains(expected), qPrintable(message));
+    QCOMPARE(QDir(root_).entryList(QDir::Dirs | QDir::NoDotAndDotDot), before);  // no run folder
+  }
+
+  void headlessCommands() {
+    const QString config = writeConfig("cli.yaml", 8);
+    QByteArray out, err;
+    QStringList submit{"submit"};
+    submit << cliConnection() << "--engine" << STUDIO_TRAIN_EXE << "--upload-model" << config;
+    QCOMPARE(runStudio(submit, &out, &err, 120000), 0);
+    const QString runId = QString::fromUtf8(out).trimmed().split('\n').last();
+    QVERIFY2(is_valid_run_id(runId.toStdString()), out.constData());
+    QVERIFY2(err.contains("unchanged"), err.constData());  // the model was uploaded before
+
+    QCOMPARE(runStudio(QStringList{"attach"} << cliConnection() << runId, &out, &err, 240000), 0);
+    RemoteRunRecord record;
+    record.remote_root = root_.toStdString();
+    record.run_id = runId.toStdString();
+    QCOMPARE(out, read_file(remoteFile(record, "output/events.jsonl")));
+    QVERIFY(contiguous(train_steps(out), 1, 8));
+
+    QCOMPARE(runStudio(QStringList{"runs"} << cliConnection() << "--json", &out, &err, 60000), 0);
+    bool listed = false;
+    for (const QByteArray& line : out.split('\n')) {
+      if (line.isEmpty()) continue;
+      const auto j = nlohmann::json::parse(line.toStdString());
+      if (j.at("run_id") == runId.toStdString()) {
+        listed = true;
+        QCOMPARE(QString::fromStdString(j.at("state").get<std::string>()), QString("finished"));
+        QCOMPARE(j.at("step").get<int>(), 8);
+      }
+    }
+    QVERIFY2(listed, out.constData());
+    QCOMPARE(runStudio(QStringList{"cancel"} << cliConnection() << runId, &out, &err, 60000), 0);
+    QVERIFY2(out.startsWith("node 0: not-running "), out.constData());
+
+    // A failed run exits 1 with the engine's reason; a cancelled one 3.
+    QStringList failing = submit;
+    failing.insert(failing.size() - 1, "--set");
+    failing.insert(failing.size() - 1, "dataset=no_such_dataset");
+    QCOMPARE(runStudio(failing, &out, &err, 120000), 2);  // refused before the start: bad input
+    QVERIFY2(err.contains("no_such_dataset"), err.constData());
+
+    // Bad input and unknown hosts: exit 2 and 5 with the reason.
+    QCOMPARE(runStudio(QStringList{"attach"} << cliConnection() << "no-such-run", &out, &err, 60000), 2);
+    QVERIFY2(err.contains("no run no-such-run"), err.constData());
+    QStringList unknownKey = cliConnection();
+    unknownKey[unknownKey.indexOf("--known-hosts") + 1] = local_.filePath("empty_known_hosts");
+    QCOMPARE(runStudio(QStringList{"runs"} << unknownKey, &out, &err, 60000), 5);
+    QVERIFY2(err.contains("SHA256:"), err.constData());
+    QCOMPARE(runStudio({"attach", "--host", "-oProxyCommand=x", "r"}, &out, &err, 60000), 2);
+  }
+
+  void cleanupTestCase() { server_.stop(); }
+};
+
+QTEST_MAIN(TestRemoteRun)
+#include "tst_remote_run.moc"
