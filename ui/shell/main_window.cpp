@@ -11,6 +11,7 @@
 #include <QFileInfo>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressBar>
 #include <QSettings>
 #include <QStatusBar>
 
@@ -21,8 +22,13 @@
 #include "studio/config/run_config.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/dashboard/run_dashboard.h"
+#include "studio/ui/hosts/gui_prompts.h"
+#include "studio/ui/hosts/host_profile.h"
+#include "studio/ui/hosts/hosts_dialog.h"
 #include "studio/ui/runs/local_launcher.h"
 #include "studio/ui/runs/log_console.h"
+#include "studio/ui/runs/remote_follower.h"
+#include "studio/ui/runs/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
@@ -57,7 +63,10 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
       launcher_(new LocalLauncher(this)),
       log_(new LogConsole),
       runsPanel_(nullptr),
-      demo_(nullptr) {
+      demo_(nullptr),
+      hosts_(new HostStore(this)),
+      prompts_(new GuiPrompts(this)) {
+  prompts_->setDialogParent(this);
   if (paths_.engine.isEmpty()) paths_.engine = findEngineProgram();
   if (paths_.resources.isEmpty()) paths_.resources = findResourcesDir();
   if (!paths_.runsRoot.isEmpty()) store_->setRoot(paths_.runsRoot);
@@ -73,11 +82,14 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
   createDocks();
   createMenus();
   connectRuns();
+  createRemote();
   statusBar();  // created now, so the window does not change height at the first message
   connect(inspector_, &ConfigInspector::modificationChanged, this, &QWidget::setWindowModified);
   updateTitle();
   readSettings();
   store_->refresh();
+  // Reattach: remote runs that were followed when the studio last closed go on being followed.
+  remoteRuns_->followAll(store_->root());
 }
 
 MainWindow::~MainWindow() = default;
@@ -236,6 +248,10 @@ void MainWindow::openRunDialog() {
 void MainWindow::stopCurrentRun() {
   const QString dir = runsPanel_->selectedRun();
   if (dir.isEmpty()) return;
+  if (const auto info = store_->run(dir); info && info->remote) {
+    cancelRemoteRun(dir);
+    return;
+  }
   log_->appendStudioMessage(tr("Stopping %1 (SIGTERM; SIGKILL after 20 s)").arg(dir));
   launcher_->stop(dir);
 }
@@ -270,6 +286,10 @@ RunWizard* MainWindow::showWizard() {
   wizard_->setAttribute(Qt::WA_DeleteOnClose);
   wizard_->setDemoModelDir(demo_->modelDir());
   wizard_->setEngineProgram(paths_.engine);
+  wizard_->setHosts(hosts_->hosts());
+  connect(hosts_, &HostStore::hostsChanged, wizard_,
+          [this] { wizard_->setHosts(hosts_->hosts()); });
+  connect(wizard_, &RunWizard::manageHostsRequested, this, &MainWindow::showHostsDialog);
   connect(wizard_, &RunWizard::launchRequested, this, &MainWindow::onLaunchRequested);
   wizard_->show();
   return wizard_;
@@ -323,8 +343,8 @@ void MainWindow::openDemoWizard() {
 
 void MainWindow::onLaunchRequested(const studio::RunConfig& config, const QString& baseDir,
                                    const LaunchTarget& target) {
-  if (target.kind != LaunchTarget::Local) {
-    statusBar()->showMessage(tr("Remote launch comes with the Hosts page"), kStatusMs);
+  if (target.kind == LaunchTarget::Ssh) {
+    launchRemote(config, baseDir, target);  // the wizard closes once the run has started
     return;
   }
   const QString dir = launchLocal(config, baseDir, target.nproc);
@@ -349,6 +369,140 @@ QString MainWindow::launchLocal(const studio::RunConfig& config, const QString& 
   store_->refresh();  // it is under the store's root: listed as Starting from the next scan
   selectRun(dir);
   return dir;
+}
+
+void MainWindow::createRemote() {
+  const RemotePrompts prompts{prompts_->hostKeyPolicy(), prompts_->secretPrompt()};
+  remoteRuns_ = new RemoteRuns(prompts, this);
+  submitter_ = new RemoteSubmitter(prompts, this);
+  submitProgress_ = new QProgressBar;
+  submitProgress_->setObjectName(QStringLiteral("submitProgress"));
+  submitProgress_->setMaximumWidth(220);
+  submitProgress_->setTextVisible(false);
+  submitProgress_->hide();
+  statusBar()->addPermanentWidget(submitProgress_);
+  connectRemote();
+}
+
+void MainWindow::connectRemote() {
+  auto report = [this](const QString& text) {
+    log_->appendStudioMessage(text);
+    statusBar()->showMessage(text, kStatusMs);
+  };
+  auto name = [](const QString& dir) { return QFileInfo(dir).fileName(); };
+  // While the submit runs, the bar shows the bytes of the file being uploaded (busy otherwise)
+  // and the log gets one line per step.
+  connect(submitter_, &RemoteSubmitter::progress, this,
+          [this](const QString& text, int fileIndex, int fileCount, qint64 bytes, qint64 total) {
+            const QString step =
+                fileCount > 0 ? tr("%1 (file %2 of %3)").arg(text).arg(fileIndex).arg(fileCount)
+                              : text;
+            if (step != submitStep_) {
+              submitStep_ = step;
+              log_->appendStudioMessage(step);
+            }
+            statusBar()->showMessage(step);
+            submitProgress_->setRange(0, total > 0 ? 1000 : 0);
+            if (total > 0) submitProgress_->setValue(static_cast<int>(bytes * 1000 / total));
+            submitProgress_->show();
+          });
+  connect(submitter_, &RemoteSubmitter::submitted, this, &MainWindow::onRemoteSubmitted);
+  connect(submitter_, &RemoteSubmitter::failed, this, [this, report](const QString& error) {
+    submitProgress_->hide();
+    submitStep_.clear();
+    report(tr("Remote launch failed: %1").arg(error));
+  });
+  // Every change of a mirror's files is a change of the runs list.
+  connect(remoteRuns_, &RemoteRuns::statusChanged, store_, &RunStore::refresh);
+  connect(remoteRuns_, &RemoteRuns::disconnected, this,
+          [this, name](const QString& dir, const QString& error, int attempt, int retryInMs) {
+            statusBar()->showMessage(
+                tr("%1: connection lost: %2; retrying in %3 s (attempt %4)")
+                    .arg(name(dir), error)
+                    .arg((retryInMs + 999) / 1000)
+                    .arg(attempt),
+                retryInMs + kStatusMs);
+          });
+  connect(remoteRuns_, &RemoteRuns::connected, this, [this, name](const QString& dir) {
+    statusBar()->showMessage(tr("%1: following on its host").arg(name(dir)), kStatusMs);
+  });
+  connect(remoteRuns_, &RemoteRuns::ended, this,
+          [this, report, name](const QString& dir, const QString& state) {
+            report(tr("%1 on its host: %2, every event mirrored").arg(name(dir), state));
+            store_->refresh();
+          });
+  connect(remoteRuns_, &RemoteRuns::followFailed, this,
+          [report, name](const QString& dir, const QString& error) {
+            report(tr("Cannot follow %1: %2").arg(name(dir), error));
+          });
+  connect(remoteRuns_, &RemoteRuns::cancelFinished, this,
+          [this, name](const QString& dir, const QStringList& lines) {
+            log_->appendStudioMessage(
+                tr("%1: %2").arg(name(dir), lines.join(QStringLiteral("; "))));
+            store_->refresh();
+          });
+  connect(remoteRuns_, &RemoteRuns::cancelFailed, this,
+          [report, name](const QString& dir, const QString& error) {
+            report(tr("Cannot stop %1: %2").arg(name(dir), error));
+          });
+}
+
+bool MainWindow::launchRemote(const studio::RunConfig& config, const QString& baseDir,
+                              const LaunchTarget& target) {
+  studio::remote::SubmitRequest request;
+  request.host.target = target.sshTarget.toStdString();
+  request.host.identity_file = localPath(target.identityFile);
+  request.host.known_hosts_file = localPath(target.knownHostsFile);
+  request.host.ssh_config_file = localPath(target.sshConfigFile);
+  if (!target.remoteRoot.isEmpty()) request.remote_root = target.remoteRoot.toStdString();
+  if (!target.engine.isEmpty()) request.engine = target.engine.toStdString();
+  request.nproc = target.nproc;
+  request.upload_model = target.uploadModel;
+  if (target.useSlurm) {
+    studio::remote::SbatchOptions slurm;
+    slurm.nodes = target.nnodes;
+    slurm.gpus_per_node = target.nproc;
+    slurm.partition = target.partition.toStdString();
+    slurm.account = target.account.toStdString();
+    slurm.time = target.timeLimit.toStdString();
+    request.slurm = slurm;
+  } else if (target.nnodes > 1) {
+    for (const QString& node : target.extraNodes) request.extra_nodes.push_back(node.toStdString());
+    request.master_addr = target.masterAddr.toStdString();
+  }
+  if (!submitter_->submit(config, baseDir, request, store_->root())) {
+    statusBar()->showMessage(tr("A remote launch is already in progress"), kStatusMs);
+    return false;
+  }
+  log_->appendStudioMessage(tr("Launching on %1 ...").arg(target.sshTarget));
+  return true;
+}
+
+void MainWindow::onRemoteSubmitted(const QString& dir) {
+  submitProgress_->hide();
+  submitStep_.clear();
+  log_->appendStudioMessage(tr("Launched %1 on its host; following it into %2")
+                                .arg(QFileInfo(dir).fileName(), dir));
+  statusBar()->clearMessage();
+  remoteRuns_->follow(dir);
+  store_->refresh();
+  selectRun(dir);
+  if (wizard_) wizard_->close();
+  emit remoteLaunched(dir);
+}
+
+void MainWindow::cancelRemoteRun(const QString& dir) {
+  log_->appendStudioMessage(
+      tr("Stopping %1 on its host (SIGTERM, SIGKILL after %2 s; scancel for Slurm)")
+          .arg(dir)
+          .arg(studio::remote::kDefaultCancelGraceSeconds));
+  remoteRuns_->cancel(dir);
+}
+
+void MainWindow::showHostsDialog() {
+  auto* dialog = new HostsDialog(hosts_, prompts_, this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->open();
 }
 
 void MainWindow::updateTitle() {

@@ -36,7 +36,8 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   toolbar_->addSeparator();
   stop_ = toolbar_->addAction(tr("Stop"));
   stop_->setShortcut(QKeySequence(QStringLiteral("Ctrl+.")));
-  stop_->setToolTip(tr("Stop the selected run: SIGTERM, then SIGKILL after a grace period"));
+  stop_->setToolTip(tr("Stop the selected run: SIGTERM, then SIGKILL after a grace period (on "
+                       "its host for a remote run)"));
   overlay_ = toolbar_->addAction(tr("Overlay"));
   overlay_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+L")));
   overlay_->setToolTip(tr("Draw other runs on the same charts as this one (e.g. SP=1 vs SP=4)"));
@@ -87,7 +88,8 @@ void RunsPanel::updateActions() {
   const QString dir = selectedRun();
   const auto info = dir.isEmpty() ? std::nullopt : store_->run(dir);
   const bool alive = info && (info->state == RunState::Running || info->state == RunState::Starting);
-  stop_->setEnabled(alive && info->local);
+  // A remote run is stopped on its host (RemoteRuns::cancel); a local one by its pid here.
+  stop_->setEnabled(alive && (info->local || info->remote));
   overlay_->setEnabled(info.has_value() && store_->runs().size() > 1);
   forget_->setEnabled(info.has_value());
 }

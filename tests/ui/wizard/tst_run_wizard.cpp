@@ -1,7 +1,8 @@
 // RunWizard: importing every example and demo YAML exports it back unchanged (unknown keys
 // verbatim, listed on Review); choices made on the pages come out as the YAML keys users know
 // and pass validate_config; the demo fills the pages and Launch emits launchRequested with that
-// config; an SSH target or several nodes disable Launch but not export; Review's buttons and
+// config; an SSH target launches there (Launch emits the target), several nodes on this machine
+// disable Launch but not export; Review's buttons and
 // diagnostics.
 #include <QAbstractItemModelTester>
 #include <QClipboard>
@@ -56,7 +57,7 @@ class TestRunWizard : public QObject {
   void importRefusesBrokenYaml();
   void choicesBecomeYaml();
   void demoFillsThePagesAndLaunches();
-  void launchIsForThisMachine();
+  void launchTargets();
   void reviewShowsEveryProblem();
 };
 
@@ -246,20 +247,28 @@ void TestRunWizard::demoFillsThePagesAndLaunches() {
   QVERIFY(wizard.commandLine().startsWith(QStringLiteral("cd ")));
 }
 
-void TestRunWizard::launchIsForThisMachine() {
+void TestRunWizard::launchTargets() {
   RunWizard wizard;
   wizard.setDemoModelDir(wizard_test::demoModel());
   QVERIFY(wizard.loadDemo(wizard_test::demoConfig()));
   wizard.targetPage()->setSshTarget(QStringLiteral("ssh://ann@gpu1:2222"));
   QVERIFY(wizard_test::settled(*wizard.draft()));
   QPushButton* launch = wizard.reviewPage()->launchButton();
-  QVERIFY(!launch->isEnabled());
-  QCOMPARE(launch->text(), QStringLiteral("Remote launch comes with the Hosts page"));
+  // An SSH host: Launch submits there; the request carries the host.
+  QTRY_VERIFY(launch->isEnabled());
+  QCOMPARE(launch->text(), QStringLiteral("&Launch on ann@gpu1:2222"));
   QVERIFY(wizard.reviewPage()->exportButton()->isEnabled());
   QCOMPARE(wizard.target().kind, LaunchTarget::Ssh);
   QCOMPARE(wizard.target().sshTarget, QStringLiteral("ann@gpu1:2222"));
   QVERIFY2(wizard.commandLine().startsWith(QStringLiteral("ssh -p 2222 ann@gpu1 'cd ")),
            qPrintable(wizard.commandLine()));
+  QSignalSpy requested(&wizard, &RunWizard::launchRequested);
+  launch->click();
+  QCOMPARE(requested.count(), 1);
+  const auto sent = requested.at(0).at(2).value<LaunchTarget>();
+  QCOMPARE(sent.kind, LaunchTarget::Ssh);
+  QCOMPARE(sent.sshTarget, QStringLiteral("ann@gpu1:2222"));
+  QCOMPARE(sent.nproc, wizard.target().nproc);
 
   wizard.targetPage()->setLocal();
   QTRY_VERIFY(launch->isEnabled());

@@ -2,7 +2,8 @@
 // The studio's main window: the run dashboard in the middle (with the config inspector as a
 // second tab), the runs list and the log console as docks, the new-run wizard on demand. Runs
 // live on disk (RunStore scans them), so closing and reopening the window finds every run again,
-// running or finished. Geometry, dock layout and the last tab persist in QSettings; colours
+// running or finished; runs on SSH hosts are followed into local mirror folders, reattached at
+// start-up. Geometry, dock layout and the last tab persist in QSettings; colours
 // follow the system palette.
 #include <QMainWindow>
 #include <QPointer>
@@ -10,14 +11,19 @@
 #include "studio/ui/wizard/run_wizard.h"  // QPointer<RunWizard> needs the complete type
 
 class QDockWidget;
+class QProgressBar;
 class QTabWidget;
 
 namespace studio::ui {
 
 class ConfigInspector;
 class DemoProject;
+class GuiPrompts;
+class HostStore;
 class LocalLauncher;
 class LogConsole;
+class RemoteRuns;
+class RemoteSubmitter;
 class RunDashboard;
 class RunStore;
 class RunsPanel;
@@ -63,6 +69,11 @@ class MainWindow : public QMainWindow {
   bool overlayRun(const QString& dir);
   // Starts a run on this machine as the wizard describes it; returns the run folder or "".
   QString launchLocal(const studio::RunConfig& config, const QString& baseDir, int nproc);
+  // Submits a run to the SSH host of `target` off the GUI thread, the progress in the status
+  // bar and the log. Once it started, its mirror folder is selected and followed
+  // (remoteLaunched). False when a submit is already in flight.
+  bool launchRemote(const studio::RunConfig& config, const QString& baseDir,
+                    const LaunchTarget& target);
 
   ConfigInspector* inspector() const { return inspector_; }
   RunDashboard* dashboard() const { return dashboard_; }
@@ -72,6 +83,12 @@ class MainWindow : public QMainWindow {
   RunsPanel* runsPanel() const { return runsPanel_; }
   DemoProject* demo() const { return demo_; }
   RunWizard* wizard() const { return wizard_; }
+  // The remote hosts (File > Hosts...) and the GUI's answers to SSH questions from workers.
+  HostStore* hosts() const { return hosts_; }
+  GuiPrompts* prompts() const { return prompts_; }
+  // The followers of remote runs and the remote submit.
+  RemoteRuns* remoteRuns() const { return remoteRuns_; }
+  RemoteSubmitter* remoteSubmitter() const { return submitter_; }
   QString currentRun() const { return currentRun_; }
 
   // Tab indices of the central area.
@@ -80,6 +97,8 @@ class MainWindow : public QMainWindow {
 
  signals:
   void demoWizardOpened(studio::ui::RunWizard* wizard);
+  // A remote submit started its run; `dir` is the run's mirror folder, now selected.
+  void remoteLaunched(const QString& dir);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -95,6 +114,12 @@ class MainWindow : public QMainWindow {
   bool saveAs();
   void exportNormalized();
   void stopCurrentRun();
+  // Remote runs: followers, submit progress, cancel.
+  void createRemote();
+  void connectRemote();
+  void onRemoteSubmitted(const QString& dir);
+  void cancelRemoteRun(const QString& dir);
+  void showHostsDialog();
   void overlayCurrentRun();
   void selectRun(const QString& dir);
   // The absolute run folder of `path`, added to the runs list; "" with the reason in the status
@@ -123,6 +148,12 @@ class MainWindow : public QMainWindow {
   DemoProject* demo_;
   QPointer<RunWizard> wizard_;
   QString currentRun_;
+  HostStore* hosts_;
+  GuiPrompts* prompts_;
+  RemoteRuns* remoteRuns_ = nullptr;
+  RemoteSubmitter* submitter_ = nullptr;
+  QProgressBar* submitProgress_ = nullptr;  // in the status bar while a submit runs
+  QString submitStep_;                      // the submit step last logged
 };
 
 }  // namespace studio::ui

@@ -1,0 +1,303 @@
+// The studio with a run on an SSH host, end to end: a real OpenSSH server on 127.0.0.1
+// (tests/remote/sshd_server.h) and the real CPU engine. The "host" is this machine, so the
+// remote run folder (under the test's temporary folder) is also read directly to check the
+// mirror against it byte for byte.
+//
+// (a) the demo from the wizard's Launch on a saved host: the mirror folder appears under the runs
+//     root, loss points arrive live, the run finishes with all of them, and the mirrored
+//     events.jsonl is the remote one;
+// (b) sshd stopped mid-run: the runs list shows the reconnect reason and the status bar says so;
+//     sshd back on the same port: the follower reattaches and the run ends with every step;
+// (c) the window closed while a run trains and a new one opened (a studio restart): the new
+//     window reattaches the run and keeps receiving steps;
+// (d) Stop on the remote run cancels it on the host: state Stopped.
+#include <QPushButton>
+#include <QStatusBar>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "sshd_server.h"
+#include "studio/config/run_config.h"
+#include "studio/ui/dashboard/run_dashboard.h"
+#include "studio/ui/dashboard/run_series.h"
+#include "studio/ui/hosts/host_profile.h"
+#include "studio/ui/main_window.h"
+#include "studio/ui/runs/remote_follower.h"
+#include "studio/ui/runs/remote_mirror.h"
+#include "studio/ui/runs/run_store.h"
+#include "studio/ui/shell/demo_project.h"
+#include "studio/ui/shell/runs_panel.h"
+#include "studio/ui/wizard/run_wizard.h"
+#include "studio/ui/wizard/target_page.h"
+
+using studio::ui::MainWindow;
+using studio::ui::RunState;
+using studio::ui::StudioPaths;
+
+namespace {
+
+constexpr int kRunTimeoutMs = 240000;  // a loaded 2-core CI machine
+const QString kHostName = QStringLiteral("test-sshd");
+
+QByteArray readAll(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+std::size_t lossPoints(const MainWindow& w, const QString& dir) {
+  const studio::ui::RunSeries* s = w.dashboard()->series(dir);
+  return s ? s->values(studio::ui::Metric::Loss).size() : 0;
+}
+
+std::optional<RunState> stateOf(const MainWindow& w, const QString& dir) {
+  const auto info = w.runStore()->run(dir);
+  return info ? std::optional<RunState>(info->state) : std::nullopt;
+}
+
+QString reasonOf(const MainWindow& w, const QString& dir) {
+  const auto info = w.runStore()->run(dir);
+  return info ? info->reason : QString();
+}
+
+// The steps of the "step" events, in order.
+QList<qint64> steps(const QByteArray& events) {
+  QList<qint64> out;
+  for (const QByteArray& line : events.split('\n')) {
+    if (line.isEmpty()) continue;
+    const auto j = nlohmann::json::parse(line.toStdString());
+    if (j.value("event", "") == "step") out.append(j.at("step").get<qint64>());
+  }
+  return out;
+}
+
+bool contiguousFrom1(const QList<qint64>& s) {
+  for (int i = 0; i < s.size(); ++i)
+    if (s[i] != i + 1) return false;
+  return !s.isEmpty();
+}
+
+bool followEnded(const QString& dir) {
+  try {
+    const auto state = studio::ui::RemoteMirror(dir).readFollowState();
+    return state && state->connection == studio::ui::RemoteFollowState::Connection::Ended;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The remote run folder's events.jsonl, read directly (the host is this machine).
+QByteArray remoteEvents(const QString& dir) {
+  const auto record = studio::ui::RemoteMirror(dir).readRecord();
+  return readAll(QString::fromStdString(record.events_path()));
+}
+
+}  // namespace
+
+class TestStudioRemoteRun : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void demoFromWizardOnASavedHost();
+  void connectionLostAndRegained();
+  void restartReattachesAndStopCancels();
+  void cleanupTestCase() { server_.stop(); }
+
+ private:
+  std::unique_ptr<MainWindow> window();
+  // Submits the wizard's demo config, changed by `edit`, to the saved host; the mirror folder.
+  QString launch(MainWindow& w, const std::function<void(studio::RunConfig&)>& edit);
+
+  SshdServer server_;
+  QTemporaryDir tmp_;
+  StudioPaths paths_;
+  studio::ui::HostProfile host_;
+};
+
+void TestStudioRemoteRun::initTestCase() {
+  QVERIFY(tmp_.isValid());
+  qunsetenv("SSH_AUTH_SOCK");  // the test's key only, never the developer's agent
+  const QString hostKey = server_.make_key(QStringLiteral("host_ed25519"), QStringLiteral("ed25519"));
+  QVERIFY(!hostKey.isEmpty());
+  const QString userKey = server_.make_key(QStringLiteral("user_ed25519"), QStringLiteral("ed25519"));
+  QVERIFY(server_.authorize(userKey));
+  const QString error = server_.start(QStringLiteral("host_ed25519"));
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  QFile knownHosts(tmp_.filePath(QStringLiteral("known_hosts")));
+  QVERIFY(knownHosts.open(QIODevice::WriteOnly));
+  knownHosts.write("[127.0.0.1]:" + QByteArray::number(server_.port()) + " " +
+                   readAll(hostKey + QStringLiteral(".pub")).split(' ').mid(0, 2).join(' ') + "\n");
+  knownHosts.close();
+
+  paths_.engine = QStringLiteral(STUDIO_TRAIN_EXE);
+  paths_.resources = QStringLiteral(STUDIO_SOURCE_DIR "/resources");
+  paths_.runsRoot = tmp_.filePath(QStringLiteral("runs"));
+  paths_.dataDir = tmp_.filePath(QStringLiteral("data"));
+
+  host_.name = kHostName;
+  host_.target = QString::fromStdString(SshdServer::user()) +
+                 QStringLiteral("@127.0.0.1:%1").arg(server_.port());
+  host_.identityFile = userKey;
+  host_.knownHostsFile = knownHosts.fileName();
+  host_.sshConfigFile = tmp_.filePath(QStringLiteral("no_ssh_config"));
+  host_.engine = QStringLiteral(STUDIO_TRAIN_EXE);
+  host_.remoteRoot = tmp_.filePath(QStringLiteral("remote runs"));
+  auto w = window();
+  QCOMPARE(w->hosts()->save(host_), QString());
+}
+
+std::unique_ptr<MainWindow> TestStudioRemoteRun::window() {
+  auto w = std::make_unique<MainWindow>(paths_);
+  w->runStore()->setPollInterval(300);
+  // Before the event loop runs, so the reattach at start-up uses them too.
+  studio::remote::FollowOptions options;
+  options.poll_interval = std::chrono::milliseconds(250);
+  options.backoff_initial = std::chrono::milliseconds(300);
+  options.backoff_max = std::chrono::milliseconds(1000);
+  w->remoteRuns()->setFollowOptions(options);
+  w->show();
+  return w;
+}
+
+QString TestStudioRemoteRun::launch(MainWindow& w,
+                                    const std::function<void(studio::RunConfig&)>& edit) {
+  QSignalSpy opened(&w, &MainWindow::demoWizardOpened);
+  w.openDemoWizard();
+  if (!QTest::qWaitFor([&] { return opened.count() == 1; }, 60000)) return {};
+  studio::ui::RunWizard* wizard = w.wizard();
+  wizard->targetPage()->setSshTarget(kHostName);
+  studio::RunConfig cfg = wizard->config();
+  edit(cfg);
+  QSignalSpy launched(&w, &MainWindow::remoteLaunched);
+  if (!w.launchRemote(cfg, wizard->baseDir(), wizard->target())) return {};
+  if (!QTest::qWaitFor([&] { return launched.count() == 1; }, 120000)) return {};
+  return launched.at(0).at(0).toString();
+}
+
+void TestStudioRemoteRun::demoFromWizardOnASavedHost() {
+  auto w = window();
+  QSignalSpy opened(w.get(), &MainWindow::demoWizardOpened);
+  w->openDemoWizard();
+  QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 60000);  // once the demo model is created
+  studio::ui::RunWizard* wizard = w->wizard();
+  // As a user: the saved host on the Target page, Next through every page, Launch.
+  QTRY_VERIFY_WITH_TIMEOUT(wizard->currentPage() && wizard->currentPage()->isComplete(), 20000);
+  while (wizard->nextId() != -1) {
+    if (wizard->currentId() == studio::ui::RunWizard::TargetPageId) {
+      wizard->targetPage()->setSshTarget(kHostName);
+      wizard->targetPage()->uploadModelBox()->setChecked(true);
+    }
+    QTRY_VERIFY2_WITH_TIMEOUT(wizard->currentPage()->isComplete(),
+                              qPrintable(wizard->currentPage()->title()), 20000);
+    wizard->next();
+  }
+  QCOMPARE(wizard->target().hostName, kHostName);
+  auto* launchButton = wizard->findChild<QPushButton*>(QStringLiteral("launch"));
+  QTRY_VERIFY_WITH_TIMEOUT(launchButton->isEnabled(), 20000);
+  QCOMPARE(launchButton->text(), QStringLiteral("&Launch on %1").arg(kHostName));
+  QSignalSpy launched(w.get(), &MainWindow::remoteLaunched);
+  launchButton->click();
+  QTRY_COMPARE_WITH_TIMEOUT(launched.count(), 1, 120000);
+  const QString dir = launched.at(0).at(0).toString();
+  QVERIFY2(dir.startsWith(paths_.runsRoot), qPrintable(dir));
+  QCOMPARE(w->currentRun(), dir);
+  QVERIFY(QFile::exists(dir + QStringLiteral("/studio-remote.json")));
+  QVERIFY(w->remoteRuns()->isFollowing(dir));
+  QTRY_VERIFY(!w->wizard());  // closed once the run started
+
+  // Live: points arrive while the run goes on, then it finishes with all of them.
+  QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, dir) > 0, kRunTimeoutMs);
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Finished),
+                            kRunTimeoutMs);
+  QTRY_VERIFY_WITH_TIMEOUT(followEnded(dir), 30000);
+  QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, dir), std::size_t(12), 10000);  // 60 steps, every 5
+  const auto info = w->runStore()->run(dir);
+  QVERIFY(info->remote);
+  QVERIFY(!info->local);
+  QCOMPARE(info->host, host_.target);  // the runs list's Host column
+  const QByteArray mirrored = readAll(dir + QStringLiteral("/events.jsonl"));
+  QVERIFY(!mirrored.isEmpty());
+  QCOMPARE(mirrored, remoteEvents(dir));
+  QVERIFY(readAll(dir + QStringLiteral("/train.log")).size() > 0);
+  QTRY_VERIFY(!w->remoteRuns()->isFollowing(dir));
+  w->close();
+}
+
+void TestStudioRemoteRun::connectionLostAndRegained() {
+  auto w = window();
+  const QString dir = launch(*w, [](studio::RunConfig& cfg) {
+    cfg.max_steps = 90;
+    cfg.logging_steps = 1;
+    cfg.eval_strategy = studio::EvalStrategy::No;
+    cfg.save_steps = 100000;
+  });
+  QVERIFY(!dir.isEmpty());
+  QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, dir) >= 3, kRunTimeoutMs);
+  server_.stop();  // every session cut; the engine, detached on the host, trains on
+  QTRY_VERIFY_WITH_TIMEOUT(reasonOf(*w, dir).startsWith(QStringLiteral("connection lost: ")),
+                           20000);
+  QVERIFY2(reasonOf(*w, dir).contains(QStringLiteral("(attempt ")), qPrintable(reasonOf(*w, dir)));
+  QCOMPARE(stateOf(*w, dir), std::optional<RunState>(RunState::Running));
+  QTRY_VERIFY_WITH_TIMEOUT(
+      w->statusBar()->currentMessage().contains(QStringLiteral("connection lost")), 10000);
+  const QString error = server_.start(QStringLiteral("host_ed25519"));  // the same port
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Finished),
+                            kRunTimeoutMs);
+  QTRY_VERIFY_WITH_TIMEOUT(followEnded(dir), 30000);
+  const QByteArray mirrored = readAll(dir + QStringLiteral("/events.jsonl"));
+  QCOMPARE(mirrored, remoteEvents(dir));
+  const QList<qint64> got = steps(mirrored);
+  QCOMPARE(got.size(), 90);
+  QVERIFY(contiguousFrom1(got));
+  QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, dir), std::size_t(90), 10000);
+  QVERIFY(!reasonOf(*w, dir).startsWith(QStringLiteral("connection lost")));
+  w->close();
+}
+
+void TestStudioRemoteRun::restartReattachesAndStopCancels() {
+  QString dir;
+  std::size_t pointsBefore = 0;
+  {
+    auto w = window();
+    dir = launch(*w, [](studio::RunConfig& cfg) {
+      cfg.max_steps = 100000;  // trains until stopped
+      cfg.logging_steps = 1;
+      cfg.eval_strategy = studio::EvalStrategy::No;
+      cfg.save_steps = 100000;
+    });
+    QVERIFY(!dir.isEmpty());
+    QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, dir) >= 2, kRunTimeoutMs);
+    QCOMPARE(stateOf(*w, dir), std::optional<RunState>(RunState::Running));
+    pointsBefore = lossPoints(*w, dir);
+    w->close();
+  }  // the window and its follower are gone; the run is not
+
+  auto w = window();
+  QTRY_VERIFY_WITH_TIMEOUT(w->remoteRuns()->isFollowing(dir), 10000);  // reattached at start-up
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Running), 10000);
+  QVERIFY(w->openRun(dir));
+  QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, dir) > pointsBefore + 2, 60000);
+
+  QSignalSpy cancelled(w->remoteRuns(), &studio::ui::RemoteRuns::cancelFinished);
+  QVERIFY(w->runsPanel()->selectRun(dir));
+  QTRY_VERIFY(w->runsPanel()->stopAction()->isEnabled());
+  w->runsPanel()->stopAction()->trigger();
+  QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 1, 60000);
+  const QStringList lines = cancelled.at(0).at(1).toStringList();
+  QVERIFY2(lines.size() == 1 && lines[0].contains(QStringLiteral("stopped ")),
+           qPrintable(lines.join(QLatin1Char('|'))));
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Stopped), 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(followEnded(dir), 30000);
+  const QByteArray mirrored = readAll(dir + QStringLiteral("/events.jsonl"));
+  QCOMPARE(mirrored, remoteEvents(dir));
+  QVERIFY(contiguousFrom1(steps(mirrored)));
+  w->close();
+}
+
+QTEST_MAIN(TestStudioRemoteRun)
+#include "tst_studio_remote_run.moc"
