@@ -11,6 +11,7 @@
 // (c) the window closed while a run trains and a new one opened (a studio restart): the new
 //     window reattaches the run and keeps receiving steps;
 // (d) Stop on the remote run cancels it on the host: state Stopped.
+#include <QCheckBox>
 #include <QPushButton>
 #include <QStatusBar>
 #include <QTemporaryDir>

@@ -22,10 +22,15 @@ using studio::remote::RemoteRunStatus;
 // How long a destructor waits for its threads before leaving them to finish alone.
 constexpr int kJoinMs = 1000;
 
-// A local write to the mirror failed: following stops (retrying the connection cannot help).
-class MirrorWriteError : public std::runtime_error {
+// A local write to the mirror failed: following stops, since retrying the connection cannot
+// help. Not a std::runtime_error on purpose: follow_run retries those as connection trouble.
+class MirrorWriteError : public std::exception {
  public:
-  using std::runtime_error::runtime_error;
+  explicit MirrorWriteError(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
 };
 
 void check(const QString& error) {
