@@ -11,6 +11,7 @@
 // (c) the window closed while a run trains and a new one opened (a studio restart): the new
 //     window reattaches the run and keeps receiving steps;
 // (d) Stop on the remote run cancels it on the host: state Stopped.
+#include <QAbstractItemModelTester>
 #include <QCheckBox>
 #include <QPushButton>
 #include <QStatusBar>
@@ -29,7 +30,10 @@
 #include "studio/ui/main_window.h"
 #include "studio/ui/runs/remote_follower.h"
 #include "studio/ui/runs/remote_mirror.h"
+#include "studio/ui/runs/log_console.h"
+#include "studio/ui/runs/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
+#include "studio/ui/runs/runs_model.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
 #include "studio/ui/wizard/run_wizard.h"
@@ -201,9 +205,16 @@ void TestStudioRemoteRun::demoFromWizardOnASavedHost() {
   QTRY_VERIFY_WITH_TIMEOUT(launchButton->isEnabled(), 20000);
   QCOMPARE(launchButton->text(), QStringLiteral("&Launch on %1").arg(kHostName));
   QSignalSpy launched(w.get(), &MainWindow::remoteLaunched);
+  QSignalSpy progress(w->remoteSubmitter(), &studio::ui::RemoteSubmitter::progress);
   launchButton->click();
   QTRY_COMPARE_WITH_TIMEOUT(launched.count(), 1, 120000);
   const QString dir = launched.at(0).at(0).toString();
+  // The submit said what it was doing: the model and data files went up one by one.
+  bool uploads = false;
+  for (const QList<QVariant>& p : std::as_const(progress))
+    uploads = uploads || (p.at(2).toInt() > 0 && p.at(1).toInt() >= 1);
+  QVERIFY2(uploads, "no upload progress");
+  QCOMPARE(w->logConsole()->logFile(), dir + QStringLiteral("/train.log"));  // the mirrored log
   QVERIFY2(dir.startsWith(paths_.runsRoot), qPrintable(dir));
   QCOMPARE(w->currentRun(), dir);
   QVERIFY(QFile::exists(dir + QStringLiteral("/studio-remote.json")));
@@ -219,7 +230,14 @@ void TestStudioRemoteRun::demoFromWizardOnASavedHost() {
   const auto info = w->runStore()->run(dir);
   QVERIFY(info->remote);
   QVERIFY(!info->local);
-  QCOMPARE(info->host, host_.target);  // the runs list's Host column
+  QCOMPARE(info->host, host_.target);
+  studio::ui::RunsModel* model = w->runsPanel()->model();
+  QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  const int row = model->rowOf(dir);
+  QVERIFY(row >= 0);
+  QCOMPARE(model->index(row, studio::ui::RunsModel::HostColumn).data().toString(), host_.target);
+  QCOMPARE(model->index(row, studio::ui::RunsModel::StateColumn).data().toString(),
+           QStringLiteral("Finished"));
   const QByteArray mirrored = readAll(dir + QStringLiteral("/events.jsonl"));
   QVERIFY(!mirrored.isEmpty());
   QCOMPARE(mirrored, remoteEvents(dir));
