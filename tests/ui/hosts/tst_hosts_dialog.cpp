@@ -1,8 +1,10 @@
 // HostsDialog and GuiPrompts against a real sshd on 127.0.0.1 (tests/remote/sshd_server.h),
 // offscreen: editing and storing profiles, "Test connection" on a worker while the GUI keeps
 // running, the host key question for an unknown key (answered by clicking the message box), the
-// passphrase question for an encrypted key, and a changed key refused without any question.
+// passphrase question for an encrypted key, a changed key refused without any question, and the
+// main window's File > Hosts... action.
 #include <QAbstractItemModelTester>
+#include <QAction>
 #include <QApplication>
 #include <QFile>
 #include <QGroupBox>
@@ -26,11 +28,13 @@
 #include "studio/ui/hosts/gui_prompts.h"
 #include "studio/ui/hosts/host_profile.h"
 #include "studio/ui/hosts/hosts_dialog.h"
+#include "studio/ui/main_window.h"
 
 using studio::ui::GuiPrompts;
 using studio::ui::HostProfile;
 using studio::ui::HostsDialog;
 using studio::ui::HostStore;
+using studio::ui::MainWindow;
 
 namespace {
 
@@ -53,7 +57,9 @@ T* child(QWidget* parent, const char* name) {
   return widget;
 }
 
-QString text(QWidget* parent, const char* label) { return child<QLabel>(parent, label)->text(); }
+QString text(QWidget* parent, const char* label) {
+  return child<QLabel>(parent, label)->text();
+}
 
 // Answers the first modal dialog named `name` with `answer`; records whether one came up.
 class ModalWatcher {
@@ -143,7 +149,8 @@ class TestHostsDialog : public QObject {
     const QString error = server_.start(QStringLiteral("host_ed25519"));
     QVERIFY2(error.isEmpty(), qPrintable(error));
     engine_ = local_.filePath(QStringLiteral("studio-train"));
-    QVERIFY(writeFile(engine_, "#!/bin/sh\necho 'studio-train 0.1.0'\necho 'CUDA: not available'\n"));
+    QVERIFY(
+        writeFile(engine_, "#!/bin/sh\necho 'studio-train 0.1.0'\necho 'CUDA: not available'\n"));
     QVERIFY(QFile::setPermissions(engine_, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
     QVERIFY(writeFile(local_.filePath(QStringLiteral("trusted")), knownHostsLine(hostKey_)));
   }
@@ -233,7 +240,8 @@ class TestHostsDialog : public QObject {
     QVERIFY(text(&dialog, "engineLabel").contains("CUDA: not available"));
     QVERIFY(!text(&dialog, "slurmLabel").isEmpty());  // partitions, or why there are none
     if (QStandardPaths::findExecutable(QStringLiteral("nvidia-smi")).isEmpty()) {
-      QCOMPARE(text(&dialog, "gpuNoteLabel"), QStringLiteral("no GPUs: nvidia-smi not found in PATH"));
+      QCOMPARE(text(&dialog, "gpuNoteLabel"),
+               QStringLiteral("no GPUs: nvidia-smi not found in PATH"));
       QCOMPARE(table->rowCount(), 0);
     }
     QVERIFY(child<QPushButton>(&dialog, "testConnection")->isEnabled());
@@ -281,8 +289,8 @@ class TestHostsDialog : public QObject {
                qPrintable(text(&dialog, "statusLabel")));
       QCOMPARE(text(&dialog, "cpuLabel"), QString());
     }
-    QCOMPARE(readFile(local_.filePath(knownHosts)).contains(
-                 readFile(hostKey_ + QStringLiteral(".pub")).split(' ').at(1)),
+    QCOMPARE(readFile(local_.filePath(knownHosts))
+                 .contains(readFile(hostKey_ + QStringLiteral(".pub")).split(' ').at(1)),
              saved);
   }
 
@@ -358,6 +366,27 @@ class TestHostsDialog : public QObject {
     QCOMPARE(finished.at(0).at(0).toBool(), false);
     QVERIFY2(text(&dialog, "statusLabel").contains(QStringLiteral("127.0.0.1")),
              qPrintable(text(&dialog, "statusLabel")));
+  }
+
+  void mainWindowOpensHosts() {
+    const HostProfile p = profile(QStringLiteral("trusted"));
+    QCOMPARE(HostStore().save(p), QString());  // stored by an earlier session
+    MainWindow window;
+    QVERIFY(window.hosts()->host(p.name) != nullptr);
+    QVERIFY(window.prompts() != nullptr);
+    QAction* hosts = nullptr;
+    for (QAction* action : window.findChildren<QAction*>()) {
+      if (action->shortcut() == QKeySequence(QStringLiteral("Ctrl+Shift+H"))) hosts = action;
+    }
+    QVERIFY(hosts != nullptr);
+    QCOMPARE(hosts->text(), QStringLiteral("&Hosts..."));
+    hosts->trigger();
+    auto* dialog = window.findChild<HostsDialog*>();
+    QVERIFY(dialog != nullptr);
+    QVERIFY(dialog->isVisible());
+    QVERIFY(dialog->editedProfile() == p);
+    dialog->close();  // deletes itself
+    QTRY_VERIFY(window.findChild<HostsDialog*>() == nullptr);
   }
 };
 
