@@ -6,6 +6,7 @@
 #include <QAbstractItemModelTester>
 #include <QAction>
 #include <QApplication>
+#include <QDir>
 #include <QFile>
 #include <QGroupBox>
 #include <QInputDialog>
@@ -387,6 +388,55 @@ class TestHostsDialog : public QObject {
     QVERIFY(dialog->editedProfile() == p);
     dialog->close();  // deletes itself
     QTRY_VERIFY(window.findChild<HostsDialog*>() == nullptr);
+  }
+
+  // A GPU node with Slurm, as far as the probe can tell: nvidia-smi, sinfo and studio-train are
+  // small scripts first in the PATH sshd gives the session. Runs last: it restarts sshd.
+  void showsGpusAndPartitions() {
+    const QString bin = local_.filePath(QStringLiteral("gpu-node-bin"));
+    QVERIFY(QDir().mkpath(bin));
+    QByteArray gpuLines;
+    for (int i = 0; i < 8; ++i)
+      gpuLines += QByteArray::number(i) + ", NVIDIA H100 80GB HBM3, 81559, " +
+                  QByteArray::number(i == 4 ? 71234 : 0) + "\n";
+    const QList<QPair<QString, QByteArray>> tools{
+        {QStringLiteral("nvidia-smi"), "#!/bin/sh\nprintf '" + gpuLines + "'\n"},
+        {QStringLiteral("sinfo"),
+         "#!/bin/sh\necho 'gpu*|up|16|gpu:h100:8|2-00:00:00'\necho 'debug|up|1|(null)|1:00:00'\n"},
+        {QStringLiteral("studio-train"), "#!/bin/sh\necho 'studio-train 0.1.0'\n"}};
+    for (const auto& [name, script] : tools) {
+      const QString path = QDir(bin).filePath(name);
+      QVERIFY(writeFile(path, script));
+      QVERIFY(QFile::setPermissions(path, QFile::ReadOwner | QFile::ExeOwner));
+    }
+    const QString error = server_.start(QStringLiteral("host_ed25519"),
+                                        QStringLiteral("SetEnv PATH=%1:/usr/bin:/bin\n").arg(bin));
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+
+    HostStore store;
+    GuiPrompts prompts;
+    HostsDialog dialog(&store, &prompts);
+    HostProfile p = profile(QStringLiteral("trusted"));
+    p.engine = QStringLiteral("studio-train");  // found in the PATH
+    fill(dialog, p);
+    auto* table = child<QTableWidget>(&dialog, "gpuTable");
+    QAbstractItemModelTester tester(table->model());
+    QSignalSpy finished(&dialog, &HostsDialog::testFinished);
+    child<QPushButton>(&dialog, "testConnection")->click();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kProbeTimeoutMs);
+    QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(text(&dialog, "statusLabel")));
+
+    QCOMPARE(table->rowCount(), 8);
+    QCOMPARE(table->item(4, 0)->text(), QStringLiteral("4"));
+    QCOMPARE(table->item(4, 1)->text(), QStringLiteral("NVIDIA H100 80GB HBM3"));
+    QCOMPARE(table->item(4, 2)->text(), QStringLiteral("81559"));
+    QCOMPARE(table->item(4, 3)->text(), QStringLiteral("71234"));
+    QCOMPARE(text(&dialog, "gpuNoteLabel"), QStringLiteral("8 GPU(s)"));
+    QCOMPARE(text(&dialog, "slurmLabel"),
+             QStringLiteral("gpu (default): up, 16 node(s), gpu:h100:8, time limit 2-00:00:00\n"
+                            "debug: up, 1 node(s), time limit 1:00:00"));
+    QCOMPARE(text(&dialog, "engineLabel"),
+             QStringLiteral("studio-train 0.1.0 (%1/studio-train)").arg(bin));
   }
 };
 
