@@ -14,6 +14,7 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMessageBox>
+#include <QPointer>
 #include <QProcess>
 #include <QPushButton>
 #include <QSettings>
@@ -62,7 +63,8 @@ QString text(QWidget* parent, const char* label) {
   return child<QLabel>(parent, label)->text();
 }
 
-// Answers the first modal dialog named `name` with `answer`; records whether one came up.
+// Answers each modal dialog named `name` with `answer` as it comes up; records the names of
+// all modal dialogs seen.
 class ModalWatcher {
  public:
   ModalWatcher(const QString& name, std::function<void(QWidget*)> answer)
@@ -70,22 +72,23 @@ class ModalWatcher {
     timer_.setInterval(20);
     QObject::connect(&timer_, &QTimer::timeout, [this] {
       QWidget* modal = QApplication::activeModalWidget();
-      if (modal == nullptr || seen_) return;
-      seen_ = true;
-      seenName_ = modal->objectName();
-      if (seenName_ == name_) answer_(modal);
+      // The one answered last may still be closing; a new dialog may reuse its address.
+      if (modal == nullptr || (!answered_.isNull() && answered_.data() == modal)) return;
+      answered_ = modal;
+      seen_ << modal->objectName();
+      if (modal->objectName() == name_) answer_(modal);
     });
     timer_.start();
   }
-  bool seen() const { return seen_; }
-  QString seenName() const { return seenName_; }
+  bool seen() const { return !seen_.isEmpty(); }
+  QStringList seenNames() const { return seen_; }
 
  private:
   QString name_;
   std::function<void(QWidget*)> answer_;
   QTimer timer_;
-  bool seen_ = false;
-  QString seenName_;
+  QPointer<QWidget> answered_;
+  QStringList seen_;
 };
 
 }  // namespace
@@ -277,7 +280,7 @@ class TestHostsDialog : public QObject {
 
     child<QPushButton>(&dialog, "testConnection")->click();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kProbeTimeoutMs);
-    QCOMPARE(answer.seenName(), QStringLiteral("hostKeyPrompt"));
+    QCOMPARE(answer.seenNames(), QStringList{QStringLiteral("hostKeyPrompt")});
     QVERIFY2(shown.contains(QStringLiteral("127.0.0.1:%1").arg(server_.port())), qPrintable(shown));
     QVERIFY2(shown.contains(SshdServer::fingerprint(hostKey_ + QStringLiteral(".pub"))),
              qPrintable(shown));
@@ -326,21 +329,26 @@ class TestHostsDialog : public QObject {
     p.identityFile = locked;
     fill(dialog, p);
     QSignalSpy finished(&dialog, &HostsDialog::testFinished);
-    QString label;
-    bool hidden = false;
+    // A wrong passphrase first: the question comes again and says so.
+    QStringList answers{QStringLiteral("battery staple"), QStringLiteral("correct horse")};
+    QStringList labels;
+    bool hidden = true;
     ModalWatcher answer(QStringLiteral("secretPrompt"), [&](QWidget* modal) {
       auto* input = qobject_cast<QInputDialog*>(modal);
-      label = input->labelText();
-      hidden = input->textEchoMode() == QLineEdit::Password;
-      input->setTextValue(QStringLiteral("correct horse"));
+      labels << input->labelText();
+      hidden = hidden && input->textEchoMode() == QLineEdit::Password;
+      input->setTextValue(answers.takeFirst());
       input->accept();
     });
 
     child<QPushButton>(&dialog, "testConnection")->click();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kProbeTimeoutMs);
     QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(text(&dialog, "statusLabel")));
-    QCOMPARE(answer.seenName(), QStringLiteral("secretPrompt"));
-    QVERIFY2(label.contains(locked), qPrintable(label));
+    QCOMPARE(answer.seenNames(),
+             QStringList({QStringLiteral("secretPrompt"), QStringLiteral("secretPrompt")}));
+    QVERIFY2(labels[0].startsWith("Passphrase for the key " + locked), qPrintable(labels[0]));
+    QVERIFY2(labels[1].startsWith("That was not accepted (attempt 2 of 3)."),
+             qPrintable(labels[1]));
     QVERIFY(hidden);
     QCOMPARE(text(&dialog, "cpuLabel"), localNproc());
   }
