@@ -35,16 +35,16 @@ section engine
 e=$1
 case $e in '~/'*) e=$HOME/${e#'~/'} ;; esac
 case $e in
-  /*) where="at $e" ;;
-  */*) e=$PWD/$e; where="at $e" ;;
-  *) where="in PATH ($PATH)"; e=$(command -v "$e" 2>/dev/null) ;;
+  /*) where=": no executable file at $e" ;;
+  */*) e=$PWD/$e; where=": no executable file at $e" ;;
+  *) where=" in PATH ($PATH)"; e=$(command -v "$e" 2>/dev/null) ;;
 esac
 case $e in /*) [ -f "$e" ] && [ -x "$e" ] || e= ;; *) e= ;; esac
 if [ -n "$e" ]; then
   printf '@@path %s\n' "$e"
   run "$e" --version
 else
-  printf '@@missing %s: no executable file %s\n' "$1" "$where"
+  printf '@@missing %s not found%s\n' "$1" "$where"
 fi
 section slurm
 if command -v sinfo >/dev/null 2>&1; then

@@ -99,9 +99,8 @@ class TestHostInventory : public QObject {
     QCOMPARE(inv.gpu_note, std::string("no GPUs: nvidia-smi not found in PATH"));
     QVERIFY(!inv.engine_found);
     QVERIFY(inv.engine_version.empty());
-    QCOMPARE(
-        inv.engine_note,
-        std::string("studio-train: no executable file in PATH (/usr/local/bin:/usr/bin:/bin)"));
+    QCOMPARE(inv.engine_note,
+             std::string("studio-train not found in PATH (/usr/local/bin:/usr/bin:/bin)"));
     QVERIFY(!inv.slurm);
     QVERIFY(inv.partitions.empty());
     QCOMPARE(inv.slurm_note, std::string("sinfo not found in PATH"));
@@ -301,11 +300,12 @@ class TestHostInventory : public QObject {
     QTest::addColumn<QString>("engine");
     QTest::addColumn<QString>("note");
     const QString missing = local_.filePath("no such dir/studio-train");
-    QTest::newRow("path") << missing << missing + ": no executable file at " + missing;
+    QTest::newRow("path") << missing << missing + " not found: no executable file at " + missing;
     QTest::newRow("PATH name") << "studio-train-not-installed"
-                               << "studio-train-not-installed: no executable file in PATH (";
+                               << "studio-train-not-installed not found in PATH (";
     // A directory is not an engine, even though it is "executable".
-    QTest::newRow("directory") << local_.path() << "no executable file at " + local_.path();
+    QTest::newRow("directory") << local_.path()
+                               << " not found: no executable file at " + local_.path();
   }
 
   void probeMissingEngine() {
