@@ -21,6 +21,9 @@
 #include "studio/config/run_config.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/dashboard/run_dashboard.h"
+#include "studio/ui/hosts/gui_prompts.h"
+#include "studio/ui/hosts/host_profile.h"
+#include "studio/ui/hosts/hosts_dialog.h"
 #include "studio/ui/runs/local_launcher.h"
 #include "studio/ui/runs/log_console.h"
 #include "studio/ui/runs/run_store.h"
@@ -57,7 +60,10 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
       launcher_(new LocalLauncher(this)),
       log_(new LogConsole),
       runsPanel_(nullptr),
-      demo_(nullptr) {
+      demo_(nullptr),
+      hosts_(new HostStore(this)),
+      prompts_(new GuiPrompts(this)) {
+  prompts_->setDialogParent(this);
   if (paths_.engine.isEmpty()) paths_.engine = findEngineProgram();
   if (paths_.resources.isEmpty()) paths_.resources = findResourcesDir();
   if (!paths_.runsRoot.isEmpty()) store_->setRoot(paths_.runsRoot);
@@ -103,6 +109,11 @@ void MainWindow::createMenus() {
   file->addAction(tr("New Run from &Demo"), QKeySequence(QStringLiteral("Ctrl+Shift+D")), this,
                   &MainWindow::openDemoWizard);
   file->addAction(runsPanel_->openRunAction());
+  file->addAction(tr("&Hosts..."), QKeySequence(QStringLiteral("Ctrl+Shift+H")), this, [this] {
+    auto* dialog = new HostsDialog(hosts_, prompts_, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->open();
+  });
   file->addSeparator();
   file->addAction(tr("&Inspect Config..."), QKeySequence(QStringLiteral("Ctrl+I")), this,
                   &MainWindow::open);

@@ -16,6 +16,8 @@ namespace studio::ui {
 
 class ConfigInspector;
 class DemoProject;
+class GuiPrompts;
+class HostStore;
 class LocalLauncher;
 class LogConsole;
 class RunDashboard;
@@ -72,6 +74,9 @@ class MainWindow : public QMainWindow {
   RunsPanel* runsPanel() const { return runsPanel_; }
   DemoProject* demo() const { return demo_; }
   RunWizard* wizard() const { return wizard_; }
+  // The remote hosts (File > Hosts...) and the GUI's answers to SSH questions from workers.
+  HostStore* hosts() const { return hosts_; }
+  GuiPrompts* prompts() const { return prompts_; }
   QString currentRun() const { return currentRun_; }
 
   // Tab indices of the central area.
@@ -123,6 +128,8 @@ class MainWindow : public QMainWindow {
   DemoProject* demo_;
   QPointer<RunWizard> wizard_;
   QString currentRun_;
+  HostStore* hosts_;
+  GuiPrompts* prompts_;
 };
 
 }  // namespace studio::ui

@@ -29,6 +29,9 @@ struct HostProfile {
   // "" when usable, else what is wrong (empty name, target that does not parse, bad time...).
   QString validate() const;
   studio::remote::RemoteHostRef hostRef() const;
+  // What SshSession::connect needs (default timeouts). Throws std::invalid_argument naming the
+  // host when the target does not parse.
+  studio::remote::SshOptions sshOptions() const;
 
   bool operator==(const HostProfile& other) const;
   bool operator!=(const HostProfile& other) const { return !(*this == other); }
