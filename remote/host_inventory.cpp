@@ -35,16 +35,16 @@ section engine
 e=$1
 case $e in '~/'*) e=$HOME/${e#'~/'} ;; esac
 case $e in
-  /*) where="at $e" ;;
-  */*) e=$PWD/$e; where="at $e" ;;
-  *) where="in PATH ($PATH)"; e=$(command -v "$e" 2>/dev/null) ;;
+  /*) where=": no executable file at $e" ;;
+  */*) e=$PWD/$e; where=": no executable file at $e" ;;
+  *) where=" in PATH ($PATH)"; e=$(command -v "$e" 2>/dev/null) ;;
 esac
 case $e in /*) [ -f "$e" ] && [ -x "$e" ] || e= ;; *) e= ;; esac
 if [ -n "$e" ]; then
   printf '@@path %s\n' "$e"
   run "$e" --version
 else
-  printf '@@missing %s: no executable file %s\n' "$1" "$where"
+  printf '@@missing %s not found%s\n' "$1" "$where"
 fi
 section slurm
 if command -v sinfo >/dev/null 2>&1; then
@@ -185,8 +185,7 @@ void read_meminfo(const std::vector<std::string>& lines, HostInventory& inv) {
     std::string unit;
     value >> kib >> unit;
     if (colon == std::string::npos || kib < 0 || unit != "kB")
-      throw std::runtime_error("host inventory: meminfo line '" + line +
-                               "' is not 'Name: N kB'");
+      throw std::runtime_error("host inventory: meminfo line '" + line + "' is not 'Name: N kB'");
     (starts_with(line, "MemTotal:") ? inv.mem_total_kib : inv.mem_available_kib) = kib;
   }
   if (inv.mem_total_kib <= 0)
@@ -215,9 +214,9 @@ void read_engine(const ToolOutput& tool, HostInventory& inv) {
     return;
   }
   const std::string first = tool.out.empty() ? std::string() : tool.out.front();
-  const std::string version =
-      starts_with(first, kEngineBanner) ? trimmed(first.substr(std::string(kEngineBanner).size()))
-                                        : std::string();
+  const std::string version = starts_with(first, kEngineBanner)
+                                  ? trimmed(first.substr(std::string(kEngineBanner).size()))
+                                  : std::string();
   if (version.empty()) {
     inv.engine_note = tool.path + " --version printed '" + first +
                       "', not \"studio-train VERSION\": is it the studio's engine?";
@@ -317,10 +316,10 @@ HostInventory parse_inventory_output(const std::string& output) {
 }
 
 HostInventory probe_inventory(const SshSession& session, const std::string& engine) {
-  const ExecResult result = session.exec(
-      inventory_command(engine),
-      std::max<std::chrono::milliseconds>(kProbeTimeout,
-                                          std::chrono::seconds(session.operation_timeout_s())));
+  const ExecResult result =
+      session.exec(inventory_command(engine),
+                   std::max<std::chrono::milliseconds>(
+                       kProbeTimeout, std::chrono::seconds(session.operation_timeout_s())));
   if (result.exit_status != 0)
     throw std::runtime_error(session.where() + ": the host inventory script failed (exit status " +
                              std::to_string(result.exit_status) + "): " + result.std_err);

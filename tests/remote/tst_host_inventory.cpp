@@ -100,7 +100,7 @@ class TestHostInventory : public QObject {
     QVERIFY(!inv.engine_found);
     QVERIFY(inv.engine_version.empty());
     QCOMPARE(inv.engine_note,
-             std::string("studio-train: no executable file in PATH (/usr/local/bin:/usr/bin:/bin)"));
+             std::string("studio-train not found in PATH (/usr/local/bin:/usr/bin:/bin)"));
     QVERIFY(!inv.slurm);
     QVERIFY(inv.partitions.empty());
     QCOMPARE(inv.slurm_note, std::string("sinfo not found in PATH"));
@@ -112,13 +112,15 @@ class TestHostInventory : public QObject {
     QCOMPARE(inv.mem_total_kib, 528012344LL);
     QCOMPARE(inv.mem_available_kib, 0LL);  // older kernels have no MemAvailable
     QVERIFY(inv.gpus.empty());
-    QVERIFY2(contains(inv.gpu_note, "no GPUs: nvidia-smi failed, exit status 9: NVIDIA-SMI has "
-                                    "failed because it couldn't communicate"),
+    QVERIFY2(contains(inv.gpu_note,
+                      "no GPUs: nvidia-smi failed, exit status 9: NVIDIA-SMI has "
+                      "failed because it couldn't communicate"),
              inv.gpu_note.c_str());
     QVERIFY(!inv.engine_found);
     QCOMPARE(inv.engine_path, std::string("/home/ana/bin/studio-train"));
-    QVERIFY2(contains(inv.engine_note, "/home/ana/bin/studio-train --version failed, exit status "
-                                       "127: /home/ana/bin/studio-train: error while loading"),
+    QVERIFY2(contains(inv.engine_note,
+                      "/home/ana/bin/studio-train --version failed, exit status "
+                      "127: /home/ana/bin/studio-train: error while loading"),
              inv.engine_note.c_str());
     QVERIFY(!inv.slurm);
     QCOMPARE(inv.slurm_note, std::string("sinfo failed, exit status 1: sinfo: error: Unable to "
@@ -128,8 +130,10 @@ class TestHostInventory : public QObject {
   void otherEngineVersion_data() {
     QTest::addColumn<QString>("firstLine");
     QTest::addColumn<QString>("note");
-    QTest::newRow("another program") << "train 2.0" << "printed 'train 2.0', not";
-    QTest::newRow("no version") << "studio-train " << "printed 'studio-train ', not";
+    QTest::newRow("another program") << "train 2.0"
+                                     << "printed 'train 2.0', not";
+    QTest::newRow("no version") << "studio-train "
+                                << "printed 'studio-train ', not";
   }
 
   void otherEngineVersion() {
@@ -146,25 +150,40 @@ class TestHostInventory : public QObject {
     QTest::addColumn<QString>("line");
     QTest::addColumn<QString>("replacement");
     QTest::addColumn<QString>("error");
-    QTest::newRow("cut short") << "@@studio-inventory:end" << "" << "no 'end' section";
-    QTest::newRow("cpus") << "224" << "many" << "CPU count 'many' is not a positive number";
-    QTest::newRow("zero cpus") << "224" << "0" << "CPU count '0'";
-    QTest::newRow("meminfo unit")
-        << "MemTotal:       2113394944 kB" << "MemTotal: 2 GB" << "meminfo line 'MemTotal: 2 GB'";
-    QTest::newRow("no MemTotal")
-        << "MemTotal:       2113394944 kB" << "" << "/proc/meminfo has no MemTotal";
+    QTest::newRow("cut short") << "@@studio-inventory:end"
+                               << ""
+                               << "no 'end' section";
+    QTest::newRow("cpus") << "224"
+                          << "many"
+                          << "CPU count 'many' is not a positive number";
+    QTest::newRow("zero cpus") << "224"
+                               << "0"
+                               << "CPU count '0'";
+    QTest::newRow("meminfo unit") << "MemTotal:       2113394944 kB"
+                                  << "MemTotal: 2 GB"
+                                  << "meminfo line 'MemTotal: 2 GB'";
+    QTest::newRow("no MemTotal") << "MemTotal:       2113394944 kB"
+                                 << ""
+                                 << "/proc/meminfo has no MemTotal";
     QTest::newRow("nvidia-smi fields")
-        << "3, NVIDIA H100 80GB HBM3, 81559, 0" << "3, NVIDIA H100 80GB HBM3, 81559"
+        << "3, NVIDIA H100 80GB HBM3, 81559, 0"
+        << "3, NVIDIA H100 80GB HBM3, 81559"
         << "nvidia-smi line '3, NVIDIA H100 80GB HBM3, 81559' is not";
-    QTest::newRow("nvidia-smi memory")
-        << "3, NVIDIA H100 80GB HBM3, 81559, 0" << "3, NVIDIA H100 80GB HBM3, 80 GiB, 0"
-        << "in MiB";
-    QTest::newRow("sinfo fields") << "debug|up|1|(null)|1:00:00" << "debug|up|1"
+    QTest::newRow("nvidia-smi memory") << "3, NVIDIA H100 80GB HBM3, 81559, 0"
+                                       << "3, NVIDIA H100 80GB HBM3, 80 GiB, 0"
+                                       << "in MiB";
+    QTest::newRow("sinfo fields") << "debug|up|1|(null)|1:00:00"
+                                  << "debug|up|1"
                                   << "sinfo line 'debug|up|1' is not";
-    QTest::newRow("sinfo nodes") << "debug|up|1|(null)|1:00:00" << "debug|up|one|(null)|1:00:00"
+    QTest::newRow("sinfo nodes") << "debug|up|1|(null)|1:00:00"
+                                 << "debug|up|one|(null)|1:00:00"
                                  << "sinfo line 'debug|up|one|(null)|1:00:00'";
-    QTest::newRow("no exit status") << "@@exit 1" << "" << "section 'slurm' has no exit status";
-    QTest::newRow("no hostname") << "dgx-h100-07" << "" << "section 'hostname' is empty";
+    QTest::newRow("no exit status") << "@@exit 1"
+                                    << ""
+                                    << "section 'slurm' has no exit status";
+    QTest::newRow("no hostname") << "dgx-h100-07"
+                                 << ""
+                                 << "section 'hostname' is empty";
   }
 
   void rejectsForeignOutput() {
@@ -187,13 +206,14 @@ class TestHostInventory : public QObject {
     QTest::addColumn<QString>("name");
     QTest::addColumn<qlonglong>("total");
     QTest::addColumn<qlonglong>("used");
-    QTest::newRow("plain") << "0, NVIDIA A100-SXM4-40GB, 40960, 3" << "NVIDIA A100-SXM4-40GB"
-                           << 40960LL << 3LL;
+    QTest::newRow("plain") << "0, NVIDIA A100-SXM4-40GB, 40960, 3"
+                           << "NVIDIA A100-SXM4-40GB" << 40960LL << 3LL;
     QTest::newRow("comma in name") << "1, Tesla V100, PCIe, 16GB, 16160, 0"
                                    << "Tesla V100, PCIe, 16GB" << 16160LL << 0LL;
     QTest::newRow("MIG memory n/a") << "2, NVIDIA H100 80GB HBM3, [N/A], [N/A]"
                                     << "NVIDIA H100 80GB HBM3" << 0LL << 0LL;
-    QTest::newRow("CRLF") << "3, NVIDIA L4, 23034, 100\r" << "NVIDIA L4" << 23034LL << 100LL;
+    QTest::newRow("CRLF") << "3, NVIDIA L4, 23034, 100\r"
+                          << "NVIDIA L4" << 23034LL << 100LL;
   }
 
   void nvidiaSmiNames() {
@@ -246,8 +266,9 @@ class TestHostInventory : public QObject {
     {
       QFile script(engine);
       QVERIFY(script.open(QIODevice::WriteOnly));
-      script.write("#!/bin/sh\necho 'studio-train 0.1.0'\necho 'LibTorch 2.3.1 (CPU build)'\n"
-                   "echo 'CUDA: not available'\n");
+      script.write(
+          "#!/bin/sh\necho 'studio-train 0.1.0'\necho 'LibTorch 2.3.1 (CPU build)'\n"
+          "echo 'CUDA: not available'\n");
     }
     QVERIFY(QFile::setPermissions(engine, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
 
@@ -270,8 +291,7 @@ class TestHostInventory : public QObject {
     QVERIFY2(inv.engine_found, inv.engine_note.c_str());
     QCOMPARE(QString::fromStdString(inv.engine_path), engine);
     QCOMPARE(inv.engine_version, std::string("0.1.0"));
-    QCOMPARE(inv.engine_details,
-             std::string("LibTorch 2.3.1 (CPU build)\nCUDA: not available"));
+    QCOMPARE(inv.engine_details, std::string("LibTorch 2.3.1 (CPU build)\nCUDA: not available"));
     // sinfo may exist here without a cluster: then it failed and says why.
     QVERIFY(inv.slurm || !inv.slurm_note.empty());
   }
@@ -280,11 +300,12 @@ class TestHostInventory : public QObject {
     QTest::addColumn<QString>("engine");
     QTest::addColumn<QString>("note");
     const QString missing = local_.filePath("no such dir/studio-train");
-    QTest::newRow("path") << missing << missing + ": no executable file at " + missing;
+    QTest::newRow("path") << missing << missing + " not found: no executable file at " + missing;
     QTest::newRow("PATH name") << "studio-train-not-installed"
-                               << "studio-train-not-installed: no executable file in PATH (";
+                               << "studio-train-not-installed not found in PATH (";
     // A directory is not an engine, even though it is "executable".
-    QTest::newRow("directory") << local_.path() << "no executable file at " + local_.path();
+    QTest::newRow("directory") << local_.path()
+                               << " not found: no executable file at " + local_.path();
   }
 
   void probeMissingEngine() {

@@ -25,7 +25,8 @@ void askOnGuiThread(const QPointer<GuiPrompts>& prompts, Ask ask) {
   if (QThread::currentThread() == target->thread()) {
     ask(target);
   } else {
-    QMetaObject::invokeMethod(target, [&] { ask(target); }, Qt::BlockingQueuedConnection);
+    QMetaObject::invokeMethod(
+        target, [&] { ask(target); }, Qt::BlockingQueuedConnection);
   }
 }
 
@@ -78,7 +79,8 @@ HostKeyDecision GuiPrompts::askHostKey(const HostKeyInfo& info) {
   box.setObjectName(QStringLiteral("hostKeyPrompt"));
   box.setIcon(QMessageBox::Question);
   box.setWindowTitle(tr("Unknown host key"));
-  const QString host = QStringLiteral("%1:%2").arg(QString::fromStdString(info.host)).arg(info.port);
+  const QString host =
+      QStringLiteral("%1:%2").arg(QString::fromStdString(info.host)).arg(info.port);
   box.setText(tr("The host %1 is not known yet.").arg(host));
   box.setInformativeText(
       tr("Its %1 key has the fingerprint\n%2\n\nCompare it with the one the host's administrator "
@@ -104,7 +106,7 @@ std::optional<std::string> GuiPrompts::askSecret(const SecretRequest& request) {
   dialog.setObjectName(QStringLiteral("secretPrompt"));
   dialog.setInputMode(QInputDialog::TextInput);
   dialog.setWindowTitle(request.kind == SecretRequest::Kind::KeyPassphrase ? tr("Key passphrase")
-                                                                            : tr("SSH login"));
+                                                                           : tr("SSH login"));
   dialog.setLabelText(secretLabel(request));
   dialog.setTextEchoMode(request.echo ? QLineEdit::Normal : QLineEdit::Password);
   if (dialog.exec() != QDialog::Accepted) return std::nullopt;
@@ -119,8 +121,7 @@ std::optional<std::string> GuiPrompts::askSecret(const SecretRequest& request) {
 studio::remote::SshSession connectHost(const HostProfile& profile, GuiPrompts* prompts) {
   const studio::remote::SshOptions options = profile.sshOptions();
   if (prompts == nullptr)
-    return studio::remote::SshSession::connect(options,
-                                               studio::remote::reject_unknown_host_keys());
+    return studio::remote::SshSession::connect(options, studio::remote::reject_unknown_host_keys());
   return studio::remote::SshSession::connect(options, prompts->hostKeyPolicy(),
                                              prompts->secretPrompt());
 }

@@ -3,6 +3,7 @@
 #include <QSettings>
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 #include "studio/remote/slurm_script.h"
@@ -14,12 +15,35 @@ namespace {
 
 constexpr auto kArray = "hosts";
 
+// The profile's text fields with their settings keys: the one list that reading, writing and
+// comparing go through, so a new field cannot be forgotten in one of them.
+struct TextField {
+  const char* key;
+  QString HostProfile::*member;
+};
+constexpr TextField kTextFields[] = {
+    {"name", &HostProfile::name},
+    {"target", &HostProfile::target},
+    {"identityFile", &HostProfile::identityFile},
+    {"knownHostsFile", &HostProfile::knownHostsFile},
+    {"sshConfigFile", &HostProfile::sshConfigFile},
+    {"engine", &HostProfile::engine},
+    {"remoteRoot", &HostProfile::remoteRoot},
+    {"partition", &HostProfile::partition},
+    {"account", &HostProfile::account},
+    {"timeLimit", &HostProfile::timeLimit},
+    {"masterAddr", &HostProfile::masterAddr},
+};
+constexpr auto kUseSlurm = "useSlurm";
+constexpr auto kExtraNodes = "extraNodes";
+
 // Host names and addresses, never options or several words: they reach ssh and engine flags.
 QString hostWordError(const QString& what, const QString& value) {
   if (value.startsWith(QLatin1Char('-')) || value.contains(QLatin1Char(' ')) ||
       value.contains(QLatin1Char('\t')) || value.contains(QLatin1Char('\n')))
-    return QStringLiteral("%1 '%2' is not a host name or address (no spaces, not starting "
-                          "with '-')")
+    return QStringLiteral(
+               "%1 '%2' is not a host name or address (no spaces, not starting "
+               "with '-')")
         .arg(what, value);
   return {};
 }
@@ -37,17 +61,20 @@ QString HostProfile::validate() const {
   if (name.trimmed() != name)
     return QStringLiteral("name '%1' starts or ends with spaces").arg(name);
   if (target.isEmpty())
-    return QStringLiteral("host '%1' has no target: give [user@]host[:port] or a ~/.ssh/config "
-                          "alias")
+    return QStringLiteral(
+               "host '%1' has no target: give [user@]host[:port] or a ~/.ssh/config "
+               "alias")
         .arg(name);
   if (QString e = targetError(QStringLiteral("target"), target); !e.isEmpty()) return e;
   if (engine.isEmpty() || engine.startsWith(QLatin1Char('-')))
-    return QStringLiteral("engine '%1': give the studio-train path on the host, or a command "
-                          "name in its PATH")
+    return QStringLiteral(
+               "engine '%1': give the studio-train path on the host, or a command "
+               "name in its PATH")
         .arg(engine);
   if (remoteRoot.trimmed().isEmpty())
-    return QStringLiteral("remote root is empty: give a folder on the host (relative to the "
-                          "login directory, or absolute)");
+    return QStringLiteral(
+        "remote root is empty: give a folder on the host (relative to the "
+        "login directory, or absolute)");
   if (useSlurm) {
     studio::remote::SbatchOptions slurm;
     slurm.partition = partition.toStdString();
@@ -65,8 +92,9 @@ QString HostProfile::validate() const {
   if (QString e = hostWordError(QStringLiteral("master address"), masterAddr); !e.isEmpty())
     return e;
   if (!extraNodes.isEmpty() && masterAddr.isEmpty())
-    return QStringLiteral("with extra nodes, give the master address: rank 0's host name or "
-                          "address as the other nodes reach it");
+    return QStringLiteral(
+        "with extra nodes, give the master address: rank 0's host name or "
+        "address as the other nodes reach it");
   return {};
 }
 
@@ -94,11 +122,9 @@ studio::remote::SshOptions HostProfile::sshOptions() const {
 }
 
 bool HostProfile::operator==(const HostProfile& o) const {
-  return name == o.name && target == o.target && identityFile == o.identityFile &&
-         knownHostsFile == o.knownHostsFile && sshConfigFile == o.sshConfigFile &&
-         engine == o.engine && remoteRoot == o.remoteRoot && useSlurm == o.useSlurm &&
-         partition == o.partition && account == o.account && timeLimit == o.timeLimit &&
-         extraNodes == o.extraNodes && masterAddr == o.masterAddr;
+  return useSlurm == o.useSlurm && extraNodes == o.extraNodes &&
+         std::all_of(std::begin(kTextFields), std::end(kTextFields),
+                     [&](const TextField& f) { return this->*f.member == o.*f.member; });
 }
 
 HostStore::HostStore(QObject* parent) : QObject(parent) {
@@ -106,20 +132,11 @@ HostStore::HostStore(QObject* parent) : QObject(parent) {
   const int count = settings.beginReadArray(QLatin1String(kArray));
   for (int i = 0; i < count; ++i) {
     settings.setArrayIndex(i);
-    HostProfile p;
-    p.name = settings.value(QStringLiteral("name")).toString();
-    p.target = settings.value(QStringLiteral("target")).toString();
-    p.identityFile = settings.value(QStringLiteral("identityFile")).toString();
-    p.knownHostsFile = settings.value(QStringLiteral("knownHostsFile")).toString();
-    p.sshConfigFile = settings.value(QStringLiteral("sshConfigFile")).toString();
-    p.engine = settings.value(QStringLiteral("engine"), p.engine).toString();
-    p.remoteRoot = settings.value(QStringLiteral("remoteRoot"), p.remoteRoot).toString();
-    p.useSlurm = settings.value(QStringLiteral("useSlurm"), false).toBool();
-    p.partition = settings.value(QStringLiteral("partition")).toString();
-    p.account = settings.value(QStringLiteral("account")).toString();
-    p.timeLimit = settings.value(QStringLiteral("timeLimit")).toString();
-    p.extraNodes = settings.value(QStringLiteral("extraNodes")).toStringList();
-    p.masterAddr = settings.value(QStringLiteral("masterAddr")).toString();
+    HostProfile p;  // a missing key keeps the default
+    for (const TextField& f : kTextFields)
+      p.*f.member = settings.value(QLatin1String(f.key), p.*f.member).toString();
+    p.useSlurm = settings.value(QLatin1String(kUseSlurm), p.useSlurm).toBool();
+    p.extraNodes = settings.value(QLatin1String(kExtraNodes)).toStringList();
     // A hand-edited entry that is not usable is dropped with a warning rather than offered.
     QString error = p.validate();
     if (error.isEmpty() && host(p.name) != nullptr)
@@ -175,19 +192,9 @@ void HostStore::persist() const {
   for (int i = 0; i < hosts_.size(); ++i) {
     const HostProfile& p = hosts_[i];
     settings.setArrayIndex(i);
-    settings.setValue(QStringLiteral("name"), p.name);
-    settings.setValue(QStringLiteral("target"), p.target);
-    settings.setValue(QStringLiteral("identityFile"), p.identityFile);
-    settings.setValue(QStringLiteral("knownHostsFile"), p.knownHostsFile);
-    settings.setValue(QStringLiteral("sshConfigFile"), p.sshConfigFile);
-    settings.setValue(QStringLiteral("engine"), p.engine);
-    settings.setValue(QStringLiteral("remoteRoot"), p.remoteRoot);
-    settings.setValue(QStringLiteral("useSlurm"), p.useSlurm);
-    settings.setValue(QStringLiteral("partition"), p.partition);
-    settings.setValue(QStringLiteral("account"), p.account);
-    settings.setValue(QStringLiteral("timeLimit"), p.timeLimit);
-    settings.setValue(QStringLiteral("extraNodes"), p.extraNodes);
-    settings.setValue(QStringLiteral("masterAddr"), p.masterAddr);
+    for (const TextField& f : kTextFields) settings.setValue(QLatin1String(f.key), p.*f.member);
+    settings.setValue(QLatin1String(kUseSlurm), p.useSlurm);
+    settings.setValue(QLatin1String(kExtraNodes), p.extraNodes);
   }
   settings.endArray();
   settings.sync();

@@ -62,10 +62,11 @@ QString partitionsText(const studio::remote::HostInventory& inv) {
 
 QString engineText(const studio::remote::HostInventory& inv) {
   if (!inv.engine_found) return QString::fromStdString(inv.engine_note);
-  QString text = QStringLiteral("studio-train %1 (%2)")
-                     .arg(QString::fromStdString(inv.engine_version),
-                          QString::fromStdString(inv.engine_path));
-  if (!inv.engine_details.empty()) text += QLatin1Char('\n') + QString::fromStdString(inv.engine_details);
+  QString text =
+      QStringLiteral("studio-train %1 (%2)")
+          .arg(QString::fromStdString(inv.engine_version), QString::fromStdString(inv.engine_path));
+  if (!inv.engine_details.empty())
+    text += QLatin1Char('\n') + QString::fromStdString(inv.engine_details);
   return text;
 }
 
@@ -113,7 +114,8 @@ HostsDialog::HostsDialog(HostStore* store, GuiPrompts* prompts, QWidget* parent)
   resize(900, 640);
 }
 
-// A running probe finishes in the pool unobserved: it holds copies of everything it uses.
+// A running probe finishes in the pool unobserved: it holds a copy of the profile, and the
+// prompts outlive it (see the constructor).
 HostsDialog::~HostsDialog() = default;
 
 QWidget* HostsDialog::createList() {
@@ -125,14 +127,9 @@ QWidget* HostsDialog::createList() {
   connect(list_, &QListWidget::currentTextChanged, this, [this](const QString& name) {
     if (const HostProfile* p = store_->host(name)) showProfile(*p);
   });
-  auto* add = new QPushButton(tr("&Add"), box);
-  add->setObjectName(QStringLiteral("addHost"));
-  connect(add, &QPushButton::clicked, this, &HostsDialog::startNew);
-  removeButton_ = new QPushButton(tr("&Remove"), box);
-  removeButton_->setObjectName(QStringLiteral("removeHost"));
-  connect(removeButton_, &QPushButton::clicked, this, &HostsDialog::removeProfile);
   auto* row = new QHBoxLayout;
-  row->addWidget(add);
+  row->addWidget(button(tr("&Add"), "addHost", &HostsDialog::startNew, box));
+  removeButton_ = button(tr("&Remove"), "removeHost", &HostsDialog::removeProfile, box);
   row->addWidget(removeButton_);
   layout->addWidget(list_, 1);
   layout->addLayout(row);
@@ -145,20 +142,12 @@ QWidget* HostsDialog::createEditor() {
   name_ = lineEdit("nameEdit", tr("e.g. gpu-box"), box);
   target_ = lineEdit("targetEdit", tr("[user@]host[:port] or a ~/.ssh/config alias"), box);
   identity_ = lineEdit("identityEdit", tr("ssh-agent, ~/.ssh/config, ~/.ssh/id_*"), box);
-  engine_ = lineEdit("engineEdit", tr("path of studio-train on the host, or a name in its PATH"),
-                     box);
-  remoteRoot_ = lineEdit("remoteRootEdit", tr("relative to the login directory, or absolute"),
-                         box);
+  engine_ =
+      lineEdit("engineEdit", tr("path of studio-train on the host, or a name in its PATH"), box);
+  remoteRoot_ = lineEdit("remoteRootEdit", tr("relative to the login directory, or absolute"), box);
   form->addRow(tr("&Name:"), name_);
   form->addRow(tr("&Target:"), target_);
-  auto* identityRow = new QHBoxLayout;
-  identityRow->addWidget(identity_, 1);
-  auto* browseIdentity = new QPushButton(tr("Browse..."), box);
-  browseIdentity->setObjectName(QStringLiteral("identityBrowse"));
-  connect(browseIdentity, &QPushButton::clicked, this,
-          [this] { browse(identity_, tr("Identity file")); });
-  identityRow->addWidget(browseIdentity);
-  form->addRow(tr("&Identity file:"), identityRow);
+  form->addRow(tr("&Identity file:"), withBrowse(identity_, tr("Identity file"), box));
   form->addRow(tr("&Engine:"), engine_);
   form->addRow(tr("Remote &root:"), remoteRoot_);
 
@@ -174,10 +163,9 @@ QWidget* HostsDialog::createEditor() {
   slurmForm->addRow(tr("Time limit:"), timeLimit_);
   form->addRow(slurm_);
 
-  extraNodes_ = lineEdit("extraNodesEdit", tr("multi-node without Slurm: other nodes' targets"),
-                         box);
-  masterAddr_ = lineEdit("masterAddrEdit", tr("rank 0's address as the other nodes reach it"),
-                         box);
+  extraNodes_ =
+      lineEdit("extraNodesEdit", tr("multi-node without Slurm: other nodes' targets"), box);
+  masterAddr_ = lineEdit("masterAddrEdit", tr("rank 0's address as the other nodes reach it"), box);
   form->addRow(tr("Extra &nodes:"), extraNodes_);
   form->addRow(tr("&Master address:"), masterAddr_);
 
@@ -186,28 +174,14 @@ QWidget* HostsDialog::createEditor() {
   auto* advancedForm = new QFormLayout(advanced);
   knownHosts_ = lineEdit("knownHostsEdit", tr("~/.ssh/known_hosts"), advanced);
   sshConfig_ = lineEdit("sshConfigEdit", tr("~/.ssh/config"), advanced);
-  for (auto [edit, label] : {std::pair{knownHosts_, tr("Known hosts:")},
-                             std::pair{sshConfig_, tr("SSH config:")}}) {
-    auto* row = new QHBoxLayout;
-    row->addWidget(edit, 1);
-    auto* browseButton = new QPushButton(tr("Browse..."), advanced);
-    connect(browseButton, &QPushButton::clicked, this, [this, edit = edit, label = label] {
-      browse(edit, label);
-    });
-    row->addWidget(browseButton);
-    advancedForm->addRow(label, row);
-  }
+  advancedForm->addRow(tr("Known hosts:"), withBrowse(knownHosts_, tr("Known hosts"), advanced));
+  advancedForm->addRow(tr("SSH config:"), withBrowse(sshConfig_, tr("SSH config"), advanced));
   form->addRow(advanced);
 
-  auto* save = new QPushButton(tr("&Save"), box);
-  save->setObjectName(QStringLiteral("saveHost"));
-  connect(save, &QPushButton::clicked, this, &HostsDialog::saveProfile);
-  testButton_ = new QPushButton(tr("&Test connection"), box);
-  testButton_->setObjectName(QStringLiteral("testConnection"));
-  connect(testButton_, &QPushButton::clicked, this, &HostsDialog::testConnection);
   auto* actions = new QHBoxLayout;
   actions->addStretch(1);
-  actions->addWidget(save);
+  actions->addWidget(button(tr("&Save"), "saveHost", &HostsDialog::saveProfile, box));
+  testButton_ = button(tr("&Test connection"), "testConnection", &HostsDialog::testConnection, box);
   actions->addWidget(testButton_);
   form->addRow(actions);
   return box;
@@ -233,8 +207,7 @@ QWidget* HostsDialog::createInventory() {
   form->addRow(tr("GPUs:"), gpuNote_);
   gpus_ = new QTableWidget(0, 4, inventory_);
   gpus_->setObjectName(QStringLiteral("gpuTable"));
-  gpus_->setHorizontalHeaderLabels(
-      {tr("Index"), tr("Name"), tr("Total MiB"), tr("Used MiB")});
+  gpus_->setHorizontalHeaderLabels({tr("Index"), tr("Name"), tr("Total MiB"), tr("Used MiB")});
   gpus_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
   gpus_->verticalHeader()->hide();
   gpus_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -296,8 +269,8 @@ HostProfile HostsDialog::editedProfile() const {
   p.account = account_->text().trimmed();
   p.timeLimit = timeLimit_->text().trimmed();
   // Targets never hold spaces or commas, so either separates them.
-  p.extraNodes = extraNodes_->text().split(QRegularExpression(QStringLiteral("[\\s,]+")),
-                                           Qt::SkipEmptyParts);
+  p.extraNodes =
+      extraNodes_->text().split(QRegularExpression(QStringLiteral("[\\s,]+")), Qt::SkipEmptyParts);
   p.masterAddr = masterAddr_->text().trimmed();
   p.knownHostsFile = knownHosts_->text().trimmed();
   p.sshConfigFile = sshConfig_->text().trimmed();
@@ -361,8 +334,8 @@ void HostsDialog::showProbe(const HostProbeResult& result) {
   showStatus(tr("Connected to %1.").arg(QString::fromStdString(inv.hostname)), false);
   hostname_->setText(QString::fromStdString(inv.hostname));
   cpus_->setText(QString::number(inv.cpu_count));
-  memory_->setText(tr("%1 GiB total, %2 GiB available")
-                       .arg(gib(inv.mem_total_kib), gib(inv.mem_available_kib)));
+  memory_->setText(
+      tr("%1 GiB total, %2 GiB available").arg(gib(inv.mem_total_kib), gib(inv.mem_available_kib)));
   os_->setText(QString::fromStdString(inv.os));
   engineInfo_->setText(engineText(inv));
   slurmInfo_->setText(partitionsText(inv));
@@ -385,11 +358,26 @@ void HostsDialog::showStatus(const QString& text, bool error) {
   status_->setStyleSheet(error ? QStringLiteral("color: #b00020;") : QString());
 }
 
-void HostsDialog::browse(QLineEdit* edit, const QString& title) {
-  const QString start = edit->text().isEmpty() ? QDir::homePath() + QStringLiteral("/.ssh")
-                                               : edit->text();
-  const QString file = QFileDialog::getOpenFileName(this, title, start);
-  if (!file.isEmpty()) edit->setText(file);
+QPushButton* HostsDialog::button(const QString& text, const char* objectName,
+                                 void (HostsDialog::*clicked)(), QWidget* parent) {
+  auto* b = new QPushButton(text, parent);
+  b->setObjectName(QLatin1String(objectName));
+  connect(b, &QPushButton::clicked, this, clicked);
+  return b;
+}
+
+QLayout* HostsDialog::withBrowse(QLineEdit* edit, const QString& title, QWidget* parent) {
+  auto* row = new QHBoxLayout;
+  row->addWidget(edit, 1);
+  auto* browse = new QPushButton(tr("Browse..."), parent);
+  connect(browse, &QPushButton::clicked, this, [this, edit, title] {
+    const QString start =
+        edit->text().isEmpty() ? QDir::homePath() + QStringLiteral("/.ssh") : edit->text();
+    const QString file = QFileDialog::getOpenFileName(this, title, start);
+    if (!file.isEmpty()) edit->setText(file);
+  });
+  row->addWidget(browse);
+  return row;
 }
 
 }  // namespace studio::ui

@@ -115,6 +115,8 @@ void MainWindow::createMenus() {
   file->addAction(tr("New Run from &Demo"), QKeySequence(QStringLiteral("Ctrl+Shift+D")), this,
                   &MainWindow::openDemoWizard);
   file->addAction(runsPanel_->openRunAction());
+  file->addAction(tr("&Hosts..."), QKeySequence(QStringLiteral("Ctrl+Shift+H")), this,
+                  &MainWindow::showHostsDialog);
   file->addSeparator();
   file->addAction(tr("&Inspect Config..."), QKeySequence(QStringLiteral("Ctrl+I")), this,
                   &MainWindow::open);

@@ -51,26 +51,66 @@ class TestHostStore : public QObject {
     QTest::addColumn<QString>("field");
     QTest::addColumn<QString>("value");
     QTest::addColumn<QString>("error");  // "" when usable
-    QTest::newRow("usable") << "" << "" << "";
-    QTest::newRow("every field") << "all" << "" << "";
-    QTest::newRow("config alias") << "target" << "lab-gpu" << "";
-    QTest::newRow("ipv6") << "target" << "ana@[fe80::1]:22" << "";
-    QTest::newRow("ssh url") << "target" << "ssh://ana@gpu-box" << "";
-    QTest::newRow("no name") << "name" << "" << "the host needs a name";
-    QTest::newRow("blank name") << "name" << "  " << "the host needs a name";
-    QTest::newRow("spaced name") << "name" << "gpu " << "name 'gpu ' starts or ends with spaces";
-    QTest::newRow("no target") << "target" << "" << "host 'gpu-box' has no target";
-    QTest::newRow("option target") << "target" << "-oProxyCommand=x" << "target '-oProxyCommand=x'";
-    QTest::newRow("bad port") << "target" << "gpu-box:99999" << "target 'gpu-box:99999'";
-    QTest::newRow("path target") << "target" << "ssh://gpu-box/home" << "target 'ssh://gpu-box/home'";
-    QTest::newRow("no engine") << "engine" << "" << "engine '': give the studio-train path";
-    QTest::newRow("option engine") << "engine" << "--help" << "engine '--help'";
-    QTest::newRow("no root") << "remoteRoot" << " " << "remote root is empty";
-    QTest::newRow("bad time") << "timeLimit" << "2 days" << "Slurm: ";
-    QTest::newRow("bad partition") << "partition" << "gpu;rm" << "Slurm: ";
-    QTest::newRow("bad node") << "extraNodes" << "node2 node3" << "extra node 'node2 node3'";
-    QTest::newRow("no master") << "masterAddr" << "" << "give the master address";
-    QTest::newRow("option master") << "masterAddr" << "-x" << "master address '-x'";
+    QTest::newRow("usable") << ""
+                            << ""
+                            << "";
+    QTest::newRow("every field") << "all"
+                                 << ""
+                                 << "";
+    QTest::newRow("config alias") << "target"
+                                  << "lab-gpu"
+                                  << "";
+    QTest::newRow("ipv6") << "target"
+                          << "ana@[fe80::1]:22"
+                          << "";
+    QTest::newRow("ssh url") << "target"
+                             << "ssh://ana@gpu-box"
+                             << "";
+    QTest::newRow("no name") << "name"
+                             << ""
+                             << "the host needs a name";
+    QTest::newRow("blank name") << "name"
+                                << "  "
+                                << "the host needs a name";
+    QTest::newRow("spaced name") << "name"
+                                 << "gpu "
+                                 << "name 'gpu ' starts or ends with spaces";
+    QTest::newRow("no target") << "target"
+                               << ""
+                               << "host 'gpu-box' has no target";
+    QTest::newRow("option target") << "target"
+                                   << "-oProxyCommand=x"
+                                   << "target '-oProxyCommand=x'";
+    QTest::newRow("bad port") << "target"
+                              << "gpu-box:99999"
+                              << "target 'gpu-box:99999'";
+    QTest::newRow("path target") << "target"
+                                 << "ssh://gpu-box/home"
+                                 << "target 'ssh://gpu-box/home'";
+    QTest::newRow("no engine") << "engine"
+                               << ""
+                               << "engine '': give the studio-train path";
+    QTest::newRow("option engine") << "engine"
+                                   << "--help"
+                                   << "engine '--help'";
+    QTest::newRow("no root") << "remoteRoot"
+                             << " "
+                             << "remote root is empty";
+    QTest::newRow("bad time") << "timeLimit"
+                              << "2 days"
+                              << "Slurm: ";
+    QTest::newRow("bad partition") << "partition"
+                                   << "gpu;rm"
+                                   << "Slurm: ";
+    QTest::newRow("bad node") << "extraNodes"
+                              << "node2 node3"
+                              << "extra node 'node2 node3'";
+    QTest::newRow("no master") << "masterAddr"
+                               << ""
+                               << "give the master address";
+    QTest::newRow("option master") << "masterAddr"
+                                   << "-x"
+                                   << "master address '-x'";
   }
 
   void validate() {

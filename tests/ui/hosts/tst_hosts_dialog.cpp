@@ -1,9 +1,12 @@
 // HostsDialog and GuiPrompts against a real sshd on 127.0.0.1 (tests/remote/sshd_server.h),
 // offscreen: editing and storing profiles, "Test connection" on a worker while the GUI keeps
 // running, the host key question for an unknown key (answered by clicking the message box), the
-// passphrase question for an encrypted key, and a changed key refused without any question.
+// passphrase question for an encrypted key, a changed key refused without any question, and the
+// main window's File > Hosts... action.
 #include <QAbstractItemModelTester>
+#include <QAction>
 #include <QApplication>
+#include <QDir>
 #include <QFile>
 #include <QGroupBox>
 #include <QInputDialog>
@@ -11,6 +14,7 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMessageBox>
+#include <QPointer>
 #include <QProcess>
 #include <QPushButton>
 #include <QSettings>
@@ -26,11 +30,13 @@
 #include "studio/ui/hosts/gui_prompts.h"
 #include "studio/ui/hosts/host_profile.h"
 #include "studio/ui/hosts/hosts_dialog.h"
+#include "studio/ui/main_window.h"
 
 using studio::ui::GuiPrompts;
 using studio::ui::HostProfile;
 using studio::ui::HostsDialog;
 using studio::ui::HostStore;
+using studio::ui::MainWindow;
 
 namespace {
 
@@ -53,9 +59,12 @@ T* child(QWidget* parent, const char* name) {
   return widget;
 }
 
-QString text(QWidget* parent, const char* label) { return child<QLabel>(parent, label)->text(); }
+QString text(QWidget* parent, const char* label) {
+  return child<QLabel>(parent, label)->text();
+}
 
-// Answers the first modal dialog named `name` with `answer`; records whether one came up.
+// Answers each modal dialog named `name` with `answer` as it comes up; records the names of
+// all modal dialogs seen.
 class ModalWatcher {
  public:
   ModalWatcher(const QString& name, std::function<void(QWidget*)> answer)
@@ -63,22 +72,23 @@ class ModalWatcher {
     timer_.setInterval(20);
     QObject::connect(&timer_, &QTimer::timeout, [this] {
       QWidget* modal = QApplication::activeModalWidget();
-      if (modal == nullptr || seen_) return;
-      seen_ = true;
-      seenName_ = modal->objectName();
-      if (seenName_ == name_) answer_(modal);
+      // The one answered last may still be closing; a new dialog may reuse its address.
+      if (modal == nullptr || (!answered_.isNull() && answered_.data() == modal)) return;
+      answered_ = modal;
+      seen_ << modal->objectName();
+      if (modal->objectName() == name_) answer_(modal);
     });
     timer_.start();
   }
-  bool seen() const { return seen_; }
-  QString seenName() const { return seenName_; }
+  bool seen() const { return !seen_.isEmpty(); }
+  QStringList seenNames() const { return seen_; }
 
  private:
   QString name_;
   std::function<void(QWidget*)> answer_;
   QTimer timer_;
-  bool seen_ = false;
-  QString seenName_;
+  QPointer<QWidget> answered_;
+  QStringList seen_;
 };
 
 }  // namespace
@@ -143,7 +153,8 @@ class TestHostsDialog : public QObject {
     const QString error = server_.start(QStringLiteral("host_ed25519"));
     QVERIFY2(error.isEmpty(), qPrintable(error));
     engine_ = local_.filePath(QStringLiteral("studio-train"));
-    QVERIFY(writeFile(engine_, "#!/bin/sh\necho 'studio-train 0.1.0'\necho 'CUDA: not available'\n"));
+    QVERIFY(
+        writeFile(engine_, "#!/bin/sh\necho 'studio-train 0.1.0'\necho 'CUDA: not available'\n"));
     QVERIFY(QFile::setPermissions(engine_, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
     QVERIFY(writeFile(local_.filePath(QStringLiteral("trusted")), knownHostsLine(hostKey_)));
   }
@@ -233,7 +244,8 @@ class TestHostsDialog : public QObject {
     QVERIFY(text(&dialog, "engineLabel").contains("CUDA: not available"));
     QVERIFY(!text(&dialog, "slurmLabel").isEmpty());  // partitions, or why there are none
     if (QStandardPaths::findExecutable(QStringLiteral("nvidia-smi")).isEmpty()) {
-      QCOMPARE(text(&dialog, "gpuNoteLabel"), QStringLiteral("no GPUs: nvidia-smi not found in PATH"));
+      QCOMPARE(text(&dialog, "gpuNoteLabel"),
+               QStringLiteral("no GPUs: nvidia-smi not found in PATH"));
       QCOMPARE(table->rowCount(), 0);
     }
     QVERIFY(child<QPushButton>(&dialog, "testConnection")->isEnabled());
@@ -268,7 +280,7 @@ class TestHostsDialog : public QObject {
 
     child<QPushButton>(&dialog, "testConnection")->click();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kProbeTimeoutMs);
-    QCOMPARE(answer.seenName(), QStringLiteral("hostKeyPrompt"));
+    QCOMPARE(answer.seenNames(), QStringList{QStringLiteral("hostKeyPrompt")});
     QVERIFY2(shown.contains(QStringLiteral("127.0.0.1:%1").arg(server_.port())), qPrintable(shown));
     QVERIFY2(shown.contains(SshdServer::fingerprint(hostKey_ + QStringLiteral(".pub"))),
              qPrintable(shown));
@@ -281,8 +293,8 @@ class TestHostsDialog : public QObject {
                qPrintable(text(&dialog, "statusLabel")));
       QCOMPARE(text(&dialog, "cpuLabel"), QString());
     }
-    QCOMPARE(readFile(local_.filePath(knownHosts)).contains(
-                 readFile(hostKey_ + QStringLiteral(".pub")).split(' ').at(1)),
+    QCOMPARE(readFile(local_.filePath(knownHosts))
+                 .contains(readFile(hostKey_ + QStringLiteral(".pub")).split(' ').at(1)),
              saved);
   }
 
@@ -317,21 +329,26 @@ class TestHostsDialog : public QObject {
     p.identityFile = locked;
     fill(dialog, p);
     QSignalSpy finished(&dialog, &HostsDialog::testFinished);
-    QString label;
-    bool hidden = false;
+    // A wrong passphrase first: the question comes again and says so.
+    QStringList answers{QStringLiteral("battery staple"), QStringLiteral("correct horse")};
+    QStringList labels;
+    bool hidden = true;
     ModalWatcher answer(QStringLiteral("secretPrompt"), [&](QWidget* modal) {
       auto* input = qobject_cast<QInputDialog*>(modal);
-      label = input->labelText();
-      hidden = input->textEchoMode() == QLineEdit::Password;
-      input->setTextValue(QStringLiteral("correct horse"));
+      labels << input->labelText();
+      hidden = hidden && input->textEchoMode() == QLineEdit::Password;
+      input->setTextValue(answers.takeFirst());
       input->accept();
     });
 
     child<QPushButton>(&dialog, "testConnection")->click();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kProbeTimeoutMs);
     QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(text(&dialog, "statusLabel")));
-    QCOMPARE(answer.seenName(), QStringLiteral("secretPrompt"));
-    QVERIFY2(label.contains(locked), qPrintable(label));
+    QCOMPARE(answer.seenNames(),
+             QStringList({QStringLiteral("secretPrompt"), QStringLiteral("secretPrompt")}));
+    QVERIFY2(labels[0].startsWith("Passphrase for the key " + locked), qPrintable(labels[0]));
+    QVERIFY2(labels[1].startsWith("That was not accepted (attempt 2 of 3)."),
+             qPrintable(labels[1]));
     QVERIFY(hidden);
     QCOMPARE(text(&dialog, "cpuLabel"), localNproc());
   }
@@ -358,6 +375,76 @@ class TestHostsDialog : public QObject {
     QCOMPARE(finished.at(0).at(0).toBool(), false);
     QVERIFY2(text(&dialog, "statusLabel").contains(QStringLiteral("127.0.0.1")),
              qPrintable(text(&dialog, "statusLabel")));
+  }
+
+  void mainWindowOpensHosts() {
+    const HostProfile p = profile(QStringLiteral("trusted"));
+    QCOMPARE(HostStore().save(p), QString());  // stored by an earlier session
+    MainWindow window;
+    QVERIFY(window.hosts()->host(p.name) != nullptr);
+    QVERIFY(window.prompts() != nullptr);
+    QAction* hosts = nullptr;
+    for (QAction* action : window.findChildren<QAction*>()) {
+      if (action->shortcut() == QKeySequence(QStringLiteral("Ctrl+Shift+H"))) hosts = action;
+    }
+    QVERIFY(hosts != nullptr);
+    QCOMPARE(hosts->text(), QStringLiteral("&Hosts..."));
+    hosts->trigger();
+    auto* dialog = window.findChild<HostsDialog*>();
+    QVERIFY(dialog != nullptr);
+    QVERIFY(dialog->isVisible());
+    QVERIFY(dialog->editedProfile() == p);
+    dialog->close();  // deletes itself
+    QTRY_VERIFY(window.findChild<HostsDialog*>() == nullptr);
+  }
+
+  // A GPU node with Slurm, as far as the probe can tell: nvidia-smi, sinfo and studio-train are
+  // small scripts first in the PATH sshd gives the session. Runs last: it restarts sshd.
+  void showsGpusAndPartitions() {
+    const QString bin = local_.filePath(QStringLiteral("gpu-node-bin"));
+    QVERIFY(QDir().mkpath(bin));
+    QByteArray gpuLines;
+    for (int i = 0; i < 8; ++i)
+      gpuLines += QByteArray::number(i) + ", NVIDIA H100 80GB HBM3, 81559, " +
+                  QByteArray::number(i == 4 ? 71234 : 0) + "\n";
+    const QList<QPair<QString, QByteArray>> tools{
+        {QStringLiteral("nvidia-smi"), "#!/bin/sh\nprintf '" + gpuLines + "'\n"},
+        {QStringLiteral("sinfo"),
+         "#!/bin/sh\necho 'gpu*|up|16|gpu:h100:8|2-00:00:00'\necho 'debug|up|1|(null)|1:00:00'\n"},
+        {QStringLiteral("studio-train"), "#!/bin/sh\necho 'studio-train 0.1.0'\n"}};
+    for (const auto& [name, script] : tools) {
+      const QString path = QDir(bin).filePath(name);
+      QVERIFY(writeFile(path, script));
+      QVERIFY(QFile::setPermissions(path, QFile::ReadOwner | QFile::ExeOwner));
+    }
+    const QString error = server_.start(QStringLiteral("host_ed25519"),
+                                        QStringLiteral("SetEnv PATH=%1:/usr/bin:/bin\n").arg(bin));
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+
+    HostStore store;
+    GuiPrompts prompts;
+    HostsDialog dialog(&store, &prompts);
+    HostProfile p = profile(QStringLiteral("trusted"));
+    p.engine = QStringLiteral("studio-train");  // found in the PATH
+    fill(dialog, p);
+    auto* table = child<QTableWidget>(&dialog, "gpuTable");
+    QAbstractItemModelTester tester(table->model());
+    QSignalSpy finished(&dialog, &HostsDialog::testFinished);
+    child<QPushButton>(&dialog, "testConnection")->click();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kProbeTimeoutMs);
+    QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(text(&dialog, "statusLabel")));
+
+    QCOMPARE(table->rowCount(), 8);
+    QCOMPARE(table->item(4, 0)->text(), QStringLiteral("4"));
+    QCOMPARE(table->item(4, 1)->text(), QStringLiteral("NVIDIA H100 80GB HBM3"));
+    QCOMPARE(table->item(4, 2)->text(), QStringLiteral("81559"));
+    QCOMPARE(table->item(4, 3)->text(), QStringLiteral("71234"));
+    QCOMPARE(text(&dialog, "gpuNoteLabel"), QStringLiteral("8 GPU(s)"));
+    QCOMPARE(text(&dialog, "slurmLabel"),
+             QStringLiteral("gpu (default): up, 16 node(s), gpu:h100:8, time limit 2-00:00:00\n"
+                            "debug: up, 1 node(s), time limit 1:00:00"));
+    QCOMPARE(text(&dialog, "engineLabel"),
+             QStringLiteral("studio-train 0.1.0 (%1/studio-train)").arg(bin));
   }
 };
 

@@ -14,7 +14,7 @@ namespace studio::remote {
 
 struct GpuInfo {
   int index = 0;
-  std::string name;              // "NVIDIA H100 80GB HBM3"
+  std::string name;  // "NVIDIA H100 80GB HBM3"
   long long memory_total_mib = 0;
   long long memory_used_mib = 0;
 };

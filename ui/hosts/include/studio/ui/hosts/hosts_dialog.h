@@ -19,6 +19,7 @@
 
 class QGroupBox;
 class QLabel;
+class QLayout;
 class QLineEdit;
 class QListWidget;
 class QPushButton;
@@ -65,7 +66,10 @@ class HostsDialog : public QDialog {
   void testConnection();
   void showProbe(const HostProbeResult& result);
   void showStatus(const QString& text, bool error);
-  void browse(QLineEdit* edit, const QString& title);
+  QPushButton* button(const QString& text, const char* objectName, void (HostsDialog::*clicked)(),
+                      QWidget* parent);
+  // `edit` with a "Browse..." button that picks a local file (starting in ~/.ssh).
+  QLayout* withBrowse(QLineEdit* edit, const QString& title, QWidget* parent);
 
   HostStore* store_;
   GuiPrompts* prompts_;
