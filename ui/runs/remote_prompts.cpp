@@ -10,4 +10,10 @@ studio::remote::SshSession connectRemote(const studio::remote::RemoteHostRef& ho
       prompts.secret);
 }
 
+studio::remote::NodeConnector nodeConnector(const RemotePrompts& prompts) {
+  return [prompts](const studio::remote::RemoteHostRef& node) {
+    return connectRemote(node, prompts);
+  };
+}
+
 }  // namespace studio::ui

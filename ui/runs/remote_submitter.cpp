@@ -60,9 +60,6 @@ bool RemoteSubmitter::submit(const studio::RunConfig& config, const QString& bas
                                      request.host.target)),
                                  0, 0, 0, 0); });
       const studio::remote::SshSession session = connectRemote(request.host, prompts);
-      const studio::remote::NodeConnector node = [&prompts](const studio::remote::RemoteHostRef& h) {
-        return connectRemote(h, prompts);
-      };
       const studio::remote::SubmitResult result = studio::remote::submit_run(
           session, request,
           [&](const studio::remote::SubmitProgress& p) {
@@ -73,7 +70,7 @@ bool RemoteSubmitter::submit(const studio::RunConfig& config, const QString& bas
                             static_cast<qint64>(p.total));
             });
           },
-          node);
+          nodeConnector(prompts));
       QString error;
       const QString dir = RemoteMirror::create(runsRoot, result, &error);
       if (dir.isEmpty())

@@ -19,5 +19,7 @@ struct RemotePrompts {
 // std::invalid_argument for a target that does not parse. Call it on a worker thread.
 studio::remote::SshSession connectRemote(const studio::remote::RemoteHostRef& host,
                                          const RemotePrompts& prompts);
+// connectRemote for the other nodes of a multi-node run (submit_run, cancel_run).
+studio::remote::NodeConnector nodeConnector(const RemotePrompts& prompts);
 
 }  // namespace studio::ui
