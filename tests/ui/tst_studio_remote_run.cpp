@@ -28,9 +28,9 @@
 #include "studio/ui/dashboard/run_series.h"
 #include "studio/ui/hosts/host_profile.h"
 #include "studio/ui/main_window.h"
+#include "studio/ui/runs/log_console.h"
 #include "studio/ui/runs/remote_follower.h"
 #include "studio/ui/runs/remote_mirror.h"
-#include "studio/ui/runs/log_console.h"
 #include "studio/ui/runs/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/runs/runs_model.h"
@@ -126,9 +126,11 @@ class TestStudioRemoteRun : public QObject {
 void TestStudioRemoteRun::initTestCase() {
   QVERIFY(tmp_.isValid());
   qunsetenv("SSH_AUTH_SOCK");  // the test's key only, never the developer's agent
-  const QString hostKey = server_.make_key(QStringLiteral("host_ed25519"), QStringLiteral("ed25519"));
+  const QString hostKey =
+      server_.make_key(QStringLiteral("host_ed25519"), QStringLiteral("ed25519"));
   QVERIFY(!hostKey.isEmpty());
-  const QString userKey = server_.make_key(QStringLiteral("user_ed25519"), QStringLiteral("ed25519"));
+  const QString userKey =
+      server_.make_key(QStringLiteral("user_ed25519"), QStringLiteral("ed25519"));
   QVERIFY(server_.authorize(userKey));
   const QString error = server_.start(QStringLiteral("host_ed25519"));
   QVERIFY2(error.isEmpty(), qPrintable(error));

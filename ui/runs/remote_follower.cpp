@@ -101,9 +101,9 @@ class FollowJob {
       state_.connection = RemoteFollowState::Connection::Connecting;
       studio::remote::FollowCursor cursor = mirror_.cursor();
       const studio::remote::FollowCallbacks callbacks = makeCallbacks();
-      const RemotePrompts prompts = prompts_;
-      const studio::remote::SessionFactory connect = [host = record.host, prompts] {
-        return connectRemote(host, prompts);
+      // Each reconnect asks the prompts again (a passphrase is never kept).
+      const studio::remote::SessionFactory connect = [this, host = record.host] {
+        return connectRemote(host, prompts_);
       };
       const auto last =
           studio::remote::follow_run(connect, record, cursor, callbacks, options_, *stop_);
@@ -280,16 +280,18 @@ void RemoteRuns::followAll(const QString& root) {
       } catch (const std::invalid_argument&) {
         // Unreadable: follow it, which rewrites the file.
       }
-      if (!state || state->connection != RemoteFollowState::Connection::Ended)
-        dirs << mirror.dir();
+      if (!state || state->connection != RemoteFollowState::Connection::Ended) dirs << mirror.dir();
     }
     link->call([&] {
-      QMetaObject::invokeMethod(this, [this, dirs] {
-        QStringList started;
-        for (const QString& dir : dirs)
-          if (follow(dir)) started << dir;
-        emit followAllStarted(started);
-      }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(
+          this,
+          [this, dirs] {
+            QStringList started;
+            for (const QString& dir : dirs)
+              if (follow(dir)) started << dir;
+            emit followAllStarted(started);
+          },
+          Qt::QueuedConnection);
     });
   });
 }
@@ -305,9 +307,8 @@ void RemoteRuns::cancel(const QString& path) {
     try {
       const studio::remote::RemoteRunRecord record = RemoteMirror(dir).readRecord();
       const studio::remote::SshSession session = connectRemote(record.host, prompts);
-      for (const std::string& line :
-           studio::remote::cancel_run(session, record, studio::remote::kDefaultCancelGraceSeconds,
-                                      nodeConnector(prompts)))
+      for (const std::string& line : studio::remote::cancel_run(
+               session, record, studio::remote::kDefaultCancelGraceSeconds, nodeConnector(prompts)))
         lines << QString::fromStdString(line);
     } catch (const std::exception& e) {
       error = QString::fromStdString(e.what());

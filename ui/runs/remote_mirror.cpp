@@ -20,12 +20,11 @@ using studio::remote::RemoteRunState;
 using Connection = RemoteFollowState::Connection;
 
 constexpr Connection kConnections[] = {Connection::Connecting, Connection::Connected,
-                                       Connection::Retrying, Connection::Ended,
-                                       Connection::Failed};
-constexpr RemoteRunState kRemoteStates[] = {
-    RemoteRunState::Queued,   RemoteRunState::Starting, RemoteRunState::Running,
-    RemoteRunState::Finished, RemoteRunState::Failed,   RemoteRunState::Stopped,
-    RemoteRunState::Lost};
+                                       Connection::Retrying, Connection::Ended, Connection::Failed};
+constexpr RemoteRunState kRemoteStates[] = {RemoteRunState::Queued,  RemoteRunState::Starting,
+                                            RemoteRunState::Running, RemoteRunState::Finished,
+                                            RemoteRunState::Failed,  RemoteRunState::Stopped,
+                                            RemoteRunState::Lost};
 
 // Times are stored as unix seconds (0: none), like the engine's files.
 double unixTime(const QDateTime& t) {
@@ -91,9 +90,9 @@ RemoteFollowState RemoteFollowState::fromJson(const QByteArray& json, const QStr
             .toStdString());
   const QJsonObject o = doc.object();
   auto bad = [&where](const char* key, const QString& given) {
-    return std::invalid_argument(
-        QStringLiteral("%1: key '%2' has an invalid value '%3'").arg(where, QLatin1String(key), given)
-            .toStdString());
+    return std::invalid_argument(QStringLiteral("%1: key '%2' has an invalid value '%3'")
+                                     .arg(where, QLatin1String(key), given)
+                                     .toStdString());
   };
   RemoteFollowState s;
   const QString connection = o.value(QStringLiteral("connection")).toString();
@@ -119,8 +118,8 @@ RemoteFollowState RemoteFollowState::fromJson(const QByteArray& json, const QStr
 
 bool RemoteFollowState::operator==(const RemoteFollowState& o) const {
   return connection == o.connection && attempt == o.attempt && error == o.error &&
-         nextRetry == o.nextRetry && lastContact == o.lastContact &&
-         remoteState == o.remoteState && remoteReason == o.remoteReason;
+         nextRetry == o.nextRetry && lastContact == o.lastContact && remoteState == o.remoteState &&
+         remoteReason == o.remoteReason;
 }
 
 bool isRemoteRunFolder(const QString& dir) {
@@ -133,8 +132,8 @@ QString RemoteMirror::file(const char* name) const {
   return runFile(dir_, name);
 }
 
-QString RemoteMirror::create(const QString& runsRoot,
-                             const studio::remote::SubmitResult& submitted, QString* error) {
+QString RemoteMirror::create(const QString& runsRoot, const studio::remote::SubmitResult& submitted,
+                             QString* error) {
   const QString dir =
       runDirPath(QDir(runsRoot).filePath(QString::fromStdString(submitted.record.run_id)));
   auto fail = [error](const QString& why) {

@@ -11,9 +11,8 @@ studio::remote::SshSession connectRemote(const studio::remote::RemoteHostRef& ho
 }
 
 studio::remote::NodeConnector nodeConnector(const RemotePrompts& prompts) {
-  return [prompts](const studio::remote::RemoteHostRef& node) {
-    return connectRemote(node, prompts);
-  };
+  return
+      [prompts](const studio::remote::RemoteHostRef& node) { return connectRemote(node, prompts); };
 }
 
 }  // namespace studio::ui

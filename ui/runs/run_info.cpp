@@ -140,9 +140,9 @@ RunState fromRemoteState(studio::remote::RemoteRunState s) {
 // A remote run's state: the mirrored status.json (or the end event), corrected by what the
 // follower last learned on the host (the process gone, the job still queued), and the
 // connection trouble while the run may still be going.
-void decideRemoteState(RunInfo& info, const RunEventDigest& digest,
-                       const studio::RunStatus* status, const QString& statusError,
-                       const std::optional<RemoteFollowState>& follow, const QString& jobId) {
+void decideRemoteState(RunInfo& info, const RunEventDigest& digest, const studio::RunStatus* status,
+                       const QString& statusError, const std::optional<RemoteFollowState>& follow,
+                       const QString& jobId) {
   using studio::remote::RemoteRunState;
   std::optional<RemoteRunState> remote;
   if (follow) remote = follow->remoteState;
@@ -173,8 +173,8 @@ void decideRemoteState(RunInfo& info, const RunEventDigest& digest,
   }
   if (follow && isActive(info.state)) {
     if (follow->connection == RemoteFollowState::Connection::Retrying) {
-      const qint64 ms = std::max<qint64>(
-          0, QDateTime::currentDateTime().msecsTo(follow->nextRetry));
+      const qint64 ms =
+          std::max<qint64>(0, QDateTime::currentDateTime().msecsTo(follow->nextRetry));
       info.reason = QStringLiteral("connection lost: %1; retrying in %2s (attempt %3)")
                         .arg(follow->error)
                         .arg((ms + 999) / 1000)
@@ -292,8 +292,8 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
   info.lastLoss = digest.lastLoss();
   // The user's click on Launch is when a launched run started; loading the model comes later.
   info.started = launch && launch->started.isValid() ? launch->started
-                 : submitted.isValid()                ? submitted
-                                                      : fromUnixTime(digest.firstStartTime());
+                 : submitted.isValid()               ? submitted
+                                                     : fromUnixTime(digest.firstStartTime());
   info.updated = fromUnixTime(status ? std::fmax(status->updated, digest.lastEventTime())
                                      : digest.lastEventTime());
   if (!info.updated.isValid()) info.updated = lastModified(dir);

@@ -36,8 +36,9 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   toolbar_->addSeparator();
   stop_ = toolbar_->addAction(tr("Stop"));
   stop_->setShortcut(QKeySequence(QStringLiteral("Ctrl+.")));
-  stop_->setToolTip(tr("Stop the selected run: SIGTERM, then SIGKILL after a grace period (on "
-                       "its host for a remote run)"));
+  stop_->setToolTip(
+      tr("Stop the selected run: SIGTERM, then SIGKILL after a grace period (on its host for a "
+         "remote run)"));
   overlay_ = toolbar_->addAction(tr("Overlay"));
   overlay_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+L")));
   overlay_->setToolTip(tr("Draw other runs on the same charts as this one (e.g. SP=1 vs SP=4)"));

@@ -140,8 +140,9 @@ void ReviewPage::update() {
   const bool remote = target_.kind == LaunchTarget::Ssh;
   const bool nodes = !remote && target_.nnodes > 1;
   const bool errors = studio::has_errors(draft()->diagnostics());
-  launch_->setText(remote  ? tr("&Launch on %1").arg(target_.hostName.isEmpty() ? target_.sshTarget
-                                                                                : target_.hostName)
+  launch_->setText(remote
+                       ? tr("&Launch on %1")
+                             .arg(target_.hostName.isEmpty() ? target_.sshTarget : target_.hostName)
                    : nodes ? tr("Several nodes: run the command line on each")
                            : tr("&Launch"));
   launch_->setEnabled(!nodes && !errors && !draft()->validating());

@@ -61,10 +61,11 @@ TargetPage::TargetPage(RunDraft* draft, QWidget* parent)
   group->addButton(local_);
   group->addButton(ssh_);
   local_->setChecked(true);
-  auto* note = new QLabel(tr("The data is uploaded into a new run folder on the host and the run "
-                             "starts detached there (or as a Slurm job): it goes on if the "
-                             "connection drops or the studio closes, and the studio follows it "
-                             "again when it reconnects."));
+  auto* note =
+      new QLabel(tr("The data is uploaded into a new run folder on the host and the run "
+                    "starts detached there (or as a Slurm job): it goes on if the "
+                    "connection drops or the studio closes, and the studio follows it "
+                    "again when it reconnects."));
   note->setWordWrap(true);
 
   auto* hostRow = new QHBoxLayout;
@@ -147,7 +148,8 @@ void TargetPage::update() {
   const bool ssh = ssh_->isChecked();
   for (QWidget* w : std::initializer_list<QWidget*>{host_, manage_, slurm_, uploadModel_})
     w->setEnabled(ssh);
-  for (QLineEdit* edit : {partition_, account_, time_}) edit->setEnabled(ssh && slurm_->isChecked());
+  for (QLineEdit* edit : {partition_, account_, time_})
+    edit->setEnabled(ssh && slurm_->isChecked());
   refresh();
   emit targetChanged();
 }

@@ -3,8 +3,8 @@
 // give; what the runs list makes of a mirror in every state; and RemoteRuns against a host that
 // refuses connections: reattach at start-up picks the unfinished mirrors only, the mirror says
 // "connection lost ... retrying", and the manager lets go of its threads within about a second.
-#include <QElapsedTimer>
 #include <unistd.h>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -130,8 +130,8 @@ void TestRemoteMirror::appendsAreTheCursor() {
   // A mirror that cannot be written says which file.
   QVERIFY(QFile::setPermissions(mirror.dir(), QFile::ReadOwner | QFile::ExeOwner));
   const QString error = mirror.writeStatus("{}");
-  QVERIFY(QFile::setPermissions(mirror.dir(),
-                                QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+  QVERIFY(
+      QFile::setPermissions(mirror.dir(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
   if (::geteuid() != 0) QVERIFY2(error.contains(QStringLiteral("status.json")), qPrintable(error));
 }
 
@@ -165,8 +165,9 @@ void TestRemoteMirror::followStateRoundTrip() {
 }
 
 void TestRemoteMirror::badFollowStateNamesTheFile() {
-  for (const QByteArray& bad : {QByteArray("{\"connection\": \"sideways\"}"), QByteArray("[1,"),
-                                QByteArray("{\"connection\":\"connected\",\"remote_state\":\"x\"}")}) {
+  for (const QByteArray& bad :
+       {QByteArray("{\"connection\": \"sideways\"}"), QByteArray("[1,"),
+        QByteArray("{\"connection\":\"connected\",\"remote_state\":\"x\"}")}) {
     QString message;
     try {
       RemoteFollowState::fromJson(bad, QStringLiteral("/runs/r/remote-follow.json"));
@@ -184,8 +185,7 @@ void TestRemoteMirror::runInfo_data() {
   QTest::addColumn<QString>("reason");  // the start of RunInfo::reason
 
   QTest::newRow("just submitted") << "submitted" << RunState::Starting << "";
-  QTest::newRow("slurm job pending") << "queued" << RunState::Starting
-                                     << "queued (Slurm job 4242)";
+  QTest::newRow("slurm job pending") << "queued" << RunState::Starting << "queued (Slurm job 4242)";
   QTest::newRow("running") << "running" << RunState::Running << "";
   QTest::newRow("running, connection lost")
       << "retrying" << RunState::Running
@@ -196,8 +196,8 @@ void TestRemoteMirror::runInfo_data() {
   QTest::newRow("stopped") << "stopped" << RunState::Stopped << "stopped at step 4";
   QTest::newRow("engine died before status.json")
       << "failed early" << RunState::Failed << "engine exited with 1";
-  QTest::newRow("host key refused") << "follow failed" << RunState::Running
-                                    << "not followed: host key of gpu1 changed";
+  QTest::newRow("host key refused")
+      << "follow failed" << RunState::Running << "not followed: host key of gpu1 changed";
   QTest::newRow("record damaged") << "bad record" << RunState::Unknown << "";
 }
 
@@ -206,8 +206,8 @@ void TestRemoteMirror::runInfo() {
   QFETCH(RunState, state);
   QFETCH(QString, reason);
   QTemporaryDir root;
-  const auto r = submitted("sft-r", setup == QLatin1String("queued") ? RemoteRunKind::Slurm
-                                                                      : RemoteRunKind::Detached);
+  const auto r = submitted(
+      "sft-r", setup == QLatin1String("queued") ? RemoteRunKind::Slurm : RemoteRunKind::Detached);
   const QString dir = create(root.path(), r);
   const RemoteMirror mirror(dir);
   RemoteFollowState follow = *mirror.readFollowState();

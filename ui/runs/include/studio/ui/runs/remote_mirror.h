@@ -35,12 +35,12 @@ struct RemoteFollowState {
     Failed,    // host key or authentication refused: retrying cannot help
   };
   Connection connection = Connection::Connecting;
-  int attempt = 0;         // failed tries in a row (Retrying)
-  QString error;           // the last connection error (Retrying, Failed)
-  QDateTime nextRetry;     // Retrying: when the next try is
-  QDateTime lastContact;   // last successful state query
+  int attempt = 0;        // failed tries in a row (Retrying)
+  QString error;          // the last connection error (Retrying, Failed)
+  QDateTime nextRetry;    // Retrying: when the next try is
+  QDateTime lastContact;  // last successful state query
   std::optional<studio::remote::RemoteRunState> remoteState;  // as last queried
-  QString remoteReason;    // RemoteRunStatus::reason (the scheduler's state for Slurm)
+  QString remoteReason;  // RemoteRunStatus::reason (the scheduler's state for Slurm)
 
   QByteArray toJson() const;
   // Throws std::invalid_argument naming `where` and the bad key.

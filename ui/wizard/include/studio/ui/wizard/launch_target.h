@@ -16,18 +16,18 @@ struct LaunchTarget {
   int nnodes = 1;
 
   // Ssh only. A saved host fills these from its profile; a typed host uses the defaults.
-  QString hostName;        // the saved host's name; "" for a typed host
-  QString identityFile;    // "": ssh-agent, ~/.ssh/config, ~/.ssh/id_*
-  QString knownHostsFile;  // "": ~/.ssh/known_hosts
-  QString sshConfigFile;   // "": ~/.ssh/config
+  QString hostName;                                 // the saved host's name; "" for a typed host
+  QString identityFile;                             // "": ssh-agent, ~/.ssh/config, ~/.ssh/id_*
+  QString knownHostsFile;                           // "": ~/.ssh/known_hosts
+  QString sshConfigFile;                            // "": ~/.ssh/config
   QString engine = QStringLiteral("studio-train");  // studio-train on the host: path or PATH name
-  QString remoteRoot;      // where run folders go on the host; "": the remote default
-  bool useSlurm = false;   // submit with sbatch
-  QString partition;       // Slurm; "": the cluster's default
+  QString remoteRoot;     // where run folders go on the host; "": the remote default
+  bool useSlurm = false;  // submit with sbatch
+  QString partition;      // Slurm; "": the cluster's default
   QString account;
   QString timeLimit;
-  QStringList extraNodes;  // several nodes without Slurm: SSH targets of nodes 1..n-1
-  QString masterAddr;      // several nodes: rank 0's address as the other nodes reach it
+  QStringList extraNodes;    // several nodes without Slurm: SSH targets of nodes 1..n-1
+  QString masterAddr;        // several nodes: rank 0's address as the other nodes reach it
   bool uploadModel = false;  // upload the local model folder(s) with the data
 };
 
