@@ -2,7 +2,8 @@
 // the follow state and the appended engine files read back byte for byte with the cursor they
 // give; what the runs list makes of a mirror in every state; and RemoteRuns against a host that
 // refuses connections: reattach at start-up picks the unfinished mirrors only, the mirror says
-// "connection lost ... retrying", and the manager lets go of its threads within about a second.
+// "connection lost ... retrying", a cancel fails naming the host, and the manager lets go of its
+// threads within about a second.
 #include <unistd.h>
 #include <QElapsedTimer>
 #include <QFile>
@@ -324,6 +325,13 @@ void TestRemoteMirror::unreachableHostRetriesAndLetsGo() {
     QCOMPARE(info.state, RunState::Starting);
     QVERIFY2(info.reason.startsWith(QStringLiteral("connection lost: ")), qPrintable(info.reason));
     QVERIFY2(info.reason.contains(QStringLiteral("(attempt ")), qPrintable(info.reason));
+    // Stop cannot reach the host either: it says so, naming the host.
+    QSignalSpy cancelFailed(&runs, &studio::ui::RemoteRuns::cancelFailed);
+    runs.cancel(live);
+    QTRY_COMPARE_WITH_TIMEOUT(cancelFailed.count(), 1, 15000);
+    QCOMPARE(cancelFailed.at(0).at(0).toString(), live);
+    QVERIFY2(cancelFailed.at(0).at(1).toString().contains(QStringLiteral("127.0.0.1")),
+             qPrintable(cancelFailed.at(0).at(1).toString()));
     elapsed.start();
   }
   // The destructor stops the follower thread, which is sleeping between tries.
