@@ -10,9 +10,12 @@
 //     sshd back on the same port: the follower reattaches and the run ends with every step;
 // (c) the window closed while a run trains and a new one opened (a studio restart): the new
 //     window reattaches the run and keeps receiving steps;
-// (d) Stop on the remote run cancels it on the host: state Stopped.
+// (d) Stop on the remote run cancels it on the host: state Stopped;
+// (e) a run submitted outside the studio (as `studio submit` does) is listed on its host by the
+//     Attach Remote Run dialog, attached, mirrored from its first event and followed to the end.
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QPushButton>
 #include <QStatusBar>
 #include <QTemporaryDir>
@@ -31,9 +34,13 @@
 #include "studio/ui/runs/log_console.h"
 #include "studio/ui/runs/remote_follower.h"
 #include "studio/ui/runs/remote_mirror.h"
+#include "studio/ui/runs/remote_prompts.h"
 #include "studio/ui/runs/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/runs/runs_model.h"
+#include "studio/config/config_io.h"
+#include "studio/remote/run_submit.h"
+#include "studio/ui/shell/attach_remote_dialog.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
 #include "studio/ui/wizard/run_wizard.h"
@@ -110,6 +117,7 @@ class TestStudioRemoteRun : public QObject {
   void demoFromWizardOnASavedHost();
   void connectionLostAndRegained();
   void restartReattachesAndStopCancels();
+  void attachRunSubmittedElsewhere();
   void cleanupTestCase() { server_.stop(); }
 
  private:
@@ -293,7 +301,9 @@ void TestStudioRemoteRun::restartReattachesAndStopCancels() {
     });
     QVERIFY(!dir.isEmpty());
     QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, dir) >= 2, kRunTimeoutMs);
-    QCOMPARE(stateOf(*w, dir), std::optional<RunState>(RunState::Running));
+    // The dashboard tails the mirror on its own; the runs list catches up at its next scan.
+    QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Running),
+                              10000);
     pointsBefore = lossPoints(*w, dir);
     w->close();
   }  // the window and its follower are gone; the run is not
@@ -317,6 +327,49 @@ void TestStudioRemoteRun::restartReattachesAndStopCancels() {
   const QByteArray mirrored = readAll(dir + QStringLiteral("/events.jsonl"));
   QCOMPARE(mirrored, remoteEvents(dir));
   QVERIFY(contiguousFrom1(steps(mirrored)));
+  w->close();
+}
+
+void TestStudioRemoteRun::attachRunSubmittedElsewhere() {
+  auto w = window();
+  QSignalSpy opened(w.get(), &MainWindow::demoWizardOpened);
+  w->openDemoWizard();
+  QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 60000);
+  studio::RunConfig cfg = w->wizard()->config();
+  cfg.max_steps = 20;
+  const QString yaml = tmp_.filePath(QStringLiteral("elsewhere.yaml"));
+  QCOMPARE(studio::save_config_file(cfg, yaml.toStdString()), std::string());
+  studio::remote::SubmitRequest request;
+  request.config_file = yaml.toStdString();
+  request.base_dir = w->wizard()->baseDir().toStdString();
+  request.host = host_.hostRef();
+  request.remote_root = host_.remoteRoot.toStdString();
+  request.engine = host_.engine.toStdString();
+  request.upload_model = true;
+  const auto submitted = studio::remote::submit_run(
+      studio::ui::connectRemote(host_.hostRef(), {}), request);
+  const QString runId = QString::fromStdString(submitted.record.run_id);
+  w->wizard()->close();
+
+  studio::ui::AttachRemoteDialog dialog(w->hosts(), w->remoteRuns());
+  QCOMPARE(dialog.hostName(), kHostName);
+  dialog.listRuns();
+  auto* runs = dialog.findChild<QComboBox*>(QStringLiteral("runId"));
+  QTRY_VERIFY_WITH_TIMEOUT(runs->count() > 0, 30000);
+  QCOMPARE(dialog.runId(), runId);  // the newest run comes first
+  QVERIFY(runs->currentText().contains(QStringLiteral("elsewhere.yaml")));
+  QSignalSpy attached(w.get(), &MainWindow::remoteAttached);
+  QVERIFY(w->attachRemoteRun(dialog.hostName(), dialog.runId()));
+  QTRY_COMPARE_WITH_TIMEOUT(attached.count(), 1, 30000);
+  const QString dir = attached.at(0).at(0).toString();
+  QCOMPARE(QFileInfo(dir).fileName(), runId);
+  QCOMPARE(w->currentRun(), dir);
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Finished),
+                            kRunTimeoutMs);
+  QTRY_VERIFY_WITH_TIMEOUT(followEnded(dir), 30000);
+  QCOMPARE(readAll(dir + QStringLiteral("/events.jsonl")), remoteEvents(dir));
+  QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, dir), std::size_t(4), 10000);  // 20 steps, every 5
+  QVERIFY(!w->attachRemoteRun(QStringLiteral("no-such-host"), runId));
   w->close();
 }
 

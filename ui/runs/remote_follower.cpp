@@ -10,6 +10,8 @@
 #include <QSet>
 #include <QWaitCondition>
 
+#include "studio/remote/remote_run.h"
+#include "studio/remote/sftp_client.h"
 #include "studio/ui/runs/remote_mirror.h"
 #include "studio/ui/runs/run_folder.h"
 #include "worker_link.h"
@@ -318,6 +320,83 @@ void RemoteRuns::cancel(const QString& path) {
         emit cancelFinished(dir, lines);
       else
         emit cancelFailed(dir, error);
+    });
+  });
+}
+
+void RemoteRuns::attach(const studio::remote::RemoteHostRef& host, const QString& remoteRoot,
+                        const QString& runId, const QString& runsRoot) {
+  auto link = link_;
+  const RemotePrompts prompts = prompts_;
+  workers_.removeAll(nullptr);
+  workers_ << startWorkerThread([this, link, prompts, host, remoteRoot, runId, runsRoot] {
+    QString dir;
+    QString error;
+    try {
+      const QString existing = runDirPath(QDir(runsRoot).filePath(runId));
+      if (studio::remote::is_valid_run_id(runId.toStdString()) && isRemoteRunFolder(existing)) {
+        dir = existing;  // mirrored before: follow on from its cursor
+      } else {
+        const studio::remote::SshSession session = connectRemote(host, prompts);
+        studio::remote::SubmitResult found;
+        found.record = studio::remote::read_remote_record(session, remoteRoot.toStdString(),
+                                                          runId.toStdString());
+        found.record.host = host;
+        const studio::remote::SftpClient sftp(session);
+        found.remote_config =
+            sftp.read_from(found.record.run_dir() + "/" + found.record.layout().config_file, 0,
+                           4 << 20);
+        dir = RemoteMirror::create(runsRoot, found, &error);
+      }
+    } catch (const std::exception& e) {
+      error = QString::fromStdString(e.what());
+    }
+    link->call([&] {
+      if (dir.isEmpty()) {
+        emit attachFailed(runId, error);
+        return;
+      }
+      QMetaObject::invokeMethod(
+          this,
+          [this, dir] {
+            follow(dir);
+            emit attached(dir);
+          },
+          Qt::QueuedConnection);
+    });
+  });
+}
+
+void RemoteRuns::listRuns(const studio::remote::RemoteHostRef& host, const QString& remoteRoot) {
+  auto link = link_;
+  const RemotePrompts prompts = prompts_;
+  workers_.removeAll(nullptr);
+  workers_ << startWorkerThread([this, link, prompts, host, remoteRoot] {
+    QStringList ids;
+    QStringList descriptions;
+    QString error;
+    try {
+      const studio::remote::SshSession session = connectRemote(host, prompts);
+      for (const auto& record :
+           studio::remote::list_remote_runs(session, remoteRoot.toStdString())) {
+        ids << QString::fromStdString(record.run_id);
+        descriptions << QStringLiteral("%1, %2, %3 %4x%5")
+                            .arg(QString::fromStdString(record.config_name),
+                                 QDateTime::fromSecsSinceEpoch(
+                                     static_cast<qint64>(record.submitted))
+                                     .toString(QStringLiteral("yyyy-MM-dd HH:mm")),
+                                 QString::fromLatin1(studio::remote::to_string(record.kind)))
+                            .arg(record.nnodes)
+                            .arg(record.nproc);
+      }
+    } catch (const std::exception& e) {
+      error = QString::fromStdString(e.what());
+    }
+    link->call([&] {
+      if (error.isEmpty())
+        emit runsListed(ids, descriptions);
+      else
+        emit listFailed(error);
     });
   });
 }

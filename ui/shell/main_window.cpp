@@ -30,6 +30,7 @@
 #include "studio/ui/runs/remote_follower.h"
 #include "studio/ui/runs/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
+#include "studio/ui/shell/attach_remote_dialog.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
 #include "studio/ui/wizard/run_wizard.h"
@@ -117,6 +118,8 @@ void MainWindow::createMenus() {
   file->addAction(runsPanel_->openRunAction());
   file->addAction(tr("&Hosts..."), QKeySequence(QStringLiteral("Ctrl+Shift+H")), this,
                   &MainWindow::showHostsDialog);
+  file->addAction(tr("Attach &Remote Run..."), QKeySequence(QStringLiteral("Ctrl+Shift+R")), this,
+                  &MainWindow::showAttachRemoteDialog);
   file->addSeparator();
   file->addAction(tr("&Inspect Config..."), QKeySequence(QStringLiteral("Ctrl+I")), this,
                   &MainWindow::open);
@@ -443,6 +446,16 @@ void MainWindow::connectRemote() {
                 tr("%1: %2").arg(name(dir), lines.join(QStringLiteral("; "))));
             store_->refresh();
           });
+  connect(remoteRuns_, &RemoteRuns::attached, this, [this](const QString& dir) {
+    log_->appendStudioMessage(tr("Following %1 into %2").arg(QFileInfo(dir).fileName(), dir));
+    store_->refresh();
+    selectRun(dir);
+    emit remoteAttached(dir);
+  });
+  connect(remoteRuns_, &RemoteRuns::attachFailed, this,
+          [report](const QString& runId, const QString& error) {
+            report(tr("Cannot attach %1: %2").arg(runId, error));
+          });
   connect(remoteRuns_, &RemoteRuns::cancelFailed, this,
           [report, name](const QString& dir, const QString& error) {
             report(tr("Cannot stop %1: %2").arg(name(dir), error));
@@ -499,6 +512,28 @@ void MainWindow::cancelRemoteRun(const QString& dir) {
           .arg(dir)
           .arg(studio::remote::kDefaultCancelGraceSeconds));
   remoteRuns_->cancel(dir);
+}
+
+bool MainWindow::attachRemoteRun(const QString& hostName, const QString& runId) {
+  const HostProfile* profile = hosts_->host(hostName);
+  if (!profile) {
+    statusBar()->showMessage(
+        tr("No saved host is called '%1' (File > Hosts... lists them)").arg(hostName), kStatusMs);
+    return false;
+  }
+  log_->appendStudioMessage(
+      tr("Attaching %1 on %2 (%3) ...").arg(runId, hostName, profile->target));
+  remoteRuns_->attach(profile->hostRef(), profile->remoteRoot, runId, store_->root());
+  return true;
+}
+
+void MainWindow::showAttachRemoteDialog() {
+  auto* dialog = new AttachRemoteDialog(hosts_, remoteRuns_, this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &QDialog::accepted, this,
+          [this, dialog] { attachRemoteRun(dialog->hostName(), dialog->runId()); });
+  dialog->open();
+  if (!hosts_->hosts().isEmpty()) dialog->listRuns();
 }
 
 void MainWindow::showHostsDialog() {

@@ -74,6 +74,10 @@ class MainWindow : public QMainWindow {
   // (remoteLaunched). False when a submit is already in flight.
   bool launchRemote(const studio::RunConfig& config, const QString& baseDir,
                     const LaunchTarget& target);
+  // Mirrors and follows a run on the saved host `hostName` that was started elsewhere (e.g. by
+  // `studio submit`), off the GUI thread; remoteAttached() once it is followed and selected.
+  // False, with the reason in the status bar, when no host has that name.
+  bool attachRemoteRun(const QString& hostName, const QString& runId);
 
   ConfigInspector* inspector() const { return inspector_; }
   RunDashboard* dashboard() const { return dashboard_; }
@@ -99,6 +103,8 @@ class MainWindow : public QMainWindow {
   void demoWizardOpened(studio::ui::RunWizard* wizard);
   // A remote submit started its run; `dir` is the run's mirror folder, now selected.
   void remoteLaunched(const QString& dir);
+  // attachRemoteRun() mirrored the run into `dir`, now followed and selected.
+  void remoteAttached(const QString& dir);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -120,6 +126,7 @@ class MainWindow : public QMainWindow {
   void onRemoteSubmitted(const QString& dir);
   void cancelRemoteRun(const QString& dir);
   void showHostsDialog();
+  void showAttachRemoteDialog();
   void overlayCurrentRun();
   void selectRun(const QString& dir);
   // The absolute run folder of `path`, added to the runs list; "" with the reason in the status

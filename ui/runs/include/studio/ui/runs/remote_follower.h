@@ -91,6 +91,17 @@ class RemoteRuns : public QObject {
   // Stops the remote run (remote::cancel_run) on a worker thread; cancelFinished() gives the
   // lines cancel_run returned, cancelFailed() why it could not.
   void cancel(const QString& dir);
+  // Mirrors a run started elsewhere (`studio submit`, another studio, another machine) into
+  // <runsRoot>/<run_id>/ and follows it from its first event. Its record and config are read on
+  // a worker thread; the record's host is replaced by `host` (this studio's way to reach it).
+  // attached() once it is followed, attachFailed() otherwise. A run already mirrored there is
+  // followed on from its cursor.
+  void attach(const studio::remote::RemoteHostRef& host, const QString& remoteRoot,
+              const QString& runId, const QString& runsRoot);
+  // Lists the runs under `remoteRoot` on a host off the GUI thread: runsListed() with one
+  // "RUN_ID" per entry (oldest first) and a matching description ("sft.yaml, 2026-11-22 01:17,
+  // detached 1x2"), or listFailed().
+  void listRuns(const studio::remote::RemoteHostRef& host, const QString& remoteRoot);
 
  signals:
   void connected(const QString& dir);
@@ -101,6 +112,10 @@ class RemoteRuns : public QObject {
   void followAllStarted(const QStringList& dirs);
   void cancelFinished(const QString& dir, const QStringList& lines);
   void cancelFailed(const QString& dir, const QString& error);
+  void attached(const QString& dir);
+  void attachFailed(const QString& runId, const QString& error);
+  void runsListed(const QStringList& runIds, const QStringList& descriptions);
+  void listFailed(const QString& error);
 
  private:
   RemotePrompts prompts_;

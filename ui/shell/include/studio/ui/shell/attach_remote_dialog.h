@@ -1,0 +1,42 @@
+#pragma once
+// File > Attach Remote Run...: pick a saved host and one of its runs (listed on the host off the
+// GUI thread, or typed: the id `studio submit` printed), to mirror and follow it in the studio.
+#include <QDialog>
+#include <QString>
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+
+namespace studio::ui {
+
+class HostStore;
+class RemoteRuns;
+
+class AttachRemoteDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  // Widgets by objectName: "host", "runId", "list", "status".
+  AttachRemoteDialog(HostStore* hosts, RemoteRuns* remoteRuns, QWidget* parent = nullptr);
+
+  QString hostName() const;
+  QString runId() const;
+  // Asks the selected host for its runs (RemoteRuns::listRuns); the run combo fills when they
+  // arrive.
+  void listRuns();
+
+ private:
+  void updateOk();
+
+  HostStore* hosts_;
+  RemoteRuns* remoteRuns_;
+  QComboBox* host_;
+  QComboBox* runId_;
+  QPushButton* list_;
+  QPushButton* ok_;
+  QLabel* status_;
+  bool listing_ = false;
+};
+
+}  // namespace studio::ui
