@@ -15,6 +15,7 @@
 #include "cli_args.h"
 #include "cmd_remote.h"
 #include "studio/ui/config_inspector.h"
+#include "studio/ui/hosts/hosts_dialog.h"
 #include "studio/ui/main_window.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/wizard/run_wizard.h"
@@ -62,6 +63,10 @@ struct Options {
   std::optional<std::string> wizardScreenshots;
   int screenshotDelayMs = 1500;
   bool launch = false;  // with --demo: press Launch as soon as the demo model is ready
+  // Hidden, for scripts/screenshots.sh: attach a run on a saved host ("HOST/RUN_ID"); grab the
+  // Hosts dialog after a Test connection of the first saved host.
+  std::optional<std::string> remoteRun;
+  std::optional<std::string> hostsScreenshot;
 };
 
 // Returns an exit code when the command line is answered without a window (help, version,
@@ -69,7 +74,8 @@ struct Options {
 std::optional<int> parse(int argc, char** argv, Options& out) {
   studio::cli::Args args(std::vector<std::string>(argv + 1, argv + argc),
                          {"--nproc", "--nnodes", "--runs-root", "--overlay", "--screenshot",
-                          "--screenshot-wizard", "--screenshot-delay"},
+                          "--screenshot-wizard", "--screenshot-delay", "--remote-run",
+                          "--screenshot-hosts"},
                          {"--help", "-h", "--version", "--demo", "--inspect", "--launch"});
   if (args.ok() && (args.flag("--help") || args.flag("-h"))) {
     std::fputs(kUsage, stdout);
@@ -100,6 +106,12 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   out.overlay = args.value("--overlay");
   out.screenshot = args.value("--screenshot");
   out.wizardScreenshots = args.value("--screenshot-wizard");
+  out.remoteRun = args.value("--remote-run");
+  out.hostsScreenshot = args.value("--screenshot-hosts");
+  if (out.remoteRun && out.remoteRun->find('/') == std::string::npos) {
+    std::fprintf(stderr, "studio: --remote-run takes HOST/RUN_ID (HOST: a saved host's name)\n");
+    return 2;
+  }
   if (out.demo && out.target) {
     std::fprintf(stderr, "studio: --demo opens the demo project; give no file with it\n");
     return 2;
@@ -161,6 +173,19 @@ void screenshotWizardPages(studio::ui::RunWizard* wizard, const QString& dir, in
   QTimer::singleShot(delayMs, wizard, [step] { (*step)(0); });
 }
 
+// Opens the Hosts dialog on the first saved host, tests the connection and grabs the dialog with
+// the inventory (or the error) on screen, then quits.
+void screenshotHosts(studio::ui::MainWindow* window, const QString& path) {
+  auto* dialog = new studio::ui::HostsDialog(window->hosts(), window->prompts(), window);
+  dialog->resize(1100, 980);
+  dialog->show();
+  QObject::connect(dialog, &studio::ui::HostsDialog::testFinished, dialog, [dialog, path] {
+    QTimer::singleShot(500, dialog, [dialog, path] { grabAndQuit(dialog, path); });
+  });
+  if (auto* test = dialog->findChild<QAbstractButton*>(QStringLiteral("testConnection")))
+    test->click();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +240,14 @@ int main(int argc, char** argv) {
     QObject::connect(&window, &studio::ui::MainWindow::demoWizardOpened, &window, automate,
                      Qt::SingleShotConnection);
     window.openDemoWizard();
+  }
+  if (opt.remoteRun) {
+    const QString spec = QString::fromLocal8Bit(opt.remoteRun->c_str());
+    window.attachRemoteRun(spec.section(QLatin1Char('/'), 0, 0), spec.section(QLatin1Char('/'), 1));
+  }
+  if (opt.hostsScreenshot) {
+    const QString path = QString::fromLocal8Bit(opt.hostsScreenshot->c_str());
+    QTimer::singleShot(opt.screenshotDelayMs, &window, [&window, path] { screenshotHosts(&window, path); });
   }
   if (opt.screenshot) {
     const QString path = QString::fromLocal8Bit(opt.screenshot->c_str());

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Takes the README's screenshots in a real window under Xvfb (a real X server, the xcb platform,
 # not offscreen rendering): every page of the new-run wizard on the demo project, the dashboard of
-# a demo run launched from the wizard while it trains, and the dashboard with an SP=1 and an SP=2
-# run of the demo overlaid. Writes docs/screenshots/*.png (or into the folder given).
+# a demo run launched from the wizard while it trains, the dashboard with an SP=1 and an SP=2
+# run of the demo overlaid, and a remote run: the Hosts page testing a throwaway sshd on
+# 127.0.0.1, and the dashboard of a run submitted to it with `studio submit` and attached in the
+# studio. Writes docs/screenshots/*.png (or into the folder given).
 #   usage: scripts/screenshots.sh [OUT_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,6 +19,7 @@ work=$(mktemp -d)
 display=
 cleanup() {
   [ -n "${xvfb_pid:-}" ] && kill "$xvfb_pid" 2>/dev/null || true
+  [ -n "${sshd_pid:-}" ] && kill "$sshd_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -55,4 +58,37 @@ cd "$root"
   --set logging_steps=1 >/dev/null 2>&1
 "$bin/studio" "$work/sp1" --overlay "$work/sp2" --runs-root "$runs" \
   --screenshot "$out/dashboard-overlay-sp1-sp2.png" --screenshot-delay 3000
+echo "== a run on an SSH host: the Hosts page, then a run from studio submit attached in the studio"
+ssh_dir=$work/ssh
+mkdir -p "$ssh_dir"
+ssh-keygen -q -t ed25519 -N "" -f "$ssh_dir/host_key"
+ssh-keygen -q -t ed25519 -N "" -f "$ssh_dir/user_key"
+cp "$ssh_dir/user_key.pub" "$ssh_dir/authorized_keys"
+[ "$(id -u)" -ne 0 ] || mkdir -p /run/sshd
+port=$((20000 + RANDOM % 20000))
+printf '%s\n' "Port $port" "ListenAddress 127.0.0.1" "HostKey $ssh_dir/host_key" \
+  "AuthorizedKeysFile $ssh_dir/authorized_keys" "PidFile $ssh_dir/sshd.pid" "StrictModes no" \
+  "UsePAM no" "PermitRootLogin yes" "PasswordAuthentication no" \
+  "KbdInteractiveAuthentication no" "Subsystem sftp internal-sftp" >"$ssh_dir/sshd_config"
+/usr/sbin/sshd -D -e -f "$ssh_dir/sshd_config" 2>"$ssh_dir/sshd.log" &
+sshd_pid=$!
+sleep 1
+echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$ssh_dir/host_key.pub")" >"$ssh_dir/known_hosts"
+target="$(id -un)@127.0.0.1:$port"
+remote_root="$work/remote runs"
+ssh_opts=(--host "$target" --identity "$ssh_dir/user_key" --known-hosts "$ssh_dir/known_hosts"
+          --remote-root "$remote_root" --batch)
+# The saved host, as File > Hosts... writes it (QSettings' array format).
+mkdir -p "$XDG_CONFIG_HOME/SeqStudio"
+printf '%s\n' "[hosts]" "1\\name=local-sshd" "1\\target=$target" \
+  "1\\identityFile=$ssh_dir/user_key" "1\\knownHostsFile=$ssh_dir/known_hosts" \
+  "1\\engine=$bin/studio-train" "1\\remoteRoot=$remote_root" "size=1" \
+  >>"$XDG_CONFIG_HOME/SeqStudio/studio.conf"
+"$bin/studio" --runs-root "$runs" --screenshot-hosts "$out/hosts-inventory.png" --screenshot-delay 1500
+id=$("$bin/studio" submit "${ssh_opts[@]}" --engine "$bin/studio-train" --upload-model \
+  --set model_name_or_path="$model" resources/demo/sft_demo.yaml | tail -1)
+"$bin/studio" --runs-root "$runs" --remote-run "local-sshd/$id" \
+  --screenshot "$out/remote-run-live.png" --screenshot-delay "${STUDIO_SHOT_LIVE_MS:-14000}"
+# The run goes on without the studio; wait for its end before the folder is removed.
+"$bin/studio" attach "${ssh_opts[@]}" "$id" >/dev/null
 ls -l "$out"

@@ -147,7 +147,7 @@ QWidget* HostsDialog::createEditor() {
   remoteRoot_ = lineEdit("remoteRootEdit", tr("relative to the login directory, or absolute"), box);
   form->addRow(tr("&Name:"), name_);
   form->addRow(tr("&Target:"), target_);
-  form->addRow(tr("&Identity file:"), withBrowse(identity_, tr("Identity file"), box));
+  form->addRow(tr("Identity file:"), withBrowse(identity_, tr("Identity file"), box));
   form->addRow(tr("&Engine:"), engine_);
   form->addRow(tr("Remote &root:"), remoteRoot_);
 
