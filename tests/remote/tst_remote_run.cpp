@@ -6,7 +6,8 @@
 // event delivered byte for byte; the connection cut mid-run (sshd and its sessions killed) and
 // reattached with no event lost or repeated; cancel; a remote root whose path holds spaces,
 // quotes, '$', backticks, ';' and a newline; clear errors before anything starts; and the
-// headless `studio submit/attach/runs/cancel` with their exit codes.
+// headless `studio submit/attach/runs/cancel` with their exit codes, `studio attach` included
+// through a cut connection.
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -400,6 +401,33 @@ class TestRemoteRun : public QObject {
     QCOMPARE(runStudio(QStringList{"runs"} << unknownKey, &out, &err, 60000), 5);
     QVERIFY2(err.contains("SHA256:"), err.constData());
     QCOMPARE(runStudio({"attach", "--host", "-oProxyCommand=x", "r"}, &out, &err, 60000), 2);
+  }
+
+  void headlessAttachSurvivesCut() {
+    // `studio attach` on a run while sshd and every session die and come back: it retries, and
+    // its stdout ends up holding every event exactly once.
+    const QString config = writeConfig("cli-cut.yaml", 60);
+    const SubmitResult result = submit_run(connect(), request(config));
+    QProcess attach;
+    attach.start(QStringLiteral(STUDIO_EXE), QStringList{"attach"} << cliConnection() << "--poll-ms"
+                                                 << "200"
+                                                 << QString::fromStdString(result.record.run_id));
+    QByteArray out;
+    QTRY_VERIFY_WITH_TIMEOUT((out += attach.readAllStandardOutput()).count('\n') >= 5, 120000);
+    server_.stop();
+    QByteArray err;
+    QTRY_VERIFY_WITH_TIMEOUT((err += attach.readAllStandardError()).contains("connection lost"),
+                             20000);
+    QThread::msleep(1500);
+    const QString error = server_.start("host_ed25519");
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    QVERIFY(attach.waitForFinished(240000));
+    out += attach.readAllStandardOutput();
+    err += attach.readAllStandardError();
+    QCOMPARE(attach.exitCode(), 0);
+    QVERIFY2(err.contains("reconnected"), err.constData());
+    QCOMPARE(out, read_file(remoteFile(result.record, "output/events.jsonl")));
+    QVERIFY(contiguous(train_steps(out), 1, 60));
   }
 
   void cleanupTestCase() { server_.stop(); }
