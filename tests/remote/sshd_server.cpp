@@ -152,3 +152,16 @@ void SshdServer::stop() {
   }
   log_ += QString::fromUtf8(process_.readAll());
 }
+
+studio::remote::SshOptions SshdServer::client_options(const QString& user_key,
+                                                      const QString& known_hosts,
+                                                      const QString& no_config) const {
+  studio::remote::SshOptions o;
+  o.target = studio::remote::SshTarget{user(), "127.0.0.1", port_};
+  o.identity_file = user_key.toStdString();
+  o.known_hosts_file = known_hosts.toStdString();
+  o.ssh_config_file = no_config.toStdString();
+  o.connect_timeout_s = 5;
+  o.operation_timeout_s = 10;
+  return o;
+}

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "studio/remote/ssh_session.h"
+
 class SshdServer {
  public:
   SshdServer();
@@ -29,6 +31,11 @@ class SshdServer {
   static QString fingerprint(const QString& key_path);
 
   int port() const { return port_; }
+  // How a test client reaches this server: the current user at 127.0.0.1:port() with the key
+  // `user_key`, host keys checked against `known_hosts`, no ssh config (`no_config` names a file
+  // that does not exist), short timeouts.
+  studio::remote::SshOptions client_options(const QString& user_key, const QString& known_hosts,
+                                            const QString& no_config) const;
   QString path(const QString& name) const { return dir_.filePath(name); }
   static std::string user();            // the current user's login name
   QString log() const { return log_; }  // sshd's stderr so far, for failure messages

@@ -249,13 +249,8 @@ class TestHostInventory : public QObject {
     QVERIFY(server_.authorize(user_key));
     const QString error = server_.start("host_ed25519");
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    SshOptions o;
-    o.target = SshTarget{SshdServer::user(), "127.0.0.1", server_.port()};
-    o.identity_file = user_key.toStdString();
-    o.known_hosts_file = local_.filePath("known_hosts").toStdString();
-    o.ssh_config_file = local_.filePath("no_config").toStdString();
-    o.connect_timeout_s = 5;
-    o.operation_timeout_s = 10;
+    const SshOptions o = server_.client_options(user_key, local_.filePath("known_hosts"),
+                                                local_.filePath("no_config"));
     session_.emplace(
         SshSession::connect(o, [](const HostKeyInfo&) { return HostKeyDecision::AcceptOnce; }));
   }

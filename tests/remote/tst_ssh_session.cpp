@@ -48,16 +48,8 @@ class TestSshSession : public QObject {
   QTemporaryDir client_;
 
   SshOptions options(const QString& known_hosts = "known_hosts") const {
-    SshOptions o;
-    o.target.host = "127.0.0.1";
-    o.target.port = server_.port();
-    o.target.user = SshdServer::user();
-    o.identity_file = user_key_.toStdString();
-    o.known_hosts_file = client_.filePath(known_hosts).toStdString();
-    o.ssh_config_file = client_.filePath("no_config").toStdString();
-    o.connect_timeout_s = 5;
-    o.operation_timeout_s = 10;
-    return o;
+    return server_.client_options(user_key_, client_.filePath(known_hosts),
+                                  client_.filePath("no_config"));
   }
 
   // Records the server key in `known_hosts` by accepting and saving it.
