@@ -102,7 +102,8 @@ struct Connection {
 };
 
 int usage_error(const std::string& message) {
-  std::fprintf(stderr, "studio: %s\n(studio %s --help shows the options)\n", message.c_str(), "submit");
+  std::fprintf(stderr, "studio: %s\n(`studio submit --help` lists the options of submit, attach, "
+                       "cancel and runs)\n", message.c_str());
   return kExitUsage;
 }
 
