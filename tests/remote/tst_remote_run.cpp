@@ -272,6 +272,8 @@ class TestRemoteRun : public QObject {
     const QString config = writeConfig("cancel.yaml", 100000);
     const SshSession session = connect();
     const SubmitResult result = submit_run(session, request(config));
+    // A failed check returns at once: the endless run must not outlive the test.
+    auto stopRun = qScopeGuard([&] { cancel_run(connect(), result.record, 5); });
     QTRY_VERIFY_WITH_TIMEOUT(query_status(session, result.record).state == RemoteRunState::Running,
                              120000);
     const auto lines = cancel_run(session, result.record, 15);

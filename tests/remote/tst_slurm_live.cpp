@@ -359,6 +359,8 @@ class TestSlurmLive : public QObject {
 
     request.overrides = {"max_steps=100000"};
     const SubmitResult long_run = submit_run(session, request);
+    // A failed check returns at once: the endless job must not outlive the test.
+    auto stop_job = qScopeGuard([&] { run_sh(scancel_command(long_run.record.job_id)); });
     QTRY_COMPARE_WITH_TIMEOUT(to_string(query_status(session, long_run.record).state),
                               "running", 120000);
     const auto lines = cancel_run(session, long_run.record);

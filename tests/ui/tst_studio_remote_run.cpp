@@ -107,6 +107,24 @@ QByteArray remoteEvents(const QString& dir) {
   return readAll(QString::fromStdString(record.events_path()));
 }
 
+// Cancels a mirrored run on its host when a test ends early (a failed check returns at once):
+// an endless test run must never outlive the test.
+class RemoteRunGuard {
+ public:
+  explicit RemoteRunGuard(QString dir) : dir_(std::move(dir)) {}
+  ~RemoteRunGuard() {
+    try {
+      const auto record = studio::ui::RemoteMirror(dir_).readRecord();
+      studio::remote::cancel_run(studio::ui::connectRemote(record.host, {}), record, 5);
+    } catch (const std::exception& e) {
+      qWarning("could not cancel %s: %s", qPrintable(dir_), e.what());
+    }
+  }
+
+ private:
+  QString dir_;
+};
+
 }  // namespace
 
 class TestStudioRemoteRun : public QObject {
@@ -289,6 +307,7 @@ void TestStudioRemoteRun::connectionLostAndRegained() {
 }
 
 void TestStudioRemoteRun::restartReattachesAndStopCancels() {
+  std::unique_ptr<RemoteRunGuard> guard;  // a failed check must not leave the run training
   QString dir;
   std::size_t pointsBefore = 0;
   {
@@ -300,6 +319,7 @@ void TestStudioRemoteRun::restartReattachesAndStopCancels() {
       cfg.save_steps = 100000;
     });
     QVERIFY(!dir.isEmpty());
+    guard = std::make_unique<RemoteRunGuard>(dir);
     QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, dir) >= 2, kRunTimeoutMs);
     // The dashboard tails the mirror on its own; the runs list catches up at its next scan.
     QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Running),
