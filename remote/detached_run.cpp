@@ -5,6 +5,7 @@
 
 #include "studio/config/events.h"
 #include "studio/remote/shell_quote.h"
+#include "remote_text.h"
 
 namespace studio::remote {
 namespace {
@@ -181,7 +182,7 @@ std::string detached_start_command(const RemoteRunLayout& layout, const std::str
                                    const LauncherArgs& launcher) {
   layout.validate();
   std::vector<std::string> argv = engine_argv(engine, layout.config_file, launcher);
-  std::string name = engine.substr(engine.find_last_of('/') + 1);
+  std::string name = detail::basename_of(engine);
   require_engine_name(name);
   std::vector<std::string> args{"studio-start", std::string(kChildScript), layout.pid_file,
                                 layout.log_file, name};

@@ -13,6 +13,7 @@
 #include "studio/remote/shell_quote.h"
 #include "studio/remote/slurm_script.h"
 #include "studio/remote/slurm_state.h"
+#include "remote_text.h"
 
 namespace studio::remote {
 namespace {
@@ -21,22 +22,9 @@ using nlohmann::json;
 
 constexpr const char* kOutputDir = "output";
 
-std::string join_path(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
-std::string basename_of(const std::string& path) {
-  return path.substr(path.find_last_of('/') + 1);
-}
-
-// The last non-empty line of some text, for messages.
-std::string last_line(const std::string& text) {
-  std::size_t end = text.find_last_not_of("\r\n \t");
-  if (end == std::string::npos) return {};
-  std::size_t begin = text.find_last_of('\n', end);
-  return text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
-}
+using detail::basename_of;
+using detail::join_path;
+using detail::last_lines;
 
 // State and reason from the engine's status.json text; nullopt when there is none or it does
 // not parse (a reader never sees a torn file: the engine replaces it atomically).
@@ -77,7 +65,7 @@ RemoteRunStatus detached_status(const SshSession& session, const RemoteRunRecord
   if (r.exit_status != 0) {
     throw std::runtime_error(session.where() + ": the status of run " + record.run_id +
                              " could not be read (exit " + std::to_string(r.exit_status) +
-                             "): " + last_line(r.std_err));
+                             "): " + last_lines(r.std_err));
   }
   const RemoteProcessStatus process = parse_status_output(r.std_out);
   RemoteRunStatus out;
@@ -356,7 +344,7 @@ std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRe
     const ExecResult r = session.exec(scancel_command(record.job_id));
     if (r.exit_status != 0) {
       throw std::runtime_error(session.where() + ": scancel " + record.job_id + " failed: " +
-                               last_line(r.std_err + r.std_out));
+                               last_lines(r.std_err + r.std_out));
     }
     lines.push_back("job " + record.job_id + ": cancel requested");
     return lines;
@@ -367,9 +355,9 @@ std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRe
                                 std::chrono::seconds(grace_seconds + s.operation_timeout_s()));
     if (r.exit_status != 0) {
       throw std::runtime_error(s.where() + ": cancelling node " + std::to_string(node) +
-                               " of run " + record.run_id + " failed: " + last_line(r.std_err));
+                               " of run " + record.run_id + " failed: " + last_lines(r.std_err));
     }
-    lines.push_back("node " + std::to_string(node) + ": " + last_line(r.std_out));
+    lines.push_back("node " + std::to_string(node) + ": " + last_lines(r.std_out));
   };
   // Other nodes first: their launchers would otherwise wait for the gone rank 0 until timeout.
   for (int node = 1; node < record.nnodes && node <= static_cast<int>(record.nodes.size()); ++node) {
@@ -417,7 +405,7 @@ std::vector<RemoteRunRecord> list_remote_runs(const SshSession& session,
       session.exec(shell_command({"sh", "-c", kScript, "studio-runs", remote_root, kRemoteRecordFileName}));
   if (r.exit_status != 0) {
     throw std::runtime_error(session.where() + ": listing " + remote_root + " failed: " +
-                             last_line(r.std_err));
+                             last_lines(r.std_err));
   }
   std::vector<RemoteRunRecord> runs;
   std::size_t pos = r.std_out.find('\036');

@@ -19,6 +19,7 @@
 #include "studio/remote/sftp_client.h"
 #include "studio/remote/shell_quote.h"
 #include "studio/remote/slurm_state.h"
+#include "remote_text.h"
 
 namespace studio::remote {
 namespace {
@@ -34,10 +35,9 @@ struct Upload {
   std::string remote;  // relative to the login directory, or absolute
 };
 
-std::string join_path(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
+using detail::basename_of;
+using detail::join_path;
+using detail::last_lines;
 
 std::string sha256_hex(const std::string& text) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -45,17 +45,8 @@ std::string sha256_hex(const std::string& text) {
   if (EVP_Digest(text.data(), text.size(), md, &len, EVP_sha256(), nullptr) != 1) {
     throw std::runtime_error("SHA-256 failed (OpenSSL)");
   }
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
+  return detail::hex_digest(md, len);
 }
-
-// The text of a config's diagnostics, for exceptions.
-std::string describe(const std::vector<Diagnostic>& diags) { return format_all(diags); }
 
 // Plans the uploads and rewrites the config's local paths to where they will be on the remote
 // side. Uploaded folders go to <remote_root>/.inputs/<name>-<hash of the local path>/, shared by
@@ -219,16 +210,6 @@ void upload_text(const SftpClient& sftp, const std::string& text, const std::str
   sftp.upload(pattern, remote);
 }
 
-std::string last_lines(const std::string& text, int count) {
-  std::size_t end = text.find_last_not_of("\r\n");
-  if (end == std::string::npos) return {};
-  std::size_t begin = end;
-  for (int i = 0; i < count && begin != std::string::npos; ++i) {
-    begin = begin == 0 ? std::string::npos : text.rfind('\n', begin - 1);
-  }
-  return text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
-}
-
 // Fails early, before any upload, when the engine cannot be found on the host.
 void require_engine(const SshSession& session, const std::string& engine) {
   const ExecResult r = session.exec(shell_command(
@@ -336,7 +317,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   CheckResult check = check_config_file(config_path.string(), vo, request.overrides);
   if (!check.ok()) {
     throw std::invalid_argument(config_path.string() + " cannot be submitted:\n" +
-                                describe(check.diagnostics));
+                                format_all(check.diagnostics));
   }
   RunConfig cfg = check.config;
 
@@ -433,7 +414,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
       // A partial start would hang the started nodes at rendezvous: stop them.
       for (int node = 0; node < started; ++node) {
         node_session(node).exec(cancel_command(record.layout(node),
-                                               record.engine.substr(record.engine.find_last_of('/') + 1), 2),
+                                               basename_of(record.engine), 2),
                                 std::chrono::seconds(30));
       }
       throw;

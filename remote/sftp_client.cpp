@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "studio/remote/shell_quote.h"
+#include "remote_text.h"
 
 namespace studio::remote {
 namespace {
@@ -30,16 +31,6 @@ struct FileClose {
 };
 using File = std::unique_ptr<sftp_file_struct, FileClose>;
 
-std::string hex(const unsigned char* bytes, unsigned int length) {
-  static const char digits[] = "0123456789abcdef";
-  std::string text;
-  for (unsigned int i = 0; i < length; ++i) {
-    text += digits[bytes[i] >> 4];
-    text += digits[bytes[i] & 0xf];
-  }
-  return text;
-}
-
 std::string local_sha256(const std::string& path, const std::string& where) {
   std::ifstream in(path, std::ios::binary);
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
@@ -55,7 +46,7 @@ std::string local_sha256(const std::string& path, const std::string& where) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_DigestFinal_ex(ctx.get(), digest, &length);
-  return hex(digest, length);
+  return detail::hex_digest(digest, length);
 }
 
 // `sha256sum` prints "<64 hex> <name>", with a leading backslash when the name needed escaping.
