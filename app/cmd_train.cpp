@@ -18,6 +18,7 @@
 #include "studio/launch/launch_options.h"
 #include "studio/launch/launcher.h"
 #include "studio/trainer/dist/communicator.h"
+#include "studio/trainer/runtime_info.h"
 #include "studio/trainer/train_loop.h"
 
 namespace studio::app {
@@ -107,6 +108,9 @@ int cmd_train(const Argv& argv) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 
+  // The rank's GPU first: the communicator (NCCL), the model and every CUDA stream are created on
+  // the current device.
+  const std::optional<int> cuda_device = trainer::select_cuda_device(env.local_rank);
   std::unique_ptr<trainer::dist::Communicator> comm;
   if (env.distributed()) {
     trainer::dist::CommOptions c;
@@ -121,8 +125,8 @@ int cmd_train(const Argv& argv) {
                            : 1;
     c.ring_degree = cfg.sequence_parallel_size / std::max<int64_t>(1, c.ulysses_degree);
     c.timeout = std::chrono::seconds(cfg.ddp_timeout);
-    c.cuda = torch::cuda::is_available();
-    c.cuda_device = env.local_rank;
+    c.cuda = cuda_device.has_value();
+    c.cuda_device = cuda_device.value_or(0);
     comm = std::make_unique<trainer::dist::Communicator>(c);
   } else if (cfg.sequence_parallel_size > 1) {
     return usage_error("train: sequence_parallel_size " +

@@ -6,7 +6,62 @@ find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3.9 REQUIRED)
 find_package(Threads REQUIRED)
 
+# --- the Python environment: LibTorch (the torch wheel) and the tests' Hugging Face references ----
+# scripts/setup.sh installs it outside the clone (scripts/python-env.sh says where); STUDIO_PYTHON is
+# its interpreter. Torch's CMake package is found through it unless CMAKE_PREFIX_PATH already has one.
+if(NOT DEFINED STUDIO_PYTHON)
+  if(DEFINED ENV{STUDIO_PYTHON})
+    set(_python "$ENV{STUDIO_PYTHON}")
+  else()
+    execute_process(
+      COMMAND bash -c ". '${CMAKE_CURRENT_SOURCE_DIR}/scripts/python-env.sh' && echo \"$STUDIO_PYTHON\""
+      OUTPUT_VARIABLE _python OUTPUT_STRIP_TRAILING_WHITESPACE)
+  endif()
+  set(STUDIO_PYTHON "${_python}" CACHE FILEPATH
+      "The Python interpreter with torch, transformers, tokenizers and trl (scripts/setup.sh)")
+endif()
+set(STUDIO_PYTHON_OK OFF)
+set(STUDIO_TORCH_PREFIX "")
+if(EXISTS "${STUDIO_PYTHON}")
+  execute_process(
+    COMMAND "${STUDIO_PYTHON}" -c "import torch, torch.utils; print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE STUDIO_TORCH_PREFIX OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _torch_rc ERROR_QUIET)
+  if(_torch_rc EQUAL 0)
+    set(STUDIO_PYTHON_OK ON)
+    list(APPEND CMAKE_PREFIX_PATH "${STUDIO_TORCH_PREFIX}")
+  else()
+    set(STUDIO_TORCH_PREFIX "")
+  endif()
+endif()
+if(NOT STUDIO_PYTHON_OK)
+  message(STATUS "SeqStudio: no torch in STUDIO_PYTHON='${STUDIO_PYTHON}': run scripts/setup.sh; "
+                 "the tests that compare with Hugging Face references will say so and skip")
+endif()
+
 # --- engine: LibTorch ------------------------------------------------------------------------
+# The CUDA build of LibTorch needs the CUDA toolkit's CMake discovery (nvcc, cudart, ...).
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+# The GPU architectures our CUDA code is compiled for. Captured before Torch's CMake package enables
+# CUDA (which caches the compiler's default architecture and then sets CMAKE_CUDA_ARCHITECTURES to
+# OFF); applied to our targets below. -DCMAKE_CUDA_ARCHITECTURES=... on the first configure or
+# -DSTUDIO_CUDA_ARCHITECTURES=... at any time picks others.
+if(NOT DEFINED STUDIO_CUDA_ARCHITECTURES)
+  if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(_arch "${CMAKE_CUDA_ARCHITECTURES}")
+  else()
+    set(_arch 90a)  # H100/H200
+  endif()
+  set(STUDIO_CUDA_ARCHITECTURES "${_arch}" CACHE STRING "CUDA architectures of the engine's kernels")
+endif()
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "9.0a")  # H100/H200, as CMAKE_CUDA_ARCHITECTURES below
+endif()
 find_package(Torch QUIET)
 if(NOT DEFINED STUDIO_BUILD_ENGINE)
   set(_engine_default ${Torch_FOUND})
@@ -15,8 +70,8 @@ else()
 endif()
 option(STUDIO_BUILD_ENGINE "Build the training engine (studio-train); needs LibTorch" ${_engine_default})
 if(STUDIO_BUILD_ENGINE AND NOT Torch_FOUND)
-  message(FATAL_ERROR "STUDIO_BUILD_ENGINE is ON but LibTorch was not found: install libtorch-dev "
-                      "(scripts/setup.sh) or point CMAKE_PREFIX_PATH at a LibTorch, or pass -DSTUDIO_BUILD_ENGINE=OFF")
+  message(FATAL_ERROR "STUDIO_BUILD_ENGINE is ON but LibTorch was not found: run scripts/setup.sh "
+                      "(the torch wheel in STUDIO_PYTHON's environment) or point CMAKE_PREFIX_PATH at a LibTorch, or pass -DSTUDIO_BUILD_ENGINE=OFF")
 endif()
 set(STUDIO_TORCH_CUDA OFF)
 if(STUDIO_BUILD_ENGINE AND (TARGET torch_cuda OR TARGET c10_cuda))
@@ -55,9 +110,7 @@ if(NOT STUDIO_CUDA STREQUAL "OFF" AND STUDIO_BUILD_ENGINE)
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90a)  # H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES=...
-    endif()
+    set(CMAKE_CUDA_ARCHITECTURES ${STUDIO_CUDA_ARCHITECTURES})
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)

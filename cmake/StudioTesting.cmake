@@ -7,7 +7,10 @@ function(studio_add_test name)
   target_compile_definitions(${name} PRIVATE
     STUDIO_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     STUDIO_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
-    STUDIO_BINARY_DIR="${PROJECT_BINARY_DIR}")
+    STUDIO_BINARY_DIR="${PROJECT_BINARY_DIR}"
+    # The interpreter of the Python environment with the Hugging Face references (transformers,
+    # tokenizers, trl, torch): scripts/setup.sh installs it, StudioDependencies.cmake finds it.
+    STUDIO_PYTHON="${STUDIO_PYTHON}")
   set_target_properties(${name} PROPERTIES AUTOMOC ON)
   add_test(NAME ${name} COMMAND ${name})
   if(NOT T_TIMEOUT)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package SeqStudio needs to build, test and run. Idempotent and quiet:
-# when everything is installed it only checks and returns.
+# Installs every Debian package SeqStudio needs to build, test and run, then the Python environment
+# with LibTorch (the CUDA 13 build of the torch wheel) and the Hugging Face references the tests use
+# (scripts/python-requirements.txt, into $STUDIO_VENV outside the clone: scripts/python-env.sh).
+# Idempotent and quiet: when everything is installed it only checks and returns.
 set -euo pipefail
 
 PACKAGES=(
@@ -8,24 +10,22 @@ PACKAGES=(
   cmake ninja-build g++ ccache pkg-config git
   # studio_config
   libyaml-cpp-dev nlohmann-json3-dev
-  # studio_trainer / studio-train (Debian's LibTorch is CPU-only)
-  libtorch-dev
+  # studio_trainer / studio-train: LibTorch comes from the torch wheel (the Python environment below)
   # an optimised BLAS behind libblas.so.3 (Debian's default reference BLAS makes CPU training ~15x slower)
   libopenblas0-pthread
-  # multi-process training on CPU: the Gloo headers c10d's ProcessGroupGloo needs
+  # multi-process training on CPU: the Gloo headers c10d's ProcessGroupGloo.hpp includes (the torch
+  # wheel carries Gloo's code inside libtorch_cpu.so but not its headers)
   libgloo-dev
   # tokenizers (studio_data): PCRE2 with Unicode properties, ICU for normalization forms
   libpcre2-dev libicu-dev
-  # tests: node runs the Hugging Face tokenizers reference (npm, see the end of this script)
-  nodejs
+  # the Python environment (python3 -m venv)
+  python3 python3-venv
   # studio: Qt 6 Widgets + Test, QCustomPlot built for Qt 6, libssh
   qt6-base-dev qt6-base-dev-tools qt6-qpa-plugins libqcustomplot-dev libssh-dev
   # tests: a real OpenSSH server on 127.0.0.1, a real X server for windows and screenshots
   openssh-server openssh-client xvfb xauth fonts-dejavu-core
   # tests: a single-node Slurm (slurmctld, slurmd, munged in a temp dir on loopback) for tst_slurm_live
   slurmctld slurmd slurm-client munge
-  # tests: an independent Python reader of the saved safetensors files (tst_hf_checkpoint)
-  python3-torch python3-numpy
 )
 
 missing=()
@@ -59,19 +59,30 @@ install_packages() {
 
 [ ${#missing[@]} -eq 0 ] || install_packages "${missing[@]}"
 
-# The tokenizer tests' reference: Hugging Face tokenizers from npm, pinned by
-# tests/reference/package-lock.json. Installed once; later runs only look for it.
+# The Python environment: torch (LibTorch for the engine), transformers, tokenizers, TRL, ... pinned by
+# scripts/python-requirements.txt. Created once in $STUDIO_VENV; later runs only compare the stamp
+# of the requirements it was made from.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ ! -f "$root/tests/reference/node_modules/tokenizers/package.json" ]; then
-  # Debian's nodejs comes without npm; NodeSource's nodejs carries its own.
-  command -v npm >/dev/null || install_packages npm
-  echo "setup: installing the Hugging Face tokenizers reference (npm ci in tests/reference)"
+# shellcheck source=python-env.sh
+. "$root/scripts/python-env.sh"
+requirements="$root/scripts/python-requirements.txt"
+stamp="$STUDIO_VENV/.seqstudio-requirements"
+if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$STUDIO_PYTHON" ]; then
+  echo "setup: installing the Python environment (torch 2.11.0 for CUDA 13, transformers, tokenizers," \
+       "TRL) into $STUDIO_VENV; the first time this downloads ~4 GB"
+  mkdir -p "$(dirname "$STUDIO_VENV")"
   log=$(mktemp)
-  if ! npm ci --prefix "$root/tests/reference" --no-audit --no-fund --loglevel=error >"$log" 2>&1; then
-    echo "setup: npm ci failed; its last lines:" >&2
+  if ! { [ -x "$STUDIO_PYTHON" ] || "$_studio_base_python" -m venv "$STUDIO_VENV"; } >"$log" 2>&1 ||
+     ! "$STUDIO_PYTHON" -m pip install --disable-pip-version-check --no-input -q \
+         -r "$requirements" >>"$log" 2>&1; then
+    echo "setup: installing the Python environment failed; its last lines:" >&2
     tail -n 20 "$log" >&2
-    echo "setup: check the network access to the npm registry, then run scripts/setup.sh again" >&2
+    echo "setup: check the network access to the Python package registry and the free disk space" \
+         "(df -h $(dirname "$STUDIO_VENV")), then run scripts/setup.sh again;" \
+         "STUDIO_VENV=DIR puts the environment elsewhere" >&2
     exit 1
   fi
   rm -f "$log"
+  cp "$requirements" "$stamp"
+  echo "setup: Python environment ready: $("$STUDIO_PYTHON" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)')"
 fi

@@ -11,6 +11,8 @@
 #endif
 
 #include <charconv>
+#include <cstdlib>
+#include <stdexcept>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -106,6 +108,25 @@ std::string format_runtime_info(const RuntimeInfo& info) {
 
 std::string format_runtime_info() {
   return format_runtime_info(query_runtime_info());
+}
+
+std::optional<int> select_cuda_device(int local_rank) {
+  if (!torch::cuda::is_available()) return std::nullopt;
+#if STUDIO_WITH_TORCH_CUDA
+  const int count = static_cast<int>(torch::cuda::device_count());
+  if (local_rank < 0 || local_rank >= count)
+    throw std::runtime_error("LOCAL_RANK=" + std::to_string(local_rank) + " has no GPU: this node has " +
+                             std::to_string(count) + " visible CUDA device(s) (CUDA_VISIBLE_DEVICES=" +
+                             (std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES")
+                                                                  : "unset") +
+                             "); start at most that many processes per node (--nproc)");
+  compat::lazy_init_cuda();
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(local_rank));
+  return local_rank;
+#else
+  (void)local_rank;
+  return std::nullopt;
+#endif
 }
 
 std::optional<CudaMemoryStats> cuda_memory_stats(int device) {

@@ -115,6 +115,23 @@ struct Parallel {
 
 namespace {
 
+// Global-norm clipping as torch.nn.utils.clip_grad_norm_ (2-norm of the per-parameter 2-norms;
+// coefficient max_norm / (norm + 1e-6), clamped to 1) without reading the norm on the host: the
+// scaling is a device tensor, so nothing waits for the device here. Returns the norm (a tensor).
+torch::Tensor clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
+  std::vector<torch::Tensor> grads, norms;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  for (const auto& g : grads) norms.push_back(g.detach().norm(2));
+  torch::Tensor total = torch::stack(norms).norm(2);
+  if (std::isfinite(max_norm)) {
+    const torch::Tensor coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0);
+    for (auto& g : grads) g.detach().mul_(coef.to(g.scalar_type()));
+  }
+  return total;
+}
+
 // Mean loss per valid target token over `samples`, no gradients. Under SP/DP: this DP rank's
 // share of the samples, split along the sequence; sums reduced over the world.
 double mean_loss(CausalLM& model, const std::vector<TokenizedSample>& samples, int64_t batch,
@@ -201,7 +218,9 @@ struct Trainer::Impl {
   }
 
   void build_model() {
-    if (torch::cuda::is_available()) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(in.local_rank));
+    // select_cuda_device also makes it the current device (streams, NCCL, the allocator's stats).
+    if (const auto d = select_cuda_device(in.local_rank))
+      device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*d));
     if (par.sequence_parallel()) {
       sp::check_sp_heads(par.layout, in.model.num_heads, in.model.num_kv_heads);
       if (in.model.attention_dropout > 0)
@@ -358,43 +377,35 @@ struct Trainer::Impl {
     st.normaliser = totals[0];
     st.tokens = static_cast<int64_t>(totals[1]);
 
+    // Loss and metric sums stay on the device until the whole step is queued: the host waits
+    // for the device once per step, at the end (docs/PERFORMANCE.md, "Host-device syncs").
     torch::Tensor metric_sums;  // DPO: the six metrics summed over this rank's pairs
-    double loss_sum = 0;
+    torch::Tensor loss_acc;     // this rank's loss sum
+    auto accumulate = [](torch::Tensor& acc, const torch::Tensor& v) {
+      acc = acc.defined() ? acc + v.detach() : v.detach();
+    };
     for (const auto& micro : plan) {
       if (st.normaliser <= 0) break;
       if (grad_sync && &micro == &plan.back()) grad_sync->arm();
       if (dpo) {
         auto out = pair_losses(in.train_pairs, micro, ref_train);
-        (out.losses.sum() / st.normaliser).backward();
-        loss_sum += out.losses.sum().item<double>();
-        metric_sums = metric_sums.defined() ? metric_sums + out.metric_sums : out.metric_sums;
+        auto sum = out.losses.sum();
+        (sum / st.normaliser).backward();
+        masters->accumulate_grads();
+        accumulate(loss_acc, sum);
+        accumulate(metric_sums, out.metric_sums);
       } else {
         auto rows = pick(in.train, micro);
         Batch b = par.local_batch(model, rows, in.pad_id);
         auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
         auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device));
         (sum / st.normaliser).backward();
-        loss_sum += sum.item<double>();
+        masters->accumulate_grads();
+        accumulate(loss_acc, sum);
       }
     }
-    // SFT token sums are partial per SP rank (sum over the world); DPO pair losses are the same
-    // on every rank of an SP group (sum over DP).
-    if (dpo) {
-      std::vector<double> sums(dpo::kPrefMetricCount + 1, 0.0);
-      if (metric_sums.defined())
-        for (int64_t i = 0; i < dpo::kPrefMetricCount; ++i)
-          sums[static_cast<size_t>(i)] = metric_sums[i].item<double>();
-      sums.back() = loss_sum;
-      sums = par.sum(par.dp_group(), sums, "loss");
-      st.loss_sum = sums.back();
-      sums.pop_back();
-      st.dpo = dpo::dpo_metrics(torch::tensor(sums, torch::kDouble),
-                                static_cast<int64_t>(st.normaliser));
-    } else {
-      st.loss_sum = par.sum(par.world_group(), {loss_sum}, "loss")[0];
-    }
+    torch::Tensor grad_norm;
     if (st.normaliser > 0) {
-      masters->gather_grads();
       std::vector<torch::Tensor> params;
       for (const auto& [name, p] : masters->params()) params.push_back(p);
       // Every rank's gradient covers its own tokens of its own samples: their sum over the
@@ -404,9 +415,30 @@ struct Trainer::Impl {
       const double max_norm = cfg.max_grad_norm > 0 ? cfg.max_grad_norm
                                                     : std::numeric_limits<double>::infinity();
       // The gradients are identical on every rank now, so this is the global norm.
-      st.grad_norm = torch::nn::utils::clip_grad_norm_(params, max_norm);
+      grad_norm = clip_gradients(params, max_norm);
       set_learning_rate(*optimizer, cfg.learning_rate * schedule.factor(state.global_step));
       optimizer->step();
+    }
+    // The step's one wait for the device: its loss, metrics and gradient norm, read together.
+    const double loss_sum = loss_acc.defined() ? loss_acc.item<double>() : 0.0;
+    if (grad_norm.defined()) st.grad_norm = grad_norm.item<double>();
+    // SFT token sums are partial per SP rank (sum over the world); DPO pair losses are the same
+    // on every rank of an SP group (sum over DP). Every rank runs these sums, whatever its data.
+    if (dpo) {
+      std::vector<double> sums(dpo::kPrefMetricCount + 1, 0.0);
+      if (metric_sums.defined()) {
+        const auto host = metric_sums.to(torch::kCPU, torch::kDouble).contiguous();
+        for (int64_t i = 0; i < dpo::kPrefMetricCount; ++i)
+          sums[static_cast<size_t>(i)] = host[i].item<double>();
+      }
+      sums.back() = loss_sum;
+      sums = par.sum(par.dp_group(), sums, "loss");
+      st.loss_sum = sums.back();
+      sums.pop_back();
+      st.dpo = dpo::dpo_metrics(torch::tensor(sums, torch::kDouble),
+                                static_cast<int64_t>(st.normaliser));
+    } else {
+      st.loss_sum = par.sum(par.world_group(), {loss_sum}, "loss")[0];
     }
     optimizer->zero_grad();
     masters->scatter_weights();
@@ -461,7 +493,9 @@ struct Trainer::Impl {
   std::vector<GpuMemory> gpu_memory() {
     std::vector<GpuMemory> out;
     if (device.type() != torch::kCUDA) return out;
-    auto mine = cuda_memory_stats();
+    // This rank's own device, explicitly (not whatever is current on this thread).
+    auto mine = cuda_memory_stats(device.index());
+    reset_cuda_peak_memory(device.index());  // peak_mib is the peak since the previous step event
     const std::vector<double> v{mine ? mine->allocated_mib : kNaN,
                                 mine ? mine->reserved_mib : kNaN,
                                 mine ? mine->peak_allocated_mib : kNaN,

@@ -1,5 +1,6 @@
 // Encoding throughput of studio_data's tokenizer against Hugging Face tokenizers (the Rust library
-// through its npm bindings, timed inside node on the same documents in the same run).
+// through its Python bindings in the project's Python environment, STUDIO_PYTHON, timed inside
+// Python by hf_bench.py on the same documents in the same run).
 //
 //   bench_tokenizer [--tokenizer PATH]... [--megabytes N] [--threads N] [--no-reference]
 //
@@ -131,7 +132,8 @@ std::string shell_quoted(const std::string& text) {
   return out + "'";
 }
 
-// Runs hf_bench.js on the same documents; nullopt (with the reason printed) when it cannot run.
+// Runs hf_bench.py with the project's Python (STUDIO_PYTHON) on the same documents; nullopt (with
+// the reason printed) when it cannot run.
 std::optional<nlohmann::json> time_reference(const std::string& tokenizer_json,
                                              const std::vector<std::string>& documents) {
   const std::filesystem::path file =
@@ -140,20 +142,29 @@ std::optional<nlohmann::json> time_reference(const std::string& tokenizer_json,
     std::ofstream out(file, std::ios::binary);
     for (std::size_t i = 0; i < documents.size(); ++i) out << (i > 0 ? "\x1e" : "") << documents[i];
   }
-  const std::string command = "node " +
-                              shell_quoted(STUDIO_SOURCE_DIR "/bench/tokenizer/hf_bench.js") + " " +
+  const std::string command = shell_quoted(STUDIO_PYTHON) + " " +
+                              shell_quoted(STUDIO_SOURCE_DIR "/bench/tokenizer/hf_bench.py") + " " +
                               shell_quoted(tokenizer_json) + " " + shell_quoted(file.string());
   std::string output;
+  int status = -1;
   if (FILE* pipe = popen(command.c_str(), "r")) {
     char buffer[4096];
     for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
       output.append(buffer, n);
-    const int status = pclose(pipe);
-    std::filesystem::remove(file);
-    if (status == 0) return nlohmann::json::parse(output);
+    status = pclose(pipe);
   }
-  std::cerr << "bench_tokenizer: the HF reference did not run (needs node and scripts/setup.sh's "
-               "npm install in tests/reference)\n";
+  std::filesystem::remove(file);
+  if (status == 0) {
+    try {
+      return nlohmann::json::parse(output);
+    } catch (const nlohmann::json::exception& e) {
+      std::cerr << "bench_tokenizer: hf_bench.py printed no JSON: " << e.what() << "\n";
+      return std::nullopt;
+    }
+  }
+  std::cerr << "bench_tokenizer: the HF reference did not run (needs '" STUDIO_PYTHON
+               "' with the tokenizers package: run scripts/setup.sh, which installs the project's "
+               "Python environment)\n";
   return std::nullopt;
 }
 
@@ -200,10 +211,10 @@ void run(const std::string& path, const std::vector<std::string>& documents,
   const Timing batch{(*hf)["batch_s"].get<double>(), (*hf)["batch_cpu_s"].get<double>(),
                      (*hf)["batch_tokens"].get<std::size_t>()};
   print_row("HF tokenizers encode", "1", sequential, bytes);
-  print_row("HF tokenizers encodeBatch", "pool", batch, bytes);
+  print_row("HF tokenizers encode_batch", "pool", batch, bytes);
   std::printf(
       "  studio_data vs HF: %.2fx the throughput per CPU-second (one thread each); wall clock "
-      "%.2fx on one thread, %.2fx with %u threads vs encodeBatch\n",
+      "%.2fx on one thread, %.2fx with %u threads vs encode_batch\n",
       sequential.cpu_seconds / one.cpu_seconds, sequential.seconds / one.seconds,
       batch.seconds / many.seconds, options.threads);
   if (sequential.tokens != one.tokens) {

@@ -1,15 +1,17 @@
-// Training-step throughput of the engine on CPU: the demo-shaped decoder (resources/demo/model,
-// Qwen2-style, fp32) doing what one step of `studio-train train` does (forward, the engine's
-// chunked LM-head cross-entropy, backward, global-norm clipping, AdamW), on deterministic token
-// batches. bench/train_step/eager_reference.py runs the same model and step in plain eager
-// PyTorch; bench/train_step/run.sh runs both in the same run and prints the table.
+// Training-step throughput of the engine: the demo-shaped decoder (resources/demo/model,
+// Qwen2-style) doing what one step of `studio-train train` does (forward, the engine's chunked
+// LM-head cross-entropy, backward, global-norm clipping, AdamW; in bf16 with fp32 master weights
+// as the engine does), on deterministic token batches, on the CPU or a CUDA device.
+// bench/train_step/hf_reference.py runs the same model and step with Hugging Face transformers
+// (Qwen2ForCausalLM, SDPA attention, torch.optim.AdamW); bench/train_step/run.sh runs both in the
+// same run and prints the table.
 //
 //   bench_train_step [--config CONFIG.json] [--seed N] [--case BxS]... [--warmup W] [--steps N]
-//                    [--threads T] [--save-model DIR]
+//                    [--threads T] [--save-model DIR] [--device cpu|cuda] [--dtype fp32|bf16]
 //
 // Each case prints one `RESULT key=value ...` line (see bench/README.md). --save-model writes the
 // initial weights as a Hugging Face folder (what `studio-train init-model` writes for the seed),
-// so the eager reference can start from the same weights and its losses can be compared.
+// so the reference can start from the same weights and its losses can be compared.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -31,6 +33,8 @@
 #include "studio/trainer/model/decoder.h"
 #include "studio/trainer/model_folder.h"
 #include "studio/trainer/optim/adamw.h"
+#include "studio/trainer/optim/master_weights.h"
+#include "studio/trainer/runtime_info.h"
 
 namespace {
 
@@ -49,6 +53,8 @@ struct Options {
   int steps = 10;
   int threads = 0;  // 0: LibTorch's default
   std::string save_model;
+  std::string device = "cpu";
+  std::string dtype = "fp32";
 };
 
 // The demo's hyper-parameters (resources/demo/sft_demo.yaml) and LLaMA-Factory's clipping.
@@ -119,48 +125,71 @@ struct StepTimes {
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, loss = 0;
 };
 
-// One step as the engine's train loop does it (trainer/train_loop.cpp, fp32: the parameters are
-// their own master weights). CPU ops are synchronous, so the phase timings are exact.
-StepTimes train_step(CausalLM& model, torch::optim::Optimizer& opt,
-                     const std::vector<torch::Tensor>& params, const Batch& b, double max_norm) {
+void sync(const torch::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize(d.index());
+}
+
+// One step as the engine's train loop does it (trainer/train_loop.cpp: bf16 compute with fp32
+// masters, or fp32 where the parameters are their own masters). The phases are timed with a
+// device synchronisation at each boundary (on the CPU ops are synchronous anyway).
+StepTimes train_step(CausalLM& model, MasterWeights& masters, torch::optim::Optimizer& opt,
+                     const std::vector<torch::Tensor>& params, const Batch& b, double max_norm,
+                     const torch::Device& dev) {
   StepTimes t;
   auto t0 = Clock::now();
   auto hidden = model->hidden_states(b.input_ids, b.position_ids);
   auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets);
   auto loss = sum / static_cast<double>(b.valid_tokens);
+  sync(dev);
   t.forward_ms = ms_since(t0);
   t0 = Clock::now();
   loss.backward();
+  masters.accumulate_grads();
+  sync(dev);
   t.backward_ms = ms_since(t0);
   t0 = Clock::now();
   torch::nn::utils::clip_grad_norm_(params, max_norm);
   opt.step();
   opt.zero_grad();
+  masters.scatter_weights();
+  sync(dev);
   t.optimizer_ms = ms_since(t0);
   t.loss = loss.item<double>();
   return t;
 }
 
 void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
+  const torch::Device dev(o.device == "cuda" ? torch::kCUDA : torch::kCPU);
   ModelOptions mo;
   mo.warn = [](const std::string&) {};
+  mo.device = dev;
+  mo.dtype = o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat;
   CausalLM model(info, mo);
-  model->init_weights(o.seed);
+  model->init_weights(o.seed);  // the same weights as init-model's for the seed, on any device
   const auto cfg = step_config();
-  auto named = model->hf_state();
+  MasterWeights masters(model->hf_state());
+  const auto& named = masters.params();
   auto opt = make_adamw(named, cfg);
   std::vector<torch::Tensor> params;
   for (const auto& [name, p] : named) params.push_back(p);
 
   std::vector<Batch> batches;
-  for (int k = 0; k < o.warmup + o.steps; ++k) batches.push_back(make_step_batch(k, c, info.vocab_size));
+  for (int k = 0; k < o.warmup + o.steps; ++k) {
+    Batch b = make_step_batch(k, c, info.vocab_size);
+    b.input_ids = b.input_ids.to(dev);
+    b.targets = b.targets.to(dev);
+    b.position_ids = b.position_ids.to(dev);
+    batches.push_back(std::move(b));
+  }
+  if (dev.is_cuda()) reset_cuda_peak_memory(dev.index());
 
   std::vector<double> step_ms, fwd, bwd, optim, losses;
   double cpu0 = 0;
   for (int k = 0; k < o.warmup + o.steps; ++k) {
     if (k == o.warmup) cpu0 = process_cpu_seconds();
     const auto t0 = Clock::now();
-    const StepTimes t = train_step(model, *opt, params, batches[size_t(k)], cfg.max_grad_norm);
+    const StepTimes t =
+        train_step(model, masters, *opt, params, batches[size_t(k)], cfg.max_grad_norm, dev);
     const double ms = ms_since(t0);
     losses.push_back(t.loss);
     if (k < o.warmup) continue;
@@ -171,13 +200,28 @@ void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
   }
   const double cpu = (process_cpu_seconds() - cpu0) / o.steps;
   const double med = median(step_ms);
+  // Model FLOPs per token (PaLM's MFU convention): 6 x the parameters that multiply (everything
+  // but the embedding lookup; a tied head multiplies with the embedding's matrix), plus the
+  // attention scores and values, 12 x layers x hidden x S, halved for the causal mask.
+  double matmul_params = 0;
+  for (const auto& [name, p] : named)
+    if (name.find("embed_tokens") == std::string::npos) matmul_params += static_cast<double>(p.numel());
+  if (info.tie_word_embeddings) matmul_params += static_cast<double>(info.vocab_size * info.hidden_size);
+  const double flops_per_token = 6 * matmul_params + 6.0 * static_cast<double>(info.num_layers) *
+                                                         static_cast<double>(info.hidden_size) *
+                                                         static_cast<double>(c.seq);
+  const double tokens_per_s = static_cast<double>(c.batch * c.seq) / (med / 1000);
+  double peak_mib = 0;
+  if (dev.is_cuda())
+    if (const auto m = cuda_memory_stats(dev.index())) peak_mib = m->peak_allocated_mib;
   std::printf(
-      "RESULT impl=engine torch=%s blas=%s case=%lldx%lld threads=%d warmup=%d steps=%d tokens_per_s=%.1f "
-      "step_ms=%.2f forward_ms=%.2f backward_ms=%.2f optimizer_ms=%.2f cpu_s_per_step=%.4f "
-      "loss_first=%.6f loss_last=%.6f\n",
-      TORCH_VERSION, loaded_blas().c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.seq), torch::get_num_threads(),
-      o.warmup, o.steps, static_cast<double>(c.batch * c.seq) / (med / 1000), med, median(fwd),
-      median(bwd), median(optim), cpu, losses.front(), losses.back());
+      "RESULT impl=engine torch=%s blas=%s case=%lldx%lld device=%s dtype=%s threads=%d warmup=%d "
+      "steps=%d tokens_per_s=%.1f step_ms=%.2f forward_ms=%.2f backward_ms=%.2f optimizer_ms=%.2f "
+      "cpu_s_per_step=%.4f peak_mib=%.1f model_tflops_per_s=%.3f loss_first=%.6f loss_last=%.6f\n",
+      TORCH_VERSION, dev.is_cuda() ? "cuda" : loaded_blas().c_str(), static_cast<long long>(c.batch),
+      static_cast<long long>(c.seq), o.device.c_str(), o.dtype.c_str(), torch::get_num_threads(),
+      o.warmup, o.steps, tokens_per_s, med, median(fwd), median(bwd), median(optim), cpu, peak_mib,
+      tokens_per_s * flops_per_token / 1e12, losses.front(), losses.back());
   std::fflush(stdout);
 }
 
@@ -210,10 +254,18 @@ Options parse(int argc, char** argv) {
     else if (a == "--steps") o.steps = std::stoi(value());
     else if (a == "--threads") o.threads = std::stoi(value());
     else if (a == "--save-model") o.save_model = value();
+    else if (a == "--device") o.device = value();
+    else if (a == "--dtype") o.dtype = value();
     else throw std::invalid_argument("unknown option " + a + " (see bench/README.md)");
   }
   if (o.cases.empty()) o.cases = {{16, 96}, {1, 1024}};
   if (o.warmup < 0 || o.steps < 1) throw std::invalid_argument("--warmup >= 0 and --steps >= 1");
+  if (o.device != "cpu" && o.device != "cuda") throw std::invalid_argument("--device cpu|cuda");
+  if (o.dtype != "fp32" && o.dtype != "bf16") throw std::invalid_argument("--dtype fp32|bf16");
+  if (o.device == "cuda") {
+    if (!torch::cuda::is_available()) throw std::runtime_error("--device cuda: no usable CUDA device");
+    select_cuda_device(0);
+  }
   return o;
 }
 
@@ -227,11 +279,12 @@ int main(int argc, char** argv) {
     const auto info = studio::read_model_info(o.config, error);
     if (!info) throw std::runtime_error(error);
     if (!o.save_model.empty()) init_model_folder(o.config, o.save_model, o.seed, torch::kFloat);
-    std::printf("# bench_train_step: %s, %lld layers, hidden %lld, vocab %lld, seed %llu, fp32, "
+    std::printf("# bench_train_step: %s, %lld layers, hidden %lld, vocab %lld, seed %llu, %s on %s, "
                 "LibTorch %s, %d threads\n",
                 info->architecture.c_str(), static_cast<long long>(info->num_layers),
                 static_cast<long long>(info->hidden_size), static_cast<long long>(info->vocab_size),
-                static_cast<unsigned long long>(o.seed), TORCH_VERSION, torch::get_num_threads());
+                static_cast<unsigned long long>(o.seed), o.dtype.c_str(), o.device.c_str(),
+                TORCH_VERSION, torch::get_num_threads());
     for (const Case& c : o.cases) run_case(*info, o, c);
   } catch (const std::exception& e) {
     std::cerr << "bench_train_step: " << e.what() << "\n";

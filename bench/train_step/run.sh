@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
-# Train-step throughput on CPU: the engine (bench_train_step) against plain eager PyTorch
-# (eager_reference.py, Debian's python3-torch) on the demo model, in the same run. Builds the
-# benchmark if needed, starts both from the same initial weights on the same batches, and prints
-# a Markdown table; --record also appends it to docs/PERFORMANCE.md. See bench/README.md.
+# Train-step throughput on the CPU or a GPU (--device cuda, --dtype bf16): the engine (bench_train_step) against Hugging Face transformers' own
+# model and training step (hf_reference.py, run by the project's Python environment: STUDIO_PYTHON,
+# scripts/python-env.sh) on the demo model, in the same run. Builds the benchmark if needed, starts
+# both from the same initial weights on the same batches, and prints a Markdown table; --record also
+# appends it to docs/PERFORMANCE.md. See bench/README.md.
 #
 #   bench/train_step/run.sh [--record] [--build-dir DIR] [--threads T] [--warmup W] [--steps N]
-#                           [--case BxS]... [--rounds R] [--blas DIR]
+#                           [--case BxS]... [--rounds R] [--adamw fused|for-loop] [--blas DIR]
+#                           [--device cpu|cuda] [--dtype fp32|bf16] [--config CONFIG.json]
 #
-# --rounds R repeats every (engine, eager) pair R times and keeps each side's fastest run: on a
-# shared machine the best of a few runs is the one the other jobs disturbed least.
-# --blas DIR runs both sides with DIR first on LD_LIBRARY_PATH: another libblas.so.3 than the
-# system's (e.g. OpenBLAS unpacked with dpkg -x), with OPENBLAS_NUM_THREADS set to T.
+# --config: another model shape than the demo's (e.g. resources/model-shapes/qwen2.5-0.5b/config.json,
+# with its initial weights written once as a Hugging Face folder for the reference).
+# --rounds R repeats every (engine, transformers) pair R times and keeps each side's fastest run:
+# on a shared machine the best of a few runs is the one the other jobs disturbed least.
+# --adamw picks torch.optim.AdamW's implementation on the transformers side: fused (the default, as
+# the Trainer's default optimizer) or for-loop (the implementation the engine's LibTorch AdamW has).
+# --blas DIR runs both sides with DIR first on LD_LIBRARY_PATH, with OPENBLAS_NUM_THREADS set to T:
+# another libblas.so.3 for a torch built against the system's BLAS (the torch wheel's has MKL inside).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${STUDIO_BUILD_DIR:-$root/build}
-python=/usr/bin/python3  # Debian's interpreter, the one python3-torch is installed for
+# shellcheck source=../../scripts/python-env.sh
+. "$root/scripts/python-env.sh"
+python=$STUDIO_PYTHON  # the project's Python environment: torch, transformers (scripts/setup.sh)
 record=0
 threads=$(nproc)
 warmup=3
 steps=10
 rounds=1
 cases=()
+device=cpu
+dtype=fp32
+model_config=
 blas_dir=
+adamw=fused
 command_line="bench/train_step/run.sh $*"
 
 while [ $# -gt 0 ]; do
@@ -34,15 +46,22 @@ while [ $# -gt 0 ]; do
     --case) cases+=("$2"); shift ;;
     --blas) blas_dir=$2; shift ;;
     --rounds) rounds=$2; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --adamw) adamw=$2; shift ;;
+    --device) device=$2; shift ;;
+    --config) model_config=$2; shift ;;
+    --dtype) dtype=$2; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [ ${#cases[@]} -gt 0 ] || cases=(16x96 1x1024)
+case "$device" in cpu|cuda) ;; *) echo "run.sh: --device cpu|cuda, got '$device'" >&2; exit 2 ;; esac
+case "$dtype" in fp32|bf16) ;; *) echo "run.sh: --dtype fp32|bf16, got '$dtype'" >&2; exit 2 ;; esac
 
-if ! "$python" -c "import torch" 2>/dev/null; then
-  echo "run.sh: $python cannot import torch: install python3-torch (scripts/setup.sh)" >&2
+if ! "$python" -c "import torch, transformers" 2>/dev/null; then
+  echo "run.sh: '$python' cannot import torch and transformers: run scripts/setup.sh, which" \
+       "installs the project's Python environment" >&2
   exit 1
 fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -50,7 +69,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake --build "$build" --target bench_train_step >/dev/null
 bench="$build/bench/train_step/bench_train_step"
-model="$build/bench/train_step/model"  # the engine's initial weights, loaded by the eager side
+model="$build/bench/train_step/model"  # the engine's initial weights, loaded by the transformers side
 
 if [ -n "$blas_dir" ]; then
   [ -e "$blas_dir/libblas.so.3" ] || { echo "run.sh: no libblas.so.3 in $blas_dir" >&2; exit 1; }
@@ -64,18 +83,21 @@ pressure_total() { sed -n 's/^some .*total=\([0-9]*\).*/\1/p' /proc/pressure/cpu
 stall0=$(pressure_total)
 wall0=$(date +%s%N)
 
-common=(--threads "$threads" --warmup "$warmup" --steps "$steps")
+common=(--threads "$threads" --warmup "$warmup" --steps "$steps" --device "$device" --dtype "$dtype")
 results=()
 saved=0
 for ((round = 0; round < rounds; ++round)); do
   for c in "${cases[@]}"; do
-    # One case at a time, engine then eager, so that both see the same load on a shared machine.
+    # One case at a time, engine then transformers, so that both see the same load on a shared
+    # machine.
     save=()
     [ $saved -eq 1 ] || save=(--save-model "$model")
-    results+=("$("$bench" "${common[@]}" --case "$c" "${save[@]}" | grep '^RESULT')")
+    engine_config=()
+    [ -z "$model_config" ] || engine_config=(--config "$model_config")
+    results+=("$("$bench" "${common[@]}" "${engine_config[@]}" --case "$c" "${save[@]}" | grep '^RESULT')")
     saved=1
-    results+=("$("$python" "$root/bench/train_step/eager_reference.py" "${common[@]}" --case "$c" \
-                   --weights "$model" | grep '^RESULT')")
+    results+=("$("$python" "$root/bench/train_step/hf_reference.py" "${common[@]}" --case "$c" \
+                   --weights "$model" --adamw "$adamw" | grep '^RESULT')")
   done
 done
 
@@ -98,6 +120,7 @@ table=$(printf '%s\n' "${results[@]}" | awk -v date="$(date -u '+%Y-%m-%d %H:%M 
   }
   {
     c = field($0, "case"); impl = field($0, "impl"); version[impl] = field($0, "torch"); blas[impl] = field($0, "blas")
+    if (impl == "transformers") { hf = field($0, "transformers"); adamw = field($0, "adamw") }
     if (!(c in seen)) { seen[c] = 1; order[++n] = c }
     if ((c, impl) in tps && field($0, "tokens_per_s") + 0 <= tps[c, impl] + 0) next  # keep the best
     tps[c, impl] = field($0, "tokens_per_s")
@@ -107,16 +130,16 @@ table=$(printf '%s\n' "${results[@]}" | awk -v date="$(date -u '+%Y-%m-%d %H:%M 
   }
   END {
     printf "### %s: %s, %d thread%s\n\n", date, machine, threads, (threads == 1 ? "" : "s")
-    printf "Command: `%s`%s; engine: LibTorch %s, eager: python3-torch %s; BLAS (engine / eager): `%s` / `%s`; CPU pressure (PSI some) during the run: %s.\n\n", cmd, (rounds > 1 ? " (each side: its best of " rounds " rounds)" : ""), version["engine"], version["eager"], blas["engine"], blas["eager"], pressure
-    print "| case (BxS) | engine tok/s | eager tok/s | engine / eager | engine fwd / bwd / optim ms | eager fwd / bwd / optim ms | CPU s per step (engine / eager) | loss at first, last step (engine / eager) |"
+    printf "Command: `%s`%s; engine: LibTorch %s; reference: transformers %s on torch %s (AdamW %s); BLAS (engine / transformers): `%s` / `%s`; CPU pressure (PSI some) during the run: %s.\n\n", cmd, (rounds > 1 ? " (each side: its best of " rounds " rounds)" : ""), version["engine"], hf, version["transformers"], adamw, blas["engine"], blas["transformers"], pressure
+    print "| case (BxS) | engine tok/s | transformers tok/s | engine / transformers | engine fwd / bwd / optim ms | transformers fwd / bwd / optim ms | CPU s per step (engine / transformers) | loss at first, last step (engine / transformers) |"
     print "|---|---:|---:|---:|---|---|---|---|"
     for (i = 1; i <= n; ++i) {
-      c = order[i]; e = tps[c, "engine"]; r = tps[c, "eager"]
+      c = order[i]; e = tps[c, "engine"]; r = tps[c, "transformers"]
       printf "| %s | %.0f | %.0f | %.2f | %s | %s | %s / %s | %s, %s / %s, %s |\n", c, e, r,
-             (r > 0 ? e / r : 0), phases[c, "engine"], phases[c, "eager"], cpus[c, "engine"],
-             cpus[c, "eager"], first[c, "engine"], last[c, "engine"], first[c, "eager"], last[c, "eager"]
-      d = first[c, "engine"] - first[c, "eager"]; if (d < 0) d = -d
-      if (d > 1e-3 * (first[c, "eager"] < 0 ? -first[c, "eager"] : first[c, "eager"]))
+             (r > 0 ? e / r : 0), phases[c, "engine"], phases[c, "transformers"], cpus[c, "engine"],
+             cpus[c, "transformers"], first[c, "engine"], last[c, "engine"], first[c, "transformers"], last[c, "transformers"]
+      d = first[c, "engine"] - first[c, "transformers"]; if (d < 0) d = -d
+      if (d > 1e-3 * (first[c, "transformers"] < 0 ? -first[c, "transformers"] : first[c, "transformers"]))
         warn = warn "\nWARNING: " c ": the first-step losses differ: the two models are not the same."
     }
     if (warn != "") print warn

@@ -20,31 +20,32 @@ bool is_utf8(const std::string& text) {
   return QString::fromUtf8(bytes).toUtf8() == bytes;
 }
 
-// Runs hf_tokenize.js with `arguments`, feeding `input`; the parsed stdout, or nullopt + error.
+// Runs hf_tokenize.py with `arguments`, feeding `input`; the parsed stdout, or nullopt + error.
 std::optional<nlohmann::json> run_script(const QStringList& arguments, const QByteArray& input,
                                          QString& error) {
   if (const QString problem = hf_reference_problem(); !problem.isEmpty()) {
     error = problem;
     return std::nullopt;
   }
-  QProcess node;
-  node.start(QStringLiteral("node"), QStringList{reference_dir() + "/hf_tokenize.js"} + arguments);
-  if (!node.waitForStarted(30000)) {
-    error = "node did not start: " + node.errorString();
+  QProcess python;
+  python.start(QStringLiteral(STUDIO_PYTHON),
+               QStringList{reference_dir() + "/hf_tokenize.py"} + arguments);
+  if (!python.waitForStarted(30000)) {
+    error = QStringLiteral(STUDIO_PYTHON " did not start: ") + python.errorString();
     return std::nullopt;
   }
-  node.write(input);
-  node.closeWriteChannel();
-  if (!node.waitForFinished(300000) || node.exitStatus() != QProcess::NormalExit ||
-      node.exitCode() != 0) {
-    error = "hf_tokenize.js " + arguments.join(' ') +
-            " failed: " + QString::fromUtf8(node.readAllStandardError());
+  python.write(input);
+  python.closeWriteChannel();
+  if (!python.waitForFinished(300000) || python.exitStatus() != QProcess::NormalExit ||
+      python.exitCode() != 0) {
+    error = "hf_tokenize.py " + arguments.join(' ') +
+            " failed: " + QString::fromUtf8(python.readAllStandardError());
     return std::nullopt;
   }
   try {
-    return nlohmann::json::parse(node.readAllStandardOutput().toStdString());
+    return nlohmann::json::parse(python.readAllStandardOutput().toStdString());
   } catch (const nlohmann::json::exception& e) {
-    error = QStringLiteral("hf_tokenize.js printed no JSON: %1").arg(e.what());
+    error = QStringLiteral("hf_tokenize.py printed no JSON: %1").arg(e.what());
     return std::nullopt;
   }
 }
@@ -52,15 +53,19 @@ std::optional<nlohmann::json> run_script(const QStringList& arguments, const QBy
 }  // namespace
 
 QString hf_reference_problem() {
-  if (QStandardPaths::findExecutable(QStringLiteral("node")).isEmpty()) {
-    return QStringLiteral("node is not installed; run scripts/setup.sh");
-  }
-  if (!QFile::exists(reference_dir() + "/node_modules/tokenizers/package.json")) {
-    return QStringLiteral(
-        "the Hugging Face tokenizers reference is not installed in tests/reference/node_modules: "
-        "run scripts/setup.sh (it runs npm ci --prefix tests/reference)");
-  }
-  return {};
+  static const QString problem = [] {
+    QProcess probe;
+    probe.start(QStringLiteral(STUDIO_PYTHON), {QStringLiteral("-c"), QStringLiteral("import tokenizers")});
+    if (!probe.waitForFinished(60000) || probe.exitStatus() != QProcess::NormalExit ||
+        probe.exitCode() != 0) {
+      return QStringLiteral("the Hugging Face tokenizers reference cannot run: '" STUDIO_PYTHON
+                            " -c \"import tokenizers\"' failed (%1): run scripts/setup.sh, which "
+                            "installs it into the project's Python environment")
+          .arg(QString::fromUtf8(probe.readAllStandardError()).trimmed());
+    }
+    return QString();
+  }();
+  return problem;
 }
 
 nlohmann::json encode_requests(const std::vector<std::string>& texts, bool add_special_tokens) {
@@ -83,7 +88,7 @@ std::optional<std::vector<HfAnswer>> hf_answers(const QString& tokenizer_json,
       run_script({tokenizer_json}, QByteArray::fromStdString(requests.dump()), error);
   if (!output) return std::nullopt;
   if (!output->is_array() || output->size() != requests.size()) {
-    error = QStringLiteral("hf_tokenize.js answered %1 requests of %2")
+    error = QStringLiteral("hf_tokenize.py answered %1 requests of %2")
                 .arg(output->size())
                 .arg(requests.size());
     return std::nullopt;

@@ -1,7 +1,8 @@
 #pragma once
-// Hugging Face tokenizers as the test oracle: runs tests/reference/hf_tokenize.js (the npm
-// package `tokenizers`, the Rust library itself) through node and reads its answers. The tests
-// fail, never skip, when node or the package is missing: scripts/setup.sh installs both.
+// Hugging Face tokenizers as the test oracle: runs tests/reference/hf_tokenize.py (the Python
+// package `tokenizers`, the Rust library itself) with the project's Python environment
+// (STUDIO_PYTHON) and reads its answers. The tests fail, never skip, when the package is missing:
+// scripts/setup.sh installs it.
 #include <QByteArray>
 #include <QString>
 

@@ -1,27 +1,25 @@
-#!/usr/bin/env python3
-"""An independent reader of .safetensors files and transformers model folders, written from the
-published format spec (https://huggingface.co/docs/safetensors) with the standard library and
-torch only, so that tst_hf_checkpoint can check that what the C++ writer produces is what the
-Hugging Face libraries read.
+"""What Hugging Face's own safetensors library (the Rust reader, through its Python bindings, as
+transformers uses it) sees in .safetensors files and transformers model folders, so that
+tst_hf_checkpoint can check that what the C++ writer produces is what the Hugging Face libraries
+read. Run with the project's Python environment (scripts/setup.sh; STUDIO_PYTHON).
 
 Usage: read_safetensors.py FILE.safetensors | MODEL_DIR
 Prints {"tensors": [{"name", "file", "dtype", "shape", "sum", "wsum"}, ...]} as JSON, where sum is
 the float64 sum of the elements and wsum the float64 sum of element * flat index (which also
-catches permuted data). Exits 1 with a message on stderr when the input breaks the format rules
-the Rust safetensors library enforces.
+catches permuted data). Exits 1 with a message on stderr when the library refuses the file (it
+enforces the format's rules: header size and JSON, offsets covering the data exactly, dtypes).
 """
 import json
 import os
-import struct
 import sys
 
 import torch
+from safetensors import safe_open
 
 DTYPES = {
-    "BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32,
-    "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
+    torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32",
+    torch.float64: "F64", torch.int64: "I64", torch.int32: "I32",
 }
-MAX_HEADER = 100_000_000
 
 
 def fail(message):
@@ -30,53 +28,25 @@ def fail(message):
 
 
 def read_file(path):
-    with open(path, "rb") as f:
-        blob = bytearray(f.read())  # writable, so torch.frombuffer does not warn
-    if len(blob) < 8:
-        fail(f"{path}: shorter than 8 bytes")
-    (n,) = struct.unpack("<Q", blob[:8])
-    if n > MAX_HEADER or 8 + n > len(blob):
-        fail(f"{path}: bad header length {n}")
-    if n % 8 != 0:
-        fail(f"{path}: header length {n} is not a multiple of 8 (writers pad it)")
-    header_bytes = blob[8:8 + n]
-    if not header_bytes.startswith(b"{"):
-        fail(f"{path}: header does not start with '{{'")
-    header = json.loads(header_bytes.decode("utf-8"))
-    metadata = header.pop("__metadata__", None)
-    if metadata is not None and not all(isinstance(v, str) for v in metadata.values()):
-        fail(f"{path}: __metadata__ values must be strings")
-    data = memoryview(blob)[8 + n:]
-    # The Rust library requires the data section to be covered exactly, without gaps.
-    position = 0
-    entries = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"])
+    try:
+        f = safe_open(path, framework="pt", device="cpu")
+    except Exception as e:  # noqa: BLE001 - the library's message is the answer
+        fail(f"{path}: safetensors refuses it: {e}")
     out = []
-    for name, info in entries:
-        begin, end = info["data_offsets"]
-        if begin != position:
-            fail(f"{path}: tensor {name!r} starts at {begin}, expected {position}")
-        position = end
-        dtype = DTYPES[info["dtype"]]
-        shape = info["shape"]
-        numel = 1
-        for d in shape:
-            numel *= d
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        if end - begin != numel * itemsize:
-            fail(f"{path}: tensor {name!r} has {end - begin} bytes for shape {shape}")
-        if numel == 0:
-            t = torch.empty(shape, dtype=dtype)
-        else:
-            t = torch.frombuffer(data[begin:end], dtype=dtype).reshape(shape)
-        flat = t.reshape(-1).to(torch.float64)
-        out.append({
-            "name": name, "file": os.path.basename(path), "dtype": info["dtype"],
-            "shape": shape, "sum": flat.sum().item(),
-            "wsum": (flat * torch.arange(numel, dtype=torch.float64)).sum().item(),
-        })
-    if position != len(data):
-        fail(f"{path}: data section has {len(data)} bytes, tensors cover {position}")
+    with f:
+        for name in f.keys():
+            t = f.get_tensor(name)
+            flat = t.reshape(-1).to(torch.float64)
+            out.append({
+                "name": name, "file": os.path.basename(path), "dtype": DTYPES[t.dtype],
+                "shape": list(t.shape), "sum": flat.sum().item(),
+                "wsum": (flat * torch.arange(flat.numel(), dtype=torch.float64)).sum().item(),
+            })
     return out
+
+
+def element_size(dtype_name):
+    return {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4}[dtype_name]
 
 
 def read_folder(folder):
@@ -97,7 +67,7 @@ def read_folder(folder):
         numel = 1
         for d in t["shape"]:
             numel *= d
-        total += numel * torch.empty((), dtype=DTYPES[t["dtype"]]).element_size()
+        total += numel * element_size(t["dtype"])
     if index["metadata"]["total_size"] != total:
         fail(f"{folder}: total_size {index['metadata']['total_size']} != {total}")
     return tensors

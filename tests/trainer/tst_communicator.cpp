@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <array>
 #include <functional>
 #include <thread>
 
@@ -143,6 +144,84 @@ class TestCommunicator : public QObject {
       ps.wait();
       if (rv[0].item<double>() != (r + world - 1) % world) throw std::runtime_error("ring");
       w.barrier("end");
+    });
+    for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+  }
+
+  // The ring hop's issue order under NCCL-like semantics: each rank runs its two point-to-point
+  // ops strictly in issue order and an op completes only when the peer is at the matching op (a
+  // pair's send and recv share one stream). ring_send_first() must complete for every ring size;
+  // "every rank receives first" (the order before) deadlocks, which shows the simulation can fail.
+  void ring_order_cannot_deadlock_data() {
+    QTest::addColumn<int>("size");
+    for (int n : {2, 3, 4, 5, 7, 8, 16}) QTest::newRow(qPrintable(QString("ring of %1").arg(n))) << n;
+  }
+  void ring_order_cannot_deadlock() {
+    QFETCH(int, size);
+    // ops[r] = {(is_send, peer), (is_send, peer)} in issue order.
+    using Op = std::pair<bool, int>;
+    auto simulate = [size](const std::function<bool(int)>& send_first) {
+      std::vector<std::array<Op, 2>> ops(static_cast<size_t>(size));
+      for (int r = 0; r < size; ++r) {
+        const Op s{true, (r + 1) % size}, v{false, (r + size - 1) % size};
+        ops[static_cast<size_t>(r)] = send_first(r) ? std::array<Op, 2>{s, v} : std::array<Op, 2>{v, s};
+      }
+      std::vector<size_t> at(static_cast<size_t>(size), 0);
+      for (bool progress = true; progress;) {
+        progress = false;
+        for (int r = 0; r < size; ++r) {
+          auto& i = at[static_cast<size_t>(r)];
+          if (i == 2) continue;
+          const Op op = ops[static_cast<size_t>(r)][i];
+          auto& j = at[static_cast<size_t>(op.second)];
+          if (j == 2) continue;
+          const Op peer = ops[static_cast<size_t>(op.second)][j];
+          if (peer.first != op.first && peer.second == r) {
+            ++i;
+            ++j;
+            progress = true;
+          }
+        }
+      }
+      for (size_t i : at)
+        if (i != 2) return false;
+      return true;
+    };
+    QVERIFY(simulate([size](int r) { return ring_send_first(r, size); }));
+    QVERIFY(!simulate([](int) { return false; }));  // all receive first: a cycle of waits
+  }
+
+  // Group::ring_shift on real Gloo rings of 2, 3 and 4 ranks: several hops in a row, each rank's
+  // tensor arrives at the next rank, with the two tags of the ring attention interleaved.
+  void ring_shift_data() {
+    QTest::addColumn<int>("size");
+    QTest::newRow("2") << 2;
+    QTest::newRow("3") << 3;
+    QTest::newRow("4") << 4;
+  }
+  void ring_shift() {
+    QFETCH(int, size);
+    auto errors = run_ranks(size, size, 1, 30, [&](int r, Communicator& c) {
+      Group& ring = c.ring_group();
+      if (ring.size() != size) throw std::runtime_error("ring size");
+      torch::Tensor held = torch::full({3, 5}, static_cast<double>(r), torch::kDouble);
+      for (int hop = 1; hop < 2 * size; ++hop) {
+        torch::Tensor got = torch::empty_like(held), grad_in = torch::full({2}, 100.0 + r, torch::kDouble);
+        torch::Tensor grad_out = torch::empty_like(grad_in);
+        auto a = ring.ring_shift(held, got, 1, "kv");
+        auto b = ring.ring_shift(grad_in, grad_out, 2, "dkv");
+        a.recv.wait();
+        a.send.wait();
+        b.recv.wait();
+        b.send.wait();
+        const int from = ((r - hop) % size + size) % size;
+        if (got.min().item<double>() != from || got.max().item<double>() != from)
+          throw std::runtime_error("hop " + std::to_string(hop) + ": rank " + std::to_string(r) +
+                                   " got " + std::to_string(got[0][0].item<double>()));
+        if (grad_out[0].item<double>() != 100.0 + (r + size - 1) % size)
+          throw std::runtime_error("second tag");
+        held = got;
+      }
     });
     for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
   }

@@ -396,14 +396,15 @@ void TestHfCheckpoint::resaveInPlaceRemovesStaleWeights() {
   QCOMPARE(entries(out.parent_path()), QStringList{"out"});
 }
 
-// What an independent reader, written from the format spec with Python's torch, sees in our
-// files must be what the C++ reader sees.
+// What Hugging Face's safetensors library (the Rust reader transformers uses) sees in our files
+// must be what the C++ reader sees. Fails, never skips, when the reference is missing.
 void TestHfCheckpoint::pythonReaderAgrees() {
-  const QString python = "/usr/bin/python3";
+  const QString python = QStringLiteral(STUDIO_PYTHON);
   QProcess probe;
-  probe.start(python, {"-c", "import torch"});
-  if (!probe.waitForFinished(120000) || probe.exitCode() != 0)
-    QSKIP("/usr/bin/python3 cannot import torch (install python3-torch: scripts/setup.sh)");
+  probe.start(python, {"-c", "import torch, safetensors"});
+  QVERIFY2(probe.waitForFinished(120000) && probe.exitCode() == 0,
+           qPrintable(python + " cannot import torch and safetensors: run scripts/setup.sh " +
+                      QString::fromUtf8(probe.readAllStandardError())));
 
   const fs::path sharded = fresh("python-sharded"), single = fresh("python-single");
   NamedTensors t = model();

@@ -26,11 +26,7 @@ std::string seconds_text(std::chrono::milliseconds t) {
 }  // namespace
 
 #if STUDIO_HAVE_C10D_GLOO
-#if STUDIO_TORCH_C10D_BACKEND_BASE
 using Backend = c10d::Backend;
-#else
-using Backend = c10d::ProcessGroup;
-#endif
 using Work = c10d::Work;
 #endif
 
@@ -218,6 +214,29 @@ Pending Group::recv(torch::Tensor& t, int src, int tag, const std::string& what)
 #else
   return {};
 #endif
+}
+
+bool ring_send_first(int rank, int size) {
+  (void)size;
+  return rank % 2 == 0;
+}
+
+Group::RingShift Group::ring_shift(torch::Tensor& sent, torch::Tensor& received, int tag,
+                                   const std::string& what) {
+  if (size_ == 1) {
+    received.copy_(sent);
+    return {};
+  }
+  const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
+  RingShift h;
+  if (ring_send_first(rank_, size_)) {
+    h.send = send(sent, next, tag, what);
+    h.recv = recv(received, prev, tag, what);
+  } else {
+    h.recv = recv(received, prev, tag, what);
+    h.send = send(sent, next, tag, what);
+  }
+  return h;
 }
 
 // ---------------------------------------------------------------------------------------------

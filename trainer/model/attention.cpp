@@ -1,21 +1,62 @@
-// Block attention dispatch (FlashAttention on a CUDA LibTorch, the math path elsewhere), the
-// LocalAttention autograd Function and the default of the decoder's attention seam.
+// Block attention dispatch (ATen's FlashAttention: its CUDA kernels for fp16/bf16, its CPU
+// kernel for fp32/bf16; the math path for everything else), the LocalAttention autograd Function
+// and the default of the decoder's attention seam.
 #include "studio/trainer/model/attention.h"
+
+#include <atomic>
 
 #include "studio/trainer/torch_compat.h"
 
 namespace studio::trainer {
 namespace {
 
-#if STUDIO_TORCH_HAS_FLASH_SDPA
+std::atomic<AttentionKernel> g_kernel{AttentionKernel::Auto};
+
+// The masks ATen's flash kernels express: none, or causal between blocks at the same positions
+// (their causal masks are aligned differently on CPU and CUDA; both equal ours only when the
+// blocks coincide).
+bool flash_mask_applies(const torch::Tensor& q, const torch::Tensor& k, const BlockMask& m) {
+  return !m.causal || (q.size(2) == k.size(2) && m.q_start == m.k_start);
+}
+
+// ATen's CPU flash attention (torch >= 2.2): fp32 and bf16 (double stays on the math path, the
+// tests' reference), any head_dim, Hkv < Hq directly, logsumexp fp32 [B, H, S]; its backward
+// takes out and logsumexp as given, like the CUDA one, so a ring can pass the merged ones.
+bool cpu_flash_applies(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const BlockMask& m) {
+  const auto t = q.scalar_type();
+  return q.device().is_cpu() && (t == torch::kFloat || t == torch::kBFloat16) &&
+         k.scalar_type() == t && v.scalar_type() == t && q.size(2) > 0 && k.size(2) > 0 &&
+         flash_mask_applies(q, k, m);
+}
+
+AttnBlockOut cpu_flash_forward(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, bool causal, double scale) {
+  auto r = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, /*dropout_p=*/0.0, causal,
+                                                           /*attn_mask=*/{}, scale);
+  return {std::get<0>(r), std::get<1>(r)};
+}
+
+AttnBlockGrads cpu_flash_backward(const torch::Tensor& dout, const torch::Tensor& q,
+                                  const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& out, const torch::Tensor& lse, bool causal,
+                                  double scale) {
+  const auto t = q.scalar_type();
+  auto g = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      dout.to(t).contiguous(), q, k, v, out.to(t).contiguous(), lse.to(at::kFloat).contiguous(),
+      /*dropout_p=*/0.0, causal, /*attn_mask=*/{}, scale);
+  return {std::get<0>(g).to(at::kFloat), std::get<1>(g).to(at::kFloat),
+          std::get<2>(g).to(at::kFloat)};
+}
+
+#if STUDIO_WITH_TORCH_CUDA
 // FlashAttention applies to fp16/bf16 CUDA tensors with a head_dim it has kernels for, and to
 // masks it can express: none, or causal between blocks at the same positions (its causal mask
 // is bottom-right aligned, which equals ours only when the blocks coincide).
 bool flash_applies(const torch::Tensor& q, const torch::Tensor& k, const BlockMask& m) {
   const auto t = q.scalar_type();
   return q.is_cuda() && (t == torch::kHalf || t == torch::kBFloat16) && k.scalar_type() == t &&
-         q.size(3) % 8 == 0 && q.size(3) <= 256 &&
-         (!m.causal || (q.size(2) == k.size(2) && m.q_start == m.k_start));
+         q.size(3) % 8 == 0 && q.size(3) <= 256 && flash_mask_applies(q, k, m);
 }
 
 // ATen's flash ops, torch >= 2.1 signatures. They take [B, H, S, D] (last dim contiguous) and
@@ -44,11 +85,17 @@ AttnBlockGrads flash_backward(const torch::Tensor& dout, const torch::Tensor& q,
 
 }  // namespace
 
+void set_attention_kernel(AttentionKernel kernel) { g_kernel.store(kernel); }
+AttentionKernel attention_kernel() { return g_kernel.load(); }
+
 AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch::Tensor& k,
                                      const torch::Tensor& v, const BlockMask& mask, double scale) {
-#if STUDIO_TORCH_HAS_FLASH_SDPA
-  if (flash_applies(q, k, mask)) return flash_forward(q, k, v, mask.causal, scale);
+  if (g_kernel.load() == AttentionKernel::Auto) {
+#if STUDIO_WITH_TORCH_CUDA
+    if (flash_applies(q, k, mask)) return flash_forward(q, k, v, mask.causal, scale);
 #endif
+    if (cpu_flash_applies(q, k, v, mask)) return cpu_flash_forward(q, k, v, mask.causal, scale);
+  }
   return math_block_forward(q, k, v, mask, scale);
 }
 
@@ -56,9 +103,14 @@ AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::
                                         const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& out, const torch::Tensor& lse,
                                         const BlockMask& mask, double scale) {
-#if STUDIO_TORCH_HAS_FLASH_SDPA
-  if (flash_applies(q, k, mask)) return flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
+  if (g_kernel.load() == AttentionKernel::Auto) {
+#if STUDIO_WITH_TORCH_CUDA
+    if (flash_applies(q, k, mask))
+      return flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
 #endif
+    if (cpu_flash_applies(q, k, v, mask))
+      return cpu_flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
+  }
   return math_block_backward(dout, q, k, v, out, lse, mask, scale);
 }
 

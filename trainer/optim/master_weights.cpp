@@ -14,13 +14,19 @@ MasterWeights::MasterWeights(const NamedTensors& model_params) : model_(model_pa
     masters_.emplace_back(name, p.detach().to(torch::kFloat).clone().requires_grad_(true));
 }
 
-void MasterWeights::gather_grads() {
+void MasterWeights::accumulate_grads() {
   if (!separate_) return;
+  torch::NoGradGuard no_grad;
   for (size_t i = 0; i < model_.size(); ++i) {
-    const auto& g = model_[i].second.grad();
-    auto& master = masters_[i].second;
+    auto& p = model_[i].second;
+    const torch::Tensor g = p.grad();
     if (!g.defined()) continue;
-    master.mutable_grad() = g.to(torch::kFloat);
+    auto& master = masters_[i].second;
+    if (master.grad().defined())
+      master.mutable_grad().add_(g);  // bf16 -> fp32 in the add, no bf16 sum
+    else
+      master.mutable_grad() = g.to(torch::kFloat);
+    p.mutable_grad() = torch::Tensor();
   }
 }
 

@@ -33,9 +33,9 @@ RingHop start_hop(dist::Group& ring, const torch::Tensor& t, int tag, const std:
   RingHop h;
   h.sent = t;
   h.received = torch::empty_like(t);
-  const int n = ring.size(), r = ring.rank();
-  h.recv = ring.recv(h.received, (r + n - 1) % n, tag, what);
-  h.send = ring.send(h.sent, (r + 1) % n, tag, what);
+  auto shift = ring.ring_shift(h.sent, h.received, tag, what);
+  h.send = std::move(shift.send);
+  h.recv = std::move(shift.recv);
   return h;
 }
 

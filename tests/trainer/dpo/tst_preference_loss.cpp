@@ -1,13 +1,19 @@
-// The DPO losses against independently computed numbers: literals from Debian's python3-torch
-// (torch.nn.functional.logsigmoid) and, for every loss, label smoothing and ftx setting, the
-// formulas of LLaMA-Factory's DPO trainer (TRL's dpo_loss) evaluated here with plain doubles.
-// Gradients w.r.t. the policy log-probs against the analytic derivative and central differences;
-// the ipo normalisation by the GLOBAL response length when the sums arrive in SP pieces; empty
-// responses and extreme logits stay finite.
+// The DPO losses against independently computed numbers: literals from torch
+// (torch.nn.functional.logsigmoid, in the project's Python environment), TRL's own DPO loss code
+// (tests/reference/trl_dpo.py run by STUDIO_PYTHON: matchesTrl) and, for every loss, label
+// smoothing and ftx setting, the formulas of LLaMA-Factory's DPO trainer evaluated here with plain
+// doubles. Gradients w.r.t. the policy log-probs against the analytic derivative and central
+// differences; the ipo normalisation by the GLOBAL response length when the sums arrive in SP
+// pieces; empty responses and extreme logits stay finite. matchesTrl fails, never skips, when
+// STUDIO_PYTHON or its trl is missing: scripts/setup.sh installs them.
 #include "studio/trainer/dpo/preference_loss.h"
 
 #include <torch/torch.h>
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
 #include <QtTest>
 
 #include <algorithm>
@@ -125,6 +131,129 @@ const Values kPc{-10.0, -30.5, -7.25}, kPr{-14.0, -20.0, -7.0};
 const Values kRc{-11.0, -25.0, -8.0}, kRr{-13.0, -22.0, -6.5};
 const Values kLc{4, 10, 1}, kLr{8, 5, 3};
 
+// ---- TRL as the reference (matchesTrl)
+//
+// tests/reference/trl_dpo.py runs TRL's own DPO loss code (DPOTrainer._compute_loss of TRL 1.16,
+// unmodified) on the same log-prob sums in float64, each pair as a TRL batch of one, plus all the
+// pairs as one batch for the logged means. Our losses follow LLaMA-Factory (see preference_loss.h);
+// where TRL 1.16 names the same function differently, the row says which TRL loss it is:
+//  - sigmoid with label smoothing: TRL 1.16's "sigmoid" ignores label_smoothing (documented for
+//    robust and exo_pair only). LF's conservative DPO (TRL < 1.0's sigmoid),
+//    -(1 - ls) logsigmoid(beta l) - ls logsigmoid(-beta l), is TRL 1.16's "aot" loss on a batch of
+//    one pair: aot sorts the pairs' log-ratio differences across the batch, and one pair sorts to
+//    itself.
+//  - ftx: TRL has no ftx; LF's SFT term, -ftx * chosen sum / chosen length, is TRL's "sft" loss
+//    weighted by ftx on a batch of one pair (on a larger batch TRL averages over all the batch's
+//    chosen tokens, LF per pair; for an empty chosen response TRL gives NaN, we 0).
+//  - ipo: the losses agree (TRL normalises the log-RATIOS by the completion token counts, we each
+//    log-prob; the same up to rounding). The rewards do not: TRL's are beta * (policy - reference)
+//    on the SUMS for every loss type, ours (LF's) for ipo on the per-token means, so ours are TRL's
+//    divided by max(length, 1), and the accuracies and margins follow from ours (the accuracy
+//    differs from TRL's where the sums and the means disagree: pair 2 of the second batch). Our
+//    ipo logps/* metrics are per-token means too, TRL's sums: not compared.
+//  - TRL logs rewards/accuracies as a float32 mean: compared to 1e-6.
+const QString kTrlScript = QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/trl_dpo.py");
+
+struct TrlBatch {
+  const char* name;
+  Values pc, pr, rc, rr, lc, lr;
+};
+
+std::vector<TrlBatch> trl_batches() {
+  return {
+      {"3 pairs", kPc, kPr, kRc, kRr, kLc, kLr},
+      // A tie (both rewards 0), an empty rejected response, a pair whose sums prefer the chosen
+      // response but whose per-token means prefer the rejected one, large magnitudes, a clear win.
+      {"5 pairs",
+       {-5, -3, -40, -812.375, -12.5},
+       {-6, 0, -6, -640.5, -30.25},
+       {-5, -3.5, -42, -790.25, -14},
+       {-6, 0, -6.5, -655, -27},
+       {2, 2, 20, 300, 9},
+       {2, 0, 2, 210, 15}},
+      {"4 long pairs",
+       {-145.9527, -32.9002, -220.3192, -94.1802},
+       {-51.6547, -22.9304, -102.6774, -69.9008},
+       {-136.1471, -44.1861, -228.622, -90.3572},
+       {-38.2234, -20.6173, -105.777, -55.6131},
+       {205, 117, 242, 373},
+       {64, 77, 314, 88}},
+  };
+}
+
+QJsonArray json_values(const Values& v) {
+  QJsonArray out;
+  for (double x : v) out.append(x);
+  return out;
+}
+
+QJsonArray json_lengths(const Values& v) {
+  QJsonArray out;
+  for (double x : v) out.append(static_cast<qint64>(std::llround(x)));
+  return out;
+}
+
+// Runs trl_dpo.py on `request`: its answer, or an empty object and `error` saying why.
+QJsonObject run_trl(const QJsonObject& request, QString& error) {
+  QProcess python;
+  python.start(QStringLiteral(STUDIO_PYTHON), {kTrlScript});
+  if (!python.waitForStarted(30000)) {
+    error = QStringLiteral("'" STUDIO_PYTHON "' did not start (%1): run scripts/setup.sh, which "
+                           "installs the project's Python environment with trl")
+                .arg(python.errorString());
+    return {};
+  }
+  python.write(QJsonDocument(request).toJson(QJsonDocument::Compact));
+  python.closeWriteChannel();
+  if (!python.waitForFinished(180000)) {
+    python.kill();
+    python.waitForFinished(10000);
+    error = QStringLiteral("trl_dpo.py did not finish within 180 s");
+    return {};
+  }
+  if (python.exitStatus() != QProcess::NormalExit || python.exitCode() != 0) {
+    error = QStringLiteral("'" STUDIO_PYTHON " trl_dpo.py' failed (exit code %1): %2\n(is trl "
+                           "installed? scripts/setup.sh installs it)")
+                .arg(python.exitCode())
+                .arg(QString::fromUtf8(python.readAllStandardError()).trimmed());
+    return {};
+  }
+  QJsonParseError parse{};
+  const QJsonDocument doc = QJsonDocument::fromJson(python.readAllStandardOutput(), &parse);
+  if (!doc.isObject()) {
+    error = QStringLiteral("trl_dpo.py printed no JSON object: ") + parse.errorString();
+    return {};
+  }
+  return doc.object();
+}
+
+// answer[key] as doubles; empty (and `error` set) unless it is an array of n numbers.
+std::vector<double> json_column(const QJsonObject& answer, const QString& key, qsizetype n,
+                                QString& error) {
+  const QJsonValue value = answer.value(key);
+  if (!value.isArray() || value.toArray().size() != n) {
+    error = QStringLiteral("trl_dpo.py: \"%1\" is not an array of %2 values").arg(key).arg(n);
+    return {};
+  }
+  std::vector<double> out;
+  for (const QJsonValue& x : value.toArray()) out.push_back(x.toDouble(std::nan("")));
+  return out;
+}
+
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+QString mismatch(const char* what, int64_t i, double got, double want) {
+  return QStringLiteral("%1 of pair %2: ours %3, TRL %4")
+      .arg(what)
+      .arg(i)
+      .arg(got, 0, 'g', 17)
+      .arg(want, 0, 'g', 17);
+}
+
 }  // namespace
 
 class TestPreferenceLoss : public QObject {
@@ -147,13 +276,15 @@ class TestPreferenceLoss : public QObject {
   void sequenceLogpsMasksIgnoredTargets();
   void optionsFromConfig();
   void rejectsBadInput();
+  void matchesTrl_data();
+  void matchesTrl();
 };
 
 void TestPreferenceLoss::sigmoidMatchesTorch_data() {
   QTest::addColumn<double>("beta");
   QTest::addColumn<double>("ls");
   QTest::addColumn<Values>("want");
-  // /usr/bin/python3 (python3-torch 1.13.1), fp64:
+  // torch, fp64 (first computed with python3-torch 1.13.1; torch 2.11 gives the same digits):
   //   pc, pr = t([-10, -30.5, -7.25]), t([-14, -20, -7]); rc, rr = t([-11, -25, -8]), t([-13, -22, -6.5])
   //   l = (pc - pr) - (rc - rr)
   //   -F.logsigmoid(beta * l) * (1 - ls) - F.logsigmoid(-beta * l) * ls
@@ -467,6 +598,156 @@ void TestPreferenceLoss::rejectsBadInput() {
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument, preference_loss(good, good, options({PrefLoss::Ipo, 0, 0, 0})));
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
                            sequence_logps(torch::zeros({2, 3}), torch::zeros({2, 4}, torch::kLong)));
+}
+
+void TestPreferenceLoss::matchesTrl_data() {
+  QTest::addColumn<PrefLoss>("kind");
+  QTest::addColumn<QString>("trl");  // the TRL 1.16 loss type that computes our loss
+  QTest::addColumn<double>("beta");
+  QTest::addColumn<double>("ls");
+  QTest::addColumn<double>("ftx");  // TRL: the "sft" loss, weighted by ftx
+  QTest::addColumn<Values>("pc");
+  QTest::addColumn<Values>("pr");
+  QTest::addColumn<Values>("rc");
+  QTest::addColumn<Values>("rr");
+  QTest::addColumn<Values>("lc");
+  QTest::addColumn<Values>("lr");
+  struct Row {
+    const char* name;
+    PrefLoss kind;
+    const char* trl;
+    double beta, ls, ftx;
+    int batch;  // index into trl_batches(), -1: every batch
+  };
+  const Row rows[] = {
+      {"sigmoid, beta 0.1", PrefLoss::Sigmoid, "sigmoid", 0.1, 0, 0, -1},
+      {"sigmoid, beta 2", PrefLoss::Sigmoid, "sigmoid", 2.0, 0, 0, 1},
+      {"sigmoid, beta 0.5, smoothing 0.1", PrefLoss::Sigmoid, "aot", 0.5, 0.1, 0, 0},
+      {"sigmoid, beta 0.1, smoothing 0.1", PrefLoss::Sigmoid, "aot", 0.1, 0.1, 0, 1},
+      {"sigmoid, beta 0.25, smoothing 0.1, ftx 0.5", PrefLoss::Sigmoid, "aot", 0.25, 0.1, 0.5, 2},
+      {"hinge, beta 0.5 (pair 0 at the margin)", PrefLoss::Hinge, "hinge", 0.5, 0, 0, 0},
+      {"hinge, beta 0.1", PrefLoss::Hinge, "hinge", 0.1, 0, 0, -1},
+      {"ipo, beta 0.1", PrefLoss::Ipo, "ipo", 0.1, 0, 0, -1},
+      {"ipo, beta 2", PrefLoss::Ipo, "ipo", 2.0, 0, 0, 1},
+      {"ipo, beta 0.5, ftx 1", PrefLoss::Ipo, "ipo", 0.5, 0, 1.0, 2},
+  };
+  const auto batches = trl_batches();
+  for (const Row& row : rows) {
+    for (int b = 0; b < static_cast<int>(batches.size()); ++b) {
+      if (row.batch >= 0 && row.batch != b) continue;
+      const TrlBatch& x = batches[size_t(b)];
+      QTest::newRow(qPrintable(QStringLiteral("%1; %2").arg(row.name, x.name)))
+          << row.kind << QString::fromLatin1(row.trl) << row.beta << row.ls << row.ftx << x.pc << x.pr
+          << x.rc << x.rr << x.lc << x.lr;
+    }
+  }
+}
+
+void TestPreferenceLoss::matchesTrl() {
+  QFETCH(PrefLoss, kind);
+  QFETCH(QString, trl);
+  QFETCH(double, beta);
+  QFETCH(double, ls);
+  QFETCH(double, ftx);
+  QFETCH(Values, pc);
+  QFETCH(Values, pr);
+  QFETCH(Values, rc);
+  QFETCH(Values, rr);
+  QFETCH(Values, lc);
+  QFETCH(Values, lr);
+  const qsizetype n = pc.size();
+
+  QJsonArray types{trl}, weights{1.0};
+  if (ftx > 0) {
+    types.append(QStringLiteral("sft"));
+    weights.append(ftx);
+  }
+  QJsonObject request;
+  request["loss_type"] = types;
+  request["loss_weights"] = weights;
+  request["beta"] = beta;
+  request["label_smoothing"] = ls;
+  request["policy_chosen_logps"] = json_values(pc);
+  request["policy_rejected_logps"] = json_values(pr);
+  request["reference_chosen_logps"] = json_values(rc);
+  request["reference_rejected_logps"] = json_values(rr);
+  request["chosen_lengths"] = json_lengths(lc);
+  request["rejected_lengths"] = json_lengths(lr);
+  QString error;
+  const QJsonObject answer = run_trl(request, error);
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  const auto losses = json_column(answer, "losses", n, error);
+  const auto trl_chosen = json_column(answer, "chosen_rewards", n, error);
+  const auto trl_rejected = json_column(answer, "rejected_rewards", n, error);
+  const auto trl_accuracies = json_column(answer, "reward_accuracies", n, error);
+  const auto trl_margins = json_column(answer, "reward_margins", n, error);
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+
+  const auto out = preference_loss(pairs(pc, pr, lc, lr), pairs(rc, rr, lc, lr),
+                                   options({kind, beta, ls, ftx}));
+  QCOMPARE(out.losses.scalar_type(), torch::kDouble);
+  QCOMPARE(out.losses.numel(), int64_t{n});
+
+  // Our rewards: TRL's, divided by the response lengths for ipo (see the note above trl_batches).
+  const bool ipo = kind == PrefLoss::Ipo;
+  std::vector<double> want_chosen, want_rejected, want_accuracies, want_margins;
+  for (int64_t i = 0; i < n; ++i) {
+    const int j = static_cast<int>(i);
+    const double norm_c = ipo ? std::max(lc[j], 1.0) : 1.0, norm_r = ipo ? std::max(lr[j], 1.0) : 1.0;
+    want_chosen.push_back(trl_chosen[size_t(i)] / norm_c);
+    want_rejected.push_back(trl_rejected[size_t(i)] / norm_r);
+    want_accuracies.push_back(ipo ? (want_chosen.back() > want_rejected.back() ? 1.0 : 0.0)
+                                  : trl_accuracies[size_t(i)]);
+    want_margins.push_back(ipo ? want_chosen.back() - want_rejected.back() : trl_margins[size_t(i)]);
+
+    const double loss = out.losses[i].item<double>();
+    QVERIFY2(close(loss, losses[size_t(i)], 1e-10), qPrintable(mismatch("loss", i, loss, losses[size_t(i)])));
+    const double chosen = out.chosen_rewards[i].item<double>();
+    const double rejected = out.rejected_rewards[i].item<double>();
+    QVERIFY2(close(chosen, want_chosen.back(), 1e-10),
+             qPrintable(mismatch("chosen reward", i, chosen, want_chosen.back())));
+    QVERIFY2(close(rejected, want_rejected.back(), 1e-10),
+             qPrintable(mismatch("rejected reward", i, rejected, want_rejected.back())));
+    const double accurate = chosen > rejected ? 1.0 : 0.0;
+    QVERIFY2(accurate == want_accuracies.back(),
+             qPrintable(mismatch("reward accuracy", i, accurate, want_accuracies.back())));
+    QVERIFY2(close(chosen - rejected, want_margins.back(), 1e-10),
+             qPrintable(mismatch("reward margin", i, chosen - rejected, want_margins.back())));
+  }
+
+  // The step metrics: our sums over the pairs, divided as the trainer divides them.
+  const auto m = dpo_metrics(out.metric_sums, n);
+  QVERIFY2(close(m.rewards_chosen, mean(want_chosen), 1e-10), qPrintable(QString::number(m.rewards_chosen, 'g', 17)));
+  QVERIFY2(close(m.rewards_rejected, mean(want_rejected), 1e-10),
+           qPrintable(QString::number(m.rewards_rejected, 'g', 17)));
+  QVERIFY2(close(m.rewards_accuracies, mean(want_accuracies), 1e-15),
+           qPrintable(QString::number(m.rewards_accuracies, 'g', 17)));
+  QVERIFY2(close(m.rewards_margins, mean(want_margins), 1e-10),
+           qPrintable(QString::number(m.rewards_margins, 'g', 17)));
+  if (!ipo) {
+    // ... and TRL's own logged means over all the pairs as one batch.
+    const QJsonObject batch = answer.value("batch").toObject();
+    const QJsonObject logged = batch.value("metrics").toObject();
+    const std::pair<const char*, double> metrics[] = {
+        {"rewards/chosen", m.rewards_chosen},   {"rewards/rejected", m.rewards_rejected},
+        {"rewards/margins", m.rewards_margins}, {"logps/chosen", m.logps_chosen},
+        {"logps/rejected", m.logps_rejected},   {"rewards/accuracies", m.rewards_accuracies}};
+    for (const auto& [key, ours] : metrics) {
+      QVERIFY2(logged.value(key).isDouble(), key);
+      const double theirs = logged.value(key).toDouble();
+      const double tolerance = QByteArray(key) == "rewards/accuracies" ? 1e-6 : 1e-10;  // TRL: a float32 mean
+      QVERIFY2(close(ours, theirs, tolerance),
+               qPrintable(QStringLiteral("%1: ours %2, TRL %3").arg(key).arg(ours, 0, 'g', 17).arg(theirs, 0, 'g', 17)));
+    }
+    // TRL's batch loss is the mean of the pairs' losses except where the row relies on a batch of
+    // one (aot sorts across the batch; sft averages over the batch's tokens).
+    if (trl != QLatin1String("aot") && ftx == 0) {
+      QVERIFY(batch.value("loss").isDouble());
+      const double ours = out.losses.mean().item<double>(), theirs = batch.value("loss").toDouble();
+      QVERIFY2(close(ours, theirs, 1e-10),
+               qPrintable(QStringLiteral("batch loss: ours %1, TRL %2").arg(ours, 0, 'g', 17).arg(theirs, 0, 'g', 17)));
+    }
+  }
 }
 
 QTEST_MAIN(TestPreferenceLoss)

@@ -69,6 +69,16 @@ class Group {
   Pending send(torch::Tensor& t, int dst, int tag, const std::string& what);
   Pending recv(torch::Tensor& t, int src, int tag, const std::string& what);
 
+  // One hop of a ring: `sent` goes to rank + 1 while `received` arrives from rank - 1 (mod
+  // size). The pair is issued in ring_send_first() order, so a backend whose point-to-point ops
+  // block in issue order (NCCL: a pair's send and recv on one stream) cannot deadlock, whatever
+  // the ring size. Both Pendings must be waited for; `sent` must stay alive until then.
+  struct RingShift {
+    Pending send, recv;
+  };
+  RingShift ring_shift(torch::Tensor& sent, torch::Tensor& received, int tag,
+                       const std::string& what);
+
  private:
   std::string name_;
   int rank_ = 0;
@@ -121,6 +131,13 @@ class Communicator {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Group> world_, sp_, dp_, ulysses_, ring_;
 };
+
+// The issue order of a ring hop on rank `rank` of `size`: even ranks send before they receive,
+// odd ranks receive before they send; the last rank of an odd ring (even, like rank 0) sends
+// first. Under blocking rendezvous semantics (an op completes only when its peer reaches the
+// matching op) this order completes for every ring size >= 2, while "everyone receives first"
+// deadlocks: tests/trainer/tst_communicator.cpp simulates both.
+bool ring_send_first(int rank, int size);
 
 // Whether this build can create multi-process groups (Gloo, and NCCL on CUDA builds).
 bool distributed_available(bool cuda);

@@ -4,8 +4,11 @@
 //     log-sum-exp, and its backward computed from a GIVEN out and lse. These are the pieces the
 //     zigzag ring composes: the ring merges block outputs with their lse and later passes the
 //     global out/lse back, so every block's gradient is exact (docs: sequence-parallel.md).
-//     CPU and any dtype: a chunked math path with fp32 accumulation (fp64 for double inputs).
-//     CUDA LibTorch >= 2.0 with fp16/bf16: ATen's FlashAttention forward/backward ops.
+//     fp32/bf16 on CPU: ATen's CPU flash-attention kernel (forward and backward, with the lse).
+//     fp16/bf16 on CUDA: ATen's FlashAttention forward/backward ops.
+//     Everything else (double, fp32 on CUDA, masks the kernels cannot express) and whatever
+//     set_attention_kernel(Math) pins: a chunked math path with fp32 accumulation (fp64 for
+//     double inputs), the reference the kernels are tested against.
 //  2. LocalAttention: an autograd Function over the block functions (no SP).
 //  3. The seam: AttentionFn, called by every decoder layer; SP modes and kernels install theirs.
 //
@@ -38,6 +41,12 @@ struct AttnBlockGrads {
   // ring can sum block gradients without rounding them to bf16 on every step.
   torch::Tensor dq, dk, dv;
 };
+
+// Auto: the fastest kernel that applies (bench/attention measures them: docs/PERFORMANCE.md);
+// Math: the math path everywhere (tests and benchmarks pin it). Process-wide.
+enum class AttentionKernel { Auto, Math };
+void set_attention_kernel(AttentionKernel kernel);
+AttentionKernel attention_kernel();
 
 // softmax(scale * q k^T + mask) v, and lse = logsumexp over the keys of scale * q k^T + mask.
 AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch::Tensor& k,

@@ -16,8 +16,9 @@ class MasterWeights {
   explicit MasterWeights(const NamedTensors& model_params);
   // What the optimizer updates and checkpoints save (fp32).
   const NamedTensors& params() const { return masters_; }
-  // After backward: model grads -> master grads (fp32).
-  void gather_grads();
+  // After EACH backward (every micro-batch): adds the model's grads to the master grads in fp32
+  // and clears the model's, so gradient accumulation sums in fp32, never in a bf16 .grad.
+  void accumulate_grads();
   // After the optimizer step: masters -> model parameters; clears the model's grads.
   void scatter_weights();
   bool separate() const { return separate_; }

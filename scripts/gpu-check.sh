@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Validates a lent GPU machine in one command (shared/device/README.md): builds the engine against
+# that machine's PyTorch, runs the CUDA tests, CUDA training steps against the CPU fp32 path,
+# multi-rank NCCL sequence parallelism against SP=1 (where the machine has the GPUs for it), and the
+# GPU benchmarks; writes one report, $OUT/gpu-check.md, plus the logs beside it.
+#
+#   scripts/gpu-check.sh [--out DIR] [--build-dir DIR] [--jobs N] [--skip-bench]
+#   scripts/gpu-check.sh --here      # on a machine without a GPU (CI): check that this script's
+#                                    # targets exist in the normal build and that it parses; no run
+#
+# On the device (shared/device/README.md): once, here, `../shared/device/pack-debs.sh` with the
+# packages listed in DEVICE_DEBS below; then run
+#   source .device-debs/activate.sh; scripts/gpu-check.sh
+# with `.device-debs` carried. The Python is the machine's (python3 with its PyTorch) unless
+# STUDIO_PYTHON names another. Every step is timed and its outcome is a row of the report; a failed
+# step does not stop the later ones (the exit status is 1 when any failed). Budget: the whole run
+# fits in 25 minutes on a cold H100 (build ~8 min with 16 cores).
+#
+# Multi-rank NCCL on ONE GPU: NCCL refuses two ranks of a communicator on the same device
+# ("Duplicate GPU detected"), so the 2- and 4-rank SP runs over NCCL need as many GPUs; with fewer
+# the report says so and the SP equivalence is covered by the Gloo tests (tst_sp_equivalence).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# The Debian packages the engine and its Qt Test suites need on a machine that has none of them
+# (give them to ../shared/device/pack-debs.sh).
+DEVICE_DEBS="libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libpcre2-dev libpcre2-8-0
+ libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libicu-dev libicu72 libgloo-dev libgloo0
+ qt6-base-dev qt6-base-dev-tools libqt6core6 libqt6test6 libqt6gui6 libqt6widgets6 libqt6network6
+ libqt6concurrent6 libqt6printsupport6 libqt6dbus6 libqt6sql6 libqt6opengl6 libqt6xml6
+ libqt6openglwidgets6 libdouble-conversion3 libb2-1 libmd4c0 libproxy1v5 libxkbcommon0"
+
+out=${OUT:-$root/out/gpu-check}
+build=$root/build-gpu
+jobs=$(nproc)
+here=0
+bench=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift ;;
+    --build-dir) build=$2; shift ;;
+    --jobs) jobs=$2; shift ;;
+    --skip-bench) bench=0 ;;
+    --here) here=1 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# The build targets the run needs; --here checks that the normal build defines every one of them.
+TARGETS=(studio-train bench_train_step bench_attention tst_rmsnorm_cuda tst_fused_linear_ce_cuda tst_rmsnorm_torch
+         tst_communicator tst_sp_equivalence tst_train_loop)
+
+if [ $here -eq 1 ]; then
+  b=${STUDIO_BUILD_DIR:-$root/build}
+  [ -f "$b/build.ninja" ] || { echo "gpu-check.sh --here: no build in $b (run scripts/build.sh)" >&2; exit 1; }
+  bash -n "$0" || exit 1
+  have=$(ninja -C "$b" -t targets all 2>/dev/null | sed 's/:.*//')
+  missing=0
+  for t in "${TARGETS[@]}"; do
+    grep -qx "$t" <<<"$have" || grep -q "/$t\$" <<<"$have" || { echo "gpu-check.sh: target $t is not in $b" >&2; missing=1; }
+  done
+  [ $missing -eq 0 ] || exit 1
+  echo "gpu-check.sh --here: ${#TARGETS[@]} targets present in $b; run it on a GPU machine to execute them"
+  exit 0
+fi
+
+mkdir -p "$out"
+report=$out/gpu-check.md
+python=${STUDIO_PYTHON:-python3}
+failed=0
+rows=()
+
+# step NAME COMMAND...: runs it with its output in $out/NAME.log; a row of the report.
+step() {
+  local name=$1; shift
+  local t0=$SECONDS
+  echo "== $name" >&2
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  local dt=$((SECONDS - t0))
+  local verdict=pass
+  [ $rc -eq 0 ] || { verdict="FAIL (exit $rc)"; failed=1; }
+  [ $rc -eq 77 ] && { verdict=skipped; failed=$((failed)); }
+  rows+=("| $name | $verdict | ${dt} s | \`$name.log\`: $(tail -n 1 "$out/$name.log" | tr '|' '/' | cut -c1-160) |")
+  echo "   $verdict in ${dt} s" >&2
+  return $rc
+}
+
+gpu_count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n1)
+{
+  echo "# gpu-check $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "- GPUs: ${gpu_count:-0} x ${gpu_name:-none found}"
+  echo "- CPU: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n1), $(nproc) cores"
+  echo "- PyTorch: $("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>&1)"
+  echo "- nvcc: $(nvcc --version 2>/dev/null | tail -n 1)"
+  echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+} >"$report.head"
+
+configure() {
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTUDIO_BUILD_GUI=OFF \
+    -DSTUDIO_PYTHON="$(command -v "$python")" -DSTUDIO_CUDA=ON -DSTUDIO_CUDA_ARCHITECTURES=90a
+}
+compile() { cmake --build "$build" -j "$jobs" --target "${TARGETS[@]}"; }
+step configure configure && step build compile
+bin=$build/app/studio-train
+
+step cuda_tests ctest --test-dir "$build" --output-on-failure -L cuda
+
+# CUDA training steps against the CPU fp32 path: the demo model, SFT then DPO, same data and seed;
+# per-step losses compared (fp32 on both sides: 1e-3 relative; bf16 on CUDA: 3e-2).
+demo=$out/demo
+train_compare() {
+  local stage=$1 dtype=$2
+  rm -rf "$demo/$stage-$dtype"
+  mkdir -p "$demo/$stage-$dtype"
+  local set=(--set max_steps=12 --set logging_steps=1 --set save_steps=0 --set eval_strategy=no)
+  [ "$dtype" = bf16 ] && set+=(--set bf16=true)
+  local cfg=$root/resources/demo/sft_demo.yaml model=$demo/model
+  if [ "$stage" = dpo ]; then cfg=$root/resources/demo/dpo_demo.yaml; model=$demo/model; fi
+  (cd "$root" &&
+   CUDA_VISIBLE_DEVICES= "$bin" train "$cfg" "${set[@]}" --set model_name_or_path="$model" \
+     --set output_dir="$demo/$stage-$dtype/cpu" --set bf16=false &&
+   "$bin" train "$cfg" "${set[@]}" --set model_name_or_path="$model" \
+     --set output_dir="$demo/$stage-$dtype/cuda") || return 1
+  "$python" - "$demo/$stage-$dtype/cpu/events.jsonl" "$demo/$stage-$dtype/cuda/events.jsonl" "$dtype" <<'EOF'
+import json, sys
+def losses(p):
+    return [e["loss"] for e in map(json.loads, open(p)) if e.get("event") == "step"]
+cpu, cuda, dtype = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3]
+tol = 1e-3 if dtype == "fp32" else 3e-2
+worst = max(abs(a - b) / max(1.0, abs(a)) for a, b in zip(cpu, cuda))
+print(f"{len(cpu)} steps, CPU fp32 {cpu[0]:.4f} -> {cpu[-1]:.4f}, CUDA {dtype} {cuda[0]:.4f} -> {cuda[-1]:.4f}, worst relative step difference {worst:.2e} (tolerance {tol})")
+sys.exit(0 if len(cpu) == len(cuda) and worst <= tol else 1)
+EOF
+}
+if [ -x "$bin" ]; then
+  mkdir -p "$demo"
+  CUDA_VISIBLE_DEVICES= "$bin" init-model --config "$root/resources/demo/model/config.json" \
+    --out "$demo/model" --seed 7 >"$out/init-model.log" 2>&1
+  step sft_fp32_cuda_vs_cpu train_compare sft fp32
+  step sft_bf16_cuda_vs_cpu train_compare sft bf16
+  step dpo_fp32_cuda_vs_cpu train_compare dpo fp32
+  step dpo_bf16_cuda_vs_cpu train_compare dpo bf16
+fi
+
+# SP over NCCL: 2 and 4 ranks in every mode against SP=1 on the same batches (one rank per GPU).
+sp_compare() {
+  local n=$1 mode=$2
+  local d=$demo/sp$n-$mode
+  rm -rf "$d"
+  local set=(--set max_steps=8 --set logging_steps=1 --set save_steps=0 --set eval_strategy=no
+             --set model_name_or_path="$demo/model")
+  local extra=()
+  [ "$mode" = usp ] && extra=(--set sequence_parallel_ulysses_degree=2)
+  (cd "$root" &&
+   "$bin" train resources/demo/sft_demo.yaml "${set[@]}" --set output_dir="$d/sp1" &&
+   "$bin" train resources/demo/sft_demo.yaml "${set[@]}" --nproc "$n" --set output_dir="$d/sp$n" \
+     --set sequence_parallel_size="$n" --set sequence_parallel_mode="$mode" \
+     --set gradient_accumulation_steps="$n" --set per_device_train_batch_size=4 "${extra[@]}") || return 1
+  "$python" - "$d/sp1/events.jsonl" "$d/sp$n/events.jsonl" <<'EOF'
+import json, sys
+def losses(p):
+    return [e["loss"] for e in map(json.loads, open(p)) if e.get("event") == "step"]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
+print(f"{len(a)} steps, SP=1 {a[0]:.5f} -> {a[-1]:.5f}, SP {b[0]:.5f} -> {b[-1]:.5f}, worst relative difference {worst:.2e}")
+sys.exit(0 if len(a) == len(b) and worst <= 2e-3 else 1)
+EOF
+}
+if [ -x "$bin" ]; then
+  for n in 2 4; do
+    for mode in zigzag-ring ulysses usp; do
+      [ "$mode" = usp ] && [ "$n" -lt 4 ] && continue
+      if [ "${gpu_count:-0}" -ge "$n" ]; then
+        step "sp${n}_${mode}_nccl" sp_compare "$n" "$mode"
+      else
+        rows+=("| sp${n}_${mode}_nccl | not run | - | $n ranks need $n GPUs: NCCL refuses two ranks on one device |")
+      fi
+    done
+  done
+fi
+
+# Benchmarks, each against its PyTorch reference on the same GPU in the same run: the engine's train
+# step against transformers' (Qwen2ForCausalLM, SDPA, AdamW), fp32 and bf16; attention forward +
+# backward (the kernel the engine dispatches to, the math path, at::scaled_dot_product_attention).
+if [ $bench -eq 1 ] && [ -x "$build/bench/train_step/bench_train_step" ]; then
+  for dtype in bf16 fp32; do
+    step "bench_train_step_$dtype" env STUDIO_BUILD_DIR="$build" STUDIO_PYTHON="$python" \
+      "$root/bench/train_step/run.sh" --build-dir "$build" --device cuda --dtype "$dtype" \
+      --config "$root/resources/model-shapes/qwen2.5-0.5b/config.json" \
+      --case 8x1024 --case 1x8192 --warmup 3 --steps 10
+  done
+fi
+if [ $bench -eq 1 ] && [ -x "$build/bench/attention/bench_attention" ]; then
+  step bench_attention "$build/bench/attention/bench_attention" --device cuda --dtype bf16 \
+    --case 1x32x8x4096x128 --case 1x32x8x16384x128 --case 4x16x16x2048x64
+fi
+
+{
+  cat "$report.head"
+  echo
+  echo "| step | result | time | last line of its log |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  for f in "$out"/bench_*.log; do
+    [ -f "$f" ] || continue
+    echo
+    echo "## $(basename "$f" .log)"
+    echo
+    grep -v '^==' "$f"
+  done
+} >"$report"
+rm -f "$report.head"
+echo "gpu-check: report in $report" >&2
+cat "$report"
+exit $failed
