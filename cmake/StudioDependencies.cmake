@@ -73,6 +73,15 @@ if(STUDIO_BUILD_ENGINE AND NOT Torch_FOUND)
   message(FATAL_ERROR "STUDIO_BUILD_ENGINE is ON but LibTorch was not found: run scripts/setup.sh "
                       "(the torch wheel in STUDIO_PYTHON's environment) or point CMAKE_PREFIX_PATH at a LibTorch, or pass -DSTUDIO_BUILD_ENGINE=OFF")
 endif()
+# The torch wheel's libtorch.so carries (and exports) a static copy of the toolchain's
+# std::filesystem (64 symbols: remove_all, copy, status, ...) that crashes when called from our
+# code (remove_all jumps to a null pointer). The dynamic linker binds a symbol to the first library
+# in load order that defines it, and libtorch.so comes before libstdc++.so.6 in a normal link; this
+# puts libstdc++.so.6 first in every binary that links the engine, so std:: resolves to the system
+# library. tst_train_loop's checkpoint rotation and tst_hf_checkpoint catch a regression.
+add_library(studio_libstdcxx_first INTERFACE)
+target_link_options(studio_libstdcxx_first INTERFACE
+  "LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")
 set(STUDIO_TORCH_CUDA OFF)
 if(STUDIO_BUILD_ENGINE AND (TARGET torch_cuda OR TARGET c10_cuda))
   set(STUDIO_TORCH_CUDA ON)

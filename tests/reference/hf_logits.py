@@ -10,7 +10,10 @@ any RoPE scaling transformers accepts (llama3, linear, yarn, dynamic; the legacy
 key and its "type" spelling are converted by transformers itself). It is loaded with
 AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=..., attn_implementation="eager") from the
 local folder only: nothing is ever downloaded. The ids run as one sequence of batch 1 without
-padding; the weights and the computation are in --dtype (default float32).
+padding; the weights and the computation are in --dtype (default float32), except where
+transformers itself computes in float32 whatever the dtype: the RMSNorm statistics, the attention
+softmax and the RoPE frequencies and angles. So --dtype float64 is NOT a float64-exact reference:
+it agrees with float32 to about 1e-6 relative.
 
 The load must be complete: a weight transformers expects but the folder lacks (which it would
 otherwise initialise at random), an unused or mis-shaped tensor, or a model class other than the

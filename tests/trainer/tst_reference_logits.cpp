@@ -1,17 +1,24 @@
-// The decoders against an independent implementation (tests/reference/decoder_reference.py,
-// Debian's python3-torch): freshly initialised checkpoints of every architecture and RoPE
-// scaling kind must give the same logits, and a saved checkpoint must load back bit-identically.
+// The decoders against Hugging Face transformers' own model classes (tests/reference/hf_logits.py,
+// run by the project's Python environment, STUDIO_PYTHON): freshly initialised checkpoints of every
+// architecture and RoPE scaling kind must give the same logits (< 1e-4 in fp32); the folders the
+// engine saves (its final model and its checkpoints, bf16 and fp32) must load in transformers with
+// every tensor used and give the logits our engine gives; and a saved checkpoint must load back
+// bit-identically.
 #include <QtTest>
 
+#include <filesystem>
+
+#include "studio/config/model_info.h"
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/model_folder.h"
+#include "studio/trainer/train_loop.h"
 
 using namespace studio::trainer;
 
 namespace {
 
 const QString kModels = QStringLiteral(STUDIO_TEST_DATA_DIR "/models");
-const QString kScript = QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/decoder_reference.py");
+const QString kScript = QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/hf_logits.py");
 const std::vector<int64_t> kIds = {1, 17, 5, 63, 42, 42, 3, 60, 11, 0, 58, 23, 7, 50, 31, 2,
                                    61, 9, 37, 14, 29, 33, 45, 40};
 
@@ -19,8 +26,8 @@ torch::Tensor reference_logits(const QString& model_dir) {
   QStringList ids;
   for (int64_t id : kIds) ids << QString::number(id);
   QProcess p;
-  p.start("/usr/bin/python3", {kScript, model_dir, ids.join(',')});
-  if (!p.waitForFinished(120000) || p.exitCode() != 0) {
+  p.start(QStringLiteral(STUDIO_PYTHON), {kScript, model_dir, ids.join(',')});
+  if (!p.waitForFinished(180000) || p.exitCode() != 0) {
     qWarning("%s", p.readAllStandardError().constData());
     return {};
   }
@@ -44,13 +51,17 @@ class TestReferenceLogits : public QObject {
   void matchesIndependentImplementation_data();
   void matchesIndependentImplementation();
   void savedCheckpointLoadsBitIdentically();
+  void engineOutputLoadsInTransformers_data();
+  void engineOutputLoadsInTransformers();
 };
 
 void TestReferenceLogits::initTestCase() {
   QProcess p;
-  p.start("/usr/bin/python3", {"-c", "import torch"});
-  QVERIFY2(p.waitForFinished(60000) && p.exitCode() == 0,
-           "/usr/bin/python3 cannot import torch: run scripts/setup.sh (installs python3-torch)");
+  p.start(QStringLiteral(STUDIO_PYTHON), {"-c", "import torch, transformers"});
+  QVERIFY2(p.waitForFinished(120000) && p.exitCode() == 0,
+           qPrintable(QStringLiteral(STUDIO_PYTHON " cannot import torch and transformers: run "
+                                     "scripts/setup.sh (the project's Python environment): ") +
+                      QString::fromUtf8(p.readAllStandardError())));
 }
 
 void TestReferenceLogits::matchesIndependentImplementation_data() {
@@ -100,6 +111,67 @@ void TestReferenceLogits::savedCheckpointLoadsBitIdentically() {
   auto ids = torch::tensor(kIds, torch::kLong).unsqueeze(0);
   auto pos = torch::arange(static_cast<int64_t>(kIds.size()), torch::kLong).unsqueeze(0);
   QVERIFY(torch::equal(first->logits(ids, pos), second->logits(ids, pos)));
+}
+
+// A short SFT run of the engine saves checkpoint-1, checkpoint-2 and the final model; each folder,
+// as written, must load in transformers (hf_logits.py refuses missing or unused tensors) and give
+// our logits for the folder's weights. bf16 output is compared in fp32 compute on both sides.
+void TestReferenceLogits::engineOutputLoadsInTransformers_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<bool>("bf16");
+  QTest::newRow("qwen2, fp32 run") << "tiny-qwen2" << false;
+  QTest::newRow("llama + llama3 rope, bf16 run") << "tiny-llama" << true;
+  QTest::newRow("qwen3 + yarn, fp32 run") << "tiny-qwen3-yarn" << false;
+}
+
+void TestReferenceLogits::engineOutputLoadsInTransformers() {
+  QFETCH(QString, model);
+  QFETCH(bool, bf16);
+  namespace fs = std::filesystem;
+  QTemporaryDir tmp;
+  const std::string src = tmp.filePath("src").toStdString();
+  init_model_folder((kModels + "/" + model + "/config.json").toStdString(), src, 3,
+                    bf16 ? torch::kBFloat16 : torch::kFloat);
+  TrainInputs in;
+  in.model_dir = src;
+  std::string error;
+  in.model = *studio::read_model_info(src, error);
+  torch::manual_seed(4);
+  for (int i = 0; i < 4; ++i) {
+    auto ids = torch::randint(3, 60, {12}, torch::kLong);
+    TokenizedSample sample;
+    sample.input_ids.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + 12);
+    sample.labels = sample.input_ids;
+    in.train.push_back(sample);
+  }
+  auto& c = in.config;
+  c.output_dir = tmp.filePath("run").toStdString();
+  c.learning_rate = 1e-2;
+  c.max_steps = 2;
+  c.save_steps = 1;
+  c.logging_steps = 1;
+  c.per_device_train_batch_size = 2;
+  c.bf16 = bf16;
+  const TrainResult r = Trainer(in).run();
+  QCOMPARE(QString::fromStdString(r.final_state), QStringLiteral("finished"));
+
+  for (const std::string sub : {"checkpoint-1", "checkpoint-2", ""}) {
+    const std::string dir = (fs::path(c.output_dir) / sub).string();
+    QVERIFY2(fs::exists(fs::path(dir) / "config.json"), dir.c_str());
+    auto lm = load_model_folder(dir);  // fp32 compute on our side too
+    torch::NoGradGuard no_grad;
+    const auto n = static_cast<int64_t>(kIds.size());
+    auto ours = lm->logits(torch::tensor(kIds, torch::kLong).unsqueeze(0),
+                           torch::arange(n, torch::kLong).unsqueeze(0))[0].to(torch::kDouble);
+    auto ref = reference_logits(QString::fromStdString(dir));
+    QVERIFY2(ref.defined(), qPrintable("transformers could not load " + QString::fromStdString(dir)));
+    QCOMPARE(ref.sizes(), ours.sizes());
+    const double err = (ours - ref).abs().max().item<double>();
+    const double scale = ref.abs().max().item<double>();
+    QVERIFY2(err <= 1e-4 * std::max(1.0, scale),
+             qPrintable(QString("%1: max |diff| %2 (logits up to %3)")
+                            .arg(QString::fromStdString(dir)).arg(err).arg(scale)));
+  }
 }
 
 QTEST_MAIN(TestReferenceLogits)

@@ -7,6 +7,8 @@
 
 #include <QtTest>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>

@@ -235,18 +235,19 @@ std::vector<double> json_column(const QJsonObject& answer, const QString& key, q
     error = QStringLiteral("trl_dpo.py: \"%1\" is not an array of %2 values").arg(key).arg(n);
     return {};
   }
+  const QJsonArray array = value.toArray();
   std::vector<double> out;
-  for (const QJsonValue& x : value.toArray()) out.push_back(x.toDouble(std::nan("")));
+  for (const QJsonValue x : array) out.push_back(x.isDouble() ? x.toDouble() : std::nan(""));
   return out;
 }
 
-double mean(const std::vector<double>& v) {
+double mean_of(const std::vector<double>& v) {
   double sum = 0;
   for (double x : v) sum += x;
   return sum / static_cast<double>(v.size());
 }
 
-QString mismatch(const char* what, int64_t i, double got, double want) {
+QString trl_mismatch(const char* what, int64_t i, double got, double want) {
   return QStringLiteral("%1 of pair %2: ours %3, TRL %4")
       .arg(what)
       .arg(i)
@@ -636,7 +637,7 @@ void TestPreferenceLoss::matchesTrl_data() {
     for (int b = 0; b < static_cast<int>(batches.size()); ++b) {
       if (row.batch >= 0 && row.batch != b) continue;
       const TrlBatch& x = batches[size_t(b)];
-      QTest::newRow(qPrintable(QStringLiteral("%1; %2").arg(row.name, x.name)))
+      QTest::newRow(qPrintable(QString(row.name) + "; " + x.name))
           << row.kind << QString::fromLatin1(row.trl) << row.beta << row.ls << row.ftx << x.pc << x.pr
           << x.rc << x.rr << x.lc << x.lr;
     }
@@ -701,28 +702,28 @@ void TestPreferenceLoss::matchesTrl() {
     want_margins.push_back(ipo ? want_chosen.back() - want_rejected.back() : trl_margins[size_t(i)]);
 
     const double loss = out.losses[i].item<double>();
-    QVERIFY2(close(loss, losses[size_t(i)], 1e-10), qPrintable(mismatch("loss", i, loss, losses[size_t(i)])));
+    QVERIFY2(close(loss, losses[size_t(i)], 1e-10), qPrintable(trl_mismatch("loss", i, loss, losses[size_t(i)])));
     const double chosen = out.chosen_rewards[i].item<double>();
     const double rejected = out.rejected_rewards[i].item<double>();
     QVERIFY2(close(chosen, want_chosen.back(), 1e-10),
-             qPrintable(mismatch("chosen reward", i, chosen, want_chosen.back())));
+             qPrintable(trl_mismatch("chosen reward", i, chosen, want_chosen.back())));
     QVERIFY2(close(rejected, want_rejected.back(), 1e-10),
-             qPrintable(mismatch("rejected reward", i, rejected, want_rejected.back())));
+             qPrintable(trl_mismatch("rejected reward", i, rejected, want_rejected.back())));
     const double accurate = chosen > rejected ? 1.0 : 0.0;
     QVERIFY2(accurate == want_accuracies.back(),
-             qPrintable(mismatch("reward accuracy", i, accurate, want_accuracies.back())));
+             qPrintable(trl_mismatch("reward accuracy", i, accurate, want_accuracies.back())));
     QVERIFY2(close(chosen - rejected, want_margins.back(), 1e-10),
-             qPrintable(mismatch("reward margin", i, chosen - rejected, want_margins.back())));
+             qPrintable(trl_mismatch("reward margin", i, chosen - rejected, want_margins.back())));
   }
 
   // The step metrics: our sums over the pairs, divided as the trainer divides them.
   const auto m = dpo_metrics(out.metric_sums, n);
-  QVERIFY2(close(m.rewards_chosen, mean(want_chosen), 1e-10), qPrintable(QString::number(m.rewards_chosen, 'g', 17)));
-  QVERIFY2(close(m.rewards_rejected, mean(want_rejected), 1e-10),
+  QVERIFY2(close(m.rewards_chosen, mean_of(want_chosen), 1e-10), qPrintable(QString::number(m.rewards_chosen, 'g', 17)));
+  QVERIFY2(close(m.rewards_rejected, mean_of(want_rejected), 1e-10),
            qPrintable(QString::number(m.rewards_rejected, 'g', 17)));
-  QVERIFY2(close(m.rewards_accuracies, mean(want_accuracies), 1e-15),
+  QVERIFY2(close(m.rewards_accuracies, mean_of(want_accuracies), 1e-15),
            qPrintable(QString::number(m.rewards_accuracies, 'g', 17)));
-  QVERIFY2(close(m.rewards_margins, mean(want_margins), 1e-10),
+  QVERIFY2(close(m.rewards_margins, mean_of(want_margins), 1e-10),
            qPrintable(QString::number(m.rewards_margins, 'g', 17)));
   if (!ipo) {
     // ... and TRL's own logged means over all the pairs as one batch.
