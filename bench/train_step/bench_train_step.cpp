@@ -99,16 +99,20 @@ double process_cpu_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-// The BLAS library this process loaded (what the matmuls run on), from /proc/self/maps.
+// The BLAS the CPU matmuls run on: a loaded libblas (e.g. the system's, with a torch built
+// against it), else the MKL linked into libtorch_cpu.so (the torch wheel). cuBLAS, which the CUDA
+// build loads too, is not what the CPU uses.
 std::string loaded_blas() {
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);) {
     const auto slash = line.find('/');
     if (slash == std::string::npos) continue;
     const std::string path = line.substr(slash);
-    if (path.substr(path.rfind('/') + 1).find("blas") != std::string::npos) return path;
+    const std::string name = path.substr(path.rfind('/') + 1);
+    if (name.find("blas") != std::string::npos && name.find("cublas") == std::string::npos)
+      return path;
   }
-  return "unknown";
+  return at::hasMKL() ? "mkl(in-libtorch_cpu)" : "unknown";
 }
 
 double ms_since(Clock::time_point t0) {
