@@ -108,9 +108,16 @@ int cmd_train(const Argv& argv) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 
+  // STUDIO_DIST_BACKEND: nccl (the default on GPUs) or gloo (on GPUs: host-staged collectives that
+  // let several ranks share one GPU, for checks on a 1-GPU machine; on CPUs Gloo is the only one).
+  const char* backend_env = std::getenv("STUDIO_DIST_BACKEND");
+  const std::string backend = backend_env && *backend_env ? backend_env : "nccl";
+  if (backend != "nccl" && backend != "gloo")
+    return usage_error("STUDIO_DIST_BACKEND=" + backend + " is not a backend: nccl or gloo");
+  const bool gloo_on_cuda = backend == "gloo";
   // The rank's GPU first: the communicator (NCCL), the model and every CUDA stream are created on
   // the current device.
-  const std::optional<int> cuda_device = trainer::select_cuda_device(env.local_rank);
+  const std::optional<int> cuda_device = trainer::select_cuda_device(env.local_rank, gloo_on_cuda);
   std::unique_ptr<trainer::dist::Communicator> comm;
   if (env.distributed()) {
     trainer::dist::CommOptions c;
@@ -127,6 +134,7 @@ int cmd_train(const Argv& argv) {
     c.timeout = std::chrono::seconds(cfg.ddp_timeout);
     c.cuda = cuda_device.has_value();
     c.cuda_device = cuda_device.value_or(0);
+    c.gloo_on_cuda = c.cuda && gloo_on_cuda;
     comm = std::make_unique<trainer::dist::Communicator>(c);
   } else if (cfg.sequence_parallel_size > 1) {
     return usage_error("train: sequence_parallel_size " +
@@ -168,6 +176,7 @@ int cmd_train(const Argv& argv) {
   in.terminal = rank0 && ::isatty(STDERR_FILENO) != 0;
   in.comm = comm.get();
   in.local_rank = env.local_rank;
+  in.share_gpus = gloo_on_cuda;
   if (rank0)
     std::cerr << "studio-train: " << n_train << (cfg.stage == Stage::Dpo ? " training pairs, "
                                                                          : " training samples, ")

@@ -110,10 +110,11 @@ std::string format_runtime_info() {
   return format_runtime_info(query_runtime_info());
 }
 
-std::optional<int> select_cuda_device(int local_rank) {
+std::optional<int> select_cuda_device(int local_rank, bool share_devices) {
   if (!torch::cuda::is_available()) return std::nullopt;
 #if STUDIO_WITH_TORCH_CUDA
   const int count = static_cast<int>(torch::cuda::device_count());
+  if (share_devices && count > 0 && local_rank >= 0) local_rank %= count;
   if (local_rank < 0 || local_rank >= count)
     throw std::runtime_error("LOCAL_RANK=" + std::to_string(local_rank) + " has no GPU: this node has " +
                              std::to_string(count) + " visible CUDA device(s) (CUDA_VISIBLE_DEVICES=" +
@@ -125,6 +126,7 @@ std::optional<int> select_cuda_device(int local_rank) {
   return local_rank;
 #else
   (void)local_rank;
+  (void)share_devices;
   return std::nullopt;
 #endif
 }

@@ -219,7 +219,7 @@ struct Trainer::Impl {
 
   void build_model() {
     // select_cuda_device also makes it the current device (streams, NCCL, the allocator's stats).
-    if (const auto d = select_cuda_device(in.local_rank))
+    if (const auto d = select_cuda_device(in.local_rank, in.share_gpus))
       device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*d));
     if (par.sequence_parallel()) {
       sp::check_sp_heads(par.layout, in.model.num_heads, in.model.num_kv_heads);
@@ -499,7 +499,7 @@ struct Trainer::Impl {
     const std::vector<double> v{mine ? mine->allocated_mib : kNaN,
                                 mine ? mine->reserved_mib : kNaN,
                                 mine ? mine->peak_allocated_mib : kNaN,
-                                mine ? mine->total_mib : kNaN, static_cast<double>(in.local_rank)};
+                                mine ? mine->total_mib : kNaN, static_cast<double>(device.index())};
     const int world = par.world();
     auto all = torch::zeros({world, 5}, torch::kDouble);
     all[par.rank()] = torch::tensor(v, torch::kDouble);

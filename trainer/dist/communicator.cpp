@@ -1,6 +1,7 @@
 #include "studio/trainer/dist/communicator.h"
 
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "studio/trainer/torch_compat.h"
@@ -35,6 +36,9 @@ struct Group::Impl {
   c10::intrusive_ptr<Backend> pg;
 #endif
   torch::Device device{torch::kCPU};  // where the group's tensors live
+  // Gloo carrying CUDA tensors (CommOptions::gloo_on_cuda): every operation goes through host
+  // copies, made before it is issued and copied back when it completes.
+  bool stage_through_host = false;
 };
 
 struct Pending::State {
@@ -44,6 +48,8 @@ struct Pending::State {
   std::string context;  // "rank 3: send(k/v) in group sp0"
   std::chrono::milliseconds timeout{0};
   bool done = false;
+  torch::Tensor host;               // a staged operation's host copy, alive until it completes
+  std::function<void()> on_done;    // ... and what to copy back then
 };
 
 void Pending::wait() {
@@ -69,6 +75,7 @@ void Pending::wait() {
     throw CollectiveError(state_->context + " timed out after " + seconds_text(state_->timeout) +
                           " (ddp_timeout): a peer rank is hung or dead");
 #endif
+  if (state_->on_done) state_->on_done();
 }
 
 Group::Group(std::string name, int rank, int size, std::vector<int> global_ranks,
@@ -98,6 +105,24 @@ void require_contiguous(const Group& g, const char* op, const std::string& what,
 
 }  // namespace
 
+// Host staging (Gloo carrying CUDA tensors): the host copy an operation runs on, or `t` itself.
+torch::Tensor Group::staged(const torch::Tensor& t, bool copy) const {
+  if (!impl_ || !impl_->stage_through_host || !t.is_cuda()) return t;
+  return copy ? t.to(torch::kCPU).contiguous() : torch::empty(t.sizes(), t.options().device(torch::kCPU));
+}
+
+// After a staged operation: copies the host result into `t` (a no-op when nothing was staged).
+Pending Group::unstage(Pending p, torch::Tensor t, torch::Tensor host) const {
+  if (!host.defined() || host.is_same(t)) return p;  // nothing was staged
+  if (!p.state_) {  // nothing in flight (a group of one)
+    t.copy_(host);
+    return p;
+  }
+  p.state_->host = host;
+  p.state_->on_done = [t, host]() mutable { t.copy_(host); };
+  return p;
+}
+
 #if STUDIO_HAVE_C10D_GLOO
 #define STUDIO_DIST_ISSUE(op, what, expr)                                              \
   [&]() {                                                                               \
@@ -117,8 +142,9 @@ Pending Group::all_reduce_sum_async(torch::Tensor& t, const std::string& what) {
   require_contiguous(*this, "all_reduce", what, t);
   if (size_ == 1) return {};
 #if STUDIO_HAVE_C10D_GLOO
-  std::vector<at::Tensor> ts{t};
-  return STUDIO_DIST_ISSUE("all_reduce", what, impl_->pg->allreduce(ts));
+  torch::Tensor host = staged(t, true);
+  std::vector<at::Tensor> ts{host};
+  return unstage(STUDIO_DIST_ISSUE("all_reduce", what, impl_->pg->allreduce(ts)), t, host);
 #else
   return {};
 #endif
@@ -126,7 +152,7 @@ Pending Group::all_reduce_sum_async(torch::Tensor& t, const std::string& what) {
 
 void Group::all_reduce_sum(torch::Tensor& t, const std::string& what) {
   // Small host-side sums (losses, counts, the stop flag) on an NCCL group go through the device.
-  if (size_ > 1 && impl_ && impl_->device.is_cuda() && !t.is_cuda()) {
+  if (size_ > 1 && impl_ && impl_->device.is_cuda() && !impl_->stage_through_host && !t.is_cuda()) {
     auto on_device = t.to(impl_->device);
     all_reduce_sum_async(on_device, what).wait();
     t.copy_(on_device);
@@ -148,7 +174,11 @@ void Group::all_to_all(torch::Tensor& out, torch::Tensor& in, const std::string&
   }
 #if STUDIO_HAVE_C10D_GLOO
   std::vector<int64_t> equal;
-  STUDIO_DIST_ISSUE("all_to_all", what, impl_->pg->alltoall_base(out, in, equal, equal)).wait();
+  torch::Tensor host_in = staged(in, true), host_out = staged(out, false);
+  unstage(STUDIO_DIST_ISSUE("all_to_all", what,
+                            impl_->pg->alltoall_base(host_out, host_in, equal, equal)),
+          out, host_out)
+      .wait();
 #endif
 }
 
@@ -163,9 +193,13 @@ void Group::all_gather(std::vector<torch::Tensor>& out, torch::Tensor& in,
     return;
   }
 #if STUDIO_HAVE_C10D_GLOO
-  std::vector<std::vector<at::Tensor>> outs{std::vector<at::Tensor>(out.begin(), out.end())};
-  std::vector<at::Tensor> ins{in};
+  std::vector<at::Tensor> host_outs;
+  for (const auto& o : out) host_outs.push_back(staged(o, false));
+  std::vector<std::vector<at::Tensor>> outs{host_outs};
+  std::vector<at::Tensor> ins{staged(in, true)};
   STUDIO_DIST_ISSUE("all_gather", what, impl_->pg->allgather(outs, ins)).wait();
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!host_outs[i].is_same(out[i])) out[i].copy_(host_outs[i]);
 #endif
 }
 
@@ -173,10 +207,11 @@ void Group::broadcast(torch::Tensor& t, int root, const std::string& what) {
   require_contiguous(*this, "broadcast", what, t);
   if (size_ == 1) return;
 #if STUDIO_HAVE_C10D_GLOO
-  std::vector<at::Tensor> ts{t};
+  torch::Tensor host = staged(t, true);
+  std::vector<at::Tensor> ts{host};
   c10d::BroadcastOptions opt;
   opt.rootRank = root;
-  STUDIO_DIST_ISSUE("broadcast", what, impl_->pg->broadcast(ts, opt)).wait();
+  unstage(STUDIO_DIST_ISSUE("broadcast", what, impl_->pg->broadcast(ts, opt)), t, host).wait();
 #endif
 }
 
@@ -185,7 +220,9 @@ void Group::barrier(const std::string& what) {
 #if STUDIO_HAVE_C10D_GLOO
   // A one-element all-reduce: unlike barrier() it behaves the same on Gloo and NCCL (no device
   // guessing) and reports a dead peer the same way as every other collective.
-  torch::Tensor t = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(impl_->device));
+  torch::Tensor t = torch::zeros(
+      {1}, torch::TensorOptions().dtype(torch::kFloat).device(
+               impl_->stage_through_host ? torch::Device(torch::kCPU) : impl_->device));
   all_reduce_sum(t, what);
 #endif
 }
@@ -196,8 +233,11 @@ Pending Group::send(torch::Tensor& t, int dst, int tag, const std::string& what)
     throw std::invalid_argument(context(*this, "send", what) + ": bad peer " +
                                 std::to_string(dst));
 #if STUDIO_HAVE_C10D_GLOO
-  std::vector<at::Tensor> ts{t};
-  return STUDIO_DIST_ISSUE("send", what, impl_->pg->send(ts, dst, tag));
+  torch::Tensor host = staged(t, true);
+  std::vector<at::Tensor> ts{host};
+  Pending p = STUDIO_DIST_ISSUE("send", what, impl_->pg->send(ts, dst, tag));
+  if (!host.is_same(t) && p.state_) p.state_->host = host;  // alive until sent
+  return p;
 #else
   return {};
 #endif
@@ -209,8 +249,9 @@ Pending Group::recv(torch::Tensor& t, int src, int tag, const std::string& what)
     throw std::invalid_argument(context(*this, "recv", what) + ": bad peer " +
                                 std::to_string(src));
 #if STUDIO_HAVE_C10D_GLOO
-  std::vector<at::Tensor> ts{t};
-  return STUDIO_DIST_ISSUE("recv", what, impl_->pg->recv(ts, src, tag));
+  torch::Tensor host = staged(t, false);
+  std::vector<at::Tensor> ts{host};
+  return unstage(STUDIO_DIST_ISSUE("recv", what, impl_->pg->recv(ts, src, tag)), t, host);
 #else
   return {};
 #endif
@@ -285,7 +326,7 @@ std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store->store);
   const int n = static_cast<int>(ranks.size());
   try {
-    if (opt.cuda) {
+    if (opt.cuda && !opt.gloo_on_cuda) {
 #if STUDIO_WITH_TORCH_CUDA
       auto o = c10d::ProcessGroupNCCL::Options::create();
       o->timeout = timeout;
@@ -304,11 +345,15 @@ std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int
                                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                  : c10d::ProcessGroupGloo::createDefaultDevice());
       impl->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, my_index, n, o);
+      if (opt.cuda) {  // Gloo carrying CUDA tensors through host copies
+        impl->device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(opt.cuda_device));
+        impl->stage_through_host = true;
+      }
     }
   } catch (const std::exception& e) {
     throw CollectiveError("rank " + std::to_string(me) + ": could not set up process group " +
                           name + " (" + std::to_string(n) + " ranks, " +
-                          (opt.cuda ? "NCCL" : "Gloo") + "): " + e.what());
+                          (opt.cuda && !opt.gloo_on_cuda ? "NCCL" : "Gloo") + "): " + e.what());
   }
 #else
   (void)store;

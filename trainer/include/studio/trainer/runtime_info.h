@@ -39,8 +39,10 @@ std::string format_runtime_info();
 // Makes cuda:`local_rank` this process's current device (c10::cuda::set_device), before anything
 // that allocates on or talks to a device (the model, NCCL, CUDA streams): without it every rank
 // would use GPU 0. Returns the device index, or nullopt when CUDA is not available (CPU run).
-// Throws std::runtime_error naming LOCAL_RANK and the device count when the rank has no device.
-std::optional<int> select_cuda_device(int local_rank);
+// Throws std::runtime_error naming LOCAL_RANK and the device count when the rank has no device,
+// unless `share_devices` (Gloo on CUDA only: NCCL refuses two ranks on one GPU), which gives rank
+// r the device r mod count.
+std::optional<int> select_cuda_device(int local_rank, bool share_devices = false);
 
 // The CUDA caching allocator's view of one device, in MiB (1 MiB = 2^20 bytes).
 struct CudaMemoryStats {

@@ -31,6 +31,7 @@ struct TrainInputs {
   std::string config_path;             // for messages
   dist::Communicator* comm = nullptr;  // null: one process
   int local_rank = 0;                  // CUDA device of this rank
+  bool share_gpus = false;             // Gloo on CUDA: rank r uses device r mod count
   // Called after every optimizer step (tests, embedding callers); may set the stop flag.
   std::function<void(int64_t step, double loss)> on_step;
 };

@@ -36,6 +36,7 @@ class Pending {
   bool valid() const { return state_ != nullptr; }
 
  private:
+  friend class Group;
   std::shared_ptr<State> state_;
 };
 
@@ -80,6 +81,9 @@ class Group {
                        const std::string& what);
 
  private:
+  torch::Tensor staged(const torch::Tensor& t, bool copy) const;
+  Pending unstage(Pending p, torch::Tensor t, torch::Tensor host) const;
+
   std::string name_;
   int rank_ = 0;
   int size_ = 1;
@@ -100,6 +104,10 @@ struct CommOptions {
   std::chrono::seconds timeout{1800};  // ddp_timeout
   bool cuda = false;            // NCCL when true (CUDA LibTorch only), Gloo otherwise
   int cuda_device = 0;
+  // With cuda: Gloo instead of NCCL, every operation copied through the host. Slow, but it lets
+  // several ranks share one GPU, which NCCL refuses ("Duplicate GPU detected"): the SP checks of
+  // scripts/gpu-check.sh on a 1-GPU machine (STUDIO_DIST_BACKEND=gloo).
+  bool gloo_on_cuda = false;
 };
 
 // The groups of one process. Construction is a collective over the world: every rank must
