@@ -111,7 +111,9 @@ configure() {
 # benchmarks (they also need Qt 6 Test: without it they are not configured and the step says so).
 compile_engine() { cmake --build "$build" -j "$jobs" --target studio-train; }
 compile_tests() {
-  if ! ninja -C "$build" -t targets all 2>/dev/null | grep -q '^tst_rmsnorm_cuda:'; then
+  local targets
+  targets=$(ninja -C "$build" -t targets all 2>/dev/null)  # not piped into grep -q: pipefail
+  if ! grep -q '^tst_rmsnorm_cuda:' <<<"$targets"; then
     echo "the tests and benchmarks are not configured: Qt 6 Test was not found (pack DEVICE_DEBS)"
     return 1
   fi
@@ -236,6 +238,29 @@ fi
   echo "| step | result | time | last line of its log |"
   echo "|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
+  # MFU and peak memory of the train-step runs (run.sh's table has tokens/s and the ratio): the
+  # engine's model FLOPs (bench_train_step's model_tflops_per_s) over the GPU's dense bf16 peak.
+  "$python" - "$out" "$gpu_name" <<'EOF3' || true
+import glob, os, re, sys
+out, gpu = sys.argv[1], sys.argv[2]
+peak = 989.4 if ("H100" in gpu or "H200" in gpu) else None  # dense bf16 TFLOP/s, SXM
+rows = []
+for path in sorted(glob.glob(os.path.join(out, "bench_train_step_*.log"))):
+    for line in open(path):
+        if not line.startswith("RESULT"):
+            continue
+        f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+        rows.append(f)
+if rows:
+    print("\n## train step: peak memory and MFU\n")
+    print("| impl | case | dtype | tokens/s | peak MiB | model TFLOP/s | MFU (bf16 dense peak) |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for f in rows:
+        tf = f.get("model_tflops_per_s")
+        mfu = f"{100 * float(tf) / peak:.1f}%" if tf and peak else "-"
+        print(f"| {f.get('impl')} | {f.get('case')} | {f.get('dtype')} | {f.get('tokens_per_s')} | "
+              f"{f.get('peak_mib')} | {tf or '-'} | {mfu} |")
+EOF3
   for f in "$out"/bench_*.log; do
     [ -f "$f" ] || continue
     echo
