@@ -36,7 +36,7 @@ if(EXISTS "${STUDIO_PYTHON}")
 endif()
 if(NOT STUDIO_PYTHON_OK)
   message(STATUS "SeqStudio: no torch in STUDIO_PYTHON='${STUDIO_PYTHON}': run scripts/setup.sh; "
-                 "the tests that compare with Hugging Face references will say so and skip")
+                 "the tests that compare with Hugging Face references will fail saying so")
 endif()
 
 # --- engine: LibTorch ------------------------------------------------------------------------

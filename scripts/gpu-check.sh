@@ -130,6 +130,21 @@ step cuda_tests ctest --test-dir "$build" --output-on-failure -L cuda
 # Tests labelled hf need transformers/TRL/safetensors in the Python, which the GPU machine lacks.
 step trainer_tests_on_gpu ctest --test-dir "$build" --output-on-failure -L "trainer|sp" -LE hf -j 4
 
+# compare_losses REF_EVENTS GOT_EVENTS TOLERANCE LABEL: the two runs' per-step losses, the worst
+# relative difference; exit 1 when the step counts differ or it is above the tolerance.
+compare_losses() {
+  "$python" - "$@" <<'EOF'
+import json, sys
+def losses(p):
+    return [e["loss"] for e in map(json.loads, open(p)) if e.get("event") == "step"]
+a, b, tol, label = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+worst = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
+print(f"{len(a)} steps, {label}: {a[0]:.5f} -> {a[-1]:.5f} vs {b[0]:.5f} -> {b[-1]:.5f}, "
+      f"worst relative step difference {worst:.2e} (tolerance {tol})")
+sys.exit(0 if len(a) == len(b) and worst <= tol else 1)
+EOF
+}
+
 # CUDA training steps against the CPU fp32 path: the demo model, SFT then DPO, same data and seed;
 # per-step losses compared (fp32 on both sides: 1e-3 relative; bf16 on CUDA: 3e-2).
 demo=$out/demo
@@ -139,23 +154,16 @@ train_compare() {
   mkdir -p "$demo/$stage-$dtype"
   local set=(--set max_steps=12 --set logging_steps=1 --set save_steps=100000)
   [ "$dtype" = bf16 ] && set+=(--set bf16=true)
-  local cfg=$root/resources/demo/sft_demo.yaml model=$demo/model
-  if [ "$stage" = dpo ]; then cfg=$root/resources/demo/dpo_demo.yaml; model=$demo/model; fi
+  local cfg=$root/resources/demo/${stage}_demo.yaml
   (cd "$root" &&
-   CUDA_VISIBLE_DEVICES= "$bin" train "$cfg" "${set[@]}" --set model_name_or_path="$model" \
+   CUDA_VISIBLE_DEVICES= "$bin" train "$cfg" "${set[@]}" --set model_name_or_path="$demo/model" \
      --set output_dir="$demo/$stage-$dtype/cpu" --set bf16=false &&
-   "$bin" train "$cfg" "${set[@]}" --set model_name_or_path="$model" \
+   "$bin" train "$cfg" "${set[@]}" --set model_name_or_path="$demo/model" \
      --set output_dir="$demo/$stage-$dtype/cuda") || return 1
-  "$python" - "$demo/$stage-$dtype/cpu/events.jsonl" "$demo/$stage-$dtype/cuda/events.jsonl" "$dtype" <<'EOF'
-import json, sys
-def losses(p):
-    return [e["loss"] for e in map(json.loads, open(p)) if e.get("event") == "step"]
-cpu, cuda, dtype = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3]
-tol = 1e-3 if dtype == "fp32" else 3e-2
-worst = max(abs(a - b) / max(1.0, abs(a)) for a, b in zip(cpu, cuda))
-print(f"{len(cpu)} steps, CPU fp32 {cpu[0]:.4f} -> {cpu[-1]:.4f}, CUDA {dtype} {cuda[0]:.4f} -> {cuda[-1]:.4f}, worst relative step difference {worst:.2e} (tolerance {tol})")
-sys.exit(0 if len(cpu) == len(cuda) and worst <= tol else 1)
-EOF
+  local tol=1e-3
+  [ "$dtype" = bf16 ] && tol=3e-2
+  compare_losses "$demo/$stage-$dtype/cpu/events.jsonl" "$demo/$stage-$dtype/cuda/events.jsonl" \
+    "$tol" "CPU fp32 vs CUDA $dtype"
 }
 if [ -x "$bin" ]; then
   mkdir -p "$demo"
@@ -187,16 +195,9 @@ sp_compare() {
    STUDIO_DIST_BACKEND=$backend "$bin" train resources/demo/sft_demo.yaml "${set[@]}" --nproc "$n" \
      --set output_dir="$d/sp$n" --set sequence_parallel_size="$n" \
      --set sequence_parallel_mode="$mode" "${extra[@]}") || return 1
-  "$python" - "$d/sp1/events.jsonl" "$d/sp$n/events.jsonl" "$dtype" <<'EOF2'
-import json, sys
-def losses(p):
-    return [e["loss"] for e in map(json.loads, open(p)) if e.get("event") == "step"]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-tol = 2e-3 if sys.argv[3] == "fp32" else 2e-2
-worst = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
-print(f"{len(a)} steps, SP=1 {a[0]:.5f} -> {a[-1]:.5f}, SP {b[0]:.5f} -> {b[-1]:.5f}, worst relative difference {worst:.2e} (tolerance {tol})")
-sys.exit(0 if len(a) == len(b) and worst <= tol else 1)
-EOF2
+  local tol=2e-3
+  [ "$dtype" = bf16 ] && tol=2e-2
+  compare_losses "$d/sp1/events.jsonl" "$d/sp$n/events.jsonl" "$tol" "SP=1 vs SP=$n $mode $dtype"
 }
 if [ -x "$bin" ]; then
   for n in 2 4; do

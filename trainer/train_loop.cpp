@@ -127,7 +127,7 @@ torch::Tensor clip_gradients(const std::vector<torch::Tensor>& params, double ma
   torch::Tensor total = torch::stack(norms).norm(2);
   if (std::isfinite(max_norm)) {
     const torch::Tensor coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0);
-    for (auto& g : grads) g.detach().mul_(coef.to(g.scalar_type()));
+    for (auto& g : grads) g.detach().mul_(coef);  // a 0-dim factor: grads keep their dtype
   }
   return total;
 }

@@ -1,9 +1,7 @@
 #include "hf_reference.h"
 
 #include <QDir>
-#include <QFile>
 #include <QProcess>
-#include <QStandardPaths>
 
 #include <random>
 

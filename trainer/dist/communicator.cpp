@@ -257,10 +257,7 @@ Pending Group::recv(torch::Tensor& t, int src, int tag, const std::string& what)
 #endif
 }
 
-bool ring_send_first(int rank, int size) {
-  (void)size;
-  return rank % 2 == 0;
-}
+bool ring_send_first(int rank) { return rank % 2 == 0; }
 
 Group::RingShift Group::ring_shift(torch::Tensor& sent, torch::Tensor& received, int tag,
                                    const std::string& what) {
@@ -270,7 +267,7 @@ Group::RingShift Group::ring_shift(torch::Tensor& sent, torch::Tensor& received,
   }
   const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
   RingShift h;
-  if (ring_send_first(rank_, size_)) {
+  if (ring_send_first(rank_)) {
     h.send = send(sent, next, tag, what);
     h.recv = recv(received, prev, tag, what);
   } else {

@@ -30,6 +30,12 @@ bool cpu_flash_applies(const torch::Tensor& q, const torch::Tensor& k, const tor
          flash_mask_applies(q, k, m);
 }
 
+// The flash backward ops return gradients in the inputs' dtype; the block API wants fp32.
+AttnBlockGrads fp32_grads(const std::tuple<at::Tensor, at::Tensor, at::Tensor>& g) {
+  return {std::get<0>(g).to(at::kFloat), std::get<1>(g).to(at::kFloat),
+          std::get<2>(g).to(at::kFloat)};
+}
+
 AttnBlockOut cpu_flash_forward(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, bool causal, double scale) {
   auto r = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, /*dropout_p=*/0.0, causal,
@@ -42,11 +48,9 @@ AttnBlockGrads cpu_flash_backward(const torch::Tensor& dout, const torch::Tensor
                                   const torch::Tensor& out, const torch::Tensor& lse, bool causal,
                                   double scale) {
   const auto t = q.scalar_type();
-  auto g = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+  return fp32_grads(at::_scaled_dot_product_flash_attention_for_cpu_backward(
       dout.to(t).contiguous(), q, k, v, out.to(t).contiguous(), lse.to(at::kFloat).contiguous(),
-      /*dropout_p=*/0.0, causal, /*attn_mask=*/{}, scale);
-  return {std::get<0>(g).to(at::kFloat), std::get<1>(g).to(at::kFloat),
-          std::get<2>(g).to(at::kFloat)};
+      /*dropout_p=*/0.0, causal, /*attn_mask=*/{}, scale));
 }
 
 #if STUDIO_WITH_TORCH_CUDA
@@ -75,43 +79,49 @@ AttnBlockGrads flash_backward(const torch::Tensor& dout, const torch::Tensor& q,
                               double scale) {
   const at::Tensor none;  // cum_seq_q/k: only nested (varlen) batches have them
   const at::Tensor philox = at::zeros({}, q.options().dtype(at::kLong));
-  auto g = at::_scaled_dot_product_flash_attention_backward(
+  return fp32_grads(at::_scaled_dot_product_flash_attention_backward(
       dout.contiguous(), q, k, v, out, lse.to(at::kFloat).contiguous(), none, none, q.size(2),
-      k.size(2), /*dropout_p=*/0.0, causal, philox, philox, scale);
-  return {std::get<0>(g).to(at::kFloat), std::get<1>(g).to(at::kFloat),
-          std::get<2>(g).to(at::kFloat)};
+      k.size(2), /*dropout_p=*/0.0, causal, philox, philox, scale));
 }
 #endif
+
+// The one choice of kernel, made the same way for a block's forward and its backward.
+enum class Kernel { Math, CpuFlash, CudaFlash };
+Kernel pick_kernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                   const BlockMask& mask) {
+  if (g_kernel.load() == AttentionKernel::Math) return Kernel::Math;
+#if STUDIO_WITH_TORCH_CUDA
+  if (flash_applies(q, k, mask)) return Kernel::CudaFlash;
+#endif
+  return cpu_flash_applies(q, k, v, mask) ? Kernel::CpuFlash : Kernel::Math;
+}
 
 }  // namespace
 
 void set_attention_kernel(AttentionKernel kernel) { g_kernel.store(kernel); }
-AttentionKernel attention_kernel() { return g_kernel.load(); }
 
 AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch::Tensor& k,
                                      const torch::Tensor& v, const BlockMask& mask, double scale) {
-  if (g_kernel.load() == AttentionKernel::Auto) {
+  switch (pick_kernel(q, k, v, mask)) {
 #if STUDIO_WITH_TORCH_CUDA
-    if (flash_applies(q, k, mask)) return flash_forward(q, k, v, mask.causal, scale);
+    case Kernel::CudaFlash: return flash_forward(q, k, v, mask.causal, scale);
 #endif
-    if (cpu_flash_applies(q, k, v, mask)) return cpu_flash_forward(q, k, v, mask.causal, scale);
+    case Kernel::CpuFlash: return cpu_flash_forward(q, k, v, mask.causal, scale);
+    default: return math_block_forward(q, k, v, mask, scale);
   }
-  return math_block_forward(q, k, v, mask, scale);
 }
 
 AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::Tensor& q,
                                         const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& out, const torch::Tensor& lse,
                                         const BlockMask& mask, double scale) {
-  if (g_kernel.load() == AttentionKernel::Auto) {
+  switch (pick_kernel(q, k, v, mask)) {
 #if STUDIO_WITH_TORCH_CUDA
-    if (flash_applies(q, k, mask))
-      return flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
+    case Kernel::CudaFlash: return flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
 #endif
-    if (cpu_flash_applies(q, k, v, mask))
-      return cpu_flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
+    case Kernel::CpuFlash: return cpu_flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
+    default: return math_block_backward(dout, q, k, v, out, lse, mask, scale);
   }
-  return math_block_backward(dout, q, k, v, out, lse, mask, scale);
 }
 
 torch::Tensor LocalAttention::forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,

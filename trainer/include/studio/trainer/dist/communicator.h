@@ -140,12 +140,12 @@ class Communicator {
   std::unique_ptr<Group> world_, sp_, dp_, ulysses_, ring_;
 };
 
-// The issue order of a ring hop on rank `rank` of `size`: even ranks send before they receive,
+// The issue order of a ring hop on rank `rank`: even ranks send before they receive,
 // odd ranks receive before they send; the last rank of an odd ring (even, like rank 0) sends
 // first. Under blocking rendezvous semantics (an op completes only when its peer reaches the
 // matching op) this order completes for every ring size >= 2, while "everyone receives first"
 // deadlocks: tests/trainer/tst_communicator.cpp simulates both.
-bool ring_send_first(int rank, int size);
+bool ring_send_first(int rank);
 
 // Whether this build can create multi-process groups (Gloo, and NCCL on CUDA builds).
 bool distributed_available(bool cuda);

@@ -46,7 +46,6 @@ struct AttnBlockGrads {
 // Math: the math path everywhere (tests and benchmarks pin it). Process-wide.
 enum class AttentionKernel { Auto, Math };
 void set_attention_kernel(AttentionKernel kernel);
-AttentionKernel attention_kernel();
 
 // softmax(scale * q k^T + mask) v, and lse = logsumexp over the keys of scale * q k^T + mask.
 AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch::Tensor& k,
