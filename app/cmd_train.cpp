@@ -135,6 +135,8 @@ int cmd_train(const Argv& argv) {
     c.cuda = cuda_device.has_value();
     c.cuda_device = cuda_device.value_or(0);
     c.gloo_on_cuda = c.cuda && gloo_on_cuda;
+    const char* verify_env = std::getenv("STUDIO_VERIFY_COLLECTIVES");
+    c.verify_collectives = verify_env && std::string(verify_env) == "1";
     comm = std::make_unique<trainer::dist::Communicator>(c);
   } else if (cfg.sequence_parallel_size > 1) {
     return usage_error("train: sequence_parallel_size " +

@@ -5,31 +5,42 @@
 namespace studio::trainer {
 namespace {
 
-// Rows of `hidden` whose target is valid, flattened: [N, H] and their targets [N].
-std::pair<torch::Tensor, torch::Tensor> valid_rows(const torch::Tensor& hidden,
-                                                   const torch::Tensor& targets) {
+// Rows of `hidden` whose target is valid, flattened: [N, H], their targets [N] and per-row weights
+// [N]. A chunk without any valid target (all prompt, all padding: common under sequence
+// parallelism) yields one row of weight 0 instead of none, so the LM head runs and receives a
+// (zero) gradient on every rank: the autograd graph, and with it the gradient buckets and every
+// collective, never depends on where a rank's targets happen to fall (docs/SEQUENCE_PARALLEL.md,
+// "Collective discipline").
+struct ValidRows {
+  torch::Tensor hidden, targets, weights;
+};
+ValidRows valid_rows(const torch::Tensor& hidden, const torch::Tensor& targets) {
   auto h = hidden.reshape({-1, hidden.size(-1)});
   auto t = targets.reshape({-1});
   auto idx = (t != kIgnoreIndex).nonzero().squeeze(1);
-  return {h.index_select(0, idx), t.index_select(0, idx)};
+  auto opts = torch::TensorOptions().dtype(torch::kFloat).device(hidden.device());
+  if (idx.numel() == 0) {
+    auto first = torch::zeros({1}, t.options());
+    return {h.narrow(0, 0, 1), first, torch::zeros({1}, opts)};
+  }
+  return {h.index_select(0, idx), t.index_select(0, idx), torch::ones({idx.numel()}, opts)};
 }
 
 }  // namespace
 
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& targets, int64_t chunk_tokens) {
-  auto [h, t] = valid_rows(hidden, targets);
-  // Starts from 0 * sum(hidden) rather than a constant: a sequence-parallel rank whose chunk has
-  // no valid target (all prompt, all padding) must still run the backward through its attention,
-  // which its SP peers wait for in the ring / all-to-all.
-  auto total = (hidden.sum() * 0).to(torch::kFloat);
+  auto [h, t, w] = valid_rows(hidden, targets);
+  torch::Tensor total;
   const int64_t n = h.size(0);
   for (int64_t start = 0; start < n; start += chunk_tokens) {
     const int64_t len = std::min(chunk_tokens, n - start);
     auto logits = torch::matmul(h.narrow(0, start, len), weight.t()).to(torch::kFloat);
-    total = total + torch::nn::functional::cross_entropy(
-                        logits, t.narrow(0, start, len),
-                        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    auto ce = torch::nn::functional::cross_entropy(
+        logits, t.narrow(0, start, len),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto part = (ce * w.narrow(0, start, len)).sum();
+    total = total.defined() ? total + part : part;
   }
   return total;
 }

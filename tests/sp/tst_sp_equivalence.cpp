@@ -26,8 +26,17 @@ struct Run {
   QString err;
 };
 
+// Every run verifies its collectives (STUDIO_VERIFY_COLLECTIVES=1): ranks that reach different
+// operations fail with both named instead of exchanging mismatched buffers.
+QProcessEnvironment verified_env() {
+  auto env = QProcessEnvironment::systemEnvironment();
+  env.insert("STUDIO_VERIFY_COLLECTIVES", "1");
+  return env;
+}
+
 Run run(const QStringList& args, int timeout_ms = 300000) {
   QProcess p;
+  p.setProcessEnvironment(verified_env());
   p.setProcessChannelMode(QProcess::SeparateChannels);
   p.start(kExe, args);
   if (!p.waitForFinished(timeout_ms)) {
@@ -51,7 +60,8 @@ std::vector<QJsonObject> events(const QString& dir) {
 std::vector<double> step_losses(const QString& dir) {
   std::vector<double> losses;
   for (const auto& e : events(dir))
-    if (e["event"].toString() == "step") losses.push_back(e["loss"].toDouble());
+    if (e["event"].toString() == "step")
+      losses.push_back(e["loss"].isNull() ? std::nan("") : e["loss"].toDouble());
   return losses;
 }
 
@@ -121,39 +131,87 @@ class TestSpEquivalence : public QObject {
     return r.code == 0 ? out : QString();
   }
 
-  // A run config; `extra` lines override or add keys.
+  // A run config; `extra` lines ("key: value") override or add keys. `data` picks the
+  // dataset: "demo" (resources/demo/data), "long" (long prompts, answers of 1-3 words: prompts
+  // longer than cutoff_len, so most SP ranks hold no target), "long-empty" (the same with the
+  // `empty` template, where every third answer is empty: whole micro-batches without targets).
   QString write_config(const QString& name, const QString& model, const QString& stage,
-                       int cutoff, const QStringList& extra) {
+                       int cutoff, const QStringList& extra, const QString& data = "demo") {
     const QString path = dir_.filePath(name + ".yaml");
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly)) return {};
-    QString text = QStringLiteral(
-        "model_name_or_path: %1\nstage: %2\ndo_train: true\nfinetuning_type: full\n"
-        "dataset: %3\ndataset_dir: %4/resources/demo/data\ntemplate: qwen\ncutoff_len: %5\n"
-        "max_samples: 48\noutput_dir: %6\noverwrite_output_dir: true\nlogging_steps: 1\n"
-        "save_steps: 100000\nlearning_rate: 1.0e-3\nlr_scheduler_type: cosine\nwarmup_steps: 0\n"
-        "weight_decay: 0.01\nmax_grad_norm: 1.0\ngradient_accumulation_steps: 2\n"
-        "eval_strategy: 'no'\nseed: 11\npref_beta: 0.1\n"
+    const bool demo = data == "demo";
+    QStringList lines{
+        "model_name_or_path: " + model, "stage: " + stage, "do_train: true",
+        "finetuning_type: full",
+        QString("dataset: ") + (stage == "dpo" ? (demo ? "demo_dpo" : "long_dpo")
+                                               : (demo ? "demo_sft" : data == "long" ? "long_sft" : "long_empty")),
+        "dataset_dir: " + (demo ? kSource + "/resources/demo/data" : dir_.filePath("data")),
+        QString("template: ") + (data == "long-empty" ? "empty" : "qwen"),
+        QStringLiteral("cutoff_len: %1").arg(cutoff), "max_samples: 48",
+        "output_dir: " + dir_.filePath(name + "-out"), "overwrite_output_dir: true",
+        "logging_steps: 1", "save_steps: 100000", "learning_rate: 1.0e-3",
+        "lr_scheduler_type: cosine", "warmup_steps: 0", "weight_decay: 0.01", "max_grad_norm: 1.0",
+        "gradient_accumulation_steps: 2", "eval_strategy: 'no'", "seed: 11", "pref_beta: 0.1",
         // Adam divides by sqrt(v) + eps: with the usual 1e-8 it turns the ~1e-9 rounding noise of
         // gradient components that are exactly 0 in exact arithmetic (k_proj.bias: softmax
         // ignores a per-row shift; DPO at step 1, where policy = reference) into steps of
         // +-lr whose signs depend on the summation order, i.e. on SP. 1e-6 keeps real
         // gradients Adam-scaled and noise negligible, so parameters compare meaningfully.
-        "adam_epsilon: 1.0e-6\n")
-                       .arg(model, stage, stage == "dpo" ? "demo_dpo" : "demo_sft", kSource)
-                       .arg(cutoff)
-                       .arg(dir_.filePath(name + "-out"));
-    for (const auto& e : extra) text += e + "\n";
-    f.write(text.toUtf8());
+        "adam_epsilon: 1.0e-6"};
+    for (const auto& e : extra) {
+      const QString key = e.section(':', 0, 0) + ":";
+      bool replaced = false;
+      for (auto& l : lines)
+        if (l.startsWith(key)) {
+          l = e;
+          replaced = true;
+        }
+      if (!replaced) lines << e;
+    }
+    f.write((lines.join('\n') + '\n').toUtf8());
     return path;
+  }
+
+  // The long-prompt datasets (SFT, SFT with empty answers, DPO) in dir_/data.
+  bool write_long_data() {
+    QDir().mkpath(dir_.filePath("data"));
+    static const char* words[] = {"alpha", "river", "stone", "green", "moves", "under",
+                                  "seven", "light", "quick", "table", "north", "sings"};
+    QJsonArray sft, empty, dpo;
+    for (int i = 0; i < 48; ++i) {
+      QStringList prompt;
+      const int n = 20 + (i * 37) % 70;  // 20..89 words: most prompts exceed cutoff_len
+      for (int w = 0; w < n; ++w) prompt << words[(i * 7 + w * 5) % 12];
+      QStringList answer;
+      for (int w = 0; w <= i % 3; ++w) answer << words[(i + w * 3) % 12];
+      sft.append(QJsonObject{{"instruction", prompt.join(' ')}, {"input", ""}, {"output", answer.join(' ')}});
+      empty.append(QJsonObject{{"instruction", prompt.join(' ')}, {"input", ""},
+                               {"output", i % 3 == 0 ? QString() : answer.join(' ')}});
+      dpo.append(QJsonObject{{"instruction", prompt.join(' ')}, {"input", ""},
+                             {"chosen", answer.join(' ')}, {"rejected", words[(i + 5) % 12]}});
+    }
+    auto write = [&](const QString& file, const QJsonDocument& doc) {
+      QFile f(dir_.filePath("data/" + file));
+      return f.open(QIODevice::WriteOnly) && f.write(doc.toJson()) > 0;
+    };
+    QJsonObject info{{"long_sft", QJsonObject{{"file_name", "long_sft.json"}}},
+                     {"long_empty", QJsonObject{{"file_name", "long_empty.json"}}},
+                     {"long_dpo", QJsonObject{{"file_name", "long_dpo.json"}, {"ranking", true},
+                                              {"columns", QJsonObject{{"prompt", "instruction"},
+                                                                      {"query", "input"},
+                                                                      {"chosen", "chosen"},
+                                                                      {"rejected", "rejected"}}}}}};
+    return write("long_sft.json", QJsonDocument(sft)) && write("long_empty.json", QJsonDocument(empty)) &&
+           write("long_dpo.json", QJsonDocument(dpo)) && write("dataset_info.json", QJsonDocument(info));
   }
 
   // Trains `steps` steps; returns the output folder ("" and a failure on error).
   QString train(const QString& name, const QString& stage, int cutoff, int nproc, int steps,
-                const QStringList& extra) {
+                const QStringList& extra, const QString& data = "demo") {
     QStringList keys = extra;
     keys << QStringLiteral("max_steps: %1").arg(steps);
-    const QString cfg = write_config(name, model_, stage, cutoff, keys);
+    const QString cfg = write_config(name, model_, stage, cutoff, keys, data);
     const Run r = run({"train", cfg, "--nproc", QString::number(nproc)});
     if (r.code != 0) {
       qWarning().noquote() << r.err.right(3000);
@@ -175,19 +233,42 @@ class TestSpEquivalence : public QObject {
     return true;
   }
 
-  QString reference(const QString& stage, int cutoff, int steps) {
-    const QString key = QStringLiteral("%1-%2-%3").arg(stage).arg(cutoff).arg(steps);
-    if (!reference_.count(key))
-      reference_[key] = train("ref-" + key, stage, cutoff, 1, steps,
-                              cutoff < 8 ? QStringList{"per_device_train_batch_size: 2",
-                                                       "train_on_prompt: true"}
-                                         : QStringList{"per_device_train_batch_size: 2"});
+  // The single-process run the SP runs are compared with (`extra`: keys that change the
+  // training itself, such as pref_loss, which the SP run uses too).
+  QString reference(const QString& stage, int cutoff, int steps, const QString& data = "demo",
+                    const QStringList& extra = {}) {
+    const QString key = QStringLiteral("%1-%2-%3-%4-%5").arg(stage).arg(cutoff).arg(steps).arg(data)
+                            .arg(QString::number(qHash(extra.join('|')), 16));
+    QStringList keys = extra;
+    keys << "per_device_train_batch_size: 2";
+    if (cutoff < 8) keys << "train_on_prompt: true";
+    if (!reference_.count(key)) reference_[key] = train("ref-" + key, stage, cutoff, 1, steps, keys, data);
     return reference_[key];
+  }
+
+  // Per-step losses of `got` equal `ref`'s (relative 1e-5; a step without any target is NaN in
+  // both), and the loss moved.
+  void compare_losses(const QString& ref, const QString& got, size_t steps) {
+    const auto a = step_losses(ref), b = step_losses(got);
+    QCOMPARE(a.size(), steps);
+    QCOMPARE(b.size(), a.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::isnan(a[i])) {
+        QVERIFY2(std::isnan(b[i]), qPrintable(QStringLiteral("step %1: %2, expected NaN").arg(i + 1).arg(b[i])));
+        continue;
+      }
+      QVERIFY2(std::isfinite(b[i]), qPrintable(QStringLiteral("step %1 loss %2").arg(i + 1).arg(b[i])));
+      worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
+    }
+    QVERIFY2(worst <= 1e-5, qPrintable(QStringLiteral("max relative loss difference %1").arg(worst)));
+    QVERIFY2(a.front() != a.back(), "the loss did not move: the comparison would prove nothing");
   }
 
  private Q_SLOTS:
   void initTestCase() {
     QVERIFY(dir_.isValid());
+    QVERIFY(write_long_data());
     model_ = make_model("tiny-gqa", 4, 2);
     QVERIFY2(!model_.isEmpty(), "init-model failed");
   }
@@ -198,24 +279,38 @@ class TestSpEquivalence : public QObject {
     QTest::addColumn<int>("nproc");
     QTest::addColumn<int>("sp");
     QTest::addColumn<int>("cutoff");
+    QTest::addColumn<QString>("data");
     for (const QString stage : {"sft", "dpo"}) {
       const QByteArray s = stage.toUtf8();
-      QTest::newRow(s + " zigzag sp2") << stage << "zigzag-ring" << 2 << 2 << 64;
-      QTest::newRow(s + " zigzag sp4") << stage << "zigzag-ring" << 4 << 4 << 64;
-      QTest::newRow(s + " ulysses sp2") << stage << "ulysses" << 2 << 2 << 64;
+      QTest::newRow(s + " zigzag sp2") << stage << "zigzag-ring" << 2 << 2 << 64 << "demo";
+      QTest::newRow(s + " zigzag sp4") << stage << "zigzag-ring" << 4 << 4 << 64 << "demo";
+      QTest::newRow(s + " ulysses sp2") << stage << "ulysses" << 2 << 2 << 64 << "demo";
       // 2 key/value heads, 4 ranks: each K/V head is replicated to two ranks.
-      QTest::newRow(s + " ulysses sp4 (kv heads < sp)") << stage << "ulysses" << 4 << 4 << 64;
-      QTest::newRow(s + " usp 2x2") << stage << "usp" << 4 << 4 << 64;
-      QTest::newRow(s + " dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 64;
+      QTest::newRow(s + " ulysses sp4 (kv heads < sp)") << stage << "ulysses" << 4 << 4 << 64 << "demo";
+      QTest::newRow(s + " usp 2x2") << stage << "usp" << 4 << 4 << 64 << "demo";
+      QTest::newRow(s + " dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 64 << "demo";
       // Activation checkpointing recomputes each layer, ring included, inside the backward.
-      QTest::newRow(s + " usp 2x2, gradient checkpointing") << stage << "usp" << 4 << 4 << 64;
+      QTest::newRow(s + " usp 2x2, gradient checkpointing") << stage << "usp" << 4 << 4 << 64 << "demo";
+      // Long prompts, answers of 1-3 words, prompts longer than cutoff_len (truncated): the
+      // targets sit at the end of each sequence, so under zigzag sp2 rank 1 (middle chunks)
+      // holds none, under ulysses sp4 only rank 3 holds any (no targets on all but one rank),
+      // and under dp2 x sp2 it differs per DP group. Gradient accumulation 2 throughout.
+      QTest::newRow(s + " long prompts, zigzag sp2") << stage << "zigzag-ring" << 2 << 2 << 48 << "long";
+      QTest::newRow(s + " long prompts, ulysses sp4") << stage << "ulysses" << 4 << 4 << 48 << "long";
+      QTest::newRow(s + " long prompts, usp 2x2") << stage << "usp" << 4 << 4 << 48 << "long";
+      QTest::newRow(s + " long prompts, dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 48 << "long";
     }
+    // Every third answer empty (`empty` template: no eos is learned), so some micro-batches
+    // hold no target on any rank (and a step may hold none at all: NaN loss on every run).
+    QTest::newRow("sft empty answers, zigzag sp2") << "sft" << "zigzag-ring" << 2 << 2 << 48 << "long-empty";
+    QTest::newRow("sft empty answers, usp 2x2") << "sft" << "usp" << 4 << 4 << 48 << "long-empty";
+    QTest::newRow("sft empty answers, dp2 x ulysses sp2") << "sft" << "ulysses" << 4 << 2 << 48 << "long-empty";
     // Sequences of 3 tokens (train_on_prompt, so 2 targets each) over 4 ranks: shorter than
     // 2*sp, and under zigzag rank 3's chunks (positions 3 and 4 of 8) are all padding, under
     // ulysses rank 3's (position 3 of 4): it must contribute 0, never NaN, and still take part
     // in the ring / all-to-all of the forward and the backward.
-    QTest::newRow("sft zigzag sp4, 3-token sequences") << "sft" << "zigzag-ring" << 4 << 4 << 3;
-    QTest::newRow("sft ulysses sp4, 3-token sequences") << "sft" << "ulysses" << 4 << 4 << 3;
+    QTest::newRow("sft zigzag sp4, 3-token sequences") << "sft" << "zigzag-ring" << 4 << 4 << 3 << "demo";
+    QTest::newRow("sft ulysses sp4, 3-token sequences") << "sft" << "ulysses" << 4 << 4 << 3 << "demo";
   }
 
   void matchesSingleProcess() {
@@ -224,6 +319,7 @@ class TestSpEquivalence : public QObject {
     QFETCH(int, nproc);
     QFETCH(int, sp);
     QFETCH(int, cutoff);
+    QFETCH(QString, data);
     const int dp = nproc / sp;
     QStringList keys{
         QStringLiteral("sequence_parallel_size: %1").arg(sp),
@@ -238,24 +334,15 @@ class TestSpEquivalence : public QObject {
     const QString name = QString::fromUtf8(QTest::currentDataTag()).replace(' ', '_')
                              .remove('(').remove(')').remove(',');
 
-    const QString ref = reference(stage, cutoff, 20);
+    const QString ref = reference(stage, cutoff, 20, data);
     QVERIFY(!ref.isEmpty());
-    const QString got = train(name, stage, cutoff, nproc, 20, keys);
+    const QString got = train(name, stage, cutoff, nproc, 20, keys, data);
     QVERIFY(!got.isEmpty());
-    const auto a = step_losses(ref), b = step_losses(got);
-    QCOMPARE(a.size(), size_t(20));
-    QCOMPARE(b.size(), a.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      QVERIFY2(std::isfinite(b[i]), qPrintable(QStringLiteral("step %1 loss %2").arg(i + 1).arg(b[i])));
-      worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
-    }
-    QVERIFY2(worst <= 1e-5, qPrintable(QStringLiteral("max relative loss difference %1").arg(worst)));
-    QVERIFY2(a.front() != a.back(), "the loss did not move: the comparison would prove nothing");
+    compare_losses(ref, got, 20);
 
     // Parameters after one optimizer step.
-    const QString ref1 = reference(stage, cutoff, 1);
-    const QString got1 = train(name + "-1", stage, cutoff, nproc, 1, keys);
+    const QString ref1 = reference(stage, cutoff, 1, data);
+    const QString got1 = train(name + "-1", stage, cutoff, nproc, 1, keys, data);
     QVERIFY(!ref1.isEmpty() && !got1.isEmpty());
     const double err = max_relative_param_error(ref1, got1);
     QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("max relative parameter error %1").arg(err)));

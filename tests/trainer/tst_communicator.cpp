@@ -32,7 +32,8 @@ int free_port() {
 
 // Runs fn(rank, comm) on `world` threads; returns each rank's exception text ("" when none).
 std::vector<std::string> run_ranks(int world, int64_t sp, int64_t u, int timeout_s,
-                                   const std::function<void(int, Communicator&)>& fn) {
+                                   const std::function<void(int, Communicator&)>& fn,
+                                   bool verify = false) {
   const int port = free_port();
   std::vector<std::string> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
@@ -47,6 +48,7 @@ std::vector<std::string> run_ranks(int world, int64_t sp, int64_t u, int timeout
         o.ulysses_degree = u;
         o.ring_degree = sp / u;
         o.timeout = std::chrono::seconds(timeout_s);
+        o.verify_collectives = verify;
         Communicator c(o);
         fn(r, c);
       } catch (const std::exception& e) {
@@ -293,6 +295,59 @@ class TestCommunicator : public QObject {
           throw std::runtime_error("step 2: parameter " + std::to_string(i) + " differs");
     });
     for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+  }
+
+  // Collective verification: ranks that reach different operations (a different name, size,
+  // dtype, a skipped collective, a ring hop of another shape) get a CollectiveError naming both
+  // sides, where unverified Gloo would exchange mismatched buffers or abort the process.
+  void verification_names_divergent_collectives_data() {
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("skipped collective") << "skip" << "runs all_reduce(gradients (bucket 0)) of 1000";
+    QTest::newRow("other size") << "size" << "of 7 ";
+    QTest::newRow("other dtype") << "dtype" << "Double";
+    QTest::newRow("ring hop of another shape") << "ring" << "send/recv(k/v) of 12";
+    QTest::newRow("agreeing ranks pass") << "same" << "";
+  }
+  void verification_names_divergent_collectives() {
+    QFETCH(QString, kind);
+    QFETCH(QString, expected);
+    const std::string k = kind.toStdString();
+    auto errors = run_ranks(2, 2, 1, 20, [&](int r, Communicator& c) {
+      if (k == "skip") {
+        // Rank 1 has no gradient bucket to reduce and goes straight to the loss.
+        if (r == 0) {
+          auto g = torch::ones({1000});
+          c.world().all_reduce_sum(g, "gradients (bucket 0)");
+        }
+        auto loss = torch::ones({1}, torch::kDouble);
+        c.world().all_reduce_sum(loss, "loss");
+      } else if (k == "size" || k == "dtype" || k == "same") {
+        auto t = torch::ones({k == "size" && r == 1 ? 7 : 5},
+                             k == "dtype" && r == 1 ? torch::kDouble : torch::kFloat);
+        c.world().all_reduce_sum(t, "loss");
+        if (k == "same" && t[0].item<double>() != 2.0) throw std::runtime_error("wrong sum");
+      } else {
+        auto sent = torch::ones({r == 0 ? 12 : 16}), got = torch::empty({r == 0 ? 12 : 16});
+        auto h = c.ring_group().ring_shift(sent, got, 3, "k/v");
+        h.send.wait();
+        h.recv.wait();
+      }
+    }, /*verify=*/true);
+    if (expected.isEmpty()) {
+      for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+      return;
+    }
+    // Collectives: every rank sees the divergence. Point to point: the receiver that sees it
+    // fails with it, its peer with a closed connection.
+    bool named = false;
+    for (const auto& e : errors) {
+      QVERIFY2(!e.empty(), "every rank fails");
+      if (k != "ring") QVERIFY2(e.find("rank-divergent collectives") != std::string::npos, e.c_str());
+      named |= e.find("rank-divergent collectives") != std::string::npos &&
+               e.find(expected.toStdString()) != std::string::npos;
+    }
+    QVERIFY2(named, (errors[0] + " | " + errors[1]).c_str());
   }
 
   void bad_grid_is_refused() {

@@ -1,6 +1,7 @@
 #include "studio/trainer/dist/communicator.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <sstream>
 
@@ -79,13 +80,14 @@ void Pending::wait() {
 }
 
 Group::Group(std::string name, int rank, int size, std::vector<int> global_ranks,
-             std::unique_ptr<Impl> impl, std::chrono::milliseconds timeout)
+             std::unique_ptr<Impl> impl, std::chrono::milliseconds timeout, bool verify)
     : name_(std::move(name)),
       rank_(rank),
       size_(size),
       global_ranks_(std::move(global_ranks)),
       impl_(std::move(impl)),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      verify_(verify) {}
 
 Group::~Group() = default;
 
@@ -104,6 +106,60 @@ void require_contiguous(const Group& g, const char* op, const std::string& what,
 }
 
 }  // namespace
+
+// An operation's description for verification: [sequence, elements, dtype, name bytes...] as
+// int64 (the name "all_reduce(loss)" truncated to kNameWords * 8 bytes).
+namespace {
+constexpr int64_t kNameWords = 8;
+
+std::string described_name(const torch::Tensor& d) {
+  auto c = d.to(torch::kCPU).contiguous();
+  std::string s(reinterpret_cast<const char*>(c.data_ptr<int64_t>() + 3),
+                static_cast<size_t>(kNameWords * 8));
+  return s.substr(0, s.find('\0'));
+}
+
+std::string described_op(const torch::Tensor& d) {
+  auto c = d.to(torch::kCPU).contiguous();
+  const auto* v = c.data_ptr<int64_t>();
+  return described_name(c) + " of " + std::to_string(v[1]) + " " +
+         std::string(c10::toString(static_cast<c10::ScalarType>(v[2]))) + " elements (its operation #" +
+         std::to_string(v[0]) + ")";
+}
+}  // namespace
+
+torch::Tensor Group::describe(const char* op, const std::string& what, const torch::Tensor& t,
+                              int64_t seq) const {
+  auto d = torch::zeros({3 + kNameWords}, torch::kLong);
+  auto* v = d.data_ptr<int64_t>();
+  v[0] = seq;
+  v[1] = t.numel();
+  v[2] = static_cast<int64_t>(t.scalar_type());
+  const std::string name = std::string(op) + "(" + what + ")";
+  std::memcpy(v + 3, name.data(), std::min<size_t>(name.size(), static_cast<size_t>(kNameWords * 8)));
+  const bool on_device = impl_ && impl_->device.is_cuda() && !impl_->stage_through_host;
+  return on_device ? d.to(impl_->device) : d;
+}
+
+void Group::check_same(const char* op, const std::string& what, const torch::Tensor& mine,
+                       const torch::Tensor& theirs, int peer) const {
+  if (torch::equal(mine.to(torch::kCPU), theirs.to(torch::kCPU))) return;
+  throw CollectiveError(
+      context(*this, op, what) + ": rank-divergent collectives: this rank runs " +
+      described_op(mine) + ", rank " + std::to_string(global_rank(peer)) + " runs " +
+      described_op(theirs) + ". Every rank must run the same collectives in the same order "
+      "whatever its data; this is a bug in studio-train, please report it with this message");
+}
+
+void Group::verify(const char* op, const std::string& what, const torch::Tensor& t) {
+  if (!verify_ || size_ == 1) return;
+  auto mine = describe(op, what, t, collectives_++);
+  std::vector<torch::Tensor> all;
+  for (int r = 0; r < size_; ++r) all.push_back(torch::empty_like(mine));
+  gather_raw(all, mine, "verify " + what);
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) check_same(op, what, mine, all[static_cast<size_t>(r)], r);
+}
 
 // Host staging (Gloo carrying CUDA tensors): the host copy an operation runs on, or `t` itself.
 torch::Tensor Group::staged(const torch::Tensor& t, bool copy) const {
@@ -141,6 +197,7 @@ Pending Group::unstage(Pending p, torch::Tensor t, torch::Tensor host) const {
 Pending Group::all_reduce_sum_async(torch::Tensor& t, const std::string& what) {
   require_contiguous(*this, "all_reduce", what, t);
   if (size_ == 1) return {};
+  verify("all_reduce", what, t);
 #if STUDIO_HAVE_C10D_GLOO
   torch::Tensor host = staged(t, true);
   std::vector<at::Tensor> ts{host};
@@ -172,6 +229,7 @@ void Group::all_to_all(torch::Tensor& out, torch::Tensor& in, const std::string&
     out.copy_(in);
     return;
   }
+  verify("all_to_all", what, in);
 #if STUDIO_HAVE_C10D_GLOO
   std::vector<int64_t> equal;
   torch::Tensor host_in = staged(in, true), host_out = staged(out, false);
@@ -183,6 +241,12 @@ void Group::all_to_all(torch::Tensor& out, torch::Tensor& in, const std::string&
 }
 
 void Group::all_gather(std::vector<torch::Tensor>& out, torch::Tensor& in,
+                       const std::string& what) {
+  if (size_ > 1) verify("all_gather", what, in);
+  gather_raw(out, in, what);
+}
+
+void Group::gather_raw(std::vector<torch::Tensor>& out, torch::Tensor& in,
                        const std::string& what) {
   require_contiguous(*this, "all_gather", what, in);
   if (out.size() != static_cast<size_t>(size_))
@@ -206,6 +270,7 @@ void Group::all_gather(std::vector<torch::Tensor>& out, torch::Tensor& in,
 void Group::broadcast(torch::Tensor& t, int root, const std::string& what) {
   require_contiguous(*this, "broadcast", what, t);
   if (size_ == 1) return;
+  verify("broadcast", what, t);
 #if STUDIO_HAVE_C10D_GLOO
   torch::Tensor host = staged(t, true);
   std::vector<at::Tensor> ts{host};
@@ -227,7 +292,27 @@ void Group::barrier(const std::string& what) {
 #endif
 }
 
+// Verified point to point: the sender sends the description of the data ahead of it, the
+// receiver compares it with its own before receiving the data.
 Pending Group::send(torch::Tensor& t, int dst, int tag, const std::string& what) {
+  if (verify_ && dst >= 0 && dst < size_ && dst != rank_) {
+    auto d = describe("send/recv", what, t, p2p_[{dst, tag}]++);
+    send_raw(d, dst, tag, "verify " + what).wait();
+  }
+  return send_raw(t, dst, tag, what);
+}
+
+Pending Group::recv(torch::Tensor& t, int src, int tag, const std::string& what) {
+  if (verify_ && src >= 0 && src < size_ && src != rank_) {
+    auto mine = describe("send/recv", what, t, p2p_[{src, tag}]++);
+    auto theirs = torch::empty_like(mine);
+    recv_raw(theirs, src, tag, "verify " + what).wait();
+    check_same("recv", what, mine, theirs, src);
+  }
+  return recv_raw(t, src, tag, what);
+}
+
+Pending Group::send_raw(torch::Tensor& t, int dst, int tag, const std::string& what) {
   require_contiguous(*this, "send", what, t);
   if (dst == rank_ || dst < 0 || dst >= size_)
     throw std::invalid_argument(context(*this, "send", what) + ": bad peer " +
@@ -243,7 +328,7 @@ Pending Group::send(torch::Tensor& t, int dst, int tag, const std::string& what)
 #endif
 }
 
-Pending Group::recv(torch::Tensor& t, int src, int tag, const std::string& what) {
+Pending Group::recv_raw(torch::Tensor& t, int src, int tag, const std::string& what) {
   require_contiguous(*this, "recv", what, t);
   if (src == rank_ || src < 0 || src >= size_)
     throw std::invalid_argument(context(*this, "recv", what) + ": bad peer " +
@@ -358,7 +443,7 @@ std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int
                            "libgloo-dev and rebuild to train with more than one process");
 #endif
   return std::make_unique<Group>(name, my_index, static_cast<int>(ranks.size()), ranks,
-                                 std::move(impl), timeout);
+                                 std::move(impl), timeout, opt.verify_collectives);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // never a silent hang. With one process every group has size 1 and every operation is local.
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -44,7 +45,7 @@ class Group {
  public:
   struct Impl;
   Group(std::string name, int rank, int size, std::vector<int> global_ranks,
-        std::unique_ptr<Impl> impl, std::chrono::milliseconds timeout);
+        std::unique_ptr<Impl> impl, std::chrono::milliseconds timeout, bool verify = false);
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
@@ -54,6 +55,7 @@ class Group {
   int size() const { return size_; }
   int global_rank(int group_rank) const { return global_ranks_.at(static_cast<size_t>(group_rank)); }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
+  bool verifying() const { return verify_; }
 
   // All tensors must be contiguous and live on the group's device (CPU for Gloo, CUDA for NCCL);
   // all_reduce_sum alone also takes a CPU tensor on an NCCL group (copied through the device).
@@ -82,6 +84,18 @@ class Group {
 
  private:
   torch::Tensor staged(const torch::Tensor& t, bool copy) const;
+  // Collective verification (CommOptions::verify_collectives): before each operation the ranks
+  // exchange what they are about to run (operation, name, element count, dtype, sequence number)
+  // and throw a CollectiveError naming both sides if they differ, instead of exchanging
+  // mismatched buffers. Point-to-point: the sender sends that description ahead of the data.
+  void verify(const char* op, const std::string& what, const torch::Tensor& t);
+  torch::Tensor describe(const char* op, const std::string& what, const torch::Tensor& t,
+                         int64_t seq) const;
+  void check_same(const char* op, const std::string& what, const torch::Tensor& mine,
+                  const torch::Tensor& theirs, int peer) const;
+  void gather_raw(std::vector<torch::Tensor>& out, torch::Tensor& in, const std::string& what);
+  Pending send_raw(torch::Tensor& t, int dst, int tag, const std::string& what);
+  Pending recv_raw(torch::Tensor& t, int src, int tag, const std::string& what);
   Pending unstage(Pending p, torch::Tensor t, torch::Tensor host) const;
 
   std::string name_;
@@ -90,6 +104,9 @@ class Group {
   std::vector<int> global_ranks_;
   std::unique_ptr<Impl> impl_;
   std::chrono::milliseconds timeout_;
+  bool verify_ = false;
+  int64_t collectives_ = 0;          // verified group-wide operations so far
+  std::map<std::pair<int, int>, int64_t> p2p_;  // verified sends/receives per (peer, tag)
 };
 
 struct CommOptions {
@@ -108,6 +125,10 @@ struct CommOptions {
   // several ranks share one GPU, which NCCL refuses ("Duplicate GPU detected"): the SP checks of
   // scripts/gpu-check.sh on a 1-GPU machine (STUDIO_DIST_BACKEND=gloo).
   bool gloo_on_cuda = false;
+  // Verify every collective and point-to-point operation (Group::verify): one extra small
+  // exchange per operation. studio-train turns it on with STUDIO_VERIFY_COLLECTIVES=1; the
+  // multi-process tests run with it.
+  bool verify_collectives = false;
 };
 
 // The groups of one process. Construction is a collective over the world: every rank must
