@@ -17,6 +17,7 @@
 #include "studio/launch/dist_env.h"
 #include "studio/launch/launch_options.h"
 #include "studio/launch/launcher.h"
+#include "studio/trainer/data/batch.h"
 #include "studio/trainer/dist/communicator.h"
 #include "studio/trainer/runtime_info.h"
 #include "studio/trainer/train_loop.h"
@@ -167,6 +168,21 @@ int cmd_train(const Argv& argv) {
     in.eval_pairs = std::move(pairs.eval);
     n_train = in.train_pairs.size();
     n_eval = in.eval_pairs.size();
+  } else if (cfg.packing || cfg.neat_packing) {
+    // LLaMA-Factory's packing: samples truncated to cutoff_len - 1 and packed into sequences of
+    // at most cutoff_len - 1 tokens (it keeps the last position for a pad token).
+    RunConfig truncate = cfg;
+    truncate.cutoff_len = std::max<int64_t>(1, cfg.cutoff_len - 1);
+    auto sft = data::load_sft_data(truncate, tokenizer, dopt);
+    const size_t samples = sft.train.size();
+    in.train = trainer::pack_samples(sft.train, truncate.cutoff_len);
+    in.eval = trainer::pack_samples(sft.eval, truncate.cutoff_len);
+    n_train = in.train.size();
+    n_eval = in.eval.size();
+    if (rank0)
+      std::cerr << "studio-train: " << (cfg.neat_packing ? "neat packing: " : "packing: ")
+                << samples << " training samples in " << n_train << " sequences of at most "
+                << truncate.cutoff_len << " tokens\n";
   } else {
     auto sft = data::load_sft_data(cfg, tokenizer, dopt);
     in.train = std::move(sft.train);
@@ -180,8 +196,10 @@ int cmd_train(const Argv& argv) {
   in.local_rank = env.local_rank;
   in.share_gpus = gloo_on_cuda;
   if (rank0)
-    std::cerr << "studio-train: " << n_train << (cfg.stage == Stage::Dpo ? " training pairs, "
-                                                                         : " training samples, ")
+    std::cerr << "studio-train: " << n_train
+              << (cfg.stage == Stage::Dpo                    ? " training pairs, "
+                  : cfg.packing || cfg.neat_packing ? " packed training sequences, "
+                                                    : " training samples, ")
               << n_eval << " for evaluation, output in " << cfg.output_dir << "\n";
   const auto result = trainer::Trainer(std::move(in)).run(&g_stop);
   if (rank0) {

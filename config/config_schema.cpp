@@ -407,11 +407,16 @@ const std::vector<FieldSpec>& config_fields() {
         field("max_grad_norm", "train", &R::max_grad_norm, "clip the global gradient norm; 0: off",
               range(">= 0")),
         field("bf16", "train", &R::bf16, "bf16 compute with fp32 master weights"),
-        field("fp16", "train", &R::fp16, "fp16 compute with loss scaling"),
-        field("pure_bf16", "train", &R::pure_bf16, "bf16 weights and optimizer states"),
+        field("fp16", "train", &R::fp16,
+              "fp16 compute with loss scaling; not implemented: validate warns, training refuses"),
+        field("pure_bf16", "train", &R::pure_bf16,
+              "bf16 weights and optimizer states; not implemented (fp32 masters only): validate "
+              "warns, training refuses"),
         field("gradient_checkpointing", "train", &R::gradient_checkpointing,
               "recompute each decoder layer's activations in backward"),
-        field("flash_attn", "train", &R::flash_attn, "attention backend"),
+        field("flash_attn", "train", &R::flash_attn,
+              "attention kernels: disabled = the math path everywhere; auto, sdpa and fa2 = ATen's "
+              "flash kernels where they apply (CUDA bf16/fp16, CPU fp32/bf16)"),
         field("ddp_timeout", "train", &R::ddp_timeout,
               "seconds before a collective counts as hung", range(">= 1")),
         field("seed", "train", &R::seed, "random seed", range(">= 0")),
@@ -436,7 +441,9 @@ const std::vector<FieldSpec>& config_fields() {
               &R::sequence_parallel_ring_degree, "usp: ring ranks",
               range(">= 1")),
         field("shuffle_for_sequence_parallel", "sequence parallelism",
-              &R::shuffle_for_sequence_parallel, "shuffle samples before the sequence split"),
+              &R::shuffle_for_sequence_parallel,
+              "with sequence_parallel_size > 1: false trains the samples in dataset order (as "
+              "360-LLaMA-Factory); no effect without SP"),
     };
   }();
   return fields;

@@ -139,6 +139,15 @@ void check_precision(const RunConfig& c, Checker& ck) {
   for (size_t i = 1; i < on.size(); ++i)
     ck.error(on[i], "cannot be combined with " + on[0] + ck.at_line(on[0]) + ": set only one of "
                     "bf16, fp16 and pure_bf16 to true");
+  // Keys studio-train does not implement: a warning here, a refusal when training starts (the
+  // run would not be the one the YAML asks for).
+  if (c.fp16 && on.size() == 1)
+    ck.warn("fp16", "studio-train has no fp16 loss scaling: training refuses this config; use "
+                    "bf16: true");
+  if (c.pure_bf16 && on.size() == 1)
+    ck.warn("pure_bf16", "studio-train keeps fp32 master weights and optimizer states (no pure "
+                         "bf16 training): training refuses this config; use bf16: true");
+
 }
 
 void check_scheduler(const RunConfig& c, Checker& ck) {
@@ -199,12 +208,23 @@ void check_sequence_parallel(const RunConfig& c, const ValidateOptions& opt, Che
       if (ck.given(key) && degree != 1)
         ck.warn(key, "only used with sequence_parallel_mode: usp; ignored");
   }
-  const bool ring = sp > 1 && (c.sequence_parallel_mode == SpMode::ZigzagRing ||
-                               (c.sequence_parallel_mode == SpMode::Usp && r > 1));
-  if (c.neat_packing && ring)
-    ck.error("neat_packing",
-             "cannot be used with zigzag-ring sequence parallelism (the ring would attend "
-             "across packed samples): use packing: true, or sequence_parallel_mode: ulysses");
+  if (sp == 1 && ck.given("shuffle_for_sequence_parallel") && !c.shuffle_for_sequence_parallel)
+    ck.warn("shuffle_for_sequence_parallel",
+            "only used with sequence_parallel_size > 1 (as in 360-LLaMA-Factory); without SP "
+            "the samples are shuffled every epoch");
+}
+
+// Packing (SFT only, as LLaMA-Factory packs only supervised data); neat packing works with
+// every SP mode (the ring masks by sample too).
+void check_packing(const RunConfig& c, Checker& ck) {
+  if (c.stage == Stage::Sft) return;
+  if (c.neat_packing)
+    ck.error("neat_packing", "packs SFT data only (stage: sft), as in LLaMA-Factory; remove it "
+                             "for stage: " + std::string(to_string(c.stage)));
+  else if (c.packing)
+    ck.error("packing", "packs SFT data only; LLaMA-Factory silently ignores it for stage: " +
+                            std::string(to_string(c.stage)) + ", studio-train refuses instead: "
+                            "remove it (preference pairs are trained unpacked)");
 }
 
 // Ulysses scatters heads over the SP group: the head counts must fit it.
@@ -403,6 +423,7 @@ std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOpti
   check_precision(cfg, ck);
   check_scheduler(cfg, ck);
   check_sequence_parallel(cfg, opt, ck);
+  check_packing(cfg, ck);
   check_method(cfg, ck);
   check_eval(cfg, ck);
   check_model(cfg, ck, model);

@@ -33,7 +33,10 @@ torch::Dtype compute_dtype(const RunConfig& cfg) {
   if (cfg.fp16)
     throw std::invalid_argument("fp16: fp16 training needs loss scaling, which studio-train does "
                                 "not implement; use bf16: true");
-  return cfg.bf16 || cfg.pure_bf16 ? torch::kBFloat16 : torch::kFloat;
+  if (cfg.pure_bf16)
+    throw std::invalid_argument("pure_bf16: studio-train does not train with bf16 weights and "
+                                "optimizer states (it keeps fp32 masters); use bf16: true");
+  return cfg.bf16 ? torch::kBFloat16 : torch::kFloat;
 }
 
 struct StepStats {
@@ -73,6 +76,7 @@ int64_t sample_tokens(const std::vector<const TokenizedSample*>& rows) {
 struct Parallel {
   dist::Communicator* comm = nullptr;
   sp::SpLayout layout;
+  bool neat_packing = false;  // attention isolates the samples packed into a row
 
   bool distributed() const { return comm != nullptr && comm->world_size() > 1; }
   bool sequence_parallel() const { return layout.sp > 1; }
@@ -85,8 +89,10 @@ struct Parallel {
   // global length (RoPE sees global positions).
   Batch local_batch(CausalLM& model, const std::vector<const TokenizedSample*>& rows,
                     int64_t pad_id) const {
-    Batch global = make_batch(rows, pad_id, sp::sp_pad_multiple(layout));
+    Batch global = make_batch(rows, pad_id, sp::sp_pad_multiple(layout), neat_packing);
     model->set_rope_sequence_length(global.input_ids.size(1));
+    // Every rank's attention cuts the segments of whichever tokens meet from the global ones.
+    model->set_attention_segments(global.segment_ids);
     return sequence_parallel() ? sp::split_batch(global, layout) : global;
   }
   // Sums a few doubles over a group (world, dp).
@@ -185,6 +191,7 @@ struct Trainer::Impl {
                  in.terminal) {
     par.comm = in.comm;
     par.layout = sp_layout(cfg, in.comm);
+    par.neat_packing = cfg.neat_packing;
     pref = dpo::PrefLossOptions::from(cfg);
   }
 
@@ -219,6 +226,9 @@ struct Trainer::Impl {
 
   void build_model() {
     // select_cuda_device also makes it the current device (streams, NCCL, the allocator's stats).
+    // flash_attn: disabled is the eager (math) path; auto, sdpa and fa2 pick ATen's kernels.
+    set_attention_kernel(cfg.flash_attn == FlashAttn::Disabled ? AttentionKernel::Math
+                                                               : AttentionKernel::Auto);
     if (const auto d = select_cuda_device(in.local_rank, in.share_gpus))
       device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*d));
     if (par.sequence_parallel()) {
@@ -333,6 +343,8 @@ struct Trainer::Impl {
     s.accumulation = cfg.gradient_accumulation_steps;
     s.dp_rank = par.dp_rank();
     s.dp_size = par.dp_size();
+    // 360-LLaMA-Factory: under SP, shuffle_for_sequence_parallel: false keeps dataset order.
+    s.shuffle = !(par.sequence_parallel() && !cfg.shuffle_for_sequence_parallel);
     planner = std::make_unique<EpochPlanner>(num_train(), s);
     const int64_t per_epoch = planner->steps_per_epoch();
     const int64_t total =

@@ -100,9 +100,10 @@ void TestRunConfig::invalidConfigs_data() {
                                   << "cannot be combined with bf16 (line 5)";
   QTest::newRow("pure_bf16 with fp16") << "fp16: true\npure_bf16: yes\n" << 0 << "pure_bf16" << 6
                                        << "cannot be combined with fp16";
-  QTest::newRow("neat_packing with zigzag-ring")
-      << "sequence_parallel_size: 2\nneat_packing: true\n" << 2 << "neat_packing" << 6
-      << "zigzag-ring";
+  QTest::newRow("neat_packing with dpo")
+      << "stage: dpo\nneat_packing: true\n" << 0 << "neat_packing" << 6 << "SFT data only";
+  QTest::newRow("packing with dpo (LLaMA-Factory ignores it)")
+      << "stage: dpo\npacking: true\n" << 0 << "packing" << 6 << "refuses instead";
   QTest::newRow("learning rate zero") << "learning_rate: 0\n" << 0 << "learning_rate" << 5
                                       << "must be positive";
   QTest::newRow("learning rate negative") << "learning_rate: -1e-5\n" << 0 << "learning_rate"
@@ -229,6 +230,9 @@ void TestRunConfig::validConfigs_data() {
   QTest::newRow("neat packing with ulysses")
       << "sequence_parallel_size: 2\nsequence_parallel_mode: ulysses\nneat_packing: true\n" << 2
       << "" << 0;
+  // The ring masks by packed sample in every block: no longer refused (as 360-LLaMA-Factory does).
+  QTest::newRow("neat packing with zigzag-ring")
+      << "sequence_parallel_size: 2\nneat_packing: true\n" << 2 << "" << 0;
   QTest::newRow("dpo on pairs") << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\n"
                                    "stage: dpo\ndataset: dpo_pairs\ndataset_dir: data\n"
                                    "template: qwen\noutput_dir: x\npref_loss: ipo\n"

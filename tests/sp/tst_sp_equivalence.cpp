@@ -280,37 +280,49 @@ class TestSpEquivalence : public QObject {
     QTest::addColumn<int>("sp");
     QTest::addColumn<int>("cutoff");
     QTest::addColumn<QString>("data");
+    QTest::addColumn<QString>("packing");  // "", "packing" or "neat_packing"
     for (const QString stage : {"sft", "dpo"}) {
       const QByteArray s = stage.toUtf8();
-      QTest::newRow(s + " zigzag sp2") << stage << "zigzag-ring" << 2 << 2 << 64 << "demo";
-      QTest::newRow(s + " zigzag sp4") << stage << "zigzag-ring" << 4 << 4 << 64 << "demo";
-      QTest::newRow(s + " ulysses sp2") << stage << "ulysses" << 2 << 2 << 64 << "demo";
+      QTest::newRow(s + " zigzag sp2") << stage << "zigzag-ring" << 2 << 2 << 64 << "demo" << "";
+      QTest::newRow(s + " zigzag sp4") << stage << "zigzag-ring" << 4 << 4 << 64 << "demo" << "";
+      QTest::newRow(s + " ulysses sp2") << stage << "ulysses" << 2 << 2 << 64 << "demo" << "";
       // 2 key/value heads, 4 ranks: each K/V head is replicated to two ranks.
-      QTest::newRow(s + " ulysses sp4 (kv heads < sp)") << stage << "ulysses" << 4 << 4 << 64 << "demo";
-      QTest::newRow(s + " usp 2x2") << stage << "usp" << 4 << 4 << 64 << "demo";
-      QTest::newRow(s + " dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 64 << "demo";
+      QTest::newRow(s + " ulysses sp4 (kv heads < sp)") << stage << "ulysses" << 4 << 4 << 64 << "demo" << "";
+      QTest::newRow(s + " usp 2x2") << stage << "usp" << 4 << 4 << 64 << "demo" << "";
+      QTest::newRow(s + " dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 64 << "demo" << "";
       // Activation checkpointing recomputes each layer, ring included, inside the backward.
-      QTest::newRow(s + " usp 2x2, gradient checkpointing") << stage << "usp" << 4 << 4 << 64 << "demo";
+      QTest::newRow(s + " usp 2x2, gradient checkpointing") << stage << "usp" << 4 << 4 << 64 << "demo" << "";
       // Long prompts, answers of 1-3 words, prompts longer than cutoff_len (truncated): the
       // targets sit at the end of each sequence, so under zigzag sp2 rank 1 (middle chunks)
       // holds none, under ulysses sp4 only rank 3 holds any (no targets on all but one rank),
       // and under dp2 x sp2 it differs per DP group. Gradient accumulation 2 throughout.
-      QTest::newRow(s + " long prompts, zigzag sp2") << stage << "zigzag-ring" << 2 << 2 << 48 << "long";
-      QTest::newRow(s + " long prompts, ulysses sp4") << stage << "ulysses" << 4 << 4 << 48 << "long";
-      QTest::newRow(s + " long prompts, usp 2x2") << stage << "usp" << 4 << 4 << 48 << "long";
-      QTest::newRow(s + " long prompts, dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 48 << "long";
+      QTest::newRow(s + " long prompts, zigzag sp2") << stage << "zigzag-ring" << 2 << 2 << 48 << "long" << "";
+      QTest::newRow(s + " long prompts, ulysses sp4") << stage << "ulysses" << 4 << 4 << 48 << "long" << "";
+      QTest::newRow(s + " long prompts, usp 2x2") << stage << "usp" << 4 << 4 << 48 << "long" << "";
+      QTest::newRow(s + " long prompts, dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 48 << "long" << "";
     }
     // Every third answer empty (`empty` template: no eos is learned), so some micro-batches
     // hold no target on any rank (and a step may hold none at all: NaN loss on every run).
-    QTest::newRow("sft empty answers, zigzag sp2") << "sft" << "zigzag-ring" << 2 << 2 << 48 << "long-empty";
-    QTest::newRow("sft empty answers, usp 2x2") << "sft" << "usp" << 4 << 4 << 48 << "long-empty";
-    QTest::newRow("sft empty answers, dp2 x ulysses sp2") << "sft" << "ulysses" << 4 << 2 << 48 << "long-empty";
+    QTest::newRow("sft empty answers, zigzag sp2") << "sft" << "zigzag-ring" << 2 << 2 << 48 << "long-empty" << "";
+    QTest::newRow("sft empty answers, usp 2x2") << "sft" << "usp" << 4 << 4 << 48 << "long-empty" << "";
+    QTest::newRow("sft empty answers, dp2 x ulysses sp2") << "sft" << "ulysses" << 4 << 2 << 48 << "long-empty" << "";
     // Sequences of 3 tokens (train_on_prompt, so 2 targets each) over 4 ranks: shorter than
     // 2*sp, and under zigzag rank 3's chunks (positions 3 and 4 of 8) are all padding, under
     // ulysses rank 3's (position 3 of 4): it must contribute 0, never NaN, and still take part
     // in the ring / all-to-all of the forward and the backward.
-    QTest::newRow("sft zigzag sp4, 3-token sequences") << "sft" << "zigzag-ring" << 4 << 4 << 3 << "demo";
-    QTest::newRow("sft ulysses sp4, 3-token sequences") << "sft" << "ulysses" << 4 << 4 << 3 << "demo";
+    QTest::newRow("sft zigzag sp4, 3-token sequences") << "sft" << "zigzag-ring" << 4 << 4 << 3 << "demo" << "";
+    QTest::newRow("sft ulysses sp4, 3-token sequences") << "sft" << "ulysses" << 4 << 4 << 3 << "demo" << "";
+    // Packing (LLaMA-Factory's greedy knapsack into cutoff_len - 1 tokens; positions restart
+    // per sample) and neat packing (attention isolated per sample too), the ring masking by
+    // sample in every block: the same losses and parameters as one process packing the same way.
+    for (const QString packing : {"packing", "neat_packing"}) {
+      const QByteArray p = packing.toUtf8();
+      QTest::newRow(p + ", zigzag sp2") << "sft" << "zigzag-ring" << 2 << 2 << 96 << "demo" << packing;
+      QTest::newRow(p + ", ulysses sp2") << "sft" << "ulysses" << 2 << 2 << 96 << "demo" << packing;
+      QTest::newRow(p + ", usp 2x2") << "sft" << "usp" << 4 << 4 << 96 << "demo" << packing;
+      QTest::newRow(p + ", dp2 x zigzag sp2") << "sft" << "zigzag-ring" << 4 << 2 << 96 << "demo" << packing;
+    }
+    QTest::newRow("neat_packing, long prompts, zigzag sp4") << "sft" << "zigzag-ring" << 4 << 4 << 96 << "long" << "neat_packing";
   }
 
   void matchesSingleProcess() {
@@ -320,7 +332,9 @@ class TestSpEquivalence : public QObject {
     QFETCH(int, sp);
     QFETCH(int, cutoff);
     QFETCH(QString, data);
+    QFETCH(QString, packing);
     const int dp = nproc / sp;
+    const QStringList packed = packing.isEmpty() ? QStringList() : QStringList{packing + ": true"};
     QStringList keys{
         QStringLiteral("sequence_parallel_size: %1").arg(sp),
         "sequence_parallel_mode: " + mode,
@@ -329,19 +343,20 @@ class TestSpEquivalence : public QObject {
         // The same global batch as the reference (2 per step per micro-batch).
         QStringLiteral("per_device_train_batch_size: %1").arg(2 / dp)};
     if (cutoff < 8) keys << "train_on_prompt: true";
+    keys << packed;
     if (QByteArray(QTest::currentDataTag()).contains("checkpointing"))
       keys << "gradient_checkpointing: true";
     const QString name = QString::fromUtf8(QTest::currentDataTag()).replace(' ', '_')
                              .remove('(').remove(')').remove(',');
 
-    const QString ref = reference(stage, cutoff, 20, data);
+    const QString ref = reference(stage, cutoff, 20, data, packed);
     QVERIFY(!ref.isEmpty());
     const QString got = train(name, stage, cutoff, nproc, 20, keys, data);
     QVERIFY(!got.isEmpty());
     compare_losses(ref, got, 20);
 
     // Parameters after one optimizer step.
-    const QString ref1 = reference(stage, cutoff, 1, data);
+    const QString ref1 = reference(stage, cutoff, 1, data, packed);
     const QString got1 = train(name + "-1", stage, cutoff, nproc, 1, keys, data);
     QVERIFY(!ref1.isEmpty() && !got1.isEmpty());
     const double err = max_relative_param_error(ref1, got1);

@@ -1,6 +1,7 @@
 #include "studio/trainer/data/batch.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -13,7 +14,7 @@ int64_t count_valid_targets(const TokenizedSample& s) {
 }
 
 Batch make_batch(const std::vector<const TokenizedSample*>& samples, int64_t pad_id,
-                 int64_t pad_multiple) {
+                 int64_t pad_multiple, bool segment_ids) {
   if (samples.empty()) throw std::invalid_argument("make_batch: no samples");
   size_t longest = 0;
   for (const auto* s : samples) {
@@ -28,21 +29,80 @@ Batch make_batch(const std::vector<const TokenizedSample*>& samples, int64_t pad
   const int64_t B = static_cast<int64_t>(samples.size());
   auto ids = torch::full({B, S}, pad_id, torch::kLong);
   auto tgt = torch::full({B, S}, kIgnoreIndex, torch::kLong);
+  auto pos = torch::arange(S, torch::kLong).unsqueeze(0).repeat({B, 1});
+  auto seg = torch::full({B, S}, -1, torch::kLong);
   auto ids_a = ids.accessor<int64_t, 2>();
   auto tgt_a = tgt.accessor<int64_t, 2>();
+  auto pos_a = pos.accessor<int64_t, 2>();
+  auto seg_a = seg.accessor<int64_t, 2>();
   Batch b;
   for (int64_t r = 0; r < B; ++r) {
     const auto& s = *samples[static_cast<size_t>(r)];
     const int64_t n = static_cast<int64_t>(s.input_ids.size());
     for (int64_t i = 0; i < n; ++i) ids_a[r][i] = s.input_ids[static_cast<size_t>(i)];
     for (int64_t i = 0; i + 1 < n; ++i) tgt_a[r][i] = s.labels[static_cast<size_t>(i + 1)];
+    if (s.segment_lengths.empty()) {
+      for (int64_t i = 0; i < n; ++i) seg_a[r][i] = 0;
+    } else {
+      int64_t at = 0, index = 0;
+      for (int64_t len : s.segment_lengths) {
+        for (int64_t i = 0; i < len && at < n; ++i, ++at) {
+          pos_a[r][at] = i;
+          seg_a[r][at] = index;
+        }
+        ++index;
+      }
+      if (at != n)
+        throw std::invalid_argument("make_batch: packed segment lengths sum to " +
+                                    std::to_string(at) + ", the sequence holds " +
+                                    std::to_string(n) + " tokens");
+    }
     b.tokens += n;
     b.valid_tokens += count_valid_targets(s);
   }
   b.input_ids = ids;
   b.targets = tgt;
-  b.position_ids = torch::arange(S, torch::kLong).unsqueeze(0).expand({B, S}).contiguous();
+  b.position_ids = pos;
+  if (segment_ids) b.segment_ids = seg;
   return b;
+}
+
+std::vector<TokenizedSample> pack_samples(const std::vector<TokenizedSample>& samples,
+                                          int64_t capacity) {
+  // Lengths ascending, each with the indexes of its samples (taken from the back, as LF pops).
+  std::map<int64_t, std::vector<size_t>> by_length;
+  std::vector<int64_t> lengths;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto len = static_cast<int64_t>(samples[i].input_ids.size());
+    if (len > capacity || len == 0) continue;
+    by_length[len].push_back(i);
+    lengths.push_back(len);
+  }
+  std::sort(lengths.begin(), lengths.end());
+  std::vector<TokenizedSample> packs;
+  while (!lengths.empty()) {
+    TokenizedSample pack;
+    int64_t remaining = capacity;
+    while (true) {
+      // The largest length <= remaining (bisect_right - 1).
+      auto it = std::upper_bound(lengths.begin(), lengths.end(), remaining);
+      if (it == lengths.begin()) break;
+      --it;
+      const int64_t len = *it;
+      lengths.erase(it);
+      remaining -= len;
+      auto& idx = by_length[len];
+      const TokenizedSample& s = samples[idx.back()];
+      idx.pop_back();
+      const size_t start = pack.input_ids.size();
+      pack.input_ids.insert(pack.input_ids.end(), s.input_ids.begin(), s.input_ids.end());
+      pack.labels.insert(pack.labels.end(), s.labels.begin(), s.labels.end());
+      pack.labels[start] = kIgnoreIndex;
+      pack.segment_lengths.push_back(len);
+    }
+    packs.push_back(std::move(pack));
+  }
+  return packs;
 }
 
 }  // namespace studio::trainer

@@ -16,6 +16,7 @@ std::atomic<AttentionKernel> g_kernel{AttentionKernel::Auto};
 // (their causal masks are aligned differently on CPU and CUDA; both equal ours only when the
 // blocks coincide).
 bool flash_mask_applies(const torch::Tensor& q, const torch::Tensor& k, const BlockMask& m) {
+  if (m.segmented()) return false;  // packed samples: the math path's segment mask
   return !m.causal || (q.size(2) == k.size(2) && m.q_start == m.k_start);
 }
 
@@ -126,9 +127,14 @@ AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::
 
 torch::Tensor LocalAttention::forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                       const torch::Tensor& k, const torch::Tensor& v, bool causal,
-                                      double scale) {
-  AttnBlockOut r = attention_block_forward(q, k, v, BlockMask{causal}, scale);
+                                      double scale,
+                                      const std::optional<torch::Tensor>& segments) {
+  // An optional, not a Tensor argument: autograd records every Tensor argument as an input and
+  // cannot record an undefined one.
+  const torch::Tensor seg = segments.value_or(torch::Tensor());
+  AttnBlockOut r = attention_block_forward(q, k, v, BlockMask{causal, 0, 0, seg, seg}, scale);
   ctx->save_for_backward({q, k, v, r.out, r.lse});
+  ctx->saved_data["segments"] = seg;
   ctx->saved_data["causal"] = causal;
   ctx->saved_data["scale"] = scale;
   return r.out;
@@ -138,22 +144,30 @@ torch::autograd::variable_list LocalAttention::backward(torch::autograd::Autogra
                                                         torch::autograd::variable_list grads) {
   const auto saved = ctx->get_saved_variables();
   const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
-  const AttnBlockGrads g = attention_block_backward(grads[0], q, k, v, saved[3], saved[4],
-                                                    BlockMask{ctx->saved_data["causal"].toBool()},
-                                                    ctx->saved_data["scale"].toDouble());
+  const auto& seg_value = ctx->saved_data["segments"];
+  const torch::Tensor segments = seg_value.isTensor() ? seg_value.toTensor() : torch::Tensor();
+  const AttnBlockGrads g = attention_block_backward(
+      grads[0], q, k, v, saved[3], saved[4],
+      BlockMask{ctx->saved_data["causal"].toBool(), 0, 0, segments, segments},
+      ctx->saved_data["scale"].toDouble());
   return {g.dq.to(q.scalar_type()), g.dk.to(k.scalar_type()), g.dv.to(v.scalar_type()),
-          torch::Tensor(), torch::Tensor()};
+          torch::Tensor(), torch::Tensor(), torch::Tensor()};
 }
 
 torch::Tensor local_attention(const torch::Tensor& q, const torch::Tensor& k,
-                              const torch::Tensor& v, bool causal, double scale) {
-  return LocalAttention::apply(q, k, v, causal, scale);
+                              const torch::Tensor& v, bool causal, double scale,
+                              const torch::Tensor& segments) {
+  return LocalAttention::apply(
+      q, k, v, causal, scale,
+      segments.defined() ? std::optional<torch::Tensor>(segments) : std::nullopt);
 }
 
 AttentionFn default_attention() {
   return
       [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-         const AttentionCall& call) { return local_attention(q, k, v, call.causal, call.scale); };
+         const AttentionCall& call) {
+        return local_attention(q, k, v, call.causal, call.scale, call.segments);
+      };
 }
 
 }  // namespace studio::trainer

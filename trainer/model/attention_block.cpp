@@ -62,11 +62,22 @@ torch::Tensor chunk_scores(const torch::Tensor& qc, const torch::Tensor& kc, con
                            const BlockMask& m, int64_t row0, int64_t rows, double scale) {
   torch::Tensor s = torch::matmul(qc, kc.transpose(-1, -2)) * scale;
   const int64_t keys = kc.size(2);
-  if (!m.causal || m.k_start + keys - 1 <= m.q_start + row0) return s;  // nothing masked
-  const auto opts = torch::TensorOptions().dtype(torch::kLong).device(s.device());
-  const torch::Tensor q_pos = torch::arange(row0, row0 + rows, opts).add_(m.q_start).unsqueeze(1);
-  const torch::Tensor k_pos = torch::arange(keys, opts).add_(m.k_start).unsqueeze(0);
-  const torch::Tensor hidden = k_pos > q_pos;  // [rows, keys], same for every head of the group
+  const bool causal_cut = m.causal && m.k_start + keys - 1 > m.q_start + row0;
+  if (!causal_cut && !m.segmented()) return s;  // nothing masked
+  torch::Tensor hidden;  // [B or 1, 1, 1, rows, keys]: true where the key is not visible
+  if (causal_cut) {
+    const auto opts = torch::TensorOptions().dtype(torch::kLong).device(s.device());
+    const torch::Tensor q_pos = torch::arange(row0, row0 + rows, opts).add_(m.q_start).unsqueeze(1);
+    const torch::Tensor k_pos = torch::arange(keys, opts).add_(m.k_start).unsqueeze(0);
+    hidden = (k_pos > q_pos).view({1, 1, 1, rows, keys});
+  }
+  if (m.segmented()) {
+    // Another sample's key: [B, rows, 1] vs [B, 1, keys].
+    const torch::Tensor other = m.q_segments.narrow(1, row0, rows).unsqueeze(2) !=
+                                m.k_segments.narrow(1, 0, keys).unsqueeze(1);
+    const torch::Tensor o = other.view({d.batch, 1, 1, rows, keys});
+    hidden = hidden.defined() ? hidden.logical_or(o) : o;
+  }
   return s.view({d.batch, d.kv_heads, d.group, rows, keys})
       .masked_fill(hidden, -kInf)
       .view({d.batch, d.kv_heads, d.group * rows, keys});

@@ -36,7 +36,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const LayerCont
   }
   q = apply_rope(q.transpose(1, 2), ctx.cos, ctx.sin);
   k = apply_rope(k.transpose(1, 2), ctx.cos, ctx.sin);
-  const AttentionCall call{layer, /*causal=*/true, 1.0 / std::sqrt(double(head_dim_))};
+  const AttentionCall call{layer, /*causal=*/true, 1.0 / std::sqrt(double(head_dim_)),
+                           ctx.segments};
   const torch::Tensor out = (*ctx.attention)(q, k, v, call);
   return o_proj(out.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
 }
@@ -102,8 +103,8 @@ torch::Tensor DecoderModelImpl::forward(const torch::Tensor& input_ids, const La
     // that a set_attention in between cannot change what is recomputed.
     h = checkpoint(
         [layer, attention = *ctx.attention, cos = ctx.cos, sin = ctx.sin,
-         index](const torch::Tensor& x) {
-          const LayerContext c{cos, sin, &attention};
+         segments = ctx.segments, index](const torch::Tensor& x) {
+          const LayerContext c{cos, sin, &attention, segments};
           return layer->forward(x, c, index);
         },
         h);
@@ -164,7 +165,8 @@ torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids,
   // cos/sin once per forward, in fp32, then in the activation dtype as HF hands them on.
   auto [cos, sin] = rope_cos_sin(frequencies(position_ids), position_ids);
   const auto act = model->embed_tokens->weight.scalar_type();
-  const LayerContext ctx{cos.to(act), sin.to(act), &attention_};
+  const LayerContext ctx{cos.to(act), sin.to(act), &attention_,
+                         segments_.defined() ? segments_.to(input_ids.device()) : segments_};
   return model->forward(input_ids, ctx, checkpointing_);
 }
 

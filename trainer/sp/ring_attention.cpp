@@ -56,10 +56,21 @@ StepBlock step_block(int step, int rank, int64_t len) {
   return {c, c, len, false};
 }
 
+// The block mask at ring step `step`: the step's causality and, with segments, the samples of
+// the query rows (this rank's piece) and of the visiting K/V's rows (the sender's piece).
+BlockMask step_mask(const StepBlock& b, const torch::Tensor& segments, int n, int rank, int step) {
+  BlockMask m{b.causal};
+  if (!segments.defined()) return m;
+  m.q_segments = zigzag_piece(segments, n, rank).narrow(1, b.q_begin, b.q_len);
+  m.k_segments = zigzag_piece(segments, n, (rank - step + n) % n).narrow(1, 0, b.kv_len);
+  return m;
+}
+
 struct RingAttention : torch::autograd::Function<RingAttention> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v, double scale,
-                               dist::Group* ring) {
+                               dist::Group* ring, const std::optional<torch::Tensor>& seg) {
+    const torch::Tensor segments = seg.value_or(torch::Tensor());
     const int n = ring->size(), rank = ring->rank();
     const int64_t len = q.size(2);
     const auto acc = accumulation_dtype(q);
@@ -71,7 +82,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const StepBlock b = step_block(step, rank, len);
       AttnBlockOut o =
           attention_block_forward(q.narrow(2, b.q_begin, b.q_len), kv[0].narrow(2, 0, b.kv_len),
-                                  kv[1].narrow(2, 0, b.kv_len), BlockMask{b.causal}, scale);
+                                  kv[1].narrow(2, 0, b.kv_len),
+                                  step_mask(b, segments, n, rank, step), scale);
       if (step == 0) {
         out = o.out.to(acc);
         lse = o.lse.to(acc);
@@ -86,6 +98,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     out = out.to(q.scalar_type());
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["segments"] = segments;
     // The group outlives the graph (the Communicator lives for the whole run).
     ctx->saved_data["ring"] = static_cast<int64_t>(reinterpret_cast<std::intptr_t>(ring));
     return out;
@@ -100,6 +113,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     auto* ring =
         reinterpret_cast<dist::Group*>(static_cast<std::intptr_t>(ctx->saved_data["ring"].toInt()));
     const torch::Tensor& dout = grads[0];
+    const auto& seg_value = ctx->saved_data["segments"];
+    const torch::Tensor segments = seg_value.isTensor() ? seg_value.toTensor() : torch::Tensor();
     const int n = ring->size(), rank = ring->rank();
     const int64_t len = q.size(2);
     const auto acc_opts = q.options().dtype(accumulation_dtype(q));
@@ -115,7 +130,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const auto rows = [&](const torch::Tensor& t) { return t.narrow(2, b.q_begin, b.q_len); };
       const AttnBlockGrads g = attention_block_backward(
           rows(dout), rows(q), kv[0].narrow(2, 0, b.kv_len), kv[1].narrow(2, 0, b.kv_len),
-          rows(out), rows(lse), BlockMask{b.causal}, scale);
+          rows(out), rows(lse), step_mask(b, segments, n, rank, step), scale);
       rows(dq).add_(g.dq);
       if (step == 0) {
         dkv = torch::zeros(kv.sizes(), acc_opts);
@@ -135,14 +150,21 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       dkv = grad_hop.received;
     }
     return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()),
-            torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
+torch::Tensor zigzag_piece(const torch::Tensor& x, int n, int r) {
+  const int64_t c = x.size(1) / (2 * n);
+  if (n == 1) return x;
+  return torch::cat({x.narrow(1, r * c, c), x.narrow(1, (2 * n - 1 - r) * c, c)}, 1);
+}
+
 torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                    const torch::Tensor& v, double scale, dist::Group& ring) {
+                                    const torch::Tensor& v, double scale, dist::Group& ring,
+                                    const torch::Tensor& segments) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes(),
               "zigzag ring attention: q must be [B, Hq, S, D] and k, v [B, Hkv, S, D], got ",
               q.sizes(), ", ", k.sizes(), ", ", v.sizes());
@@ -151,7 +173,14 @@ torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor&
   TORCH_CHECK(ring.size() == 1 || q.size(2) % 2 == 0, "zigzag ring attention: rank ", ring.rank(),
               " of ring ", ring.name(), " holds ", q.size(2),
               " tokens, not two equal chunks; pad the batch to sp_pad_multiple()");
-  return RingAttention::apply(q, k, v, scale, &ring);
+  TORCH_CHECK(!segments.defined() ||
+                  (segments.dim() == 2 && segments.size(0) == q.size(0) &&
+                   segments.size(1) == q.size(2) * ring.size()),
+              "zigzag ring attention: segments must be [B, ", q.size(2) * ring.size(), "], got ",
+              segments.sizes());
+  return RingAttention::apply(
+      q, k, v, scale, &ring,
+      segments.defined() ? std::optional<torch::Tensor>(segments) : std::nullopt);
 }
 
 }  // namespace studio::trainer::sp

@@ -11,6 +11,10 @@ inline constexpr int64_t kIgnoreIndex = -100;
 struct TokenizedSample {
   std::vector<int64_t> input_ids;
   std::vector<int64_t> labels;  // same length as input_ids; kIgnoreIndex where not learned
+  // packing: the lengths of the samples packed into this sequence, in order (they sum to its
+  // length); empty: one sample. The first label of every packed sample is kIgnoreIndex, so the
+  // global shift never makes a sample's last token predict the next sample's first.
+  std::vector<int64_t> segment_lengths;
 };
 
 // A DPO pair: chosen and rejected both start with the same prompt_len prompt tokens (masked in

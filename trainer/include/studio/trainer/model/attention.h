@@ -19,16 +19,22 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
 
 namespace studio::trainer {
 
 // Which keys a query sees. Key j is visible to query i iff !causal or
 // k_start + j <= q_start + i: q_start/k_start are the positions of the blocks' first rows,
 // so causal with equal starts is the usual (top-left aligned) causal mask.
+// With segments (neat packing: several samples in one row), key j is visible to query i only if
+// they also belong to the same sample: q_segments[b, i] == k_segments[b, j] ([B, Sq] and [B, Sk]
+// int64 on the device of q). Rows may then see no key at all inside one block (0, -inf).
 struct BlockMask {
   bool causal = false;
   int64_t q_start = 0;
   int64_t k_start = 0;
+  torch::Tensor q_segments, k_segments;  // both undefined: no segment isolation
+  bool segmented() const { return q_segments.defined(); }
 };
 
 struct AttnBlockOut {
@@ -87,10 +93,11 @@ void merge_attention_blocks(torch::Tensor& out, torch::Tensor& lse, const torch:
 
 // Differentiable attention over one rank's whole sequence: the block functions under autograd.
 // Saves q, k, v, out and lse; the backward returns gradients in the inputs' dtypes.
+// `segments` [B, S] (undefined: none) isolates packed samples from each other.
 struct LocalAttention : torch::autograd::Function<LocalAttention> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v, bool causal,
-                               double scale);
+                               double scale, const std::optional<torch::Tensor>& segments);
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads);
 };
@@ -98,13 +105,18 @@ struct LocalAttention : torch::autograd::Function<LocalAttention> {
 // LocalAttention::apply(q, k, v, causal, scale): out [B, Hq, S, D] in q's dtype; the default
 // of the seam.
 torch::Tensor local_attention(const torch::Tensor& q, const torch::Tensor& k,
-                              const torch::Tensor& v, bool causal, double scale);
+                              const torch::Tensor& v, bool causal, double scale,
+                              const torch::Tensor& segments = {});
 
 // What a decoder layer tells the attention implementation besides q, k, v (after RoPE).
 struct AttentionCall {
   int64_t layer = 0;  // decoder layer index
   bool causal = true;
   double scale = 1.0;  // head_dim^-0.5
+  // Neat packing: the sample index of every token of the WHOLE (global, unsplit) sequence,
+  // [B, S_global] int64 on the model's device, -1 on padding; undefined otherwise. SP modes cut
+  // from it the segments of whichever tokens meet in a block.
+  torch::Tensor segments;
 };
 
 // The seam: every decoder layer calls one of these with q [B, Hq, S, D], k/v [B, Hkv, S, D]

@@ -33,6 +33,8 @@ struct ModelOptions {
 struct LayerContext {
   torch::Tensor cos, sin;  // [B, S, head_dim] in the activation dtype
   const AttentionFn* attention = nullptr;
+  torch::Tensor segments;  // neat packing: AttentionCall::segments
+
 };
 
 class SelfAttentionImpl : public torch::nn::Module {
@@ -115,6 +117,9 @@ class CausalLMImpl : public torch::nn::Module {
   // dynamic rope_scaling only: the global sequence length the frequencies are stretched to
   // (0: max(position_ids) + 1, which is right without SP only).
   void set_rope_sequence_length(int64_t global_len) { rope_seq_len_ = global_len; }
+  // Neat packing: the sample index of every token of the global batch [B, S_global] (-1 on
+  // padding), which every attention call isolates samples by; undefined: no isolation.
+  void set_attention_segments(torch::Tensor segments) { segments_ = std::move(segments); }
 
   const studio::ModelInfo& info() const { return info_; }
 
@@ -130,6 +135,7 @@ class CausalLMImpl : public torch::nn::Module {
   RopeFrequencies freqs_;
   int64_t freqs_len_ = -1;  // the dynamic length freqs_ was computed for
   int64_t rope_seq_len_ = 0;
+  torch::Tensor segments_;
   bool checkpointing_ = false;
 };
 TORCH_MODULE(CausalLM);

@@ -15,7 +15,14 @@ namespace studio::trainer::sp {
 // S_local even when the ring has more than one rank; returns [B, Hq, S_local, D] in q's dtype.
 // Every rank of `ring` must call it (and its backward) in the same order. A ring of one rank is
 // plain local causal attention. `ring` must outlive the autograd graph.
+// `segments` (neat packing): the sample index of every token of the whole sequence the ring
+// shares, [B, 2 * ring.size() * chunk] in global order; each block then also masks keys of
+// other samples (the segments of a visiting K/V block are cut from it, nothing extra travels).
 torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                    const torch::Tensor& v, double scale, dist::Group& ring);
+                                    const torch::Tensor& v, double scale, dist::Group& ring,
+                                    const torch::Tensor& segments = {});
+
+// Ring rank r's tokens of a sequence (dim 1) cut into 2n chunks: chunks r and 2n-1-r.
+torch::Tensor zigzag_piece(const torch::Tensor& x, int n, int r);
 
 }  // namespace studio::trainer::sp
