@@ -65,6 +65,15 @@ std::vector<double> step_losses(const QString& dir) {
   return losses;
 }
 
+// (step, loss) of every event of `kind` ("step" or "eval").
+std::vector<std::pair<int, double>> losses_by_step(const QString& dir, const QString& kind) {
+  std::vector<std::pair<int, double>> out;
+  for (const auto& e : events(dir))
+    if (e["event"].toString() == kind)
+      out.emplace_back(e["step"].toInt(), e["loss"].isNull() ? std::nan("") : e["loss"].toDouble());
+  return out;
+}
+
 // max |a - b| / max |a| over the whole parameter vector of two saved models (the relative error
 // in the infinity norm).
 double max_relative_param_error(const QString& a_dir, const QString& b_dir) {
@@ -363,6 +372,104 @@ class TestSpEquivalence : public QObject {
     QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("max relative parameter error %1").arg(err)));
     // ... and the step did change them, or the comparison would prove nothing.
     QVERIFY(max_relative_param_error(model_, ref1) > 1e-6);
+  }
+
+  // DPO variants through the whole engine under SP: ipo and pref_ftx normalise by each
+  // sequence's GLOBAL target count (summed over the SP group, not a rank's chunk), label
+  // smoothing, and precomputed reference log-probs (computed SP-split, then dropped).
+  void dpoVariantsMatchSingleProcess_data() {
+    QTest::addColumn<QStringList>("variant");
+    QTest::addColumn<QString>("mode");
+    QTest::addColumn<int>("nproc");
+    QTest::addColumn<int>("sp");
+    QTest::addColumn<QString>("data");
+    const QStringList ipo{"pref_loss: ipo"}, ftx{"pref_ftx: 0.5"},
+        pre{"precompute_ref_logps: true"}, smooth{"dpo_label_smoothing: 0.2"};
+    QTest::newRow("ipo, zigzag sp2") << ipo << "zigzag-ring" << 2 << 2 << "demo";
+    QTest::newRow("ipo, long prompts, ulysses sp4") << ipo << "ulysses" << 4 << 4 << "long";
+    QTest::newRow("pref_ftx, usp 2x2") << ftx << "usp" << 4 << 4 << "demo";
+    QTest::newRow("pref_ftx, long prompts, zigzag sp2") << ftx << "zigzag-ring" << 2 << 2 << "long";
+    QTest::newRow("ipo + pref_ftx, dp2 x zigzag sp2") << (ipo + ftx) << "zigzag-ring" << 4 << 2 << "demo";
+    QTest::newRow("label smoothing, zigzag sp2") << smooth << "zigzag-ring" << 2 << 2 << "demo";
+    QTest::newRow("precompute_ref_logps, zigzag sp2") << pre << "zigzag-ring" << 2 << 2 << "demo";
+    QTest::newRow("precompute_ref_logps, dp2 x ulysses sp2") << pre << "ulysses" << 4 << 2 << "long";
+  }
+  void dpoVariantsMatchSingleProcess() {
+    QFETCH(QStringList, variant);
+    QFETCH(QString, mode);
+    QFETCH(int, nproc);
+    QFETCH(int, sp);
+    QFETCH(QString, data);
+    const int cutoff = data == "demo" ? 64 : 48;
+    const QString ref = reference("dpo", cutoff, 12, data, variant);
+    QVERIFY(!ref.isEmpty());
+    QStringList keys = variant;
+    keys << QStringLiteral("sequence_parallel_size: %1").arg(sp) << "sequence_parallel_mode: " + mode
+         << QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1)
+         << QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1)
+         << QStringLiteral("per_device_train_batch_size: %1").arg(2 / (nproc / sp));
+    const QString name = QString::fromUtf8(QTest::currentDataTag()).replace(' ', '_')
+                             .remove('(').remove(')').remove(',').remove('+');
+    const QString got = train("dpov-" + name, "dpo", cutoff, nproc, 12, keys, data);
+    QVERIFY(!got.isEmpty());
+    compare_losses(ref, got, 12);
+  }
+
+  // A run resumed from a checkpoint under SP logs the losses of the uninterrupted run (model,
+  // optimizer, schedule and data position restored), for SFT and DPO; and evaluation under SP
+  // reports the single-process eval loss.
+  void resumeAndEvalUnderSp_data() {
+    QTest::addColumn<QString>("stage");
+    QTest::addColumn<QString>("mode");
+    QTest::addColumn<int>("nproc");
+    QTest::addColumn<int>("sp");
+    QTest::newRow("sft zigzag sp2") << "sft" << "zigzag-ring" << 2 << 2;
+    QTest::newRow("sft usp 2x2") << "sft" << "usp" << 4 << 4;
+    QTest::newRow("dpo zigzag sp2") << "dpo" << "zigzag-ring" << 2 << 2;
+    QTest::newRow("dpo dp2 x ulysses sp2") << "dpo" << "ulysses" << 4 << 2;
+  }
+  void resumeAndEvalUnderSp() {
+    QFETCH(QString, stage);
+    QFETCH(QString, mode);
+    QFETCH(int, nproc);
+    QFETCH(int, sp);
+    const QStringList eval{"val_size: 8", "eval_strategy: steps", "eval_steps: 4",
+                           "per_device_eval_batch_size: 2", "save_steps: 6"};
+    const QString ref = reference(stage, 64, 12, "demo", eval);
+    QVERIFY(!ref.isEmpty());
+    QStringList keys = eval;
+    keys << QStringLiteral("sequence_parallel_size: %1").arg(sp) << "sequence_parallel_mode: " + mode
+         << QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1)
+         << QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1)
+         << QStringLiteral("per_device_train_batch_size: %1").arg(2 / (nproc / sp));
+    const QString name = stage + "-resume-" + mode + QString::number(nproc);
+    const QString full = train(name + "-full", stage, 64, nproc, 12, keys, "demo");
+    QVERIFY(!full.isEmpty());
+    compare_losses(ref, full, 12);
+    // Evaluation under SP: the same eval losses at the same steps.
+    const auto ev_ref = losses_by_step(ref, "eval"), ev_got = losses_by_step(full, "eval");
+    QCOMPARE(ev_got.size(), size_t(3));
+    QCOMPARE(ev_got.size(), ev_ref.size());
+    for (size_t i = 0; i < ev_ref.size(); ++i) {
+      QCOMPARE(ev_got[i].first, ev_ref[i].first);
+      QVERIFY2(std::abs(ev_got[i].second - ev_ref[i].second) <= 1e-5 * std::abs(ev_ref[i].second),
+               qPrintable(QStringLiteral("eval at step %1: %2 vs %3").arg(ev_ref[i].first)
+                              .arg(ev_got[i].second).arg(ev_ref[i].second)));
+    }
+    // Resumed from step 6 in a fresh output folder: steps 7..12 as the uninterrupted run.
+    QVERIFY(QFileInfo::exists(full + "/checkpoint-6"));
+    QStringList resume = keys;
+    resume << "resume_from_checkpoint: " + full + "/checkpoint-6";
+    const QString resumed = train(name + "-resumed", stage, 64, nproc, 12, resume, "demo");
+    QVERIFY(!resumed.isEmpty());
+    const auto a = losses_by_step(full, "step"), b = losses_by_step(resumed, "step");
+    QCOMPARE(b.size(), size_t(6));
+    for (size_t i = 0; i < b.size(); ++i) {
+      QCOMPARE(b[i].first, a[i + 6].first);
+      QVERIFY2(std::abs(b[i].second - a[i + 6].second) <= 1e-5 * std::abs(a[i + 6].second),
+               qPrintable(QStringLiteral("step %1: resumed %2, uninterrupted %3").arg(b[i].first)
+                              .arg(b[i].second).arg(a[i + 6].second)));
+    }
   }
 
   // Two "nodes" on this host, one launcher each (--nnodes 2 --node-rank R --master-addr
