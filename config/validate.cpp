@@ -214,17 +214,14 @@ void check_sequence_parallel(const RunConfig& c, const ValidateOptions& opt, Che
             "the samples are shuffled every epoch");
 }
 
-// Packing (SFT only, as LLaMA-Factory packs only supervised data); neat packing works with
-// every SP mode (the ring masks by sample too).
+// Packing: SFT as LLaMA-Factory packs; DPO (which LLaMA-Factory does not pack) packs each
+// micro-batch's sequences, always isolated. Neat packing works with every SP mode.
 void check_packing(const RunConfig& c, Checker& ck) {
-  if (c.stage == Stage::Sft) return;
-  if (c.neat_packing)
-    ck.error("neat_packing", "packs SFT data only (stage: sft), as in LLaMA-Factory; remove it "
-                             "for stage: " + std::string(to_string(c.stage)));
-  else if (c.packing)
-    ck.error("packing", "packs SFT data only; LLaMA-Factory silently ignores it for stage: " +
-                            std::string(to_string(c.stage)) + ", studio-train refuses instead: "
-                            "remove it (preference pairs are trained unpacked)");
+  if (c.stage == Stage::Dpo && c.packing && !c.neat_packing)
+    ck.warn("packing", "stage dpo: each micro-batch's chosen and rejected sequences are packed "
+                       "into shared rows with attention isolated per sequence (as neat_packing), "
+                       "so every log-prob is the unpacked one; LLaMA-Factory does not pack "
+                       "pairwise data");
 }
 
 // Ulysses scatters heads over the SP group: the head counts must fit it.

@@ -181,6 +181,7 @@ struct Trainer::Impl {
   TrainerState state;
   RunReporter reporter;
   std::string resume_dir;
+  bool pack_reported = false;
 
   explicit Impl(TrainInputs inputs)
       : in(std::move(inputs)),
@@ -191,7 +192,9 @@ struct Trainer::Impl {
                  in.terminal) {
     par.comm = in.comm;
     par.layout = sp_layout(cfg, in.comm);
-    par.neat_packing = cfg.neat_packing;
+    // Neat packing isolates samples; packed DPO sequences are always isolated (a sequence's
+    // log-prob must not depend on its neighbours).
+    par.neat_packing = cfg.neat_packing || (dpo && cfg.packing);
     pref = dpo::PrefLossOptions::from(cfg);
   }
 
@@ -293,11 +296,57 @@ struct Trainer::Impl {
   torch::Tensor pair_logps(CausalLM& m, const std::vector<data::PairSample>& pairs,
                            const std::vector<size_t>& idx) {
     auto rows = pair_rows(pairs, idx);
+    if (pack_pairs()) return packed_pair_logps(m, rows);
     Batch b = par.local_batch(m, rows, in.pad_id);
     auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
     auto targets = b.targets.to(device);
     auto token_logps = lm_target_logprobs(hidden, m->lm_head_weight(), targets);
     auto sums = dpo::sequence_logps(token_logps, targets).first;
+    return sp_sum(sums);
+  }
+
+  // DPO with packing: the micro-batch's chosen and rejected sequences packed into as few rows as
+  // the knapsack allows (rows of at most cutoff_len tokens), attention isolated per sequence, and
+  // the token log-probs summed per packed sequence: the same sums as unpacked, less padding.
+  bool pack_pairs() const { return dpo && (cfg.packing || cfg.neat_packing); }
+  torch::Tensor packed_pair_logps(CausalLM& m, const std::vector<const TokenizedSample*>& rows) {
+    int64_t capacity = cfg.cutoff_len;
+    for (const auto* r : rows) capacity = std::max(capacity, static_cast<int64_t>(r->input_ids.size()));
+    std::vector<std::vector<size_t>> members;
+    const auto packs = pack_samples(rows, capacity, &members);
+    std::vector<const TokenizedSample*> packed;
+    int64_t most = 1;
+    for (size_t r = 0; r < packs.size(); ++r) {
+      packed.push_back(&packs[r]);
+      most = std::max<int64_t>(most, static_cast<int64_t>(members[r].size()));
+    }
+    // Sequence k lives at (row r, segment j): slot r * most + j; padding goes to a last slot.
+    std::vector<int64_t> slot_of(rows.size(), -1);
+    for (size_t r = 0; r < members.size(); ++r)
+      for (size_t j = 0; j < members[r].size(); ++j)
+        slot_of[members[r][j]] = static_cast<int64_t>(r) * most + static_cast<int64_t>(j);
+    if (!pack_reported) {  // once, so that a run shows what packing does to its batches
+      reporter.log("info", "dpo packing: " + std::to_string(rows.size()) + " sequences in " +
+                               std::to_string(packs.size()) + " rows of at most " +
+                               std::to_string(capacity) + " tokens (first micro-batch)");
+      pack_reported = true;
+    }
+    Batch b = par.local_batch(m, packed, in.pad_id);
+    auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+    auto targets = b.targets.to(device);
+    auto token_logps = lm_target_logprobs(hidden, m->lm_head_weight(), targets);
+    const int64_t slots = static_cast<int64_t>(packs.size()) * most;
+    auto seg = b.segment_ids.to(device);
+    auto row = torch::arange(seg.size(0), seg.options()).unsqueeze(1).expand_as(seg);
+    auto slot = torch::where(seg >= 0, row * most + seg, torch::full_like(seg, slots));
+    auto per_slot = torch::zeros({slots + 1}, token_logps.options())
+                        .index_add(0, slot.reshape({-1}), token_logps.reshape({-1}));
+    auto sums = per_slot.index_select(0, torch::tensor(slot_of, torch::kLong).to(device));
+    return sp_sum(sums);
+  }
+
+  // Partial sums of this rank's tokens, summed over the SP group with an identity backward.
+  torch::Tensor sp_sum(const torch::Tensor& sums) {
     return par.sequence_parallel()
                ? dist::all_reduce_sum_identity_grad(sums.contiguous(), *par.sp_group(),
                                                     "sequence log-probs")

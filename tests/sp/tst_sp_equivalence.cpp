@@ -118,6 +118,7 @@ class TestSpEquivalence : public QObject {
   QTemporaryDir dir_;
   QString model_;
   std::map<QString, QString> reference_;  // (stage, cutoff, steps) -> SP=1 output dir
+  QString last_err_;                       // the last train()'s stderr
 
   // A tiny model with the demo tokenizer: `heads` query heads, `kv` key/value heads.
   QString make_model(const QString& name, int heads, int kv) {
@@ -222,6 +223,7 @@ class TestSpEquivalence : public QObject {
     keys << QStringLiteral("max_steps: %1").arg(steps);
     const QString cfg = write_config(name, model_, stage, cutoff, keys, data);
     const Run r = run({"train", cfg, "--nproc", QString::number(nproc)});
+    last_err_ = r.err;
     if (r.code != 0) {
       qWarning().noquote() << r.err.right(3000);
       return {};
@@ -326,12 +328,18 @@ class TestSpEquivalence : public QObject {
     // sample in every block: the same losses and parameters as one process packing the same way.
     for (const QString packing : {"packing", "neat_packing"}) {
       const QByteArray p = packing.toUtf8();
-      QTest::newRow(p + ", zigzag sp2") << "sft" << "zigzag-ring" << 2 << 2 << 96 << "demo" << packing;
-      QTest::newRow(p + ", ulysses sp2") << "sft" << "ulysses" << 2 << 2 << 96 << "demo" << packing;
-      QTest::newRow(p + ", usp 2x2") << "sft" << "usp" << 4 << 4 << 96 << "demo" << packing;
-      QTest::newRow(p + ", dp2 x zigzag sp2") << "sft" << "zigzag-ring" << 4 << 2 << 96 << "demo" << packing;
+      QTest::newRow(p + ", zigzag sp2") << "sft" << "zigzag-ring" << 2 << 2 << 256 << "demo" << packing;
+      QTest::newRow(p + ", ulysses sp2") << "sft" << "ulysses" << 2 << 2 << 256 << "demo" << packing;
+      QTest::newRow(p + ", usp 2x2") << "sft" << "usp" << 4 << 4 << 256 << "demo" << packing;
+      QTest::newRow(p + ", dp2 x zigzag sp2") << "sft" << "zigzag-ring" << 4 << 2 << 256 << "demo" << packing;
     }
-    QTest::newRow("neat_packing, long prompts, zigzag sp4") << "sft" << "zigzag-ring" << 4 << 4 << 96 << "long" << "neat_packing";
+    QTest::newRow("neat_packing, long prompts, zigzag sp4") << "sft" << "zigzag-ring" << 4 << 4 << 512 << "long" << "neat_packing";
+    // DPO packs each micro-batch's sequences (always isolated): the reference is one process
+    // WITHOUT packing, the same losses and parameters.
+    QTest::newRow("dpo packing, one process") << "dpo" << "zigzag-ring" << 1 << 1 << 160 << "demo" << "packing";
+    QTest::newRow("dpo neat_packing, zigzag sp2") << "dpo" << "zigzag-ring" << 2 << 2 << 160 << "demo" << "neat_packing";
+    QTest::newRow("dpo packing, usp 2x2") << "dpo" << "usp" << 4 << 4 << 160 << "demo" << "packing";
+    QTest::newRow("dpo packing, dp2 x ulysses sp2") << "dpo" << "ulysses" << 4 << 2 << 256 << "demo" << "packing";
   }
 
   void matchesSingleProcess() {
@@ -358,14 +366,32 @@ class TestSpEquivalence : public QObject {
     const QString name = QString::fromUtf8(QTest::currentDataTag()).replace(' ', '_')
                              .remove('(').remove(')').remove(',');
 
-    const QString ref = reference(stage, cutoff, 20, data, packed);
+    const QStringList ref_keys = stage == "dpo" ? QStringList() : packed;
+    const QString ref = reference(stage, cutoff, 20, data, ref_keys);
     QVERIFY(!ref.isEmpty());
     const QString got = train(name, stage, cutoff, nproc, 20, keys, data);
     QVERIFY(!got.isEmpty());
     compare_losses(ref, got, 20);
+    if (stage == "sft" && !packing.isEmpty()) {
+      // "studio-train: packing: 48 training samples in 20 sequences of at most 95 tokens"
+      const auto m = QRegularExpression("packing: (\\d+) training samples in (\\d+) sequences")
+                         .match(last_err_);
+      QVERIFY2(m.hasMatch() && m.captured(2).toInt() < m.captured(1).toInt(),
+               qPrintable("packing shared no sequence: " + last_err_.right(1500)));
+    }
+    if (stage == "dpo" && !packing.isEmpty()) {
+      // Packing did share rows (or the comparison with the unpacked run would prove nothing).
+      bool shared = false;
+      const QRegularExpression re("dpo packing: (\\d+) sequences in (\\d+) rows");
+      for (const auto& e : events(got)) {
+        const auto m = re.match(e["message"].toString());
+        if (m.hasMatch()) shared = m.captured(2).toInt() < m.captured(1).toInt();
+      }
+      QVERIFY2(shared, "no micro-batch packed two sequences into one row");
+    }
 
     // Parameters after one optimizer step.
-    const QString ref1 = reference(stage, cutoff, 1, data, packed);
+    const QString ref1 = reference(stage, cutoff, 1, data, ref_keys);
     const QString got1 = train(name + "-1", stage, cutoff, nproc, 1, keys, data);
     QVERIFY(!ref1.isEmpty() && !got1.isEmpty());
     const double err = max_relative_param_error(ref1, got1);

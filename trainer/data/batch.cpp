@@ -67,21 +67,24 @@ Batch make_batch(const std::vector<const TokenizedSample*>& samples, int64_t pad
   return b;
 }
 
-std::vector<TokenizedSample> pack_samples(const std::vector<TokenizedSample>& samples,
-                                          int64_t capacity) {
+std::vector<TokenizedSample> pack_samples(const std::vector<const TokenizedSample*>& samples,
+                                          int64_t capacity,
+                                          std::vector<std::vector<size_t>>* members) {
   // Lengths ascending, each with the indexes of its samples (taken from the back, as LF pops).
   std::map<int64_t, std::vector<size_t>> by_length;
   std::vector<int64_t> lengths;
   for (size_t i = 0; i < samples.size(); ++i) {
-    const auto len = static_cast<int64_t>(samples[i].input_ids.size());
+    const auto len = static_cast<int64_t>(samples[i]->input_ids.size());
     if (len > capacity || len == 0) continue;
     by_length[len].push_back(i);
     lengths.push_back(len);
   }
   std::sort(lengths.begin(), lengths.end());
   std::vector<TokenizedSample> packs;
+  if (members) members->clear();
   while (!lengths.empty()) {
     TokenizedSample pack;
+    std::vector<size_t> in_pack;
     int64_t remaining = capacity;
     while (true) {
       // The largest length <= remaining (bisect_right - 1).
@@ -92,7 +95,8 @@ std::vector<TokenizedSample> pack_samples(const std::vector<TokenizedSample>& sa
       lengths.erase(it);
       remaining -= len;
       auto& idx = by_length[len];
-      const TokenizedSample& s = samples[idx.back()];
+      const TokenizedSample& s = *samples[idx.back()];
+      in_pack.push_back(idx.back());
       idx.pop_back();
       const size_t start = pack.input_ids.size();
       pack.input_ids.insert(pack.input_ids.end(), s.input_ids.begin(), s.input_ids.end());
@@ -101,8 +105,16 @@ std::vector<TokenizedSample> pack_samples(const std::vector<TokenizedSample>& sa
       pack.segment_lengths.push_back(len);
     }
     packs.push_back(std::move(pack));
+    if (members) members->push_back(std::move(in_pack));
   }
   return packs;
+}
+
+std::vector<TokenizedSample> pack_samples(const std::vector<TokenizedSample>& samples,
+                                          int64_t capacity) {
+  std::vector<const TokenizedSample*> ptrs;
+  for (const auto& s : samples) ptrs.push_back(&s);
+  return pack_samples(ptrs, capacity, nullptr);
 }
 
 }  // namespace studio::trainer

@@ -39,6 +39,11 @@ Batch make_batch(const std::vector<const TokenizedSample*>& samples, int64_t pad
 // truncates first, so there are none). Order: the packs as the knapsack forms them.
 std::vector<TokenizedSample> pack_samples(const std::vector<TokenizedSample>& samples,
                                           int64_t capacity);
+// The same, over pointers, also saying which samples (indexes into `samples`, in segment order)
+// each pack holds.
+std::vector<TokenizedSample> pack_samples(const std::vector<const TokenizedSample*>& samples,
+                                          int64_t capacity,
+                                          std::vector<std::vector<size_t>>* members);
 
 // Valid (learned) target tokens of a sample after the shift: what normalises the loss.
 int64_t count_valid_targets(const TokenizedSample& s);
