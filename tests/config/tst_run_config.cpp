@@ -232,8 +232,10 @@ void TestRunConfig::validConfigs_data() {
   QTest::newRow("pure_bf16 warns") << "pure_bf16: true\n" << 0 << "pure_bf16" << 5;
   QTest::newRow("shuffle_for_sequence_parallel without SP warns")
       << "shuffle_for_sequence_parallel: false\n" << 0 << "shuffle_for_sequence_parallel" << 5;
-  QTest::newRow("dpo packing is isolated (a warning)") << "stage: dpo\npacking: true\n" << 0
-                                                       << "packing" << 6;
+  QTest::newRow("dpo packing is isolated (a warning)")
+      << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\nstage: dpo\ndataset: dpo_pairs\n"
+         "dataset_dir: data\ntemplate: qwen\noutput_dir: x\npacking: true\n"
+      << 0 << "packing" << 7;
   // The ring masks by packed sample in every block: no longer refused (as 360-LLaMA-Factory does).
   QTest::newRow("neat packing with zigzag-ring")
       << "sequence_parallel_size: 2\nneat_packing: true\n" << 2 << "" << 0;
