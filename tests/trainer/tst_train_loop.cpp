@@ -117,6 +117,9 @@ class TestTrainLoop : public QObject {
   void evaluationRunsEveryEvalSteps();
   void bf16TracksFp32_data();
   void bf16TracksFp32();
+  void unimplementedPrecisionIsRefused_data();
+  void unimplementedPrecisionIsRefused();
+  void flashAttnDisabledPinsTheMathPath();
 };
 
 void TestTrainLoop::lossFallsOnMemorisation() {
@@ -276,6 +279,47 @@ void TestTrainLoop::bf16TracksFp32() {
   bool differs = false;
   for (size_t i = 0; i < full.size(); ++i) differs = differs || mixed[i] != full[i];
   QVERIFY2(differs, "bf16 and fp32 gave bit-identical losses: was bf16 applied?");
+}
+
+// fp16 (no loss scaling) and pure_bf16 (no bf16 optimizer states) are not implemented: a run
+// asking for them stops before training, saying what to use instead.
+void TestTrainLoop::unimplementedPrecisionIsRefused_data() {
+  QTest::addColumn<QString>("key");
+  QTest::newRow("fp16") << "fp16";
+  QTest::newRow("pure_bf16") << "pure_bf16";
+}
+
+void TestTrainLoop::unimplementedPrecisionIsRefused() {
+  QFETCH(QString, key);
+  Fixture f;
+  auto in = f.inputs("refused", 2);
+  (key == "fp16" ? in.config.fp16 : in.config.pure_bf16) = true;
+  QString message;
+  try {
+    Trainer(in).run();
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  QVERIFY2(message.startsWith(key + ":") && message.contains("use bf16: true"), qPrintable(message));
+  // status.json says so, though the run failed before it started.
+  QFile status(QString::fromStdString(in.config.output_dir) + "/status.json");
+  QVERIFY(status.open(QIODevice::ReadOnly));
+  const QByteArray text = status.readAll();
+  QVERIFY2(text.contains("failed") && text.contains("use bf16: true"), text.constData());
+}
+
+// flash_attn: disabled trains on the math path, auto on ATen's CPU flash kernel: the same
+// losses up to rounding, but not bit for bit (were the key ignored, they would be).
+void TestTrainLoop::flashAttnDisabledPinsTheMathPath() {
+  Fixture f;
+  auto math = f.inputs("math", 3), flash = f.inputs("flash", 3);
+  math.config.flash_attn = studio::FlashAttn::Disabled;
+  const auto a = Trainer(math).run().step_losses;
+  const auto b = Trainer(flash).run().step_losses;
+  compare_losses(a, b, 1e-5);
+  bool differs = false;
+  for (size_t i = 0; i < a.size(); ++i) differs |= a[i] != b[i];
+  QVERIFY2(differs, "flash_attn: disabled gave bit-identical losses to auto");
 }
 
 QTEST_MAIN(TestTrainLoop)

@@ -111,6 +111,10 @@ void RunReporter::end(RunState state, const std::string& reason, int exit_code) 
     writer_.write(EndEvent{std::string(run_state_name(state)), reason});
     writer_.close();
   }
+  // A run that fails before start() (a refused setting, a model that does not load) still
+  // records why in status.json, rather than losing the reason to a missing folder.
+  std::error_code ec;
+  std::filesystem::create_directories(output_dir_, ec);
   write_status(state, reason, exit_code);
 }
 
