@@ -5,6 +5,7 @@
 #include "studio/config/memory_estimate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace studio {
@@ -319,6 +320,17 @@ class Estimator {
            ".");
     }
     b().sp_buffers = t * per_token;
+    if (cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing)) {
+      // Sample-isolated attention blocks run on the math path (trainer/model/attention_block.cpp):
+      // fp32 scores of at most 2^25 elements per query chunk, with their probabilities and, in
+      // the backward, dP and dS alongside.
+      const double elements = std::min(std::pow(2.0, 25), double(m_.num_heads) * t * t);
+      const double workspace = 4 * 4 * elements;
+      b().sp_buffers += workspace;
+      note("Packing with isolated samples: masked attention runs on the math path, whose fp32 "
+           "score workspace (scores, probabilities, dP, dS of one query chunk) takes up to " +
+           format_gib(workspace) + ".");
+    }
   }
 
   void optimizer_step() {

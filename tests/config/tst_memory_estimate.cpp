@@ -416,6 +416,9 @@ void TestMemoryEstimate::notesExplainTheAssumptions_data() {
   QTest::newRow("capacity unknown") << "bf16: true\n" << -1 << "GPU capacity unknown";
   QTest::newRow("ring buffers") << "bf16: true\nsequence_parallel_size: 8\n" << -1
                                 << "Ring attention (degree 8)";
+  QTest::newRow("neat packing workspace")
+      << "bf16: true\nneat_packing: true\nsequence_parallel_size: 8\n" << -1
+      << "masked attention runs on the math path";
 }
 
 void TestMemoryEstimate::notesExplainTheAssumptions() {
@@ -425,6 +428,15 @@ void TestMemoryEstimate::notesExplainTheAssumptions() {
   const MemoryEstimate e = estimate_memory(config(yaml), shape("llama-3.1-8b"), options(8, zero));
   QVERIFY2(notes_mention(e, fragment),
            qPrintable(QString::fromStdString(format_estimate_text(e))));
+  if (yaml.contains("neat_packing")) {
+    // The workspace is counted, not just mentioned: 4 fp32 buffers of min(2^25, heads x t^2)
+    // elements (Llama-3.1-8B: 32 heads).
+    const MemoryEstimate plain = estimate_memory(
+        config(QString(yaml).remove("neat_packing: true\n")), shape("llama-3.1-8b"), options(8, zero));
+    const double t = double(e.tokens_per_rank);
+    QCOMPARE(e.bytes.sp_buffers - plain.bytes.sp_buffers,
+             16.0 * std::min(double(int64_t(1) << 25), 32 * t * t));
+  }
 }
 
 void TestMemoryEstimate::textTableShowsPartsAndVerdict() {
