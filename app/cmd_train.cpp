@@ -168,27 +168,22 @@ int cmd_train(const Argv& argv) {
     in.eval_pairs = std::move(pairs.eval);
     n_train = in.train_pairs.size();
     n_eval = in.eval_pairs.size();
-  } else if (cfg.packing || cfg.neat_packing) {
-    // LLaMA-Factory's packing: samples truncated to cutoff_len - 1 and packed into sequences of
+  } else {
+    // Packing as LLaMA-Factory: samples truncated to cutoff_len - 1 and packed into sequences of
     // at most cutoff_len - 1 tokens (it keeps the last position for a pad token).
-    RunConfig truncate = cfg;
-    truncate.cutoff_len = std::max<int64_t>(1, cfg.cutoff_len - 1);
-    auto sft = data::load_sft_data(truncate, tokenizer, dopt);
+    const bool packing = cfg.packing || cfg.neat_packing;
+    RunConfig data_cfg = cfg;
+    if (packing) data_cfg.cutoff_len = std::max<int64_t>(1, cfg.cutoff_len - 1);
+    auto sft = data::load_sft_data(data_cfg, tokenizer, dopt);
     const size_t samples = sft.train.size();
-    in.train = trainer::pack_samples(sft.train, truncate.cutoff_len);
-    in.eval = trainer::pack_samples(sft.eval, truncate.cutoff_len);
+    in.train = packing ? trainer::pack_samples(sft.train, data_cfg.cutoff_len) : std::move(sft.train);
+    in.eval = packing ? trainer::pack_samples(sft.eval, data_cfg.cutoff_len) : std::move(sft.eval);
     n_train = in.train.size();
     n_eval = in.eval.size();
-    if (rank0)
+    if (packing && rank0)
       std::cerr << "studio-train: " << (cfg.neat_packing ? "neat packing: " : "packing: ")
                 << samples << " training samples in " << n_train << " sequences of at most "
-                << truncate.cutoff_len << " tokens\n";
-  } else {
-    auto sft = data::load_sft_data(cfg, tokenizer, dopt);
-    in.train = std::move(sft.train);
-    in.eval = std::move(sft.eval);
-    n_train = in.train.size();
-    n_eval = in.eval.size();
+                << data_cfg.cutoff_len << " tokens\n";
   }
   in.pad_id = tokenizer.pad_id().value_or(tokenizer.eos_id().value_or(0));
   in.terminal = rank0 && ::isatty(STDERR_FILENO) != 0;

@@ -147,7 +147,6 @@ void check_precision(const RunConfig& c, Checker& ck) {
   if (c.pure_bf16 && on.size() == 1)
     ck.warn("pure_bf16", "studio-train keeps fp32 master weights and optimizer states (no pure "
                          "bf16 training): training refuses this config; use bf16: true");
-
 }
 
 void check_scheduler(const RunConfig& c, Checker& ck) {

@@ -194,7 +194,7 @@ struct Trainer::Impl {
     par.layout = sp_layout(cfg, in.comm);
     // Neat packing isolates samples; packed DPO sequences are always isolated (a sequence's
     // log-prob must not depend on its neighbours).
-    par.neat_packing = cfg.neat_packing || (dpo && cfg.packing);
+    par.neat_packing = cfg.neat_packing || pack_pairs();
     pref = dpo::PrefLossOptions::from(cfg);
   }
 
@@ -296,20 +296,14 @@ struct Trainer::Impl {
   torch::Tensor pair_logps(CausalLM& m, const std::vector<data::PairSample>& pairs,
                            const std::vector<size_t>& idx) {
     auto rows = pair_rows(pairs, idx);
-    if (pack_pairs()) return packed_pair_logps(m, rows);
-    Batch b = par.local_batch(m, rows, in.pad_id);
-    auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    auto targets = b.targets.to(device);
-    auto token_logps = lm_target_logprobs(hidden, m->lm_head_weight(), targets);
-    auto sums = dpo::sequence_logps(token_logps, targets).first;
-    return sp_sum(sums);
-  }
-
-  // DPO with packing: the micro-batch's chosen and rejected sequences packed into as few rows as
-  // the knapsack allows (rows of at most cutoff_len tokens), attention isolated per sequence, and
-  // the token log-probs summed per packed sequence: the same sums as unpacked, less padding.
-  bool pack_pairs() const { return dpo && (cfg.packing || cfg.neat_packing); }
-  torch::Tensor packed_pair_logps(CausalLM& m, const std::vector<const TokenizedSample*>& rows) {
+    if (!pack_pairs()) {
+      const auto [token_logps, b] = target_logprobs(m, rows);
+      return sp_sum(dpo::sequence_logps(token_logps, b.targets.to(device)).first);
+    }
+    // DPO with packing: the micro-batch's chosen and rejected sequences packed into as few rows
+    // as the knapsack allows (rows of at most cutoff_len tokens), attention isolated per
+    // sequence, and the token log-probs summed per packed sequence: the same sums as unpacked,
+    // with less padding.
     int64_t capacity = cfg.cutoff_len;
     for (const auto* r : rows) capacity = std::max(capacity, static_cast<int64_t>(r->input_ids.size()));
     std::vector<std::vector<size_t>> members;
@@ -331,19 +325,27 @@ struct Trainer::Impl {
                                std::to_string(capacity) + " tokens (first micro-batch)");
       pack_reported = true;
     }
-    Batch b = par.local_batch(m, packed, in.pad_id);
-    auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    auto targets = b.targets.to(device);
-    auto token_logps = lm_target_logprobs(hidden, m->lm_head_weight(), targets);
+    const auto [token_logps, b] = target_logprobs(m, packed);
     const int64_t slots = static_cast<int64_t>(packs.size()) * most;
     auto seg = b.segment_ids.to(device);
     auto row = torch::arange(seg.size(0), seg.options()).unsqueeze(1).expand_as(seg);
     auto slot = torch::where(seg >= 0, row * most + seg, torch::full_like(seg, slots));
     auto per_slot = torch::zeros({slots + 1}, token_logps.options())
                         .index_add(0, slot.reshape({-1}), token_logps.reshape({-1}));
-    auto sums = per_slot.index_select(0, torch::tensor(slot_of, torch::kLong).to(device));
-    return sp_sum(sums);
+    return sp_sum(per_slot.index_select(0, torch::tensor(slot_of, torch::kLong).to(device)));
   }
+
+  // Per-token target log-probs of this rank's share of `rows` under `m` ([B, S_local], 0 where
+  // ignored), with the local batch they were computed on.
+  std::pair<torch::Tensor, Batch> target_logprobs(CausalLM& m,
+                                                  const std::vector<const TokenizedSample*>& rows) {
+    Batch b = par.local_batch(m, rows, in.pad_id);
+    auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+    return {lm_target_logprobs(hidden, m->lm_head_weight(), b.targets.to(device)), std::move(b)};
+  }
+
+  // DPO packs each micro-batch's sequences (always isolated); SFT data come packed already.
+  bool pack_pairs() const { return dpo && (cfg.packing || cfg.neat_packing); }
 
   // Partial sums of this rank's tokens, summed over the SP group with an identity backward.
   torch::Tensor sp_sum(const torch::Tensor& sums) {

@@ -244,6 +244,16 @@ class TestSpEquivalence : public QObject {
     return true;
   }
 
+  // The SP keys of a run over `nproc` processes with SP size `sp` in `mode` (usp: Ulysses degree
+  // 2), and the per-rank batch that keeps the reference's global batch (2 per micro-batch).
+  static QStringList sp_keys(const QString& mode, int nproc, int sp) {
+    return {QStringLiteral("sequence_parallel_size: %1").arg(sp),
+            "sequence_parallel_mode: " + mode,
+            QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1),
+            QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1),
+            QStringLiteral("per_device_train_batch_size: %1").arg(2 / (nproc / sp))};
+  }
+
   // The single-process run the SP runs are compared with (`extra`: keys that change the
   // training itself, such as pref_loss, which the SP run uses too).
   QString reference(const QString& stage, int cutoff, int steps, const QString& data = "demo",
@@ -350,15 +360,8 @@ class TestSpEquivalence : public QObject {
     QFETCH(int, cutoff);
     QFETCH(QString, data);
     QFETCH(QString, packing);
-    const int dp = nproc / sp;
     const QStringList packed = packing.isEmpty() ? QStringList() : QStringList{packing + ": true"};
-    QStringList keys{
-        QStringLiteral("sequence_parallel_size: %1").arg(sp),
-        "sequence_parallel_mode: " + mode,
-        QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1),
-        QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1),
-        // The same global batch as the reference (2 per step per micro-batch).
-        QStringLiteral("per_device_train_batch_size: %1").arg(2 / dp)};
+    QStringList keys = sp_keys(mode, nproc, sp);
     if (cutoff < 8) keys << "train_on_prompt: true";
     keys << packed;
     if (QByteArray(QTest::currentDataTag()).contains("checkpointing"))
@@ -429,11 +432,7 @@ class TestSpEquivalence : public QObject {
     const int cutoff = data == "demo" ? 64 : 48;
     const QString ref = reference("dpo", cutoff, 12, data, variant);
     QVERIFY(!ref.isEmpty());
-    QStringList keys = variant;
-    keys << QStringLiteral("sequence_parallel_size: %1").arg(sp) << "sequence_parallel_mode: " + mode
-         << QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1)
-         << QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1)
-         << QStringLiteral("per_device_train_batch_size: %1").arg(2 / (nproc / sp));
+    const QStringList keys = variant + sp_keys(mode, nproc, sp);
     const QString name = QString::fromUtf8(QTest::currentDataTag()).replace(' ', '_')
                              .remove('(').remove(')').remove(',').remove('+');
     const QString got = train("dpov-" + name, "dpo", cutoff, nproc, 12, keys, data);
@@ -463,11 +462,7 @@ class TestSpEquivalence : public QObject {
                            "per_device_eval_batch_size: 2", "save_steps: 6"};
     const QString ref = reference(stage, 64, 12, "demo", eval);
     QVERIFY(!ref.isEmpty());
-    QStringList keys = eval;
-    keys << QStringLiteral("sequence_parallel_size: %1").arg(sp) << "sequence_parallel_mode: " + mode
-         << QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1)
-         << QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1)
-         << QStringLiteral("per_device_train_batch_size: %1").arg(2 / (nproc / sp));
+    const QStringList keys = eval + sp_keys(mode, nproc, sp);
     const QString name = stage + "-resume-" + mode + QString::number(nproc);
     const QString full = train(name + "-full", stage, 64, nproc, 12, keys, "demo");
     QVERIFY(!full.isEmpty());

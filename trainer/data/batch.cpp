@@ -70,34 +70,28 @@ Batch make_batch(const std::vector<const TokenizedSample*>& samples, int64_t pad
 std::vector<TokenizedSample> pack_samples(const std::vector<const TokenizedSample*>& samples,
                                           int64_t capacity,
                                           std::vector<std::vector<size_t>>* members) {
-  // Lengths ascending, each with the indexes of its samples (taken from the back, as LF pops).
-  std::map<int64_t, std::vector<size_t>> by_length;
-  std::vector<int64_t> lengths;
+  // Sample indexes by length, ascending; among equal lengths the last one is taken first (LF
+  // pops the last index of a length). O(n log n), where LF's list pops are O(n) each.
+  std::multimap<int64_t, size_t> by_length;
   for (size_t i = 0; i < samples.size(); ++i) {
     const auto len = static_cast<int64_t>(samples[i]->input_ids.size());
-    if (len > capacity || len == 0) continue;
-    by_length[len].push_back(i);
-    lengths.push_back(len);
+    if (len <= capacity && len > 0) by_length.emplace(len, i);
   }
-  std::sort(lengths.begin(), lengths.end());
   std::vector<TokenizedSample> packs;
   if (members) members->clear();
-  while (!lengths.empty()) {
+  while (!by_length.empty()) {
     TokenizedSample pack;
     std::vector<size_t> in_pack;
     int64_t remaining = capacity;
-    while (true) {
-      // The largest length <= remaining (bisect_right - 1).
-      auto it = std::upper_bound(lengths.begin(), lengths.end(), remaining);
-      if (it == lengths.begin()) break;
+    // The longest remaining sample that still fits (LF: bisect_right(lengths, remaining) - 1).
+    for (auto it = by_length.upper_bound(remaining); it != by_length.begin();
+         it = by_length.upper_bound(remaining)) {
       --it;
-      const int64_t len = *it;
-      lengths.erase(it);
+      const auto [len, index] = *it;
+      by_length.erase(it);
       remaining -= len;
-      auto& idx = by_length[len];
-      const TokenizedSample& s = *samples[idx.back()];
-      in_pack.push_back(idx.back());
-      idx.pop_back();
+      const TokenizedSample& s = *samples[index];
+      in_pack.push_back(index);
       const size_t start = pack.input_ids.size();
       pack.input_ids.insert(pack.input_ids.end(), s.input_ids.begin(), s.input_ids.end());
       pack.labels.insert(pack.labels.end(), s.labels.begin(), s.labels.end());

@@ -166,17 +166,17 @@ void GradientSync::finish() {
   // collective verification that is an error: the engine's rule is that every backward gives
   // every parameter a gradient on every rank (docs/SEQUENCE_PARALLEL.md, "Collective
   // discipline"), so bucket readiness never depends on a rank's data.
-  for (size_t i = 0; i < s.params.size(); ++i)
-    if (!s.total[i].defined() && s.group->verifying())
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    if (s.total[i].defined()) continue;
+    if (s.group->verifying())
       throw std::logic_error("rank " + std::to_string(s.group->global_rank(s.group->rank())) +
                              ": parameter #" + std::to_string(i) + " (" +
                              std::to_string(s.params[i].numel()) +
                              " elements) got no gradient in this backward: its gradient bucket "
                              "would start at a different point than on other ranks");
-  for (size_t i = 0; i < s.params.size(); ++i)
-    if (!s.total[i].defined())
-      s.total[i] = s.params[i].grad().defined() ? s.params[i].grad().clone()
-                                                : torch::zeros_like(s.params[i]);
+    s.total[i] = s.params[i].grad().defined() ? s.params[i].grad().clone()
+                                              : torch::zeros_like(s.params[i]);
+  }
   while (s.next < s.buckets.size()) s.start(s.next++);
   for (size_t b = 0; b < s.buckets.size(); ++b) {
     s.pending[b].wait();

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "studio/trainer/model/attention.h"
+#include "studio/trainer/sp/layout.h"
 
 namespace studio::trainer::sp {
 namespace {
@@ -56,13 +57,19 @@ StepBlock step_block(int step, int rank, int64_t len) {
   return {c, c, len, false};
 }
 
+// Ring rank r's tokens of a sequence (dim 1): its zigzag chunks r and 2n-1-r, as the SP split.
+torch::Tensor ring_piece(const torch::Tensor& x, int n, int r) {
+  return split_sequence(x, 1, make_sp_layout(SpMode::ZigzagRing, n, r));
+}
+
 // The block mask at ring step `step`: the step's causality and, with segments, the samples of
-// the query rows (this rank's piece) and of the visiting K/V's rows (the sender's piece).
-BlockMask step_mask(const StepBlock& b, const torch::Tensor& segments, int n, int rank, int step) {
+// the query rows (`own`: this rank's piece) and of the visiting K/V's rows (the sender's piece).
+BlockMask step_mask(const StepBlock& b, const torch::Tensor& segments, const torch::Tensor& own,
+                    int n, int rank, int step) {
   BlockMask m{b.causal};
   if (!segments.defined()) return m;
-  m.q_segments = zigzag_piece(segments, n, rank).narrow(1, b.q_begin, b.q_len);
-  m.k_segments = zigzag_piece(segments, n, (rank - step + n) % n).narrow(1, 0, b.kv_len);
+  m.q_segments = own.narrow(1, b.q_begin, b.q_len);
+  m.k_segments = ring_piece(segments, n, (rank - step + n) % n).narrow(1, 0, b.kv_len);
   return m;
 }
 
@@ -72,6 +79,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
                                dist::Group* ring, const std::optional<torch::Tensor>& seg) {
     const torch::Tensor segments = seg.value_or(torch::Tensor());
     const int n = ring->size(), rank = ring->rank();
+    const torch::Tensor own = segments.defined() ? ring_piece(segments, n, rank) : segments;
     const int64_t len = q.size(2);
     const auto acc = accumulation_dtype(q);
     torch::Tensor kv = torch::stack({k, v});
@@ -83,7 +91,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       AttnBlockOut o =
           attention_block_forward(q.narrow(2, b.q_begin, b.q_len), kv[0].narrow(2, 0, b.kv_len),
                                   kv[1].narrow(2, 0, b.kv_len),
-                                  step_mask(b, segments, n, rank, step), scale);
+                                  step_mask(b, segments, own, n, rank, step), scale);
       if (step == 0) {
         out = o.out.to(acc);
         lse = o.lse.to(acc);
@@ -116,6 +124,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const auto& seg_value = ctx->saved_data["segments"];
     const torch::Tensor segments = seg_value.isTensor() ? seg_value.toTensor() : torch::Tensor();
     const int n = ring->size(), rank = ring->rank();
+    const torch::Tensor own = segments.defined() ? ring_piece(segments, n, rank) : segments;
     const int64_t len = q.size(2);
     const auto acc_opts = q.options().dtype(accumulation_dtype(q));
 
@@ -130,7 +139,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const auto rows = [&](const torch::Tensor& t) { return t.narrow(2, b.q_begin, b.q_len); };
       const AttnBlockGrads g = attention_block_backward(
           rows(dout), rows(q), kv[0].narrow(2, 0, b.kv_len), kv[1].narrow(2, 0, b.kv_len),
-          rows(out), rows(lse), step_mask(b, segments, n, rank, step), scale);
+          rows(out), rows(lse), step_mask(b, segments, own, n, rank, step), scale);
       rows(dq).add_(g.dq);
       if (step == 0) {
         dkv = torch::zeros(kv.sizes(), acc_opts);
@@ -155,12 +164,6 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
 };
 
 }  // namespace
-
-torch::Tensor zigzag_piece(const torch::Tensor& x, int n, int r) {
-  const int64_t c = x.size(1) / (2 * n);
-  if (n == 1) return x;
-  return torch::cat({x.narrow(1, r * c, c), x.narrow(1, (2 * n - 1 - r) * c, c)}, 1);
-}
 
 torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor& k,
                                     const torch::Tensor& v, double scale, dist::Group& ring,

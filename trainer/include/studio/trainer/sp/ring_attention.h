@@ -22,7 +22,4 @@ torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor&
                                     const torch::Tensor& v, double scale, dist::Group& ring,
                                     const torch::Tensor& segments = {});
 
-// Ring rank r's tokens of a sequence (dim 1) cut into 2n chunks: chunks r and 2n-1-r.
-torch::Tensor zigzag_piece(const torch::Tensor& x, int n, int r);
-
 }  // namespace studio::trainer::sp
