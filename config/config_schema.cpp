@@ -327,7 +327,17 @@ const std::vector<FieldSpec>& config_fields() {
         field("do_train", "method", &R::do_train, "train (false leaves nothing to do)"),
         field("finetuning_type", "method", &R::finetuning_type, "which weights are trained"),
         field("deepspeed", "method", &R::deepspeed,
-              "DeepSpeed JSON; its zero_optimization stage and offload flags are the ZeRO request"),
+              "DeepSpeed JSON: zero_optimization.stage, offload_optimizer and offload_param are "
+              "honoured by studio-train itself; batch, clipping, precision and optimizer values "
+              "must agree with this file's keys (or be \"auto\"); other fields are reported"),
+        field("zero_stage", "method", &R::zero_stage,
+              "ZeRO stage without a DeepSpeed JSON: 0 none, 1 optimizer states, 2 + gradients, "
+              "3 + weights sharded over all ranks", range("0, 1, 2 or 3")),
+        field("offload_optimizer", "method", &R::offload_optimizer,
+              "fp32 masters, AdamW states and gradient pieces in CPU memory, updated there "
+              "(ZeRO stage >= 1)"),
+        field("offload_param", "method", &R::offload_param,
+              "ZeRO-3 weight pieces in CPU memory (implies offload_optimizer)"),
         field("pref_beta", "method", &R::pref_beta, "DPO beta", range("> 0")),
         field("pref_loss", "method", &R::pref_loss, "DPO loss"),
         field("pref_ftx", "method", &R::pref_ftx, "weight of the SFT loss mixed into DPO",

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,7 @@ class Checker {
     if (!ok) error(key, msg, allowed_of(key));
   }
   bool given(const std::string& key) const { return cfg_.source.has(key); }
+  int world_size() const { return opt_.world_size(); }
   int line(const std::string& key) const {
     auto it = cfg_.source.key_pos.find(key);
     return it == cfg_.source.key_pos.end() ? 0 : it->second.line;
@@ -330,6 +332,81 @@ void check_datasets(const RunConfig& c, Checker& ck) {
   check("eval_dataset", c.eval_dataset);
 }
 
+// The JSON's fixed values against the YAML's (Hugging Face's Trainer refuses the same
+// mismatches), the native keys against the JSON, and the notes as warnings.
+void check_deepspeed(const RunConfig& c, const DeepSpeedRequest& ds, const std::string& path,
+                     Checker& ck) {
+  const std::map<std::string, std::pair<const char*, double>> yaml = {
+      {"train_micro_batch_size_per_gpu",
+       {"per_device_train_batch_size", static_cast<double>(c.per_device_train_batch_size)}},
+      {"gradient_accumulation_steps",
+       {"gradient_accumulation_steps", static_cast<double>(c.gradient_accumulation_steps)}},
+      {"gradient_clipping", {"max_grad_norm", c.max_grad_norm}},
+      {"bf16.enabled", {"bf16", c.bf16 ? 1.0 : 0.0}},
+      {"fp16.enabled", {"fp16", c.fp16 ? 1.0 : 0.0}},
+      {"optimizer.params.lr", {"learning_rate", c.learning_rate}},
+      {"optimizer.params.eps", {"adam_epsilon", c.adam_epsilon}},
+      {"optimizer.params.weight_decay", {"weight_decay", c.weight_decay}},
+      {"optimizer.params.betas.0", {"adam_beta1", c.adam_beta1}},
+      {"optimizer.params.betas.1", {"adam_beta2", c.adam_beta2}}};
+  for (const auto& [dotted, value] : ds.fixed) {
+    if (dotted == "train_batch_size") {
+      const int world = ck.world_size();
+      const double want = static_cast<double>(c.per_device_train_batch_size *
+                                              c.gradient_accumulation_steps) *
+                          (world > 0 ? static_cast<double>(world / std::max<int64_t>(1, c.sequence_parallel_size)) : 0.0);
+      if (world > 0 && std::abs(value - want) > 1e-9)
+        ck.error("deepspeed", path + ": train_batch_size is " + num(value) + " but the run's "
+                              "global batch is " + num(want) + " (per_device_train_batch_size x "
+                              "gradient_accumulation_steps x data-parallel ranks): set it to "
+                              "\"auto\"");
+      continue;
+    }
+    const auto it = yaml.find(dotted);
+    if (it == yaml.end()) continue;
+    const auto& [key, mine] = it->second;
+    if (std::abs(value - mine) > 1e-12 * std::max(1.0, std::abs(mine)))
+      ck.error("deepspeed", path + ": " + dotted + " is " + num(value) + " but " + key + " is " +
+                                num(mine) + ck.at_line(key) + ": make them agree or set the JSON "
+                                "value to \"auto\"");
+  }
+  if (c.zero_stage && *c.zero_stage != ds.zero_stage)
+    ck.error("zero_stage", "is " + std::to_string(*c.zero_stage) + " but " + path +
+                               " asks for stage " + std::to_string(ds.zero_stage) +
+                               ": keep one of them");
+  for (const auto& [key, mine, theirs] :
+       {std::tuple{"offload_optimizer", c.offload_optimizer, ds.offload_optimizer},
+        std::tuple{"offload_param", c.offload_param, ds.offload_param}})
+    if (ck.given(key) && mine != theirs)
+      ck.error(key, std::string("is ") + (mine ? "true" : "false") + " but " + path + " says " +
+                        (theirs ? "cpu" : "none") + ": keep one of them");
+  for (const auto& note : ds.notes) ck.warn("deepspeed", note);
+}
+
+// The ZeRO request, wherever it comes from, is one the engine runs.
+void check_zero(const RunConfig& c, Checker& ck) {
+  int stage = c.zero_stage ? static_cast<int>(*c.zero_stage) : 0;
+  bool opt = c.offload_optimizer, param = c.offload_param;
+  std::string error;
+  if (c.deepspeed && !c.zero_stage)
+    if (auto ds = read_deepspeed_json(ck.resolve(*c.deepspeed).string(), error)) {
+      stage = ds->zero_stage;
+      opt = opt || ds->offload_optimizer;
+      param = param || ds->offload_param;
+    }
+  if (c.zero_stage && (*c.zero_stage < 0 || *c.zero_stage > 3))
+    ck.error("zero_stage", "must be 0, 1, 2 or 3, got " + std::to_string(*c.zero_stage));
+  const std::string from = c.deepspeed && !c.zero_stage ? " (stage " + std::to_string(stage) +
+                                                              " from the deepspeed JSON)"
+                                                        : "";
+  if (param && stage < 3)
+    ck.error(c.offload_param ? "offload_param" : "deepspeed",
+             "offload_param needs ZeRO stage 3: only there are the weights sharded" + from);
+  else if (opt && stage < 1)
+    ck.error(c.offload_optimizer ? "offload_optimizer" : "deepspeed",
+             "offload_optimizer needs ZeRO stage 1 or more" + from);
+}
+
 void check_paths(const RunConfig& c, Checker& ck) {
   std::error_code ec;
   for (const auto& [key, value] : {std::pair{"ref_model", c.ref_model},
@@ -341,9 +418,12 @@ void check_paths(const RunConfig& c, Checker& ck) {
     std::string error;
     if (!fs::exists(p, ec))
       ck.missing("deepspeed", "no such file: " + p.string());
-    else if (!read_deepspeed_json(p.string(), error))
+    else if (auto ds = read_deepspeed_json(p.string(), error))
+      check_deepspeed(c, *ds, p.string(), ck);
+    else
       ck.error("deepspeed", error);
   }
+  check_zero(c, ck);
   if (c.output_dir.empty() || !c.do_train) return;
   const fs::path out = ck.resolve(c.output_dir);
   if (!fs::is_directory(out, ec) || fs::is_empty(out, ec) || c.overwrite_output_dir ||
@@ -391,22 +471,117 @@ void check_eval(const RunConfig& c, Checker& ck) {
 std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std::string& error) {
   nlohmann::json j;
   if (!read_json_file(path, j, error)) return std::nullopt;
+  if (!j.is_object()) return error = path + ": not a JSON object", std::nullopt;
   DeepSpeedRequest req;
-  const auto zero = j.find("zero_optimization");
-  if (!j.is_object() || zero == j.end()) return req;
-  if (!zero->is_object()) return error = path + ": zero_optimization is not an object", std::nullopt;
-  const auto stage = zero->find("stage");
-  if (stage != zero->end()) {
-    if (!stage->is_number_integer() || *stage < 0 || *stage > 3)
-      return error = path + ": zero_optimization.stage must be 0, 1, 2 or 3", std::nullopt;
-    req.zero_stage = stage->get<int>();
-  }
-  auto offloads = [&](const char* key) {
-    auto it = zero->find(key);
-    return it != zero->end() && it->is_object() && it->value("device", "none") != "none";
+  auto fail = [&](const std::string& what) {
+    error = path + ": " + what;
+    return std::nullopt;
   };
-  req.offload_optimizer = offloads("offload_optimizer");
-  req.offload_param = offloads("offload_param");
+  // A number or boolean kept for comparison; "auto" (or absent) leaves it to the YAML.
+  auto keep = [&](const std::string& dotted, const nlohmann::json& v) -> bool {
+    if (v.is_string() && v.get<std::string>() == "auto") return true;
+    if (v.is_boolean()) req.fixed[dotted] = v.get<bool>() ? 1 : 0;
+    else if (v.is_number()) req.fixed[dotted] = v.get<double>();
+    else return false;
+    return true;
+  };
+  // Fields that change nothing in studio-train, and why.
+  static const std::map<std::string, std::string> no_effect = {
+      {"overlap_comm", "gradient reductions always overlap the backward here (one per decoder layer)"},
+      {"contiguous_gradients", "gradient pieces are always contiguous here"},
+      {"reduce_scatter", "stages 2-3 always reduce-scatter here"},
+      {"allgather_partitions", "stages 1-2 always all-gather the updated pieces"},
+      {"reduce_bucket_size", "gradients are reduced one decoder layer at a time"},
+      {"allgather_bucket_size", "weights are gathered one decoder layer at a time"},
+      {"stage3_prefetch_bucket_size", "stage 3 prefetches exactly the next decoder layer"},
+      {"stage3_param_persistence_threshold", "stage 3 keeps no small weights resident; the "
+                                             "embeddings, final norm and head are gathered per micro-batch"},
+      {"stage3_max_live_parameters", "stage 3 holds at most two decoder layers' weights"},
+      {"stage3_max_reuse_distance", "stage 3 gathers a layer again for its backward"},
+      {"stage3_gather_16bit_weights_on_model_save", "the saved model is always gathered, shard by shard"},
+      {"sub_group_size", "the optimizer updates each parameter piece on its own"},
+      {"round_robin_gradients", "not needed: pieces are per parameter"},
+      {"elastic_checkpoint", "optimizer files are re-cut on load for any world size"},
+      {"load_from_fp32_weights", "masters always come from the checkpoint's fp32 weights"},
+      {"ignore_unused_parameters", "every parameter gets a gradient on every rank here"},
+      {"use_multi_rank_bucket_allreduce", "not used"},
+      {"zero_hpz_partition_size", "hierarchical partitioning is not implemented; the world is one "
+                                  "partition group"},
+      {"zero_quantized_weights", "not implemented: weights are gathered in the model dtype"},
+      {"zero_quantized_gradients", "not implemented: gradients are reduced in fp32"},
+      {"memory_efficient_linear", "not used"}};
+  const auto zero = j.find("zero_optimization");
+  if (zero != j.end()) {
+    if (!zero->is_object()) return fail("zero_optimization is not an object");
+    for (const auto& [key, v] : zero->items()) {
+      if (key == "stage") {
+        if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() > 3)
+          return fail("zero_optimization.stage must be 0, 1, 2 or 3");
+        req.zero_stage = v.get<int>();
+      } else if (key == "offload_optimizer" || key == "offload_param") {
+        if (!v.is_object()) return fail("zero_optimization." + key + " is not an object");
+        const std::string device = v.value("device", "none");
+        if (device == "nvme")
+          return fail("zero_optimization." + key + ".device: nvme offload is not implemented "
+                      "by studio-train; use \"cpu\"");
+        if (device != "cpu" && device != "none")
+          return fail("zero_optimization." + key + ".device must be \"cpu\" or \"none\", got \"" +
+                      device + "\"");
+        (key == "offload_optimizer" ? req.offload_optimizer : req.offload_param) = device == "cpu";
+        if (v.contains("pin_memory") && v["pin_memory"].is_boolean() && !v["pin_memory"].get<bool>())
+          req.pin_memory = false;
+        for (const auto& [sub, sv] : v.items())
+          if (sub != "device" && sub != "pin_memory")
+            req.notes.push_back("zero_optimization." + key + "." + sub +
+                                ": not used (offload goes to pinned CPU memory, updated by "
+                                "studio-train's own CPU AdamW)");
+      } else if (auto it = no_effect.find(key); it != no_effect.end()) {
+        req.notes.push_back("zero_optimization." + key + ": " + it->second);
+      } else {
+        req.notes.push_back("zero_optimization." + key + ": unknown to studio-train, not used");
+      }
+    }
+  }
+  for (const auto& [key, v] : j.items()) {
+    if (key == "zero_optimization") continue;
+    if (key == "train_micro_batch_size_per_gpu" || key == "gradient_accumulation_steps" ||
+        key == "gradient_clipping" || key == "train_batch_size") {
+      if (!keep(key, v)) return fail(key + " must be a number or \"auto\"");
+    } else if (key == "bf16" || key == "fp16") {
+      if (!v.is_object()) return fail(key + " is not an object");
+      if (v.contains("enabled") && !keep(key + ".enabled", v["enabled"]))
+        return fail(key + ".enabled must be true, false or \"auto\"");
+    } else if (key == "optimizer") {
+      if (!v.is_object()) return fail("optimizer is not an object");
+      const std::string type = v.value("type", "AdamW");
+      if (type != "AdamW" && type != "Adam")
+        return fail("optimizer.type \"" + type + "\": studio-train trains with AdamW only");
+      if (v.contains("params") && v["params"].is_object())
+        for (const auto& [pk, pv] : v["params"].items()) {
+          if (pk == "betas" && pv.is_array() && pv.size() == 2) {
+            keep("optimizer.params.betas.0", pv[0]);
+            keep("optimizer.params.betas.1", pv[1]);
+          } else if (pk == "lr" || pk == "eps" || pk == "weight_decay") {
+            if (!keep("optimizer.params." + pk, pv))
+              return fail("optimizer.params." + pk + " must be a number or \"auto\"");
+          } else {
+            req.notes.push_back("optimizer.params." + pk + ": not used");
+          }
+        }
+    } else if (key == "scheduler") {
+      req.notes.push_back("scheduler: not used; the schedule is lr_scheduler_type's (with "
+                          "warmup_steps / warmup_ratio), as when the JSON leaves it out");
+    } else if (key == "activation_checkpointing") {
+      req.notes.push_back("activation_checkpointing: not used; set gradient_checkpointing: true");
+    } else if (key == "communication_data_type") {
+      req.notes.push_back("communication_data_type: not used; gradients are reduced in fp32");
+    } else if (key == "zero_allow_untested_optimizer" || key == "steps_per_print" ||
+               key == "wall_clock_breakdown" || key == "zero_force_ds_cpu_optimizer") {
+      // No effect on the run, nothing to report.
+    } else {
+      req.notes.push_back(key + ": unknown to studio-train, not used");
+    }
+  }
   return req;
 }
 

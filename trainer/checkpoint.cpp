@@ -17,7 +17,6 @@ namespace studio::trainer {
 namespace {
 
 constexpr const char* kStateFile = "trainer_state.json";
-constexpr const char* kOptimizerFile = "optimizer.pt";
 constexpr const char* kRngFile = "rng_state.pt";
 
 nlohmann::json to_json(const TrainerState& s) {
@@ -57,11 +56,6 @@ int64_t step_of(const fs::path& p) {
   }
 }
 
-std::string staging_dir(const fs::path& out, int64_t step) {
-  std::random_device rd;
-  return (out / (".checkpoint-" + std::to_string(step) + ".tmp-" + std::to_string(rd()))).string();
-}
-
 }  // namespace
 
 double TrainerState::epoch() const {
@@ -71,31 +65,41 @@ double TrainerState::epoch() const {
 
 std::string checkpoint_name(int64_t step) { return "checkpoint-" + std::to_string(step); }
 
-std::string save_checkpoint(const std::string& output_dir, const CheckpointData& data) {
-  const fs::path out(output_dir);
-  const fs::path final_dir = out / checkpoint_name(data.state.global_step);
-  const std::string stage = staging_dir(out, data.state.global_step);
+std::string checkpoint_staging_dir(const std::string& output_dir, int64_t step) {
+  return (fs::path(output_dir) / ("." + checkpoint_name(step) + ".saving")).string();
+}
+
+void prepare_checkpoint(const std::string& staging) {
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
+  if (ec)
+    throw std::runtime_error("cannot create the checkpoint staging folder " + staging + ": " +
+                             ec.message());
+}
+
+std::string commit_checkpoint(const std::string& output_dir, const std::string& staging,
+                              const TrainerState& state) {
+  const fs::path final_dir = fs::path(output_dir) / checkpoint_name(state.global_step);
   try {
-    fs::create_directories(out);
-    HfSaveOptions opt;
-    opt.dtype = data.dtype;
-    opt.source_dir = data.source_model_dir;
-    save_hf_model(stage, *data.model, opt);
-    if (data.optimizer) torch::save(*data.optimizer, (fs::path(stage) / kOptimizerFile).string());
     torch::save(at::detail::getDefaultCPUGenerator().get_state(),
-                (fs::path(stage) / kRngFile).string());
+                (fs::path(staging) / kRngFile).string());
     // The state file goes last: its presence marks a complete checkpoint.
-    const std::string err = write_file_atomic((fs::path(stage) / kStateFile).string(),
-                                              to_json(data.state).dump(2) + "\n");
+    const std::string err = write_file_atomic((fs::path(staging) / kStateFile).string(),
+                                              to_json(state).dump(2) + "\n");
     if (!err.empty()) throw std::runtime_error(err);
     if (fs::exists(final_dir)) fs::remove_all(final_dir);
-    fs::rename(stage, final_dir);
+    fs::rename(staging, final_dir);
   } catch (const std::exception& e) {
-    std::error_code ec;
-    fs::remove_all(stage, ec);
+    abandon_checkpoint(staging);
     throw std::runtime_error("cannot write checkpoint " + final_dir.string() + ": " + e.what());
   }
   return final_dir.string();
+}
+
+void abandon_checkpoint(const std::string& staging) {
+  std::error_code ec;
+  fs::remove_all(staging, ec);
 }
 
 std::vector<std::string> list_checkpoints(const std::string& output_dir) {
@@ -126,21 +130,13 @@ void rotate_checkpoints(const std::string& output_dir, int64_t limit) {
   }
 }
 
-TrainerState load_trainer_state(const std::string& checkpoint_dir,
-                                torch::optim::Optimizer* optimizer) {
+TrainerState load_trainer_state(const std::string& checkpoint_dir) {
   const fs::path dir(checkpoint_dir);
   nlohmann::json j;
   std::string error;
   if (!read_json_file((dir / kStateFile).string(), j, error))
     throw std::runtime_error(error + " (not a complete checkpoint folder)");
   TrainerState state = from_json(j, (dir / kStateFile).string());
-  const std::string opt_path = (dir / kOptimizerFile).string();
-  if (optimizer) {
-    if (!fs::exists(opt_path))
-      throw std::runtime_error(opt_path + " is missing: the checkpoint was saved with "
-                               "save_only_model and cannot continue the run exactly");
-    torch::load(*optimizer, opt_path);
-  }
   const std::string rng_path = (dir / kRngFile).string();
   if (fs::exists(rng_path)) {
     torch::Tensor rng;

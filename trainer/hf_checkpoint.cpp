@@ -375,16 +375,16 @@ void write_text(const fs::path& path, const std::string& content) {
 
 // Writes the weight files into `staging`; returns their names in order and the index, if any.
 HfSaveResult write_weights(const fs::path& staging, const NamedTensors& tensors,
-                           torch::ScalarType dtype, std::uint64_t max_shard_bytes) {
+                           torch::ScalarType dtype, const HfSaveOptions& options) {
   HfSaveResult result;
   result.dtype = dtype;
-  const auto shards = plan_shards(tensors, dtype, max_shard_bytes);
+  const auto shards = plan_shards(tensors, dtype, options.max_shard_bytes);
   json weight_map = json::object();
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shards.size() == 1 ? kSingleFile : shard_name(s, shards.size());
     NamedTensors part;
     for (std::size_t i : shards[s]) {
-      part.push_back(tensors[i]);
+      part.emplace_back(tensors[i].first, options.fetch ? options.fetch(i) : tensors[i].second);
       weight_map[tensors[i].first] = name;
       result.total_size += safetensors_byte_size(tensors[i].second, dtype);
     }
@@ -454,6 +454,14 @@ fs::path normalized_target(const std::string& out_dir) {
 
 }  // namespace
 
+std::vector<std::size_t> hf_save_order(const NamedTensors& tensors, const HfSaveOptions& options) {
+  const torch::ScalarType dtype = resolve_dtype(options, read_source_config(options.source_dir));
+  std::vector<std::size_t> order;
+  for (const auto& shard : plan_shards(tensors, dtype, options.max_shard_bytes))
+    order.insert(order.end(), shard.begin(), shard.end());
+  return order;
+}
+
 HfSaveResult save_hf_model(const std::string& out_dir, const NamedTensors& tensors,
                            const HfSaveOptions& options) {
   if (options.max_shard_bytes == 0) fail(out_dir, "max_shard_bytes must be positive");
@@ -476,7 +484,7 @@ HfSaveResult save_hf_model(const std::string& out_dir, const NamedTensors& tenso
       out, existing
                ? (out / ".saving-XXXXXX").string()
                : (out.parent_path() / ("." + out.filename().string() + ".saving-XXXXXX")).string());
-  HfSaveResult result = write_weights(staging.path(), tensors, dtype, options.max_shard_bytes);
+  HfSaveResult result = write_weights(staging.path(), tensors, dtype, options);
   const auto copied = copy_source_files(staging.path(), options, config, dtype);
   fsync_dir(staging.path());
   if (existing) {

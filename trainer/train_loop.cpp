@@ -15,9 +15,8 @@
 #include "studio/trainer/metrics/run_reporter.h"
 #include "studio/trainer/model/decoder.h"
 #include "studio/trainer/model_folder.h"
-#include "studio/trainer/optim/adamw.h"
 #include "studio/trainer/optim/lr_schedule.h"
-#include "studio/trainer/optim/master_weights.h"
+#include "studio/trainer/optim/zero.h"
 #include "studio/trainer/runtime_info.h"
 #include "studio/trainer/sp/layout.h"
 #include "studio/trainer/sp/sp_attention.h"
@@ -121,27 +120,10 @@ struct Parallel {
 
 namespace {
 
-// Global-norm clipping as torch.nn.utils.clip_grad_norm_ (2-norm of the per-parameter 2-norms;
-// coefficient max_norm / (norm + 1e-6), clamped to 1) without reading the norm on the host: the
-// scaling is a device tensor, so nothing waits for the device here. Returns the norm (a tensor).
-torch::Tensor clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
-  std::vector<torch::Tensor> grads, norms;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return torch::zeros({}, torch::kDouble);
-  for (const auto& g : grads) norms.push_back(g.detach().norm(2));
-  torch::Tensor total = torch::stack(norms).norm(2);
-  if (std::isfinite(max_norm)) {
-    const torch::Tensor coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0);
-    for (auto& g : grads) g.detach().mul_(coef);  // a 0-dim factor: grads keep their dtype
-  }
-  return total;
-}
-
 // Mean loss per valid target token over `samples`, no gradients. Under SP/DP: this DP rank's
 // share of the samples, split along the sequence; sums reduced over the world.
-double mean_loss(CausalLM& model, const std::vector<TokenizedSample>& samples, int64_t batch,
-                 int64_t pad_id, const torch::Device& device, const Parallel& par) {
+double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<TokenizedSample>& samples,
+                 int64_t batch, int64_t pad_id, const torch::Device& device, const Parallel& par) {
   torch::NoGradGuard no_grad;
   double sum = 0;
   int64_t valid = 0;
@@ -149,9 +131,11 @@ double mean_loss(CausalLM& model, const std::vector<TokenizedSample>& samples, i
     auto rows = pick(samples, idx);
     for (const auto* r : rows) valid += count_valid_targets(*r);
     Batch b = par.local_batch(model, rows, pad_id);
+    if (sharding) sharding->begin_forward();
     auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
     sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device))
                .item<double>();
+    if (sharding) sharding->end_forward();
   }
   // Token sums are partial per SP rank (sum over the world); counts are per sample (over DP).
   sum = par.sum(par.world_group(), {sum}, "eval loss")[0];
@@ -172,10 +156,10 @@ struct Trainer::Impl {
   // DPO with precompute_ref_logps: per pair (chosen, rejected) reference sums, [n, 2] fp64.
   torch::Tensor ref_train, ref_eval;
   dpo::PrefLossOptions pref;
-  std::unique_ptr<MasterWeights> masters;
-  // fp32 training with several ranks: gradients reduced while the backward runs.
-  std::unique_ptr<dist::GradientSync> grad_sync;
-  std::unique_ptr<torch::optim::AdamW> optimizer;
+  ZeroOptions zero_options;
+  // The model states, sharded over the world as the ZeRO stage says (stage 0: not sharded).
+  std::unique_ptr<ShardedState> zero;
+  std::unique_ptr<ShardedState> ref_zero;  // the frozen reference's (weights only; stage 3)
   std::unique_ptr<EpochPlanner> planner;
   LrSchedule schedule;
   TrainerState state;
@@ -215,16 +199,29 @@ struct Trainer::Impl {
     }
   }
 
+  // The model of `weights_dir` on this rank's device. At ZeRO stage 3 its parameters get no bytes
+  // (the ShardedState fills them a layer at a time from the folder); their shapes are checked.
   CausalLM make_model(const std::string& weights_dir) {
     ModelOptions opt;
     opt.dtype = compute_dtype(cfg);
     opt.device = device;
     opt.warn = [this](const std::string& note) { reporter.log("warning", note); };
+    const bool deferred = zero_options.stage >= 3;
+    std::optional<DeferredAllocation> no_bytes;
+    if (deferred) no_bytes.emplace();
     CausalLM m(in.model, opt);
+    no_bytes.reset();
     m->set_gradient_checkpointing(cfg.gradient_checkpointing);
     if (par.sequence_parallel()) m->set_attention(sp::make_sp_attention(par.layout, *par.comm));
-    load_weights(m, weights_dir);
+    if (deferred) CheckpointReader::open(weights_dir).check_shapes(m->expected_shapes());
+    else load_weights(m, weights_dir);
     return m;
+  }
+
+  // The weights of a model folder by name: mapped, read piece by piece.
+  static ShardedState::WeightSource masters_source(const std::string& dir) {
+    auto reader = std::make_shared<CheckpointReader>(CheckpointReader::open(dir));
+    return [reader](const std::string& name) { return reader->tensor(name); };
   }
 
   void build_model() {
@@ -239,20 +236,13 @@ struct Trainer::Impl {
       if (in.model.attention_dropout > 0)
         reporter.log("warning", "attention_dropout is set to 0 under sequence parallelism");
     }
-    model = make_model(resume_dir.empty() ? in.model_dir : resume_dir);
-    masters = std::make_unique<MasterWeights>(model->hf_state());
-    if (masters->separate() && !resume_dir.empty()) {
-      // The checkpoint holds the fp32 masters: take them as saved, not rounded through bf16.
-      auto reader = CheckpointReader::open(resume_dir);
-      torch::NoGradGuard no_grad;
-      for (const auto& [name, p] : masters->params()) p.copy_(reader.tensor(name));
-    }
-    optimizer = make_adamw(masters->params(), cfg);
-    if (par.distributed() && !masters->separate()) {
-      std::vector<torch::Tensor> params;
-      for (const auto& [name, p] : masters->params()) params.push_back(p);
-      grad_sync = std::make_unique<dist::GradientSync>(params, *par.world_group());
-    }
+    zero_options = ZeroOptions::from(cfg);
+    // A checkpoint holds the fp32 masters: the masters are taken as saved, not through bf16.
+    const std::string weights = resume_dir.empty() ? in.model_dir : resume_dir;
+    model = make_model(weights);
+    zero = std::make_unique<ShardedState>(model, device, par.world_group(), zero_options,
+                                          AdamWSettings::from(cfg), /*trainable=*/true,
+                                          masters_source(weights));
     if (dpo) build_reference();
   }
 
@@ -262,6 +252,9 @@ struct Trainer::Impl {
     CausalLM ref = make_model(dir);
     for (auto& p : ref->parameters()) p.set_requires_grad(false);
     ref->eval();
+    ref_zero = std::make_unique<ShardedState>(ref, device, par.world_group(), zero_options,
+                                              AdamWSettings::from(cfg), /*trainable=*/false,
+                                              masters_source(dir));
     if (!cfg.precompute_ref_logps) {
       ref_model = ref;
       return;
@@ -271,6 +264,7 @@ struct Trainer::Impl {
                              " pairs");
     ref_train = reference_table(ref, in.train_pairs);
     ref_eval = reference_table(ref, in.eval_pairs);
+    ref_zero.reset();  // the reference model goes with it
   }
 
   // Reference sums for every pair: each DP rank computes its share (SP-split), then the table
@@ -340,8 +334,13 @@ struct Trainer::Impl {
   std::pair<torch::Tensor, Batch> target_logprobs(CausalLM& m,
                                                   const std::vector<const TokenizedSample*>& rows) {
     Batch b = par.local_batch(m, rows, in.pad_id);
+    ShardedState* sharding = m.ptr() == model.ptr() ? zero.get() : ref_zero.get();
+    if (sharding) sharding->begin_forward();
     auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    return {lm_target_logprobs(hidden, m->lm_head_weight(), b.targets.to(device)), std::move(b)};
+    auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets.to(device));
+    // Without a backward to come the weights go now (training: after its backward).
+    if (sharding && !torch::GradMode::is_enabled()) sharding->end_forward();
+    return {logps, std::move(b)};
   }
 
   // DPO packs each micro-batch's sequences (always isolated); SFT data come packed already.
@@ -409,7 +408,8 @@ struct Trainer::Impl {
     state.steps_per_epoch = per_epoch;
     state.seed = static_cast<uint64_t>(cfg.seed);
     if (resume_dir.empty()) return;
-    state = load_trainer_state(resume_dir, optimizer.get());
+    state = load_trainer_state(resume_dir);
+    zero->load(resume_dir, /*with_optimizer=*/true);
     if (state.steps_per_epoch != per_epoch)
       reporter.log("warning", "the data changed since " + resume_dir + " (" +
                                   std::to_string(state.steps_per_epoch) + " steps per epoch then, " +
@@ -449,12 +449,14 @@ struct Trainer::Impl {
     };
     for (const auto& micro : plan) {
       if (st.normaliser <= 0) break;
-      if (grad_sync && &micro == &plan.back()) grad_sync->arm();
+      // Every rank's gradient covers its own tokens of its own samples: their sum over the
+      // world (the ZeRO stage's reduction) is the gradient of the global batch's loss
+      // (= SUM over SP of MEAN-over-DP shares).
+      zero->begin_micro_batch(&micro == &plan.back());
       if (dpo) {
         auto out = pair_losses(in.train_pairs, micro, ref_train);
         auto sum = out.losses.sum();
         (sum / st.normaliser).backward();
-        masters->accumulate_grads();
         accumulate(loss_acc, sum);
         accumulate(metric_sums, out.metric_sums);
       } else {
@@ -463,24 +465,16 @@ struct Trainer::Impl {
         auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
         auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device));
         (sum / st.normaliser).backward();
-        masters->accumulate_grads();
         accumulate(loss_acc, sum);
       }
+      zero->end_backward();
     }
     torch::Tensor grad_norm;
     if (st.normaliser > 0) {
-      std::vector<torch::Tensor> params;
-      for (const auto& [name, p] : masters->params()) params.push_back(p);
-      // Every rank's gradient covers its own tokens of its own samples: their sum over the
-      // world is the gradient of the global batch's loss (= SUM over SP of MEAN-over-DP shares).
-      if (grad_sync) grad_sync->finish();
-      else if (par.world_group()) dist::all_reduce_gradients(params, *par.world_group());
       const double max_norm = cfg.max_grad_norm > 0 ? cfg.max_grad_norm
                                                     : std::numeric_limits<double>::infinity();
-      // The gradients are identical on every rank now, so this is the global norm.
-      grad_norm = clip_gradients(params, max_norm);
-      set_learning_rate(*optimizer, cfg.learning_rate * schedule.factor(state.global_step));
-      optimizer->step();
+      grad_norm = zero->clip_gradients(max_norm);
+      zero->step(cfg.learning_rate * schedule.factor(state.global_step));
     }
     // The step's one wait for the device: its loss, metrics and gradient norm, read together.
     const double loss_sum = loss_acc.defined() ? loss_acc.item<double>() : 0.0;
@@ -503,40 +497,100 @@ struct Trainer::Impl {
     } else {
       st.loss_sum = par.sum(par.world_group(), {loss_sum}, "loss")[0];
     }
-    optimizer->zero_grad();
-    masters->scatter_weights();
-    model->zero_grad();
     return st;
   }
 
-  void save(int64_t step) {
+  // Every rank learns whether any failed (a collective): all stop together, none waits for a
+  // collective that a failed rank never reaches.
+  void agree(const std::string& error, const std::string& what) {
+    const double failed = error.empty() ? 0.0 : 1.0;
+    if (par.sum(par.world_group(), {failed}, what)[0] == 0) return;
+    throw std::runtime_error(!error.empty() ? error
+                                            : what + " failed on another rank (see its error)");
+  }
+
+  // The model as Hugging Face files in `dir`, from the fp32 masters gathered one tensor at a time
+  // for the shard being written (rank 0 writes; every rank takes part in each gather, in
+  // hf_save_order's order, also after a failure on rank 0).
+  void save_model(const std::string& dir, HfSaveOptions opt) {
+    NamedTensors metas;
+    for (size_t i = 0; i < zero->names().size(); ++i)
+      metas.emplace_back(zero->names()[i],
+                         torch::empty(zero->shape(i), torch::TensorOptions().dtype(torch::kFloat)
+                                                          .device(torch::kMeta)));
+    const auto order = hf_save_order(metas, opt);
+    size_t fetched = 0;
+    std::string error;
     if (par.rank() == 0) {
-      CheckpointData data;
-      data.model = &masters->params();
-      data.optimizer = cfg.save_only_model ? nullptr : optimizer.get();
-      data.state = state;
-      data.source_model_dir = in.model_dir;
-      data.dtype = torch::kFloat;
-      const std::string path = save_checkpoint(cfg.output_dir, data);
+      opt.fetch = [&](size_t i) {
+        ++fetched;
+        return zero->gather_full(i);
+      };
+      try {
+        save_hf_model(dir, metas, opt);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (zero->shards() > 1)
+      for (size_t k = fetched; k < order.size(); ++k) zero->gather_full(order[k]);
+    agree(error, "saving " + dir);
+  }
+
+  // A checkpoint in three phases (checkpoint.h): rank 0 stages the folder and writes the model,
+  // every rank owning optimizer pieces writes its file, rank 0 commits.
+  void save(int64_t step) {
+    const std::string staging = checkpoint_staging_dir(cfg.output_dir, step);
+    std::string error;
+    auto on_rank0 = [&](const std::function<void()>& f) {
+      if (par.rank() != 0) return;
+      try {
+        f();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    };
+    on_rank0([&] { prepare_checkpoint(staging); });
+    agree(error, "checkpoint " + std::to_string(step));
+    HfSaveOptions opt;
+    opt.dtype = torch::kFloat;  // the masters, for an exact resume
+    opt.source_dir = in.model_dir;
+    std::string path;
+    try {
+      save_model(staging, opt);
+      if (!cfg.save_only_model) {
+        try {
+          zero->save_optimizer(staging);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        agree(error, "checkpoint " + std::to_string(step) + " optimizer states");
+      }
+      on_rank0([&] { path = commit_checkpoint(cfg.output_dir, staging, state); });
+      agree(error, "checkpoint " + std::to_string(step));
+    } catch (const std::exception& e) {
+      if (par.rank() == 0) abandon_checkpoint(staging);
+      throw std::runtime_error("cannot write checkpoint " +
+                               (fs::path(cfg.output_dir) / checkpoint_name(step)).string() +
+                               ": " + e.what());
+    }
+    if (par.rank() == 0) {
       if (cfg.save_total_limit) rotate_checkpoints(cfg.output_dir, *cfg.save_total_limit);
       reporter.checkpoint(step, path);
     }
-    if (par.world_group()) par.world_group()->barrier("checkpoint " + std::to_string(step));
   }
 
   void save_final_model() {
-    if (par.rank() == 0) {
-      HfSaveOptions opt;
-      opt.source_dir = in.model_dir;
-      save_hf_model(cfg.output_dir, masters->params(), opt);
-    }
-    if (par.world_group()) par.world_group()->barrier("final model");
+    HfSaveOptions opt;
+    opt.source_dir = in.model_dir;
+    save_model(cfg.output_dir, opt);
   }
 
   double evaluate() {
     if (dpo) return evaluate_pairs();
     if (in.eval.empty()) return kNaN;
-    return mean_loss(model, in.eval, cfg.per_device_eval_batch_size, in.pad_id, device, par);
+    return mean_loss(model, zero.get(), in.eval, cfg.per_device_eval_batch_size, in.pad_id, device,
+                     par);
   }
 
   // Mean preference loss over the eval pairs (this DP rank's share, summed over DP).
@@ -715,7 +769,7 @@ double Trainer::evaluate() { return impl_->evaluate(); }
 double evaluate_model(const std::string& model_dir, const std::vector<TokenizedSample>& samples,
                       int64_t batch_size, int64_t pad_id) {
   CausalLM model = load_model_folder(model_dir);
-  return mean_loss(model, samples, std::max<int64_t>(1, batch_size), pad_id, torch::kCPU,
+  return mean_loss(model, nullptr, samples, std::max<int64_t>(1, batch_size), pad_id, torch::kCPU,
                    Parallel{});
 }
 

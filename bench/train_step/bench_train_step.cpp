@@ -32,8 +32,7 @@
 #include "studio/trainer/loss.h"
 #include "studio/trainer/model/decoder.h"
 #include "studio/trainer/model_folder.h"
-#include "studio/trainer/optim/adamw.h"
-#include "studio/trainer/optim/master_weights.h"
+#include "studio/trainer/optim/zero.h"
 #include "studio/trainer/runtime_info.h"
 
 namespace {
@@ -136,11 +135,11 @@ void sync(const torch::Device& d) {
 // One step as the engine's train loop does it (trainer/train_loop.cpp: bf16 compute with fp32
 // masters, or fp32 where the parameters are their own masters). The phases are timed with a
 // device synchronisation at each boundary (on the CPU ops are synchronous anyway).
-StepTimes train_step(CausalLM& model, MasterWeights& masters, torch::optim::Optimizer& opt,
-                     const std::vector<torch::Tensor>& params, const Batch& b, double max_norm,
-                     const torch::Device& dev) {
+StepTimes train_step(CausalLM& model, ShardedState& states, const Batch& b, double max_norm,
+                     double lr, const torch::Device& dev) {
   StepTimes t;
   auto t0 = Clock::now();
+  states.begin_micro_batch(/*last=*/true);
   auto hidden = model->hidden_states(b.input_ids, b.position_ids);
   auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets);
   auto loss = sum / static_cast<double>(b.valid_tokens);
@@ -148,14 +147,12 @@ StepTimes train_step(CausalLM& model, MasterWeights& masters, torch::optim::Opti
   t.forward_ms = ms_since(t0);
   t0 = Clock::now();
   loss.backward();
-  masters.accumulate_grads();
+  states.end_backward();
   sync(dev);
   t.backward_ms = ms_since(t0);
   t0 = Clock::now();
-  torch::nn::utils::clip_grad_norm_(params, max_norm);
-  opt.step();
-  opt.zero_grad();
-  masters.scatter_weights();
+  states.clip_gradients(max_norm);
+  states.step(lr);
   sync(dev);
   t.optimizer_ms = ms_since(t0);
   t.loss = loss.item<double>();
@@ -171,11 +168,8 @@ void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
   CausalLM model(info, mo);
   model->init_weights(o.seed);  // the same weights as init-model's for the seed, on any device
   const auto cfg = step_config();
-  MasterWeights masters(model->hf_state());
-  const auto& named = masters.params();
-  auto opt = make_adamw(named, cfg);
-  std::vector<torch::Tensor> params;
-  for (const auto& [name, p] : named) params.push_back(p);
+  // Stage 0 of the engine's sharded states (one process: nothing is sharded).
+  ShardedState states(model, dev, nullptr, ZeroOptions{}, AdamWSettings::from(cfg));
 
   std::vector<Batch> batches;
   for (int k = 0; k < o.warmup + o.steps; ++k) {
@@ -193,7 +187,7 @@ void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
     if (k == o.warmup) cpu0 = process_cpu_seconds();
     const auto t0 = Clock::now();
     const StepTimes t =
-        train_step(model, masters, *opt, params, batches[size_t(k)], cfg.max_grad_norm, dev);
+        train_step(model, states, batches[size_t(k)], cfg.max_grad_norm, cfg.learning_rate, dev);
     const double ms = ms_since(t0);
     losses.push_back(t.loss);
     if (k < o.warmup) continue;
@@ -208,7 +202,7 @@ void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
   // but the embedding lookup; a tied head multiplies with the embedding's matrix), plus the
   // attention scores and values, 12 x layers x hidden x S, halved for the causal mask.
   double matmul_params = 0;
-  for (const auto& [name, p] : named)
+  for (const auto& [name, p] : model->hf_state())
     if (name.find("embed_tokens") == std::string::npos) matmul_params += static_cast<double>(p.numel());
   if (info.tie_word_embeddings) matmul_params += static_cast<double>(info.vocab_size * info.hidden_size);
   const double flops_per_token = 6 * matmul_params + 6.0 * static_cast<double>(info.num_layers) *

@@ -246,53 +246,40 @@ class TestCommunicator : public QObject {
     QVERIFY(timer.elapsed() < 20000);
   }
 
-  // Gradients reduced during the backward equal the plain bucketed sum after it: with gradient
-  // accumulation (only the last backward is watched), buckets of several parameters, and a
-  // parameter that gets no gradient on rank 1 in the last backward (its bucket waits for
-  // finish(); bucket order stays the same on every rank).
-  void gradient_sync_matches_reduce_after_backward() {
-    auto errors = run_ranks(2, 1, 1, 30, [&](int r, Communicator& c) {
-      // No global RNG: the ranks are threads of one process and would race on its seed.
-      auto wave = [](int64_t rows, double freq) {
-        return (torch::sin(torch::arange(rows * 64, torch::kDouble) * freq) * 0.2).reshape({rows, 64});
-      };
-      auto make = [&] {
-        std::vector<torch::Tensor> ps;
-        for (int i = 0; i < 5; ++i) ps.push_back(wave(64, 0.37 + i).requires_grad_(true));
-        return ps;
-      };
-      auto a = make(), b = make();
-      auto loss = [&](const std::vector<torch::Tensor>& ps, int micro) {
-        auto x = wave(8, 1.3 + 0.1 * r + 0.01 * micro) * 5;
-        for (size_t i = 0; i < ps.size(); ++i) {
-          if (r == 1 && micro == 1 && i == 2) continue;  // unused here
-          x = torch::tanh(x.matmul(ps[i]));
-        }
-        return x.pow(2).sum();
-      };
-      // 64x64 doubles = 1/32 MiB: buckets of two parameters.
-      GradientSync sync(a, c.world(), 0.05);
-      for (int micro = 0; micro < 2; ++micro) {
-        if (micro == 1) sync.arm();
-        loss(a, micro).backward();
-        loss(b, micro).backward();
+  // ZeRO's collectives: reduce_scatter hands rank i the sum of every rank's i-th slice;
+  // all_gather_flat puts every rank's slice in rank order; a wrong size is refused by name.
+  void reduce_scatter_and_all_gather_data() {
+    QTest::addColumn<int>("world");
+    QTest::addColumn<int>("slice");
+    QTest::newRow("2 ranks") << 2 << 5;
+    QTest::newRow("3 ranks") << 3 << 1;
+    QTest::newRow("4 ranks") << 4 << 7;
+  }
+  void reduce_scatter_and_all_gather() {
+    QFETCH(int, world);
+    QFETCH(int, slice);
+    auto errors = run_ranks(world, 1, 1, 30, [&](int r, Communicator& c) {
+      // in[j] = 100 * r + j: the sum over ranks of slice i is sum_r (100 r + i*slice + t).
+      auto in = (torch::arange(world * slice, torch::kFloat) + 100.0f * static_cast<float>(r)).contiguous();
+      auto out = torch::empty({slice}, torch::kFloat);
+      c.world().reduce_scatter_sum_async(out, in, "grads").wait();
+      const float ranks_sum = 100.0f * static_cast<float>(world * (world - 1) / 2);
+      auto want = torch::arange(r * slice, (r + 1) * slice, torch::kFloat) * static_cast<float>(world) + ranks_sum;
+      if (!torch::equal(out, want)) throw std::runtime_error("reduce_scatter: wrong sums");
+      auto mine = torch::full({slice}, static_cast<float>(r));
+      auto all = torch::empty({world * slice}, torch::kFloat);
+      c.world().all_gather_flat_async(all, mine, "weights").wait();
+      for (int q = 0; q < world; ++q)
+        if (!torch::equal(all.narrow(0, q * slice, slice), torch::full({slice}, static_cast<float>(q))))
+          throw std::runtime_error("all_gather: slice " + std::to_string(q) + " is wrong");
+      auto bad = torch::empty({world * slice + 1}, torch::kFloat);
+      try {
+        c.world().all_gather_flat_async(bad, mine, "weights");
+        throw std::runtime_error("a wrong size was accepted");
+      } catch (const std::invalid_argument& e) {
+        if (std::string(e.what()).find("all_gather(weights)") == std::string::npos)
+          throw std::runtime_error(std::string("unclear error: ") + e.what());
       }
-      sync.finish();
-      all_reduce_gradients(b, c.world());
-      for (size_t i = 0; i < a.size(); ++i)
-        if (!torch::allclose(a[i].grad(), b[i].grad(), 1e-12, 1e-12))
-          throw std::runtime_error("parameter " + std::to_string(i) + " differs");
-      // The next step works the same (hooks re-armed, state cleared).
-      for (auto& p : a) p.mutable_grad().zero_();
-      for (auto& p : b) p.mutable_grad().zero_();
-      sync.arm();
-      loss(a, 0).backward();
-      loss(b, 0).backward();
-      sync.finish();
-      all_reduce_gradients(b, c.world());
-      for (size_t i = 0; i < a.size(); ++i)
-        if (!torch::allclose(a[i].grad(), b[i].grad(), 1e-12, 1e-12))
-          throw std::runtime_error("step 2: parameter " + std::to_string(i) + " differs");
     });
     for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
   }

@@ -50,6 +50,7 @@ struct Pending::State {
   std::chrono::milliseconds timeout{0};
   bool done = false;
   torch::Tensor host;               // a staged operation's host copy, alive until it completes
+  torch::Tensor host_in;            // ... and its staged input, when that is another copy
   std::function<void()> on_done;    // ... and what to copy back then
 };
 
@@ -264,6 +265,58 @@ void Group::gather_raw(std::vector<torch::Tensor>& out, torch::Tensor& in,
   STUDIO_DIST_ISSUE("all_gather", what, impl_->pg->allgather(outs, ins)).wait();
   for (size_t i = 0; i < out.size(); ++i)
     if (!host_outs[i].is_same(out[i])) out[i].copy_(host_outs[i]);
+#endif
+}
+
+namespace {
+void require_slices(const Group& g, const char* op, const std::string& what,
+                    const torch::Tensor& whole, const torch::Tensor& slice) {
+  require_contiguous(g, op, what, whole);
+  require_contiguous(g, op, what, slice);
+  if (whole.numel() != slice.numel() * g.size() || whole.scalar_type() != slice.scalar_type())
+    throw std::invalid_argument(context(g, op, what) + ": the whole tensor must hold group size "
+                                "slices of the same dtype (" + std::to_string(whole.numel()) +
+                                " vs " + std::to_string(slice.numel()) + " x " +
+                                std::to_string(g.size()) + ")");
+}
+}  // namespace
+
+Pending Group::reduce_scatter_sum_async(torch::Tensor& out, torch::Tensor& in,
+                                        const std::string& what) {
+  require_slices(*this, "reduce_scatter", what, in, out);
+  if (size_ == 1) {
+    out.copy_(in.view_as(out));
+    return {};
+  }
+  verify("reduce_scatter", what, in);
+#if STUDIO_HAVE_C10D_GLOO
+  torch::Tensor host_in = staged(in, true), host_out = staged(out, false);
+  auto flat_out = host_out.view({-1}), flat_in = host_in.view({-1});
+  Pending p = STUDIO_DIST_ISSUE("reduce_scatter", what,
+                                impl_->pg->_reduce_scatter_base(flat_out, flat_in));
+  if (!host_in.is_same(in) && p.state_) p.state_->host_in = host_in;
+  return unstage(std::move(p), out, host_out);
+#else
+  return {};
+#endif
+}
+
+Pending Group::all_gather_flat_async(torch::Tensor& out, torch::Tensor& in,
+                                     const std::string& what) {
+  require_slices(*this, "all_gather", what, out, in);
+  if (size_ == 1) {
+    out.view_as(in).copy_(in);
+    return {};
+  }
+  verify("all_gather", what, in);
+#if STUDIO_HAVE_C10D_GLOO
+  torch::Tensor host_in = staged(in, true), host_out = staged(out, false);
+  auto flat_out = host_out.view({-1}), flat_in = host_in.view({-1});
+  Pending p = STUDIO_DIST_ISSUE("all_gather", what, impl_->pg->_allgather_base(flat_out, flat_in));
+  if (!host_in.is_same(in) && p.state_) p.state_->host_in = host_in;
+  return unstage(std::move(p), out, host_out);
+#else
+  return {};
 #endif
 }
 

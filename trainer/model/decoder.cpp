@@ -89,25 +89,61 @@ DecoderModelImpl::DecoderModelImpl(const studio::ModelInfo& info,
   norm = register_module("norm", RMSNorm(info.hidden_size, info.rms_norm_eps, options));
 }
 
+namespace {
+
+// An identity in the forward whose backward calls a layer hook: placed on a layer's output it
+// runs before the layer's backward (before_backward), on its input once the layer's backward is
+// done, its parameters' gradients accumulated (after_backward: autograd accumulates leaf
+// gradients as soon as they are ready).
+struct HookBoundary : torch::autograd::Function<HookBoundary> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               int64_t hooks, int64_t layer, bool before) {
+    ctx->saved_data["hooks"] = hooks;
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["before"] = before;
+    return x.view_as(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* hooks = reinterpret_cast<LayerHooks*>(ctx->saved_data["hooks"].toInt());
+    const int64_t layer = ctx->saved_data["layer"].toInt();
+    if (ctx->saved_data["before"].toBool()) hooks->before_backward(layer);
+    else hooks->after_backward(layer);
+    return {grads[0], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+torch::Tensor boundary(const torch::Tensor& x, LayerHooks* hooks, int64_t layer, bool before) {
+  if (!hooks || !torch::GradMode::is_enabled() || !x.requires_grad()) return x;
+  return HookBoundary::apply(x, static_cast<int64_t>(reinterpret_cast<intptr_t>(hooks)), layer,
+                             before);
+}
+
+}  // namespace
+
 torch::Tensor DecoderModelImpl::forward(const torch::Tensor& input_ids, const LayerContext& ctx,
                                         bool checkpoint_layers) {
   torch::Tensor h = embed_tokens(input_ids);
   for (size_t i = 0; i < layers->size(); ++i) {
     const auto layer = layers->ptr<DecoderLayerImpl>(i);
     const auto index = static_cast<int64_t>(i);
+    if (ctx.hooks) ctx.hooks->before_forward(index);
+    h = boundary(h, ctx.hooks, index, /*before=*/false);
     if (!checkpoint_layers) {
       h = layer->forward(h, ctx, index);
-      continue;
+    } else {
+      // The recompute runs during backward: it owns what it needs, the attention fn included,
+      // so that a set_attention in between cannot change what is recomputed.
+      h = checkpoint(
+          [layer, attention = *ctx.attention, cos = ctx.cos, sin = ctx.sin,
+           segments = ctx.segments, index](const torch::Tensor& x) {
+            const LayerContext c{cos, sin, &attention, segments};
+            return layer->forward(x, c, index);
+          },
+          h);
     }
-    // The recompute runs during backward: it owns what it needs, the attention fn included, so
-    // that a set_attention in between cannot change what is recomputed.
-    h = checkpoint(
-        [layer, attention = *ctx.attention, cos = ctx.cos, sin = ctx.sin,
-         segments = ctx.segments, index](const torch::Tensor& x) {
-          const LayerContext c{cos, sin, &attention, segments};
-          return layer->forward(x, c, index);
-        },
-        h);
+    h = boundary(h, ctx.hooks, index, /*before=*/true);
+    if (ctx.hooks) ctx.hooks->after_forward(index);
   }
   return norm(h);
 }
@@ -166,7 +202,8 @@ torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids,
   auto [cos, sin] = rope_cos_sin(frequencies(position_ids), position_ids);
   const auto act = model->embed_tokens->weight.scalar_type();
   const LayerContext ctx{cos.to(act), sin.to(act), &attention_,
-                         segments_.defined() ? segments_.to(input_ids.device()) : segments_};
+                         segments_.defined() ? segments_.to(input_ids.device()) : segments_,
+                         hooks_};
   return model->forward(input_ids, ctx, checkpointing_);
 }
 

@@ -56,6 +56,11 @@ struct RunConfig {
   bool do_train = true;                        // false: nothing to train
   FinetuningType finetuning_type = FinetuningType::Full;  // full-parameter training only
   std::optional<std::string> deepspeed;        // DeepSpeed JSON: its ZeRO stage and offload flags
+  // The same request without a JSON (docs/SHARDING.md): ZeRO stage 0-3 over the whole world,
+  // fp32 masters + AdamW states (+ gradient pieces) in host memory, stage 3 weights there too.
+  std::optional<int64_t> zero_stage;
+  bool offload_optimizer = false;
+  bool offload_param = false;
   double pref_beta = 0.1;                      // DPO beta
   PrefLoss pref_loss = PrefLoss::Sigmoid;      // sigmoid | ipo | hinge
   double pref_ftx = 0.0;                       // weight of the SFT term mixed into DPO

@@ -1,6 +1,7 @@
 #pragma once
 // Validation of a run config: every problem in one pass, each located at its key's line.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,11 +21,18 @@ struct ValidateOptions {
   int world_size() const { return nproc_per_node > 0 ? nproc_per_node * nnodes : 0; }
 };
 
-// The ZeRO request read from a DeepSpeed JSON.
+// What a DeepSpeed JSON asks of a run. studio-train honours the ZeRO stage and the offload
+// devices itself. Values that Hugging Face's Trainer requires to agree with its own arguments
+// (batch sizes, accumulation, clipping, precision, AdamW hyper-parameters) are kept in `fixed`
+// when they are not "auto", for validate to compare; fields that change nothing here are listed
+// in `notes` with the reason.
 struct DeepSpeedRequest {
   int zero_stage = 0;
   bool offload_optimizer = false;
   bool offload_param = false;
+  bool pin_memory = true;                   // offload_*.pin_memory (both default true)
+  std::map<std::string, double> fixed;      // dotted JSON path -> value (booleans 0/1)
+  std::vector<std::string> notes;           // "zero_optimization.overlap_comm: ..." per field
 };
 std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std::string& error);
 

@@ -1,8 +1,9 @@
 #pragma once
-// Training checkpoints: OUTPUT_DIR/checkpoint-STEP/ holds the model in Hugging Face layout (so any
-// checkpoint can be loaded by transformers or evaluated), the optimizer state, the RNG state and
-// trainer_state.json (step, data position, schedule). A checkpoint is staged in a temporary folder
-// and renamed into place, so a crash never leaves a half-written checkpoint-STEP.
+// Training checkpoints: OUTPUT_DIR/checkpoint-STEP/ holds the model in Hugging Face layout (fp32
+// masters, so any checkpoint can be loaded by transformers or evaluated, and a resume is exact),
+// the optimizer states (one file per rank that owns a piece of them: optimizer-R-of-N), the RNG
+// state and trainer_state.json (step, data position, schedule). A checkpoint is staged in a
+// temporary folder and renamed into place, so a crash never leaves a half-written one.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,19 +26,26 @@ struct TrainerState {
   double epoch() const;        // fractional epoch, as logged
 };
 
-struct CheckpointData {
-  const NamedTensors* model = nullptr;
-  torch::optim::Optimizer* optimizer = nullptr;  // null: save_only_model
-  TrainerState state;
-  std::string source_model_dir;                  // config and tokenizer files come from here
-  torch::ScalarType dtype = torch::kFloat;       // the training dtype, for an exact resume
-};
-
 std::string checkpoint_name(int64_t step);  // "checkpoint-STEP"
 
-// Writes OUTPUT_DIR/checkpoint-STEP atomically and returns its path. Throws std::runtime_error
-// naming the folder on failure; an existing checkpoint of the same step is replaced.
-std::string save_checkpoint(const std::string& output_dir, const CheckpointData& data);
+// Saving a checkpoint takes three phases, so that every rank of a sharded run can add its own
+// files (optimizer states) before the folder is committed:
+//   1. checkpoint_staging_dir(): rank 0 creates OUTPUT_DIR/.checkpoint-STEP.saving (empty);
+//   2. every rank writes into it (rank 0 the model, with save_hf_model; each rank its
+//      optimizer file);
+//   3. commit_checkpoint() (rank 0): RNG state, then trainer_state.json, whose presence marks a
+//      complete checkpoint, then the folder renamed to checkpoint-STEP.
+// A crash before the rename leaves at most a .saving folder, which is never taken for a
+// checkpoint and is replaced by the next save of that step.
+std::string checkpoint_staging_dir(const std::string& output_dir, int64_t step);
+// Phase 1: removes a stale staging folder of this step and creates an empty one. Throws
+// std::runtime_error naming the folder.
+void prepare_checkpoint(const std::string& staging);
+// Phase 3. Returns the checkpoint's path; an existing checkpoint of the same step is replaced.
+std::string commit_checkpoint(const std::string& output_dir, const std::string& staging,
+                              const TrainerState& state);
+// Removes the staging folder after a failed save (no-op when it is gone).
+void abandon_checkpoint(const std::string& staging);
 
 // Checkpoint folders of OUTPUT_DIR, oldest step first.
 std::vector<std::string> list_checkpoints(const std::string& output_dir);
@@ -45,9 +53,8 @@ std::optional<std::string> last_checkpoint(const std::string& output_dir);
 // Deletes the oldest checkpoints so that at most `limit` remain.
 void rotate_checkpoints(const std::string& output_dir, int64_t limit);
 
-// Reads trainer_state.json and, when `optimizer` is given, optimizer.pt; restores the RNG.
+// Reads trainer_state.json and restores the RNG (the optimizer states: ShardedState::load).
 // Throws std::runtime_error naming the file when something is missing or malformed.
-TrainerState load_trainer_state(const std::string& checkpoint_dir,
-                                torch::optim::Optimizer* optimizer);
+TrainerState load_trainer_state(const std::string& checkpoint_dir);
 
 }  // namespace studio::trainer

@@ -3,6 +3,7 @@
 // `model.safetensors.index.json` lists, and saving a trained model the way transformers'
 // save_pretrained(safe_serialization=True) does, so that from_pretrained() loads it.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,6 +55,10 @@ struct HfSaveOptions {
   // The model folder the weights came from: config.json (with torch_dtype updated), the
   // generation config and the tokenizer files are copied from it when present. Empty: none.
   std::string source_dir;
+  // Streamed saving (sharded training): `tensors` then only give names, shapes and dtypes (meta
+  // tensors will do) and fetch(i) returns tensor i's values when its shard is written, so at most
+  // one shard's tensors exist at a time. Called in the order hf_save_order() returns.
+  std::function<torch::Tensor(std::size_t index)> fetch;
 };
 
 // What save_hf_model() wrote.
@@ -72,6 +77,10 @@ struct HfSaveResult {
 // A failure before those renames leaves `out_dir` as it was. Throws CheckpointError.
 HfSaveResult save_hf_model(const std::string& out_dir, const NamedTensors& tensors,
                            const HfSaveOptions& options = {});
+
+// The order in which save_hf_model(tensors, options) writes, hence fetches, the tensors: shard by
+// shard. Ranks that help a streamed save run their part of each fetch in this order.
+std::vector<std::size_t> hf_save_order(const NamedTensors& tensors, const HfSaveOptions& options);
 
 // "bfloat16", "float16", "float32" (config.json's torch_dtype) <-> torch dtype.
 std::optional<torch::ScalarType> dtype_from_torch_dtype_name(const std::string& name);

@@ -65,6 +65,11 @@ class Group {
   void all_to_all(torch::Tensor& out, torch::Tensor& in, const std::string& what);
   // out[i] receives rank i's `in`; out must hold size() tensors shaped like `in`.
   void all_gather(std::vector<torch::Tensor>& out, torch::Tensor& in, const std::string& what);
+  // Sharded data parallelism (ZeRO): `in` holds size() equal slices; rank i's `out` (one slice)
+  // receives the sum over ranks of their i-th slices. `in` must stay alive until completion.
+  Pending reduce_scatter_sum_async(torch::Tensor& out, torch::Tensor& in, const std::string& what);
+  // `out` (size() slices) receives every rank's `in` (one slice), in rank order.
+  Pending all_gather_flat_async(torch::Tensor& out, torch::Tensor& in, const std::string& what);
   void broadcast(torch::Tensor& t, int root, const std::string& what);
   void barrier(const std::string& what);
   // Point to point inside the group (group ranks). Match every send with a recv of the same

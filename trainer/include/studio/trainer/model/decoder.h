@@ -29,11 +29,25 @@ struct ModelOptions {
   std::function<void(const std::string&)> warn;
 };
 
+// Called around every decoder layer (sharded training, optim/zero.h): before and after its
+// forward, and, when the forward records gradients, before its backward starts and once it is
+// done (on the autograd thread). Called in layer order forward and reverse order backward, the
+// same on every rank: the hooks may run collectives.
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  virtual void before_forward(int64_t layer) = 0;
+  virtual void after_forward(int64_t layer) = 0;
+  virtual void before_backward(int64_t layer) = 0;
+  virtual void after_backward(int64_t layer) = 0;
+};
+
 // Everything a layer's forward needs besides its input, shared by all layers of one forward.
 struct LayerContext {
   torch::Tensor cos, sin;  // [B, S, head_dim] in the activation dtype
   const AttentionFn* attention = nullptr;
   torch::Tensor segments;  // neat packing: AttentionCall::segments
+  LayerHooks* hooks = nullptr;
 
 };
 
@@ -120,6 +134,8 @@ class CausalLMImpl : public torch::nn::Module {
   // Neat packing: the sample index of every token of the global batch [B, S_global] (-1 on
   // padding), which every attention call isolates samples by; undefined: no isolation.
   void set_attention_segments(torch::Tensor segments) { segments_ = std::move(segments); }
+  // Sharded training: called around every layer (null: none). Not owned.
+  void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
 
   const studio::ModelInfo& info() const { return info_; }
 
@@ -136,6 +152,7 @@ class CausalLMImpl : public torch::nn::Module {
   int64_t freqs_len_ = -1;  // the dynamic length freqs_ was computed for
   int64_t rope_seq_len_ = 0;
   torch::Tensor segments_;
+  LayerHooks* hooks_ = nullptr;
   bool checkpointing_ = false;
 };
 TORCH_MODULE(CausalLM);

@@ -8,6 +8,23 @@
 
 namespace studio::trainer {
 
+// While one of these lives on a thread, the parameters created there have their full shape but
+// no bytes yet (an empty storage): sharded training (ZeRO-3) fills them one layer at a time, so
+// that no rank ever holds the whole model.
+class DeferredAllocation {
+ public:
+  DeferredAllocation();
+  ~DeferredAllocation();
+  DeferredAllocation(const DeferredAllocation&) = delete;
+  DeferredAllocation& operator=(const DeferredAllocation&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// A parameter tensor of `sizes`: uninitialised bytes, or none under DeferredAllocation.
+torch::Tensor new_parameter(at::IntArrayRef sizes, const torch::TensorOptions& options);
+
 // y = x W^T (+ b); parameters "weight" [out, in] and "bias" [out].
 class LinearImpl : public torch::nn::Module {
  public:

@@ -1,6 +1,6 @@
 #pragma once
-// AdamW as transformers' Trainer sets it up: decoupled weight decay on the weight matrices and
-// embeddings, none on norms and biases.
+// Which parameters AdamW decays, as transformers' Trainer decides: the weight matrices and
+// embeddings, not norms and biases (the update itself: optim/zero.h).
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,10 +15,5 @@ namespace studio::trainer {
 
 // Norm weights and biases are not decayed (transformers' get_decay_parameter_names).
 bool decays(const std::string& param_name);
-
-// Two parameter groups (decayed, not decayed) with the config's betas, epsilon and decay.
-std::unique_ptr<torch::optim::AdamW> make_adamw(const NamedTensors& params, const RunConfig& cfg);
-
-void set_learning_rate(torch::optim::Optimizer& opt, double lr);
 
 }  // namespace studio::trainer

@@ -1,0 +1,665 @@
+#include "studio/trainer/optim/zero.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <stdexcept>
+
+#include "studio/config/validate.h"
+#include "studio/trainer/optim/adamw.h"
+#include "studio/trainer/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace studio::trainer {
+
+ZeroOptions ZeroOptions::from(const RunConfig& cfg) {
+  ZeroOptions o;
+  o.stage = static_cast<int>(cfg.zero_stage.value_or(0));
+  o.offload_optimizer = cfg.offload_optimizer;
+  o.offload_param = cfg.offload_param;
+  if (cfg.deepspeed) {
+    std::string error;
+    const auto ds = read_deepspeed_json(*cfg.deepspeed, error);
+    if (!ds) throw std::invalid_argument("deepspeed: " + error);
+    // validate() refuses native keys that contradict the JSON; together they ask for the union.
+    if (!cfg.zero_stage) o.stage = ds->zero_stage;
+    o.offload_optimizer = o.offload_optimizer || ds->offload_optimizer;
+    o.offload_param = o.offload_param || ds->offload_param;
+    o.pin_memory = ds->pin_memory;
+  }
+  if (o.stage < 0 || o.stage > 3)
+    throw std::invalid_argument("zero_stage: " + std::to_string(o.stage) + " is not 0, 1, 2 or 3");
+  if (o.offload_param && o.stage < 3)
+    throw std::invalid_argument("offload_param needs ZeRO stage 3 (only there are the weights "
+                                "sharded); this run asks for stage " + std::to_string(o.stage));
+  if (o.offload_optimizer && o.stage < 1)
+    throw std::invalid_argument("offload_optimizer needs ZeRO stage 1 or more");
+  if (o.offload_param) o.offload_optimizer = true;
+  return o;
+}
+
+AdamWSettings AdamWSettings::from(const RunConfig& cfg) {
+  return {cfg.adam_beta1, cfg.adam_beta2, cfg.adam_epsilon, cfg.weight_decay};
+}
+
+std::string optimizer_file_name(int rank, int shards) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "optimizer-%05d-of-%05d.safetensors", rank, shards);
+  return buf;
+}
+
+void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
+                  const torch::Tensor& grad, double lr, const AdamWSettings& s, double decay,
+                  int64_t step) {
+  const double bc1 = 1.0 - std::pow(s.beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(s.beta2, static_cast<double>(step));
+  const double step_size = lr / bc1;
+  const double bc2_sqrt = std::sqrt(bc2);
+  torch::NoGradGuard no_grad;
+  const bool host = !param.is_cuda() && param.is_contiguous() && exp_avg.is_contiguous() &&
+                    exp_avg_sq.is_contiguous() && param.scalar_type() == torch::kFloat;
+  if (!host) {
+    // Device tensors: the same formula as torch's single-tensor AdamW, in tensor ops.
+    const auto g = grad.to(param.device(), torch::kFloat);
+    param.mul_(1.0 - lr * decay);
+    exp_avg.mul_(s.beta1).add_(g, 1.0 - s.beta1);
+    exp_avg_sq.mul_(s.beta2).addcmul_(g, g, 1.0 - s.beta2);
+    param.addcdiv_(exp_avg, (exp_avg_sq.sqrt() / bc2_sqrt).add_(s.eps), -step_size);
+    return;
+  }
+  const torch::Tensor g = grad.to(torch::kCPU, torch::kFloat).contiguous();
+  float* p = param.data_ptr<float>();
+  float* m = exp_avg.data_ptr<float>();
+  float* v = exp_avg_sq.data_ptr<float>();
+  const float* gp = g.data_ptr<float>();
+  using V = at::vec::Vectorized<float>;
+  const float keep = static_cast<float>(1.0 - lr * decay), b1 = static_cast<float>(s.beta1),
+              b2 = static_cast<float>(s.beta2), c1 = static_cast<float>(1.0 - s.beta1),
+              c2 = static_cast<float>(1.0 - s.beta2), inv_bc2 = static_cast<float>(1.0 / bc2_sqrt),
+              eps = static_cast<float>(s.eps), ss = static_cast<float>(step_size);
+  at::parallel_for(0, param.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+    int64_t i = begin;
+    const V vkeep(keep), vb1(b1), vb2(b2), vc1(c1), vc2(c2), vinv(inv_bc2), veps(eps), vss(ss);
+    for (; i + V::size() <= end; i += V::size()) {
+      const V gi = V::loadu(gp + i);
+      const V mi = vb1 * V::loadu(m + i) + vc1 * gi;
+      const V vi = vb2 * V::loadu(v + i) + vc2 * gi * gi;
+      const V pi = V::loadu(p + i) * vkeep - vss * mi / (vi.sqrt() * vinv + veps);
+      mi.store(m + i);
+      vi.store(v + i);
+      pi.store(p + i);
+    }
+    for (; i < end; ++i) {
+      m[i] = b1 * m[i] + c1 * gp[i];
+      v[i] = b2 * v[i] + c2 * gp[i] * gp[i];
+      p[i] = p[i] * keep - ss * m[i] / (std::sqrt(v[i]) * inv_bc2 + eps);
+    }
+  });
+}
+
+namespace {
+
+// A stage 3 weight between its layer's uses: the tensor keeps its shape, dtype and storage
+// object, whose bytes are released (and later refilled in place, so that what autograd saved
+// of it in the forward sees the weights again in the backward).
+void release_storage(const torch::Tensor& p) {
+  auto* s = p.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, s->device()));
+  s->set_nbytes(0);
+}
+
+void allocate_storage(const torch::Tensor& p) {
+  auto* s = p.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(p.numel()) * p.element_size();
+  if (s->nbytes() == bytes && s->data() != nullptr) return;
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+
+int64_t unit_of(const std::string& name, int64_t layers) {
+  static const std::regex re(R"(^model\.layers\.(\d+)\.)");
+  std::smatch m;
+  if (std::regex_search(name, m, re)) return std::stoll(m[1].str());
+  return layers;  // embeddings, final norm, LM head
+}
+
+}  // namespace
+
+struct ShardedState::Impl {
+  struct Param {
+    std::string name;
+    torch::Tensor p;       // the model's parameter (full shape)
+    int64_t n = 0, k = 0;  // elements; piece size
+    int64_t lo = 0, len = 0;  // this rank's real elements [lo, lo + len)
+    int64_t offset = 0;    // offset of its piece in its unit's flat piece buffer
+    double decay = 0;
+    torch::Tensor master;  // fp32: [n] at stage 0 (the parameter itself for fp32 models), else [k]
+    torch::Tensor exp_avg, exp_avg_sq;
+    torch::Tensor grad;    // fp32: [n] at stages 0-1; a view of the unit's accumulator at 2-3
+    torch::Tensor frozen;  // frozen stage 3: the piece [k] in the model dtype
+  };
+  struct Unit {
+    std::vector<size_t> params;
+    int64_t width = 0;     // sum of the pieces
+    // stage 3 gathering
+    enum { Released, InFlight, Gathered } state = Released;
+    torch::Tensor gather_in, gather_out;
+    dist::Pending gather;
+    // gradient reduction of the current micro-batch
+    bool reduced = false;
+    torch::Tensor reduce_in, reduce_out;
+    dist::Pending reduce;
+    torch::Tensor grad_acc;  // stages 2-3: [width] fp32, where the pieces' gradients sum
+  };
+
+  CausalLM model;
+  torch::Device device;
+  dist::Group* world = nullptr;
+  ZeroOptions opt;
+  AdamWSettings adam;
+  bool trainable = true;
+  int shards = 1, rank = 0;
+  torch::ScalarType dtype = torch::kFloat;
+  std::vector<Param> params;
+  std::vector<Unit> units;  // layers 0..L-1, then the outer unit (index L)
+  bool last_micro = true;
+  std::deque<size_t> in_flight;  // units whose reduction is pending, oldest first
+
+  Impl(CausalLM m, torch::Device d) : model(std::move(m)), device(d) {}
+
+  bool distributed() const { return world && world->size() > 1; }
+  size_t outer() const { return units.size() - 1; }
+  bool stage3() const { return opt.stage >= 3; }
+  torch::TensorOptions host_fp32() const {
+    return torch::TensorOptions().dtype(torch::kFloat).pinned_memory(device.is_cuda() && opt.pin_memory);
+  }
+  // Where masters, AdamW states and gradient pieces live.
+  torch::TensorOptions state_options() const {
+    return opt.offload_optimizer ? host_fp32()
+                                 : torch::TensorOptions().dtype(torch::kFloat).device(device);
+  }
+  // The collectives' device: Gloo groups take CPU tensors, NCCL ones the rank's device.
+  torch::Device comm_device() const { return device; }
+
+  // This rank's piece of a full flattened tensor, zero-padded to k, in `options`.
+  torch::Tensor piece_of(const torch::Tensor& full_flat, const Param& q,
+                         const torch::TensorOptions& options) const {
+    auto out = torch::zeros({q.k}, options);
+    if (q.len > 0) out.narrow(0, 0, q.len).copy_(full_flat.narrow(0, q.lo, q.len));
+    return out;
+  }
+
+  // --- stage 3 gathering -------------------------------------------------------------------
+  torch::Tensor gather_source(const Param& q) const {
+    return (trainable ? q.master : q.frozen).to(comm_device(), dtype);
+  }
+  void start_gather(size_t u) {
+    Unit& unit = units[u];
+    if (!stage3() || unit.state != Unit::Released || unit.params.empty()) return;
+    std::vector<torch::Tensor> parts;
+    for (size_t i : unit.params) parts.push_back(gather_source(params[i]));
+    unit.gather_in = torch::cat(parts).contiguous();
+    unit.gather_out = torch::empty({unit.width * shards}, unit.gather_in.options());
+    unit.gather = world ? world->all_gather_flat_async(unit.gather_out, unit.gather_in,
+                                                       "weights (unit " + std::to_string(u) + ")")
+                        : dist::Pending{};
+    if (!world) unit.gather_out.copy_(unit.gather_in);
+    unit.state = Unit::InFlight;
+  }
+  void finish_gather(size_t u) {
+    Unit& unit = units[u];
+    if (!stage3() || unit.params.empty()) return;
+    start_gather(u);
+    if (unit.state == Unit::Gathered) return;
+    unit.gather.wait();
+    torch::NoGradGuard no_grad;
+    const auto all = unit.gather_out.view({shards, unit.width});
+    for (size_t i : unit.params) {
+      Param& q = params[i];
+      allocate_storage(q.p);
+      // Through variable_data(): a new version counter, so that the forward's saved tensors
+      // do not count this refill as an in-place change.
+      q.p.variable_data().view({-1}).copy_(
+          all.narrow(1, q.offset, q.k).reshape({-1}).narrow(0, 0, q.n));
+    }
+    unit.gather_in = unit.gather_out = torch::Tensor();
+    unit.state = Unit::Gathered;
+  }
+  void release(size_t u) {
+    Unit& unit = units[u];
+    if (!stage3() || unit.state == Unit::Released) return;
+    if (unit.state == Unit::InFlight) unit.gather.wait();
+    for (size_t i : unit.params) release_storage(params[i].p);
+    unit.gather_in = unit.gather_out = torch::Tensor();
+    unit.state = Unit::Released;
+  }
+
+  // --- gradient reduction ------------------------------------------------------------------
+  torch::Tensor take_grad(Param& q) {
+    torch::Tensor g = q.p.grad();
+    if (!g.defined()) {
+      if (world && world->verifying())
+        throw std::logic_error("rank " + std::to_string(world->global_rank(world->rank())) +
+                               ": parameter " + q.name + " got no gradient in this backward: "
+                               "its reduction would differ from other ranks'");
+      g = torch::zeros(q.p.sizes(), q.p.options().device(comm_device()));
+    }
+    q.p.mutable_grad() = torch::Tensor();
+    return g.detach();
+  }
+
+  // Starts the reduction unit `u` owes for this micro-batch (stages 2-3: every micro-batch;
+  // 0-1: the last one; earlier ones only accumulate in fp32).
+  void reduce_unit(size_t u) {
+    Unit& unit = units[u];
+    if (unit.reduced || unit.params.empty()) return;
+    unit.reduced = true;
+    torch::NoGradGuard no_grad;
+    if (opt.stage <= 1) {
+      if (!last_micro || !distributed()) {
+        for (size_t i : unit.params) {
+          Param& q = params[i];
+          auto g = take_grad(q).to(torch::kFloat).reshape({-1});
+          q.grad = q.grad.defined() ? q.grad.add_(g) : g;
+        }
+        return;
+      }
+      std::vector<torch::Tensor> parts;
+      for (size_t i : unit.params) {
+        Param& q = params[i];
+        auto g = take_grad(q).to(torch::kFloat).reshape({-1});
+        parts.push_back(q.grad.defined() ? q.grad + g : g);
+        q.grad = torch::Tensor();
+      }
+      unit.reduce_in = torch::cat(parts).contiguous();
+      unit.reduce = world->all_reduce_sum_async(unit.reduce_in,
+                                                "gradients (unit " + std::to_string(u) + ")");
+    } else {
+      std::vector<torch::Tensor> parts;
+      for (size_t i : unit.params) {
+        Param& q = params[i];
+        auto g = take_grad(q).to(torch::kFloat).reshape({-1});
+        if (q.k * shards != q.n) g = torch::constant_pad_nd(g, {0, q.k * shards - q.n});
+        parts.push_back(g.view({shards, q.k}));
+      }
+      unit.reduce_in = torch::cat(parts, 1).contiguous().view({-1});
+      unit.reduce_out = torch::empty({unit.width}, unit.reduce_in.options());
+      if (world)
+        unit.reduce = world->reduce_scatter_sum_async(unit.reduce_out, unit.reduce_in,
+                                                      "gradients (unit " + std::to_string(u) + ")");
+      else
+        unit.reduce_out.copy_(unit.reduce_in);
+    }
+    in_flight.push_back(u);
+    // At most two reductions in flight: their buffers are what the backward holds beyond
+    // the model states.
+    while (in_flight.size() > 2) complete(in_flight.front());
+  }
+
+  void complete(size_t u) {
+    Unit& unit = units[u];
+    in_flight.erase(std::find(in_flight.begin(), in_flight.end(), u));
+    unit.reduce.wait();
+    torch::NoGradGuard no_grad;
+    if (opt.stage <= 1) {
+      for (size_t i : unit.params) {
+        Param& q = params[i];
+        q.grad = unit.reduce_in.narrow(0, q.offset, q.n);
+      }
+    } else {
+      unit.grad_acc.add_(unit.reduce_out.to(unit.grad_acc.device()));
+    }
+    unit.reduce_in = unit.reduce_out = torch::Tensor();
+  }
+
+  // The gradient of q this rank updates with: its owned elements (len of them).
+  torch::Tensor owned_grad(const Param& q) const {
+    if (opt.stage >= 2) return q.grad.narrow(0, 0, q.len);
+    if (opt.stage == 1) return q.grad.narrow(0, q.lo, q.len);
+    return q.grad;
+  }
+};
+
+ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* world,
+                           ZeroOptions opt, AdamWSettings adam, bool trainable,
+                           const WeightSource& source)
+    : opt_(opt) {
+  impl_ = std::make_unique<Impl>(model, device);
+  Impl& s = *impl_;
+  s.world = world;
+  s.opt = opt;
+  s.adam = adam;
+  s.trainable = trainable;
+  s.shards = shards_ = (opt.stage >= 1 && world) ? world->size() : 1;
+  s.rank = (opt.stage >= 1 && world) ? world->rank() : 0;
+  const int64_t layers = model->info().num_layers;
+  s.units.resize(static_cast<size_t>(layers) + 1);
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : model->hf_state()) {
+    Impl::Param q;
+    q.name = name;
+    q.p = p;
+    q.n = p.numel();
+    q.k = (q.n + s.shards - 1) / s.shards;
+    q.lo = std::min(q.n, s.rank * q.k);
+    q.len = std::min(q.n, q.lo + q.k) - q.lo;
+    q.decay = decays(name) ? adam.weight_decay : 0.0;
+    s.dtype = p.scalar_type();
+    const auto u = static_cast<size_t>(unit_of(name, layers));
+    q.offset = s.units[u].width;
+    s.units[u].width += opt.stage <= 1 ? q.n : q.k;
+    s.units[u].params.push_back(s.params.size());
+    names_.push_back(name);
+    if (opt.stage >= 3 && !source)
+      throw std::invalid_argument("ShardedState: stage 3 needs a weight source");
+    // The full value, only ever read piece by piece (a mapped checkpoint costs nothing).
+    const torch::Tensor full = (source ? source(name) : p.detach()).reshape({-1});
+    if (full.numel() != q.n)
+      throw std::runtime_error(name + ": the weights have " + std::to_string(full.numel()) +
+                               " elements, the model expects " + std::to_string(q.n));
+    if (trainable) {
+      if (opt.stage == 0 && p.scalar_type() == torch::kFloat) {
+        q.master = p.detach().view({-1});  // the weights are the masters
+        if (source) q.master.copy_(full);
+      } else if (opt.stage == 0) {
+        q.master = full.to(s.state_options().device(device)).clone();
+      } else {
+        q.master = s.piece_of(full, q, s.state_options());
+      }
+      q.exp_avg = torch::zeros_like(q.master);
+      q.exp_avg_sq = torch::zeros_like(q.master);
+    } else if (opt.stage >= 3) {
+      auto where = opt.offload_param
+                       ? torch::TensorOptions().dtype(s.dtype).pinned_memory(device.is_cuda() && opt.pin_memory)
+                       : torch::TensorOptions().dtype(s.dtype).device(device);
+      q.frozen = s.piece_of(full, q, where);
+    }
+    s.params.push_back(std::move(q));
+  }
+  for (auto& unit : s.units)
+    if (opt.stage >= 2 && trainable) {
+      unit.grad_acc = torch::zeros({unit.width}, s.state_options());
+      for (size_t i : unit.params) {
+        auto& q = s.params[i];
+        q.grad = unit.grad_acc.narrow(0, q.offset, q.k);
+      }
+    }
+  // Stage 3: a layer's weights exist only while it runs.
+  if (opt.stage >= 3)
+    for (auto& q : s.params) release_storage(q.p);
+  model->set_layer_hooks(trainable || opt.stage >= 3 ? this : nullptr);
+}
+
+ShardedState::~ShardedState() {
+  if (impl_) impl_->model->set_layer_hooks(nullptr);
+}
+
+std::vector<int64_t> ShardedState::shape(size_t i) const {
+  return impl_->params[i].p.sizes().vec();
+}
+
+void ShardedState::begin_forward() { impl_->finish_gather(impl_->outer()); }
+
+void ShardedState::end_forward() {
+  Impl& s = *impl_;
+  for (size_t u = 0; u < s.units.size(); ++u) s.release(u);
+}
+
+void ShardedState::begin_micro_batch(bool last) {
+  Impl& s = *impl_;
+  s.last_micro = last;
+  for (auto& unit : s.units) unit.reduced = false;
+  begin_forward();
+}
+
+void ShardedState::end_backward() {
+  Impl& s = *impl_;
+  // Units whose hook did not run (none in a normal backward) and the outer unit, in the same
+  // order on every rank; then everything in flight completes.
+  for (size_t u = s.units.size(); u-- > 0;) {
+    s.reduce_unit(u);
+    s.release(u);
+  }
+  while (!s.in_flight.empty()) s.complete(s.in_flight.front());
+}
+
+torch::Tensor ShardedState::clip_gradients(double max_norm) {
+  Impl& s = *impl_;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (auto& q : s.params)
+    if (q.grad.defined()) norms.push_back(q.grad.norm(2).to(torch::kDouble));
+  if (norms.empty()) return torch::zeros({}, torch::kDouble);
+  torch::Tensor total;
+  if (s.opt.stage >= 2 && s.distributed()) {
+    // Each rank holds its pieces: the squares are summed over the world.
+    auto sq = torch::stack(norms).pow(2).sum().reshape({1}).to(s.comm_device());
+    s.world->all_reduce_sum(sq, "gradient norm");
+    total = sq.sqrt().reshape({});
+  } else {
+    total = torch::stack(norms).norm(2);  // full gradients, the same on every rank
+  }
+  if (std::isfinite(max_norm)) {
+    const torch::Tensor coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0);
+    for (auto& q : s.params)
+      if (q.grad.defined()) q.grad.mul_(coef.to(q.grad.device(), torch::kFloat));
+  }
+  return total;
+}
+
+void ShardedState::step(double lr) {
+  Impl& s = *impl_;
+  ++step_;
+  torch::NoGradGuard no_grad;
+  for (auto& q : s.params) {
+    if (q.len == 0) continue;
+    auto g = s.owned_grad(q);
+    auto master = q.master.narrow(0, 0, s.opt.stage == 0 ? q.n : q.len);
+    auto m = q.exp_avg.narrow(0, 0, master.numel());
+    auto v = q.exp_avg_sq.narrow(0, 0, master.numel());
+    adamw_update(master, m, v, g, lr, s.adam, q.decay, step_);
+  }
+  // Gradients cleared: stages 0-1 drop theirs, 2-3 zero their accumulators.
+  for (auto& q : s.params)
+    if (s.opt.stage <= 1) q.grad = torch::Tensor();
+  for (auto& unit : s.units)
+    if (unit.grad_acc.defined()) unit.grad_acc.zero_();
+  // The weights: stage 0 copies bf16 weights from the masters; stages 1-2 all-gather every
+  // rank's updated pieces (all units in flight at once); stage 3 gathers when a layer runs.
+  if (s.opt.stage == 0) {
+    for (auto& q : s.params)
+      if (!q.master.is_same(q.p) && q.master.data_ptr() != q.p.data_ptr())
+        q.p.variable_data().view({-1}).copy_(q.master);
+    return;
+  }
+  if (s.opt.stage >= 3) return;
+  struct Gather {
+    size_t unit;
+    torch::Tensor in, out;
+    dist::Pending pending;
+  };
+  std::vector<Gather> gathers;
+  for (size_t u = 0; u < s.units.size(); ++u) {
+    const auto& unit = s.units[u];
+    if (unit.params.empty()) continue;
+    std::vector<torch::Tensor> parts;
+    int64_t width = 0;
+    for (size_t i : unit.params) {
+      parts.push_back(s.params[i].master.to(s.comm_device(), s.dtype));
+      width += s.params[i].k;
+    }
+    Gather g{u, torch::cat(parts).contiguous(), torch::Tensor(), {}};
+    g.out = torch::empty({width * s.shards}, g.in.options());
+    g.pending = s.world ? s.world->all_gather_flat_async(g.out, g.in,
+                                                         "weights (unit " + std::to_string(u) + ")")
+                        : dist::Pending{};
+    if (!s.world) g.out.copy_(g.in);
+    gathers.push_back(std::move(g));
+  }
+  for (auto& g : gathers) {
+    g.pending.wait();
+    int64_t width = g.in.numel(), offset = 0;
+    const auto all = g.out.view({s.shards, width});
+    for (size_t i : s.units[g.unit].params) {
+      auto& q = s.params[i];
+      q.p.variable_data().view({-1}).copy_(all.narrow(1, offset, q.k).reshape({-1}).narrow(0, 0, q.n));
+      offset += q.k;
+    }
+  }
+}
+
+torch::Tensor ShardedState::gather_full(size_t i) {
+  Impl& s = *impl_;
+  auto& q = s.params[i];
+  torch::NoGradGuard no_grad;
+  torch::Tensor source = s.trainable ? q.master : q.frozen;
+  if (!source.defined()) return q.p.detach().to(torch::kCPU, torch::kFloat);  // frozen, unsharded
+  if (s.shards == 1) return source.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU, torch::kFloat);
+  auto in = source.to(s.comm_device(), torch::kFloat).contiguous();
+  auto out = torch::empty({q.k * s.shards}, in.options());
+  s.world->all_gather_flat_async(out, in, "save " + q.name).wait();
+  return out.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU);
+}
+
+void ShardedState::save_optimizer(const std::string& dir) const {
+  const Impl& s = *impl_;
+  if (!s.trainable) return;
+  if (s.shards == 1 && s.world && s.world->rank() != 0) return;  // identical on every rank
+  NamedTensors tensors;
+  for (const auto& q : s.params) {
+    if (q.len == 0) continue;
+    const int64_t len = s.shards == 1 ? q.n : q.len;
+    tensors.emplace_back(q.name + ".exp_avg", q.exp_avg.narrow(0, 0, len));
+    tensors.emplace_back(q.name + ".exp_avg_sq", q.exp_avg_sq.narrow(0, 0, len));
+  }
+  const std::map<std::string, std::string> meta{{"step", std::to_string(step_)},
+                                                {"shards", std::to_string(s.shards)},
+                                                {"rank", std::to_string(s.rank)},
+                                                {"zero_stage", std::to_string(s.opt.stage)}};
+  write_safetensors((fs::path(dir) / optimizer_file_name(s.rank, s.shards)).string(), tensors,
+                    meta);
+}
+
+void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) {
+  Impl& s = *impl_;
+  if (!s.trainable || !with_optimizer) return;
+  // The optimizer files present and how many ranks wrote them.
+  static const std::regex re(R"(optimizer-(\d{5})-of-(\d{5})\.safetensors)");
+  std::map<int, std::string> files;
+  int saved_shards = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(checkpoint_dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!std::regex_match(name, m, re)) continue;
+    const int n = std::stoi(m[2].str());
+    if (saved_shards != 0 && n != saved_shards)
+      throw std::runtime_error(checkpoint_dir + ": optimizer files of two world sizes (" +
+                               std::to_string(saved_shards) + " and " + std::to_string(n) +
+                               "): remove the stray ones");
+    saved_shards = n;
+    files[std::stoi(m[1].str())] = e.path().string();
+  }
+  if (files.empty())
+    throw std::runtime_error(checkpoint_dir + " has no optimizer-*-of-*.safetensors: it was "
+                             "saved with save_only_model (or by an older studio-train) and "
+                             "cannot continue the run exactly");
+  std::vector<SafetensorsFile> opened;
+  for (int r = 0; r < saved_shards; ++r) {
+    auto it = files.find(r);
+    if (it == files.end())
+      throw std::runtime_error(checkpoint_dir + ": " + optimizer_file_name(r, saved_shards) +
+                               " is missing (the checkpoint is incomplete)");
+    opened.push_back(SafetensorsFile::open(it->second));
+  }
+  const auto& meta = opened.front().metadata();
+  const auto step_it = meta.find("step");
+  if (step_it == meta.end())
+    throw std::runtime_error(opened.front().path() + ": no \"step\" in its metadata");
+  step_ = std::stoll(step_it->second);
+  torch::NoGradGuard no_grad;
+  // Each state element [lo, lo + len) of this rank, from whichever saved pieces hold it.
+  for (auto& q : s.params) {
+    const int64_t want_lo = s.shards == 1 ? 0 : q.lo;
+    const int64_t want_len = s.shards == 1 ? q.n : q.len;
+    const int64_t k_saved = (q.n + saved_shards - 1) / saved_shards;
+    for (const char* which : {".exp_avg", ".exp_avg_sq"}) {
+      auto dst = (std::string(which) == ".exp_avg" ? q.exp_avg : q.exp_avg_sq).narrow(0, 0, want_len);
+      for (int r = 0; r < saved_shards; ++r) {
+        const int64_t lo = std::min(q.n, r * k_saved), hi = std::min(q.n, lo + k_saved);
+        const int64_t a = std::max(lo, want_lo), b = std::min(hi, want_lo + want_len);
+        if (a >= b) continue;
+        const auto& f = opened[static_cast<size_t>(r)];
+        if (!f.has(q.name + which))
+          throw std::runtime_error(f.path() + ": no tensor " + q.name + which +
+                                   " (the checkpoint does not match this model)");
+        auto t = f.tensor(q.name + which).reshape({-1});
+        if (t.numel() != hi - lo)
+          throw std::runtime_error(f.path() + ": " + q.name + which + " has " +
+                                   std::to_string(t.numel()) + " elements, expected " +
+                                   std::to_string(hi - lo));
+        dst.narrow(0, a - want_lo, b - a).copy_(t.narrow(0, a - lo, b - a));
+      }
+    }
+  }
+}
+
+ZeroBytes ShardedState::bytes() const {
+  const Impl& s = *impl_;
+  ZeroBytes b;
+  auto size = [](const torch::Tensor& t) {
+    return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : int64_t{0};
+  };
+  const bool states_offloaded = s.opt.offload_optimizer;
+  for (const auto& q : s.params) {
+    if (!s.stage3()) b.weights += size(q.p);
+    if (q.frozen.defined()) {
+      b.weights += size(q.frozen);
+      if (s.opt.offload_param) b.offloaded += size(q.frozen);
+    }
+    const bool own_master = q.master.defined() && q.master.data_ptr() != q.p.data_ptr();
+    const int64_t states = (own_master ? size(q.master) : 0) + size(q.exp_avg) + size(q.exp_avg_sq);
+    if (own_master) b.masters += size(q.master);
+    b.optimizer += size(q.exp_avg) + size(q.exp_avg_sq);
+    if (s.opt.stage <= 1) b.gradients += size(q.grad);
+    if (states_offloaded) b.offloaded += states;
+  }
+  for (const auto& unit : s.units) {
+    b.gradients += size(unit.grad_acc);
+    if (states_offloaded) b.offloaded += size(unit.grad_acc);
+  }
+  return b;
+}
+
+void ShardedState::before_forward(int64_t layer) {
+  Impl& s = *impl_;
+  const auto u = static_cast<size_t>(layer);
+  s.finish_gather(u);
+  if (u + 1 < s.outer()) s.start_gather(u + 1);  // prefetch the next layer
+}
+
+void ShardedState::after_forward(int64_t layer) { impl_->release(static_cast<size_t>(layer)); }
+
+void ShardedState::before_backward(int64_t layer) {
+  Impl& s = *impl_;
+  const auto u = static_cast<size_t>(layer);
+  s.finish_gather(u);
+  if (u > 0) s.start_gather(u - 1);
+}
+
+void ShardedState::after_backward(int64_t layer) {
+  Impl& s = *impl_;
+  const auto u = static_cast<size_t>(layer);
+  if (s.trainable) s.reduce_unit(u);
+  s.release(u);
+}
+
+}  // namespace studio::trainer
