@@ -144,6 +144,8 @@ void read_gpu(const json& j, const std::string& prefix, GpuMemory& v) {
   f.get("reserved_mib", v.reserved_mib);
   f.get("peak_mib", v.peak_mib);
   f.get("total_mib", v.total_mib);
+  f.get("model_states_mib", v.model_states_mib);
+  f.get("offloaded_mib", v.offloaded_mib);
 }
 
 // The DPO metrics sit flat in the step object under the names TRL logs them with.
@@ -302,6 +304,8 @@ void to_json(json& j, const GpuMemory& v) {
            {"reserved_mib", v.reserved_mib},
            {"peak_mib", v.peak_mib},
            {"total_mib", v.total_mib}};
+  if (std::isfinite(v.model_states_mib)) j["model_states_mib"] = v.model_states_mib;
+  if (std::isfinite(v.offloaded_mib)) j["offloaded_mib"] = v.offloaded_mib;
 }
 
 void from_json(const json& j, GpuMemory& v) {

@@ -6,11 +6,14 @@
 #include <limits>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/data/sampler.h"
 #include "studio/trainer/dist/reduce.h"
 #include "studio/trainer/dpo/preference_loss.h"
 #include "studio/trainer/hf_checkpoint.h"
+#include "studio/trainer/host_allocator.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/metrics/run_reporter.h"
 #include "studio/trainer/model/decoder.h"
@@ -27,6 +30,13 @@ namespace studio::trainer {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double host_total_mib() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / kMiB
+                               : kNaN;
+}
 
 torch::Dtype compute_dtype(const RunConfig& cfg) {
   if (cfg.fp16)
@@ -224,13 +234,16 @@ struct Trainer::Impl {
     return [reader](const std::string& name) { return reader->tensor(name); };
   }
 
-  void build_model() {
+  void select_device() {
     // select_cuda_device also makes it the current device (streams, NCCL, the allocator's stats).
     // flash_attn: disabled is the eager (math) path; auto, sdpa and fa2 pick ATen's kernels.
     set_attention_kernel(cfg.flash_attn == FlashAttn::Disabled ? AttentionKernel::Math
                                                                : AttentionKernel::Auto);
     if (const auto d = select_cuda_device(in.local_rank, in.share_gpus))
       device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*d));
+  }
+
+  void build_model() {
     if (par.sequence_parallel()) {
       sp::check_sp_heads(par.layout, in.model.num_heads, in.model.num_kv_heads);
       if (in.model.attention_dropout > 0)
@@ -469,6 +482,7 @@ struct Trainer::Impl {
       }
       zero->end_backward();
     }
+    measure_model_states();
     torch::Tensor grad_norm;
     if (st.normaliser > 0) {
       const double max_norm = cfg.max_grad_norm > 0 ? cfg.max_grad_norm
@@ -606,28 +620,77 @@ struct Trainer::Impl {
     return t[1] > 0 ? t[0] / t[1] : kNaN;
   }
 
-  // Per-rank device memory for the step event, gathered to every rank (all call it).
+  // Model states measured once, at the first step with its gradients complete and the
+  // activations gone: what the allocator holds beyond what it held before the model was built.
+  double states_baseline_mib = 0;
+  double model_states_mib = kNaN, offloaded_mib = kNaN;
+
+  double allocated_mib_now() const {
+    if (device.is_cuda()) {
+      const auto m = cuda_memory_stats(device.index());
+      return m ? m->allocated_mib : kNaN;
+    }
+    return static_cast<double>(host_allocator_stats().allocated) / kMiB;
+  }
+  void measure_model_states() {
+    if (!std::isnan(model_states_mib)) return;
+    // A backend may drop an operation's buffers only just after its wait returns (Gloo's worker
+    // releases the finished work after waking the waiter): two small barriers later every
+    // reduction of the backward has let go of its buffers.
+    if (par.world_group())
+      for (int i = 0; i < 2; ++i) par.world_group()->barrier("model-state measurement");
+    model_states_mib = allocated_mib_now() - states_baseline_mib;
+    offloaded_mib = device.is_cuda() ? static_cast<double>(zero->bytes().offloaded) / kMiB
+                                     : static_cast<double>(host_allocator_stats().offloaded) / kMiB;
+    reporter.log("info", "model states on rank " + std::to_string(par.rank()) + ": " +
+                             format_mib(model_states_mib) + " MiB measured (ZeRO stage " +
+                             std::to_string(zero_options.stage) + " over " +
+                             std::to_string(zero->shards()) + " rank(s); " +
+                             format_mib(offloaded_mib) + " MiB of it offloaded)");
+  }
+  static std::string format_mib(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", v);
+    return buf;
+  }
+
+  // Per-rank memory for the step event, gathered to every rank (all call it): the CUDA caching
+  // allocator's figures, or on a CPU run the CPU allocator's count and RSS (device -1).
   std::vector<GpuMemory> gpu_memory() {
     std::vector<GpuMemory> out;
-    if (device.type() != torch::kCUDA) return out;
-    // This rank's own device, explicitly (not whatever is current on this thread).
-    auto mine = cuda_memory_stats(device.index());
-    reset_cuda_peak_memory(device.index());  // peak_mib is the peak since the previous step event
-    const std::vector<double> v{mine ? mine->allocated_mib : kNaN,
-                                mine ? mine->reserved_mib : kNaN,
-                                mine ? mine->peak_allocated_mib : kNaN,
-                                mine ? mine->total_mib : kNaN, static_cast<double>(device.index())};
+    std::vector<double> v;
+    if (device.is_cuda()) {
+      // This rank's own device, explicitly (not whatever is current on this thread).
+      auto mine = cuda_memory_stats(device.index());
+      reset_cuda_peak_memory(device.index());  // peak_mib: since the previous step event
+      v = {mine ? mine->allocated_mib : kNaN, mine ? mine->reserved_mib : kNaN,
+           mine ? mine->peak_allocated_mib : kNaN, mine ? mine->total_mib : kNaN,
+           static_cast<double>(device.index())};
+    } else {
+      const auto h = host_allocator_stats();
+      reset_host_allocator_peak();
+      const auto rss = host_memory_stats();
+      v = {static_cast<double>(h.allocated) / kMiB, rss ? rss->rss_mib : kNaN,
+           static_cast<double>(h.peak) / kMiB, host_total_mib(), -1.0};
+    }
+    v.push_back(model_states_mib);
+    v.push_back(offloaded_mib);
     const int world = par.world();
-    auto all = torch::zeros({world, 5}, torch::kDouble);
+    const auto cols = static_cast<int64_t>(v.size());
+    auto all = torch::zeros({world, cols}, torch::kDouble);
     all[par.rank()] = torch::tensor(v, torch::kDouble);
     if (par.world_group() && world > 1) {
-      auto on_device = all.to(device);
-      par.world_group()->all_reduce_sum(on_device, "memory stats");
-      all = on_device.cpu();
+      auto here = device.is_cuda() ? all.to(device) : all;
+      par.world_group()->all_reduce_sum(here, "memory stats");
+      all = here.cpu();
     }
-    for (int r = 0; r < world; ++r)
-      out.push_back({r, static_cast<int>(all[r][4].item<double>()), all[r][0].item<double>(),
-                     all[r][1].item<double>(), all[r][2].item<double>(), all[r][3].item<double>()});
+    for (int r = 0; r < world; ++r) {
+      GpuMemory g{r, static_cast<int>(all[r][4].item<double>()), all[r][0].item<double>(),
+                  all[r][1].item<double>(), all[r][2].item<double>(), all[r][3].item<double>()};
+      g.model_states_mib = all[r][5].item<double>();
+      g.offloaded_mib = all[r][6].item<double>();
+      out.push_back(g);
+    }
     return out;
   }
 
@@ -739,6 +802,9 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
       throw std::invalid_argument(t.dpo ? "no training pairs" : "no training samples");
     torch::manual_seed(static_cast<uint64_t>(t.cfg.seed));
     t.find_resume_point();
+    install_counting_host_allocator();
+    t.select_device();
+    t.states_baseline_mib = t.allocated_mib_now();
     t.build_model();
     t.plan_run();
     t.reporter.start(t.cfg, t.in.model, t.par.world(), t.state.total_steps, t.state.global_step);

@@ -150,7 +150,7 @@ void TestTrainLoop::resumeContinuesIdentically() {
   const TrainResult b1 = Trainer(first).run(&stop);
   QCOMPARE(QString::fromStdString(b1.final_state), QStringLiteral("stopped"));
   QCOMPARE(b1.steps, int64_t{5});
-  QVERIFY(fs::exists(first.config.output_dir + "/checkpoint-5/optimizer.pt"));
+  QVERIFY(fs::exists(first.config.output_dir + "/checkpoint-5/optimizer-00000-of-00001.safetensors"));
 
   auto second = f.inputs("resumed", 10);
   second.config.save_steps = 5;

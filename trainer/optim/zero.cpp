@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -13,6 +14,7 @@
 #include <stdexcept>
 
 #include "studio/config/validate.h"
+#include "studio/trainer/host_allocator.h"
 #include "studio/trainer/optim/adamw.h"
 #include "studio/trainer/safetensors.h"
 
@@ -220,6 +222,7 @@ struct ShardedState::Impl {
     start_gather(u);
     if (unit.state == Unit::Gathered) return;
     unit.gather.wait();
+    unit.gather = dist::Pending{};  // the work holds its buffers until dropped
     torch::NoGradGuard no_grad;
     const auto all = unit.gather_out.view({shards, unit.width});
     for (size_t i : unit.params) {
@@ -237,6 +240,7 @@ struct ShardedState::Impl {
     Unit& unit = units[u];
     if (!stage3() || unit.state == Unit::Released) return;
     if (unit.state == Unit::InFlight) unit.gather.wait();
+    unit.gather = dist::Pending{};
     for (size_t i : unit.params) release_storage(params[i].p);
     unit.gather_in = unit.gather_out = torch::Tensor();
     unit.state = Unit::Released;
@@ -308,6 +312,7 @@ struct ShardedState::Impl {
     Unit& unit = units[u];
     in_flight.erase(std::find(in_flight.begin(), in_flight.end(), u));
     unit.reduce.wait();
+    unit.reduce = dist::Pending{};  // the work holds its buffers until dropped
     torch::NoGradGuard no_grad;
     if (opt.stage <= 1) {
       for (size_t i : unit.params) {
@@ -343,6 +348,10 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
   const int64_t layers = model->info().num_layers;
   s.units.resize(static_cast<size_t>(layers) + 1);
   torch::NoGradGuard no_grad;
+  // What this constructor allocates beyond the weights is offloaded state when asked (CPU runs
+  // count it apart: host_allocator.h).
+  std::optional<OffloadScope> offload;
+  if (opt.offload_optimizer) offload.emplace();
   for (auto& [name, p] : model->hf_state()) {
     Impl::Param q;
     q.name = name;
@@ -481,39 +490,43 @@ void ShardedState::step(double lr) {
     return;
   }
   if (s.opt.stage >= 3) return;
+  // At most two units' gathers in flight: their buffers are what the step holds beyond the
+  // model states.
   struct Gather {
     size_t unit;
     torch::Tensor in, out;
     dist::Pending pending;
   };
-  std::vector<Gather> gathers;
+  std::deque<Gather> gathers;
+  auto finish = [&] {
+    Gather& g = gathers.front();
+    g.pending.wait();
+    const int64_t width = g.in.numel();
+    int64_t offset = 0;
+    const auto all = g.out.view({s.shards, width});
+    for (size_t i : s.units[g.unit].params) {
+      auto& q = s.params[i];
+      q.p.variable_data().view({-1}).copy_(
+          all.narrow(1, offset, q.k).reshape({-1}).narrow(0, 0, q.n));
+      offset += q.k;
+    }
+    gathers.pop_front();
+  };
   for (size_t u = 0; u < s.units.size(); ++u) {
     const auto& unit = s.units[u];
     if (unit.params.empty()) continue;
     std::vector<torch::Tensor> parts;
-    int64_t width = 0;
-    for (size_t i : unit.params) {
-      parts.push_back(s.params[i].master.to(s.comm_device(), s.dtype));
-      width += s.params[i].k;
-    }
+    for (size_t i : unit.params) parts.push_back(s.params[i].master.to(s.comm_device(), s.dtype));
     Gather g{u, torch::cat(parts).contiguous(), torch::Tensor(), {}};
-    g.out = torch::empty({width * s.shards}, g.in.options());
-    g.pending = s.world ? s.world->all_gather_flat_async(g.out, g.in,
-                                                         "weights (unit " + std::to_string(u) + ")")
-                        : dist::Pending{};
-    if (!s.world) g.out.copy_(g.in);
+    g.out = torch::empty({g.in.numel() * s.shards}, g.in.options());
+    if (s.world)
+      g.pending = s.world->all_gather_flat_async(g.out, g.in, "weights (unit " + std::to_string(u) + ")");
+    else
+      g.out.copy_(g.in);
     gathers.push_back(std::move(g));
+    if (gathers.size() > 2) finish();
   }
-  for (auto& g : gathers) {
-    g.pending.wait();
-    int64_t width = g.in.numel(), offset = 0;
-    const auto all = g.out.view({s.shards, width});
-    for (size_t i : s.units[g.unit].params) {
-      auto& q = s.params[i];
-      q.p.variable_data().view({-1}).copy_(all.narrow(1, offset, q.k).reshape({-1}).narrow(0, 0, q.n));
-      offset += q.k;
-    }
-  }
+  while (!gathers.empty()) finish();
 }
 
 torch::Tensor ShardedState::gather_full(size_t i) {

@@ -70,7 +70,8 @@ struct StartEvent {
   ModelSummary model;
 };
 
-// Memory of one rank's device, in MiB.
+// Memory of one rank's device, in MiB. A CPU run reports its ranks' host memory the same way
+// (device -1): allocated and peak from the CPU allocator's count, reserved = RSS.
 struct GpuMemory {
   int rank = 0;
   int device = 0;
@@ -78,6 +79,11 @@ struct GpuMemory {
   double reserved_mib = kNoValue;
   double peak_mib = kNoValue;
   double total_mib = kNoValue;
+  // The rank's model states (weights, masters, gradients, AdamW states, DPO reference) as
+  // measured at the first step, on the device; and what sharding offloaded to host memory.
+  // Written only when known.
+  double model_states_mib = kNoValue;
+  double offloaded_mib = kNoValue;
 };
 
 // DPO steps only; written flat into the step object as "rewards/chosen", "logps/chosen", ...
