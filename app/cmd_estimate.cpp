@@ -90,6 +90,9 @@ nlohmann::json to_json(const MemoryEstimate& est, const Capacity& cap,
   j["ring_degree"] = est.ring_degree;
   j["tokens_per_rank"] = est.tokens_per_rank;
   j["bytes_per_param"] = est.bytes_per_param;
+  j["zero_stage"] = est.zero_stage;
+  j["model_state_bytes"] = whole(est.model_state_bytes);
+  j["offloaded_bytes"] = whole(est.offloaded_bytes);
   j["valid_sp_sizes"] = sizes;
   j["smallest_fitting_sp"] = smallest ? nlohmann::json(*smallest) : nlohmann::json();
   j["notes"] = est.notes;

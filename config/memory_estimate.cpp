@@ -1,6 +1,6 @@
 // The per-GPU memory estimate: what studio-train's engine (trainer/) keeps on one GPU, term by
-// term, with the reference formulas (performance-anchors.md, "Memory per GPU") where the engine
-// does not decide (ZeRO sharding, which only a DeepSpeed run applies). docs/MEMORY_ESTIMATE.md
+// term, ZeRO sharding and offload included (trainer/optim/zero.cpp), with the reference
+// formulas (performance-anchors.md, "Memory per GPU") quoted beside. docs/MEMORY_ESTIMATE.md
 // derives every term from the engine's code.
 #include "studio/config/memory_estimate.h"
 
@@ -51,17 +51,16 @@ int64_t pad_multiple(const SpShape& s) {
 }
 
 // The precision settings as the engine applies them (trainer/train_loop.cpp compute_dtype,
-// trainer/optim/master_weights.cpp): a bf16 model always gets fp32 master weights, and AdamW's
-// m and v are shaped like what it steps, the fp32 masters.
+// trainer/optim/zero.cpp): weights in the compute dtype, fp32 masters (the weights themselves
+// for an unsharded fp32 model), fp32 gradients, fp32 AdamW m and v.
 struct Precision {
-  double value = 4;      // bytes of one activation or weight value (bf16 2, fp32 4)
-  bool masters = false;  // separate fp32 master weights
-  double weights = 4, gradients = 4, optimizer = 8;  // bytes per parameter
+  double value = 4;  // bytes of one activation or weight value (bf16 2, fp32 4)
+  bool mixed = false;
 };
 
 Precision precision_of(const RunConfig& c) {
-  if (c.bf16 || c.pure_bf16 || c.fp16) return {2, true, 2, 2, 12};
-  return {4, false, 4, 4, 8};
+  if (c.bf16 || c.pure_bf16 || c.fp16) return {2, true};
+  return {4, false};
 }
 
 class Estimator {
@@ -84,7 +83,12 @@ class Estimator {
     const double embeddings = embed_params_ * (m.tie_word_embeddings ? 1 : 2);
     layer_params_ = (params_ - embeddings - h_) / layers_;
     world_ = std::max(1, opt.world_size());
-    zero_ = opt.deepspeed ? opt.deepspeed->zero_stage : 0;
+    zero_req_ = zero_request(cfg, opt.deepspeed);
+    zero_ = std::clamp(zero_req_.stage, 0, 3);
+    outer_params_ = embeddings + h_;
+    // The largest unit the engine reduces or gathers at once: a decoder layer, or one of the
+    // outer weights (embeddings, LM head), each a unit of its own.
+    unit_params_ = std::max(layer_params_, embed_params_);
   }
 
   MemoryEstimate run() {
@@ -99,6 +103,7 @@ class Estimator {
     activations();
     logits();
     sp_buffers();
+    zero_buffers();
     optimizer_step();
     closing_notes();
     return est_;
@@ -108,79 +113,78 @@ class Estimator {
   void note(std::string text) { est_.notes.push_back(std::move(text)); }
   MemoryBreakdown& b() { return est_.bytes; }
 
+  // Per rank, as trainer/optim/zero.cpp holds them: pieces are 1/N of every parameter (N the
+  // world from stage 1 on; the last piece padded, which the estimate ignores).
   void model_states() {
-    const double n = world_;
-    const bool offload_opt = zero_ >= 1 && opt_.deepspeed->offload_optimizer;
-    const bool offload_param = zero_ >= 3 && opt_.deepspeed->offload_param;
-    const double gathered = std::max(layer_params_, embed_params_);
-    b().weights = zero_ >= 3
-                      ? (offload_param ? 0 : p_.weights * params_ / n) + p_.weights * gathered
-                      : p_.weights * params_;
-    b().gradients = zero_ >= 2 ? p_.gradients * params_ / n : p_.gradients * params_;
-    b().optimizer =
-        zero_ >= 1 ? (offload_opt ? 0 : p_.optimizer * params_ / n) : p_.optimizer * params_;
-    est_.bytes_per_param = (b().weights + b().gradients + b().optimizer) / params_;
+    const double n = zero_ >= 1 ? world_ : 1, e = p_.value, P = params_;
+    const bool off_opt = zero_ >= 1 && zero_req_.offload_optimizer;
+    const bool off_param = zero_ >= 3 && zero_req_.offload_param;
+    // Weights: whole below stage 3; at stage 3 only the gathered ones: the embeddings, final
+    // norm and LM head for a whole micro-batch, two decoder layers (the running one and the
+    // prefetched next); DPO's reference gathers the same while it runs.
+    const double gathered =
+        e * (outer_params_ + 2 * layer_params_) +
+        (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps ? e * (outer_params_ + 2 * layer_params_) : 0);
+    const double weights = zero_ >= 3 ? 0 : e * P;
+    // Masters: an unsharded fp32 model's weights are its masters.
+    const double masters = zero_ == 0 ? (p_.mixed ? 4 * P : 0) : 4 * P / n;
+    const double grads = zero_ >= 2 ? 4 * P / n : 4 * P;
+    const double adam = 8 * P / n;
+    const double host = off_opt ? masters + adam + (zero_ >= 2 ? grads : 0) : 0;
+    b().weights = weights + (zero_ >= 3 ? gathered : 0);
+    b().gradients = zero_ >= 2 && off_opt ? 0 : grads;
+    b().optimizer = off_opt ? 0 : masters + adam;
+    est_.zero_stage = zero_;
+    est_.offloaded_bytes = host;
+    est_.model_state_bytes = weights + b().gradients + b().optimizer;
+    est_.bytes_per_param = (weights + b().gradients + b().optimizer) / P;
 
-    if (cfg_.bf16 || cfg_.fp16)
+    const double unsharded = e * P + (p_.mixed ? 4 * P : 0) + 4 * P + 8 * P;
+    if (cfg_.bf16 || cfg_.fp16 || cfg_.pure_bf16)
       note(std::string(cfg_.fp16 ? "fp16 (which studio-train refuses: it has no loss scaling; "
                                    "estimated as bf16)"
-                                 : "bf16") +
-           ": bf16 weights and gradients (2 + 2 B/param), fp32 master weights and AdamW m "
-           "and v (12 B/param): 16 B/param before sharding.");
-    else if (cfg_.pure_bf16)
-      note(
-          "pure_bf16: studio-train keeps fp32 master weights and fp32 AdamW m and v for a bf16 "
-          "model just as with bf16 (2 + 2 + 12 = 16 B/param); LLaMA-Factory's pure_bf16 "
-          "(bf16 states, 2 + 2 + 4 = 8 B/param) would need " +
-          format_gib(8 * params_) + " less without ZeRO.");
+                       : cfg_.pure_bf16 ? "pure_bf16 (which studio-train refuses: it keeps fp32 "
+                                          "masters and states; estimated as bf16)"
+                                        : "bf16") +
+           ": bf16 weights (2 B/param), fp32 gradients (4, summed over micro-batches and ranks "
+           "in fp32), fp32 masters and AdamW m and v (12): 18 B/param unsharded; the reference "
+           "formula (bf16 gradients) says 16.");
     else
-      note(
-          "fp32: weights, gradients (4 + 4 B/param) and AdamW m and v (8 B/param) are fp32: "
-          "16 B/param before sharding, and every activation value takes 4 B.");
-    zero_notes(gathered, offload_opt, offload_param);
-  }
-
-  void zero_notes(double gathered, bool offload_opt, bool offload_param) {
+      note("fp32: the weights are the masters (4 B/param), gradients 4, AdamW m and v 8: "
+           "16 B/param unsharded, and every activation value takes 4 B.");
     if (zero_ == 0) {
       if (world_ > 1)
-        note("No ZeRO: every one of the " + std::to_string(world_) +
-             " GPUs holds the whole model states (studio-train replicates them).");
-      if (opt_.deepspeed && (opt_.deepspeed->offload_optimizer || opt_.deepspeed->offload_param))
-        note(
-            "Offloading needs ZeRO (offload_optimizer stage 1 or more, offload_param stage 3); "
-            "at stage 0 it changes nothing.");
+        note("No ZeRO: each of the " + std::to_string(world_) + " ranks holds the whole model "
+             "states (" + format_gib(unsharded) + "); zero_stage (or a DeepSpeed JSON) shards them "
+             "over the ranks.");
       return;
     }
-    const std::string n = std::to_string(world_);
-    const char* sharded = zero_ == 1   ? "optimizer states are"
-                          : zero_ == 2 ? "gradients and optimizer states are"
-                                       : "weights, gradients and optimizer states are";
-    note("ZeRO-" + std::to_string(zero_) + ": the " + sharded + " sharded over the world of " + n +
-         " GPUs, as the reference formulas say.");
+    const std::string N = std::to_string(world_);
+    const char* what = zero_ == 1   ? "the masters and AdamW states are"
+                       : zero_ == 2 ? "the masters, AdamW states and gradients are"
+                                    : "the weights (as their fp32 masters), gradients and AdamW states are";
+    note("ZeRO-" + std::to_string(zero_) + ": " + what + " cut into " + N + " pieces, one per "
+         "rank of the whole world (data x sequence parallel): " +
+         grouped(est_.bytes_per_param * 100) + "/100 B/param on the GPU" +
+         (host > 0 ? " and " + format_gib(host) + " in host memory" : std::string()) +
+         " (unsharded: " + format_gib(unsharded) + " per rank).");
     if (zero_ >= 3)
-      note("ZeRO-3 gathers one module's whole weights at a time; the largest is counted: " +
-           std::string(embed_params_ >= layer_params_ ? "the embedding or LM head"
-                                                      : "a decoder layer") +
-           " (" + format_count(static_cast<int64_t>(gathered)) + " parameters, " +
-           format_gib(p_.weights * gathered) + ").");
-    if (offload_opt)
-      note(
-          "offload_optimizer: the fp32 master weights and AdamW states live in CPU memory; the "
-          "gradient shard stays on the GPU.");
-    if (offload_param)
-      note(
-          "offload_param: the weight shard lives in CPU memory; only the gathered module is on "
-          "the GPU.");
-    if (opt_.deepspeed->offload_param && zero_ < 3)
-      note("offload_param needs ZeRO-3; at stage " + std::to_string(zero_) +
-           " it changes nothing.");
-    const double replicas = (p_.weights + p_.gradients + p_.optimizer) * params_;
-    note(
-        "studio-train itself does not shard: it reads the DeepSpeed JSON but keeps full "
-        "replicas on every GPU (model states " +
-        format_gib(replicas) + " instead of " +
-        format_gib(b().weights + b().gradients + b().optimizer) +
-        "), so the ZeRO figures describe a DeepSpeed run of this config.");
+      note("ZeRO-3 gathers weights in the compute dtype as they are used: the embeddings, final "
+           "norm and LM head (" + format_count(static_cast<int64_t>(outer_params_)) +
+           " parameters) for each micro-batch, and two decoder layers at a time (" +
+           format_count(static_cast<int64_t>(layer_params_)) + " parameters each)" +
+           (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps
+                ? std::string("; the DPO reference gathers the same while it runs")
+                : std::string()) +
+           ": " + format_gib(gathered) + ", counted in the weights.");
+    if (off_opt)
+      note(std::string("offload_optimizer: the fp32 masters, AdamW states") +
+           (zero_ >= 2 ? " and gradient pieces" : "") +
+           " live in pinned host memory and the update runs there (studio-train's CPU AdamW)" +
+           (zero_ == 1 ? "; the whole fp32 gradients stay on the GPU until the step" : "") + ".");
+    if (off_param)
+      note("offload_param: the weight pieces are the fp32 masters, already in host memory; only "
+           "the gathered layers are on the GPU.");
   }
 
   void reference() {
@@ -191,13 +195,16 @@ class Estimator {
           "and is then dropped: 0 B during training.");
       return;
     }
-    const bool offloaded = zero_ >= 3 && opt_.deepspeed->offload_param;
-    b().reference = zero_ >= 3 ? (offloaded ? 0 : p_.value * params_ / world_) : p_.value * params_;
+    const bool sharded = zero_ >= 3, offloaded = sharded && zero_req_.offload_param;
+    const double bytes = sharded ? p_.value * params_ / world_ : p_.value * params_;
+    b().reference = offloaded ? 0 : bytes;
+    est_.model_state_bytes += b().reference;
+    if (offloaded) est_.offloaded_bytes += bytes;
     note("DPO reference model: a frozen copy in the compute dtype (" + grouped(p_.value) +
          " B/param)" +
-         (offloaded    ? std::string(", offloaded to CPU like the weights under ZeRO-3")
-          : zero_ >= 3 ? std::string(", sharded like the weights under ZeRO-3")
-                       : std::string()) +
+         (offloaded ? std::string(", its ZeRO-3 pieces in host memory like the weights")
+          : sharded ? std::string(", cut into pieces like the weights under ZeRO-3")
+                    : std::string()) +
          ".");
   }
 
@@ -333,27 +340,49 @@ class Estimator {
     }
   }
 
-  void optimizer_step() {
-    if (zero_ >= 1) {
-      note(
-          "DeepSpeed's own buffers (reduce and gather buckets, set in its JSON) are not "
-          "counted.");
-      return;
-    }
-    const double largest = std::max({embed_params_, f_ * h_, hq_ * h_});
-    const double adam = 8 * largest;  // fp32 sqrt(v) and its quotient, one parameter at a time
-    const bool dist = world_ > 1;
-    // Under bf16 the step adds fp32 master gradients, and over several ranks a flattened copy
-    // of them for the all-reduce; fp32 over several ranks reduces a clone and a flat copy.
-    const double step = p_.masters ? 4 * params_ + std::max(dist ? 4 * params_ : 0, adam)
-                                   : std::max(dist ? 8 * params_ : 0, adam);
+  // Gradient reductions in the backward (trainer/optim/zero.cpp reduce_unit). While the layers
+  // run backward: a layer's gradients in the compute dtype, their fp32 copy and its flat buffer,
+  // and at stages 2-3 up to two earlier layers' reduce-scatters in flight (input and piece). At
+  // its end, when the activations are gone: the embeddings' gradient (its own unit) in the
+  // compute dtype, in fp32 and (stages 2-3) its piece: counted where it exceeds the backward.
+  void zero_buffers() {
+    if (world_ == 1 && !p_.mixed) return;
+    const double e = p_.value, L = layer_params_, E = embed_params_;
+    const double n = zero_ >= 2 ? world_ : 1;
+    const bool scatter = world_ > 1 && zero_ >= 2;
+    const double layers = (e + 8) * L + (scatter ? 2 * 4 * L * (1 + 1 / n) : 0);
+    const double end = (e + 4 + (scatter ? 4 / n : 0)) * E;
     const double backward = b().activations + b().logits + b().sp_buffers;
+    b().zero_buffers = layers + std::max(0.0, end - backward - layers);
+    note("Gradient reductions during the backward: one decoder layer's gradients (" +
+         format_count(static_cast<int64_t>(L)) + " parameters) in the compute dtype and fp32 " +
+         "with its flat buffer" +
+         (scatter ? std::string(", two earlier layers' reduce-scatters in flight") : std::string()) +
+         " (" + format_gib(layers) + "); then the embeddings' (" + format_gib(end) +
+         ", after the activations are freed)" +
+         (end > backward + layers ? ", the larger, counted" : std::string()) + ".");
+  }
+
+  void optimizer_step() {
+    const double n = zero_ >= 1 ? world_ : 1;
+    const bool off_opt = zero_ >= 1 && zero_req_.offload_optimizer;
+    // AdamW on the GPU: sqrt(v) and its quotient, one piece at a time (the CPU update of
+    // offloaded states needs none on the GPU).
+    const double largest = std::max({embed_params_, f_ * h_, hq_ * h_});
+    const double adam = off_opt ? 0 : 8 * largest / n;
+    // Stages 1-2 gather the updated pieces into the weights, two units in flight.
+    const double gather = zero_ == 1 || zero_ == 2
+                              ? 2 * p_.value * unit_params_ * (1 + 1 / double(world_))
+                              : 0;
+    const double step = adam + gather;
+    const double backward = b().activations + b().logits + b().sp_buffers + b().zero_buffers;
     b().optimizer_step = std::max(0.0, step - backward);
     note("The optimizer step needs " + format_gib(step) + " beyond the model states (" +
-         (p_.masters ? std::string("fp32 master gradients, ") : std::string()) +
-         (dist ? "the all-reduce's gradient copies, " : "") +
-         "AdamW temporaries of the largest parameter) once the backward's " + format_gib(backward) +
-         " are freed" +
+         (gather > 0 ? std::string("the all-gather of the updated pieces, two units at a time; ")
+                     : std::string()) +
+         (off_opt ? std::string("the update itself runs on the CPU")
+                  : std::string("AdamW temporaries of the largest piece")) +
+         ") once the backward's " + format_gib(backward) + " are freed" +
          (b().optimizer_step > 0 ? ": the step is the peak, and the difference is counted"
                                  : ": the backward is the peak") +
          ".");
@@ -381,7 +410,9 @@ class Estimator {
   double h_ = 0, hq_ = 0, hkv_ = 0, f_ = 0, vocab_ = 0, layers_ = 0;
   double params_ = 0, embed_params_ = 0, layer_params_ = 0;
   int world_ = 1;
+  ZeroRequest zero_req_;
   int zero_ = 0;
+  double outer_params_ = 0, unit_params_ = 0;
   int64_t tokens_ = 0;
   double recompute_ = 0;  // checkpointing: the layer recomputed in the backward
   MemoryEstimate est_;
@@ -435,6 +466,7 @@ std::vector<MemoryPart> memory_parts(const MemoryBreakdown& b) {
           {"activations", "activations", b.activations},
           {"logits", "logits", b.logits},
           {"sp_buffers", "SP buffers", b.sp_buffers},
+          {"zero_buffers", "gradient buffers", b.zero_buffers},
           {"optimizer_step", "optimizer step", b.optimizer_step}};
 }
 
@@ -469,9 +501,13 @@ std::string format_estimate_text(const MemoryEstimate& est) {
   } else {
     out += " (GPU capacity unknown)";
   }
-  std::snprintf(line, sizeof line, "\n  (model states: %.2f B/param)\nNotes:\n",
-                est.bytes_per_param);
+  std::snprintf(line, sizeof line, "\n  (model states: %.2f B/param on the GPU, ZeRO stage %d)\n",
+                est.bytes_per_param, est.zero_stage);
   out += line;
+  if (est.offloaded_bytes > 0)
+    out += "  host memory per rank (offloaded model states): " + format_gib(est.offloaded_bytes) +
+           "\n";
+  out += "Notes:\n";
   for (const auto& n : est.notes) out += "  - " + n + "\n";
   return out;
 }

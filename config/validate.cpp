@@ -380,29 +380,36 @@ void check_deepspeed(const RunConfig& c, const DeepSpeedRequest& ds, const std::
     if (ck.given(key) && mine != theirs)
       ck.error(key, std::string("is ") + (mine ? "true" : "false") + " but " + path + " says " +
                         (theirs ? "cpu" : "none") + ": keep one of them");
-  for (const auto& note : ds.notes) ck.warn("deepspeed", note);
+  // Fields that only tune DeepSpeed's own engine share one warning; anything else (unknown or
+  // not applied) gets its own.
+  std::string tuning;
+  for (const auto& note : ds.notes) {
+    if (note.find(": tunes DeepSpeed") != std::string::npos)
+      tuning += (tuning.empty() ? "" : ", ") + note.substr(0, note.find(':'));
+    else
+      ck.warn("deepspeed", note);
+  }
+  if (!tuning.empty())
+    ck.warn("deepspeed", "not used, they tune DeepSpeed's own engine (studio-train reduces and "
+                         "gathers one decoder layer at a time, overlapped with the backward; "
+                         "docs/SHARDING.md): " + tuning);
 }
 
 // The ZeRO request, wherever it comes from, is one the engine runs.
 void check_zero(const RunConfig& c, Checker& ck) {
-  int stage = c.zero_stage ? static_cast<int>(*c.zero_stage) : 0;
-  bool opt = c.offload_optimizer, param = c.offload_param;
   std::string error;
-  if (c.deepspeed && !c.zero_stage)
-    if (auto ds = read_deepspeed_json(ck.resolve(*c.deepspeed).string(), error)) {
-      stage = ds->zero_stage;
-      opt = opt || ds->offload_optimizer;
-      param = param || ds->offload_param;
-    }
+  std::optional<DeepSpeedRequest> ds;
+  if (c.deepspeed) ds = read_deepspeed_json(ck.resolve(*c.deepspeed).string(), error);
+  const ZeroRequest z = zero_request(c, ds);
   if (c.zero_stage && (*c.zero_stage < 0 || *c.zero_stage > 3))
     ck.error("zero_stage", "must be 0, 1, 2 or 3, got " + std::to_string(*c.zero_stage));
-  const std::string from = c.deepspeed && !c.zero_stage ? " (stage " + std::to_string(stage) +
-                                                              " from the deepspeed JSON)"
-                                                        : "";
-  if (param && stage < 3)
+  const std::string from = ds && !c.zero_stage ? " (stage " + std::to_string(z.stage) +
+                                                     " from the deepspeed JSON)"
+                                               : "";
+  if (z.offload_param && z.stage < 3)
     ck.error(c.offload_param ? "offload_param" : "deepspeed",
              "offload_param needs ZeRO stage 3: only there are the weights sharded" + from);
-  else if (opt && stage < 1)
+  else if (z.offload_optimizer && z.stage < 1)
     ck.error(c.offload_optimizer ? "offload_optimizer" : "deepspeed",
              "offload_optimizer needs ZeRO stage 1 or more" + from);
 }
@@ -487,29 +494,28 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
   };
   // Fields that change nothing in studio-train, and why.
   static const std::map<std::string, std::string> no_effect = {
-      {"overlap_comm", "gradient reductions always overlap the backward here (one per decoder layer)"},
-      {"contiguous_gradients", "gradient pieces are always contiguous here"},
-      {"reduce_scatter", "stages 2-3 always reduce-scatter here"},
-      {"allgather_partitions", "stages 1-2 always all-gather the updated pieces"},
-      {"reduce_bucket_size", "gradients are reduced one decoder layer at a time"},
-      {"allgather_bucket_size", "weights are gathered one decoder layer at a time"},
-      {"stage3_prefetch_bucket_size", "stage 3 prefetches exactly the next decoder layer"},
-      {"stage3_param_persistence_threshold", "stage 3 keeps no small weights resident; the "
-                                             "embeddings, final norm and head are gathered per micro-batch"},
-      {"stage3_max_live_parameters", "stage 3 holds at most two decoder layers' weights"},
-      {"stage3_max_reuse_distance", "stage 3 gathers a layer again for its backward"},
-      {"stage3_gather_16bit_weights_on_model_save", "the saved model is always gathered, shard by shard"},
-      {"sub_group_size", "the optimizer updates each parameter piece on its own"},
-      {"round_robin_gradients", "not needed: pieces are per parameter"},
-      {"elastic_checkpoint", "optimizer files are re-cut on load for any world size"},
-      {"load_from_fp32_weights", "masters always come from the checkpoint's fp32 weights"},
-      {"ignore_unused_parameters", "every parameter gets a gradient on every rank here"},
-      {"use_multi_rank_bucket_allreduce", "not used"},
+      {"overlap_comm", "tunes DeepSpeed"},
+      {"contiguous_gradients", "tunes DeepSpeed"},
+      {"reduce_scatter", "tunes DeepSpeed"},
+      {"allgather_partitions", "tunes DeepSpeed"},
+      {"reduce_bucket_size", "tunes DeepSpeed"},
+      {"allgather_bucket_size", "tunes DeepSpeed"},
+      {"stage3_prefetch_bucket_size", "tunes DeepSpeed"},
+      {"stage3_param_persistence_threshold", "tunes DeepSpeed"},
+      {"stage3_max_live_parameters", "tunes DeepSpeed"},
+      {"stage3_max_reuse_distance", "tunes DeepSpeed"},
+      {"stage3_gather_16bit_weights_on_model_save", "tunes DeepSpeed"},
+      {"sub_group_size", "tunes DeepSpeed"},
+      {"round_robin_gradients", "tunes DeepSpeed"},
+      {"elastic_checkpoint", "tunes DeepSpeed"},
+      {"load_from_fp32_weights", "tunes DeepSpeed"},
+      {"ignore_unused_parameters", "tunes DeepSpeed"},
+      {"use_multi_rank_bucket_allreduce", "tunes DeepSpeed"},
       {"zero_hpz_partition_size", "hierarchical partitioning is not implemented; the world is one "
                                   "partition group"},
       {"zero_quantized_weights", "not implemented: weights are gathered in the model dtype"},
       {"zero_quantized_gradients", "not implemented: gradients are reduced in fp32"},
-      {"memory_efficient_linear", "not used"}};
+      {"memory_efficient_linear", "tunes DeepSpeed"}};
   const auto zero = j.find("zero_optimization");
   if (zero != j.end()) {
     if (!zero->is_object()) return fail("zero_optimization is not an object");
@@ -583,6 +589,16 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
     }
   }
   return req;
+}
+
+ZeroRequest zero_request(const RunConfig& cfg, const std::optional<DeepSpeedRequest>& ds) {
+  ZeroRequest z;
+  z.stage = cfg.zero_stage ? static_cast<int>(*cfg.zero_stage) : (ds ? ds->zero_stage : 0);
+  z.offload_optimizer = cfg.offload_optimizer || (ds && ds->offload_optimizer);
+  z.offload_param = cfg.offload_param || (ds && ds->offload_param);
+  z.pin_memory = !ds || ds->pin_memory;
+  if (z.offload_param) z.offload_optimizer = true;
+  return z;
 }
 
 std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOptions& opt,

@@ -67,7 +67,9 @@ double part(const MemoryEstimate& e, const QString& name) {
     if (name == p.key) return p.bytes;
   const std::map<QString, double> more = {{"total", e.bytes.total()},
                                           {"tokens_per_rank", double(e.tokens_per_rank)},
-                                          {"bytes_per_param", e.bytes_per_param}};
+                                          {"bytes_per_param", e.bytes_per_param},
+                                          {"model_state_bytes", e.model_state_bytes},
+                                          {"offloaded_bytes", e.offloaded_bytes}};
   const auto it = more.find(name);
   if (it == more.end()) qFatal("no part %s", qPrintable(name));
   return it->second;
@@ -141,53 +143,70 @@ void TestMemoryEstimate::parts_data() {
       << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "logits" << 6304038912.0;
 
   // --- model states -----------------------------------------------------------------------
-  // bf16, no ZeRO: 2P = 16,060,522,496 weights and gradients, 12P = 96,363,134,976.
+  // Llama-3.1-8B: P = 8,030,261,248. bf16, no ZeRO: weights 2P = 16,060,522,496; fp32
+  // gradients 4P = 32,121,044,992; fp32 masters + AdamW m, v 12P = 96,363,134,976: 18 B/param.
   QTest::newRow("bf16 weights") << llama << bf16 << 1 << -1 << "" << "weights" << 16060522496.0;
-  QTest::newRow("bf16 gradients") << llama << bf16 << 1 << -1 << "" << "gradients"
-                                  << 16060522496.0;
+  QTest::newRow("bf16 fp32 gradients") << llama << bf16 << 1 << -1 << "" << "gradients"
+                                       << 32121044992.0;
   QTest::newRow("bf16 optimizer") << llama << bf16 << 1 << -1 << "" << "optimizer"
                                   << 96363134976.0;
-  QTest::newRow("bf16 16 B/param") << llama << bf16 << 8 << -1 << "" << "bytes_per_param"
-                                   << 16.0;
+  QTest::newRow("bf16 18 B/param") << llama << bf16 << 8 << -1 << "" << "bytes_per_param"
+                                   << 18.0;
   // pure_bf16: the engine keeps fp32 masters and fp32 m, v all the same: 12P.
   QTest::newRow("pure_bf16 optimizer") << llama << "pure_bf16: true\n" << 1 << -1 << ""
                                        << "optimizer" << 96363134976.0;
-  // fp32: 4P = 32,121,044,992 weights, 8P = 64,242,089,984 Adam m and v.
+  // fp32: 4P = 32,121,044,992 weights (the masters themselves), 8P = 64,242,089,984 m and v.
   QTest::newRow("fp32 weights") << llama << "" << 1 << -1 << "" << "weights" << 32121044992.0;
   QTest::newRow("fp32 optimizer") << llama << "" << 1 << -1 << "" << "optimizer"
                                   << 64242089984.0;
-  // ZeRO-1 over 8: optimizer 12P/8 = 12,045,391,872; 2 + 2 + 12/8 = 5.5 B/param.
+  // ZeRO-1 over 8: masters + m, v 12P/8 = 12,045,391,872; gradients whole (4P);
+  // 2 + 4 + 12/8 = 7.5 B/param.
   QTest::newRow("zero1 optimizer") << llama << bf16 << 8 << 1 << "" << "optimizer"
                                    << 12045391872.0;
   QTest::newRow("zero1 gradients whole") << llama << bf16 << 8 << 1 << "" << "gradients"
-                                         << 16060522496.0;
-  QTest::newRow("zero1 5.5 B/param") << llama << bf16 << 8 << 1 << "" << "bytes_per_param"
-                                     << 5.5;
-  // ZeRO-2 over 8: gradients 2P/8 = 2,007,565,312; 2 + 14/8 = 3.75 B/param.
+                                         << 32121044992.0;
+  QTest::newRow("zero1 7.5 B/param") << llama << bf16 << 8 << 1 << "" << "bytes_per_param"
+                                     << 7.5;
+  // ZeRO-2 over 8: gradient pieces 4P/8 = 4,015,130,624; 2 + 16/8 = 4 B/param.
   QTest::newRow("zero2 gradients") << llama << bf16 << 8 << 2 << "" << "gradients"
-                                   << 2007565312.0;
+                                   << 4015130624.0;
   QTest::newRow("zero2 weights whole") << llama << bf16 << 8 << 2 << "" << "weights"
                                        << 16060522496.0;
-  QTest::newRow("zero2 3.75 B/param") << llama << bf16 << 8 << 2 << "" << "bytes_per_param"
-                                      << 3.75;
-  // ZeRO-3 over 8: weights 2P/8 + the largest gathered module, the embedding
-  // (128256 x 4096 = 525,336,576 > a layer's 218,112,000) in bf16:
-  // 2,007,565,312 + 1,050,673,152 = 3,058,238,464.
-  QTest::newRow("zero3 weights") << llama << bf16 << 8 << 3 << "" << "weights" << 3058238464.0;
+  QTest::newRow("zero2 4 B/param") << llama << bf16 << 8 << 2 << "" << "bytes_per_param" << 4.0;
+  // ZeRO-3 over 8: no resident weights (the pieces are the masters); gathered in bf16: the
+  // embeddings, LM head and final norm (2 x 525,336,576 + 4096 = 1,050,677,248) and two layers
+  // (2 x 218,112,000): 2 x 1,486,901,248 = 2,973,802,496.
+  QTest::newRow("zero3 weights") << llama << bf16 << 8 << 3 << "" << "weights" << 2973802496.0;
   QTest::newRow("zero3 gradients") << llama << bf16 << 8 << 3 << "" << "gradients"
-                                   << 2007565312.0;
+                                   << 4015130624.0;
   QTest::newRow("zero3 optimizer") << llama << bf16 << 8 << 3 << "" << "optimizer"
                                    << 12045391872.0;
-  // Offloads: the weight shard and the optimizer states leave; the gathered embedding stays.
+  // 16/8 B/param resident between steps: 2P = 16,060,522,496.
+  QTest::newRow("zero3 model states") << llama << bf16 << 8 << 3 << "" << "model_state_bytes"
+                                      << 16060522496.0;
+  // Offloads: masters, m, v and gradient pieces leave for host memory (16P/8 = 2P there);
+  // the gathered weights stay.
   QTest::newRow("zero3 offload weights") << llama << bf16 << 8 << 3 << "both" << "weights"
-                                         << 1050673152.0;
+                                         << 2973802496.0;
   QTest::newRow("zero3 offload optimizer") << llama << bf16 << 8 << 3 << "both" << "optimizer"
                                            << 0.0;
+  QTest::newRow("zero3 offload gradients") << llama << bf16 << 8 << 3 << "both" << "gradients"
+                                           << 0.0;
+  QTest::newRow("zero3 offload: nothing resident")
+      << llama << bf16 << 8 << 3 << "both" << "model_state_bytes" << 0.0;
+  QTest::newRow("zero3 offload: host") << llama << bf16 << 8 << 3 << "both" << "offloaded_bytes"
+                                       << 16060522496.0;
   QTest::newRow("zero2 offload optimizer") << llama << bf16 << 8 << 2 << "optimizer"
                                            << "optimizer" << 0.0;
-  // offload_param without ZeRO-3 changes nothing.
+  // ZeRO-1 offload: the whole fp32 gradients stay on the GPU.
+  QTest::newRow("zero1 offload gradients stay")
+      << llama << bf16 << 8 << 1 << "optimizer" << "gradients" << 32121044992.0;
+  // offload_param below ZeRO-3 (validate refuses it) changes nothing here.
   QTest::newRow("zero2 offload_param ignored") << llama << bf16 << 8 << 2 << "both" << "weights"
                                                << 16060522496.0;
+  // The native keys ask the same as the JSON.
+  QTest::newRow("zero_stage key") << llama << bf16 + "zero_stage: 3\n" << 8 << -1 << ""
+                                  << "gradients" << 4015130624.0;
 
   // --- DPO --------------------------------------------------------------------------------
   // Chosen + rejected: 2 rows x 1024 = 2048 tokens per rank.
@@ -265,27 +284,41 @@ void TestMemoryEstimate::parts_data() {
       << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 16\nsequence_parallel_mode: ulysses\n"
       << 16 << -1 << "" << "activations" << 66143744.0;
 
-  // --- the optimizer step -----------------------------------------------------------------
-  // 1024 tokens, one GPU: the step needs fp32 master gradients 4P = 32,121,044,992 plus AdamW's
-  // two fp32 temporaries of the embedding 8 x 525,336,576 = 4,202,692,608 -> 36,323,737,600;
-  // the backward's activations + logits are 524,955,648 + 1,576,009,728 = 2,100,965,376;
-  // the difference 34,222,772,224 is the step's excess.
-  QTest::newRow("short run: the step is the peak")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step"
-      << 34222772224.0;
-  // Two ranks: the all-reduce's flat copy adds 4P instead: 8P - 2,100,965,376 = 62,141,124,608.
-  QTest::newRow("short run on two ranks")
-      << llama << bf16 + "cutoff_len: 1024\n" << 2 << -1 << "" << "optimizer_step"
-      << 62141124608.0;
-  // 131072 tokens: activations 131072 x 512,652 = 67,194,765,312 alone exceed 36,323,737,600.
+  // --- gradient reductions and the optimizer step -------------------------------------------
+  // One GPU, bf16: a layer's gradients in bf16, their fp32 copy and the flat buffer,
+  // (2 + 8) x 218,112,000 = 2,181,120,000, while the layers run backward.
+  QTest::newRow("gradient buffers of a layer")
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "zero_buffers" << 2181120000.0;
+  // ZeRO-2 over 8 adds two earlier layers' reduce-scatters: 2 x 4 x 218,112,000 x 9/8 =
+  // 1,963,008,000 -> 4,144,128,000.
+  QTest::newRow("gradient buffers, reduce-scatter")
+      << llama << bf16 + "cutoff_len: 1024\n" << 8 << 2 << "" << "zero_buffers" << 4144128000.0;
+  // One token: the backward holds 512,652 (activations) + 12 x 128,256 (logits) + the layer
+  // buffers 2,181,120,000; the embeddings' reduction at its end, (2 + 4) x 525,336,576 =
+  // 3,152,019,456, exceeds that: zero_buffers = 3,152,019,456 - 2,051,724 = 3,149,967,732.
+  QTest::newRow("one token: the embeddings' reduction is the backward's peak")
+      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "zero_buffers" << 3149967732.0;
+  // The step on one GPU: AdamW's two fp32 temporaries of the embeddings 8 x 525,336,576 =
+  // 4,202,692,608, beyond the backward's 3,152,019,456: 1,050,673,152.
+  QTest::newRow("one token: the step is the peak")
+      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "optimizer_step" << 1050673152.0;
+  // ZeRO-1 over 2: AdamW on half pieces 2,101,346,304 + the all-gather of two units in flight,
+  // the largest being the embeddings and the LM head (525,336,576 each): 2 x 2 x 525,336,576
+  // x 3/2 = 3,152,019,456; 5,253,365,760 beyond the backward's 3,152,019,456: 2,101,346,304.
+  QTest::newRow("zero1 on two ranks: the step's all-gather")
+      << llama << bf16 + "cutoff_len: 1\n" << 2 << 1 << "" << "optimizer_step" << 2101346304.0;
+  // 1024 tokens: the backward (2,100,965,376 + 2,181,120,000) exceeds the step's 4,202,692,608.
+  QTest::newRow("short run: the backward is the peak")
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
   QTest::newRow("long run: the backward is the peak")
       << llama << bf16 + "cutoff_len: 131072\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
-  QTest::newRow("zero: DeepSpeed's step is not modelled")
-      << llama << bf16 + "cutoff_len: 1024\n" << 8 << 2 << "" << "optimizer_step" << 0.0;
-  // The total is the sum of the parts: 16,060,522,496 x 2 + 96,363,134,976 + 524,955,648
-  // + 1,576,009,728 + 34,222,772,224 = 164,807,917,568 (= model states + the step's needs).
+  // ZeRO-3 with offload: the update runs on the CPU; nothing on the GPU.
+  QTest::newRow("zero3 offload: the step needs nothing on the GPU")
+      << llama << bf16 + "cutoff_len: 1\n" << 8 << 3 << "both" << "optimizer_step" << 0.0;
+  // The total is the sum of the parts: 16,060,522,496 + 32,121,044,992 + 96,363,134,976
+  // + 524,955,648 + 1,576,009,728 + 2,181,120,000 = 148,826,787,840.
   QTest::newRow("total") << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "total"
-                         << 164807917568.0;
+                         << 148826787840.0;
 }
 
 void TestMemoryEstimate::parts() {
@@ -360,30 +393,33 @@ void TestMemoryEstimate::smallestFittingSp_data() {
   QTest::addColumn<double>("capacityGib");
   QTest::addColumn<int>("expected");  // -1: none
   // Qwen2.5-7B SFT, 131072 tokens, bf16, checkpointing, ZeRO-3 offload over 8 GPUs:
-  //   weights: the gathered embedding 2 x 152064*3584 = 1,089,994,752; gradients 2P/8 =
-  //   2 x 7,615,616,512 / 8 = 1,903,904,128; optimizer 0.
+  //   weights: gathered in bf16, the embeddings, LM head and norm (2 x 152064*3584 + 3584 =
+  //   1,089,998,336) and two layers (2 x 233,057,792): 2 x 1,556,113,920 = 3,112,227,840;
+  //   gradients and optimizer states offloaded. Gradient buffers (stage 3 over 8): a layer in
+  //   bf16 and fp32 with its flat buffer and two reduce-scatters in flight, (10 + 9) x
+  //   233,057,792 = 4,428,098,048 (the embeddings' end-of-backward reduction is smaller).
   //   Per token: 28 layers x 2h (7,168) + one layer (22h + 4h_kv + 8f + 4*30 + 8 = 232,568)
   //   + outside 512 + 10h + 4 (36,356) = 469,628; logits 4V = 608,256 per token + 8V x 2048 =
   //   2,491,416,576; zigzag buffers 68,608 per token (forward: 18 x 3584 + 8 x 512).
-  //   SP 1: T 131072: 61,555,081,216 + 82,216,747,008 -> total 146,765,727,104 (136.69 GiB)
-  //   SP 2: T 65536: 30,777,540,608 + 42,354,081,792 + 4,496,293,888 -> 80,621,815,168 (75.08)
-  //   SP 4: T 32768: 15,388,770,304 + 22,422,749,184 + 2,248,146,944 -> 43,053,565,312 (40.10)
-  //   SP 8: T 16384: 7,694,385,152 + 12,457,082,880 + 1,124,073,472 -> 24,269,440,384 (22.60)
+  //   SP 1: 61,555,081,216 + 82,216,747,008 + 7,540,325,888 = 151,312,154,112 (140.92 GiB)
+  //   SP 2: 30,777,540,608 + 42,354,081,792 + 4,496,293,888 + 7,540,325,888 = 85,168,242,176 (79.32)
+  //   SP 4: 15,388,770,304 + 22,422,749,184 + 2,248,146,944 + 7,540,325,888 = 47,599,992,320 (44.33)
+  //   SP 8: 7,694,385,152 + 12,457,082,880 + 1,124,073,472 + 7,540,325,888 = 28,815,867,392 (26.84)
   QTest::newRow("80 GiB") << "zigzag-ring" << 80.0 << 2;
-  QTest::newRow("41 GiB") << "zigzag-ring" << 41.0 << 4;
-  QTest::newRow("40 GiB") << "zigzag-ring" << 40.0 << 8;
-  QTest::newRow("23 GiB") << "zigzag-ring" << 23.0 << 8;
-  QTest::newRow("20 GiB: none") << "zigzag-ring" << 20.0 << -1;
+  QTest::newRow("45 GiB") << "zigzag-ring" << 45.0 << 4;
+  QTest::newRow("44 GiB") << "zigzag-ring" << 44.0 << 8;
+  QTest::newRow("27 GiB") << "zigzag-ring" << 27.0 << 8;
+  QTest::newRow("26 GiB: none") << "zigzag-ring" << 26.0 << -1;
   QTest::newRow("capacity unknown") << "zigzag-ring" << 0.0 << -1;
-  // Ulysses cannot use 8 (28 heads), so 23 GiB has no answer there. At SP 4 its buffers,
+  // Ulysses cannot use 8 (28 heads), so 27 GiB has no answer there. At SP 4 its buffers,
   // 2*2*(2*3584 + 2*512) = 32,768 B per token x 32,768 tokens = 1,073,741,824 instead of the
-  // ring's, give a total of 41,879,160,192 (39.00 GiB): it fits 40 GiB.
-  QTest::newRow("ulysses 23 GiB: none") << "ulysses" << 23.0 << -1;
-  QTest::newRow("ulysses 40 GiB") << "ulysses" << 40.0 << 4;
+  // ring's, give a total of 46,425,587,200 (43.24 GiB): it fits 44 GiB.
+  QTest::newRow("ulysses 27 GiB: none") << "ulysses" << 27.0 << -1;
+  QTest::newRow("ulysses 44 GiB") << "ulysses" << 44.0 << 4;
   // usp takes the largest Ulysses degree that splits the heads (4 for SP 8: 28 / 8 fails) and
   // rings the rest (2): SP 8 holds 16384 tokens with both kinds of buffers, (68,608 + 32,768)
-  // x 16384 = 1,660,944,384: total 24,806,311,296 (23.10 GiB) fits 23.5 GiB.
-  QTest::newRow("usp 23.5 GiB") << "usp" << 23.5 << 8;
+  // x 16384 = 1,660,944,384: total 29,352,738,304 (27.34 GiB) fits 27.5 GiB.
+  QTest::newRow("usp 27.5 GiB") << "usp" << 27.5 << 8;
 }
 
 void TestMemoryEstimate::smallestFittingSp() {
@@ -401,10 +437,14 @@ void TestMemoryEstimate::notesExplainTheAssumptions_data() {
   QTest::addColumn<QString>("yaml");
   QTest::addColumn<int>("zero");
   QTest::addColumn<QString>("fragment");
-  QTest::newRow("zero: the engine replicates") << "bf16: true\n" << 3
-                                               << "studio-train itself does not shard";
+  QTest::newRow("zero: pieces over the whole world") << "bf16: true\n" << 3
+                                                     << "one per rank of the whole world";
+  QTest::newRow("zero3: what is gathered") << "bf16: true\n" << 3
+                                           << "ZeRO-3 gathers weights in the compute dtype";
+  QTest::newRow("no zero: replicas") << "bf16: true\n" << -1 << "No ZeRO: each of the";
+  QTest::newRow("bf16: fp32 gradients") << "bf16: true\n" << -1 << "fp32 gradients (4, summed";
   QTest::newRow("pure_bf16 keeps masters") << "pure_bf16: true\n" << -1
-                                           << "studio-train keeps fp32 master weights";
+                                           << "it keeps fp32 masters and states";
   QTest::newRow("loss not fused") << "bf16: true\n" << -1 << "loss is not fused";
   QTest::newRow("reference activations formula") << "bf16: true\n" << -1
                                                  << "12h + 4h_kv + 6f";
@@ -450,15 +490,15 @@ void TestMemoryEstimate::textTableShowsPartsAndVerdict() {
   const QString fits = text("sequence_parallel_size: 2\n", 80);
   QVERIFY2(fits.contains("world 8, sequence parallel 2 (zigzag-ring), 65,536 tokens per rank"),
            qPrintable(fits));
-  // Logits 42,354,081,792 B = 39.45 GiB; total 80,621,815,168 B = 75.08 GiB, 4.92 spare.
+  // Logits 42,354,081,792 B = 39.45 GiB; total 85,168,242,176 B = 79.32 GiB, 0.68 spare.
   QVERIFY2(fits.contains("  logits                  39.45 GiB\n"), qPrintable(fits));
-  QVERIFY2(fits.contains("75.08 GiB of 80.00 GiB: fits, 4.92 GiB spare"), qPrintable(fits));
+  QVERIFY2(fits.contains("79.32 GiB of 80.00 GiB: fits, 0.68 GiB spare"), qPrintable(fits));
   QVERIFY2(fits.contains("Notes:\n  - bf16:"), qPrintable(fits));
-  // 146,765,727,104 B = 136.69 GiB: 56.69 short.
+  // 151,312,154,112 B = 140.92 GiB: 60.92 short.
   const QString tight = text("", 80);
-  QVERIFY2(tight.contains("136.69 GiB of 80.00 GiB: short by 56.69 GiB"), qPrintable(tight));
+  QVERIFY2(tight.contains("140.92 GiB of 80.00 GiB: short by 60.92 GiB"), qPrintable(tight));
   const QString unknown = text("", 0);
-  QVERIFY2(unknown.contains("136.69 GiB (GPU capacity unknown)"), qPrintable(unknown));
+  QVERIFY2(unknown.contains("140.92 GiB (GPU capacity unknown)"), qPrintable(unknown));
 }
 
 QTEST_MAIN(TestMemoryEstimate)

@@ -23,29 +23,21 @@ namespace fs = std::filesystem;
 namespace studio::trainer {
 
 ZeroOptions ZeroOptions::from(const RunConfig& cfg) {
-  ZeroOptions o;
-  o.stage = static_cast<int>(cfg.zero_stage.value_or(0));
-  o.offload_optimizer = cfg.offload_optimizer;
-  o.offload_param = cfg.offload_param;
+  std::optional<DeepSpeedRequest> ds;
   if (cfg.deepspeed) {
     std::string error;
-    const auto ds = read_deepspeed_json(*cfg.deepspeed, error);
+    ds = read_deepspeed_json(*cfg.deepspeed, error);
     if (!ds) throw std::invalid_argument("deepspeed: " + error);
-    // validate() refuses native keys that contradict the JSON; together they ask for the union.
-    if (!cfg.zero_stage) o.stage = ds->zero_stage;
-    o.offload_optimizer = o.offload_optimizer || ds->offload_optimizer;
-    o.offload_param = o.offload_param || ds->offload_param;
-    o.pin_memory = ds->pin_memory;
   }
-  if (o.stage < 0 || o.stage > 3)
-    throw std::invalid_argument("zero_stage: " + std::to_string(o.stage) + " is not 0, 1, 2 or 3");
-  if (o.offload_param && o.stage < 3)
+  const ZeroRequest z = zero_request(cfg, ds);
+  if (z.stage < 0 || z.stage > 3)
+    throw std::invalid_argument("zero_stage: " + std::to_string(z.stage) + " is not 0, 1, 2 or 3");
+  if (z.offload_param && z.stage < 3)
     throw std::invalid_argument("offload_param needs ZeRO stage 3 (only there are the weights "
-                                "sharded); this run asks for stage " + std::to_string(o.stage));
-  if (o.offload_optimizer && o.stage < 1)
+                                "sharded); this run asks for stage " + std::to_string(z.stage));
+  if (z.offload_optimizer && z.stage < 1)
     throw std::invalid_argument("offload_optimizer needs ZeRO stage 1 or more");
-  if (o.offload_param) o.offload_optimizer = true;
-  return o;
+  return {z.stage, z.offload_optimizer, z.offload_param, z.pin_memory};
 }
 
 AdamWSettings AdamWSettings::from(const RunConfig& cfg) {
@@ -178,7 +170,8 @@ struct ShardedState::Impl {
   Impl(CausalLM m, torch::Device d) : model(std::move(m)), device(d) {}
 
   bool distributed() const { return world && world->size() > 1; }
-  size_t outer() const { return units.size() - 1; }
+  size_t layers = 0;  // units [0, layers) are the decoder layers, the rest one outer weight each
+  size_t outer() const { return layers; }
   bool stage3() const { return opt.stage >= 3; }
   torch::TensorOptions host_fp32() const {
     return torch::TensorOptions().dtype(torch::kFloat).pinned_memory(device.is_cuda() && opt.pin_memory);
@@ -283,7 +276,7 @@ struct ShardedState::Impl {
         parts.push_back(q.grad.defined() ? q.grad + g : g);
         q.grad = torch::Tensor();
       }
-      unit.reduce_in = torch::cat(parts).contiguous();
+      unit.reduce_in = parts.size() == 1 ? parts.front().contiguous() : torch::cat(parts).contiguous();
       unit.reduce = world->all_reduce_sum_async(unit.reduce_in,
                                                 "gradients (unit " + std::to_string(u) + ")");
     } else {
@@ -294,7 +287,9 @@ struct ShardedState::Impl {
         if (q.k * shards != q.n) g = torch::constant_pad_nd(g, {0, q.k * shards - q.n});
         parts.push_back(g.view({shards, q.k}));
       }
-      unit.reduce_in = torch::cat(parts, 1).contiguous().view({-1});
+      // One unpadded weight needs no copy: its gradient is already the rank-major layout.
+      unit.reduce_in = parts.size() == 1 ? parts.front().contiguous().view({-1})
+                                         : torch::cat(parts, 1).contiguous().view({-1});
       unit.reduce_out = torch::empty({unit.width}, unit.reduce_in.options());
       if (world)
         unit.reduce = world->reduce_scatter_sum_async(unit.reduce_out, unit.reduce_in,
@@ -346,7 +341,8 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
   s.shards = shards_ = (opt.stage >= 1 && world) ? world->size() : 1;
   s.rank = (opt.stage >= 1 && world) ? world->rank() : 0;
   const int64_t layers = model->info().num_layers;
-  s.units.resize(static_cast<size_t>(layers) + 1);
+  s.layers = static_cast<size_t>(layers);
+  s.units.resize(s.layers);
   torch::NoGradGuard no_grad;
   // What this constructor allocates beyond the weights is offloaded state when asked (CPU runs
   // count it apart: host_allocator.h).
@@ -362,7 +358,13 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
     q.len = std::min(q.n, q.lo + q.k) - q.lo;
     q.decay = decays(name) ? adam.weight_decay : 0.0;
     s.dtype = p.scalar_type();
-    const auto u = static_cast<size_t>(unit_of(name, layers));
+    // A decoder layer's weights form one unit; every other weight (embeddings, final norm, LM
+    // head) is a unit of its own, so that the largest (the embeddings) is reduced alone.
+    auto u = static_cast<size_t>(unit_of(name, layers));
+    if (u >= s.layers) {
+      u = s.units.size();
+      s.units.emplace_back();
+    }
     q.offset = s.units[u].width;
     s.units[u].width += opt.stage <= 1 ? q.n : q.k;
     s.units[u].params.push_back(s.params.size());
@@ -415,7 +417,11 @@ std::vector<int64_t> ShardedState::shape(size_t i) const {
   return impl_->params[i].p.sizes().vec();
 }
 
-void ShardedState::begin_forward() { impl_->finish_gather(impl_->outer()); }
+void ShardedState::begin_forward() {
+  Impl& s = *impl_;
+  for (size_t u = s.outer(); u < s.units.size(); ++u) s.start_gather(u);
+  for (size_t u = s.outer(); u < s.units.size(); ++u) s.finish_gather(u);
+}
 
 void ShardedState::end_forward() {
   Impl& s = *impl_;

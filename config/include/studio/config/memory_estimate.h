@@ -19,7 +19,7 @@ struct EstimateOptions {
   int nnodes = 1;
   // The ZeRO request of cfg.deepspeed; nullopt: none (the caller reads the JSON, so the estimate
   // itself never touches files).
-  std::optional<DeepSpeedRequest> deepspeed;
+  std::optional<DeepSpeedRequest> deepspeed;  // with the config's own zero_stage/offload keys
   // The GPU's memory in bytes; 0 = unknown (fits() is then always true).
   double gpu_capacity_bytes = 0;
   int world_size() const { return nproc_per_node * nnodes; }
@@ -27,22 +27,25 @@ struct EstimateOptions {
 
 // Bytes per GPU, by what holds them.
 struct MemoryBreakdown {
-  double weights = 0;      // trained weights as held on the GPU (bf16 / fp32 / ZeRO shard)
-  double gradients = 0;
-  double optimizer = 0;    // fp32 master weights (mixed precision) + Adam m and v
+  double weights = 0;      // trained weights on the GPU: whole below ZeRO-3; at stage 3 the
+                           // layers gathered at a time (the pieces are the fp32 masters)
+  double gradients = 0;    // fp32: whole at stages 0-1, this rank's pieces at 2-3
+  double optimizer = 0;    // fp32 master weights (separate ones) + AdamW m and v
   double reference = 0;    // DPO's frozen reference model (0 when precompute_ref_logps)
   double activations = 0;  // saved for backward (per local token and layer), incl. recompute
   double logits = 0;       // the loss's fp32 log-softmax of every token, plus one chunk's
                            // logits, fp32 copy and gradients (the loss is chunked, not fused)
   double sp_buffers = 0;   // ring K/V receive buffers and fp32 out/lse accumulators; Ulysses
                            // all-to-all buffers
+  double zero_buffers = 0; // gradient reductions in flight during the backward (one decoder
+                           // layer's buffers, at most three at a time)
   // What the optimizer step needs beyond the backward's working set (activations, logits and SP
   // buffers, all freed by then): fp32 gradient copies and AdamW temporaries. 0 when the backward
   // is the peak, so that total() is the peak of both phases and the parts still add up to it.
   double optimizer_step = 0;
   double total() const {
     return weights + gradients + optimizer + reference + activations + logits + sp_buffers +
-           optimizer_step;
+           zero_buffers + optimizer_step;
   }
 };
 
@@ -62,6 +65,12 @@ struct MemoryEstimate {
   int ring_degree = 1;
   int64_t tokens_per_rank = 0;    // local tokens of one micro-batch (DPO: chosen + rejected)
   double bytes_per_param = 0;     // model states per parameter on one GPU
+  int zero_stage = 0;             // as the engine applies the config (studio::zero_request)
+  // The model states a rank holds between steps (weights or their pieces, masters, gradients,
+  // AdamW states, DPO reference): on the GPU, and in host memory by offload. What the engine
+  // measures at its first step (events: gpus[].model_states_mib, offloaded_mib).
+  double model_state_bytes = 0;
+  double offloaded_bytes = 0;
   double capacity_bytes = 0;      // EstimateOptions::gpu_capacity_bytes
   std::vector<std::string> notes; // the assumptions made, one sentence each
   bool fits() const { return capacity_bytes <= 0 || bytes.total() <= capacity_bytes; }

@@ -36,6 +36,17 @@ struct DeepSpeedRequest {
 };
 std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std::string& error);
 
+// The ZeRO request as the engine applies it: zero_stage if given, else the JSON's stage; an
+// offload asked by either; offload_param implies offload_optimizer (the weight pieces are the
+// fp32 masters). Offloads below their stage are left as asked (validate refuses them).
+struct ZeroRequest {
+  int stage = 0;
+  bool offload_optimizer = false;
+  bool offload_param = false;
+  bool pin_memory = true;
+};
+ZeroRequest zero_request(const RunConfig& cfg, const std::optional<DeepSpeedRequest>& ds);
+
 std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOptions& opt,
                                         std::optional<ModelInfo>* model_out = nullptr);
 
