@@ -35,7 +35,9 @@ class CountingAllocator final : public c10::Allocator {
     return {data, data, &CountingAllocator::free, dp.device()};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  // raw_allocate / raw_deallocate (oneDNN's workspaces) need the plain deleter: the context is
+  // the data pointer, so free() is one.
+  c10::DeleterFnPtr raw_deleter() const override { return &CountingAllocator::free; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);

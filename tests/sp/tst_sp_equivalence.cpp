@@ -14,48 +14,16 @@
 #include <cmath>
 #include <map>
 
-#include "studio/trainer/hf_checkpoint.h"
+#include "train_runs.h"
 
 namespace {
 
 const QString kExe = QStringLiteral(STUDIO_TRAIN_EXE);
 const QString kSource = QStringLiteral(STUDIO_SOURCE_DIR);
-
-struct Run {
-  int code = -1;
-  QString err;
-};
-
-// Every run verifies its collectives (STUDIO_VERIFY_COLLECTIVES=1): ranks that reach different
-// operations fail with both named instead of exchanging mismatched buffers.
-QProcessEnvironment verified_env() {
-  auto env = QProcessEnvironment::systemEnvironment();
-  env.insert("STUDIO_VERIFY_COLLECTIVES", "1");
-  return env;
-}
-
-Run run(const QStringList& args, int timeout_ms = 300000) {
-  QProcess p;
-  p.setProcessEnvironment(verified_env());
-  p.setProcessChannelMode(QProcess::SeparateChannels);
-  p.start(kExe, args);
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    return {-1, "timed out: " + QString::fromUtf8(p.readAllStandardError())};
-  }
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
-std::vector<QJsonObject> events(const QString& dir) {
-  std::vector<QJsonObject> out;
-  QFile f(dir + "/events.jsonl");
-  if (!f.open(QIODevice::ReadOnly)) return out;
-  for (const QByteArray& line : f.readAll().split('\n'))
-    if (!line.trimmed().isEmpty()) out.push_back(QJsonDocument::fromJson(line).object());
-  return out;
-}
+using train_runs::events;
+using train_runs::max_relative_param_error;
+using train_runs::Run;
+using train_runs::run;
 
 std::vector<double> step_losses(const QString& dir) {
   std::vector<double> losses;
@@ -72,20 +40,6 @@ std::vector<std::pair<int, double>> losses_by_step(const QString& dir, const QSt
     if (e["event"].toString() == kind)
       out.emplace_back(e["step"].toInt(), e["loss"].isNull() ? std::nan("") : e["loss"].toDouble());
   return out;
-}
-
-// max |a - b| / max |a| over the whole parameter vector of two saved models (the relative error
-// in the infinity norm).
-double max_relative_param_error(const QString& a_dir, const QString& b_dir) {
-  auto a = studio::trainer::CheckpointReader::open(a_dir.toStdString());
-  auto b = studio::trainer::CheckpointReader::open(b_dir.toStdString());
-  double diff = 0, scale = 0;
-  for (const auto& name : a.names()) {
-    auto ta = a.tensor(name).to(torch::kDouble), tb = b.tensor(name).to(torch::kDouble);
-    diff = std::max(diff, (ta - tb).abs().max().item<double>());
-    scale = std::max(scale, ta.abs().max().item<double>());
-  }
-  return diff / std::max(scale, 1e-30);
 }
 
 // The launcher's child whose environment says RANK=`rank` (0 when there is none).
