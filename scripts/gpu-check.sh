@@ -50,7 +50,7 @@ done
 
 # The build targets the run needs; --here checks that the normal build defines every one of them.
 TARGETS=(studio-train bench_train_step bench_attention tst_rmsnorm_cuda tst_fused_linear_ce_cuda tst_rmsnorm_torch
-         tst_communicator tst_sp_equivalence tst_train_loop tst_attention tst_decoder tst_master_weights
+         tst_communicator tst_sp_equivalence tst_train_loop tst_attention tst_decoder tst_zero
          tst_checkpointing tst_preference_loss tst_sp_attention tst_sp_layout tst_reference_logits
          tst_hf_checkpoint tst_safetensors tst_runtime_info tst_rmsnorm_reference)
 
@@ -215,6 +215,37 @@ if [ -x "$bin" ]; then
   [ "${gpu_count:-0}" -ge 2 ] || backend=gloo
   step "sp2_zigzag-ring_${backend}_bf16" sp_compare 2 zigzag-ring "$backend" bf16
   step "sp2_ulysses_${backend}_bf16" sp_compare 2 ulysses "$backend" bf16
+fi
+
+# ZeRO on CUDA (docs/SHARDING.md): 2 ranks, SP 2, stage 3 with offload (pinned host masters and
+# AdamW states, the CPU update, per-layer gathers to the device) and stage 2 against the unsharded
+# run; the log gets each rank's measured model states (device side and offloaded).
+zero_compare() {
+  local backend=$1 dtype=$2
+  local d=$demo/zero-$backend-$dtype
+  rm -rf "$d"
+  local set=(--set max_steps=6 --set logging_steps=1 --set save_steps=100000
+             --set model_name_or_path="$demo/model" --set sequence_parallel_size=2)
+  [ "$dtype" = bf16 ] && set+=(--set bf16=true)
+  (cd "$root" &&
+   for z in 0 2 3; do
+     local more=()
+     [ $z -eq 3 ] && more=(--set offload_optimizer=true --set offload_param=true)
+     STUDIO_DIST_BACKEND=$backend "$bin" train resources/demo/sft_demo.yaml "${set[@]}" --nproc 2 \
+       --set zero_stage=$z "${more[@]}" --set output_dir="$d/z$z" || exit 1
+     grep -o '"model_states_mib":[0-9.e+-]*,"offloaded_mib":[0-9.e+-]*' "$d/z$z/events.jsonl" |
+       head -2 | sed "s/^/stage $z: /"
+   done) || return 1
+  local tol=1e-5
+  [ "$dtype" = bf16 ] && tol=2e-2
+  compare_losses "$d/z0/events.jsonl" "$d/z2/events.jsonl" "$tol" "ZeRO-2 vs unsharded $dtype" &&
+    compare_losses "$d/z0/events.jsonl" "$d/z3/events.jsonl" "$tol" "ZeRO-3 offload vs unsharded $dtype"
+}
+if [ -x "$bin" ]; then
+  backend=nccl
+  [ "${gpu_count:-0}" -ge 2 ] || backend=gloo
+  step "zero_${backend}_fp32" zero_compare "$backend" fp32
+  step "zero_${backend}_bf16" zero_compare "$backend" bf16
 fi
 
 # Benchmarks, each against its PyTorch reference on the same GPU in the same run: the engine's train

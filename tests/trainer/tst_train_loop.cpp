@@ -191,11 +191,16 @@ void TestTrainLoop::eventsStatusAndFinalModel() {
   auto polled = reader.poll();
   QStringList kinds;
   for (const auto& e : polled.events) kinds << QString::fromStdString(e.name());
-  QCOMPARE(kinds, QStringList({"start", "step", "checkpoint", "step", "step", "checkpoint", "end"}));
+  // The log line is the measured model states (first step).
+  QCOMPARE(kinds, QStringList({"start", "log", "step", "checkpoint", "step", "step", "checkpoint",
+                               "end"}));
+  const auto* measured = polled.events[1].get<studio::LogEvent>();
+  QVERIFY2(QString::fromStdString(measured->message).contains("model states on rank 0"),
+           measured->message.c_str());
   const auto* start = polled.events.front().get<studio::StartEvent>();
   QCOMPARE(QString::fromStdString(start->model.architecture), QStringLiteral("Qwen2ForCausalLM"));
   QCOMPARE(start->config["max_steps"].get<int64_t>(), int64_t{6});
-  const auto* step = polled.events[1].get<studio::StepEvent>();
+  const auto* step = polled.events[2].get<studio::StepEvent>();
   QCOMPARE(step->step, int64_t{2});
   QVERIFY(step->tokens > 0 && step->tokens_per_sec > 0 && step->rss_mib > 0);
   QVERIFY(std::isfinite(step->grad_norm) && step->lr > 0);

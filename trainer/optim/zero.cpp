@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <future>
 #include <filesystem>
 #include <map>
 #include <regex>
 #include <stdexcept>
+#include <thread>
 
 #include "studio/config/validate.h"
 #include "studio/trainer/host_allocator.h"
@@ -163,7 +165,7 @@ struct ShardedState::Impl {
   int shards = 1, rank = 0;
   torch::ScalarType dtype = torch::kFloat;
   std::vector<Param> params;
-  std::vector<Unit> units;  // layers 0..L-1, then the outer unit (index L)
+  std::vector<Unit> units;  // the decoder layers, then one per outer weight (see `layers`)
   bool last_micro = true;
   std::deque<size_t> in_flight;  // units whose reduction is pending, oldest first
 
@@ -199,6 +201,7 @@ struct ShardedState::Impl {
   void start_gather(size_t u) {
     Unit& unit = units[u];
     if (!stage3() || unit.state != Unit::Released || unit.params.empty()) return;
+    wait_update(u);
     std::vector<torch::Tensor> parts;
     for (size_t i : unit.params) parts.push_back(gather_source(params[i]));
     unit.gather_in = torch::cat(parts).contiguous();
@@ -320,6 +323,69 @@ struct ShardedState::Impl {
     unit.reduce_in = unit.reduce_out = torch::Tensor();
   }
 
+  // --- the update ----------------------------------------------------------------------------
+  // Units in the order their weights are needed next: the outer weights (gathered first by
+  // begin_forward), then the layers.
+  std::vector<size_t> update_order() const {
+    std::vector<size_t> order;
+    for (size_t u = layers; u < units.size(); ++u) order.push_back(u);
+    for (size_t u = 0; u < layers; ++u) order.push_back(u);
+    return order;
+  }
+
+  // AdamW on unit u's pieces, then its gradients cleared (stages 0-1 drop them, 2-3 zero the
+  // accumulator).
+  void update_unit(size_t u, double lr, int64_t step) {
+    torch::NoGradGuard no_grad;
+    for (size_t i : units[u].params) {
+      Param& q = params[i];
+      if (q.len > 0) {
+        auto g = owned_grad(q);
+        auto master = q.master.narrow(0, 0, opt.stage == 0 ? q.n : q.len);
+        auto m = q.exp_avg.narrow(0, 0, master.numel());
+        auto v = q.exp_avg_sq.narrow(0, 0, master.numel());
+        adamw_update(master, m, v, g, lr, adam, q.decay, step);
+      }
+      if (opt.stage <= 1) q.grad = torch::Tensor();
+    }
+    if (units[u].grad_acc.defined()) units[u].grad_acc.zero_();
+  }
+
+  // The offloaded update on a worker thread; each unit's future is ready once it is updated.
+  std::vector<std::shared_future<void>> updated;
+  std::thread updater;
+  void start_updates(double lr, int64_t step) {
+    auto promises = std::make_shared<std::vector<std::promise<void>>>(units.size());
+    updated.assign(units.size(), {});
+    for (size_t u = 0; u < units.size(); ++u) updated[u] = (*promises)[u].get_future().share();
+    updater = std::thread([this, promises, lr, step] {
+      size_t done = 0;
+      const auto order = update_order();
+      try {
+        for (size_t u : order) {
+          update_unit(u, lr, step);
+          (*promises)[u].set_value();
+          ++done;
+        }
+      } catch (...) {
+        for (size_t k = done; k < order.size(); ++k)
+          (*promises)[order[k]].set_exception(std::current_exception());
+      }
+    });
+  }
+  void wait_update(size_t u) {
+    if (u < updated.size() && updated[u].valid()) {
+      auto f = std::move(updated[u]);
+      updated[u] = {};
+      f.get();  // rethrows the worker's error
+    }
+  }
+  // Every pending update done (before anything reads the masters or gradients as a whole).
+  void wait_updates() {
+    if (updater.joinable()) updater.join();
+    for (size_t u = 0; u < updated.size(); ++u) wait_update(u);
+  }
+
   // The gradient of q this rank updates with: its owned elements (len of them).
   torch::Tensor owned_grad(const Param& q) const {
     if (opt.stage >= 2) return q.grad.narrow(0, 0, q.len);
@@ -410,7 +476,9 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
 }
 
 ShardedState::~ShardedState() {
-  if (impl_) impl_->model->set_layer_hooks(nullptr);
+  if (!impl_) return;
+  if (impl_->updater.joinable()) impl_->updater.join();
+  impl_->model->set_layer_hooks(nullptr);
 }
 
 std::vector<int64_t> ShardedState::shape(size_t i) const {
@@ -448,6 +516,7 @@ void ShardedState::end_backward() {
 
 torch::Tensor ShardedState::clip_gradients(double max_norm) {
   Impl& s = *impl_;
+  s.wait_updates();
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> norms;
   for (auto& q : s.params)
@@ -472,27 +541,24 @@ torch::Tensor ShardedState::clip_gradients(double max_norm) {
 
 void ShardedState::step(double lr) {
   Impl& s = *impl_;
+  s.wait_updates();
   ++step_;
   torch::NoGradGuard no_grad;
-  for (auto& q : s.params) {
-    if (q.len == 0) continue;
-    auto g = s.owned_grad(q);
-    auto master = q.master.narrow(0, 0, s.opt.stage == 0 ? q.n : q.len);
-    auto m = q.exp_avg.narrow(0, 0, master.numel());
-    auto v = q.exp_avg_sq.narrow(0, 0, master.numel());
-    adamw_update(master, m, v, g, lr, s.adam, q.decay, step_);
+  const int64_t step = step_;
+  // Offloaded states are updated on the CPU by a worker thread, unit by unit in the order the
+  // weights are needed next (stages 1-2: this step's all-gather below; stage 3: the next
+  // forward's gathers), so the update of one unit overlaps the transfers of the ones before.
+  // Elsewhere the update runs here (on CUDA its kernels are queued, not waited for).
+  if (s.opt.offload_optimizer) {
+    s.start_updates(lr, step);
+  } else {
+    for (size_t u : s.update_order()) s.update_unit(u, lr, step);
   }
-  // Gradients cleared: stages 0-1 drop theirs, 2-3 zero their accumulators.
-  for (auto& q : s.params)
-    if (s.opt.stage <= 1) q.grad = torch::Tensor();
-  for (auto& unit : s.units)
-    if (unit.grad_acc.defined()) unit.grad_acc.zero_();
   // The weights: stage 0 copies bf16 weights from the masters; stages 1-2 all-gather every
-  // rank's updated pieces (all units in flight at once); stage 3 gathers when a layer runs.
+  // rank's updated pieces; stage 3 gathers when a layer runs.
   if (s.opt.stage == 0) {
     for (auto& q : s.params)
-      if (!q.master.is_same(q.p) && q.master.data_ptr() != q.p.data_ptr())
-        q.p.variable_data().view({-1}).copy_(q.master);
+      if (q.master.data_ptr() != q.p.data_ptr()) q.p.variable_data().view({-1}).copy_(q.master);
     return;
   }
   if (s.opt.stage >= 3) return;
@@ -518,9 +584,10 @@ void ShardedState::step(double lr) {
     }
     gathers.pop_front();
   };
-  for (size_t u = 0; u < s.units.size(); ++u) {
+  for (size_t u : s.update_order()) {
     const auto& unit = s.units[u];
     if (unit.params.empty()) continue;
+    s.wait_update(u);
     std::vector<torch::Tensor> parts;
     for (size_t i : unit.params) parts.push_back(s.params[i].master.to(s.comm_device(), s.dtype));
     Gather g{u, torch::cat(parts).contiguous(), torch::Tensor(), {}};
@@ -537,6 +604,7 @@ void ShardedState::step(double lr) {
 
 torch::Tensor ShardedState::gather_full(size_t i) {
   Impl& s = *impl_;
+  s.wait_updates();
   auto& q = s.params[i];
   torch::NoGradGuard no_grad;
   torch::Tensor source = s.trainable ? q.master : q.frozen;
@@ -549,6 +617,7 @@ torch::Tensor ShardedState::gather_full(size_t i) {
 }
 
 void ShardedState::save_optimizer(const std::string& dir) const {
+  impl_->wait_updates();
   const Impl& s = *impl_;
   if (!s.trainable) return;
   if (s.shards == 1 && s.world && s.world->rank() != 0) return;  // identical on every rank
@@ -569,6 +638,7 @@ void ShardedState::save_optimizer(const std::string& dir) const {
 
 void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) {
   Impl& s = *impl_;
+  s.wait_updates();
   if (!s.trainable || !with_optimizer) return;
   // The optimizer files present and how many ranks wrote them.
   static const std::regex re(R"(optimizer-(\d{5})-of-(\d{5})\.safetensors)");

@@ -10,7 +10,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Distinct on light and dark backgrounds (Tableau 10).
 const QColor kColors[] = {QColor(0x4e79a7), QColor(0xf28e2b), QColor(0xe15759), QColor(0x76b7b2),
-                          QColor(0x59a14f), QColor(0xedc948), QColor(0xb07aa1), QColor(0x9c755f)};
+                          QColor(0x59a14f), QColor(0xedc948), QColor(0xb07aa1), QColor(0xff9da7),
+                          QColor(0x9c755f)};
+constexpr int kColorCount = static_cast<int>(sizeof kColors / sizeof kColors[0]);
 
 }  // namespace
 
@@ -57,8 +59,8 @@ MemoryBar::MemoryBar(QWidget* parent)
 void MemoryBar::applyColors() {
   PalettePlot::applyColors();
   for (int i = 0; i < parts_.size(); ++i) {
-    parts_[i]->setBrush(kColors[i % 8]);
-    parts_[i]->setPen(QPen(kColors[i % 8].darker(130)));
+    parts_[i]->setBrush(kColors[i % kColorCount]);
+    parts_[i]->setPen(QPen(kColors[i % kColorCount].darker(130)));
   }
   capacity_->setPen(QPen(palette().color(QPalette::WindowText), 2, Qt::DashLine));
   capacityLabel_->setColor(palette().color(QPalette::WindowText));

@@ -4,6 +4,7 @@
 
 #include <QComboBox>
 #include <QFileDialog>
+#include <QCheckBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -59,7 +60,8 @@ ParallelismPage::ParallelismPage(RunDraft* draft, QWidget* parent)
                  {QStringLiteral("sequence_parallel_size"), QStringLiteral("sequence_parallel_mode"),
                   QStringLiteral("sequence_parallel_ulysses_degree"),
                   QStringLiteral("sequence_parallel_ring_degree"), QStringLiteral("deepspeed"),
-                  QStringLiteral("neat_packing")},
+                  QStringLiteral("zero_stage"), QStringLiteral("offload_optimizer"),
+                  QStringLiteral("offload_param"), QStringLiteral("neat_packing")},
                  parent),
       nodes_(countBox(QStringLiteral("nnodes"), 4096)),
       gpus_(countBox(QStringLiteral("nproc_per_node"), 1024)),
@@ -70,7 +72,13 @@ ParallelismPage::ParallelismPage(RunDraft* draft, QWidget* parent)
       excluded_(new QLabel),
       splitLabel_(new QLabel(tr("Ulysses x ring:"))),
       split_(new QComboBox),
-      deepspeed_(bindings()->optionalText("deepspeed", &RunConfig::deepspeed)) {
+      deepspeed_(bindings()->optionalText("deepspeed", &RunConfig::deepspeed)),
+      zeroStage_(bindings()->optionalInteger("zero_stage", &RunConfig::zero_stage, 3,
+                                             tr("the deepspeed JSON's (none without one)"))),
+      offloadOptimizer_(bindings()->flag("offload_optimizer", &RunConfig::offload_optimizer,
+                                         tr("masters, AdamW states and gradient pieces in CPU memory"))),
+      offloadParam_(bindings()->flag("offload_param", &RunConfig::offload_param,
+                                     tr("ZeRO-3 weight pieces in CPU memory"))) {
   setTitle(tr("Parallelism"));
   setSubTitle(tr("GPUs, and how many of them share one sequence (sequence parallelism)."));
   size_->setObjectName(QStringLiteral("sequence_parallel_size"));
@@ -97,6 +105,10 @@ ParallelismPage::ParallelismPage(RunDraft* draft, QWidget* parent)
   form->addRow(QString(), excluded_);
   form->addRow(splitLabel_, split_);
   form->addRow(tr("deepspeed:"), dsRow);
+  // ZeRO without a JSON (docs/SHARDING.md): the memory page shows what each choice buys.
+  form->addRow(tr("zero_stage:"), zeroStage_);
+  form->addRow(tr("offload_optimizer:"), offloadOptimizer_);
+  form->addRow(tr("offload_param:"), offloadParam_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(form);
   layout->addWidget(messagesWidget());

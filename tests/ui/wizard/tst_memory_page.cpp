@@ -40,6 +40,7 @@ class TestMemoryPage : public QObject {
   void estimateIsDrawn();
   void smallestSpButtonSetsTheSize();
   void gpuMemoryMovesTheLimit();
+  void zeroChoicesChangeTheEstimate();
   void noModelNoEstimate();
 };
 
@@ -86,6 +87,34 @@ void TestMemoryPage::smallestSpButtonSetsTheSize() {
            qPrintable(page.verdictText()));
   QVERIFY(!page.smallestSpButton()->isEnabled());  // already the smallest
   QVERIFY(estimated.count() >= 2);
+}
+
+// The Parallelism page's ZeRO controls (no JSON) reach the estimate: stage 3 shards the model
+// states over the 8 ranks, offload takes them off the GPU into host memory.
+void TestMemoryPage::zeroChoicesChangeTheEstimate() {
+  RunDraft draft;
+  ParallelismPage parallelism(&draft);
+  MemoryPage page(&draft);
+  draft.setWorld(8, 1);
+  studio::RunConfig cfg = longRun();
+  cfg.deepspeed.reset();
+  draft.load(cfg, QDir::tempPath());
+  QTRY_VERIFY_WITH_TIMEOUT(page.outcome().has_value() && !page.isBusy(), 20000);
+  QCOMPARE(page.outcome()->estimate->zero_stage, 0);
+  const double unsharded = page.outcome()->estimate->model_state_bytes;
+  QVERIFY(unsharded > 100 * kGiB);  // 18 B/param of 7.6B parameters
+
+  parallelism.zeroStageBox()->setValue(3);
+  QCOMPARE(draft.config().zero_stage, std::optional<int64_t>(3));
+  QTRY_VERIFY_WITH_TIMEOUT(!page.isBusy() && page.outcome()->estimate->zero_stage == 3, 20000);
+  QVERIFY(qAbs(page.outcome()->estimate->model_state_bytes - unsharded / 18 * 16 / 8) <
+          0.01 * unsharded);  // 16/8 B/param
+
+  parallelism.offloadOptimizerBox()->setChecked(true);
+  QVERIFY(draft.config().offload_optimizer);
+  QTRY_VERIFY_WITH_TIMEOUT(
+      !page.isBusy() && page.outcome()->estimate->model_state_bytes == 0.0, 20000);
+  QVERIFY(page.outcome()->estimate->offloaded_bytes > 10 * kGiB);
 }
 
 void TestMemoryPage::gpuMemoryMovesTheLimit() {

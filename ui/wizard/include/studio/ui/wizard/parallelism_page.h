@@ -10,6 +10,7 @@
 
 class QComboBox;
 class QLabel;
+class QCheckBox;
 class QLineEdit;
 class QSpinBox;
 
@@ -30,6 +31,8 @@ class ParallelismPage : public WizardPage {
 
   QSpinBox* nodesBox() const { return nodes_; }
   QSpinBox* gpusBox() const { return gpus_; }
+  QSpinBox* zeroStageBox() const { return zeroStage_; }
+  QCheckBox* offloadOptimizerBox() const { return offloadOptimizer_; }
   QComboBox* modeBox() const { return mode_; }
   QComboBox* spSizeBox() const { return size_; }
   QComboBox* uspSplitBox() const { return split_; }
@@ -50,6 +53,9 @@ class ParallelismPage : public WizardPage {
   QLabel* splitLabel_;
   QComboBox* split_;
   QLineEdit* deepspeed_;
+  QSpinBox* zeroStage_;
+  QCheckBox* offloadOptimizer_;
+  QCheckBox* offloadParam_;
 };
 
 }  // namespace studio::ui
