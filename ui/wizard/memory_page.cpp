@@ -126,14 +126,19 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
                              : tr("Does not fit by %1: %2 needed per GPU, %3 there.")
                                    .arg(gib(total - e.capacity_bytes), gib(total),
                                         gib(e.capacity_bytes)));
-  details_->setText(tr("World size %1, sequence parallel %2 (Ulysses %3 x ring %4), %5 tokens per "
-                       "GPU per micro-batch, %6 bytes of model state per parameter.")
+  QString details = tr("World size %1, sequence parallel %2 (Ulysses %3 x ring %4), %5 tokens per "
+                       "GPU per micro-batch, ZeRO stage %6: %7 bytes of model state per parameter "
+                       "on the GPU.")
                         .arg(e.world_size)
                         .arg(e.sp_size)
                         .arg(e.ulysses_degree)
                         .arg(e.ring_degree)
                         .arg(e.tokens_per_rank)
-                        .arg(e.bytes_per_param, 0, 'g', 3));
+                        .arg(e.zero_stage)
+                        .arg(e.bytes_per_param, 0, 'g', 3);
+  if (e.offloaded_bytes > 0)
+    details += tr(" Offloaded to host memory: %1 per rank.").arg(gib(e.offloaded_bytes));
+  details_->setText(details);
   QStringList notes;
   if (!outcome.deepspeedError.isEmpty())
     notes << tr("deepspeed: %1; estimated without ZeRO.").arg(outcome.deepspeedError);
@@ -162,5 +167,7 @@ void MemoryPage::applySmallest() {
 QString MemoryPage::verdictText() const {
   return verdict_->text();
 }
+
+QString MemoryPage::detailsText() const { return details_->text(); }
 
 }  // namespace studio::ui

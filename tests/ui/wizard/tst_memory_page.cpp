@@ -115,6 +115,9 @@ void TestMemoryPage::zeroChoicesChangeTheEstimate() {
   QTRY_VERIFY_WITH_TIMEOUT(
       !page.isBusy() && page.outcome()->estimate->model_state_bytes == 0.0, 20000);
   QVERIFY(page.outcome()->estimate->offloaded_bytes > 10 * kGiB);
+  QVERIFY2(page.detailsText().contains(QStringLiteral("ZeRO stage 3")) &&
+               page.detailsText().contains(QStringLiteral("Offloaded to host memory")),
+           qPrintable(page.detailsText()));
 }
 
 void TestMemoryPage::gpuMemoryMovesTheLimit() {

@@ -40,6 +40,7 @@ class MemoryPage : public WizardPage {
   QPushButton* smallestSpButton() const { return smallest_; }
   // "fits ..." / "does not fit by X GiB ..."; empty while there is no estimate.
   QString verdictText() const;
+  QString detailsText() const;
   const std::optional<MemoryOutcome>& outcome() const { return outcome_; }
   bool isBusy() const;
 
