@@ -121,10 +121,11 @@ class Estimator {
     const bool off_param = zero_ >= 3 && zero_req_.offload_param;
     // Weights: whole below stage 3; at stage 3 only the gathered ones: the embeddings, final
     // norm and LM head for a whole micro-batch, two decoder layers (the running one and the
-    // prefetched next); DPO's reference gathers the same while it runs.
+    // prefetched next); DPO's reference adds its own outer weights while it runs.
+    // The policy's layers are released when the reference runs; its outer weights are not.
     const double gathered =
         e * (outer_params_ + 2 * layer_params_) +
-        (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps ? e * (outer_params_ + 2 * layer_params_) : 0);
+        (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps ? e * outer_params_ : 0);
     const double weights = zero_ >= 3 ? 0 : e * P;
     // Masters: an unsharded fp32 model's weights are its masters.
     const double masters = zero_ == 0 ? (p_.mixed ? 4 * P : 0) : 4 * P / n;
@@ -174,7 +175,8 @@ class Estimator {
            " parameters) for each micro-batch, and two decoder layers at a time (" +
            format_count(static_cast<int64_t>(layer_params_)) + " parameters each)" +
            (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps
-                ? std::string("; the DPO reference gathers the same while it runs")
+                ? std::string("; while the DPO reference runs, its own embeddings and head and "
+                              "two of its layers")
                 : std::string()) +
            ": " + format_gib(gathered) + ", counted in the weights.");
     if (off_opt)

@@ -1,6 +1,7 @@
 #include "studio/config/validate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -526,6 +527,8 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
         req.zero_stage = v.get<int>();
       } else if (key == "offload_optimizer" || key == "offload_param") {
         if (!v.is_object()) return fail("zero_optimization." + key + " is not an object");
+        if (v.contains("device") && !v["device"].is_string())
+          return fail("zero_optimization." + key + ".device must be \"cpu\" or \"none\"");
         const std::string device = v.value("device", "none");
         if (device == "nvme")
           return fail("zero_optimization." + key + ".device: nvme offload is not implemented "
@@ -559,14 +562,21 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
         return fail(key + ".enabled must be true, false or \"auto\"");
     } else if (key == "optimizer") {
       if (!v.is_object()) return fail("optimizer is not an object");
-      const std::string type = v.value("type", "AdamW");
-      if (type != "AdamW" && type != "Adam")
-        return fail("optimizer.type \"" + type + "\": studio-train trains with AdamW only");
+      if (v.contains("type") && !v["type"].is_string())
+        return fail("optimizer.type must be a string");
+      std::string type = v.value("type", "AdamW");
+      std::transform(type.begin(), type.end(), type.begin(),
+                     [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+      if (type != "adamw" && type != "adam")
+        return fail("optimizer.type \"" + v["type"].get<std::string>() +
+                    "\": studio-train trains with AdamW only");
       if (v.contains("params") && v["params"].is_object())
         for (const auto& [pk, pv] : v["params"].items()) {
-          if (pk == "betas" && pv.is_array() && pv.size() == 2) {
-            keep("optimizer.params.betas.0", pv[0]);
-            keep("optimizer.params.betas.1", pv[1]);
+          if (pk == "betas") {
+            if (!(pv.is_string() && pv.get<std::string>() == "auto") &&
+                !(pv.is_array() && pv.size() == 2 && keep("optimizer.params.betas.0", pv[0]) &&
+                  keep("optimizer.params.betas.1", pv[1])))
+              return fail("optimizer.params.betas must be two numbers or \"auto\"");
           } else if (pk == "lr" || pk == "eps" || pk == "weight_decay") {
             if (!keep("optimizer.params." + pk, pv))
               return fail("optimizer.params." + pk + " must be a number or \"auto\"");

@@ -123,6 +123,13 @@ struct Parallel {
     }
     return out;
   }
+  // How many batches the DP rank with the most items gets from dp_batches (rank 0): ranks with
+  // fewer run idle passes up to it where a forward has world collectives (ZeRO-3's gathers).
+  size_t most_dp_batches(size_t n, int64_t batch) const {
+    const auto per_rank = (n + static_cast<size_t>(dp_size()) - 1) / static_cast<size_t>(dp_size());
+    const auto step = static_cast<size_t>(std::max<int64_t>(1, batch));
+    return (per_rank + step - 1) / step;
+  }
   dist::Group* world_group() const { return comm ? &comm->world() : nullptr; }
   dist::Group* dp_group() const { return comm ? &comm->dp_group() : nullptr; }
   dist::Group* sp_group() const { return comm ? &comm->sp_group() : nullptr; }
@@ -147,6 +154,11 @@ double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<Toke
                .item<double>();
     if (sharding) sharding->end_forward();
   }
+  // ZeRO-3 forwards gather over the whole world: every DP rank runs as many.
+  if (sharding)
+    for (size_t k = par.dp_batches(samples.size(), batch).size();
+         k < par.most_dp_batches(samples.size(), batch); ++k)
+      sharding->idle_forward();
   // Token sums are partial per SP rank (sum over the world); counts are per sample (over DP).
   sum = par.sum(par.world_group(), {sum}, "eval loss")[0];
   valid = static_cast<int64_t>(par.sum(par.dp_group(), {static_cast<double>(valid)}, "eval tokens")[0]);
@@ -285,7 +297,8 @@ struct Trainer::Impl {
   torch::Tensor reference_table(CausalLM& ref, const std::vector<data::PairSample>& pairs) {
     torch::NoGradGuard no_grad;
     auto table = torch::zeros({static_cast<int64_t>(pairs.size()), 2}, torch::kDouble);
-    for (const auto& idx : par.dp_batches(pairs.size(), cfg.per_device_eval_batch_size)) {
+    const auto batches = par.dp_batches(pairs.size(), cfg.per_device_eval_batch_size);
+    for (const auto& idx : batches) {
       auto sums = pair_logps(ref, pairs, idx).to(torch::kDouble).cpu();
       const auto n = static_cast<int64_t>(idx.size());
       for (int64_t j = 0; j < n; ++j) {
@@ -293,6 +306,10 @@ struct Trainer::Impl {
         table[static_cast<int64_t>(idx[static_cast<size_t>(j)])][1] = sums[n + j];
       }
     }
+    // ZeRO-3 forwards gather over the whole world: every DP rank runs as many.
+    for (size_t k = batches.size();
+         k < par.most_dp_batches(pairs.size(), cfg.per_device_eval_batch_size); ++k)
+      ref_zero->idle_forward();
     if (par.dp_group() && par.dp_group()->size() > 1)
       par.dp_group()->all_reduce_sum(table, "reference log-probs");
     return table;
@@ -535,6 +552,13 @@ struct Trainer::Impl {
     const auto order = hf_save_order(metas, opt);
     size_t fetched = 0;
     std::string error;
+    // An offloaded update's failure surfaces here, on every rank at once.
+    try {
+      zero->finish_updates();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    agree(error, "saving " + dir);
     if (par.rank() == 0) {
       opt.fetch = [&](size_t i) {
         ++fetched;
@@ -546,8 +570,15 @@ struct Trainer::Impl {
         error = e.what();
       }
     }
+    // Every rank runs every gather (rank 0 those its writer did not reach), whatever failed.
     if (zero->shards() > 1)
-      for (size_t k = fetched; k < order.size(); ++k) zero->gather_full(order[k]);
+      for (size_t k = fetched; k < order.size(); ++k) {
+        try {
+          zero->gather_full(order[k]);
+        } catch (const std::exception& e) {
+          if (error.empty()) error = e.what();
+        }
+      }
     agree(error, "saving " + dir);
   }
 
@@ -612,9 +643,16 @@ struct Trainer::Impl {
     if (in.eval_pairs.empty()) return kNaN;
     torch::NoGradGuard no_grad;
     double sum = 0, count = 0;
-    for (const auto& idx : par.dp_batches(in.eval_pairs.size(), cfg.per_device_eval_batch_size)) {
+    const auto batches = par.dp_batches(in.eval_pairs.size(), cfg.per_device_eval_batch_size);
+    for (const auto& idx : batches) {
       sum += pair_losses(in.eval_pairs, idx, ref_eval).losses.sum().item<double>();
       count += static_cast<double>(idx.size());
+    }
+    // As pair_losses would: the policy's forward, then the reference's (ZeRO-3 gathers).
+    for (size_t k = batches.size();
+         k < par.most_dp_batches(in.eval_pairs.size(), cfg.per_device_eval_batch_size); ++k) {
+      zero->idle_forward();
+      if (!ref_eval.defined() && ref_zero) ref_zero->idle_forward();
     }
     const auto t = par.sum(par.dp_group(), {sum, count}, "eval loss");
     return t[1] > 0 ? t[0] / t[1] : kNaN;

@@ -174,6 +174,25 @@ void TestRunConfig::invalidConfigs_data() {
                                     << 0 << "template" << 0 << "required";
   QTest::newRow("malformed deepspeed json") << "deepspeed: deepspeed/broken.json\n" << 0
                                             << "deepspeed" << 5 << "malformed JSON";
+  // The ZeRO request: the DeepSpeed JSON's fields, the native keys, and the two together.
+  QTest::newRow("deepspeed device null") << "deepspeed: deepspeed/null_device.json\n" << 0
+                                         << "deepspeed" << 5 << "must be \"cpu\" or \"none\"";
+  QTest::newRow("deepspeed value against the yaml")
+      << "deepspeed: deepspeed/mismatch.json\n" << 0 << "deepspeed" << 5
+      << "train_micro_batch_size_per_gpu is 4 but per_device_train_batch_size is 1";
+  QTest::newRow("deepspeed betas not numbers") << "deepspeed: deepspeed/bad_betas.json\n" << 0
+                                               << "deepspeed" << 5 << "betas must be two numbers";
+  QTest::newRow("deepspeed nvme refused") << "deepspeed: deepspeed/nvme.json\n" << 0
+                                          << "deepspeed" << 5 << "nvme offload is not implemented";
+  QTest::newRow("zero_stage against the json")
+      << "deepspeed: deepspeed/z1.json\nzero_stage: 3\n" << 0 << "zero_stage" << 6
+      << "asks for stage 1";
+  QTest::newRow("offload_param below stage 3") << "zero_stage: 2\noffload_param: true\n" << 0
+                                               << "offload_param" << 6 << "needs ZeRO stage 3";
+  QTest::newRow("offload_optimizer without zero") << "offload_optimizer: true\n" << 0
+                                                  << "offload_optimizer" << 5
+                                                  << "needs ZeRO stage 1 or more";
+  QTest::newRow("zero_stage out of range") << "zero_stage: 4\n" << 0 << "zero_stage" << 5 << "0, 1, 2 or 3";
   QTest::newRow("not a mapping") << "!full\n- a\n- b\n" << 0 << "" << 1 << "mapping";
   QTest::newRow("empty file") << "!full\n" << 0 << "" << 1 << "empty";
 }
@@ -249,6 +268,13 @@ void TestRunConfig::validConfigs_data() {
   QTest::newRow("cosine with min lr") << "lr_scheduler_type: cosine_with_min_lr\n"
                                          "lr_scheduler_kwargs:\n  min_lr_rate: 0.1\n"
                                       << 0 << "" << 0;
+  // DeepSpeed's tuning fields: one warning listing them; "adamw" in lower case is AdamW.
+  QTest::newRow("deepspeed tuning fields warn once")
+      << "deepspeed: deepspeed/mismatch.json\nper_device_train_batch_size: 4\n" << 0
+      << "deepspeed" << 5;
+  QTest::newRow("zero_stage without a json") << "zero_stage: 3\noffload_optimizer: true\n"
+                                                "offload_param: true\n"
+                                             << 8 << "" << 0;
   QTest::newRow("dataset as yaml list") << "eval_dataset: [long_docs, chat_demo]\n"
                                            "dataset_dir: data\n"
                                         << 0 << "" << 0;

@@ -170,6 +170,14 @@ class TestZero : public QObject {
         << dpo + sp2 + QStringList{"precompute_ref_logps: true"} << z3 << 2 << 1e-6;
     QTest::newRow("dpo sp2 stage 2 offload") << dpo + sp2 << z2off << 2 << 1e-6;
     QTest::newRow("dpo dp2xsp2 stage 3 offload") << dpo + grid << z3off << 4 << 1e-6;
+    // Evaluation on dp 2 with an odd number of eval samples: the DP ranks get different batch
+    // counts, and the one with fewer runs idle gathers (stage 3 forwards gather over the world).
+    const QStringList eval{"val_size: 5", "eval_strategy: steps", "eval_steps: 2",
+                           "per_device_eval_batch_size: 1"};
+    QTest::newRow("sft dp2 stage 3 uneven evaluation") << eval << z3 << 2 << 1e-6;
+    QTest::newRow("dpo dp2 stage 3 uneven evaluation, precomputed reference")
+        << dpo + eval + QStringList{"precompute_ref_logps: true"} << z3 << 2 << 1e-6;
+    QTest::newRow("dpo dp2xsp2 stage 3 uneven evaluation") << dpo + grid + eval << z3 << 4 << 1e-6;
     // bf16: the same bf16 weights on every path (stage 3 gathers the masters rounded to bf16,
     // as stage 0 copies them); only the fp32 reduction order differs, amplified by bf16 math.
     QTest::newRow("sft sp2 bf16 stage 3") << sp2 + QStringList{"bf16: true"} << z3 << 2 << 2e-3;
@@ -196,6 +204,12 @@ class TestZero : public QObject {
     const double param_error = max_relative_param_error(ref, out);
     QVERIFY2(param_error <= tolerance,
              qPrintable(QString("parameters after 5 steps differ by %1").arg(param_error)));
+    std::map<int, double> ref_eval, got_eval;
+    for (const auto& e : events(ref, "eval")) ref_eval[e["step"].toInt()] = e["loss"].toDouble();
+    for (const auto& e : events(out, "eval")) got_eval[e["step"].toInt()] = e["loss"].toDouble();
+    if (keys.contains("eval_strategy: steps")) QVERIFY(!ref_eval.empty());
+    const double eval_error = max_relative_loss_error(ref_eval, got_eval);
+    QVERIFY2(eval_error <= tolerance, qPrintable(QString("eval losses differ by %1").arg(eval_error)));
   }
 
   // Every rank's model states as measured (events: gpus[].model_states_mib) against the

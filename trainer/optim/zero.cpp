@@ -491,6 +491,19 @@ void ShardedState::begin_forward() {
   for (size_t u = s.outer(); u < s.units.size(); ++u) s.finish_gather(u);
 }
 
+void ShardedState::idle_forward() {
+  Impl& s = *impl_;
+  if (!s.stage3()) return;
+  begin_forward();
+  for (size_t u = 0; u < s.layers; ++u) {
+    before_forward(static_cast<int64_t>(u));
+    after_forward(static_cast<int64_t>(u));
+  }
+  end_forward();
+}
+
+void ShardedState::finish_updates() { impl_->wait_updates(); }
+
 void ShardedState::end_forward() {
   Impl& s = *impl_;
   for (size_t u = 0; u < s.units.size(); ++u) s.release(u);

@@ -91,6 +91,12 @@ class ShardedState : public LayerHooks {
   void begin_forward();
   // After a forward without backward (evaluation, reference log-probs): releases them again.
   void end_forward();
+  // The collectives of one forward without computing it (stage 3: every unit gathered and
+  // released in forward order; nothing below): a rank with fewer evaluation batches than
+  // another runs these so that every rank runs the same collectives.
+  void idle_forward();
+  // Waits for the offloaded update of the last step (a no-op without offload); rethrows its error.
+  void finish_updates();
   // Before each training micro-batch's forward (`last`: the step's last, whose backward completes
   // the gradients: stages 0-1 reduce only then), then begin_forward().
   void begin_micro_batch(bool last);
