@@ -6,8 +6,6 @@
 #include <limits>
 #include <stdexcept>
 
-#include <unistd.h>
-
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/data/sampler.h"
 #include "studio/trainer/dist/reduce.h"
@@ -32,11 +30,6 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kMiB = 1024.0 * 1024.0;
 
-double host_total_mib() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / kMiB
-                               : kNaN;
-}
 
 torch::Dtype compute_dtype(const RunConfig& cfg) {
   if (cfg.fp16)
@@ -708,8 +701,9 @@ struct Trainer::Impl {
       const auto h = host_allocator_stats();
       reset_host_allocator_peak();
       const auto rss = host_memory_stats();
+      // No capacity line: the machine's memory is shared with everything else on it.
       v = {static_cast<double>(h.allocated) / kMiB, rss ? rss->rss_mib : kNaN,
-           static_cast<double>(h.peak) / kMiB, host_total_mib(), -1.0};
+           static_cast<double>(h.peak) / kMiB, kNaN, -1.0};
     }
     v.push_back(model_states_mib);
     v.push_back(offloaded_mib);
