@@ -1,10 +1,12 @@
 #include "studio/trainer/train_loop.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/data/sampler.h"
@@ -665,12 +667,20 @@ struct Trainer::Impl {
   }
   void measure_model_states() {
     if (!std::isnan(model_states_mib)) return;
-    // A backend may drop an operation's buffers only just after its wait returns (Gloo's worker
-    // releases the finished work after waking the waiter): two small barriers later every
-    // reduction of the backward has let go of its buffers.
-    if (par.world_group())
-      for (int i = 0; i < 2; ++i) par.world_group()->barrier("model-state measurement");
-    model_states_mib = allocated_mib_now() - states_baseline_mib;
+    // A backend may drop an operation's buffers only some time after its wait returns (Gloo's
+    // worker thread releases the finished work after waking the waiter, and on a loaded
+    // machine it may not run for a while): the steady state is measured, the smallest of
+    // samples 10 ms apart, once the same value has been seen three times in a row (at most
+    // one second). A barrier first, so that no peer's collective is still being served.
+    if (par.world_group()) par.world_group()->barrier("model-state measurement");
+    double least = allocated_mib_now();
+    for (int same = 1, k = 0; same < 3 && k < 100; ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const double now = allocated_mib_now();
+      same = now == least ? same + 1 : 1;
+      least = std::min(least, now);
+    }
+    model_states_mib = least - states_baseline_mib;
     offloaded_mib = device.is_cuda() ? static_cast<double>(zero->bytes().offloaded) / kMiB
                                      : static_cast<double>(host_allocator_stats().offloaded) / kMiB;
     reporter.log("info", "model states on rank " + std::to_string(par.rank()) + ": " +
