@@ -383,13 +383,9 @@ void check_deepspeed(const RunConfig& c, const DeepSpeedRequest& ds, const std::
                         (theirs ? "cpu" : "none") + ": keep one of them");
   // Fields that only tune DeepSpeed's own engine share one warning; anything else (unknown or
   // not applied) gets its own.
+  for (const auto& note : ds.notes) ck.warn("deepspeed", note);
   std::string tuning;
-  for (const auto& note : ds.notes) {
-    if (note.find(": tunes DeepSpeed") != std::string::npos)
-      tuning += (tuning.empty() ? "" : ", ") + note.substr(0, note.find(':'));
-    else
-      ck.warn("deepspeed", note);
-  }
+  for (const auto& field : ds.tuning) tuning += (tuning.empty() ? "" : ", ") + field;
   if (!tuning.empty())
     ck.warn("deepspeed", "not used, they tune DeepSpeed's own engine (studio-train reduces and "
                          "gathers one decoder layer at a time, overlapped with the backward; "
@@ -402,17 +398,16 @@ void check_zero(const RunConfig& c, Checker& ck) {
   std::optional<DeepSpeedRequest> ds;
   if (c.deepspeed) ds = read_deepspeed_json(ck.resolve(*c.deepspeed).string(), error);
   const ZeroRequest z = zero_request(c, ds);
-  if (c.zero_stage && (*c.zero_stage < 0 || *c.zero_stage > 3))
-    ck.error("zero_stage", "must be 0, 1, 2 or 3, got " + std::to_string(*c.zero_stage));
-  const std::string from = ds && !c.zero_stage ? " (stage " + std::to_string(z.stage) +
-                                                     " from the deepspeed JSON)"
-                                               : "";
-  if (z.offload_param && z.stage < 3)
-    ck.error(c.offload_param ? "offload_param" : "deepspeed",
-             "offload_param needs ZeRO stage 3: only there are the weights sharded" + from);
-  else if (z.offload_optimizer && z.stage < 1)
-    ck.error(c.offload_optimizer ? "offload_optimizer" : "deepspeed",
-             "offload_optimizer needs ZeRO stage 1 or more" + from);
+  const std::string problem = zero_request_problem(z);
+  if (problem.empty()) return;
+  const std::string from = ds && !c.zero_stage ? " (the stage is the deepspeed JSON's)" : "";
+  // At the key that asked for what cannot run: the native one, else the JSON.
+  const std::string asked = problem.substr(0, problem.find(' '));
+  const bool native = (asked == "zero_stage" && c.zero_stage) ||
+                      (asked == "offload_param" && c.offload_param) ||
+                      (asked == "offload_optimizer" && c.offload_optimizer);
+  const std::string key = native ? asked : "deepspeed";
+  ck.error(key, problem + from);
 }
 
 void check_paths(const RunConfig& c, Checker& ck) {
@@ -493,30 +488,20 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
     else return false;
     return true;
   };
-  // Fields that change nothing in studio-train, and why.
-  static const std::map<std::string, std::string> no_effect = {
-      {"overlap_comm", "tunes DeepSpeed"},
-      {"contiguous_gradients", "tunes DeepSpeed"},
-      {"reduce_scatter", "tunes DeepSpeed"},
-      {"allgather_partitions", "tunes DeepSpeed"},
-      {"reduce_bucket_size", "tunes DeepSpeed"},
-      {"allgather_bucket_size", "tunes DeepSpeed"},
-      {"stage3_prefetch_bucket_size", "tunes DeepSpeed"},
-      {"stage3_param_persistence_threshold", "tunes DeepSpeed"},
-      {"stage3_max_live_parameters", "tunes DeepSpeed"},
-      {"stage3_max_reuse_distance", "tunes DeepSpeed"},
-      {"stage3_gather_16bit_weights_on_model_save", "tunes DeepSpeed"},
-      {"sub_group_size", "tunes DeepSpeed"},
-      {"round_robin_gradients", "tunes DeepSpeed"},
-      {"elastic_checkpoint", "tunes DeepSpeed"},
-      {"load_from_fp32_weights", "tunes DeepSpeed"},
-      {"ignore_unused_parameters", "tunes DeepSpeed"},
-      {"use_multi_rank_bucket_allreduce", "tunes DeepSpeed"},
+  // Fields that only tune DeepSpeed's own engine (studio-train's schedule replaces them), and
+  // ZeRO features it does not implement, with why.
+  static const std::set<std::string> tuning = {
+      "overlap_comm", "contiguous_gradients", "reduce_scatter", "allgather_partitions",
+      "reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
+      "stage3_param_persistence_threshold", "stage3_max_live_parameters",
+      "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save", "sub_group_size",
+      "round_robin_gradients", "elastic_checkpoint", "load_from_fp32_weights",
+      "ignore_unused_parameters", "use_multi_rank_bucket_allreduce", "memory_efficient_linear"};
+  static const std::map<std::string, std::string> not_implemented = {
       {"zero_hpz_partition_size", "hierarchical partitioning is not implemented; the world is one "
                                   "partition group"},
       {"zero_quantized_weights", "not implemented: weights are gathered in the model dtype"},
-      {"zero_quantized_gradients", "not implemented: gradients are reduced in fp32"},
-      {"memory_efficient_linear", "tunes DeepSpeed"}};
+      {"zero_quantized_gradients", "not implemented: gradients are reduced in fp32"}};
   const auto zero = j.find("zero_optimization");
   if (zero != j.end()) {
     if (!zero->is_object()) return fail("zero_optimization is not an object");
@@ -544,7 +529,9 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
             req.notes.push_back("zero_optimization." + key + "." + sub +
                                 ": not used (offload goes to pinned CPU memory, updated by "
                                 "studio-train's own CPU AdamW)");
-      } else if (auto it = no_effect.find(key); it != no_effect.end()) {
+      } else if (tuning.count(key)) {
+        req.tuning.push_back("zero_optimization." + key);
+      } else if (auto it = not_implemented.find(key); it != not_implemented.end()) {
         req.notes.push_back("zero_optimization." + key + ": " + it->second);
       } else {
         req.notes.push_back("zero_optimization." + key + ": unknown to studio-train, not used");
@@ -609,6 +596,17 @@ ZeroRequest zero_request(const RunConfig& cfg, const std::optional<DeepSpeedRequ
   z.pin_memory = !ds || ds->pin_memory;
   if (z.offload_param) z.offload_optimizer = true;
   return z;
+}
+
+std::string zero_request_problem(const ZeroRequest& z) {
+  const std::string stage = std::to_string(z.stage);
+  if (z.stage < 0 || z.stage > 3) return "zero_stage must be 0, 1, 2 or 3, got " + stage;
+  if (z.offload_param && z.stage < 3)
+    return "offload_param needs ZeRO stage 3: only there are the weights sharded (this run asks "
+           "for stage " + stage + ")";
+  if (z.offload_optimizer && z.stage < 1)
+    return "offload_optimizer needs ZeRO stage 1 or more (this run asks for stage " + stage + ")";
+  return {};
 }
 
 std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOptions& opt,

@@ -32,13 +32,8 @@ ZeroOptions ZeroOptions::from(const RunConfig& cfg) {
     if (!ds) throw std::invalid_argument("deepspeed: " + error);
   }
   const ZeroRequest z = zero_request(cfg, ds);
-  if (z.stage < 0 || z.stage > 3)
-    throw std::invalid_argument("zero_stage: " + std::to_string(z.stage) + " is not 0, 1, 2 or 3");
-  if (z.offload_param && z.stage < 3)
-    throw std::invalid_argument("offload_param needs ZeRO stage 3 (only there are the weights "
-                                "sharded); this run asks for stage " + std::to_string(z.stage));
-  if (z.offload_optimizer && z.stage < 1)
-    throw std::invalid_argument("offload_optimizer needs ZeRO stage 1 or more");
+  if (const std::string problem = zero_request_problem(z); !problem.empty())
+    throw std::invalid_argument(problem);
   return {z.stage, z.offload_optimizer, z.offload_param, z.pin_memory};
 }
 
@@ -135,7 +130,8 @@ struct ShardedState::Impl {
     torch::Tensor p;       // the model's parameter (full shape)
     int64_t n = 0, k = 0;  // elements; piece size
     int64_t lo = 0, len = 0;  // this rank's real elements [lo, lo + len)
-    int64_t offset = 0;    // offset of its piece in its unit's flat piece buffer
+    int64_t offset = 0;        // offset in its unit's reduction buffer (whole at stages 0-1)
+    int64_t piece_offset = 0;  // offset of its piece in its unit's flat piece buffer
     double decay = 0;
     torch::Tensor master;  // fp32: [n] at stage 0 (the parameter itself for fp32 models), else [k]
     torch::Tensor exp_avg, exp_avg_sq;
@@ -144,7 +140,8 @@ struct ShardedState::Impl {
   };
   struct Unit {
     std::vector<size_t> params;
-    int64_t width = 0;     // sum of the pieces
+    int64_t width = 0;        // its reduction buffer: the weights (stages 0-1) or pieces (2-3)
+    int64_t piece_width = 0;  // the sum of its pieces (what a gather sends per rank)
     // stage 3 gathering
     enum { Released, InFlight, Gathered } state = Released;
     torch::Tensor gather_in, gather_out;
@@ -198,18 +195,41 @@ struct ShardedState::Impl {
   torch::Tensor gather_source(const Param& q) const {
     return (trainable ? q.master : q.frozen).to(comm_device(), dtype);
   }
+  // Issues the all-gather of unit u's weights from every rank's pieces (in the model dtype).
+  void launch_gather(size_t u) {
+    Unit& unit = units[u];
+    std::vector<torch::Tensor> parts;
+    for (size_t i : unit.params) parts.push_back(gather_source(params[i]));
+    unit.gather_in = torch::cat(parts).contiguous();
+    unit.gather_out = torch::empty({unit.piece_width * shards}, unit.gather_in.options());
+    if (world)
+      unit.gather = world->all_gather_flat_async(unit.gather_out, unit.gather_in,
+                                                 "weights (unit " + std::to_string(u) + ")");
+    else
+      unit.gather_out.copy_(unit.gather_in);
+  }
+  // Waits for it and writes the weights (stage 3: into storage allocated again).
+  void land_gather(size_t u) {
+    Unit& unit = units[u];
+    unit.gather.wait();
+    unit.gather = dist::Pending{};  // the work holds its buffers until dropped
+    torch::NoGradGuard no_grad;
+    const auto all = unit.gather_out.view({shards, unit.piece_width});
+    for (size_t i : unit.params) {
+      Param& q = params[i];
+      allocate_storage(q.p);
+      // Through variable_data(): a new version counter, so that the forward's saved tensors
+      // do not count this refill as an in-place change.
+      q.p.variable_data().view({-1}).copy_(
+          all.narrow(1, q.piece_offset, q.k).reshape({-1}).narrow(0, 0, q.n));
+    }
+    unit.gather_in = unit.gather_out = torch::Tensor();
+  }
   void start_gather(size_t u) {
     Unit& unit = units[u];
     if (!stage3() || unit.state != Unit::Released || unit.params.empty()) return;
     wait_update(u);
-    std::vector<torch::Tensor> parts;
-    for (size_t i : unit.params) parts.push_back(gather_source(params[i]));
-    unit.gather_in = torch::cat(parts).contiguous();
-    unit.gather_out = torch::empty({unit.width * shards}, unit.gather_in.options());
-    unit.gather = world ? world->all_gather_flat_async(unit.gather_out, unit.gather_in,
-                                                       "weights (unit " + std::to_string(u) + ")")
-                        : dist::Pending{};
-    if (!world) unit.gather_out.copy_(unit.gather_in);
+    launch_gather(u);
     unit.state = Unit::InFlight;
   }
   void finish_gather(size_t u) {
@@ -217,19 +237,7 @@ struct ShardedState::Impl {
     if (!stage3() || unit.params.empty()) return;
     start_gather(u);
     if (unit.state == Unit::Gathered) return;
-    unit.gather.wait();
-    unit.gather = dist::Pending{};  // the work holds its buffers until dropped
-    torch::NoGradGuard no_grad;
-    const auto all = unit.gather_out.view({shards, unit.width});
-    for (size_t i : unit.params) {
-      Param& q = params[i];
-      allocate_storage(q.p);
-      // Through variable_data(): a new version counter, so that the forward's saved tensors
-      // do not count this refill as an in-place change.
-      q.p.variable_data().view({-1}).copy_(
-          all.narrow(1, q.offset, q.k).reshape({-1}).narrow(0, 0, q.n));
-    }
-    unit.gather_in = unit.gather_out = torch::Tensor();
+    land_gather(u);
     unit.state = Unit::Gathered;
   }
   void release(size_t u) {
@@ -396,15 +404,14 @@ struct ShardedState::Impl {
 
 ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* world,
                            ZeroOptions opt, AdamWSettings adam, bool trainable,
-                           const WeightSource& source)
-    : opt_(opt) {
+                           const WeightSource& source) {
   impl_ = std::make_unique<Impl>(model, device);
   Impl& s = *impl_;
   s.world = world;
   s.opt = opt;
   s.adam = adam;
   s.trainable = trainable;
-  s.shards = shards_ = (opt.stage >= 1 && world) ? world->size() : 1;
+  s.shards = (opt.stage >= 1 && world) ? world->size() : 1;
   s.rank = (opt.stage >= 1 && world) ? world->rank() : 0;
   const int64_t layers = model->info().num_layers;
   s.layers = static_cast<size_t>(layers);
@@ -432,7 +439,9 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
       s.units.emplace_back();
     }
     q.offset = s.units[u].width;
+    q.piece_offset = s.units[u].piece_width;
     s.units[u].width += opt.stage <= 1 ? q.n : q.k;
+    s.units[u].piece_width += q.k;
     s.units[u].params.push_back(s.params.size());
     names_.push_back(name);
     if (opt.stage >= 3 && !source)
@@ -577,42 +586,15 @@ void ShardedState::step(double lr) {
   if (s.opt.stage >= 3) return;
   // At most two units' gathers in flight: their buffers are what the step holds beyond the
   // model states.
-  struct Gather {
-    size_t unit;
-    torch::Tensor in, out;
-    dist::Pending pending;
-  };
-  std::deque<Gather> gathers;
-  auto finish = [&] {
-    Gather& g = gathers.front();
-    g.pending.wait();
-    const int64_t width = g.in.numel();
-    int64_t offset = 0;
-    const auto all = g.out.view({s.shards, width});
-    for (size_t i : s.units[g.unit].params) {
-      auto& q = s.params[i];
-      q.p.variable_data().view({-1}).copy_(
-          all.narrow(1, offset, q.k).reshape({-1}).narrow(0, 0, q.n));
-      offset += q.k;
-    }
-    gathers.pop_front();
-  };
+  std::deque<size_t> gathering;
   for (size_t u : s.update_order()) {
-    const auto& unit = s.units[u];
-    if (unit.params.empty()) continue;
+    if (s.units[u].params.empty()) continue;
     s.wait_update(u);
-    std::vector<torch::Tensor> parts;
-    for (size_t i : unit.params) parts.push_back(s.params[i].master.to(s.comm_device(), s.dtype));
-    Gather g{u, torch::cat(parts).contiguous(), torch::Tensor(), {}};
-    g.out = torch::empty({g.in.numel() * s.shards}, g.in.options());
-    if (s.world)
-      g.pending = s.world->all_gather_flat_async(g.out, g.in, "weights (unit " + std::to_string(u) + ")");
-    else
-      g.out.copy_(g.in);
-    gathers.push_back(std::move(g));
-    if (gathers.size() > 2) finish();
+    s.launch_gather(u);
+    gathering.push_back(u);
+    if (gathering.size() > 2) s.land_gather(gathering.front()), gathering.pop_front();
   }
-  while (!gathers.empty()) finish();
+  for (size_t u : gathering) s.land_gather(u);
 }
 
 torch::Tensor ShardedState::gather_full(size_t i) {
@@ -713,6 +695,9 @@ void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) 
     }
   }
 }
+
+const ZeroOptions& ShardedState::options() const { return impl_->opt; }
+int ShardedState::shards() const { return impl_->shards; }
 
 ZeroBytes ShardedState::bytes() const {
   const Impl& s = *impl_;

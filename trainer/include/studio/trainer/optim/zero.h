@@ -84,8 +84,8 @@ class ShardedState : public LayerHooks {
                AdamWSettings adam, bool trainable = true, const WeightSource& source = {});
   ~ShardedState() override;
 
-  const ZeroOptions& options() const { return opt_; }
-  int shards() const { return shards_; }
+  const ZeroOptions& options() const;
+  int shards() const;
 
   // Around every forward: stage 3 gathers the embeddings, final norm and LM head (no-op below).
   void begin_forward();
@@ -134,8 +134,6 @@ class ShardedState : public LayerHooks {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  ZeroOptions opt_;
-  int shards_ = 1;
   int64_t step_ = 0;
   std::vector<std::string> names_;
 };
