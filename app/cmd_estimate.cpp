@@ -75,7 +75,8 @@ std::string join(const std::vector<int>& v) {
 }
 
 nlohmann::json to_json(const MemoryEstimate& est, const Capacity& cap,
-                       const std::vector<int>& sizes, const std::optional<int>& smallest) {
+                       const std::vector<int>& sizes, const std::optional<int>& smallest,
+                       const std::optional<int64_t>& longest) {
   const MemoryBreakdown& b = est.bytes;
   auto whole = [](double bytes) { return static_cast<int64_t>(std::llround(bytes)); };
   nlohmann::json j;
@@ -93,6 +94,17 @@ nlohmann::json to_json(const MemoryEstimate& est, const Capacity& cap,
   j["zero_stage"] = est.zero_stage;
   j["model_state_bytes"] = whole(est.model_state_bytes);
   j["offloaded_bytes"] = whole(est.offloaded_bytes);
+  j["host_activation_bytes"] = whole(est.host_activation_bytes);
+  const LongContextCosts& lc = est.long_context;
+  j["long_context"] = {{"loss_chunk_tokens", lc.loss_chunk_tokens},
+                       {"loss_held", whole(lc.loss_held)},
+                       {"loss_peak", whole(lc.loss_peak)},
+                       {"checkpoints", whole(lc.checkpoints)},
+                       {"offloaded_activations", whole(lc.offloaded_activations)},
+                       {"layer", whole(lc.layer)},
+                       {"mlp_tile_tokens", lc.mlp_tile_tokens},
+                       {"mlp_tile", whole(lc.mlp_tile)}};
+  j["longest_cutoff_len"] = longest ? nlohmann::json(*longest) : nlohmann::json();
   j["valid_sp_sizes"] = sizes;
   j["smallest_fitting_sp"] = smallest ? nlohmann::json(*smallest) : nlohmann::json();
   j["notes"] = est.notes;
@@ -108,6 +120,17 @@ std::string smallest_text(const Capacity& cap, const std::vector<int>& sizes,
   if (!smallest) return "No sequence_parallel_size fits in " + format_gib(cap.bytes) + of;
   return "Smallest sequence_parallel_size that fits in " + format_gib(cap.bytes) + ": " +
          std::to_string(*smallest) + of;
+}
+
+std::string longest_text(const Capacity& cap, const std::optional<int64_t>& longest,
+                         const RunConfig& cfg) {
+  if (cap.bytes <= 0) return "Longest cutoff_len that fits: unknown without the GPU capacity";
+  if (!longest)
+    return "Longest cutoff_len that fits in " + format_gib(cap.bytes) + ": none (not even 1024 "
+           "tokens with these settings)";
+  return "Longest cutoff_len that fits in " + format_gib(cap.bytes) + ": " +
+         std::to_string(*longest) + " tokens (this world, sequence_parallel_size " +
+         std::to_string(cfg.sequence_parallel_size) + " and the other settings unchanged)";
 }
 
 }  // namespace
@@ -146,8 +169,9 @@ int cmd_estimate(const Argv& argv) {
   const MemoryEstimate est = estimate_memory(cfg, *res.model, opt);
   const std::vector<int> sizes = valid_sp_sizes(cfg, *res.model, opt.world_size());
   const std::optional<int> smallest = smallest_fitting_sp(cfg, *res.model, opt);
+  const std::optional<int64_t> longest = longest_fitting_cutoff(cfg, *res.model, opt);
   if (a.json) {
-    std::cout << to_json(est, cap, sizes, smallest).dump() << "\n";
+    std::cout << to_json(est, cap, sizes, smallest, longest).dump() << "\n";
     return kExitOk;
   }
   std::cout << a.path << ": " << res.model->architecture << " "
@@ -157,7 +181,8 @@ int cmd_estimate(const Argv& argv) {
             << format_estimate_text(est) << "GPU capacity: "
             << (cap.bytes > 0 ? format_gib(cap.bytes) + " (" + cap.source + ")" : cap.source)
             << "\n"
-            << smallest_text(cap, sizes, smallest, opt.world_size()) << "\n";
+            << smallest_text(cap, sizes, smallest, opt.world_size()) << "\n"
+            << longest_text(cap, longest, cfg) << "\n";
   return kExitOk;
 }
 

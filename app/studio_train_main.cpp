@@ -35,12 +35,12 @@ Commands:
   estimate CONFIG.yaml [--nproc N] [--nnodes M] [--gpu-memory GIB] [--json]
            [--set key=value ...]
       Estimate the memory per GPU of the run (weights, gradients, optimizer states,
-      DPO reference, activations, logits, sequence-parallel buffers) and the smallest
-      sequence_parallel_size that fits. The config is validated first (errors and
+      DPO reference, activations, logits, sequence-parallel buffers), the smallest
+      sequence_parallel_size that fits and the longest cutoff_len that fits. The config is validated first (errors and
       exit code as validate). The world is N x M (default: one SP group). The GPU's
       memory is --gpu-memory, else the smallest local CUDA device, else unknown.
       --json  print one JSON object: every part in bytes, total, capacity, fits, sp,
-              smallest_fitting_sp and the notes.
+              smallest_fitting_sp, longest_cutoff_len, long_context and the notes.
   print-config CONFIG.yaml [--nproc N] [--nnodes M]
       Print the config as the engine runs it: every key, defaults filled in,
       unknown keys kept at the end.

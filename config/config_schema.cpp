@@ -424,6 +424,16 @@ const std::vector<FieldSpec>& config_fields() {
               "warns, training refuses"),
         field("gradient_checkpointing", "train", &R::gradient_checkpointing,
               "recompute each decoder layer's activations in backward"),
+        field("offload_activations", "train", &R::offload_activations,
+              "with gradient_checkpointing: keep each layer's checkpointed input in (pinned) host "
+              "memory and bring it back for the recompute, overlapped with compute on CUDA"),
+        field("tiled_mlp", "train", &R::tiled_mlp,
+              "run each layer's MLP over sequence tiles, forward and backward, so its [tokens x "
+              "intermediate] activations never exist whole"),
+        field("tiled_mlp_budget_mib", "train", &R::tiled_mlp_budget_mib,
+              "tiled_mlp: MiB one tile's MLP activations may take; 0: as much as the layer's "
+              "input hidden states",
+              range(">= 0")),
         field("flash_attn", "train", &R::flash_attn,
               "attention kernels: disabled = the math path everywhere; auto, sdpa and fa2 = ATen's "
               "flash kernels where they apply (CUDA bf16/fp16, CPU fp32/bf16)"),

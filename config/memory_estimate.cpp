@@ -12,9 +12,6 @@ namespace studio {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-// trainer/include/studio/trainer/loss.h: the LM head and its loss run over this many tokens at a
-// time (lm_cross_entropy_sum, lm_target_logprobs).
-constexpr int64_t kLossChunkTokens = 2048;
 
 // 209032 -> "209,032"
 std::string grouped(double value) {
@@ -104,6 +101,8 @@ class Estimator {
     logits();
     sp_buffers();
     zero_buffers();
+    loss_beyond_backward();
+    end_of_backward();
     optimizer_step();
     closing_notes();
     return est_;
@@ -233,62 +232,108 @@ class Estimator {
   // trainer/model/decoder.cpp and layers.cpp.
   double layer_bytes() const {
     const double e = p_.value;
-    // RMSNorm computes in fp32: it keeps its input as fp32 (a copy under bf16), the normalised
-    // output and a fp32 1/rms per token.
-    const double norm = 4 * h_ + e * h_ + 4;
+    // RMSNorm (trainer/model/layers.cpp RmsNormFunction) keeps its input, in its dtype, and an
+    // fp32 1/rms per token; the backward recomputes the normalised rows.
+    const double norm = e * h_ + 4;
     double bytes = 2 * norm                // input_layernorm, post_attention_layernorm
                    + 2 * e * h_            // the inputs of q/k/v_proj and of gate/up_proj
                    + e * (hq_ + 2 * hkv_)  // q, k after RoPE and v, as attention keeps them
                    + e * hq_ + 4 * double(m_.num_heads)  // its output and fp32 log-sum-exp
-                   + e * hq_      // o_proj's input: the output transposed into a copy
+                   // (the flash kernels return the output as [B, S, heads, D]: o_proj reads it
+                   // as it is, without a copy)
                    + 4 * e * f_;  // gate, silu(gate), up and their product
-    if (m_.qk_norm)               // Qwen3: an RMSNorm over each head of q and k
-      bytes += (4 + e) * double(m_.num_heads + m_.num_kv_heads) * double(m_.head_dim) +
+    if (m_.qk_norm)  // Qwen3: an RMSNorm over each head of q and k (its input and 1/rms)
+      bytes += e * double(m_.num_heads + m_.num_kv_heads) * double(m_.head_dim) +
                4 * double(m_.num_heads + m_.num_kv_heads);
     return bytes;
   }
 
   void activations() {
     const double e = p_.value, t = double(tokens_);
-    const double layer = layer_bytes();
-    // Outside the layers: RoPE's cos and sin of every position, the final norm, the hidden
-    // states it returns (read by the LM head), and under SFT the copy of the rows that have a
-    // target (trainer/loss.cpp).
-    const double outside = 2 * e * double(m_.head_dim) + 4 * h_ + e * h_ + 4 + e * h_ +
-                           (cfg_.stage == Stage::Sft ? e * h_ : 0);
-    const double per_token =
-        cfg_.gradient_checkpointing ? layers_ * e * h_ + layer : layers_ * layer;
-    b().activations = t * (per_token + outside);
-    recompute_ = cfg_.gradient_checkpointing ? t * layer : 0;
+    LongContextCosts& lc = est_.long_context;
+    const double full_layer = layer_bytes();
+    // The MLP's share of a layer: gate, SiLU's output, up and their product (4 e f per token).
+    const double mlp = 4 * e * f_;
+    if (cfg_.tiled_mlp) {
+      // trainer/model/decoder.cpp TiledMlp: the layer keeps the MLP's input only; one tile at a
+      // time recomputes its activations in the backward.
+      lc.mlp_tile_tokens = tiled_mlp_tile_tokens(tokens_, m_.hidden_size, m_.intermediate_size,
+                                                 static_cast<int>(e),
+                                                 double(cfg_.tiled_mlp_budget_mib) * 1024 * 1024);
+      // In a tile's backward: the recomputed gate, SiLU's output and up, the gradients of the
+      // product, of SiLU's output and of up, and the tile's output (6 e f + e h per token).
+      lc.mlp_tile = double(lc.mlp_tile_tokens) * (6 * e * f_ + e * h_);
+      lc.layer = t * (full_layer - mlp);
+    } else {
+      lc.layer = t * full_layer;
+    }
+    // One layer's whole set while its backward runs.
+    const double running = lc.layer + lc.mlp_tile;
+    // Outside the layers: RoPE's cos and sin of every position, the final norm and the hidden
+    // states it returns (read by the LM head).
+    const double outside = t * (2 * e * double(m_.head_dim) + e * h_ + 4 + e * h_);
+    lc.outside = outside;
+    const bool offload = cfg_.gradient_checkpointing && cfg_.offload_activations;
+    if (cfg_.gradient_checkpointing) {
+      const double inputs = layers_ * e * h_ * t;
+      // offload_activations: the inputs wait in host memory; in the backward the running
+      // layer's input and the next one's (prefetched) are back on the device.
+      lc.checkpoints = offload ? 0 : inputs;
+      lc.offloaded_activations = offload ? inputs : 0;
+      b().activations = lc.checkpoints + (offload ? 2 * e * h_ * t : 0) + running + outside;
+      recompute_ = running;
+    } else {
+      b().activations = layers_ * lc.layer + lc.mlp_tile + outside;
+    }
+    est_.host_activation_bytes = lc.offloaded_activations;
     const double model_hkv = double(m_.num_kv_heads * m_.head_dim);
     const double reference_layer =
         e / 2 * (12 * h_ + 4 * model_hkv + 6 * f_) + 4 * double(m_.num_heads + 2);
-    note("Activations of one layer per local token: " + grouped(layer) +
-         " B (studio-train's decoder keeps an fp32 copy of each RMSNorm input, SiLU's output "
-         "and a copy of the attention output for o_proj); the reference formula for fused "
-         "kernels, 12h + 4h_kv + 6f + 4(heads + 2), gives " +
+    note("Activations of one layer per local token: " + grouped(full_layer) +
+         " B (studio-train's decoder keeps SiLU's output besides its input); the reference "
+         "formula for fused kernels, 12h + 4h_kv + 6f + 4(heads + 2), gives " +
          grouped(reference_layer) + " B.");
+    if (cfg_.tiled_mlp)
+      note("tiled_mlp: the MLP runs over tiles of " + grouped(double(lc.mlp_tile_tokens)) +
+           " tokens, so a layer keeps " + grouped(full_layer - mlp) +
+           " B per token and one tile's MLP activations and gradients (" +
+           format_gib(lc.mlp_tile) + ") exist at a time, instead of " + format_gib(t * mlp) +
+           " kept for the whole sequence.");
     if (cfg_.gradient_checkpointing)
       note("gradient_checkpointing: each of the " + grouped(layers_) +
-           " layers keeps only its input (" + grouped(e * h_) +
-           " B per token), plus one layer's full set while it is recomputed in the backward.");
+           " layers keeps only its input (" + grouped(e * h_) + " B per token" +
+           (offload ? ", " + format_gib(lc.offloaded_activations) +
+                          " in all, in host memory (offload_activations); two are back on the "
+                          "GPU during the backward"
+                    : std::string()) +
+           "), plus one layer's full set while it is recomputed in the backward.");
     else
       note("No gradient checkpointing: all " + grouped(layers_) +
            " layers keep their full set until the backward.");
   }
 
+  // trainer/loss.cpp: the fused LM head and loss over chunks of loss_chunk_tokens rows.
   void logits() {
-    const double t = double(tokens_);
-    const double chunk = double(std::min<int64_t>(tokens_, kLossChunkTokens));
-    // The fp32 log-softmax of every token is saved for the backward; one chunk's logits, their
-    // fp32 copy and the gradients of both are in flight.
-    b().logits = 4 * vocab_ * t + 8 * vocab_ * chunk;
-    note("Logits: the engine's loss is not fused but runs in chunks of " +
-         std::to_string(kLossChunkTokens) +
-         " tokens: it keeps the fp32 log-softmax of every token (4 B x vocab) and has one "
-         "chunk's logits and gradients in flight; the reference formula for an unfused loss, "
-         "2 + 4 + 4 B x vocab per token, gives " +
-         format_gib(10 * vocab_ * t) + ".");
+    const double t = double(tokens_), e = p_.value;
+    LongContextCosts& lc = est_.long_context;
+    lc.loss_chunk_tokens = loss_chunk_tokens(tokens_, m_.hidden_size, m_.vocab_size);
+    // One chunk's logits in fp32 (and, under bf16, in the compute dtype as the GEMM returns them
+    // and as the gradient GEMMs take them).
+    const double chunk = double(lc.loss_chunk_tokens) * vocab_ * (4 + (e < 4 ? e : 0));
+    const double head_grad = 4 * vocab_ * h_, hidden_grad = e * h_ * t, rows = e * h_ * t;
+    // SFT forms both gradients in its forward and keeps them; DPO keeps the rows it read and
+    // forms the gradients in its backward (the upstream gradient differs per sequence). Either
+    // way the peak holds the rows, both gradients and one chunk.
+    lc.loss_held = cfg_.stage == Stage::Sft ? head_grad + hidden_grad : rows;
+    lc.loss_peak = head_grad + hidden_grad + rows + chunk;
+    b().logits = lc.loss_peak;
+    note("Logits: the LM head and its loss are fused and run over " +
+         grouped(double(lc.loss_chunk_tokens)) +
+         " tokens at a time: no [tokens x vocab] tensor exists; at its peak the loss holds the "
+         "head's fp32 gradient (" + format_gib(head_grad) + "), the gradient of the hidden "
+         "states and the rows it reads (" + format_gib(hidden_grad + rows) + ") and one chunk's "
+         "logits (" + format_gib(chunk) + "); an unfused loss (2 + 4 + 4 B x vocab per token) "
+         "would take " + format_gib(10 * vocab_ * t) + ".");
     if (cfg_.stage == Stage::Sft)
       note(
           "Every local token is taken to have a target; masked prompt tokens skip the LM head "
@@ -352,17 +397,45 @@ class Estimator {
     const double e = p_.value, L = layer_params_, E = embed_params_;
     const double n = zero_ >= 2 ? world_ : 1;
     const bool scatter = world_ > 1 && zero_ >= 2;
-    const double layers = (e + 8) * L + (scatter ? 2 * 4 * L * (1 + 1 / n) : 0);
-    const double end = (e + 4 + (scatter ? 4 / n : 0)) * E;
-    const double backward = b().activations + b().logits + b().sp_buffers;
-    b().zero_buffers = layers + std::max(0.0, end - backward - layers);
+    zero_layers_ = (e + 8) * L + (scatter ? 2 * 4 * L * (1 + 1 / n) : 0);
+    end_reduction_ = (e + 4 + (scatter ? 4 / n : 0)) * E;
+    b().zero_buffers = zero_layers_;
+    scatter_ = scatter;
+  }
+
+  // At the end of the backward, when the activations are gone: the embeddings' reduction,
+  // counted where it exceeds the backward's parts.
+  void end_of_backward() {
+    if (world_ == 1 && !p_.mixed) return;
+    const double backward = b().activations + b().logits + b().sp_buffers + zero_layers_;
+    b().zero_buffers += std::max(0.0, end_reduction_ - backward);
     note("Gradient reductions during the backward: one decoder layer's gradients (" +
-         format_count(static_cast<int64_t>(L)) + " parameters) in the compute dtype and fp32 " +
-         "with its flat buffer" +
-         (scatter ? std::string(", two earlier layers' reduce-scatters in flight") : std::string()) +
-         " (" + format_gib(layers) + "); then the embeddings' (" + format_gib(end) +
-         ", after the activations are freed)" +
-         (end > backward + layers ? ", the larger, counted" : std::string()) + ".");
+         format_count(static_cast<int64_t>(layer_params_)) + " parameters) in the compute "
+         "dtype and fp32 with its flat buffer" +
+         (scatter_ ? std::string(", two earlier layers' reduce-scatters in flight")
+                   : std::string()) +
+         " (" + format_gib(zero_layers_) + "); then the embeddings' (" +
+         format_gib(end_reduction_) + ", after the activations are freed)" +
+         (end_reduction_ > backward ? ", the larger, counted" : std::string()) + ".");
+  }
+
+  // The loss runs (and frees all it took) before the first layer's backward: its peak and the
+  // backward's working set (the layer being recomputed, its SP exchanges, its gradient
+  // reductions, the inputs brought back from host memory) are never held together. The logits
+  // part is what the loss needs beyond that working set, so that the parts add up to the peak
+  // of the two phases (as the optimizer step's part does with the backward).
+  void loss_beyond_backward() {
+    const double e = p_.value, t = double(tokens_);
+    const bool offload = cfg_.gradient_checkpointing && cfg_.offload_activations;
+    const double backward =
+        recompute_ + b().sp_buffers + zero_layers_ + (offload ? 2 * e * h_ * t : 0);
+    const double peak = est_.long_context.loss_peak;
+    b().logits = std::max(0.0, peak - backward);
+    note("The loss's peak (" + format_gib(peak) + ") comes before the layers' backward, whose "
+         "working set (the layer recomputed, its SP and gradient buffers" +
+         (offload ? std::string(", the inputs brought back") : std::string()) + ": " +
+         format_gib(backward) + ") is freed by then: the logits part is the " +
+         format_gib(b().logits) + " the loss needs beyond it.");
   }
 
   void optimizer_step() {
@@ -391,13 +464,6 @@ class Estimator {
   }
 
   void closing_notes() {
-    // The loss's backward runs (and frees the logits) before the first layer's backward
-    // recomputes it and exchanges K/V or heads, so the sum counts the smaller of the two twice.
-    const double overlap = std::min(b().logits, recompute_ + b().sp_buffers);
-    if (overlap > 0)
-      note("The total is conservative by up to " + format_gib(overlap) +
-           ": the logits are freed before the layers' backward recomputes a layer and runs its "
-           "SP exchanges, so the two are never held together.");
     note(
         "Not counted: the CUDA context and library workspaces (about 0.5-1 GiB), allocator "
         "fragmentation, and the short-lived temporaries of single operations.");
@@ -417,6 +483,9 @@ class Estimator {
   double outer_params_ = 0, unit_params_ = 0;
   int64_t tokens_ = 0;
   double recompute_ = 0;  // checkpointing: the layer recomputed in the backward
+  double zero_layers_ = 0;  // zero_buffers: what the layers' gradient reductions hold
+  double end_reduction_ = 0;  // the embeddings' reduction at the end of the backward
+  bool scatter_ = false;      // stages 2-3 over several ranks: reduce-scatters in flight
   MemoryEstimate est_;
 };
 
@@ -472,6 +541,46 @@ std::vector<MemoryPart> memory_parts(const MemoryBreakdown& b) {
           {"optimizer_step", "optimizer step", b.optimizer_step}};
 }
 
+int64_t loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab) {
+  if (tokens <= 0 || hidden <= 0 || vocab <= 0) return 0;
+  const int64_t vocab_per_hidden = (vocab + hidden - 1) / hidden;
+  const int64_t want = (tokens + vocab_per_hidden - 1) / vocab_per_hidden;
+  int64_t pow2 = 1;
+  while (pow2 < want) pow2 *= 2;
+  return std::min(pow2, tokens);
+}
+
+std::optional<int64_t> longest_fitting_cutoff(const RunConfig& cfg, const ModelInfo& model,
+                                              const EstimateOptions& opt) {
+  if (opt.gpu_capacity_bytes <= 0) return std::nullopt;
+  const int64_t step = std::max<int64_t>(1024, pad_multiple(sp_shape(cfg)));
+  auto fits = [&](int64_t units) {
+    RunConfig c = cfg;
+    c.cutoff_len = units * step;
+    return estimate_memory(c, model, opt).fits();
+  };
+  if (!fits(1)) return std::nullopt;
+  // Memory grows with the length: the largest fitting multiple, by doubling then bisection.
+  const int64_t most = (int64_t(1) << 26) / step;
+  int64_t lo = 1, hi = 2;
+  while (hi <= most && fits(hi)) lo = hi, hi *= 2;
+  hi = std::min(hi, most + 1);
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo * step;
+}
+
+int64_t tiled_mlp_tile_tokens(int64_t tokens, int64_t hidden, int64_t intermediate,
+                              int value_bytes, double budget_bytes) {
+  if (tokens <= 0) return 1;
+  const double per_token = 4.0 * double(intermediate) * double(value_bytes);
+  const double budget =
+      budget_bytes > 0 ? budget_bytes : double(tokens) * double(hidden) * double(value_bytes);
+  return std::clamp<int64_t>(static_cast<int64_t>(budget / per_token), 1, tokens);
+}
+
 std::string format_gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
@@ -509,6 +618,9 @@ std::string format_estimate_text(const MemoryEstimate& est) {
   if (est.offloaded_bytes > 0)
     out += "  host memory per rank (offloaded model states): " + format_gib(est.offloaded_bytes) +
            "\n";
+  if (est.host_activation_bytes > 0)
+    out += "  host memory per rank (offloaded activations): " +
+           format_gib(est.host_activation_bytes) + "\n";
   out += "Notes:\n";
   for (const auto& n : est.notes) out += "  - " + n + "\n";
   return out;

@@ -410,6 +410,15 @@ void check_zero(const RunConfig& c, Checker& ck) {
   ck.error(key, problem + from);
 }
 
+void check_long_context(const RunConfig& c, Checker& ck) {
+  if (c.offload_activations && !c.gradient_checkpointing)
+    ck.error("offload_activations",
+             "needs gradient_checkpointing: true (what goes to host memory are the checkpointed "
+             "layer inputs)" + ck.at_line("gradient_checkpointing"));
+  if (ck.given("tiled_mlp_budget_mib") && !c.tiled_mlp)
+    ck.warn("tiled_mlp_budget_mib", "no effect without tiled_mlp: true");
+}
+
 void check_paths(const RunConfig& c, Checker& ck) {
   std::error_code ec;
   for (const auto& [key, value] : {std::pair{"ref_model", c.ref_model},
@@ -575,7 +584,9 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
       req.notes.push_back("scheduler: not used; the schedule is lr_scheduler_type's (with "
                           "warmup_steps / warmup_ratio), as when the JSON leaves it out");
     } else if (key == "activation_checkpointing") {
-      req.notes.push_back("activation_checkpointing: not used; set gradient_checkpointing: true");
+      req.notes.push_back(
+          "activation_checkpointing: not used; set gradient_checkpointing: true (and "
+          "offload_activations: true for what cpu_checkpointing does)");
     } else if (key == "communication_data_type") {
       req.notes.push_back("communication_data_type: not used; gradients are reduced in fp32");
     } else if (key == "zero_allow_untested_optimizer" || key == "steps_per_print" ||
@@ -619,6 +630,7 @@ std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOpti
   check_scheduler(cfg, ck);
   check_sequence_parallel(cfg, opt, ck);
   check_packing(cfg, ck);
+  check_long_context(cfg, ck);
   check_method(cfg, ck);
   check_eval(cfg, ck);
   check_model(cfg, ck, model);

@@ -248,6 +248,94 @@ if [ -x "$bin" ]; then
   step "zero_${backend}_bf16" zero_compare "$backend" bf16
 fi
 
+# Long sequences on CUDA (docs/LONG_CONTEXT.md). First every long-sequence option against the
+# plain run on the same batches: the fused loss (its CUDA kernel through the LibTorch adapter),
+# checkpointed inputs offloaded over the copy stream, the tiled MLP (1 MiB tiles, so that the
+# demo's short rows are really cut). Then one run at the longest cutoff_len the estimate says
+# fits this GPU (less 2 GiB for the CUDA context and workspaces, which the estimate leaves out):
+# a Qwen2.5-1.5B-shaped model (random weights) with every option on, its measured peak beside
+# the estimate, or the error it met.
+long_compare() {
+  local dtype=$1
+  local d=$demo/long-$dtype
+  rm -rf "$d"
+  local set=(--set max_steps=8 --set logging_steps=1 --set save_steps=100000
+             --set model_name_or_path="$demo/model" --set gradient_checkpointing=true)
+  [ "$dtype" = bf16 ] && set+=(--set bf16=true)
+  (cd "$root" &&
+   "$bin" train resources/demo/sft_demo.yaml "${set[@]}" --set output_dir="$d/plain" &&
+   "$bin" train resources/demo/sft_demo.yaml "${set[@]}" --set offload_activations=true \
+     --set tiled_mlp=true --set tiled_mlp_budget_mib=1 --set output_dir="$d/long") || return 1
+  local tol=1e-4
+  [ "$dtype" = bf16 ] && tol=2e-2
+  compare_losses "$d/plain/events.jsonl" "$d/long/events.jsonl" "$tol" "long-sequence options vs plain $dtype"
+}
+longest_run() {
+  local d=$demo/longest
+  rm -rf "$d"
+  mkdir -p "$d/shape" "$d/data"
+  cp "$root/resources/model-shapes/qwen2.5-1.5b/config.json" "$d/shape/"
+  cp "$root/resources/demo/model/tokenizer.json" "$root/resources/demo/model/tokenizer_config.json" "$d/shape/"
+  "$bin" init-model --config "$d/shape/config.json" --out "$d/model" --dtype bfloat16 >/dev/null || return 1
+  local total_mib
+  total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -n1)
+  local gib=$(( total_mib / 1024 - 2 ))
+  cat >"$d/run.yaml" <<EOF2
+model_name_or_path: $d/model
+stage: sft
+do_train: true
+finetuning_type: full
+dataset: longest
+dataset_dir: $d/data
+template: qwen
+cutoff_len: 1024
+output_dir: $d/run
+overwrite_output_dir: true
+per_device_train_batch_size: 1
+learning_rate: 1.0e-5
+max_steps: 2
+logging_steps: 1
+save_steps: 1000000
+bf16: true
+gradient_checkpointing: true
+offload_activations: true
+tiled_mlp: true
+zero_stage: 3
+offload_optimizer: true
+offload_param: true
+EOF2
+  echo '{"longest": {"file_name": "longest.json"}}' >"$d/data/dataset_info.json"
+  "$bin" estimate "$d/run.yaml" --gpu-memory "$gib" --json >"$d/estimate.json" || return 1
+  local cutoff
+  cutoff=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["longest_cutoff_len"] or 0)' "$d/estimate.json")
+  echo "longest cutoff_len the estimate fits in $gib GiB: $cutoff"
+  [ "$cutoff" -gt 0 ] || return 1
+  "$python" - "$d/data/longest.json" "$cutoff" <<'EOF2'
+import json, random, sys
+words = "alpha beta gamma delta river stone cloud paper seven green table light".split()
+rng = random.Random(1)
+json.dump([{"instruction": "Continue the list.", "input": "",
+            "output": " ".join(rng.choice(words) for _ in range(int(sys.argv[2])))}],
+          open(sys.argv[1], "w"))
+EOF2
+  "$bin" estimate "$d/run.yaml" --gpu-memory "$gib" --set cutoff_len="$cutoff" | sed -n '/^Memory per GPU/,/host memory/p'
+  "$bin" estimate "$d/run.yaml" --gpu-memory "$gib" --set cutoff_len="$cutoff" --json >"$d/estimate-at.json"
+  "$bin" train "$d/run.yaml" --set cutoff_len="$cutoff" || return 1
+  "$python" - "$d/estimate-at.json" "$d/run/events.jsonl" <<'EOF2'
+import json, sys
+est = json.load(open(sys.argv[1]))
+peak = max(g.get("peak_mib") or 0 for l in open(sys.argv[2]) if '"event":"step"' in l
+           for g in json.loads(l).get("gpus", []))
+print(f"measured peak {peak:.0f} MiB; estimated {est['total'] / 2**20:.0f} MiB "
+      f"(ratio {peak / (est['total'] / 2**20):.3f})")
+EOF2
+}
+if [ -x "$bin" ]; then
+  step long_options_fp32 long_compare fp32
+  step long_options_bf16 long_compare bf16
+  step longest_sequence_1gpu longest_run
+fi
+
 # Benchmarks, each against its PyTorch reference on the same GPU in the same run: the engine's train
 # step against transformers' (Qwen2ForCausalLM, SDPA, AdamW), fp32 and bf16; attention forward +
 # backward (the kernel the engine dispatches to, the math path, at::scaled_dot_product_attention).

@@ -31,6 +31,7 @@ class CountingAllocator final : public c10::Allocator {
       allocated_ += e.bytes;
       if (e.offload) offloaded_ += e.bytes;
       peak_ = std::max(peak_, allocated_);
+      device_peak_ = std::max(device_peak_, allocated_ - offloaded_);
     }
     return {data, data, &CountingAllocator::free, dp.device()};
   }
@@ -59,11 +60,12 @@ class CountingAllocator final : public c10::Allocator {
 
   HostAllocatorStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return {allocated_, peak_, offloaded_};
+    return {allocated_, peak_, offloaded_, device_peak_};
   }
   void reset_peak() {
     std::lock_guard<std::mutex> lock(mutex_);
     peak_ = allocated_;
+    device_peak_ = allocated_ - offloaded_;
   }
 
   static CountingAllocator*& self() {
@@ -81,7 +83,7 @@ class CountingAllocator final : public c10::Allocator {
   c10::Allocator* inner_;
   std::mutex mutex_;
   std::unordered_map<void*, Entry> live_;
-  int64_t allocated_ = 0, peak_ = 0, offloaded_ = 0;
+  int64_t allocated_ = 0, peak_ = 0, offloaded_ = 0, device_peak_ = 0;
 };
 
 }  // namespace

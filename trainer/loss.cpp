@@ -1,64 +1,236 @@
 #include "studio/trainer/loss.h"
 
+#include "studio/kernels/fused_linear_ce.h"
 #include "studio/trainer/data/batch.h"
+
+#if STUDIO_TRAINER_FUSED_KERNELS
+#include "studio/kernels/fused_linear_ce_torch.h"
+#endif
 
 namespace studio::trainer {
 namespace {
 
-// Rows of `hidden` whose target is valid, flattened: [N, H], their targets [N] and per-row weights
-// [N]. A chunk without any valid target (all prompt, all padding: common under sequence
-// parallelism) yields one row of weight 0 instead of none, so the LM head runs and receives a
-// (zero) gradient on every rank: the autograd graph, and with it the gradient buckets and every
-// collective, never depends on where a rank's targets happen to fall (docs/SEQUENCE_PARALLEL.md,
-// "Collective discipline").
+// Rows of `hidden` whose target is valid, flattened: [N, H], their targets [N] and, to put
+// per-row results back, their row indices [N]. A chunk without any valid target (all prompt,
+// all padding: common under sequence parallelism) yields row 0 with an ignored target instead
+// of none, so the LM head runs and receives a (zero) gradient on every rank: the autograd graph,
+// and with it every collective of the backward, never depends on where a rank's targets
+// happen to fall (docs/SEQUENCE_PARALLEL.md, "Collective discipline").
 struct ValidRows {
-  torch::Tensor hidden, targets, weights;
+  torch::Tensor hidden, targets, index;
 };
 ValidRows valid_rows(const torch::Tensor& hidden, const torch::Tensor& targets) {
   auto h = hidden.reshape({-1, hidden.size(-1)});
-  auto t = targets.reshape({-1});
+  auto t = targets.reshape({-1}).to(torch::kLong);
   auto idx = (t != kIgnoreIndex).nonzero().squeeze(1);
-  auto opts = torch::TensorOptions().dtype(torch::kFloat).device(hidden.device());
-  if (idx.numel() == 0) {
-    auto first = torch::zeros({1}, t.options());
-    return {h.narrow(0, 0, 1), first, torch::zeros({1}, opts)};
+  if (idx.numel() == 0) idx = torch::zeros({1}, t.options());
+  return {h.index_select(0, idx), t.index_select(0, idx), idx};
+}
+
+torch::ScalarType accumulation_dtype(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
+// What one pass of the LM head over x's rows produced.
+struct HeadPass {
+  torch::Tensor loss_sum;  // [] sum of -log p(target) over valid rows (accumulation dtype)
+  torch::Tensor logprobs;  // [T] log p(target), 0 where ignored (when asked)
+  torch::Tensor grad_x;    // [T, H] in x's dtype (when asked)
+  torch::Tensor grad_w;    // [V, H] in the accumulation dtype (when asked)
+};
+
+struct HeadPassWants {
+  bool logprobs = false;
+  bool grad_x = false, grad_w = false;
+  // [T] dL/d log p(target) of every row (ignored rows get none); undefined: no gradients.
+  torch::Tensor dlogp;
+};
+
+// The fused algorithm in ATen calls, `chunk` rows at a time: logits in the accumulation dtype,
+// their log-sum-exp and target log-probs; with gradients, the logits become dL/dlogits in place
+// (dlogp x (onehot - softmax)) and both GEMMs run at once, so nothing of [T x V] is ever held.
+HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& t,
+                   int64_t chunk, const HeadPassWants& want) {
+  const auto acc = accumulation_dtype(x);
+  const int64_t n = x.size(0);
+  const bool grads = want.dlogp.defined() && (want.grad_x || want.grad_w);
+  HeadPass out;
+  out.loss_sum = torch::zeros({}, x.options().dtype(acc));
+  if (want.logprobs) out.logprobs = torch::zeros({n}, x.options().dtype(acc));
+  if (grads && want.grad_x) out.grad_x = torch::empty_like(x, at::MemoryFormat::Contiguous);
+  if (grads && want.grad_w) out.grad_w = torch::zeros(w.sizes(), w.options().dtype(acc));
+  const auto wt = w.t();
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t len = std::min(chunk, n - start);
+    const auto xc = x.narrow(0, start, len);
+    const auto tc = t.narrow(0, start, len);
+    auto logits = torch::mm(xc, wt).to(acc);  // no copy when x is fp32
+    const auto valid = (tc != kIgnoreIndex).to(acc);
+    const auto safe = tc.clamp_min(0).unsqueeze(1);
+    // The log-sum-exp in place (at::logsumexp would take a chunk-sized temporary): the logits
+    // become exp(logits - max), whose row sums give the log-sum-exp and, divided by them, the
+    // softmax that the gradient needs.
+    const auto picked = logits.gather(1, safe).squeeze(1);
+    const auto max = std::get<0>(logits.max(1, /*keepdim=*/true));
+    logits.sub_(max).exp_();
+    const auto sums = logits.sum(1, /*keepdim=*/true);
+    const auto logp = (picked - max.squeeze(1) - sums.log().squeeze(1)) * valid;
+    out.loss_sum.sub_(logp.sum());
+    if (want.logprobs) out.logprobs.narrow(0, start, len).copy_(logp);
+    if (!grads) continue;
+    // softmax - onehot, scaled per row by -dL/dlogp: the gradient of the loss w.r.t. the logits.
+    logits.div_(sums);
+    logits.scatter_add_(1, safe, torch::full({len, 1}, -1.0, logits.options()));
+    logits.mul_((want.dlogp.narrow(0, start, len).to(acc) * valid).neg_().unsqueeze(1));
+    if (want.grad_x) {
+      auto gx = out.grad_x.narrow(0, start, len);
+      torch::mm_out(gx, logits.to(x.scalar_type()), w);
+    }
+    if (want.grad_w) out.grad_w.addmm_(logits.t(), xc.to(acc));
   }
-  return {h.index_select(0, idx), t.index_select(0, idx), torch::ones({idx.numel()}, opts)};
+  return out;
+}
+
+#if STUDIO_TRAINER_FUSED_KERNELS
+bool kernel_applies(const torch::Tensor& x, const torch::Tensor& w) {
+  const auto dt = x.scalar_type();
+  return x.is_cuda() && (dt == torch::kFloat || dt == torch::kBFloat16) && w.scalar_type() == dt &&
+         w.is_cuda();
+}
+#endif
+
+// The loss sum of x's rows and, with gradients, those of the sum (dlogp = -1 on every row).
+HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& t,
+                         int64_t chunk, bool grad_x, bool grad_w) {
+  const bool grads = grad_x || grad_w;
+#if STUDIO_TRAINER_FUSED_KERNELS
+  if (kernel_applies(x, w)) {
+    auto r = kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(), grads,
+                                      /*with_logprobs=*/false, chunk);
+    return {r.loss_sum, torch::Tensor(), grad_x ? r.grad_x : torch::Tensor(),
+            grad_w ? r.grad_weight : torch::Tensor()};
+  }
+#endif
+  HeadPassWants want;
+  want.grad_x = grad_x;
+  want.grad_w = grad_w;
+  if (grads) want.dlogp = torch::full({x.size(0)}, -1.0, x.options().dtype(accumulation_dtype(x)));
+  return head_pass(x, w, t, chunk, want);
+}
+
+torch::Tensor logprobs_only(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& t,
+                            int64_t chunk) {
+#if STUDIO_TRAINER_FUSED_KERNELS
+  if (kernel_applies(x, w))
+    return kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(),
+                                    /*with_grads=*/false, /*with_logprobs=*/true, chunk)
+        .target_logprobs;
+#endif
+  HeadPassWants want;
+  want.logprobs = true;
+  return head_pass(x, w, t, chunk, want).logprobs;
+}
+
+// Saved tensors of the two functions below are moved out in their backward: autograd keeps a
+// node's saved_data until the whole graph goes, and these are the largest things it holds.
+torch::Tensor take(torch::autograd::AutogradContext* ctx, const std::string& key) {
+  auto it = ctx->saved_data.find(key);
+  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
+  torch::Tensor t = it->second.toTensor();
+  ctx->saved_data.erase(it);
+  return t;
+}
+
+// The backward's result: gradients in their input's dtype (the head's fp32 sum rounds once, as
+// a bf16 autograd graph's GEMM would), none for the non-tensor arguments.
+torch::autograd::variable_list input_grads(const torch::Tensor& gx, const torch::Tensor& gw,
+                                           torch::ScalarType x_dtype, torch::ScalarType w_dtype) {
+  return {gx.defined() ? gx.to(x_dtype) : gx, gw.defined() ? gw.to(w_dtype) : gw,
+          torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+}
+
+// SFT: the forward forms the gradients of the loss sum; the backward scales them.
+struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& w, const torch::Tensor& t, int64_t chunk,
+                               bool grad_x, bool grad_w) {
+    HeadPass r = loss_with_grads(x, w, t, chunk, grad_x, grad_w);
+    ctx->saved_data["grad_x"] = r.grad_x.defined() ? c10::IValue(r.grad_x) : c10::IValue();
+    ctx->saved_data["grad_w"] = r.grad_w.defined() ? c10::IValue(r.grad_w) : c10::IValue();
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    return r.loss_sum;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::Tensor g = grads[0];
+    torch::Tensor gx = take(ctx, "grad_x"), gw = take(ctx, "grad_w");
+    if (gx.defined()) gx.mul_(g.to(gx.scalar_type()));  // in place: the backward runs once
+    if (gw.defined()) gw.mul_(g.to(gw.scalar_type()));
+    return input_grads(gx, gw, static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()),
+                       static_cast<torch::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
+  }
+};
+
+// DPO: the forward keeps its inputs; the backward runs the head again with the per-row
+// upstream gradient and forms both gradients.
+struct FusedLogprobs : torch::autograd::Function<FusedLogprobs> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& w, const torch::Tensor& t, int64_t chunk,
+                               bool grad_x, bool grad_w) {
+    ctx->save_for_backward({x, w, t});
+    ctx->saved_data["chunk"] = chunk;
+    ctx->saved_data["grad_x"] = grad_x;
+    ctx->saved_data["grad_w"] = grad_w;
+    return logprobs_only(x, w, t, chunk);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1], &t = saved[2];
+    HeadPassWants want;
+    want.grad_x = ctx->saved_data["grad_x"].toBool();
+    want.grad_w = ctx->saved_data["grad_w"].toBool();
+    want.dlogp = grads[0];
+    HeadPass r = head_pass(x, w, t, ctx->saved_data["chunk"].toInt(), want);
+    return input_grads(r.grad_x, r.grad_w, x.scalar_type(), w.scalar_type());
+  }
+};
+
+bool recording(const torch::Tensor& x, const torch::Tensor& w) {
+  return torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
 }
 
 }  // namespace
 
+int64_t lm_loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab, int64_t chunk_tokens) {
+  return std::max<int64_t>(
+      1, kernels::effective_chunk_tokens({tokens, hidden, vocab}, chunk_tokens));
+}
+
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& targets, int64_t chunk_tokens) {
-  auto [h, t, w] = valid_rows(hidden, targets);
-  torch::Tensor total;
-  const int64_t n = h.size(0);
-  for (int64_t start = 0; start < n; start += chunk_tokens) {
-    const int64_t len = std::min(chunk_tokens, n - start);
-    auto logits = torch::matmul(h.narrow(0, start, len), weight.t()).to(torch::kFloat);
-    auto ce = torch::nn::functional::cross_entropy(
-        logits, t.narrow(0, start, len),
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-    auto part = (ce * w.narrow(0, start, len)).sum();
-    total = total.defined() ? total + part : part;
-  }
-  return total;
+  auto rows = valid_rows(hidden, targets);
+  const int64_t chunk =
+      lm_loss_chunk_tokens(rows.hidden.size(0), weight.size(1), weight.size(0), chunk_tokens);
+  if (!recording(rows.hidden, weight))
+    return loss_with_grads(rows.hidden, weight, rows.targets, chunk, false, false).loss_sum;
+  return FusedCrossEntropy::apply(rows.hidden, weight, rows.targets, chunk,
+                                  rows.hidden.requires_grad(), weight.requires_grad());
 }
 
 torch::Tensor lm_target_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
                                  const torch::Tensor& targets, int64_t chunk_tokens) {
-  auto h = hidden.reshape({-1, hidden.size(-1)});
-  auto t = targets.reshape({-1});
-  auto out = torch::zeros({t.size(0)}, hidden.options().dtype(torch::kFloat));
-  for (int64_t start = 0; start < h.size(0); start += chunk_tokens) {
-    const int64_t len = std::min(chunk_tokens, h.size(0) - start);
-    auto logp = torch::log_softmax(torch::matmul(h.narrow(0, start, len), weight.t()).to(torch::kFloat), -1);
-    auto tt = t.narrow(0, start, len);
-    auto valid = tt != kIgnoreIndex;
-    auto picked = logp.gather(1, tt.clamp_min(0).unsqueeze(1)).squeeze(1);
-    out.narrow(0, start, len).copy_(torch::where(valid, picked, torch::zeros_like(picked)));
-  }
-  return out.reshape(targets.sizes());
+  auto rows = valid_rows(hidden, targets);
+  const int64_t chunk =
+      lm_loss_chunk_tokens(rows.hidden.size(0), weight.size(1), weight.size(0), chunk_tokens);
+  torch::Tensor picked =
+      recording(rows.hidden, weight)
+          ? FusedLogprobs::apply(rows.hidden, weight, rows.targets, chunk,
+                                 rows.hidden.requires_grad(), weight.requires_grad())
+          : logprobs_only(rows.hidden, weight, rows.targets, chunk);
+  auto out = torch::zeros({targets.numel()}, picked.options());
+  return out.index_copy(0, rows.index, picked).reshape(targets.sizes());
 }
 
 }  // namespace studio::trainer

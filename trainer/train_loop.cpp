@@ -229,6 +229,11 @@ struct Trainer::Impl {
     CausalLM m(in.model, opt);
     no_bytes.reset();
     m->set_gradient_checkpointing(cfg.gradient_checkpointing);
+    LongContextOptions long_context;
+    long_context.offload_activations = cfg.offload_activations;
+    long_context.tiled_mlp = cfg.tiled_mlp;
+    long_context.tiled_mlp_budget_bytes = double(cfg.tiled_mlp_budget_mib) * 1024.0 * 1024.0;
+    m->set_long_context(long_context);
     if (par.sequence_parallel()) m->set_attention(sp::make_sp_attention(par.layout, *par.comm));
     if (deferred) CheckpointReader::open(weights_dir).check_shapes(m->expected_shapes());
     else load_weights(m, weights_dir);
@@ -711,9 +716,11 @@ struct Trainer::Impl {
       const auto h = host_allocator_stats();
       reset_host_allocator_peak();
       const auto rss = host_memory_stats();
-      // No capacity line: the machine's memory is shared with everything else on it.
-      v = {static_cast<double>(h.allocated) / kMiB, rss ? rss->rss_mib : kNaN,
-           static_cast<double>(h.peak) / kMiB, kNaN, -1.0};
+      // The "device side", as a GPU run counts its GPU: what offload put in host memory
+      // (optimizer states, activations) is not in allocated or peak but in offloaded_mib. No
+      // capacity line: the machine's memory is shared with everything else on it.
+      v = {static_cast<double>(h.allocated - h.offloaded) / kMiB, rss ? rss->rss_mib : kNaN,
+           static_cast<double>(h.device_peak) / kMiB, kNaN, -1.0};
     }
     v.push_back(model_states_mib);
     v.push_back(offloaded_mib);

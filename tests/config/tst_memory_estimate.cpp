@@ -69,7 +69,9 @@ double part(const MemoryEstimate& e, const QString& name) {
                                           {"tokens_per_rank", double(e.tokens_per_rank)},
                                           {"bytes_per_param", e.bytes_per_param},
                                           {"model_state_bytes", e.model_state_bytes},
-                                          {"offloaded_bytes", e.offloaded_bytes}};
+                                          {"offloaded_bytes", e.offloaded_bytes},
+                                          {"host_activation_bytes", e.host_activation_bytes},
+                                          {"loss_peak", e.long_context.loss_peak}};
   const auto it = more.find(name);
   if (it == more.end()) qFatal("no part %s", qPrintable(name));
   return it->second;
@@ -97,6 +99,8 @@ class TestMemoryEstimate : public QObject {
   void notesExplainTheAssumptions_data();
   void notesExplainTheAssumptions();
   void textTableShowsPartsAndVerdict();
+  void longestFittingCutoff_data();
+  void longestFittingCutoff();
 };
 
 void TestMemoryEstimate::parts_data() {
@@ -111,36 +115,66 @@ void TestMemoryEstimate::parts_data() {
   const QString bf16 = "bf16: true\n";
 
   // --- activations ------------------------------------------------------------------------
-  // One token, no checkpointing: 32 layers x 209,032 + 41,476 = 6,730,500.
+  // One layer per token, bf16: norms 2*(2h + 4) = 16,392; projection inputs 2*2h = 16,384;
+  // q, k, v 2*(h + 2h_kv) = 12,288; output and lse 2h + 4*32 = 8,320; MLP 8f = 114,688
+  // -> 168,072. Outside: cos, sin 2*2*128 = 512, final norm 2h + 4, its output 2h -> 16,900.
+  // One token, no checkpointing: 32 x 168,072 + 16,900 = 5,395,204.
   QTest::newRow("llama 1 token, no checkpointing")
       << llama << bf16 + "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
-      << "activations" << 6730500.0;
-  // 1024 tokens with checkpointing: 1024 x 512,652 = 524,955,648.
+      << "activations" << 5395204.0;
+  // 1024 tokens with checkpointing: 1024 x (32 x 2h + 168,072 + 16,900 = 447,116)
+  // = 457,846,784.
   QTest::newRow("llama 1024 tokens, checkpointing")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "activations" << 524955648.0;
-  // fp32 doubles every value: norms 2*(4h + 4h + 4) = 65,544; projection inputs 2*4h = 32,768;
-  // q, k, v 4*(h + 2h_kv) = 24,576; output and lse 4h + 4*32 = 16,512; o_proj copy 4h = 16,384;
-  // MLP 16f = 229,376 -> 385,160 per layer; outside 2*4*128 + 4h + 4h + 4 + 4h + 4h = 66,564.
-  // 32 x 385,160 + 66,564 = 12,391,684.
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "activations" << 457846784.0;
+  // fp32 doubles every value: norms 2*(4h + 4) = 32,776; projection inputs 2*4h = 32,768;
+  // q, k, v 4*(h + 2h_kv) = 24,576; output and lse 4h + 4*32 = 16,512; MLP 16f = 229,376
+  // -> 336,008 per layer; outside 2*4*128 + 4h + 4 + 4h = 33,796.
+  // 32 x 336,008 + 33,796 = 10,786,052.
   QTest::newRow("llama fp32 1 token, no checkpointing")
       << llama << "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
-      << "activations" << 12391684.0;
+      << "activations" << 10786052.0;
   // Qwen3-8B (h 4096, f 12288, 36 layers, 32 heads, 8 KV heads of 128) adds the per-head q/k
-  // RMSNorms: (4 + 2)*(4096 + 1024) + 4*(32 + 8) = 30,880 to 22h + 4h_kv + 8f + 4*34 = 192,648
-  // -> 223,528 per layer; 36 x 223,528 + 41,476 = 8,088,484.
+  // RMSNorms, their inputs and 1/rms: 2*(4096 + 1024) + 4*(32 + 8) = 10,400 to
+  // 12h + 4h_kv + 8f + 4*32 + 8 = 151,688 -> 162,088 per layer; 36 x 162,088 + 16,900
+  // = 5,852,068.
   QTest::newRow("qwen3 qk-norm 1 token, no checkpointing")
       << "qwen3-8b" << bf16 + "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
-      << "activations" << 8088484.0;
+      << "activations" << 5852068.0;
+  // tiled_mlp: a layer keeps 8f less (168,072 - 114,688 = 53,384 per token) and one tile of
+  // n = 2h x 1024 / 8f = 73 tokens holds 73 x (12f + 2h) = 13,156,352 in its backward:
+  // 1024 x (262,144 + 53,384 + 16,900) + 13,156,352 = 353,562,624.
+  QTest::newRow("llama 1024 tokens, checkpointing, tiled MLP")
+      << llama << bf16 + "cutoff_len: 1024\ntiled_mlp: true\n" << 1 << -1 << "" << "activations"
+      << 353562624.0;
+  // offload_activations: the 32 inputs leave for host memory, two come back in the backward:
+  // 1024 x (2 x 2h + 168,072 + 16,900) = 206,188,544 on the GPU, 1024 x 32 x 2h = 268,435,456
+  // in host memory.
+  QTest::newRow("llama 1024 tokens, activations offloaded")
+      << llama << bf16 + "cutoff_len: 1024\noffload_activations: true\n" << 1 << -1 << ""
+      << "activations" << 206188544.0;
+  QTest::newRow("llama 1024 tokens, offloaded activations in host memory")
+      << llama << bf16 + "cutoff_len: 1024\noffload_activations: true\n" << 1 << -1 << ""
+      << "host_activation_bytes" << 268435456.0;
 
-  // --- logits -----------------------------------------------------------------------------
-  // 1024 tokens: fp32 log-softmax 4V per token + one chunk (all 1024 tokens) in flight 8V:
-  // 12 x 128,256 x 1024 = 1,576,009,728.
-  QTest::newRow("llama logits 1024 tokens")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 1576009728.0;
-  // 8192 tokens: 4 x 128,256 x 8192 + 8 x 128,256 x 2048 (one 2048-token chunk)
-  // = 4,202,692,608 + 2,101,346,304 = 6,304,038,912.
-  QTest::newRow("llama logits 8192 tokens")
-      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "logits" << 6304038912.0;
+  // --- logits (the fused loss) -------------------------------------------------------------
+  // 1024 tokens: chunks of 1024 / ceil(V / h) = 1024 / 32 = 32 rows. The peak: the head's fp32
+  // gradient 4Vh = 2,101,346,304, the hidden states' gradient and the rows read 2 x 2h x 1024
+  // = 16,777,216, one chunk's logits in fp32 and bf16 32 x 6V = 24,625,152: 2,142,748,672.
+  QTest::newRow("llama loss peak 1024 tokens")
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "loss_peak" << 2142748672.0;
+  // 8192 tokens: chunks of 256 rows; 2,101,346,304 + 134,217,728 + 197,001,216.
+  QTest::newRow("llama loss peak 8192 tokens")
+      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "loss_peak" << 2432565248.0;
+  // The layers' backward comes after the loss, and its working set (the layer recomputed,
+  // 1024 x 168,072 = 172,105,728, and one layer's gradient reduction, 2,181,120,000) is larger
+  // than the loss's peak: the loss needs nothing beyond it.
+  QTest::newRow("bf16 1024 tokens: the backward covers the loss")
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 0.0;
+  // fp32 on one GPU has no reduction buffers: the loss's peak 4Vh + 2 x 4h x 1024 + 32 x 4V
+  // = 2,151,317,504 exceeds the recomputed layer's 1024 x 336,008 = 344,072,192 by
+  // 1,807,245,312.
+  QTest::newRow("fp32 1024 tokens: the loss beyond the backward")
+      << llama << "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 1807245312.0;
 
   // --- model states -----------------------------------------------------------------------
   // Llama-3.1-8B: P = 8,030,261,248. bf16, no ZeRO: weights 2P = 16,060,522,496; fp32
@@ -212,10 +246,9 @@ void TestMemoryEstimate::parts_data() {
   // Chosen + rejected: 2 rows x 1024 = 2048 tokens per rank.
   QTest::newRow("dpo doubles tokens") << llama << bf16 + "stage: dpo\ncutoff_len: 1024\n" << 1
                                       << -1 << "" << "tokens_per_rank" << 2048.0;
-  // 2048 tokens: 2048 x 504,460 = 1,033,134,080 (no copy of the target rows: DPO's log-probs
-  // read the hidden states of every token).
+  // 2048 tokens: 2048 x 447,116 = 915,693,568.
   QTest::newRow("dpo activations") << llama << bf16 + "stage: dpo\ncutoff_len: 1024\n" << 1 << -1
-                                   << "" << "activations" << 1033134080.0;
+                                   << "" << "activations" << 915693568.0;
   // Reference model: 2 B/param -> 2P = 16,060,522,496; fp32: 4P = 32,121,044,992.
   QTest::newRow("dpo reference") << llama << bf16 + "stage: dpo\n" << 1 << -1 << ""
                                  << "reference" << 16060522496.0;
@@ -231,17 +264,20 @@ void TestMemoryEstimate::parts_data() {
 
   // --- sequence parallelism ---------------------------------------------------------------
   // cutoff 2048 on a world of 4: SP=1 holds 2048 tokens, SP=4 512.
-  // Activations 2048 x 512,652 = 1,049,911,296 vs 512 x 512,652 = 262,477,824 (a quarter).
+  // Activations 2048 x 447,116 = 915,693,568 vs 512 x 447,116 = 228,923,392 (a quarter).
   QTest::newRow("sp1 activations") << llama << bf16 + "cutoff_len: 2048\n" << 4 << -1 << ""
-                                   << "activations" << 1049911296.0;
+                                   << "activations" << 915693568.0;
   QTest::newRow("sp4 activations")
       << llama << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\n" << 4 << -1 << ""
-      << "activations" << 262477824.0;
-  // Logits 12 x 128,256 x 2048 = 3,152,019,456 vs 12 x 128,256 x 512 = 788,004,864 (a quarter).
-  QTest::newRow("sp1 logits") << llama << bf16 + "cutoff_len: 2048\n" << 4 << -1 << "" << "logits"
-                              << 3152019456.0;
-  QTest::newRow("sp4 logits") << llama << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\n"
-                              << 4 << -1 << "" << "logits" << 788004864.0;
+      << "activations" << 228923392.0;
+  // The loss's per-token part a quarter too (the head's gradient 4Vh = 2,101,346,304 stays):
+  // 2048 tokens, chunks of 64: 2 x 2h x 2048 + 64 x 6V = 82,804,736; 512 tokens, chunks of 16:
+  // 20,701,184.
+  QTest::newRow("sp1 loss peak") << llama << bf16 + "cutoff_len: 2048\n" << 4 << -1 << ""
+                                 << "loss_peak" << 2184151040.0;
+  QTest::newRow("sp4 loss peak")
+      << llama << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\n" << 4 << -1 << ""
+      << "loss_peak" << 2122047488.0;
   // Padding: zigzag over 4 pads to a multiple of 8: 1001 -> 1008, / 4 = 252; Ulysses pads to
   // a multiple of 4: 1001 -> 1004, / 4 = 251.
   QTest::newRow("zigzag pads to 2 x sp")
@@ -273,8 +309,8 @@ void TestMemoryEstimate::parts_data() {
       << 4 << -1 << "" << "sp_buffers" << 62914560.0;
   // Ulysses over 16 with 8 KV heads repeats each twice: K/V count 2 x 1024 from the all-to-all
   // on. 2048 / 16 = 128 tokens. Buffers 2*2*(2*4096 + 2*2048) = 49,152 x 128 = 6,291,456;
-  // a layer keeps 209,032 + 2*2*1024 = 213,128; 128 x (32*8,192 + 213,128 + 41,476)
-  // = 66,143,744.
+  // a layer keeps 168,072 + 2*2*1024 = 172,168; 128 x (32*8,192 + 172,168 + 16,900)
+  // = 57,755,136.
   QTest::newRow("ulysses kv replication buffers")
       << llama
       << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 16\nsequence_parallel_mode: ulysses\n"
@@ -282,22 +318,24 @@ void TestMemoryEstimate::parts_data() {
   QTest::newRow("ulysses kv replication activations")
       << llama
       << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 16\nsequence_parallel_mode: ulysses\n"
-      << 16 << -1 << "" << "activations" << 66143744.0;
+      << 16 << -1 << "" << "activations" << 57755136.0;
 
   // --- gradient reductions and the optimizer step -------------------------------------------
   // One GPU, bf16: a layer's gradients in bf16, their fp32 copy and the flat buffer,
-  // (2 + 8) x 218,112,000 = 2,181,120,000, while the layers run backward.
+  // (2 + 8) x 218,112,000 = 2,181,120,000, while the layers run backward (8192 tokens: the
+  // activations outweigh the embeddings' reduction at the end).
   QTest::newRow("gradient buffers of a layer")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "zero_buffers" << 2181120000.0;
+      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "zero_buffers" << 2181120000.0;
   // ZeRO-2 over 8 adds two earlier layers' reduce-scatters: 2 x 4 x 218,112,000 x 9/8 =
   // 1,963,008,000 -> 4,144,128,000.
   QTest::newRow("gradient buffers, reduce-scatter")
       << llama << bf16 + "cutoff_len: 1024\n" << 8 << 2 << "" << "zero_buffers" << 4144128000.0;
-  // One token: the backward holds 512,652 (activations) + 12 x 128,256 (logits) + the layer
-  // buffers 2,181,120,000; the embeddings' reduction at its end, (2 + 4) x 525,336,576 =
-  // 3,152,019,456, exceeds that: zero_buffers = 3,152,019,456 - 2,051,724 = 3,149,967,732.
+  // One token: the backward holds 447,116 (activations) + the layer buffers 2,181,120,000 (the
+  // loss needs nothing beyond them); the embeddings' reduction at its end, (2 + 4) x
+  // 525,336,576 = 3,152,019,456, exceeds that: zero_buffers = 3,152,019,456 - 447,116 =
+  // 3,151,572,340.
   QTest::newRow("one token: the embeddings' reduction is the backward's peak")
-      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "zero_buffers" << 3149967732.0;
+      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "zero_buffers" << 3151572340.0;
   // The step on one GPU: AdamW's two fp32 temporaries of the embeddings 8 x 525,336,576 =
   // 4,202,692,608, beyond the backward's 3,152,019,456: 1,050,673,152.
   QTest::newRow("one token: the step is the peak")
@@ -307,18 +345,23 @@ void TestMemoryEstimate::parts_data() {
   // x 3/2 = 3,152,019,456; 5,253,365,760 beyond the backward's 3,152,019,456: 2,101,346,304.
   QTest::newRow("zero1 on two ranks: the step's all-gather")
       << llama << bf16 + "cutoff_len: 1\n" << 2 << 1 << "" << "optimizer_step" << 2101346304.0;
-  // 1024 tokens: the backward (2,100,965,376 + 2,181,120,000) exceeds the step's 4,202,692,608.
-  QTest::newRow("short run: the backward is the peak")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
+  // 8192 tokens: the backward (8192 x 447,116 + 2,181,120,000) exceeds the step's
+  // 4,202,692,608; at 1024 tokens it does not (3,152,019,456 with the embeddings' reduction).
+  QTest::newRow("8192 tokens: the backward is the peak")
+      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
+  QTest::newRow("1024 tokens: the step is the peak")
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step" << 1050673152.0;
   QTest::newRow("long run: the backward is the peak")
       << llama << bf16 + "cutoff_len: 131072\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
   // ZeRO-3 with offload: the update runs on the CPU; nothing on the GPU.
   QTest::newRow("zero3 offload: the step needs nothing on the GPU")
       << llama << bf16 + "cutoff_len: 1\n" << 8 << 3 << "both" << "optimizer_step" << 0.0;
-  // The total is the sum of the parts: 16,060,522,496 + 32,121,044,992 + 96,363,134,976
-  // + 524,955,648 + 1,576,009,728 + 2,181,120,000 = 148,826,787,840.
+  // The total is the sum of the parts, the peak of the backward (activations 457,846,784,
+  // gradient buffers 2,181,120,000 + the embeddings' reduction beyond them 513,052,672) and of
+  // the step (1,050,673,152 beyond): 16,060,522,496 + 32,121,044,992 + 96,363,134,976 +
+  // 457,846,784 + 2,694,172,672 + 1,050,673,152 = 148,747,395,072.
   QTest::newRow("total") << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "total"
-                         << 148826787840.0;
+                         << 148747395072.0;
 }
 
 void TestMemoryEstimate::parts() {
@@ -398,28 +441,30 @@ void TestMemoryEstimate::smallestFittingSp_data() {
   //   gradients and optimizer states offloaded. Gradient buffers (stage 3 over 8): a layer in
   //   bf16 and fp32 with its flat buffer and two reduce-scatters in flight, (10 + 9) x
   //   233,057,792 = 4,428,098,048 (the embeddings' end-of-backward reduction is smaller).
-  //   Per token: 28 layers x 2h (7,168) + one layer (22h + 4h_kv + 8f + 4*30 + 8 = 232,568)
-  //   + outside 512 + 10h + 4 (36,356) = 469,628; logits 4V = 608,256 per token + 8V x 2048 =
-  //   2,491,416,576; zigzag buffers 68,608 per token (forward: 18 x 3584 + 8 x 512).
-  //   SP 1: 61,555,081,216 + 82,216,747,008 + 7,540,325,888 = 151,312,154,112 (140.92 GiB)
-  //   SP 2: 30,777,540,608 + 42,354,081,792 + 4,496,293,888 + 7,540,325,888 = 85,168,242,176 (79.32)
-  //   SP 4: 15,388,770,304 + 22,422,749,184 + 2,248,146,944 + 7,540,325,888 = 47,599,992,320 (44.33)
-  //   SP 8: 7,694,385,152 + 12,457,082,880 + 1,124,073,472 + 7,540,325,888 = 28,815,867,392 (26.84)
-  QTest::newRow("80 GiB") << "zigzag-ring" << 80.0 << 2;
-  QTest::newRow("45 GiB") << "zigzag-ring" << 45.0 << 4;
-  QTest::newRow("44 GiB") << "zigzag-ring" << 44.0 << 8;
-  QTest::newRow("27 GiB") << "zigzag-ring" << 27.0 << 8;
-  QTest::newRow("26 GiB: none") << "zigzag-ring" << 26.0 << -1;
+  //   Per token: 28 layers x 2h (200,704) + one layer (12h + 4h_kv + 8f + 4*28 + 8 = 196,728)
+  //   + outside 512 + 4h + 4 (14,852) = 412,284; zigzag buffers 68,608 per token (forward:
+  //   18 x 3584 + 8 x 512). The fused loss's peak (4Vh = 2,180,014,080 + 2 x 2h x T + one
+  //   chunk's 6V per row) stays below the backward's working set (the recomputed layer, the
+  //   SP and gradient buffers): logits 0.
+  //   SP 1: 3,112,227,840 + 131072 x 412,284 + 4,428,098,048 = 61,579,214,336 (57.35 GiB)
+  //   SP 2: 3,112,227,840 + 65536 x (412,284 + 68,608) + 4,428,098,048 = 39,056,064,000 (36.37)
+  //   SP 4: 23,298,194,944 (21.70); SP 8: 15,419,260,416 (14.36).
+  QTest::newRow("80 GiB") << "zigzag-ring" << 80.0 << 1;
+  QTest::newRow("57 GiB") << "zigzag-ring" << 57.0 << 2;
+  QTest::newRow("36 GiB") << "zigzag-ring" << 36.0 << 4;
+  QTest::newRow("21 GiB") << "zigzag-ring" << 21.0 << 8;
+  QTest::newRow("14.5 GiB") << "zigzag-ring" << 14.5 << 8;
+  QTest::newRow("14 GiB: none") << "zigzag-ring" << 14.0 << -1;
   QTest::newRow("capacity unknown") << "zigzag-ring" << 0.0 << -1;
-  // Ulysses cannot use 8 (28 heads), so 27 GiB has no answer there. At SP 4 its buffers,
+  // Ulysses cannot use 8 (28 heads), so 14.5 GiB has no answer there. At SP 4 its buffers,
   // 2*2*(2*3584 + 2*512) = 32,768 B per token x 32,768 tokens = 1,073,741,824 instead of the
-  // ring's, give a total of 46,425,587,200 (43.24 GiB): it fits 44 GiB.
-  QTest::newRow("ulysses 27 GiB: none") << "ulysses" << 27.0 << -1;
-  QTest::newRow("ulysses 44 GiB") << "ulysses" << 44.0 << 4;
+  // ring's, give a total of 22,123,789,824 (20.60 GiB): it fits 21 GiB.
+  QTest::newRow("ulysses 14.5 GiB: none") << "ulysses" << 14.5 << -1;
+  QTest::newRow("ulysses 21 GiB") << "ulysses" << 21.0 << 4;
   // usp takes the largest Ulysses degree that splits the heads (4 for SP 8: 28 / 8 fails) and
   // rings the rest (2): SP 8 holds 16384 tokens with both kinds of buffers, (68,608 + 32,768)
-  // x 16384 = 1,660,944,384: total 29,352,738,304 (27.34 GiB) fits 27.5 GiB.
-  QTest::newRow("usp 27.5 GiB") << "usp" << 27.5 << 8;
+  // x 16384 = 1,660,944,384: total 15,956,131,328 (14.86 GiB) fits 15 GiB.
+  QTest::newRow("usp 15 GiB") << "usp" << 15.0 << 8;
 }
 
 void TestMemoryEstimate::smallestFittingSp() {
@@ -445,12 +490,15 @@ void TestMemoryEstimate::notesExplainTheAssumptions_data() {
   QTest::newRow("bf16: fp32 gradients") << "bf16: true\n" << -1 << "fp32 gradients (4, summed";
   QTest::newRow("pure_bf16 keeps masters") << "pure_bf16: true\n" << -1
                                            << "it keeps fp32 masters and states";
-  QTest::newRow("loss not fused") << "bf16: true\n" << -1 << "loss is not fused";
+  QTest::newRow("loss fused") << "bf16: true\n" << -1 << "no [tokens x vocab] tensor exists";
+  QTest::newRow("tiled MLP") << "bf16: true\ntiled_mlp: true\n" << -1 << "tiled_mlp: the MLP runs over tiles";
+  QTest::newRow("activations offloaded") << "bf16: true\noffload_activations: true\n" << -1
+                                         << "in host memory (offload_activations)";
   QTest::newRow("reference activations formula") << "bf16: true\n" << -1
                                                  << "12h + 4h_kv + 6f";
   QTest::newRow("checkpointing") << "bf16: true\n" << -1 << "gradient_checkpointing:";
-  QTest::newRow("logits and recompute never together") << "bf16: true\n" << -1
-                                                       << "The total is conservative by up to";
+  QTest::newRow("loss and backward never together") << "bf16: true\n" << -1
+                                                    << "comes before the layers' backward";
   QTest::newRow("precomputed reference") << "bf16: true\nstage: dpo\nprecompute_ref_logps: true\n"
                                          << -1 << "precompute_ref_logps";
   QTest::newRow("capacity unknown") << "bf16: true\n" << -1 << "GPU capacity unknown";
@@ -490,15 +538,52 @@ void TestMemoryEstimate::textTableShowsPartsAndVerdict() {
   const QString fits = text("sequence_parallel_size: 2\n", 80);
   QVERIFY2(fits.contains("world 8, sequence parallel 2 (zigzag-ring), 65,536 tokens per rank"),
            qPrintable(fits));
-  // Logits 42,354,081,792 B = 39.45 GiB; total 85,168,242,176 B = 79.32 GiB, 0.68 spare.
-  QVERIFY2(fits.contains("  logits                  39.45 GiB\n"), qPrintable(fits));
-  QVERIFY2(fits.contains("79.32 GiB of 80.00 GiB: fits, 0.68 GiB spare"), qPrintable(fits));
+  // The fused loss needs nothing beyond the backward; total 39,056,064,000 B = 36.37 GiB, 43.63
+  // spare.
+  QVERIFY2(fits.contains("  logits                   0.00 GiB\n"), qPrintable(fits));
+  QVERIFY2(fits.contains("36.37 GiB of 80.00 GiB: fits, 43.63 GiB spare"), qPrintable(fits));
   QVERIFY2(fits.contains("Notes:\n  - bf16:"), qPrintable(fits));
-  // 151,312,154,112 B = 140.92 GiB: 60.92 short.
-  const QString tight = text("", 80);
-  QVERIFY2(tight.contains("140.92 GiB of 80.00 GiB: short by 60.92 GiB"), qPrintable(tight));
+  // 61,579,214,336 B = 57.35 GiB: 17.35 short of 40.
+  const QString tight = text("", 40);
+  QVERIFY2(tight.contains("57.35 GiB of 40.00 GiB: short by 17.35 GiB"), qPrintable(tight));
   const QString unknown = text("", 0);
-  QVERIFY2(unknown.contains("140.92 GiB (GPU capacity unknown)"), qPrintable(unknown));
+  QVERIFY2(unknown.contains("57.35 GiB (GPU capacity unknown)"), qPrintable(unknown));
+}
+
+void TestMemoryEstimate::longestFittingCutoff_data() {
+  QTest::addColumn<QString>("yaml");
+  QTest::addColumn<double>("capacityGib");
+  QTest::newRow("zigzag sp8, 80 GiB") << "sequence_parallel_size: 8\n" << 80.0;
+  QTest::newRow("one GPU of 8, 80 GiB") << "" << 80.0;
+  QTest::newRow("ulysses sp4, 40 GiB") << "sequence_parallel_size: 4\nsequence_parallel_mode: ulysses\n"
+                                       << 40.0;
+  QTest::newRow("dpo sp8, 80 GiB") << "stage: dpo\nprecompute_ref_logps: true\nsequence_parallel_size: 8\n"
+                                   << 80.0;
+}
+
+// The longest cutoff_len is the largest multiple of 1024 (here larger than the SP padding) whose
+// estimate fits: 1024 more does not. Each long-sequence option makes it longer.
+void TestMemoryEstimate::longestFittingCutoff() {
+  QFETCH(QString, yaml);
+  QFETCH(double, capacityGib);
+  const ModelInfo m = shape("qwen2.5-7b");
+  const auto opt = options(8, 3, "both", capacityGib);
+  const RunConfig cfg = config("bf16: true\n" + yaml);
+  const auto longest = longest_fitting_cutoff(cfg, m, opt);
+  QVERIFY(longest.has_value());
+  QCOMPARE(*longest % 1024, int64_t(0));
+  RunConfig at = cfg;
+  at.cutoff_len = *longest;
+  QVERIFY(estimate_memory(at, m, opt).fits());
+  at.cutoff_len = *longest + 1024;
+  QVERIFY(!estimate_memory(at, m, opt).fits());
+  for (const char* option : {"offload_activations: true\n", "tiled_mlp: true\n"}) {
+    const auto more = longest_fitting_cutoff(config("bf16: true\n" + yaml + option), m, opt);
+    QVERIFY2(more && *more > *longest, option);
+  }
+  QVERIFY(!longest_fitting_cutoff(cfg, m, options(8, 3, "both", 0)).has_value());
+  // Less than the gathered weights and buffers alone: not even 1024 tokens.
+  QVERIFY(!longest_fitting_cutoff(cfg, m, options(8, 3, "both", 4)).has_value());
 }
 
 QTEST_MAIN(TestMemoryEstimate)

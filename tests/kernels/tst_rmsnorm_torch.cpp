@@ -7,24 +7,16 @@
 
 #include <torch/torch.h>
 
+#include "torch_test_support.h"
+
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "studio/kernels/rmsnorm_torch.h"
+#include "studio/trainer/model/layers.h"
 #include "studio/trainer/rmsnorm_reference.h"
 
 using namespace studio;
-
-namespace {
-
-bool gpu_usable() { return torch::cuda::is_available() && torch::cuda::device_count() > 0; }
-
-#define REQUIRE_TORCH_GPU() \
-  do {                      \
-    if (!gpu_usable()) QSKIP("no usable CUDA device (torch::cuda::is_available() is false)"); \
-  } while (0)
-
-}  // namespace
 
 class TestRmsNormTorch : public QObject {
   Q_OBJECT
@@ -87,6 +79,42 @@ class TestRmsNormTorch : public QObject {
     close(bwd.dx, xr.grad(), "dx");
     // dweight sums 111 rows: bf16's output rounding is relative to the sum.
     close(bwd.dweight, wr.grad(), "dweight");
+  }
+
+  // The engine's RMSNorm module runs these kernels on CUDA (trainer/model/layers.cpp): its
+  // output and both gradients against the same module on the CPU.
+  void engineNormOnCudaMatchesCpu_data() {
+    QTest::addColumn<bool>("bf16");
+    QTest::newRow("fp32") << false;
+    QTest::newRow("bf16") << true;
+  }
+  void engineNormOnCudaMatchesCpu() {
+    QFETCH(bool, bf16);
+    REQUIRE_TORCH_GPU();
+    torch::manual_seed(9);
+    const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+    const auto x = torch::randn({2, 33, 256}).to(dtype);
+    const auto w = (1 + 0.1 * torch::randn({256})).to(dtype);
+    const auto dy = torch::randn({2, 33, 256}).to(dtype);
+    auto run = [&](const torch::Device& d) {
+      trainer::RMSNorm norm(256, 1e-6, torch::TensorOptions().dtype(dtype).device(d));
+      {
+        torch::NoGradGuard no_grad;
+        norm->weight.copy_(w);
+      }
+      auto xd = x.to(d).requires_grad_();
+      auto y = norm(xd);
+      y.backward(dy.to(d));
+      return std::tuple{y.detach().to(torch::kCPU, torch::kDouble),
+                        xd.grad().to(torch::kCPU, torch::kDouble),
+                        norm->weight.grad().to(torch::kCPU, torch::kDouble)};
+    };
+    const auto [y0, dx0, dw0] = run(torch::kCPU);
+    const auto [y1, dx1, dw1] = run(torch::Device(torch::kCUDA, 0));
+    const double tol = bf16 ? 2e-2 : 1e-5;
+    for (const auto& [a, b] : {std::pair{y1, y0}, std::pair{dx1, dx0}, std::pair{dw1, dw0}})
+      QVERIFY2(((a - b).abs().max() / b.abs().max()).item<double>() <= tol,
+               qPrintable(QString::number(((a - b).abs().max() / b.abs().max()).item<double>())));
   }
 };
 

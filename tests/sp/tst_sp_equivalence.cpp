@@ -267,6 +267,9 @@ class TestSpEquivalence : public QObject {
       QTest::newRow(s + " dp2 x zigzag sp2") << stage << "zigzag-ring" << 4 << 2 << 64 << "demo" << "";
       // Activation checkpointing recomputes each layer, ring included, inside the backward.
       QTest::newRow(s + " usp 2x2, gradient checkpointing") << stage << "usp" << 4 << 4 << 64 << "demo" << "";
+      // Every long-sequence option at once: the fused loss (always), activations offloaded,
+      // the MLP tiled, and the model states sharded by ZeRO-3 with both offloads.
+      QTest::newRow(s + " zigzag sp4, long-context options") << stage << "zigzag-ring" << 4 << 4 << 64 << "demo" << "";
       // Long prompts, answers of 1-3 words, prompts longer than cutoff_len (truncated): the
       // targets sit at the end of each sequence, so under zigzag sp2 rank 1 (middle chunks)
       // holds none, under ulysses sp4 only rank 3 holds any (no targets on all but one rank),
@@ -320,6 +323,9 @@ class TestSpEquivalence : public QObject {
     keys << packed;
     if (QByteArray(QTest::currentDataTag()).contains("checkpointing"))
       keys << "gradient_checkpointing: true";
+    if (QByteArray(QTest::currentDataTag()).contains("long-context options"))
+      keys << "gradient_checkpointing: true" << "offload_activations: true" << "tiled_mlp: true"
+           << "zero_stage: 3" << "offload_optimizer: true" << "offload_param: true";
     const QString name = QString::fromUtf8(QTest::currentDataTag()).replace(' ', '_')
                              .remove('(').remove(')').remove(',');
 

@@ -5,6 +5,9 @@
 
 #include "studio/trainer/data/batch.h"
 #include "studio/trainer/data/sampler.h"
+#include "studio/config/memory_estimate.h"
+#include "studio/kernels/fused_linear_ce.h"
+#include "studio/trainer/host_allocator.h"
 #include "studio/trainer/loss.h"
 
 using namespace studio::trainer;
@@ -23,6 +26,13 @@ class TestTrainingData : public QObject {
   void lossEqualsReferenceForAnyChunk_data();
   void lossEqualsReferenceForAnyChunk();
   void logprobsMatchLogSoftmax();
+  void logprobGradientsMatchReference_data();
+  void logprobGradientsMatchReference();
+  void lossWithoutTargetsStillReachesTheHead();
+  void bf16LossMatchesFp32Reference();
+  void fusedLossNeverHoldsTokensTimesVocab_data();
+  void fusedLossNeverHoldsTokensTimesVocab();
+  void chunkRuleAgreesWithTheKernelsAndTheEstimate();
 };
 
 void TestTrainingData::batchShiftsLabelsGlobally() {
@@ -158,6 +168,135 @@ void TestTrainingData::logprobsMatchLogSoftmax() {
     QVERIFY(std::fabs(lp[0][i].item<float>() -
                       ref[0][i][targets[0][i].item<int64_t>()].item<float>()) < 1e-5);
   QCOMPARE(lp[0][5].item<float>(), 0.0f);
+}
+
+void TestTrainingData::logprobGradientsMatchReference_data() {
+  QTest::addColumn<int>("chunk");
+  QTest::newRow("rule") << 0;
+  QTest::newRow("2") << 2;
+  QTest::newRow("all") << 1000;
+}
+
+// DPO's gathering: an upstream gradient that differs per token (as a preference loss of the
+// sequences' sums gives) reaches the hidden states and the head exactly as through the plain
+// log-softmax, although the backward runs the head again chunk by chunk.
+void TestTrainingData::logprobGradientsMatchReference() {
+  QFETCH(int, chunk);
+  torch::manual_seed(8);
+  auto hidden = torch::randn({2, 7, 6}, torch::kDouble).requires_grad_();
+  auto weight = torch::randn({13, 6}, torch::kDouble).requires_grad_();
+  auto targets = torch::randint(0, 13, {2, 7}, torch::kLong);
+  targets[0][0] = kIgnoreIndex;
+  targets[1][3] = kIgnoreIndex;
+  const auto upstream = torch::randn({2, 7}, torch::kDouble);
+  auto lp = lm_target_logprobs(hidden, weight, targets, chunk);
+  QCOMPARE(lp.scalar_type(), torch::kDouble);
+  auto grads = torch::autograd::grad({(lp * upstream).sum()}, {hidden, weight});
+
+  auto logp = torch::log_softmax(torch::matmul(hidden, weight.t()), -1);
+  auto valid = targets != kIgnoreIndex;
+  auto ref = logp.gather(2, targets.clamp_min(0).unsqueeze(2)).squeeze(2) * valid;
+  auto ref_grads = torch::autograd::grad({(ref * upstream).sum()}, {hidden, weight});
+  QVERIFY(torch::allclose(lp, ref, 1e-12, 1e-12));
+  QVERIFY(torch::allclose(grads[0], ref_grads[0], 1e-10, 1e-12));
+  QVERIFY(torch::allclose(grads[1], ref_grads[1], 1e-10, 1e-12));
+}
+
+// A rank whose chunk has no target at all still runs the head and gives it a zero gradient,
+// so that its backward (and every collective in it) is the same as the other ranks'.
+void TestTrainingData::lossWithoutTargetsStillReachesTheHead() {
+  auto hidden = torch::randn({1, 4, 6}).requires_grad_();
+  auto weight = torch::randn({9, 6}).requires_grad_();
+  auto targets = torch::full({1, 4}, kIgnoreIndex, torch::kLong);
+  auto loss = lm_cross_entropy_sum(hidden, weight, targets);
+  QCOMPARE(loss.item<float>(), 0.0f);
+  loss.backward();
+  QVERIFY(weight.grad().defined());
+  QCOMPARE(weight.grad().abs().sum().item<float>(), 0.0f);
+  QCOMPARE(hidden.grad().abs().sum().item<float>(), 0.0f);
+  auto lp = lm_target_logprobs(hidden, weight, targets);
+  QCOMPARE(lp.abs().sum().item<float>(), 0.0f);
+}
+
+// bf16 hidden states and head: the loss and both gradients as the fp32 computation gives them
+// from the same bf16 values, within bf16's rounding of the gradients.
+void TestTrainingData::bf16LossMatchesFp32Reference() {
+  torch::manual_seed(9);
+  auto h32 = torch::randn({3, 40, 32}).to(torch::kBFloat16).to(torch::kFloat);
+  auto w32 = (torch::randn({300, 32}) * 0.2).to(torch::kBFloat16).to(torch::kFloat);
+  auto targets = torch::randint(0, 300, {3, 40}, torch::kLong);
+  targets.narrow(1, 0, 10).fill_(kIgnoreIndex);
+  auto hidden = h32.to(torch::kBFloat16).requires_grad_();
+  auto weight = w32.to(torch::kBFloat16).requires_grad_();
+  auto loss = lm_cross_entropy_sum(hidden, weight, targets);
+  QCOMPARE(loss.scalar_type(), torch::kFloat);
+  (loss / 90.0).backward();
+  QCOMPARE(hidden.grad().scalar_type(), torch::kBFloat16);
+  QCOMPARE(weight.grad().scalar_type(), torch::kBFloat16);
+
+  auto hr = h32.clone().requires_grad_(), wr = w32.clone().requires_grad_();
+  auto logp = torch::log_softmax(torch::matmul(hr, wr.t()), -1);
+  auto valid = targets != kIgnoreIndex;
+  auto ref = -(logp.gather(2, targets.clamp_min(0).unsqueeze(2)).squeeze(2) * valid).sum();
+  (ref / 90.0).backward();
+  QVERIFY2(std::fabs(loss.item<double>() - ref.item<double>()) < 1e-3 * ref.item<double>(),
+           qPrintable(QString("%1 vs %2").arg(loss.item<double>()).arg(ref.item<double>())));
+  auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a.to(torch::kFloat) - b).abs().max() / b.abs().max()).item<double>();
+  };
+  QVERIFY2(rel(hidden.grad(), hr.grad()) < 2e-2, qPrintable(QString::number(rel(hidden.grad(), hr.grad()))));
+  QVERIFY2(rel(weight.grad(), wr.grad()) < 2e-2, qPrintable(QString::number(rel(weight.grad(), wr.grad()))));
+}
+
+void TestTrainingData::fusedLossNeverHoldsTokensTimesVocab_data() {
+  QTest::addColumn<bool>("dpo");
+  QTest::newRow("sft") << false;
+  QTest::newRow("dpo log-probs") << true;
+}
+
+// 4096 tokens x a 4096-word vocabulary: one [tokens x vocab] fp32 tensor would be 64 MiB. The
+// fused loss's peak, forward and backward, is the head's fp32 gradient, the hidden states'
+// gradient and their copy, and one chunk's logits: what the memory estimate says, within 5%.
+void TestTrainingData::fusedLossNeverHoldsTokensTimesVocab() {
+  QFETCH(bool, dpo);
+  install_counting_host_allocator();
+  const int64_t T = 4096, H = 64, V = 4096;
+  torch::manual_seed(10);
+  auto hidden = torch::randn({1, T, H}).requires_grad_();
+  auto weight = (torch::randn({V, H}) * 0.1).requires_grad_();
+  auto targets = torch::randint(0, V, {1, T}, torch::kLong);
+  const int64_t base = host_allocator_stats().allocated;
+  reset_host_allocator_peak();
+  torch::Tensor out = dpo ? lm_target_logprobs(hidden, weight, targets).sum()
+                          : lm_cross_entropy_sum(hidden, weight, targets);
+  const int64_t forward_peak = host_allocator_stats().peak - base;
+  const int64_t held = host_allocator_stats().allocated - base;
+  reset_host_allocator_peak();
+  const int64_t before_backward = host_allocator_stats().allocated;
+  out.backward();
+  const int64_t backward_peak = host_allocator_stats().peak - before_backward;
+  const int64_t chunk = lm_loss_chunk_tokens(T, H, V);
+  const double predicted_chunk = double(chunk) * V * 4;
+  const double peak = double(std::max(forward_peak, held + backward_peak));
+  // The estimate's terms (config/memory_estimate.cpp logits()): 4 V H + 2 x 4 T H + chunk.
+  const double predicted = 4.0 * V * H + 2 * 4.0 * T * H + predicted_chunk;
+  qInfo("chunk %lld rows; forward peak %lld, held %lld, backward peak %lld; predicted peak %.0f "
+        "(one [T x V] fp32 tensor: %lld)",
+        static_cast<long long>(chunk), static_cast<long long>(forward_peak),
+        static_cast<long long>(held), static_cast<long long>(backward_peak), predicted,
+        static_cast<long long>(T * V * 4));
+  QVERIFY(peak < double(T) * V * 4 / 2);
+  QVERIFY2(std::fabs(peak - predicted) <= 0.05 * predicted,
+           qPrintable(QString("measured %1, predicted %2").arg(peak).arg(predicted)));
+}
+
+void TestTrainingData::chunkRuleAgreesWithTheKernelsAndTheEstimate() {
+  for (int64_t t : {1, 7, 1000, 4096, 16384, 131072})
+    for (auto [h, v] : {std::pair<int64_t, int64_t>{64, 4096}, {3584, 152064}, {4096, 128256}}) {
+      const int64_t kernel = studio::kernels::fused_linear_ce_chunk_tokens({t, h, v});
+      QCOMPARE(lm_loss_chunk_tokens(t, h, v), kernel);
+      QCOMPARE(studio::loss_chunk_tokens(t, h, v), kernel);
+    }
 }
 
 QTEST_MAIN(TestTrainingData)

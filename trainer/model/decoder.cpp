@@ -6,6 +6,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "studio/config/memory_estimate.h"
 #include "studio/trainer/model/activation_checkpoint.h"
 
 namespace studio::trainer {
@@ -49,8 +50,63 @@ MLPImpl::MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& opti
   down_proj = register_module("down_proj", Linear(i, h, info.mlp_bias, options));
 }
 
-torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
+torch::Tensor MLPImpl::untiled(const torch::Tensor& x) {
   return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+namespace {
+
+// The MLP over row tiles: the forward keeps only its input; the backward recomputes one tile
+// at a time with grad and back-propagates through it (reentrant, as activation_checkpoint.cpp),
+// so the weights accumulate their gradients tile by tile.
+struct TiledMlp : torch::autograd::Function<TiledMlp> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               int64_t mlp, int64_t tile) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["mlp"] = mlp;
+    ctx->saved_data["tile"] = tile;
+    torch::NoGradGuard no_grad;
+    return reinterpret_cast<MLPImpl*>(mlp)->forward(x, tile);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::Tensor x = ctx->get_saved_variables()[0];
+    auto* mlp = reinterpret_cast<MLPImpl*>(ctx->saved_data["mlp"].toInt());
+    const int64_t tile = ctx->saved_data["tile"].toInt(), rows = x.size(0);
+    torch::Tensor gx = torch::empty_like(x, at::MemoryFormat::Contiguous);
+    for (int64_t start = 0; start < rows; start += tile) {
+      const int64_t len = std::min(tile, rows - start);
+      const torch::Tensor xt = x.narrow(0, start, len).detach().requires_grad_(true);
+      torch::Tensor y;
+      {
+        torch::AutoGradMode grad_on(true);
+        y = mlp->untiled(xt);
+      }
+      torch::autograd::backward({y}, {grads[0].narrow(0, start, len)});
+      gx.narrow(0, start, len).copy_(xt.grad());
+    }
+    return {gx, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor MLPImpl::forward(const torch::Tensor& x, int64_t tile_tokens) {
+  const int64_t h = x.size(-1), rows = h > 0 ? x.numel() / h : 0;
+  if (tile_tokens <= 0 || rows <= tile_tokens) return untiled(x);
+  const torch::Tensor flat = x.reshape({rows, h});
+  if (torch::GradMode::is_enabled() && (flat.requires_grad() || gate_proj->weight.requires_grad())) {
+    const torch::Tensor in = flat.requires_grad() ? flat : flat.detach().requires_grad_(true);
+    return TiledMlp::apply(in, static_cast<int64_t>(reinterpret_cast<intptr_t>(this)), tile_tokens)
+        .reshape(x.sizes());
+  }
+  // No graph to record (evaluation, or the forward of a checkpointed layer): tile by tile.
+  torch::Tensor out = torch::empty({rows, h}, x.options());
+  for (int64_t start = 0; start < rows; start += tile_tokens) {
+    const int64_t len = std::min(tile_tokens, rows - start);
+    out.narrow(0, start, len).copy_(untiled(flat.narrow(0, start, len)));
+  }
+  return out.reshape(x.sizes());
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const studio::ModelInfo& info,
@@ -66,7 +122,7 @@ DecoderLayerImpl::DecoderLayerImpl(const studio::ModelInfo& info,
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const LayerContext& ctx,
                                         int64_t layer) {
   const torch::Tensor h = x + self_attn(input_layernorm(x), ctx, layer);
-  return h + mlp(post_attention_layernorm(h));
+  return h + mlp(post_attention_layernorm(h), ctx.mlp_tile_tokens);
 }
 
 namespace {
@@ -136,11 +192,12 @@ torch::Tensor DecoderModelImpl::forward(const torch::Tensor& input_ids, const La
       // so that a set_attention in between cannot change what is recomputed.
       h = checkpoint(
           [layer, attention = *ctx.attention, cos = ctx.cos, sin = ctx.sin,
-           segments = ctx.segments, index](const torch::Tensor& x) {
-            const LayerContext c{cos, sin, &attention, segments};
+           segments = ctx.segments, tile = ctx.mlp_tile_tokens, index](const torch::Tensor& x) {
+            LayerContext c{cos, sin, &attention, segments};
+            c.mlp_tile_tokens = tile;
             return layer->forward(x, c, index);
           },
-          h);
+          h, ctx.offload, index);
     }
     h = boundary(h, ctx.hooks, index, /*before=*/true);
     if (ctx.hooks) ctx.hooks->after_forward(index);
@@ -201,9 +258,14 @@ torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids,
   // cos/sin once per forward, in fp32, then in the activation dtype as HF hands them on.
   auto [cos, sin] = rope_cos_sin(frequencies(position_ids), position_ids);
   const auto act = model->embed_tokens->weight.scalar_type();
-  const LayerContext ctx{cos.to(act), sin.to(act), &attention_,
-                         segments_.defined() ? segments_.to(input_ids.device()) : segments_,
-                         hooks_};
+  LayerContext ctx{cos.to(act), sin.to(act), &attention_,
+                   segments_.defined() ? segments_.to(input_ids.device()) : segments_, hooks_};
+  if (long_context_.tiled_mlp)
+    ctx.mlp_tile_tokens = studio::tiled_mlp_tile_tokens(
+        input_ids.numel(), info_.hidden_size, info_.intermediate_size,
+        static_cast<int>(c10::elementSize(act)), long_context_.tiled_mlp_budget_bytes);
+  if (checkpointing_ && long_context_.offload_activations && torch::GradMode::is_enabled())
+    ctx.offload = std::make_shared<ActivationOffload>();
   return model->forward(input_ids, ctx, checkpointing_);
 }
 

@@ -1,5 +1,9 @@
 #include "studio/trainer/model/layers.h"
 
+#if STUDIO_TRAINER_FUSED_KERNELS
+#include "studio/kernels/rmsnorm_torch.h"
+#endif
+
 namespace studio::trainer {
 namespace {
 thread_local bool g_deferred = false;
@@ -39,11 +43,88 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& op
   weight = register_parameter("weight", new_parameter({dim}, options));
 }
 
+namespace {
+
+torch::ScalarType norm_compute_dtype(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
+#if STUDIO_TRAINER_FUSED_KERNELS
+bool norm_kernel_applies(const torch::Tensor& x, const torch::Tensor& w) {
+  auto ok = [](const torch::Tensor& t) {
+    return t.is_cuda() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16);
+  };
+  return ok(x) && ok(w) && x.device() == w.device();
+}
+#endif
+
+// HF's LlamaRMSNorm, in the compute dtype: weight * (x * rsqrt(mean(x^2) + eps)).to(x.dtype).
+// Returns y and the per-row 1/rms [rows, 1] in the compute dtype.
+std::pair<torch::Tensor, torch::Tensor> rms_norm_forward(const torch::Tensor& x,
+                                                         const torch::Tensor& w, double eps) {
+  const torch::Tensor xc = x.to(norm_compute_dtype(x));
+  const torch::Tensor r = torch::rsqrt(xc.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return {w * (xc * r).to(x.scalar_type()), r};
+}
+
+// Autograd keeps only the input (in its own dtype: a tensor the model holds anyway, or one
+// value per element) and the fp32 1/rms of each row; the backward recomputes the normalised
+// rows from them. (Autograd through the ops above would keep an fp32 copy of the input and the
+// normalised output as well.) On CUDA, fp32 and bf16 run the fused kernels of kernels/.
+struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& w, double eps) {
+    ctx->saved_data["eps"] = eps;
+#if STUDIO_TRAINER_FUSED_KERNELS
+    if (norm_kernel_applies(x, w)) {
+      const torch::Tensor xc = x.contiguous();
+      auto out = kernels::rmsnorm_forward(xc, w.contiguous(), eps);
+      ctx->save_for_backward({xc, w, out.rstd});
+      return out.y;
+    }
+#endif
+    auto [y, r] = rms_norm_forward(x, w, eps);
+    ctx->save_for_backward({x, w, r});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1], &r = saved[2];
+    const double eps = ctx->saved_data["eps"].toDouble();
+#if STUDIO_TRAINER_FUSED_KERNELS
+    if (norm_kernel_applies(x, w)) {
+      auto g = kernels::rmsnorm_backward(grads[0].contiguous(), x, w, r, eps, w.requires_grad());
+      return {g.dx, g.dweight, torch::Tensor()};
+    }
+#endif
+    (void)eps;
+    const auto compute = norm_compute_dtype(x);
+    const torch::Tensor n = x.to(compute) * r;  // the normalised rows, in the compute dtype
+    const torch::Tensor dy = grads[0].to(compute);
+    torch::Tensor dw;
+    if (w.requires_grad()) {
+      // y = w * n.to(dtype): the weight's gradient sums dy times the rounded normalised rows.
+      const torch::Tensor rounded = n.to(x.scalar_type()).to(compute);
+      dw = (dy * rounded).reshape({-1, x.size(-1)}).sum(0).to(w.scalar_type());
+    }
+    const torch::Tensor dn = dy * w.to(compute);
+    const torch::Tensor dx = r * (dn - n * (dn * n).mean(-1, /*keepdim=*/true));
+    return {dx.to(x.scalar_type()), dw, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
-  const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-  const torch::Tensor xc = x.to(compute);
-  const torch::Tensor normed = xc * torch::rsqrt(xc.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return weight * normed.to(x.scalar_type());
+  if (torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()))
+    return RmsNormFunction::apply(x, weight, eps);
+#if STUDIO_TRAINER_FUSED_KERNELS
+  // The same kernel as with grad: a checkpointed layer's recompute repeats its forward exactly.
+  if (norm_kernel_applies(x, weight))
+    return kernels::rmsnorm_forward(x.contiguous(), weight.contiguous(), eps).y;
+#endif
+  return rms_norm_forward(x, weight, eps).first;
 }
 
 }  // namespace studio::trainer

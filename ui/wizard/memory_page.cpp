@@ -1,8 +1,12 @@
 #include "studio/ui/wizard/memory_page.h"
 
+#include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
+#include <QGroupBox>
 #include <QHBoxLayout>
+#include <QHeaderView>
+#include <QTableWidget>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -11,6 +15,7 @@
 #include "latest_job.h"
 #include "studio/ui/local_path.h"
 #include "studio/config/validate.h"
+#include "studio/ui/wizard/field_bindings.h"
 #include "studio/ui/wizard/memory_bar.h"
 #include "studio/ui/wizard/run_draft.h"
 #include "studio/ui/wizard/sp_choice.h"
@@ -24,16 +29,59 @@ QString gib(double bytes) {
   return QString::fromStdString(studio::format_gib(bytes));
 }
 
+// 1048576 -> "1,048,576"
+QString tokens(int64_t n) {
+  QString digits = QString::number(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, QLatin1Char(','));
+  return digits;
+}
+
+// The long-sequence options the page weighs, each switched the other way in `c`.
+std::vector<std::pair<QString, bool>> switch_options(const studio::RunConfig& c,
+                                                     const studio::ZeroRequest& z) {
+  std::vector<std::pair<QString, bool>> out = {
+      {QStringLiteral("gradient_checkpointing"), c.gradient_checkpointing},
+      {QStringLiteral("offload_activations"), c.offload_activations},
+      {QStringLiteral("tiled_mlp"), c.tiled_mlp},
+  };
+  // ZeRO-3 with both offloads: offered where the run does not have it yet.
+  if (!(z.stage == 3 && z.offload_param))
+    out.emplace_back(QStringLiteral("zero_stage 3 + offload"), false);
+  return out;
+}
+
+studio::RunConfig switched(studio::RunConfig c, const QString& option) {
+  if (option == QLatin1String("gradient_checkpointing")) {
+    c.gradient_checkpointing = !c.gradient_checkpointing;
+    // Offloaded activations are checkpointed ones: without checkpointing, none.
+    if (!c.gradient_checkpointing) c.offload_activations = false;
+  } else if (option == QLatin1String("offload_activations")) {
+    c.offload_activations = !c.offload_activations;
+    if (c.offload_activations) c.gradient_checkpointing = true;
+  } else if (option == QLatin1String("tiled_mlp")) {
+    c.tiled_mlp = !c.tiled_mlp;
+  } else {
+    c.zero_stage = 3;
+    c.offload_optimizer = c.offload_param = true;
+  }
+  return c;
+}
+
 }  // namespace
 
 MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
-    : WizardPage(draft, {}, parent),
+    : WizardPage(draft,
+                 {QStringLiteral("offload_activations"), QStringLiteral("tiled_mlp"),
+                  QStringLiteral("tiled_mlp_budget_mib")},
+                 parent),
       gpu_(new QDoubleSpinBox),
       bar_(new MemoryBar),
       verdict_(new QLabel),
       details_(new QLabel),
       notes_(new QPlainTextEdit),
       smallest_(new QPushButton(tr("&Smallest SP size that fits"))),
+      longest_(new QLabel),
+      gains_(new QTableWidget(0, 3)),
       job_(std::make_unique<LatestJob<MemoryOutcome>>(
           this, [this](const MemoryOutcome& o) { show(o); })) {
   setTitle(tr("Memory"));
@@ -56,6 +104,28 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   notes_->setReadOnly(true);
   notes_->setMaximumHeight(notes_->fontMetrics().height() * 6);
 
+  longest_->setObjectName(QStringLiteral("longest"));
+  longest_->setWordWrap(true);
+  gains_->setObjectName(QStringLiteral("optionGains"));
+  gains_->setHorizontalHeaderLabels(
+      {tr("Option"), tr("Now"), tr("Longest cutoff_len switched")});
+  gains_->horizontalHeader()->setStretchLastSection(true);
+  gains_->verticalHeader()->hide();
+  gains_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  gains_->setSelectionMode(QAbstractItemView::NoSelection);
+  gains_->setMaximumHeight(gains_->fontMetrics().height() * 8);
+  auto* longGroup = new QGroupBox(tr("Longest sequence"));
+  auto* longLayout = new QVBoxLayout(longGroup);
+  auto* switches = new QHBoxLayout;
+  FieldBindings* b = bindings();
+  switches->addWidget(b->flag("offload_activations", &studio::RunConfig::offload_activations,
+                              tr("offload_activations")));
+  switches->addWidget(b->flag("tiled_mlp", &studio::RunConfig::tiled_mlp, tr("tiled_mlp")));
+  switches->addStretch(1);
+  longLayout->addLayout(switches);
+  longLayout->addWidget(longest_);
+  longLayout->addWidget(gains_);
+
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("GPU memory:")));
   top->addWidget(gpu_);
@@ -66,6 +136,7 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   layout->addWidget(bar_, 1);
   layout->addWidget(verdict_);
   layout->addWidget(details_);
+  layout->addWidget(longGroup);
   layout->addWidget(notes_);
   layout->addWidget(messagesWidget());
 
@@ -91,6 +162,8 @@ void MemoryPage::request() {
     verdict_->clear();
     details_->setText(tr("The estimate needs the model's config.json (Model page)."));
     notes_->clear();
+    longest_->clear();
+    gains_->setRowCount(0);
     smallest_->setEnabled(false);
     return;
   }
@@ -110,6 +183,10 @@ void MemoryPage::request() {
     }
     out.estimate = studio::estimate_memory(cfg, info, opt);
     out.smallestFittingSp = studio::smallest_fitting_sp(cfg, info, opt);
+    out.longestCutoff = studio::longest_fitting_cutoff(cfg, info, opt);
+    for (const auto& [option, on] : switch_options(cfg, studio::zero_request(cfg, opt.deepspeed)))
+      out.gains.push_back(
+          {option, on, studio::longest_fitting_cutoff(switched(cfg, option), info, opt)});
     return out;
   });
 }
@@ -138,7 +215,29 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
                         .arg(e.bytes_per_param, 0, 'g', 3);
   if (e.offloaded_bytes > 0)
     details += tr(" Offloaded to host memory: %1 per rank.").arg(gib(e.offloaded_bytes));
+  if (e.host_activation_bytes > 0)
+    details += tr(" Activations in host memory: %1 per rank.").arg(gib(e.host_activation_bytes));
   details_->setText(details);
+  const int64_t cutoff = draft()->config().cutoff_len;
+  longest_->setText(outcome.longestCutoff
+                        ? tr("Longest cutoff_len that fits in %1: %2 tokens (now %3).")
+                              .arg(gib(e.capacity_bytes), tokens(*outcome.longestCutoff),
+                                   tokens(cutoff))
+                        : tr("Not even 1024 tokens fit in %1 with these settings.")
+                              .arg(gib(e.capacity_bytes)));
+  gains_->setRowCount(static_cast<int>(outcome.gains.size()));
+  for (int row = 0; row < gains_->rowCount(); ++row) {
+    const OptionGain& g = outcome.gains[static_cast<size_t>(row)];
+    const QString longest = g.longestSwitched ? tokens(*g.longestSwitched) : tr("none fits");
+    QString change;
+    if (g.longestSwitched && outcome.longestCutoff && *outcome.longestCutoff > 0)
+      change = tr(" (x%1)").arg(double(*g.longestSwitched) / double(*outcome.longestCutoff), 0,
+                                'f', 2);
+    gains_->setItem(row, 0, new QTableWidgetItem(g.option));
+    gains_->setItem(row, 1, new QTableWidgetItem(g.on ? tr("on") : tr("off")));
+    gains_->setItem(row, 2, new QTableWidgetItem((g.on ? tr("off: ") : tr("on: ")) + longest + change));
+  }
+  gains_->resizeColumnsToContents();
   QStringList notes;
   if (!outcome.deepspeedError.isEmpty())
     notes << tr("deepspeed: %1; estimated without ZeRO.").arg(outcome.deepspeedError);
@@ -169,5 +268,13 @@ QString MemoryPage::verdictText() const {
 }
 
 QString MemoryPage::detailsText() const { return details_->text(); }
+
+QString MemoryPage::longestText() const {
+  QString out = longest_->text();
+  for (int row = 0; row < gains_->rowCount(); ++row)
+    out += QLatin1Char('\n') + gains_->item(row, 0)->text() + QLatin1Char(' ') +
+           gains_->item(row, 1)->text() + QStringLiteral(" -> ") + gains_->item(row, 2)->text();
+  return out;
+}
 
 }  // namespace studio::ui

@@ -1,7 +1,9 @@
 // MemoryPage: the estimate arrives off the GUI thread as a stacked bar whose parts add up to the
 // total, against the GPU memory box; the verdict says whether it fits; "Smallest SP size that
 // fits" sets sequence_parallel_size, which the Parallelism page then shows.
+#include <QCheckBox>
 #include <QComboBox>
+#include <QTableWidget>
 #include <QDoubleSpinBox>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -42,6 +44,7 @@ class TestMemoryPage : public QObject {
   void gpuMemoryMovesTheLimit();
   void zeroChoicesChangeTheEstimate();
   void noModelNoEstimate();
+  void longestSequenceAndWhatOptionsBuy();
 };
 
 void TestMemoryPage::estimateIsDrawn() {
@@ -140,6 +143,48 @@ void TestMemoryPage::noModelNoEstimate() {
   QVERIFY(!page.outcome().has_value());
   QVERIFY(!page.smallestSpButton()->isEnabled());
   QCOMPARE(page.verdictText(), QString());
+}
+
+// Below the bar: the longest cutoff_len that fits (the estimate at it fits, 1024 tokens more
+// does not) and, per long-sequence option, the longest with it switched; switching one on the
+// page moves the longest to what the table said, live.
+void TestMemoryPage::longestSequenceAndWhatOptionsBuy() {
+  RunDraft draft;
+  MemoryPage page(&draft);
+  draft.setWorld(8, 1);
+  studio::RunConfig cfg = longRun();
+  cfg.sequence_parallel_size = 8;
+  cfg.sequence_parallel_mode = studio::SpMode::ZigzagRing;
+  draft.load(cfg, QDir::tempPath());
+  QTRY_VERIFY_WITH_TIMEOUT(page.outcome().has_value() && !page.isBusy(), 20000);
+  const auto longest = page.outcome()->longestCutoff;
+  QVERIFY(longest.has_value());
+  studio::EstimateOptions opt;
+  opt.nproc_per_node = 8;
+  opt.gpu_capacity_bytes = 80 * kGiB;
+  std::string error;
+  opt.deepspeed = studio::read_deepspeed_json(
+      wizard_test::sourcePath("resources/deepspeed/ds_z3_offload_config.json").toStdString(), error);
+  const auto model = *draft.model();
+  studio::RunConfig at = draft.config();
+  at.cutoff_len = *longest;
+  QVERIFY(studio::estimate_memory(at, model, opt).fits());
+  at.cutoff_len = *longest + 1024;
+  QVERIFY(!studio::estimate_memory(at, model, opt).fits());
+  QVERIFY2(page.longestText().contains(QStringLiteral("Longest cutoff_len that fits in 80.00 GiB")),
+           qPrintable(page.longestText()));
+
+  std::optional<int64_t> withOffload;
+  for (const auto& g : page.outcome()->gains)
+    if (g.option == QLatin1String("offload_activations")) withOffload = g.longestSwitched;
+  QVERIFY(withOffload && *withOffload > *longest);
+  QCOMPARE(page.gainsTable()->rowCount(), int(page.outcome()->gains.size()));
+
+  auto* box = page.findChild<QCheckBox*>(QStringLiteral("offload_activations"));
+  QVERIFY(box);
+  box->setChecked(true);
+  QVERIFY(draft.config().offload_activations);
+  QTRY_VERIFY_WITH_TIMEOUT(!page.isBusy() && page.outcome()->longestCutoff == withOffload, 20000);
 }
 
 QTEST_MAIN(TestMemoryPage)

@@ -33,8 +33,10 @@ struct MemoryBreakdown {
   double optimizer = 0;    // fp32 master weights (separate ones) + AdamW m and v
   double reference = 0;    // DPO's frozen reference model (0 when precompute_ref_logps)
   double activations = 0;  // saved for backward (per local token and layer), incl. recompute
-  double logits = 0;       // the loss's fp32 log-softmax of every token, plus one chunk's
-                           // logits, fp32 copy and gradients (the loss is chunked, not fused)
+  double logits = 0;       // the fused LM head + loss (the head's fp32 gradient, the hidden
+                           // states' gradient and their copy, one chunk's logits): what its
+                           // peak needs beyond the layers' backward working set, which comes
+                           // after it (LongContextCosts::loss_peak is the whole peak)
   double sp_buffers = 0;   // ring K/V receive buffers and fp32 out/lse accumulators; Ulysses
                            // all-to-all buffers
   double zero_buffers = 0; // gradient reductions in flight during the backward (one decoder
@@ -57,8 +59,23 @@ struct MemoryPart {
 };
 std::vector<MemoryPart> memory_parts(const MemoryBreakdown& bytes);
 
+// The long-sequence costs behind the parts (docs/LONG_CONTEXT.md), per rank: what
+// tst_long_context_memory holds to the engine's measured allocations.
+struct LongContextCosts {
+  int64_t loss_chunk_tokens = 0;  // rows per chunk of the fused LM head and loss
+  double loss_held = 0;     // SFT: what the fused loss keeps from its forward to its backward
+  double loss_peak = 0;     // the loss's peak above what was held before it (= logits part)
+  double checkpoints = 0;   // checkpointed layer inputs on the device at the end of the forward
+  double offloaded_activations = 0;  // offload_activations: the same in host memory
+  double outside = 0;       // outside the layers: RoPE tables, final norm, the hidden states
+  double layer = 0;         // one decoder layer's saved activations (tiled MLP: without its MLP)
+  int64_t mlp_tile_tokens = 0;  // tiled_mlp: rows per tile (0: untiled)
+  double mlp_tile = 0;      // tiled_mlp: one tile's recomputed activations and gradients
+};
+
 struct MemoryEstimate {
   MemoryBreakdown bytes;
+  LongContextCosts long_context;
   int world_size = 1;
   int sp_size = 1;
   int ulysses_degree = 1;         // sp_size = ulysses_degree x ring_degree
@@ -71,6 +88,8 @@ struct MemoryEstimate {
   // measures at its first step (events: gpus[].model_states_mib, offloaded_mib).
   double model_state_bytes = 0;
   double offloaded_bytes = 0;
+  // offload_activations: the checkpointed layer inputs in host memory (beside offloaded_bytes).
+  double host_activation_bytes = 0;
   double capacity_bytes = 0;      // EstimateOptions::gpu_capacity_bytes
   std::vector<std::string> notes; // the assumptions made, one sentence each
   bool fits() const { return capacity_bytes <= 0 || bytes.total() <= capacity_bytes; }
@@ -81,6 +100,17 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const RunConfig& cfg, const ModelInfo& model,
                                const EstimateOptions& opt);
 
+// The longest cutoff_len whose estimate fits the GPU, everything else as in cfg (a multiple
+// of 1024, or of the SP padding when that is larger); nullopt when the capacity is unknown or
+// not even the shortest fits. Searched up to 2^26 tokens.
+std::optional<int64_t> longest_fitting_cutoff(const RunConfig& cfg, const ModelInfo& model,
+                                              const EstimateOptions& opt);
+
+// The fused loss's chunk rule (kernels/fused_linear_ce.h, fused_linear_ce_chunk_tokens, which a
+// test keeps equal): about as many logits per chunk as the hidden states have values, a power
+// of two, at most `tokens`.
+int64_t loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab);
+
 // SP sizes the world allows for `cfg`'s mode on `model`: divisors of the world size whose head
 // constraints hold (ulysses: heads divisible, kv heads split or replicated; usp: some
 // ulysses x ring factorisation does). Ascending; always contains 1.
@@ -90,6 +120,13 @@ std::vector<int> valid_sp_sizes(const RunConfig& cfg, const ModelInfo& model, in
 // degree that works); nullopt when none does or the capacity is unknown.
 std::optional<int> smallest_fitting_sp(const RunConfig& cfg, const ModelInfo& model,
                                        const EstimateOptions& opt);
+
+// tiled_mlp (trainer/model/decoder.cpp): the tokens of one MLP tile when `tokens` rows go
+// through a layer's MLP: as many as fit `budget_bytes` at 4 x intermediate values per token
+// (gate, up, SiLU's output and their product: what a tile keeps for its backward); budget 0:
+// tokens x hidden values, what the layer's input takes. Between 1 and tokens.
+int64_t tiled_mlp_tile_tokens(int64_t tokens, int64_t hidden, int64_t intermediate,
+                              int value_bytes, double budget_bytes);
 
 // A table in GiB, one row per part, with the total against the capacity and the notes.
 std::string format_estimate_text(const MemoryEstimate& estimate);

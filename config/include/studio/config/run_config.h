@@ -112,6 +112,12 @@ struct RunConfig {
   bool fp16 = false;                           // fp16 compute with loss scaling
   bool pure_bf16 = false;                      // bf16 weights and optimizer states
   bool gradient_checkpointing = true;          // recompute each decoder layer in backward
+  // Long sequences (docs/LONG_CONTEXT.md): the checkpointed layer inputs in host memory, the
+  // MLP over sequence tiles whose intermediate activations fit tiled_mlp_budget_mib (0: as much
+  // as one layer's input, the sequence's hidden states).
+  bool offload_activations = false;
+  bool tiled_mlp = false;
+  int64_t tiled_mlp_budget_mib = 0;
   FlashAttn flash_attn = FlashAttn::Auto;      // attention backend
   int64_t ddp_timeout = 1800;                  // seconds before a collective counts as hung
   int64_t seed = 42;

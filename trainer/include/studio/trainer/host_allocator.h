@@ -17,6 +17,7 @@ struct HostAllocatorStats {
   int64_t allocated = 0;  // live bytes now
   int64_t peak = 0;       // the most live bytes since install or reset_host_allocator_peak()
   int64_t offloaded = 0;  // live bytes allocated under an OffloadScope (part of `allocated`)
+  int64_t device_peak = 0;  // the most live bytes outside OffloadScopes (the "device side")
 };
 HostAllocatorStats host_allocator_stats();
 void reset_host_allocator_peak();

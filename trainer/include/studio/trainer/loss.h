@@ -1,24 +1,40 @@
 #pragma once
 // The language-model loss as sums, so that gradient accumulation, data parallelism and sequence
 // parallelism can all normalise by the valid tokens of the whole global batch.
+//
+// Both functions fuse the LM head with its loss (docs/LONG_CONTEXT.md, "Fused linear +
+// cross-entropy"): the tokens go through the head `chunk_tokens` at a time (0: the kernels'
+// rule, about as many logits per chunk as the hidden states have values), and no [tokens x
+// vocab] tensor ever exists, in the forward or the backward. On CUDA, fp32 and bf16 run the
+// fused kernel of kernels/ (fused_linear_ce.h) through its LibTorch adapter; elsewhere the same
+// algorithm runs as ATen calls.
 #include <cstdint>
 
 #include <torch/torch.h>
 
 namespace studio::trainer {
 
-// Sum over valid targets of -log softmax(hidden @ weight^T)[target], in fp32. Only rows whose
-// target is valid reach the LM head (masked prompt tokens cost nothing), and they are processed
-// in chunks of `chunk_tokens` so no [tokens x vocab] fp32 tensor larger than a chunk is formed
-// in the forward pass.
+// Sum over valid targets of -log softmax(hidden @ weight^T)[target], in fp32 (fp64 for double
+// inputs). Only rows whose target is valid reach the LM head (masked prompt tokens cost
+// nothing). With gradients wanted, the forward forms them as well, chunk by chunk: the
+// gradient of the hidden states [valid rows x H] in their dtype and the head's [V x H] in fp32
+// are kept until the backward, which only scales them by the upstream gradient.
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden,   // [B, S, H]
                                    const torch::Tensor& weight,   // [V, H]
                                    const torch::Tensor& targets,  // [B, S], -100 ignored
-                                   int64_t chunk_tokens = 2048);
+                                   int64_t chunk_tokens = 0);
 
-// Per-token log-probabilities of the targets ([B, S], 0 where ignored), no gradient needed:
-// what `studio-train logprobs` prints and DPO sums.
+// Per-token log-probabilities of the targets ([B, S] fp32 (fp64 for double inputs), 0 where
+// ignored): what `studio-train
+// logprobs` prints and DPO sums. Differentiable: the upstream gradient differs per token (it
+// comes from the preference loss of each sequence's sum, known only after the log-probs of the
+// whole batch, and under SP only after their all-reduce), so the backward runs the head again
+// chunk by chunk and forms both gradients there; the forward keeps only its inputs.
 torch::Tensor lm_target_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                 const torch::Tensor& targets, int64_t chunk_tokens = 2048);
+                                 const torch::Tensor& targets, int64_t chunk_tokens = 0);
+
+// The chunk the two functions above use for `tokens` rows (tokens > 0).
+int64_t lm_loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab,
+                             int64_t chunk_tokens = 0);
 
 }  // namespace studio::trainer

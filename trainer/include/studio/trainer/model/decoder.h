@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "studio/config/model_info.h"
+#include "studio/trainer/model/activation_checkpoint.h"
 #include "studio/trainer/model/attention.h"
 #include "studio/trainer/model/layers.h"
 #include "studio/trainer/model/rope.h"
@@ -48,7 +49,15 @@ struct LayerContext {
   const AttentionFn* attention = nullptr;
   torch::Tensor segments;  // neat packing: AttentionCall::segments
   LayerHooks* hooks = nullptr;
+  int64_t mlp_tile_tokens = 0;  // tiled_mlp: rows per MLP tile (0: untiled)
+  std::shared_ptr<ActivationOffload> offload;  // checkpointed inputs in host memory (or null)
+};
 
+// The long-sequence options of the forward (docs/LONG_CONTEXT.md).
+struct LongContextOptions {
+  bool offload_activations = false;  // with gradient checkpointing only
+  bool tiled_mlp = false;
+  double tiled_mlp_budget_bytes = 0;  // 0: the layer input's bytes (studio::tiled_mlp_tile_tokens)
 };
 
 class SelfAttentionImpl : public torch::nn::Module {
@@ -64,11 +73,14 @@ class SelfAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SelfAttention);
 
-// down(silu(gate(x)) * up(x))
+// down(silu(gate(x)) * up(x)). With tile_tokens > 0 and more rows than that, the rows go through
+// in tiles of tile_tokens, forward and (recomputing each tile) backward, so no [rows x
+// intermediate] tensor exists whole; the result and gradients are those of the untiled MLP.
 class MLPImpl : public torch::nn::Module {
  public:
   MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, int64_t tile_tokens = 0);
+  torch::Tensor untiled(const torch::Tensor& x);
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
@@ -136,6 +148,8 @@ class CausalLMImpl : public torch::nn::Module {
   void set_attention_segments(torch::Tensor segments) { segments_ = std::move(segments); }
   // Sharded training: called around every layer (null: none). Not owned.
   void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
+  void set_long_context(const LongContextOptions& options) { long_context_ = options; }
+  const LongContextOptions& long_context() const { return long_context_; }
 
   const studio::ModelInfo& info() const { return info_; }
 
@@ -154,6 +168,7 @@ class CausalLMImpl : public torch::nn::Module {
   torch::Tensor segments_;
   LayerHooks* hooks_ = nullptr;
   bool checkpointing_ = false;
+  LongContextOptions long_context_;
 };
 TORCH_MODULE(CausalLM);
 

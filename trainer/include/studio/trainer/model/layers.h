@@ -53,6 +53,9 @@ TORCH_MODULE(Embedding);
 // HF LlamaRMSNorm: weight * (x.float() * rsqrt(mean(x^2) + eps)).to(x.dtype). The normalisation
 // runs in fp32 (fp64 for double inputs, which HF would round to fp32; the gradient checks need
 // it), the weight multiplies in the promoted dtype of weight and x. Parameter "weight" [dim].
+// For the backward it keeps only its input and the fp32 1/rms of each row (its own autograd
+// function); on CUDA, fp32 and bf16 run the fused kernels of kernels/ (rmsnorm.h), which
+// multiply by the weight before rounding to x's dtype.
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options);

@@ -1,0 +1,227 @@
+// The memory estimate's long-sequence terms (config/memory_estimate.cpp, LongContextCosts)
+// against what the engine allocates, measured on the CPU by the counting allocator
+// (host_allocator.h), component by component, within 5%: one decoder layer's saved activations
+// (whole, and with the MLP tiled), the checkpointed layer inputs on the device and offloaded to
+// host memory, what the model keeps outside its layers, and one MLP tile's backward.
+// The fused loss's own peak is held to the estimate in tst_training_data.
+#include <QtTest>
+
+#include <torch/torch.h>
+
+#include "studio/config/memory_estimate.h"
+#include "studio/config/model_info.h"
+#include "studio/config/run_config.h"
+#include "studio/trainer/host_allocator.h"
+#include "studio/trainer/model/decoder.h"
+
+using namespace studio::trainer;
+
+namespace {
+
+constexpr int64_t kTokens = 2048;
+
+// A GQA model of `layers` layers: 4 query heads over 2 K/V heads of 16, MLP 176 wide (Qwen3:
+// with its RMSNorm over each query and key head).
+studio::ModelInfo gqa(int layers, bool qwen3 = false) {
+  const std::string json =
+      std::string(R"({"architectures": [")") + (qwen3 ? "Qwen3" : "Qwen2") +
+      R"(ForCausalLM"], "hidden_size": 64, "intermediate_size": 176, "head_dim": 16,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+      "max_position_embeddings": 65536, "rms_norm_eps": 1e-6, "num_hidden_layers": )" +
+      std::to_string(layers) + "}";
+  std::string error;
+  auto info = studio::parse_model_info(json, error);
+  if (!info) qFatal("model: %s", error.c_str());
+  return *info;
+}
+
+struct Options {
+  bool bf16 = false, checkpointing = false, offload = false, tiled = false, qwen3 = false;
+  int tiled_budget_mib = 0;
+};
+
+studio::MemoryEstimate estimate(const Options& o, int layers, int64_t tokens = kTokens) {
+  studio::RunConfig cfg;
+  cfg.cutoff_len = tokens;
+  cfg.bf16 = o.bf16;
+  cfg.gradient_checkpointing = o.checkpointing;
+  cfg.offload_activations = o.offload;
+  cfg.tiled_mlp = o.tiled;
+  cfg.tiled_mlp_budget_mib = o.tiled_budget_mib;
+  return studio::estimate_memory(cfg, gqa(layers, o.qwen3), studio::EstimateOptions{});
+}
+
+struct Held {
+  double device = 0, host = 0;  // bytes the forward left allocated, outside / inside offload
+};
+
+// What one forward with grad leaves allocated for its backward (the returned hidden states
+// included), then runs the backward so that nothing stays behind.
+Held forward_held(const Options& o, int layers) {
+  ModelOptions mo;
+  mo.dtype = o.bf16 ? torch::kBFloat16 : torch::kFloat;
+  mo.warn = [](const std::string&) {};
+  CausalLM model(gqa(layers, o.qwen3), mo);
+  model->init_weights(3);
+  model->set_gradient_checkpointing(o.checkpointing);
+  LongContextOptions lc;
+  lc.offload_activations = o.offload;
+  lc.tiled_mlp = o.tiled;
+  model->set_long_context(lc);
+  const torch::Tensor ids = torch::randint(512, {1, kTokens}, torch::kLong);
+  const torch::Tensor pos = torch::arange(kTokens).view({1, kTokens});
+  const auto before = host_allocator_stats();
+  torch::Tensor h = model->hidden_states(ids, pos);
+  const auto after = host_allocator_stats();
+  h.sum().backward();
+  return {double((after.allocated - after.offloaded) - (before.allocated - before.offloaded)),
+          double(after.offloaded - before.offloaded)};
+}
+
+void compare(const char* what, double measured, double predicted) {
+  qInfo("%s: measured %.0f B, estimated %.0f B (%+.1f%%)", what, measured, predicted,
+        100.0 * (predicted - measured) / std::max(measured, 1.0));
+  QVERIFY2(std::fabs(measured - predicted) <= 0.05 * std::fabs(measured),
+           qPrintable(QString("%1: measured %2 B, estimated %3 B")
+                          .arg(what)
+                          .arg(measured, 0, 'f', 0)
+                          .arg(predicted, 0, 'f', 0)));
+}
+
+}  // namespace
+
+class TestLongContextMemory : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void initTestCase() {
+    install_counting_host_allocator();
+    torch::manual_seed(1);
+  }
+  void layerActivations_data();
+  void layerActivations();
+  void checkpointedInputs_data();
+  void checkpointedInputs();
+  void outsideTheLayers_data();
+  void outsideTheLayers();
+  void mlpTileBackward_data();
+  void mlpTileBackward();
+};
+
+void TestLongContextMemory::layerActivations_data() {
+  QTest::addColumn<bool>("bf16");
+  QTest::addColumn<bool>("tiled");
+  QTest::addColumn<bool>("qwen3");
+  QTest::newRow("fp32") << false << false << false;
+  QTest::newRow("fp32 tiled MLP") << false << true << false;
+  QTest::newRow("bf16") << true << false << false;
+  QTest::newRow("bf16 tiled MLP") << true << true << false;
+  QTest::newRow("bf16 Qwen3 (q/k norms)") << true << false << true;
+}
+
+// One layer's saved set: a 3-layer model's forward keeps two layers' more than a 1-layer one.
+void TestLongContextMemory::layerActivations() {
+  QFETCH(bool, bf16);
+  QFETCH(bool, tiled);
+  QFETCH(bool, qwen3);
+  Options o;
+  o.bf16 = bf16;
+  o.tiled = tiled;
+  o.qwen3 = qwen3;
+  const double measured = (forward_held(o, 3).device - forward_held(o, 1).device) / 2;
+  compare("one layer's activations", measured, estimate(o, 1).long_context.layer);
+}
+
+void TestLongContextMemory::checkpointedInputs_data() {
+  QTest::addColumn<bool>("bf16");
+  QTest::addColumn<bool>("offload");
+  QTest::newRow("fp32") << false << false;
+  QTest::newRow("bf16") << true << false;
+  QTest::newRow("fp32 offloaded") << false << true;
+  QTest::newRow("bf16 offloaded") << true << true;
+}
+
+// With checkpointing a layer keeps its input: on the device, or offloaded to host memory
+// (nothing per layer left on the device).
+void TestLongContextMemory::checkpointedInputs() {
+  QFETCH(bool, bf16);
+  QFETCH(bool, offload);
+  Options o;
+  o.bf16 = bf16;
+  o.checkpointing = true;
+  o.offload = offload;
+  const Held four = forward_held(o, 4), one = forward_held(o, 1);
+  const auto e4 = estimate(o, 4).long_context, e1 = estimate(o, 1).long_context;
+  if (!offload) {
+    compare("three checkpointed inputs", four.device - one.device, e4.checkpoints - e1.checkpoints);
+    QCOMPARE(four.host, 0.0);
+  } else {
+    compare("four offloaded inputs", four.host, e4.offloaded_activations);
+    QVERIFY2(std::fabs(four.device - one.device) <= 0.05 * one.device,
+             "offloaded inputs take nothing per layer on the device");
+  }
+}
+
+void TestLongContextMemory::outsideTheLayers_data() {
+  QTest::addColumn<bool>("bf16");
+  QTest::newRow("fp32") << false;
+  QTest::newRow("bf16") << true;
+}
+
+// A 1-layer checkpointed model keeps its one input and what lies outside the layers.
+void TestLongContextMemory::outsideTheLayers() {
+  QFETCH(bool, bf16);
+  Options o;
+  o.bf16 = bf16;
+  o.checkpointing = true;
+  const auto lc = estimate(o, 1).long_context;
+  compare("outside the layers", forward_held(o, 1).device - lc.checkpoints, lc.outside);
+}
+
+void TestLongContextMemory::mlpTileBackward_data() {
+  QTest::addColumn<bool>("bf16");
+  QTest::addColumn<int>("budget_mib");  // 0: the default (the layer input's size)
+  QTest::newRow("fp32") << false << 0;
+  QTest::newRow("bf16") << true << 0;
+  QTest::newRow("fp32, 1 MiB tiles") << false << 1;
+  QTest::newRow("bf16, 1 MiB tiles") << true << 1;
+}
+
+// The tiled MLP's backward: above what it holds before, one tile's recomputed activations and
+// their gradients at a time.
+void TestLongContextMemory::mlpTileBackward() {
+  QFETCH(bool, bf16);
+  QFETCH(int, budget_mib);
+  Options o;
+  o.bf16 = bf16;
+  o.tiled = true;
+  o.tiled_budget_mib = budget_mib;
+  // Long enough that the weights' own gradient temporaries (a bf16 weight's new gradient
+  // before it is accumulated) are small beside a tile's working set, as they are in practice.
+  const int64_t tokens = 4 * kTokens;
+  const auto lc = estimate(o, 1, tokens).long_context;
+  const auto info = gqa(1);
+  const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+  MLP mlp(info, torch::TensorOptions().dtype(dtype));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : mlp->parameters()) p.normal_(0, 0.02);
+  }
+  const torch::Tensor x = torch::randn({1, tokens, 64}).to(dtype).requires_grad_();
+  const torch::Tensor g = torch::randn({1, tokens, 64}).to(dtype);
+  // A first backward gives the weights their gradients, which later ones accumulate into (the
+  // model states' part of the estimate, not the MLP's working set).
+  mlp->forward(x, lc.mlp_tile_tokens).backward(g);
+  x.mutable_grad() = torch::Tensor();
+  torch::Tensor y = mlp->forward(x, lc.mlp_tile_tokens);
+  const int64_t before = host_allocator_stats().allocated;
+  reset_host_allocator_peak();
+  y.backward(g);
+  // The input's gradient is the backward's result, not its working set.
+  const double result = double(x.numel()) * double(c10::elementSize(dtype));
+  compare("one MLP tile's backward", double(host_allocator_stats().peak - before) - result,
+          lc.mlp_tile);
+}
+
+QTEST_MAIN(TestLongContextMemory)
+#include "tst_long_context_memory.moc"
