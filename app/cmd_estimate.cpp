@@ -23,14 +23,16 @@ struct EstimateArgs {
   int nnodes = 1;
   double gpu_gib = 0;  // 0: not given
   bool json = false;
+  bool cpu = false;  // estimate a CPU run (EstimateOptions::cpu)
   std::vector<std::string> sets;
 };
 
 bool read_args(const Argv& argv, EstimateArgs& out, std::string& error) {
-  cli::Args args(argv, {"--nproc", "--nnodes", "--gpu-memory", "--set"}, {"--json"});
+  cli::Args args(argv, {"--nproc", "--nnodes", "--gpu-memory", "--set"}, {"--json", "--cpu"});
   out.nproc = args.positive_int("--nproc", 0);
   out.nnodes = args.positive_int("--nnodes", 1);
   out.json = args.flag("--json");
+  out.cpu = args.flag("--cpu");
   out.sets = args.values("--set");
   if (!args.ok()) return error = args.error(), false;
   if (const auto gib = args.value("--gpu-memory")) {
@@ -166,6 +168,7 @@ int cmd_estimate(const Argv& argv) {
   }
   const Capacity cap = gpu_capacity(a.gpu_gib);
   opt.gpu_capacity_bytes = cap.bytes;
+  opt.cpu = a.cpu;
   const MemoryEstimate est = estimate_memory(cfg, *res.model, opt);
   const std::vector<int> sizes = valid_sp_sizes(cfg, *res.model, opt.world_size());
   const std::optional<int> smallest = smallest_fitting_sp(cfg, *res.model, opt);

@@ -32,7 +32,7 @@ Commands:
       (processes per node x nodes); sequence_parallel_size must divide it.
       Exit 0 when the config is valid (warnings allowed), 2 otherwise.
       --for-training  treat missing local paths as errors, as a training run does.
-  estimate CONFIG.yaml [--nproc N] [--nnodes M] [--gpu-memory GIB] [--json]
+  estimate CONFIG.yaml [--nproc N] [--nnodes M] [--gpu-memory GIB] [--json] [--cpu]
            [--set key=value ...]
       Estimate the memory per GPU of the run (weights, gradients, optimizer states,
       DPO reference, activations, logits, sequence-parallel buffers), the smallest
@@ -41,6 +41,8 @@ Commands:
       memory is --gpu-memory, else the smallest local CUDA device, else unknown.
       --json  print one JSON object: every part in bytes, total, capacity, fits, sp,
               smallest_fitting_sp, longest_cutoff_len, long_context and the notes.
+      --cpu   estimate a run on the CPU (the engine's CPU attention kernels, plain host
+              buffers for offloaded activations) instead of CUDA.
   print-config CONFIG.yaml [--nproc N] [--nnodes M]
       Print the config as the engine runs it: every key, defaults filled in,
       unknown keys kept at the end.

@@ -239,13 +239,21 @@ class Estimator {
                    + 2 * e * h_            // the inputs of q/k/v_proj and of gate/up_proj
                    + e * (hq_ + 2 * hkv_)  // q, k after RoPE and v, as attention keeps them
                    + e * hq_ + 4 * double(m_.num_heads)  // its output and fp32 log-sum-exp
-                   // (the flash kernels return the output as [B, S, heads, D]: o_proj reads it
-                   // as it is, without a copy)
+                   // o_proj's input: the flash kernels return the output as [B, S, heads, D],
+                   // which o_proj reads as it is; the math path (fp32 on CUDA, samples
+                   // isolated by packing) returns [B, heads, S, D], copied for o_proj
+                   + (math_attention() ? e * hq_ : 0)
                    + 4 * e * f_;  // gate, silu(gate), up and their product
     if (m_.qk_norm)  // Qwen3: an RMSNorm over each head of q and k (its input and 1/rms)
       bytes += e * double(m_.num_heads + m_.num_kv_heads) * double(m_.head_dim) +
                4 * double(m_.num_heads + m_.num_kv_heads);
     return bytes;
+  }
+
+  // Whether the layers' attention runs on the math path (trainer/model/attention.h).
+  bool math_attention() const {
+    const bool segmented = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing);
+    return segmented || (!p_.mixed && !opt_.cpu);
   }
 
   void activations() {
@@ -279,7 +287,10 @@ class Estimator {
       // offload_activations: the inputs wait in host memory; in the backward the running
       // layer's input and the next one's (prefetched) are back on the device.
       lc.checkpoints = offload ? 0 : inputs;
-      lc.offloaded_activations = offload ? inputs : 0;
+      // CUDA's pinned host allocator rounds each input up to a power of two.
+      const double input = e * h_ * t;
+      const double host_input = opt_.cpu ? input : std::exp2(std::ceil(std::log2(input)));
+      lc.offloaded_activations = offload ? layers_ * host_input : 0;
       b().activations = lc.checkpoints + (offload ? 2 * e * h_ * t : 0) + running + outside;
       recompute_ = running;
     } else {
@@ -397,7 +408,10 @@ class Estimator {
     const double e = p_.value, L = layer_params_, E = embed_params_;
     const double n = zero_ >= 2 ? world_ : 1;
     const bool scatter = world_ > 1 && zero_ >= 2;
-    zero_layers_ = (e + 8) * L + (scatter ? 2 * 4 * L * (1 + 1 / n) : 0);
+    // The LM head's gradient in the compute dtype waits from the loss's backward to its unit's
+    // reduction at the end; a layer's reduction runs meanwhile.
+    head_grad_ = e * vocab_ * h_;
+    zero_layers_ = (e + 8) * L + (scatter ? 2 * 4 * L * (1 + 1 / n) : 0) + head_grad_;
     end_reduction_ = (e + 4 + (scatter ? 4 / n : 0)) * E;
     b().zero_buffers = zero_layers_;
     scatter_ = scatter;
@@ -409,12 +423,13 @@ class Estimator {
     if (world_ == 1 && !p_.mixed) return;
     const double backward = b().activations + b().logits + b().sp_buffers + zero_layers_;
     b().zero_buffers += std::max(0.0, end_reduction_ - backward);
-    note("Gradient reductions during the backward: one decoder layer's gradients (" +
+    note("Gradient reductions during the backward: the LM head's gradient waiting for its "
+         "reduction (" + format_gib(head_grad_) + "), one decoder layer's gradients (" +
          format_count(static_cast<int64_t>(layer_params_)) + " parameters) in the compute "
          "dtype and fp32 with its flat buffer" +
          (scatter_ ? std::string(", two earlier layers' reduce-scatters in flight")
                    : std::string()) +
-         " (" + format_gib(zero_layers_) + "); then the embeddings' (" +
+         " (" + format_gib(zero_layers_) + " in all); then the embeddings' (" +
          format_gib(end_reduction_) + ", after the activations are freed)" +
          (end_reduction_ > backward ? ", the larger, counted" : std::string()) + ".");
   }
@@ -485,6 +500,7 @@ class Estimator {
   double recompute_ = 0;  // checkpointing: the layer recomputed in the backward
   double zero_layers_ = 0;  // zero_buffers: what the layers' gradient reductions hold
   double end_reduction_ = 0;  // the embeddings' reduction at the end of the backward
+  double head_grad_ = 0;      // the LM head's gradient, held through the layers' backward
   bool scatter_ = false;      // stages 2-3 over several ranks: reduce-scatters in flight
   MemoryEstimate est_;
 };

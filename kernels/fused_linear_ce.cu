@@ -229,7 +229,12 @@ void fused_linear_ce(const FusedLinearCeParams& p, BlasHandle blas, Stream strea
   }
   const OwnedBlas owned(blas);
   const cublasHandle_t handle = owned.get();
-  STUDIO_CUBLAS_CHECK(cublasSetStream(handle, s));
+  // cublasSetStream also resets the handle's workspace to cuBLAS's default pool: LibTorch's
+  // handle comes bound to the current stream with a workspace from the caching allocator, which
+  // is kept unless the caller asked for another stream.
+  cudaStream_t bound = nullptr;
+  STUDIO_CUBLAS_CHECK(cublasGetStream(handle, &bound));
+  if (bound != s) STUDIO_CUBLAS_CHECK(cublasSetStream(handle, s));
   const Gemm gemm{handle};
 
   const bool grads = p.grad_x != nullptr || p.grad_weight != nullptr;

@@ -24,8 +24,8 @@ void check_cuda(const at::Tensor& t, const char* name, const at::Tensor& x) {
 }  // namespace
 
 FusedLinearCeTorchOutputs fused_linear_ce(const at::Tensor& x, const at::Tensor& weight,
-                                          const at::Tensor& targets, bool with_grads,
-                                          bool with_logprobs, std::int64_t chunk_tokens,
+                                          const at::Tensor& targets, FusedLinearCeWants wants,
+                                          std::int64_t chunk_tokens,
                                           double grad_scale, std::int64_t ignore_index) {
   check_cuda(x, "x", x);
   check_cuda(weight, "weight", x);
@@ -49,17 +49,16 @@ FusedLinearCeTorchOutputs fused_linear_ce(const at::Tensor& x, const at::Tensor&
   p.chunk_tokens = chunk_tokens;
   p.grad_scale = static_cast<float>(grad_scale);
   p.dtype = x.scalar_type() == at::kFloat ? DType::kFloat32 : DType::kBFloat16;
+  const bool with_grads = wants.grad_x || wants.grad_weight;
   const auto f32 = x.options().dtype(at::kFloat);
   FusedLinearCeTorchOutputs out;
   out.loss_sum = at::empty({}, f32);
-  if (with_logprobs) out.target_logprobs = at::empty({p.shape.tokens}, f32);
-  if (with_grads) {
-    out.grad_x = at::empty_like(x, at::MemoryFormat::Contiguous);
-    out.grad_weight = at::empty({p.shape.vocab, p.shape.hidden}, f32);
-  }
+  if (wants.logprobs) out.target_logprobs = at::empty({p.shape.tokens}, f32);
+  if (wants.grad_x) out.grad_x = at::empty_like(x, at::MemoryFormat::Contiguous);
+  if (wants.grad_weight) out.grad_weight = at::empty({p.shape.vocab, p.shape.hidden}, f32);
   if (p.shape.tokens == 0) {  // no launch for no rows; the sums are well-defined zeros
     out.loss_sum.zero_();
-    if (with_grads) out.grad_weight.zero_();
+    if (wants.grad_weight) out.grad_weight.zero_();
     return out;
   }
   validate_linear_ce_shape(p.shape, p.chunk_tokens, p.ignore_index);
@@ -72,11 +71,9 @@ FusedLinearCeTorchOutputs fused_linear_ce(const at::Tensor& x, const at::Tensor&
   p.weight = weight.data_ptr();
   p.targets = targets.data_ptr<std::int64_t>();
   p.loss_sum = out.loss_sum.data_ptr<float>();
-  if (with_logprobs) p.target_logprobs = out.target_logprobs.data_ptr<float>();
-  if (with_grads) {
-    p.grad_x = out.grad_x.data_ptr();
-    p.grad_weight = out.grad_weight.data_ptr<float>();
-  }
+  if (wants.logprobs) p.target_logprobs = out.target_logprobs.data_ptr<float>();
+  if (wants.grad_x) p.grad_x = out.grad_x.data_ptr();
+  if (wants.grad_weight) p.grad_weight = out.grad_weight.data_ptr<float>();
   fused_linear_ce(p, at::cuda::getCurrentCUDABlasHandle(),
                   c10::cuda::getCurrentCUDAStream().stream());
   return out;

@@ -83,8 +83,8 @@ EOF
 
 echo "== estimate: $tokens tokens, SP=4 over 4 processes, every long-sequence option on"
 cfg=$(config long "$tokens" 4)
-"$bin" estimate "$cfg" --nproc 4 --json >"$out/estimate.json"
-"$bin" estimate "$cfg" --nproc 4 2>/dev/null | sed -n '/^Memory per GPU/,/^Notes/p'
+"$bin" estimate "$cfg" --nproc 4 --cpu --json >"$out/estimate.json"
+"$bin" estimate "$cfg" --nproc 4 --cpu 2>/dev/null | sed -n '/^Memory per GPU/,/^Notes/p'
 
 echo "== training it: $steps steps (on 2 cores this takes a while)"
 start=$(date +%s)

@@ -22,6 +22,8 @@ struct ValidRows {
 ValidRows valid_rows(const torch::Tensor& hidden, const torch::Tensor& targets) {
   auto h = hidden.reshape({-1, hidden.size(-1)});
   auto t = targets.reshape({-1}).to(torch::kLong);
+  TORCH_CHECK(((t >= 0) | (t == kIgnoreIndex)).all().item<bool>(),
+              "the loss: a target is negative but not ", kIgnoreIndex, " (the ignore index)");
   auto idx = (t != kIgnoreIndex).nonzero().squeeze(1);
   if (idx.numel() == 0) idx = torch::zeros({1}, t.options());
   return {h.index_select(0, idx), t.index_select(0, idx), idx};
@@ -64,7 +66,11 @@ HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::
     const int64_t len = std::min(chunk, n - start);
     const auto xc = x.narrow(0, start, len);
     const auto tc = t.narrow(0, start, len);
-    auto logits = torch::mm(xc, wt).to(acc);  // no copy when x is fp32
+    // fp32 logits straight from the GEMM where LibTorch has that (CUDA bf16), as the kernel
+    // computes them; elsewhere the GEMM's own dtype, converted (no copy when x is fp32).
+    auto logits = x.is_cuda() && x.scalar_type() == torch::kBFloat16
+                      ? at::mm(xc, wt, torch::kFloat)
+                      : torch::mm(xc, wt).to(acc);
     const auto valid = (tc != kIgnoreIndex).to(acc);
     const auto safe = tc.clamp_min(0).unsqueeze(1);
     // The log-sum-exp in place (at::logsumexp would take a chunk-sized temporary): the logits
@@ -102,11 +108,10 @@ bool kernel_applies(const torch::Tensor& x, const torch::Tensor& w) {
 // The loss sum of x's rows and, with gradients, those of the sum (dlogp = -1 on every row).
 HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& t,
                          int64_t chunk, bool grad_x, bool grad_w) {
-  const bool grads = grad_x || grad_w;
 #if STUDIO_TRAINER_FUSED_KERNELS
   if (kernel_applies(x, w)) {
-    auto r = kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(), grads,
-                                      /*with_logprobs=*/false, chunk);
+    auto r = kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(),
+                                      {grad_x, grad_w, /*logprobs=*/false}, chunk);
     return {r.loss_sum, torch::Tensor(), grad_x ? r.grad_x : torch::Tensor(),
             grad_w ? r.grad_weight : torch::Tensor()};
   }
@@ -114,7 +119,7 @@ HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const t
   HeadPassWants want;
   want.grad_x = grad_x;
   want.grad_w = grad_w;
-  if (grads) want.dlogp = torch::full({x.size(0)}, -1.0, x.options().dtype(accumulation_dtype(x)));
+  if (grad_x || grad_w) want.dlogp = torch::full({x.size(0)}, -1.0, x.options().dtype(accumulation_dtype(x)));
   return head_pass(x, w, t, chunk, want);
 }
 
@@ -123,7 +128,7 @@ torch::Tensor logprobs_only(const torch::Tensor& x, const torch::Tensor& w, cons
 #if STUDIO_TRAINER_FUSED_KERNELS
   if (kernel_applies(x, w))
     return kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(),
-                                    /*with_grads=*/false, /*with_logprobs=*/true, chunk)
+                                    {false, false, /*logprobs=*/true}, chunk)
         .target_logprobs;
 #endif
   HeadPassWants want;
@@ -133,12 +138,29 @@ torch::Tensor logprobs_only(const torch::Tensor& x, const torch::Tensor& w, cons
 
 // Saved tensors of the two functions below are moved out in their backward: autograd keeps a
 // node's saved_data until the whole graph goes, and these are the largest things it holds.
+// (A second backward through the same graph finds them gone and says so.)
 torch::Tensor take(torch::autograd::AutogradContext* ctx, const std::string& key) {
   auto it = ctx->saved_data.find(key);
-  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
-  torch::Tensor t = it->second.toTensor();
+  TORCH_CHECK(it != ctx->saved_data.end(),
+              "the fused loss's backward ran twice: its gradients were formed once, in the "
+              "forward (retain_graph is not supported)");
+  torch::Tensor t = it->second.isNone() ? torch::Tensor() : it->second.toTensor();
   ctx->saved_data.erase(it);
   return t;
+}
+
+// x *= g (a scalar tensor) in fp32, a chunk of rows at a time, for x in a lower precision:
+// g = 1 / the batch's tokens, rounded to bf16, would be off by up to 0.4%.
+void scale_rows(torch::Tensor& x, const torch::Tensor& g, int64_t chunk) {
+  if (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble) {
+    x.mul_(g.to(x.scalar_type()));
+    return;
+  }
+  const torch::Tensor g32 = g.to(torch::kFloat);
+  for (int64_t start = 0; start < x.size(0); start += chunk) {
+    auto rows = x.narrow(0, start, std::min(chunk, x.size(0) - start));
+    rows.copy_(rows.to(torch::kFloat).mul_(g32));
+  }
 }
 
 // The backward's result: gradients in their input's dtype (the head's fp32 sum rounds once, as
@@ -157,6 +179,7 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     HeadPass r = loss_with_grads(x, w, t, chunk, grad_x, grad_w);
     ctx->saved_data["grad_x"] = r.grad_x.defined() ? c10::IValue(r.grad_x) : c10::IValue();
     ctx->saved_data["grad_w"] = r.grad_w.defined() ? c10::IValue(r.grad_w) : c10::IValue();
+    ctx->saved_data["chunk"] = chunk;
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
     return r.loss_sum;
@@ -165,8 +188,9 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
                                                  torch::autograd::variable_list grads) {
     const torch::Tensor g = grads[0];
     torch::Tensor gx = take(ctx, "grad_x"), gw = take(ctx, "grad_w");
-    if (gx.defined()) gx.mul_(g.to(gx.scalar_type()));  // in place: the backward runs once
-    if (gw.defined()) gw.mul_(g.to(gw.scalar_type()));
+    // In place: the backward runs once (take() refuses a second).
+    if (gx.defined()) scale_rows(gx, g, ctx->saved_data["chunk"].toInt());
+    if (gw.defined()) gw.mul_(g.to(gw.scalar_type()));  // fp32 (fp64)
     return input_grads(gx, gw, static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()),
                        static_cast<torch::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
   }

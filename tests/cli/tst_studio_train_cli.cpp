@@ -77,14 +77,18 @@ void TestStudioTrainCli::exitCodes_data() {
   const QStringList estimate{"estimate", "qwen2.5-7b-sft-sp8.yaml", "--nproc", "8"};
   QTest::newRow("estimate table")
       << estimate + QStringList{"--gpu-memory", "80"} << 0 << "out"
-      << "  total                   26.84 GiB of 80.00 GiB: fits, 53.16 GiB spare\n";
+      << "  total                   15.38 GiB of 80.00 GiB: fits, 64.62 GiB spare\n";
   QTest::newRow("estimate smallest sp")
       << estimate + QStringList{"--gpu-memory=80"} << 0 << "out"
-      << "Smallest sequence_parallel_size that fits in 80.00 GiB: 2 (valid sizes on a world of "
+      << "Smallest sequence_parallel_size that fits in 80.00 GiB: 1 (valid sizes on a world of "
          "8: 1, 2, 4, 8)";
+  QTest::newRow("estimate longest cutoff")
+      << estimate + QStringList{"--gpu-memory", "80"} << 0 << "out"
+      << "Longest cutoff_len that fits in 80.00 GiB: 1285120 tokens (this world, "
+         "sequence_parallel_size 8 and the other settings unchanged)";
   QTest::newRow("estimate none fits")
-      << estimate + QStringList{"--gpu-memory", "20.5"} << 0 << "out"
-      << "No sequence_parallel_size fits in 20.50 GiB";
+      << estimate + QStringList{"--gpu-memory", "15"} << 0 << "out"
+      << "No sequence_parallel_size fits in 15.00 GiB";
   QTest::newRow("estimate set")
       << estimate + QStringList{"--set", "sequence_parallel_size=4", "--set=cutoff_len=65536"}
       << 0 << "out" << "sequence parallel 4 (zigzag-ring), 16,384 tokens per rank";
@@ -258,7 +262,7 @@ void TestStudioTrainCli::estimateJsonIsOneObject() {
   QCOMPARE(o["fits"].toBool(), true);
   QCOMPARE(o["sp"].toInt(), 8);
   QCOMPARE(o["world_size"].toInt(), 8);
-  QCOMPARE(o["smallest_fitting_sp"].toInt(), 2);  // SP 1 needs 57.35 GiB (tst_memory_estimate)
+  QCOMPARE(o["smallest_fitting_sp"].toInt(), 2);  // SP 1 needs 58.37 GiB (tst_memory_estimate)
   QCOMPARE(o["zero_stage"].toInt(), 3);
   QCOMPARE(o["model_state_bytes"].toDouble(), 0.0);  // ZeRO-3 offload: nothing resident
   QCOMPARE(o["valid_sp_sizes"].toArray(), (QJsonArray{1, 2, 4, 8}));

@@ -127,12 +127,13 @@ void TestMemoryEstimate::parts_data() {
   QTest::newRow("llama 1024 tokens, checkpointing")
       << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "activations" << 457846784.0;
   // fp32 doubles every value: norms 2*(4h + 4) = 32,776; projection inputs 2*4h = 32,768;
-  // q, k, v 4*(h + 2h_kv) = 24,576; output and lse 4h + 4*32 = 16,512; MLP 16f = 229,376
-  // -> 336,008 per layer; outside 2*4*128 + 4h + 4 + 4h = 33,796.
-  // 32 x 336,008 + 33,796 = 10,786,052.
+  // q, k, v 4*(h + 2h_kv) = 24,576; output and lse 4h + 4*32 = 16,512; on CUDA fp32 attention
+  // takes the math path, whose output is copied for o_proj, 4h = 16,384; MLP 16f = 229,376
+  // -> 352,392 per layer; outside 2*4*128 + 4h + 4 + 4h = 33,796.
+  // 32 x 352,392 + 33,796 = 11,310,340.
   QTest::newRow("llama fp32 1 token, no checkpointing")
       << llama << "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
-      << "activations" << 10786052.0;
+      << "activations" << 11310340.0;
   // Qwen3-8B (h 4096, f 12288, 36 layers, 32 heads, 8 KV heads of 128) adds the per-head q/k
   // RMSNorms, their inputs and 1/rms: 2*(4096 + 1024) + 4*(32 + 8) = 10,400 to
   // 12h + 4h_kv + 8f + 4*32 + 8 = 151,688 -> 162,088 per layer; 36 x 162,088 + 16,900
@@ -166,15 +167,16 @@ void TestMemoryEstimate::parts_data() {
   QTest::newRow("llama loss peak 8192 tokens")
       << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "loss_peak" << 2432565248.0;
   // The layers' backward comes after the loss, and its working set (the layer recomputed,
-  // 1024 x 168,072 = 172,105,728, and one layer's gradient reduction, 2,181,120,000) is larger
-  // than the loss's peak: the loss needs nothing beyond it.
+  // 1024 x 168,072 = 172,105,728, one layer's gradient reduction, 2,181,120,000, and the head's
+  // bf16 gradient waiting for its own, 2Vh = 1,050,673,152) is larger than the loss's peak: the
+  // loss needs nothing beyond it.
   QTest::newRow("bf16 1024 tokens: the backward covers the loss")
       << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 0.0;
   // fp32 on one GPU has no reduction buffers: the loss's peak 4Vh + 2 x 4h x 1024 + 32 x 4V
-  // = 2,151,317,504 exceeds the recomputed layer's 1024 x 336,008 = 344,072,192 by
-  // 1,807,245,312.
+  // = 2,151,317,504 exceeds the recomputed layer's 1024 x 352,392 = 360,849,408 by
+  // 1,790,468,096.
   QTest::newRow("fp32 1024 tokens: the loss beyond the backward")
-      << llama << "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 1807245312.0;
+      << llama << "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 1790468096.0;
 
   // --- model states -----------------------------------------------------------------------
   // Llama-3.1-8B: P = 8,030,261,248. bf16, no ZeRO: weights 2P = 16,060,522,496; fp32
@@ -322,44 +324,48 @@ void TestMemoryEstimate::parts_data() {
 
   // --- gradient reductions and the optimizer step -------------------------------------------
   // One GPU, bf16: a layer's gradients in bf16, their fp32 copy and the flat buffer,
-  // (2 + 8) x 218,112,000 = 2,181,120,000, while the layers run backward (8192 tokens: the
-  // activations outweigh the embeddings' reduction at the end).
+  // (2 + 8) x 218,112,000 = 2,181,120,000, while the layers run backward, and the LM head's bf16
+  // gradient waiting for its reduction at the end, 2Vh = 1,050,673,152: 3,231,793,152 (8192
+  // tokens: the activations outweigh the embeddings' reduction at the end).
   QTest::newRow("gradient buffers of a layer")
-      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "zero_buffers" << 2181120000.0;
+      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "zero_buffers" << 3231793152.0;
   // ZeRO-2 over 8 adds two earlier layers' reduce-scatters: 2 x 4 x 218,112,000 x 9/8 =
-  // 1,963,008,000 -> 4,144,128,000.
+  // 1,963,008,000 -> 5,194,801,152.
   QTest::newRow("gradient buffers, reduce-scatter")
-      << llama << bf16 + "cutoff_len: 1024\n" << 8 << 2 << "" << "zero_buffers" << 4144128000.0;
-  // One token: the backward holds 447,116 (activations) + the layer buffers 2,181,120,000 (the
-  // loss needs nothing beyond them); the embeddings' reduction at its end, (2 + 4) x
-  // 525,336,576 = 3,152,019,456, exceeds that: zero_buffers = 3,152,019,456 - 447,116 =
-  // 3,151,572,340.
+      << llama << bf16 + "cutoff_len: 1024\n" << 8 << 2 << "" << "zero_buffers" << 5194801152.0;
+  // Qwen2.5-0.5B (tied, E = 151936 x 896 = 136,134,656; layers of 14,912,384 parameters), one
+  // token: activations 24 x 2h + 50,240 + 3,844 = 97,092; the reductions 10 x 14,912,384 + the
+  // head's gradient 2E = 421,393,152; the loss's peak 4E + 2 x 2h + 6V = 545,453,824,
+  // 124,010,432 beyond the backward's working set (50,240 + 421,393,152). The embeddings'
+  // reduction at the end, (2 + 4) x E = 816,807,936, exceeds 97,092 + 124,010,432 + 421,393,152
+  // = 545,500,676: zero_buffers = 421,393,152 + 271,307,260 = 692,700,412.
   QTest::newRow("one token: the embeddings' reduction is the backward's peak")
-      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "zero_buffers" << 3151572340.0;
+      << "qwen2.5-0.5b" << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "zero_buffers"
+      << 692700412.0;
   // The step on one GPU: AdamW's two fp32 temporaries of the embeddings 8 x 525,336,576 =
-  // 4,202,692,608, beyond the backward's 3,152,019,456: 1,050,673,152.
+  // 4,202,692,608, beyond the backward's 447,116 + 3,231,793,152: 970,452,340.
   QTest::newRow("one token: the step is the peak")
-      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "optimizer_step" << 1050673152.0;
+      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "optimizer_step" << 970452340.0;
   // ZeRO-1 over 2: AdamW on half pieces 2,101,346,304 + the all-gather of two units in flight,
   // the largest being the embeddings and the LM head (525,336,576 each): 2 x 2 x 525,336,576
-  // x 3/2 = 3,152,019,456; 5,253,365,760 beyond the backward's 3,152,019,456: 2,101,346,304.
+  // x 3/2 = 3,152,019,456; 5,253,365,760 beyond the backward's 3,232,240,268: 2,021,125,492.
   QTest::newRow("zero1 on two ranks: the step's all-gather")
-      << llama << bf16 + "cutoff_len: 1\n" << 2 << 1 << "" << "optimizer_step" << 2101346304.0;
-  // 8192 tokens: the backward (8192 x 447,116 + 2,181,120,000) exceeds the step's
-  // 4,202,692,608; at 1024 tokens it does not (3,152,019,456 with the embeddings' reduction).
+      << llama << bf16 + "cutoff_len: 1\n" << 2 << 1 << "" << "optimizer_step" << 2021125492.0;
+  // 8192 tokens: the backward (8192 x 447,116 + 3,231,793,152) exceeds the step's
+  // 4,202,692,608; at 1024 tokens (457,846,784 + 3,231,793,152) it does not.
   QTest::newRow("8192 tokens: the backward is the peak")
       << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
   QTest::newRow("1024 tokens: the step is the peak")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step" << 1050673152.0;
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step" << 513052672.0;
   QTest::newRow("long run: the backward is the peak")
       << llama << bf16 + "cutoff_len: 131072\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
   // ZeRO-3 with offload: the update runs on the CPU; nothing on the GPU.
   QTest::newRow("zero3 offload: the step needs nothing on the GPU")
       << llama << bf16 + "cutoff_len: 1\n" << 8 << 3 << "both" << "optimizer_step" << 0.0;
   // The total is the sum of the parts, the peak of the backward (activations 457,846,784,
-  // gradient buffers 2,181,120,000 + the embeddings' reduction beyond them 513,052,672) and of
-  // the step (1,050,673,152 beyond): 16,060,522,496 + 32,121,044,992 + 96,363,134,976 +
-  // 457,846,784 + 2,694,172,672 + 1,050,673,152 = 148,747,395,072.
+  // gradient buffers 3,231,793,152) and of the step (513,052,672 beyond): 16,060,522,496 +
+  // 32,121,044,992 + 96,363,134,976 + 457,846,784 + 3,231,793,152 + 513,052,672 =
+  // 148,747,395,072.
   QTest::newRow("total") << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "total"
                          << 148747395072.0;
 }
@@ -440,31 +446,32 @@ void TestMemoryEstimate::smallestFittingSp_data() {
   //   1,089,998,336) and two layers (2 x 233,057,792): 2 x 1,556,113,920 = 3,112,227,840;
   //   gradients and optimizer states offloaded. Gradient buffers (stage 3 over 8): a layer in
   //   bf16 and fp32 with its flat buffer and two reduce-scatters in flight, (10 + 9) x
-  //   233,057,792 = 4,428,098,048 (the embeddings' end-of-backward reduction is smaller).
+  //   233,057,792 = 4,428,098,048, and the LM head's bf16 gradient 2Vh = 1,089,994,752 until its
+  //   reduction: 5,518,092,800 (the embeddings' end-of-backward reduction is smaller).
   //   Per token: 28 layers x 2h (200,704) + one layer (12h + 4h_kv + 8f + 4*28 + 8 = 196,728)
   //   + outside 512 + 4h + 4 (14,852) = 412,284; zigzag buffers 68,608 per token (forward:
   //   18 x 3584 + 8 x 512). The fused loss's peak (4Vh = 2,180,014,080 + 2 x 2h x T + one
   //   chunk's 6V per row) stays below the backward's working set (the recomputed layer, the
   //   SP and gradient buffers): logits 0.
-  //   SP 1: 3,112,227,840 + 131072 x 412,284 + 4,428,098,048 = 61,579,214,336 (57.35 GiB)
-  //   SP 2: 3,112,227,840 + 65536 x (412,284 + 68,608) + 4,428,098,048 = 39,056,064,000 (36.37)
-  //   SP 4: 23,298,194,944 (21.70); SP 8: 15,419,260,416 (14.36).
+  //   SP 1: 3,112,227,840 + 131072 x 412,284 + 5,518,092,800 = 62,669,209,088 (58.37 GiB)
+  //   SP 2: 3,112,227,840 + 65536 x (412,284 + 68,608) + 5,518,092,800 = 40,146,058,752 (37.39)
+  //   SP 4: 24,388,189,696 (22.71); SP 8: 16,509,255,168 (15.38).
   QTest::newRow("80 GiB") << "zigzag-ring" << 80.0 << 1;
-  QTest::newRow("57 GiB") << "zigzag-ring" << 57.0 << 2;
-  QTest::newRow("36 GiB") << "zigzag-ring" << 36.0 << 4;
-  QTest::newRow("21 GiB") << "zigzag-ring" << 21.0 << 8;
-  QTest::newRow("14.5 GiB") << "zigzag-ring" << 14.5 << 8;
-  QTest::newRow("14 GiB: none") << "zigzag-ring" << 14.0 << -1;
+  QTest::newRow("58 GiB") << "zigzag-ring" << 58.0 << 2;
+  QTest::newRow("37 GiB") << "zigzag-ring" << 37.0 << 4;
+  QTest::newRow("22 GiB") << "zigzag-ring" << 22.0 << 8;
+  QTest::newRow("15.5 GiB") << "zigzag-ring" << 15.5 << 8;
+  QTest::newRow("15 GiB: none") << "zigzag-ring" << 15.0 << -1;
   QTest::newRow("capacity unknown") << "zigzag-ring" << 0.0 << -1;
-  // Ulysses cannot use 8 (28 heads), so 14.5 GiB has no answer there. At SP 4 its buffers,
+  // Ulysses cannot use 8 (28 heads), so 15.5 GiB has no answer there. At SP 4 its buffers,
   // 2*2*(2*3584 + 2*512) = 32,768 B per token x 32,768 tokens = 1,073,741,824 instead of the
-  // ring's, give a total of 22,123,789,824 (20.60 GiB): it fits 21 GiB.
-  QTest::newRow("ulysses 14.5 GiB: none") << "ulysses" << 14.5 << -1;
-  QTest::newRow("ulysses 21 GiB") << "ulysses" << 21.0 << 4;
+  // ring's, give a total of 23,213,784,576 (21.62 GiB): it fits 22 GiB.
+  QTest::newRow("ulysses 15.5 GiB: none") << "ulysses" << 15.5 << -1;
+  QTest::newRow("ulysses 22 GiB") << "ulysses" << 22.0 << 4;
   // usp takes the largest Ulysses degree that splits the heads (4 for SP 8: 28 / 8 fails) and
   // rings the rest (2): SP 8 holds 16384 tokens with both kinds of buffers, (68,608 + 32,768)
-  // x 16384 = 1,660,944,384: total 15,956,131,328 (14.86 GiB) fits 15 GiB.
-  QTest::newRow("usp 15 GiB") << "usp" << 15.0 << 8;
+  // x 16384 = 1,660,944,384: total 17,046,126,080 (15.88 GiB) fits 16 GiB.
+  QTest::newRow("usp 16 GiB") << "usp" << 16.0 << 8;
 }
 
 void TestMemoryEstimate::smallestFittingSp() {
@@ -538,16 +545,16 @@ void TestMemoryEstimate::textTableShowsPartsAndVerdict() {
   const QString fits = text("sequence_parallel_size: 2\n", 80);
   QVERIFY2(fits.contains("world 8, sequence parallel 2 (zigzag-ring), 65,536 tokens per rank"),
            qPrintable(fits));
-  // The fused loss needs nothing beyond the backward; total 39,056,064,000 B = 36.37 GiB, 43.63
+  // The fused loss needs nothing beyond the backward; total 40,146,058,752 B = 37.39 GiB, 42.61
   // spare.
   QVERIFY2(fits.contains("  logits                   0.00 GiB\n"), qPrintable(fits));
-  QVERIFY2(fits.contains("36.37 GiB of 80.00 GiB: fits, 43.63 GiB spare"), qPrintable(fits));
+  QVERIFY2(fits.contains("37.39 GiB of 80.00 GiB: fits, 42.61 GiB spare"), qPrintable(fits));
   QVERIFY2(fits.contains("Notes:\n  - bf16:"), qPrintable(fits));
-  // 61,579,214,336 B = 57.35 GiB: 17.35 short of 40.
+  // 62,669,209,088 B = 58.37 GiB: 18.37 short of 40.
   const QString tight = text("", 40);
-  QVERIFY2(tight.contains("57.35 GiB of 40.00 GiB: short by 17.35 GiB"), qPrintable(tight));
+  QVERIFY2(tight.contains("58.37 GiB of 40.00 GiB: short by 18.37 GiB"), qPrintable(tight));
   const QString unknown = text("", 0);
-  QVERIFY2(unknown.contains("57.35 GiB (GPU capacity unknown)"), qPrintable(unknown));
+  QVERIFY2(unknown.contains("58.37 GiB (GPU capacity unknown)"), qPrintable(unknown));
 }
 
 void TestMemoryEstimate::longestFittingCutoff_data() {

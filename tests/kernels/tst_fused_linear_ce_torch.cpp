@@ -33,7 +33,7 @@ class TestFusedLinearCeTorch : public QObject {
     auto x = torch::ones({2, 8}), w = torch::ones({5, 8});
     auto t = torch::zeros({2}, torch::kLong);
     try {
-      kernels::fused_linear_ce(x, w, t, true, false);
+      kernels::fused_linear_ce(x, w, t, {true, true, false});
       QFAIL("a CPU x was accepted");
     } catch (const c10::Error& e) {
       QVERIFY2(std::string(e.what()).find("fused_linear_ce: x must be a CUDA tensor") !=

@@ -48,7 +48,9 @@ studio::MemoryEstimate estimate(const Options& o, int layers, int64_t tokens = k
   cfg.offload_activations = o.offload;
   cfg.tiled_mlp = o.tiled;
   cfg.tiled_mlp_budget_mib = o.tiled_budget_mib;
-  return studio::estimate_memory(cfg, gqa(layers, o.qwen3), studio::EstimateOptions{});
+  studio::EstimateOptions opt;
+  opt.cpu = true;  // what is measured here: the engine on the CPU
+  return studio::estimate_memory(cfg, gqa(layers, o.qwen3), opt);
 }
 
 struct Held {

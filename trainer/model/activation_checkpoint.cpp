@@ -70,11 +70,19 @@ struct ActivationOffload::Impl {
 #if STUDIO_WITH_TORCH_CUDA
     if (e.device.is_cuda()) {
       const c10::cuda::CUDAGuard guard(e.device);
+      auto compute = c10::cuda::getCurrentCUDAStream();
       auto copy = stream_for(e.device);
-      const c10::cuda::CUDAStreamGuard on_copy(copy);
-      e.ready->block(copy);  // the copy out is done (same stream: already ordered)
+      // Allocated on the compute stream, whose pool it returns to (the loss and the next forward
+      // reuse it); the copy stream writes it once the compute stream has reached this point.
       e.back = torch::empty(e.host.sizes(), e.host.options().device(e.device));
-      e.back.copy_(e.host, /*non_blocking=*/true);
+      at::cuda::CUDAEvent allocated;
+      allocated.record(compute);
+      allocated.block(copy);
+      {
+        const c10::cuda::CUDAStreamGuard on_copy(copy);
+        e.back.copy_(e.host, /*non_blocking=*/true);  // after the copy out: same stream
+      }
+      c10::cuda::CUDACachingAllocator::recordStream(e.back.storage().data_ptr(), copy);
       e.ready = std::make_shared<at::cuda::CUDAEvent>();
       e.ready->record(copy);
       e.host = torch::Tensor();  // the pinned block is reused only after the copy's event
@@ -97,10 +105,7 @@ struct ActivationOffload::Impl {
 #if STUDIO_WITH_TORCH_CUDA
     if (e.back.is_cuda()) {
       const c10::cuda::CUDAGuard guard(e.device);
-      auto compute = c10::cuda::getCurrentCUDAStream();
-      e.ready->block(compute);
-      // Allocated on the copy stream, used on the compute stream from here on.
-      c10::cuda::CUDACachingAllocator::recordStream(e.back.storage().data_ptr(), compute);
+      e.ready->block(c10::cuda::getCurrentCUDAStream());
     }
 #endif
     return e.back;

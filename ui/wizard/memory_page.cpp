@@ -223,7 +223,8 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
                         ? tr("Longest cutoff_len that fits in %1: %2 tokens (now %3).")
                               .arg(gib(e.capacity_bytes), tokens(*outcome.longestCutoff),
                                    tokens(cutoff))
-                        : tr("Not even 1024 tokens fit in %1 with these settings.")
+                        : tr("Not even the shortest cutoff_len the estimate tries (1024 tokens, or "
+                             "the SP padding) fits in %1 with these settings.")
                               .arg(gib(e.capacity_bytes)));
   gains_->setRowCount(static_cast<int>(outcome.gains.size()));
   for (int row = 0; row < gains_->rowCount(); ++row) {

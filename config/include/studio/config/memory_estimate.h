@@ -22,6 +22,11 @@ struct EstimateOptions {
   std::optional<DeepSpeedRequest> deepspeed;  // with the config's own zero_stage/offload keys
   // The GPU's memory in bytes; 0 = unknown (fits() is then always true).
   double gpu_capacity_bytes = 0;
+  // A run on the CPU (tests, the CPU demonstration) instead of CUDA: ATen's CPU flash-attention
+  // kernel serves fp32 too (CUDA's math path copies the attention output for o_proj), and
+  // offloaded activations are plain host buffers (CUDA's pinned ones are rounded up to a power
+  // of two by LibTorch's host allocator).
+  bool cpu = false;
   int world_size() const { return nproc_per_node * nnodes; }
 };
 
