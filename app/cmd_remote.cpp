@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_args.h"
+#include "studio/config/events.h"
 #include "studio/remote/remote_run.h"
 #include "studio/remote/run_follow.h"
 #include "studio/remote/run_submit.h"
@@ -218,9 +219,22 @@ int attach(Args& args, const Connection& conn) {
     std::signal(SIGTERM, on_interrupt);
     remote::FollowCursor cursor;
     remote::FollowCallbacks callbacks;
-    callbacks.on_events = [](const std::string& bytes) {
+    // The lines go out as written; what a reader would skip or repair in them is said on
+    // stderr, the first case of each kind at once and the counts at the end.
+    EventStreamParser parser;
+    ReadProblems told;
+    std::vector<Event> parsed;
+    callbacks.on_events = [&](const std::string& bytes) {
       std::fwrite(bytes.data(), 1, bytes.size(), stdout);
       std::fflush(stdout);
+      parsed.clear();
+      parser.feed(bytes, parsed);
+      const ReadProblems& now = parser.problems();
+      if (now.first_issue_line != told.first_issue_line ||
+          now.first_bad_line != told.first_bad_line) {
+        std::fprintf(stderr, "studio attach: %s\n", now.summary(kEventsFileName).c_str());
+      }
+      told = now;
     };
     callbacks.on_log = [](const std::string& bytes) {
       std::fwrite(bytes.data(), 1, bytes.size(), stderr);
@@ -247,6 +261,9 @@ int attach(Args& args, const Connection& conn) {
     };
     const auto end = remote::follow_run([&] { return conn.connect(record.host); }, record,
                                         cursor, callbacks, options, g_interrupted);
+    if (parser.problems().any())
+      std::fprintf(stderr, "studio attach: in all, %s\n",
+                   parser.problems().summary(kEventsFileName).c_str());
     if (!end) {
       std::fprintf(stderr, "studio attach: interrupted; the run goes on (attach again to follow it)\n");
       return kExitInterrupted;

@@ -1,10 +1,13 @@
 #include "studio/config/events.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include <fcntl.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include "studio/config/atomic_file.h"
+#include "studio/config/json_file.h"
 
 namespace studio {
 namespace {
@@ -27,16 +31,6 @@ std::string join_path(const std::string& dir, const char* name) {
   return dir.back() == '/' ? dir + name : dir + '/' + name;
 }
 
-// nlohmann's messages start with "[json.exception.parse_error.101] ", which says nothing to a
-// user reading a status line.
-std::string strip_json_prefix(const char* what) {
-  std::string s = what;
-  if (!s.empty() && s[0] == '[') {
-    auto close = s.find("] ");
-    if (close != std::string::npos) s.erase(0, close + 2);
-  }
-  return s;
-}
 
 [[noreturn]] void fail(const std::string& field, const char* expected, const json& got) {
   throw EventFormatError("field '" + field + "': expected " + expected + ", got " +
@@ -64,11 +58,79 @@ bool to_int64(const json& v, std::int64_t& out) {
   return true;
 }
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trimmed(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// A number written as text: "1.5", "2e-5", "NaN", "Infinity", "-inf". Only the whole string.
+std::optional<double> number_in_text(const std::string& text) {
+  const std::string t = trimmed(text);
+  if (t.empty()) return std::nullopt;
+  const std::string l = lower(t);
+  if (l == "nan" || l == "+nan" || l == "-nan") return kNoValue;
+  if (l == "inf" || l == "+inf" || l == "infinity" || l == "+infinity")
+    return std::numeric_limits<double>::infinity();
+  if (l == "-inf" || l == "-infinity") return -std::numeric_limits<double>::infinity();
+  if (l.find_first_not_of("0123456789+-.e") != std::string::npos) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double d = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size() || errno == ERANGE) return std::nullopt;
+  return d;
+}
+
+// An integer written as text: "12", "-3", "5.0".
+std::optional<std::int64_t> integer_in_text(const std::string& text) {
+  const auto d = number_in_text(text);
+  std::int64_t out = 0;
+  if (!d || !std::isfinite(*d) || !to_int64(json(*d), out)) return std::nullopt;
+  return out;
+}
+
+// A device written as a name: "cuda:3", "gpu:1" -> the index; "cpu" -> -1 (a CPU run's ranks).
+std::optional<std::int64_t> device_in_text(const std::string& text) {
+  const std::string l = lower(trimmed(text));
+  if (l == "cpu") return -1;
+  const auto colon = l.find(':');
+  if (colon == std::string::npos || colon == 0) return integer_in_text(l);
+  if (l.compare(0, colon, "cuda") != 0 && l.compare(0, colon, "gpu") != 0) return std::nullopt;
+  const std::string index = l.substr(colon + 1);
+  if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return integer_in_text(index);
+}
+
+// How a value is shown in a message: its type, and the value itself when it is short.
+std::string shown(const json& v) {
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  if (v.is_object() || v.is_array()) return std::string(v.type_name());
+  return std::string(v.type_name()) + " " + text;
+}
+
+std::string number_text(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+  return json(d).dump();
+}
+
+using Issues = std::vector<FieldIssue>;
+
 // Typed access to the fields of one JSON object. `prefix` locates nested objects in messages
-// ("gpus[1]."). Absent fields leave the target alone; wrong types throw EventFormatError.
+// ("gpus[1]."). Absent fields leave the target alone. A field of the wrong type throws
+// EventFormatError when `issues` is null (strict: from_json); otherwise it is converted when
+// the intent is unambiguous or dropped (the target keeps its value), and listed in `issues`.
 class Fields {
  public:
-  Fields(const json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {
+  Fields(const json& j, std::string prefix, Issues* issues = nullptr)
+      : j_(j), prefix_(std::move(prefix)), issues_(issues) {
     if (!j_.is_object()) {
       if (prefix_.empty()) {
         throw EventFormatError(std::string("expected a JSON object, got ") + j_.type_name());
@@ -82,10 +144,27 @@ class Fields {
     return it == j_.end() ? nullptr : &*it;
   }
   std::string name(const char* key) const { return prefix_ + key; }
+  Issues* issues() const { return issues_; }
 
   void require(const char* key) const {
     if (!find(key)) throw EventFormatError("missing field '" + name(key) + "'");
   }
+  // A field that must be read for the object to mean anything (a step's `step`): wrong types
+  // are converted when unambiguous and throw otherwise, also when tolerant.
+  void get_required(const char* key, std::int64_t& out) const {
+    require(key);
+    const json* v = find(key);
+    if (to_int64(*v, out)) return;
+    if (issues_ && v->is_string()) {
+      if (const auto n = integer_in_text(v->get<std::string>())) {
+        out = *n;
+        report(key, "an integer", *v, std::to_string(*n));
+        return;
+      }
+    }
+    fail(name(key), "an integer", *v);
+  }
+
   void get(const char* key, double& out) const {
     const json* v = find(key);
     if (!v) return;
@@ -93,39 +172,93 @@ class Fields {
       out = kNoValue;  // NaN and infinity are written as null
     } else if (v->is_number()) {
       out = v->get<double>();
+    } else if (const auto d = v->is_string() && issues_ ? number_in_text(v->get<std::string>())
+                                                       : std::nullopt) {
+      out = *d;
+      report(key, "a number", *v, number_text(*d));
     } else {
-      fail(name(key), "a number", *v);
+      wrong(key, "a number", *v);
     }
   }
   void get(const char* key, std::int64_t& out) const {
     const json* v = find(key);
-    if (v && !to_int64(*v, out)) fail(name(key), "an integer", *v);
+    if (!v || to_int64(*v, out)) return;
+    convert_text(key, "an integer", *v, integer_in_text, out);
   }
-  void get(const char* key, int& out) const {
-    const json* v = find(key);
-    if (!v) return;
-    std::int64_t wide = 0;
-    if (!to_int64(*v, wide) || wide < std::numeric_limits<int>::min() ||
-        wide > std::numeric_limits<int>::max()) {
-      fail(name(key), "a 32-bit integer", *v);
-    }
-    out = static_cast<int>(wide);
+  void get(const char* key, int& out) const { get_int(key, out, "a 32-bit integer", integer_in_text); }
+  // A device index: also "cuda:3" (3) and "cpu" (-1).
+  void get_device(const char* key, int& out) const {
+    get_int(key, out, "an integer device index", device_in_text);
   }
   void get(const char* key, std::string& out) const {
     const json* v = find(key);
     if (!v) return;
-    if (!v->is_string()) fail(name(key), "a string", *v);
-    out = v->get<std::string>();
+    if (v->is_string()) {
+      out = v->get<std::string>();
+    } else if (issues_ && (v->is_number() || v->is_boolean())) {
+      out = v->dump();
+      report(key, "a string", *v, "\"" + out + "\"");
+    } else {
+      wrong(key, "a string", *v);
+    }
+  }
+
+  // A wrong type that cannot be read: thrown when strict, else reported as dropped.
+  void wrong(const char* key, const char* expected, const json& v) const {
+    if (!issues_) fail(name(key), expected, v);
+    report(key, expected, v, "");
   }
 
  private:
+  using TextReader = std::optional<std::int64_t> (*)(const std::string&);
+
+  static bool fits_int(std::int64_t n) {
+    return n >= std::numeric_limits<int>::min() && n <= std::numeric_limits<int>::max();
+  }
+
+  void get_int(const char* key, int& out, const char* expected, TextReader text) const {
+    const json* v = find(key);
+    if (!v) return;
+    std::int64_t wide = 0;
+    if (to_int64(*v, wide) && fits_int(wide)) {
+      out = static_cast<int>(wide);
+      return;
+    }
+    if (!convert_text(key, expected, *v, text, wide)) return;
+    if (fits_int(wide))
+      out = static_cast<int>(wide);
+    else
+      issues_->back().read_as.clear();  // read, but out of range: dropped after all
+  }
+
+  // A string holding the value: converted (and reported) when `text` reads it, else dropped.
+  template <class T>
+  bool convert_text(const char* key, const char* expected, const json& v, TextReader text,
+                    T& out) const {
+    if (issues_ && v.is_string()) {
+      if (const auto n = text(v.get<std::string>())) {
+        out = static_cast<T>(*n);
+        report(key, expected, v, std::to_string(*n));
+        return true;
+      }
+    }
+    wrong(key, expected, v);
+    return false;
+  }
+
+  void report(const char* key, const char* expected, const json& v, std::string read_as) const {
+    issues_->push_back({name(key), std::string("expected ") + expected + ", got " + shown(v),
+                        std::move(read_as)});
+  }
+
   const json& j_;
   std::string prefix_;
+  Issues* issues_;
 };
 
-void read_model(const json& j, const std::string& prefix, ModelSummary& v) {
+void read_model(const json& j, const std::string& prefix, ModelSummary& v, Issues* issues) {
   v = ModelSummary{};
-  Fields f(j, prefix);
+  Fields f(j, prefix, issues);
   f.get("architecture", v.architecture);
   f.get("parameters", v.parameters);
   f.get("layers", v.layers);
@@ -135,11 +268,11 @@ void read_model(const json& j, const std::string& prefix, ModelSummary& v) {
   f.get("vocab_size", v.vocab_size);
 }
 
-void read_gpu(const json& j, const std::string& prefix, GpuMemory& v) {
+void read_gpu(const json& j, const std::string& prefix, GpuMemory& v, Issues* issues) {
   v = GpuMemory{};
-  Fields f(j, prefix);
+  Fields f(j, prefix, issues);
   f.get("rank", v.rank);
-  f.get("device", v.device);
+  f.get_device("device", v.device);
   f.get("allocated_mib", v.allocated_mib);
   f.get("reserved_mib", v.reserved_mib);
   f.get("peak_mib", v.peak_mib);
@@ -168,29 +301,146 @@ std::optional<DpoMetrics> read_dpo(const Fields& f) {
   return dpo;
 }
 
-std::vector<GpuMemory> read_gpus(const json& g) {
-  if (!g.is_array()) fail("gpus", "an array", g);
-  std::vector<GpuMemory> gpus(g.size());
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    read_gpu(g[i], "gpus[" + std::to_string(i) + "].", gpus[i]);
+// A nested object or array of a wrong type costs the field (strict: throws).
+std::vector<GpuMemory> read_gpus(const Fields& f) {
+  const json* g = f.find("gpus");
+  if (!g) return {};
+  if (!g->is_array()) {
+    f.wrong("gpus", "an array", *g);
+    return {};
+  }
+  std::vector<GpuMemory> gpus;
+  for (std::size_t i = 0; i < g->size(); ++i) {
+    const std::string where = "gpus[" + std::to_string(i) + "]";
+    if (!(*g)[i].is_object()) {
+      f.wrong(where.c_str(), "an object", (*g)[i]);
+      continue;
+    }
+    read_gpu((*g)[i], where + ".", gpus.emplace_back(), f.issues());
   }
   return gpus;
 }
 
-EventPayload parse_payload(EventKind kind, const json& j) {
+void read_start(const json& j, StartEvent& v, Issues* issues) {
+  v = StartEvent{};
+  Fields f(j, "", issues);
+  f.get("time", v.time);
+  if (const json* c = f.find("config")) {
+    if (c->is_object())
+      v.config = *c;
+    else
+      f.wrong("config", "an object", *c);
+  }
+  f.get("world_size", v.world_size);
+  f.get("sequence_parallel_size", v.sequence_parallel_size);
+  f.get("sequence_parallel_mode", v.sequence_parallel_mode);
+  f.get("stage", v.stage);
+  if (const json* m = f.find("model")) {
+    if (m->is_object())
+      read_model(*m, "model.", v.model, issues);
+    else
+      f.wrong("model", "an object", *m);
+  }
+}
+
+void read_step(const json& j, StepEvent& v, Issues* issues) {
+  v = StepEvent{};
+  Fields f(j, "", issues);
+  f.get_required("step", v.step);
+  f.get("epoch", v.epoch);
+  f.get("loss", v.loss);
+  f.get("lr", v.lr);
+  f.get("grad_norm", v.grad_norm);
+  f.get("tokens", v.tokens);
+  f.get("tokens_per_sec", v.tokens_per_sec);
+  f.get("elapsed", v.elapsed);
+  f.get("time", v.time);
+  v.gpus = read_gpus(f);
+  f.get("rss_mib", v.rss_mib);
+  f.get("peak_rss_mib", v.peak_rss_mib);
+  v.dpo = read_dpo(f);
+}
+
+void read_eval(const json& j, EvalEvent& v, Issues* issues) {
+  v = EvalEvent{};
+  Fields f(j, "", issues);
+  f.get_required("step", v.step);
+  f.get("loss", v.loss);
+}
+
+void read_checkpoint(const json& j, CheckpointEvent& v, Issues* issues) {
+  v = CheckpointEvent{};
+  Fields f(j, "", issues);
+  f.get_required("step", v.step);
+  f.get("path", v.path);
+}
+
+void read_log(const json& j, LogEvent& v, Issues* issues) {
+  v = LogEvent{};
+  Fields f(j, "", issues);
+  f.get("level", v.level);
+  f.get("rank", v.rank);
+  f.get("message", v.message);
+}
+
+void read_end(const json& j, EndEvent& v, Issues* issues) {
+  v = EndEvent{};
+  Fields f(j, "", issues);
+  f.get("state", v.state);
+  f.get("reason", v.reason);
+}
+
+void read_status(const json& j, RunStatus& v, Issues* issues) {
+  v = RunStatus{};
+  Fields f(j, "", issues);
+  f.require("state");
+  const json& state = *f.find("state");
+  if (!state.is_string()) fail("state", "a string", state);
+  if (!parse_run_state(state.get<std::string>(), v.state)) {
+    throw EventFormatError("field 'state': expected one of running|finished|failed|stopped, got \"" +
+                           state.get<std::string>() + "\"");
+  }
+  f.get("pid", v.pid);
+  f.get("host", v.host);
+  if (const json* c = f.find("exit_code"); c && !c->is_null()) {
+    int code = 0;
+    const std::size_t before = issues ? issues->size() : 0;
+    f.get("exit_code", code);
+    const bool dropped = issues && issues->size() > before && !issues->back().converted();
+    if (!dropped) v.exit_code = code;
+  }
+  f.get("reason", v.reason);
+  f.get("updated", v.updated);
+  if (const json* s = f.find("step"); s && !s->is_null()) {
+    std::int64_t step = 0;
+    const std::size_t before = issues ? issues->size() : 0;
+    f.get("step", step);
+    const bool dropped = issues && issues->size() > before && !issues->back().converted();
+    if (!dropped) v.step = step;
+  }
+}
+
+template <class T>
+T read_as(void (*read)(const json&, T&, Issues*), const json& j, Issues* issues) {
+  T v;
+  read(j, v, issues);
+  return v;
+}
+
+EventPayload parse_payload(EventKind kind, const json& j, Issues* issues) {
   switch (kind) {
     case EventKind::Start:
-      return j.get<StartEvent>();
+      return read_as(read_start, j, issues);
     case EventKind::Step:
-      return j.get<StepEvent>();
+      return read_as(read_step, j, issues);
     case EventKind::Eval:
-      return j.get<EvalEvent>();
+      return read_as(read_eval, j, issues);
     case EventKind::Checkpoint:
-      return j.get<CheckpointEvent>();
+      return read_as(read_checkpoint, j, issues);
     case EventKind::Log:
-      return j.get<LogEvent>();
+      return read_as(read_log, j, issues);
     case EventKind::End:
-      return j.get<EndEvent>();
+      return read_as(read_end, j, issues);
     case EventKind::Unknown:
       break;
   }
@@ -198,7 +448,7 @@ EventPayload parse_payload(EventKind kind, const json& j) {
 }
 
 // Checks the object and fills `out` from it; shared by the line parser and the writer, so the
-// writer cannot produce a line the reader would call bad.
+// writer cannot produce a line the reader would call bad or have to repair.
 bool parse_event_object(json j, Event& out, std::string& error) {
   if (!j.is_object()) {
     error = std::string("not a JSON object but ") + j.type_name();
@@ -211,17 +461,19 @@ bool parse_event_object(json j, Event& out, std::string& error) {
   }
   std::string name = it->get<std::string>();
   EventKind kind = event_kind_from_name(name);
+  Issues issues;
   try {
-    out.payload = parse_payload(kind, j);
+    out.payload = parse_payload(kind, j, &issues);
   } catch (const EventFormatError& e) {
     error = "\"" + name + "\" event: " + e.what();
     return false;
   } catch (const json::exception& e) {  // only if a check above has a gap
-    error = "\"" + name + "\" event: " + strip_json_prefix(e.what());
+    error = "\"" + name + "\" event: " + json_error_text(e.what());
     return false;
   }
   out.kind = kind;
   out.raw = std::move(j);
+  out.issues = std::move(issues);
   return true;
 }
 
@@ -294,7 +546,7 @@ void to_json(json& j, const ModelSummary& v) {
 }
 
 void from_json(const json& j, ModelSummary& v) {
-  read_model(j, "", v);
+  read_model(j, "", v, nullptr);
 }
 
 void to_json(json& j, const GpuMemory& v) {
@@ -309,7 +561,7 @@ void to_json(json& j, const GpuMemory& v) {
 }
 
 void from_json(const json& j, GpuMemory& v) {
-  read_gpu(j, "", v);
+  read_gpu(j, "", v, nullptr);
 }
 
 void to_json(json& j, const StartEvent& v) {
@@ -324,18 +576,7 @@ void to_json(json& j, const StartEvent& v) {
 }
 
 void from_json(const json& j, StartEvent& v) {
-  v = StartEvent{};
-  Fields f(j, "");
-  f.get("time", v.time);
-  if (const json* c = f.find("config")) {
-    if (!c->is_object()) fail("config", "an object", *c);
-    v.config = *c;
-  }
-  f.get("world_size", v.world_size);
-  f.get("sequence_parallel_size", v.sequence_parallel_size);
-  f.get("sequence_parallel_mode", v.sequence_parallel_mode);
-  f.get("stage", v.stage);
-  if (const json* m = f.find("model")) read_model(*m, "model.", v.model);
+  read_start(j, v, nullptr);
 }
 
 void to_json(json& j, const StepEvent& v) {
@@ -352,22 +593,7 @@ void to_json(json& j, const StepEvent& v) {
 }
 
 void from_json(const json& j, StepEvent& v) {
-  v = StepEvent{};
-  Fields f(j, "");
-  f.require("step");
-  f.get("step", v.step);
-  f.get("epoch", v.epoch);
-  f.get("loss", v.loss);
-  f.get("lr", v.lr);
-  f.get("grad_norm", v.grad_norm);
-  f.get("tokens", v.tokens);
-  f.get("tokens_per_sec", v.tokens_per_sec);
-  f.get("elapsed", v.elapsed);
-  f.get("time", v.time);
-  if (const json* g = f.find("gpus")) v.gpus = read_gpus(*g);
-  f.get("rss_mib", v.rss_mib);
-  f.get("peak_rss_mib", v.peak_rss_mib);
-  v.dpo = read_dpo(f);
+  read_step(j, v, nullptr);
 }
 
 void to_json(json& j, const EvalEvent& v) {
@@ -375,11 +601,7 @@ void to_json(json& j, const EvalEvent& v) {
 }
 
 void from_json(const json& j, EvalEvent& v) {
-  v = EvalEvent{};
-  Fields f(j, "");
-  f.require("step");
-  f.get("step", v.step);
-  f.get("loss", v.loss);
+  read_eval(j, v, nullptr);
 }
 
 void to_json(json& j, const CheckpointEvent& v) {
@@ -387,11 +609,7 @@ void to_json(json& j, const CheckpointEvent& v) {
 }
 
 void from_json(const json& j, CheckpointEvent& v) {
-  v = CheckpointEvent{};
-  Fields f(j, "");
-  f.require("step");
-  f.get("step", v.step);
-  f.get("path", v.path);
+  read_checkpoint(j, v, nullptr);
 }
 
 void to_json(json& j, const LogEvent& v) {
@@ -399,11 +617,7 @@ void to_json(json& j, const LogEvent& v) {
 }
 
 void from_json(const json& j, LogEvent& v) {
-  v = LogEvent{};
-  Fields f(j, "");
-  f.get("level", v.level);
-  f.get("rank", v.rank);
-  f.get("message", v.message);
+  read_log(j, v, nullptr);
 }
 
 void to_json(json& j, const EndEvent& v) {
@@ -411,10 +625,7 @@ void to_json(json& j, const EndEvent& v) {
 }
 
 void from_json(const json& j, EndEvent& v) {
-  v = EndEvent{};
-  Fields f(j, "");
-  f.get("state", v.state);
-  f.get("reason", v.reason);
+  read_end(j, v, nullptr);
 }
 
 // --- Event ---------------------------------------------------------------------------------
@@ -436,10 +647,87 @@ bool parse_event_line(std::string_view line, Event& out, std::string& error) {
   try {
     j = json::parse(line.begin(), line.end());
   } catch (const json::parse_error& e) {
-    error = "invalid JSON: " + strip_json_prefix(e.what());
+    error = "invalid JSON: " + json_error_text(e.what());
     return false;
   }
   return parse_event_object(std::move(j), out, error);
+}
+
+// --- FieldIssue, ReadProblems ----------------------------------------------------------------
+
+std::string FieldIssue::describe() const {
+  return "field '" + field + "': " + problem +
+         (converted() ? ": read as " + read_as : std::string(": dropped"));
+}
+
+void ReadProblems::count_issues(std::uint64_t line, const std::vector<FieldIssue>& issues) {
+  if (issues.empty()) return;
+  ++lines_with_issues;
+  for (const FieldIssue& i : issues) ++(i.converted() ? converted_fields : dropped_fields);
+  if (first_issue_line == 0) {
+    first_issue_line = line;
+    first_issue = issues.front().describe();
+  }
+}
+
+void ReadProblems::count_bad_line(std::uint64_t line, std::string reason) {
+  ++bad_lines;
+  if (first_bad_line == 0) {
+    first_bad_line = line;
+    first_bad_reason = reason;
+  }
+  last_bad_line = line;
+  last_bad_reason = std::move(reason);
+}
+
+void ReadProblems::add(const ReadProblems& later) {
+  if (later.bad_lines != 0) {
+    if (first_bad_line == 0) {
+      first_bad_line = later.first_bad_line;
+      first_bad_reason = later.first_bad_reason;
+    }
+    last_bad_line = later.last_bad_line;
+    last_bad_reason = later.last_bad_reason;
+    bad_lines += later.bad_lines;
+  }
+  if (later.lines_with_issues != 0 && first_issue_line == 0) {
+    first_issue_line = later.first_issue_line;
+    first_issue = later.first_issue;
+  }
+  lines_with_issues += later.lines_with_issues;
+  converted_fields += later.converted_fields;
+  dropped_fields += later.dropped_fields;
+}
+
+std::string ReadProblems::summary(const std::string& file) const {
+  if (!any()) return {};
+  auto plural = [](std::uint64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  std::string out = file + ": ";
+  if (lines_with_issues != 0) {
+    out += plural(lines_with_issues, "line had", "lines had") +
+           " fields not as the format says, kept without them or converted (" +
+           plural(converted_fields, "field", "fields") + " converted, " +
+           std::to_string(dropped_fields) + " dropped; first: line " +
+           std::to_string(first_issue_line) + ": " + first_issue + ")";
+  }
+  if (bad_lines != 0) {
+    if (lines_with_issues != 0) out += "; ";
+    out += plural(bad_lines, "line", "lines") + " skipped whole (first: line " +
+           std::to_string(first_bad_line) + ": " + first_bad_reason;
+    if (bad_lines > 1) out += "; last: line " + std::to_string(last_bad_line) + ": " + last_bad_reason;
+    out += ")";
+  }
+  return out;
+}
+
+bool ReadProblems::operator==(const ReadProblems& o) const {
+  return bad_lines == o.bad_lines && first_bad_line == o.first_bad_line &&
+         last_bad_line == o.last_bad_line && first_bad_reason == o.first_bad_reason &&
+         last_bad_reason == o.last_bad_reason && lines_with_issues == o.lines_with_issues &&
+         converted_fields == o.converted_fields && dropped_fields == o.dropped_fields &&
+         first_issue_line == o.first_issue_line && first_issue == o.first_issue;
 }
 
 // --- EventStreamParser ---------------------------------------------------------------------
@@ -482,7 +770,7 @@ void EventStreamParser::append_partial(std::string_view piece) {
     return;
   }
   // Counted now, not at the newline, so a runaway line shows up even if it never ends.
-  count_bad(lines_ + 1, "line longer than " + std::to_string(max_line_bytes_) + " bytes: dropped");
+  problems_.count_bad_line(lines_ + 1, "line longer than " + std::to_string(max_line_bytes_) + " bytes: dropped");
   partial_.clear();
   partial_.shrink_to_fit();
   skipping_ = true;
@@ -497,7 +785,7 @@ void EventStreamParser::finish_line(std::string_view line, std::vector<Event>& o
     return;
   }
   if (line.size() > max_line_bytes_) {
-    count_bad(number, "line longer than " + std::to_string(max_line_bytes_) + " bytes: dropped");
+    problems_.count_bad_line(number, "line longer than " + std::to_string(max_line_bytes_) + " bytes: dropped");
     return;
   }
   // A CRLF line needs nothing special: JSON allows the \r as trailing whitespace.
@@ -505,19 +793,15 @@ void EventStreamParser::finish_line(std::string_view line, std::vector<Event>& o
   Event event;
   std::string error;
   if (!parse_event_line(line, event, error)) {
-    count_bad(number, std::move(error));
+    problems_.count_bad_line(number, std::move(error));
     return;
   }
   event.line = number;
   event.offset = start;
+  problems_.count_issues(number, event.issues);
   out.push_back(std::move(event));
 }
 
-void EventStreamParser::count_bad(std::uint64_t line, std::string reason) {
-  ++bad_lines_;
-  last_bad_line_ = line;
-  last_bad_reason_ = std::move(reason);
-}
 
 void EventStreamParser::reset(std::uint64_t offset, std::uint64_t line) {
   partial_.clear();
@@ -526,9 +810,7 @@ void EventStreamParser::reset(std::uint64_t offset, std::uint64_t line) {
   line_start_ = offset;
   fed_ = offset;
   lines_ = line;
-  bad_lines_ = 0;
-  last_bad_line_ = 0;
-  last_bad_reason_.clear();
+  problems_ = ReadProblems{};
 }
 
 // --- EventFileReader -----------------------------------------------------------------------
@@ -703,6 +985,10 @@ std::string EventWriter::write(const json& event) {
   Event parsed;
   std::string error;
   if (!parse_event_object(event, parsed, error)) return "refusing to write an event: " + error;
+  if (!parsed.issues.empty()) {
+    return "refusing to write an event: \"" + parsed.name() + "\" event: " +
+           parsed.issues.front().describe();
+  }
   return write_object(event);
 }
 
@@ -764,25 +1050,7 @@ void to_json(json& j, const RunStatus& v) {
 }
 
 void from_json(const json& j, RunStatus& v) {
-  v = RunStatus{};
-  Fields f(j, "");
-  f.require("state");
-  std::string state;
-  f.get("state", state);
-  if (!parse_run_state(state, v.state)) {
-    throw EventFormatError(
-        "field 'state': expected one of running|finished|failed|stopped, "
-        "got \"" +
-        state + "\"");
-  }
-  f.get("pid", v.pid);
-  f.get("host", v.host);
-  if (const json* c = f.find("exit_code"); c && !c->is_null()) {
-    f.get("exit_code", v.exit_code.emplace());
-  }
-  f.get("reason", v.reason);
-  f.get("updated", v.updated);
-  if (const json* s = f.find("step"); s && !s->is_null()) f.get("step", v.step.emplace());
+  read_status(j, v, nullptr);
 }
 
 std::string RunStatus::write(const std::string& path) const {
@@ -791,22 +1059,34 @@ std::string RunStatus::write(const std::string& path) const {
   return write_file_atomic(path, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
-bool RunStatus::read(const std::string& path, RunStatus& out, std::string& error) {
+bool RunStatus::read(const std::string& path, RunStatus& out, std::string& error,
+                     std::vector<FieldIssue>* issues) {
   std::string text;
   if (!read_file(path, text, error)) return false;
-  if (is_blank(text)) {
-    error = path + ": the run status file is empty";
+  if (!parse(text, out, error, issues)) {
+    error = path + ": " + error;
     return false;
   }
+  return true;
+}
+
+bool RunStatus::parse(const std::string& text, RunStatus& out, std::string& error,
+                      std::vector<FieldIssue>* issues) {
+  if (is_blank(text)) {
+    error = "the run status file is empty";
+    return false;
+  }
+  Issues found;
   try {
-    out = json::parse(text).get<RunStatus>();
+    read_status(json::parse(text), out, &found);
   } catch (const json::parse_error& e) {
-    error = path + ": the run status file is not valid JSON: " + strip_json_prefix(e.what());
+    error = "the run status file is not valid JSON: " + json_error_text(e.what());
     return false;
   } catch (const EventFormatError& e) {
-    error = path + ": malformed run status: " + e.what();
+    error = std::string("malformed run status: ") + e.what();
     return false;
   }
+  if (issues) *issues = std::move(found);
   return true;
 }
 

@@ -20,4 +20,13 @@ bool read_json_file(const std::string& path, nlohmann::json& out, std::string& e
   }
 }
 
+std::string json_error_text(const char* what) {
+  std::string s = what;
+  if (!s.empty() && s[0] == '[') {
+    const auto close = s.find("] ");
+    if (close != std::string::npos) s.erase(0, close + 2);
+  }
+  return s;
+}
+
 }  // namespace studio

@@ -26,17 +26,14 @@ using detail::basename_of;
 using detail::join_path;
 using detail::last_lines;
 
-// State and reason from the engine's status.json text; nullopt when there is none or it does
-// not parse (a reader never sees a torn file: the engine replaces it atomically).
+// State and reason from the engine's status.json text; nullopt when there is none or it has no
+// readable state (a reader never sees a torn file: the engine replaces it atomically). Other
+// fields of an unexpected type cost only themselves.
 std::optional<RunStatus> parse_status_json(const std::string& text) {
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
-  try {
-    RunStatus status;
-    from_json(json::parse(text), status);
-    return status;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  RunStatus status;
+  std::string error;
+  if (!RunStatus::parse(text, status, error)) return std::nullopt;
+  return status;
 }
 
 RemoteRunState from_engine_state(studio::RunState state) {

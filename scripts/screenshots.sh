@@ -4,7 +4,8 @@
 # a demo run launched from the wizard while it trains, the dashboard with an SP=1 and an SP=2
 # run of the demo overlaid, and a remote run: the Hosts page testing a throwaway sshd on
 # 127.0.0.1, and the dashboard of a run submitted to it with `studio submit` and attached in the
-# studio. Writes docs/screenshots/*.png (or into the folder given).
+# studio, and a run folder written by another tool whose odd fields the dashboard repairs and
+# reports. Writes docs/screenshots/*.png (or into the folder given).
 #   usage: scripts/screenshots.sh [OUT_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,6 +59,22 @@ cd "$root"
   --set logging_steps=1 >/dev/null 2>&1
 "$bin/studio" "$work/sp1" --overlay "$work/sp2" --runs-root "$runs" \
   --screenshot "$out/dashboard-overlay-sp1-sp2.png" --screenshot-delay 3000
+echo "== a run folder another tool wrote (every step's gpus[].device as \"cuda:N\"): drawn whole, the repair said"
+other=$work/other-tool-run
+mkdir -p "$other"
+python3 - "$other/events.jsonl" <<'PY'
+import json, math, sys
+with open(sys.argv[1], "w") as f:
+    f.write(json.dumps({"event": "start", "stage": "sft", "world_size": 2, "time": 1.8e9}) + "\n")
+    for s in range(1, 401):
+        gpus = [{"rank": r, "device": f"cuda:{r}", "allocated_mib": 52000 + 900 * math.sin(s / 9 + r),
+                 "reserved_mib": 61440, "total_mib": 81559} for r in range(2)]
+        f.write(json.dumps({"event": "step", "step": s, "loss": 2.2 * math.exp(-s / 120) + 0.4,
+                            "lr": 2e-5, "time": 1.8e9 + 3 * s, "tokens_per_sec": 9000, "gpus": gpus}) + "\n")
+PY
+"$bin/studio" "$other" --runs-root "$runs" --screenshot "$out/dashboard-repaired-fields.png" \
+  --screenshot-delay 2500
+
 echo "== a run on an SSH host: the Hosts page, then a run from studio submit attached in the studio"
 ssh_dir=$work/ssh
 mkdir -p "$ssh_dir"

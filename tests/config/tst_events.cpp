@@ -197,6 +197,9 @@ class TestEvents : public QObject {
   void truncatedLastLine();
   void garbageLines_data();
   void garbageLines();
+  void fieldIssuesKeepTheLine_data();
+  void fieldIssuesKeepTheLine();
+  void problemSummary();
   void unknownKindsKept();
   void overLongLine_data();
   void overLongLine();
@@ -211,6 +214,8 @@ class TestEvents : public QObject {
   void statusRoundTrip();
   void statusMalformed_data();
   void statusMalformed();
+  void statusFieldIssues_data();
+  void statusFieldIssues();
   void concurrentWriters_data();
   void concurrentWriters();
 };
@@ -504,31 +509,10 @@ void TestEvents::garbageLines_data() {
   QTest::newRow("event not string") << QByteArray(R"({"event":3})") << "\"event\" is not a string";
   QTest::newRow("step without step")
       << QByteArray(R"({"event":"step","loss":1})") << "missing field 'step'";
-  QTest::newRow("loss is a string") << QByteArray(R"({"event":"step","step":1,"loss":"high"})")
-                                    << "field 'loss': expected a number, got string";
-  QTest::newRow("gpus not an array") << QByteArray(R"({"event":"step","step":1,"gpus":{}})")
-                                     << "field 'gpus': expected an array, got object";
-  QTest::newRow("gpu rank a string")
-      << QByteArray(R"({"event":"step","step":1,"gpus":[{"rank":0},{"rank":"1"}]})")
-      << "field 'gpus[1].rank': expected";
-  QTest::newRow("gpu not an object") << QByteArray(R"({"event":"step","step":1,"gpus":[7]})")
-                                     << "field 'gpus[0]': expected an object, got number";
-  QTest::newRow("dpo value a string")
-      << QByteArray(R"({"event":"step","step":1,"rewards/chosen":"x"})")
-      << "field 'rewards/chosen'";
   QTest::newRow("fractional step") << QByteArray(R"({"event":"eval","step":1.5,"loss":1})")
                                    << "field 'step': expected an integer, got number";
-  QTest::newRow("config an array")
-      << QByteArray(R"({"event":"start","config":[]})") << "field 'config': expected an object";
-  QTest::newRow("model layers a string")
-      << QByteArray(R"({"event":"start","model":{"layers":"32"}})") << "field 'model.layers'";
-  QTest::newRow("rank beyond 32 bits")
-      << QByteArray(R"({"event":"log","rank":4294967296})") << "32-bit integer";
-  QTest::newRow("checkpoint path a number")
-      << QByteArray(R"({"event":"checkpoint","step":3,"path":5})")
-      << "\"checkpoint\" event: field 'path': expected a string";
-  QTest::newRow("end state null") << QByteArray(R"({"event":"end","state":null})")
-                                  << "field 'state': expected a string, got null";
+  QTest::newRow("step a word") << QByteArray(R"({"event":"checkpoint","step":"last"})")
+                               << "field 'step': expected an integer, got string";
 }
 
 void TestEvents::garbageLines() {
@@ -552,6 +536,141 @@ void TestEvents::garbageLines() {
   QVERIFY(!writer.write(j).empty());
   writer.close();
   QCOMPARE(int(read_all(qs(path)).size()), 0);
+}
+
+// One field of an unexpected type costs that field, not the line: converted where the intent is
+// unambiguous, dropped otherwise, and counted with the first case and its line number.
+void TestEvents::fieldIssuesKeepTheLine_data() {
+  QTest::addColumn<QByteArray>("line");
+  QTest::addColumn<QString>("issue");   // FieldIssue::describe() of the only issue, a prefix
+  QTest::addColumn<QString>("readAs");  // "" when dropped
+  QTest::newRow("device cuda:0")
+      << QByteArray(R"({"event":"step","step":5,"tokens":7,"gpus":[{"rank":0,"device":"cuda:3","allocated_mib":10}]})")
+      << R"(field 'gpus[0].device': expected an integer device index, got string "cuda:3")" << "3";
+  QTest::newRow("device cpu") << QByteArray(R"({"event":"step","step":5,"tokens":7,"gpus":[{"rank":0,"device":"cpu"}]})")
+                              << "field 'gpus[0].device'" << "-1";
+  QTest::newRow("device a word")
+      << QByteArray(R"({"event":"step","step":5,"tokens":7,"gpus":[{"rank":0,"device":"tpu0"}]})")
+      << "field 'gpus[0].device'" << "";
+  QTest::newRow("loss a word") << QByteArray(R"({"event":"step","step":5,"tokens":7,"loss":"high"})")
+                               << R"(field 'loss': expected a number, got string "high")" << "";
+  QTest::newRow("loss NaN as text") << QByteArray(R"({"event":"step","step":5,"tokens":7,"loss":"NaN"})")
+                                    << "field 'loss'" << "NaN";
+  QTest::newRow("lr as text") << QByteArray(R"({"event":"step","step":5,"tokens":7,"lr":"2e-05"})")
+                              << "field 'lr'" << "2e-05";
+  QTest::newRow("step as text") << QByteArray(R"({"event":"step","step":"5","tokens":7})")
+                                << "field 'step'" << "5";
+  QTest::newRow("gpus an object") << QByteArray(R"({"event":"step","step":5,"tokens":7,"gpus":{}})")
+                                  << "field 'gpus': expected an array, got object" << "";
+  QTest::newRow("gpu rank as text")
+      << QByteArray(R"({"event":"step","step":5,"tokens":7,"gpus":[{"rank":0},{"rank":"1"}]})")
+      << "field 'gpus[1].rank'" << "1";
+  QTest::newRow("gpu not an object")
+      << QByteArray(R"({"event":"step","step":5,"tokens":7,"gpus":[7]})")
+      << "field 'gpus[0]': expected an object, got number 7" << "";
+  QTest::newRow("dpo value a word")
+      << QByteArray(R"({"event":"step","step":5,"tokens":7,"rewards/chosen":"x"})")
+      << "field 'rewards/chosen'" << "";
+  QTest::newRow("epoch an array")
+      << QByteArray(R"({"event":"step","step":5,"tokens":7,"epoch":[1]})")
+      << "field 'epoch': expected a number, got array" << "";
+  QTest::newRow("config an array") << QByteArray(R"({"event":"start","config":[],"world_size":7})")
+                                   << "field 'config': expected an object" << "";
+  QTest::newRow("model layers as text")
+      << QByteArray(R"({"event":"start","model":{"layers":"32"},"world_size":7})")
+      << "field 'model.layers'" << "32";
+  QTest::newRow("rank beyond 32 bits")
+      << QByteArray(R"({"event":"log","rank":4294967296,"message":"m"})")
+      << "field 'rank': expected a 32-bit integer, got number 4294967296" << "";
+  QTest::newRow("path a number") << QByteArray(R"({"event":"checkpoint","step":5,"path":5})")
+                                 << "field 'path': expected a string, got number 5" << "\"5\"";
+  QTest::newRow("end state null") << QByteArray(R"({"event":"end","state":null,"reason":"r"})")
+                                  << "field 'state': expected a string, got null" << "";
+}
+
+void TestEvents::fieldIssuesKeepTheLine() {
+  QFETCH(QByteArray, line);
+  QFETCH(QString, issue);
+  QFETCH(QString, readAs);
+  EventStreamParser parser;
+  const std::vector<Event> events =
+      parser.feed(view(step_line(1) + line + "\n" + line + "\n" + step_line(2)));
+  QCOMPARE(int(events.size()), 4);
+  QCOMPARE(parser.bad_lines(), std::uint64_t{0});
+  const Event& e = events[1];
+  QCOMPARE(int(e.issues.size()), 1);
+  QVERIFY2(qs(e.issues[0].describe()).startsWith(issue), e.issues[0].describe().c_str());
+  QCOMPARE(qs(e.issues[0].read_as), readAs);
+  QVERIFY(qs(e.issues[0].describe()).endsWith(readAs.isEmpty() ? ": dropped" : ": read as " + readAs));
+  // The rest of the line is kept.
+  if (const auto* step = e.get<StepEvent>()) {
+    QCOMPARE(step->step, std::int64_t{5});
+    QCOMPARE(step->tokens, std::int64_t{7});
+    if (readAs == "3") QCOMPARE(step->gpus.at(0).device, 3);
+    if (readAs == "-1") QCOMPARE(step->gpus.at(0).device, -1);
+    if (qs(e.issues[0].field) == "gpus[0].device") QCOMPARE(step->gpus.at(0).rank, 0);
+    if (issue.contains("'loss'") && readAs.isEmpty()) QVERIFY(std::isnan(step->loss));
+    if (readAs == "2e-05") QCOMPARE(step->lr, 2e-05);
+    if (issue.contains("gpus[1]")) QCOMPARE(step->gpus.at(1).rank, 1);
+  } else if (const auto* start = e.get<StartEvent>()) {
+    QCOMPARE(start->world_size, 7);
+    if (readAs == "32") QCOMPARE(start->model.layers, 32);
+  } else if (const auto* log = e.get<LogEvent>()) {
+    QCOMPARE(qs(log->message), QString("m"));
+    QCOMPARE(log->rank, 0);
+  } else if (const auto* cp = e.get<CheckpointEvent>()) {
+    QCOMPARE(qs(cp->path), QString("5"));
+  } else if (const auto* end = e.get<EndEvent>()) {
+    QCOMPARE(qs(end->reason), QString("r"));
+  } else {
+    QFAIL("the event's kind was lost");
+  }
+
+  // Counted: two lines, the first named.
+  const ReadProblems& p = parser.problems();
+  QCOMPARE(p.lines_with_issues, std::uint64_t{2});
+  QCOMPARE(p.converted_fields + p.dropped_fields, std::uint64_t{2});
+  QCOMPARE(readAs.isEmpty() ? p.dropped_fields : p.converted_fields, std::uint64_t{2});
+  QCOMPARE(p.first_issue_line, std::uint64_t{2});
+  const QString summary = qs(p.summary("events.jsonl"));
+  QVERIFY2(summary.startsWith("events.jsonl: 2 lines had fields not as the format says"),
+           qPrintable(summary));
+  QVERIFY2(summary.contains("first: line 2: " + issue), qPrintable(summary));
+
+  // The writer refuses to write what a reader would have to repair.
+  QTemporaryDir dir;
+  EventWriter writer;
+  const std::string path = events_path(dir.path().toStdString());
+  QCOMPARE(qs(writer.open(path)), QString());
+  const std::string refused = writer.write(json::parse(view(line)));
+  QVERIFY2(qs(refused).contains(issue), refused.c_str());
+  writer.close();
+  QCOMPARE(int(read_all(qs(path)).size()), 0);
+}
+
+// The summary a user reads: both kinds of problem, counted, first (and last) named.
+void TestEvents::problemSummary() {
+  EventStreamParser parser;
+  QByteArray text = step_line(1);
+  text += R"({"event":"step","step":2,"gpus":[{"device":"cuda:0"},{"device":"cuda:1"}]})" "\n";
+  text += "garbage\n";
+  text += R"({"event":"step","step":3,"loss":"high"})" "\n";
+  text += R"({"event":"eval"})" "\n";
+  parser.feed(view(text));
+  const ReadProblems& p = parser.problems();
+  QCOMPARE(p.bad_lines, std::uint64_t{2});
+  QCOMPARE(p.lines_with_issues, std::uint64_t{2});
+  QCOMPARE(p.converted_fields, std::uint64_t{2});
+  QCOMPARE(p.dropped_fields, std::uint64_t{1});
+  const QString summary = qs(p.summary("events.jsonl"));
+  QVERIFY2(summary.startsWith(
+               "events.jsonl: 2 lines had fields not as the format says, kept without them or "
+               "converted (2 fields converted, 1 dropped; first: line 2: field "
+               "'gpus[0].device': expected an integer device index, got string \"cuda:0\": "
+               "read as 0); 2 lines skipped whole (first: line 3: invalid JSON: "),
+           qPrintable(summary));
+  QVERIFY2(summary.contains("; last: line 5: \"eval\" event: missing field 'step')"),
+           qPrintable(summary));
 }
 
 void TestEvents::unknownKindsKept() {
@@ -855,12 +974,44 @@ void TestEvents::statusMalformed_data() {
   QTest::newRow("no state") << QByteArray(R"({"pid":1})") << "missing field 'state'";
   QTest::newRow("unknown state") << QByteArray(R"({"state":"paused"})")
                                  << "field 'state': expected one of running|finished|failed|";
-  QTest::newRow("pid a string") << QByteArray(R"({"state":"running","pid":"12"})")
-                                << "field 'pid': expected an integer, got string";
+  QTest::newRow("state a number") << QByteArray(R"({"state":1})")
+                                  << "field 'state': expected a string, got number";
+}
+
+// status.json keeps what it can too: only the state is essential.
+void TestEvents::statusFieldIssues_data() {
+  QTest::addColumn<QByteArray>("content");
+  QTest::addColumn<QString>("issue");
+  QTest::newRow("pid as text") << QByteArray(R"({"state":"running","pid":"12","host":"h"})")
+                               << R"(field 'pid': expected an integer, got string "12": read as 12)";
   QTest::newRow("exit code fractional")
-      << QByteArray(R"({"state":"failed","exit_code":1.5})") << "field 'exit_code'";
-  QTest::newRow("updated a string")
-      << QByteArray(R"({"state":"finished","updated":"yesterday"})") << "field 'updated'";
+      << QByteArray(R"({"state":"failed","exit_code":1.5,"host":"h"})")
+      << "field 'exit_code': expected a 32-bit integer, got number 1.5: dropped";
+  QTest::newRow("updated a word")
+      << QByteArray(R"({"state":"finished","updated":"yesterday","host":"h"})")
+      << R"(field 'updated': expected a number, got string "yesterday": dropped)";
+  QTest::newRow("host a number") << QByteArray(R"({"state":"finished","host":7,"pid":3})")
+                                 << "field 'host': expected a string, got number 7: read as \"7\"";
+}
+
+void TestEvents::statusFieldIssues() {
+  QFETCH(QByteArray, content);
+  QFETCH(QString, issue);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("status.json");
+  QVERIFY(overwrite(path, content));
+  RunStatus status;
+  std::string error;
+  std::vector<FieldIssue> issues;
+  QVERIFY2(RunStatus::read(path.toStdString(), status, error, &issues), error.c_str());
+  QCOMPARE(int(issues.size()), 1);
+  QCOMPARE(qs(issues[0].describe()), issue);
+  QVERIFY(!status.host.empty());
+  if (issue.contains("'pid'")) QCOMPARE(status.pid, std::int64_t{12});
+  if (issue.contains("'exit_code'")) QVERIFY(!status.exit_code.has_value());
+  if (issue.contains("'updated'")) QVERIFY(std::isnan(status.updated));
+  // The strict reader (from_json) still refuses it.
+  QVERIFY_THROWS_EXCEPTION(EventFormatError, json::parse(view(content)).get<RunStatus>());
 }
 
 void TestEvents::statusMalformed() {

@@ -45,6 +45,7 @@ void EventTailer::deliver(const TailBatch& batch) {
   cursor_ = batch.cursor;
   if (batch.restarted) emit restarted(runDir_, batch.restartReason);
   if (!batch.error.isEmpty()) emit readError(runDir_, batch.error);
+  if (!batch.problems.isEmpty()) emit readProblems(runDir_, batch.problems);
   if (!batch.events->empty()) emit eventsRead(runDir_, batch.events);
   // Catching up on a large file: read the next piece as soon as this one is taken.
   if (batch.more) pollNow();

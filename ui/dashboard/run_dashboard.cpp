@@ -35,6 +35,7 @@ struct RunDashboard::Run {
   std::unique_ptr<EventTailer> tailer;
   bool dirty = false;  // events arrived since the last update
   QString error;       // the last read error, until events arrive again
+  QString problems;    // what reading skipped or repaired (ReadProblems::summary), or ""
 };
 
 namespace {
@@ -261,8 +262,16 @@ void RunDashboard::follow(Run& run) {
             if (run == nullptr) return;
             // The series belong to the old file: start over with the new one.
             run->series.clear();
+            run->problems.clear();
             run->dirty = true;
             scheduleUpdate();
+          });
+  connect(run.tailer.get(), &EventTailer::readProblems, this,
+          [this](const QString& dir, const QString& summary) {
+            if (Run* run = find(dir)) run->problems = summary;
+            updateChartStates();
+            updateFacts();
+            emit readProblems(dir, summary);
           });
   connect(run.tailer.get(), &EventTailer::readError, this,
           [this](const QString& dir, const QString& message) {
@@ -422,6 +431,10 @@ void RunDashboard::updateChartStates() {
   else
     memory->setTitle(chartTitle(ChartKind::Memory));
 
+  QStringList problemList;
+  for (const auto& run : runs_)
+    if (!run->problems.isEmpty()) problemList << run->problems;
+  const QString problems = problemList.join(QLatin1Char('\n'));
   for (ChartPanel* panel : panels_) {
     bool anyPoint = false;
     for (int i = 0; i < panel->plot()->graphCount() && !anyPoint; ++i)
@@ -430,6 +443,8 @@ void RunDashboard::updateChartStates() {
     if (!anyPoint) {
       if (runs_.empty())
         empty = tr("No run shown.");
+      else if (!anyRows && !problems.isEmpty())
+        empty = tr("No step of the run could be read yet.\n%1").arg(problems);
       else if (!anyRows)
         empty = tr("Waiting for the first step of the run…");
       else if (panel->kind() == ChartKind::Memory)
@@ -471,8 +486,10 @@ void RunDashboard::updateFacts() {
   facts_->setText(parts.join(QStringLiteral(" · ")));
 
   QStringList errors;
-  for (const auto& run : runs_)
+  for (const auto& run : runs_) {
     if (!run->error.isEmpty()) errors << run->error;
+    if (!run->problems.isEmpty()) errors << run->problems;
+  }
   status_->setText(errors.join(QLatin1Char('\n')));
   status_->setVisible(!errors.isEmpty());
 }

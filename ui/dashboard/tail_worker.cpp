@@ -31,9 +31,15 @@ void TailWorker::poll() {
   if (error != lastError_) out.error = error;
   lastError_ = error;
   // After a restart fed() starts again from 0, so compare against 0 then.
+  const studio::ReadProblems& problems = reader_.parser().problems();
+  if (problems != lastProblems_) {
+    lastProblems_ = problems;
+    out.problems = QString::fromStdString(problems.summary(studio::kEventsFileName));
+  }
   const std::uint64_t base = result.restarted ? 0 : fedBefore;
   out.more = result.error.empty() && reader_.parser().fed() - base >= kMaxBytesPerPoll;
-  if (result.events.empty() && !out.restarted && out.error.isEmpty()) return;
+  if (result.events.empty() && !out.restarted && out.error.isEmpty() && out.problems.isEmpty())
+    return;
 
   out.events =
       std::make_shared<const std::vector<studio::Event>>(std::move(result.events));

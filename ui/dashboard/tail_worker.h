@@ -21,6 +21,9 @@ struct TailBatch {
   bool restarted = false;
   QString restartReason;
   QString error;      // a new read error, or empty
+  // What reading has skipped or repaired so far (ReadProblems::summary), when that changed
+  // with this batch; empty otherwise.
+  QString problems;
   bool more = false;  // the poll stopped at its byte limit: there is more to read right away
 };
 
@@ -49,6 +52,7 @@ class TailWorker : public QObject {
   std::atomic<int>& inFlight_;
   QTimer* timer_ = nullptr;
   QString lastError_;
+  studio::ReadProblems lastProblems_;
 };
 
 }  // namespace studio::ui

@@ -68,7 +68,14 @@ void RunEventDigest::update() {
   poll();
 }
 
+studio::ReadProblems RunEventDigest::problems() const {
+  studio::ReadProblems all = headProblems_;
+  if (reader_) all.add(reader_->parser().problems());
+  return all;
+}
+
 void RunEventDigest::clearFacts() {
+  headProblems_ = studio::ReadProblems{};
   start_.reset();
   firstStartTime_ = studio::kNoValue;
   lastStep_ = 0;
@@ -98,6 +105,7 @@ void RunEventDigest::readHead(std::uint64_t size) {
     parser.feed(bytes, events);
     for (const auto& e : events) ingest(e);
   }
+  headProblems_ = parser.problems();
 }
 
 void RunEventDigest::seekTail(std::uint64_t size) {

@@ -232,7 +232,8 @@ bool RunInfo::operator==(const RunInfo& o) const {
          spSize == o.spSize && spMode == o.spMode && worldSize == o.worldSize &&
          lastStep == o.lastStep && maxSteps == o.maxSteps && sameLoss && started == o.started &&
          updated == o.updated && configPath == o.configPath && logPath == o.logPath &&
-         local == o.local && remote == o.remote && remoteTarget == o.remoteTarget;
+         local == o.local && remote == o.remote && remoteTarget == o.remoteTarget &&
+         readProblems == o.readProblems;
 }
 
 RunInfo readRunInfo(const QString& dir) {
@@ -255,9 +256,21 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
   const QString statusFile = runFile(info.dir, studio::kStatusFileName);
   studio::RunStatus statusRecord;
   std::string statusError;
-  const bool haveStatus = QFileInfo::exists(statusFile) &&
-                          studio::RunStatus::read(localPath(statusFile), statusRecord, statusError);
+  std::vector<studio::FieldIssue> statusIssues;
+  const bool haveStatus =
+      QFileInfo::exists(statusFile) &&
+      studio::RunStatus::read(localPath(statusFile), statusRecord, statusError, &statusIssues);
   const studio::RunStatus* status = haveStatus ? &statusRecord : nullptr;
+  QStringList problems;
+  if (!statusIssues.empty()) {
+    QStringList fields;
+    for (const auto& issue : statusIssues) fields << QString::fromStdString(issue.describe());
+    problems << QStringLiteral("%1: %2").arg(QLatin1String(studio::kStatusFileName),
+                                             fields.join(QStringLiteral("; ")));
+  }
+  if (const auto& p = digest.problems(); p.any())
+    problems << QString::fromStdString(p.summary(studio::kEventsFileName));
+  info.readProblems = problems.join(QLatin1Char('\n'));
 
   info.remote = isRemoteRunFolder(info.dir);
   QString remoteError, jobId;

@@ -161,8 +161,11 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
       return display(run, index.column());
     case Qt::ToolTipRole:
       if (index.column() == StateColumn && !run.reason.isEmpty())
-        return QStringLiteral("%1: %2").arg(run.stateText, run.reason);
-      return index.column() == NameColumn ? run.dir : QVariant();
+        return QStringLiteral("%1: %2").arg(run.stateText, run.reason) +
+               (run.readProblems.isEmpty() ? QString() : QLatin1Char('\n') + run.readProblems);
+      if (index.column() == NameColumn)
+        return run.readProblems.isEmpty() ? run.dir : run.dir + QLatin1Char('\n') + run.readProblems;
+      return {};
     case Qt::DecorationRole:
       return index.column() == StateColumn ? QVariant(stateIcon(run.state)) : QVariant();
     case Qt::TextAlignmentRole:

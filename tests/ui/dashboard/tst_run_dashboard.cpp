@@ -97,6 +97,8 @@ class TestRunDashboard : public QObject {
   void followsALiveRun();
   void replacedFileStartsOver();
   void readErrorIsReported();
+  void oddFieldsCostOnlyThemselves_data();
+  void oddFieldsCostOnlyThemselves();
 };
 
 void TestRunDashboard::graphsPerChart() {
@@ -515,6 +517,71 @@ void TestRunDashboard::readErrorIsReported() {
   QCOMPARE(errors.count(), 1);
   const auto* status = dash.findChild<QLabel*>(QStringLiteral("readStatus"));
   QCOMPARE(status->text(), message);
+}
+
+// A run folder written by another tool, with one field of an unexpected type in every step: the
+// run is drawn whole and the dashboard says what it repaired; a run none of whose steps can be
+// read says why instead of waiting for a first step forever.
+void TestRunDashboard::oddFieldsCostOnlyThemselves_data() {
+  QTest::addColumn<QByteArray>("stepTemplate");  // %1: the step
+  QTest::addColumn<int>("points");               // loss points expected
+  QTest::addColumn<int>("memoryPoints");         // rank 0's allocated points
+  QTest::addColumn<QString>("summary");          // what the status line must say
+  QTest::newRow("device as cuda:0")
+      << QByteArray(R"({"event":"step","step":%1,"loss":2.5,"time":%1,"gpus":[{"rank":0,"device":"cuda:0","allocated_mib":100,"reserved_mib":120,"total_mib":81559}]})")
+      << 400 << 400
+      << "events.jsonl: 400 lines had fields not as the format says, kept without them or "
+         "converted (400 fields converted, 0 dropped; first: line 2: field 'gpus[0].device': "
+         "expected an integer device index, got string \"cuda:0\": read as 0)";
+  QTest::newRow("memory as text with units")
+      << QByteArray(R"({"event":"step","step":%1,"loss":2.5,"time":%1,"gpus":[{"rank":0,"device":0,"allocated_mib":"100 MiB"}]})")
+      << 400 << 0
+      << "(0 fields converted, 400 dropped; first: line 2: field 'gpus[0].allocated_mib': "
+         "expected a number, got string \"100 MiB\": dropped)";
+  QTest::newRow("no step readable")
+      << QByteArray(R"({"event":"step","stp":%1,"loss":2.5})") << 0 << 0
+      << "events.jsonl: 400 lines skipped whole (first: line 2: \"step\" event: missing field "
+         "'step'; last: line 401: ";
+}
+
+void TestRunDashboard::oddFieldsCostOnlyThemselves() {
+  QFETCH(QByteArray, stepTemplate);
+  QFETCH(int, points);
+  QFETCH(int, memoryPoints);
+  QFETCH(QString, summary);
+  QTemporaryDir tmp;
+  QByteArray bytes = R"({"event":"start","stage":"sft","world_size":1,"time":0})" "\n";
+  for (int step = 1; step <= 400; ++step)
+    bytes += QString::fromLatin1(stepTemplate).arg(step).toLatin1() + '\n';
+  append(tmp.filePath(QStringLiteral("events.jsonl")), bytes);
+
+  RunDashboard dash;
+  QSignalSpy problems(&dash, &RunDashboard::readProblems);
+  dash.showRun(tmp.path());
+  QTRY_VERIFY_WITH_TIMEOUT(problems.count() >= 1, kLiveTimeoutMs);
+  dash.flush();
+  const QString told = problems.last().at(1).toString();
+  QVERIFY2(told.contains(summary), qPrintable(told));
+  QCOMPARE(dash.series(tmp.path())->size(), std::size_t(points));
+  const auto* status = dash.findChild<QLabel*>(QStringLiteral("readStatus"));
+  QVERIFY(status->isVisibleTo(&dash));
+  QVERIFY2(status->text().contains(summary), qPrintable(status->text()));
+  if (points > 0) {
+    QCOMPARE(pointCounts(dash, ChartKind::Loss, tmp.path()).first(), points);
+    const auto& gpus = dash.series(tmp.path())->gpus();
+    int allocated = 0;
+    for (const auto& gpu : gpus)
+      for (double v : gpu.allocated) allocated += std::isfinite(v) ? 1 : 0;
+    QCOMPARE(allocated, memoryPoints);
+    return;
+  }
+  // Nothing to draw: the charts say why instead of "Waiting for the first step".
+  QVERIFY(!dash.chartHasPlot(ChartKind::Loss));
+  bool explained = false;
+  for (const QLabel* label : dash.findChildren<QLabel*>())
+    explained |= label->text().startsWith(QStringLiteral("No step of the run could be read yet.")) &&
+                 label->text().contains(summary);
+  QVERIFY(explained);
 }
 
 QTEST_MAIN(TestRunDashboard)

@@ -70,6 +70,15 @@ void TestRunInfo::setUp(const QString& kind, const QString& dir) {
     writeStatus(dir, studio::RunState::Running, deadPid(), QStringLiteral("gpu-node-7"));
   } else if (kind == QLatin1String("garbage status")) {
     appendRaw(dir, studio::kStatusFileName, "{\"state\": runn");
+  } else if (kind == QLatin1String("odd fields")) {
+    // Written by another tool: a pid as text, a device as "cuda:0", a loss as a word.
+    appendEvents(dir, startEvent(t0));
+    appendRaw(dir, studio::kEventsFileName,
+              "{\"event\":\"step\",\"step\":8,\"loss\":1.5,\"gpus\":[{\"device\":\"cuda:0\"}]}\n"
+              "{\"event\":\"step\",\"step\":9,\"loss\":\"low\"}\n");
+    appendRaw(dir, studio::kStatusFileName,
+              "{\"state\":\"finished\",\"pid\":\"4242\",\"host\":\"gpu-node-7\","
+              "\"reason\":\"completed 9 steps\",\"updated\":\"now\"}");
   } else if (kind == QLatin1String("events only")) {
     appendEvents(dir, startEvent(t0), stepEvent(5, 2.0, t0 + 5));
   } else if (kind == QLatin1String("events only, ended")) {
@@ -118,6 +127,8 @@ void TestRunInfo::folder_data() {
   QTest::newRow("garbage status.json")
       << "garbage status" << RunState::Unknown
       << "status.json: the run status file is not valid JSON" << qint64{0} << "" << 0 << 0 << false;
+  QTest::newRow("odd fields kept") << "odd fields" << RunState::Finished << "completed 9 steps"
+                                   << qint64{9} << "sft" << 1 << 1 << false;
   QTest::newRow("events only") << "events only" << RunState::Unknown << "no status.json"
                                << qint64{5} << "sft" << 1 << 1 << false;
   QTest::newRow("events only, ended")
@@ -170,6 +181,20 @@ void TestRunInfo::folder() {
     QCOMPARE(info.pid, qint64{4242});
     QCOMPARE(info.started, QDateTime::fromSecsSinceEpoch(1717171717));
     QVERIFY(info.updated > info.started);
+  }
+  if (kind == QLatin1String("odd fields")) {
+    QCOMPARE(info.pid, qint64{4242});
+    QCOMPARE(info.host, QStringLiteral("gpu-node-7"));
+    QCOMPARE(info.readProblems,
+             QStringLiteral("status.json: field 'pid': expected an integer, got string \"4242\": "
+                            "read as 4242; field 'updated': expected a number, got string "
+                            "\"now\": dropped\n"
+                            "events.jsonl: 2 lines had fields not as the format says, kept without "
+                            "them or converted (1 field converted, 1 dropped; first: line 2: field "
+                            "'gpus[0].device': expected an integer device index, got string "
+                            "\"cuda:0\": read as 0)"));
+  } else {
+    QCOMPARE(info.readProblems, QString());
   }
   if (kind.startsWith(QLatin1String("launched"))) {
     QCOMPARE(info.logPath, QDir(dir).filePath(QStringLiteral("train.log")));

@@ -46,9 +46,26 @@ EventKind event_kind_from_name(std::string_view name);
 
 // Reading rules shared by all structs: a field that is absent keeps the struct's default (NaN
 // for measured doubles, so plots can leave a gap), JSON null reads as NaN for doubles (that is
-// how NaN and infinity are written), a field of the wrong type throws EventFormatError, and
-// unknown fields are ignored. Writing emits every field.
+// how NaN and infinity are written), and unknown fields are ignored. A field of the wrong type
+// costs that field only when reading lines (parse_event_line: converted where the intent is
+// unambiguous, else dropped, and reported in Event::issues); the from_json functions below are
+// strict and throw EventFormatError instead. Writing emits every field.
 inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
+// A field that was not written as the format says, and what the reader made of it.
+// Converted, when the intent is unambiguous: a number written as a string ("1.5", "NaN",
+// "-Infinity"), an integer written as a string ("12"), a device written as "cuda:3" (3) or
+// "cpu" (-1), a number or boolean where text belongs. Dropped otherwise: the field keeps its
+// default and the rest of the event is kept.
+struct FieldIssue {
+  std::string field;    // where, e.g. "gpus[0].device"
+  std::string problem;  // e.g. "expected an integer, got string \"cuda:0\""
+  std::string read_as;  // the value it was converted to; "" when dropped
+  bool converted() const { return !read_as.empty(); }
+  // "field 'gpus[0].device': expected an integer, got string "cuda:0": read as 0" (or
+  // ": dropped").
+  std::string describe() const;
+};
 
 struct ModelSummary {
   std::string architecture;  // e.g. "LlamaForCausalLM"
@@ -164,6 +181,8 @@ struct Event {
   nlohmann::json raw;
   std::uint64_t line = 0;    // 1-based line number in the stream
   std::uint64_t offset = 0;  // byte offset of the line's first byte
+  // Fields that were converted or dropped while reading; empty for a line as the format says.
+  std::vector<FieldIssue> issues;
 
   // The "event" field as written; for Unknown kinds this is the only name there is.
   std::string name() const;
@@ -177,9 +196,38 @@ struct Event {
 };
 
 // Parses one line (without its newline). Returns false with a reason when it is not an event:
-// invalid JSON, not an object, no string "event", or a wrong field type for a known kind.
-// Unknown kinds are events. Sets out.raw, kind and payload; line and offset are left alone.
+// invalid JSON, not an object, no string "event", or a step/eval/checkpoint event without a
+// readable `step` (the key its points are kept by). Any other field of an unexpected type is
+// converted or dropped and listed in out.issues; the rest of the line is kept. Unknown kinds are
+// events. Sets out.raw, kind, payload and issues; line and offset are left alone.
 bool parse_event_line(std::string_view line, Event& out, std::string& error);
+
+// What a reader of a file skipped or repaired, so that the user can be told instead of seeing
+// a silent gap: whole lines skipped, and events kept with some fields converted or dropped.
+struct ReadProblems {
+  std::uint64_t bad_lines = 0;  // lines skipped whole
+  std::uint64_t first_bad_line = 0, last_bad_line = 0;  // 1-based; 0 when none
+  std::string first_bad_reason, last_bad_reason;
+  std::uint64_t lines_with_issues = 0;  // events kept with fields converted or dropped
+  std::uint64_t converted_fields = 0;
+  std::uint64_t dropped_fields = 0;
+  std::uint64_t first_issue_line = 0;  // 1-based; 0 when none
+  std::string first_issue;             // FieldIssue::describe() of the first one
+
+  bool any() const { return bad_lines != 0 || lines_with_issues != 0; }
+  // Counts one event's issues (none: nothing changes).
+  void count_issues(std::uint64_t line, const std::vector<FieldIssue>& issues);
+  void count_bad_line(std::uint64_t line, std::string reason);
+  // Adds what a later part of the same file found (the first cases stay this one's).
+  void add(const ReadProblems& later);
+  // One sentence for the user naming `file`; "" when nothing was skipped or repaired, e.g.
+  // "events.jsonl: 400 lines had fields not as the format says (400 converted, 0 dropped;
+  // first: line 2: field 'gpus[0].device': ...: read as 0); 1 line skipped (first: line 7:
+  // invalid JSON: ...)".
+  std::string summary(const std::string& file) const;
+  bool operator==(const ReadProblems& o) const;
+  bool operator!=(const ReadProblems& o) const { return !(*this == o); }
+};
 
 // Incremental parser of an events.jsonl byte stream fed in arbitrary chunks (file reads, SFTP
 // byte ranges). A partial last line is kept until its newline arrives; blank lines are skipped;
@@ -210,15 +258,16 @@ class EventStreamParser {
   std::size_t pending_bytes() const { return partial_.size(); }
   std::size_t max_line_bytes() const { return max_line_bytes_; }
 
-  std::uint64_t bad_lines() const { return bad_lines_; }
+  // Lines skipped and fields repaired since the last reset.
+  const ReadProblems& problems() const { return problems_; }
+  std::uint64_t bad_lines() const { return problems_.bad_lines; }
   // 1-based line number and reason of the last bad line; 0 and "" when there was none.
-  std::uint64_t last_bad_line() const { return last_bad_line_; }
-  const std::string& last_bad_reason() const { return last_bad_reason_; }
+  std::uint64_t last_bad_line() const { return problems_.last_bad_line; }
+  const std::string& last_bad_reason() const { return problems_.last_bad_reason; }
 
  private:
   void append_partial(std::string_view piece);
   void finish_line(std::string_view line, std::vector<Event>& out);
-  void count_bad(std::uint64_t line, std::string reason);
 
   std::size_t max_line_bytes_;
   std::string partial_;
@@ -226,9 +275,7 @@ class EventStreamParser {
   std::uint64_t line_start_ = 0;
   std::uint64_t fed_ = 0;
   std::uint64_t lines_ = 0;
-  std::uint64_t bad_lines_ = 0;
-  std::uint64_t last_bad_line_ = 0;
-  std::string last_bad_reason_;
+  ReadProblems problems_;
 };
 
 // Where an EventFileReader stands, for a UI to persist and restore across restarts.
@@ -339,11 +386,17 @@ struct RunStatus {
   // Writes with write_file_atomic: readers see the old or the new file, never a mix. A NaN
   // `updated` is written as the current time. Returns "" or an error naming the file.
   std::string write(const std::string& path) const;
-  // Returns false and an error naming the file and the field when it is missing or malformed.
-  static bool read(const std::string& path, RunStatus& out, std::string& error);
+  // Returns false and an error naming the file when it is missing, not JSON, or has no valid
+  // `state`. Other fields of an unexpected type are converted or dropped as events' fields are
+  // and, when `issues` is given, listed there (cleared first).
+  static bool read(const std::string& path, RunStatus& out, std::string& error,
+                   std::vector<FieldIssue>* issues = nullptr);
+  // The same for the file's text.
+  static bool parse(const std::string& text, RunStatus& out, std::string& error,
+                    std::vector<FieldIssue>* issues = nullptr);
 };
 void to_json(nlohmann::json& j, const RunStatus& v);
-// Throws EventFormatError on a malformed object.
+// Throws EventFormatError on a malformed object (strict: any field of the wrong type).
 void from_json(const nlohmann::json& j, RunStatus& v);
 
 }  // namespace studio

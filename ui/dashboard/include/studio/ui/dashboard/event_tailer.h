@@ -50,6 +50,10 @@ class EventTailer : public QObject {
   void restarted(QString runDir, QString reason);
   // A read failed (permissions, I/O). Sent once per distinct message; polling goes on.
   void readError(QString runDir, QString message);
+  // Reading skipped lines or repaired fields (a field of an unexpected type converted or
+  // dropped, the rest of its line kept): `summary` says how many, and the first case with its
+  // line number (studio::ReadProblems::summary). Sent when the counts change.
+  void readProblems(QString runDir, QString summary);
 
  private:
   void deliver(const TailBatch& batch);

@@ -104,6 +104,9 @@ class RunDashboard : public QWidget {
   void replotted();
   // Reading a followed run folder failed (the tailer keeps trying).
   void readError(QString runDir, QString message);
+  // Reading a followed run folder skipped lines or repaired fields (EventTailer::readProblems);
+  // the summary is also shown above the charts, and on the charts while no step was read.
+  void readProblems(QString runDir, QString summary);
 
  protected:
   void showEvent(QShowEvent* event) override;

@@ -39,6 +39,9 @@ class RunEventDigest {
   double lastEventTime() const { return lastTime_; }
   // The end event, when the last start was followed by one.
   const std::optional<studio::EndEvent>& end() const { return end_; }
+  // Lines skipped and fields repaired in what was read of the file (its head and what followed
+  // the tail's start), since it was last read from the start.
+  studio::ReadProblems problems() const;
   // A read error other than a missing file; "" when the last update read fine.
   const std::string& error() const { return error_; }
   // Bytes read from disk so far: shows that rescans of a large file stay cheap.
@@ -63,6 +66,7 @@ class RunEventDigest {
   double lastLoss_ = studio::kNoValue;
   double lastTime_ = studio::kNoValue;
   std::optional<studio::EndEvent> end_;
+  studio::ReadProblems headProblems_;  // of the head read apart when the tail was sought
   std::string error_;
   std::uint64_t bytesRead_ = 0;
 };
