@@ -1,6 +1,7 @@
 #include "studio/config/atomic_file.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -24,11 +25,23 @@ std::string parent_dir(const std::string& path) {
 
 }  // namespace
 
+unsigned default_file_mode() {
+  unsigned mask = 022;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Umask:", 0) == 0) {
+      mask = static_cast<unsigned>(std::strtoul(line.c_str() + 6, nullptr, 8));
+      break;
+    }
+  }
+  return 0666u & ~mask;
+}
+
 std::string write_file_atomic(const std::string& path, std::string_view content) {
   std::string tmp = path + ".tmp-XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) return sys_error("cannot create a temporary file beside", path);
-  ::fchmod(fd, 0644);
+  ::fchmod(fd, static_cast<mode_t>(default_file_mode()));
   const char* p = content.data();
   size_t left = content.size();
   while (left > 0) {

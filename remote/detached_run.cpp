@@ -32,8 +32,10 @@ constexpr std::string_view kChildScript =
 // A second start in the same folder would overwrite the pid file and lose the first run, so a
 // live engine recorded there is refused.
 // Args: CHILD_SCRIPT PID_FILE LOG_FILE ENGINE_NAME ENGINE ARGS...
+// The umask makes everything the run writes (log, pid file, events, checkpoints) the user's alone.
 constexpr std::string_view kStartScript =
     "child=$1; pid_file=$2; log_file=$3; name=$4; shift 4\n"
+    "umask 077\n"
     "if [ -e \"$pid_file\" ]; then read_pid \"$pid_file\"; if alive \"$pid\" && ours \"$pid\" "
     "\"$name\"; then printf '%s\\n' \"studio: a run is already running in this folder (pid "
     "$pid); stop it first\" >&2; exit 3; fi; fi\n"

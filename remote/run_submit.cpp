@@ -96,8 +96,9 @@ class InputPlan {
       }
       const fs::path file = dir / rel;
       if (fs::is_directory(file)) {
-        add_tree(file, key, rel.string());
+        add_tree(file, key, rel.string(), &dir, name);
       } else if (fs::is_regular_file(file)) {
+        confine(file, dir, name);
         add_file(file, key, rel.string());
       } else {
         throw std::invalid_argument("dataset '" + name + "': " + file.string() +
@@ -169,10 +170,27 @@ class InputPlan {
     }
     uploads_.push_back({file, join_path(remote_dir(key), rel)});
   }
-  void add_tree(const fs::path& dir, const std::string& key, const std::string& rel) {
+  // A file that is a symbolic link (or lies under one) leading out of the dataset folder would
+  // upload whatever it leads to, e.g. a key in ~/.ssh: refused, naming both.
+  static void confine(const fs::path& file, const fs::path& dataset_dir, const std::string& name) {
+    const fs::path real = fs::weakly_canonical(file);
+    const fs::path root = fs::weakly_canonical(dataset_dir);
+    const fs::path rel = real.lexically_relative(root);
+    if (rel.empty() || *rel.begin() == ".." || rel.is_absolute()) {
+      throw std::invalid_argument("dataset '" + name + "': " + file.string() + " leads to " +
+                                  real.string() + ", outside dataset_dir " + root.string() +
+                                  " (a symbolic link); only files inside it can be uploaded");
+    }
+  }
+  // Every regular file under `dir`; with `confined_to`, each must really lie inside that folder
+  // (the files of dataset `dataset`).
+  void add_tree(const fs::path& dir, const std::string& key, const std::string& rel,
+                const fs::path* confined_to = nullptr, const std::string& dataset = {}) {
     std::vector<fs::path> files;
     for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-      if (entry.is_regular_file()) files.push_back(entry.path());
+      if (!entry.is_regular_file()) continue;
+      if (confined_to) confine(entry.path(), *confined_to, dataset);
+      files.push_back(entry.path());
     }
     std::sort(files.begin(), files.end());
     for (const fs::path& file : files) {
@@ -205,7 +223,6 @@ void upload_text(const SftpClient& sftp, const std::string& text, const std::str
     }
     done += static_cast<std::size_t>(n);
   }
-  ::fchmod(fd, 0644);
   ::close(fd);
   sftp.upload(pattern, remote);
 }

@@ -193,7 +193,9 @@ UploadResult SftpClient::upload(const std::string& local_path, const std::string
     }
   };
   {
-    File file(sftp_open(sftp_, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL, local.st_mode & 0777));
+    // Private to the user whatever the local file's mode (0600, 0700 for an executable).
+    File file(sftp_open(sftp_, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL,
+                        (local.st_mode & 0100) | 0600));
     if (!file) throw fail("cannot create " + temp);
     RemoveTemp remove_temp{sftp_, temp};
     std::ifstream in(local_path, std::ios::binary);

@@ -97,6 +97,9 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
   script += "# Written by SeqStudio: one engine launcher per node, started by srun.\n";
   // pipefail: a failing scontrol must stop the script, not leave MASTER_ADDR empty.
   script += "set -euo pipefail\n";
+  // Everything the run writes on the cluster (events, status, checkpoints, logs) is the user's
+  // alone.
+  script += "umask 077\n";
   // The batch script runs on the allocation's first node, which is where srun puts task 0 and
   // so rank 0's rendezvous store.
   script += "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n";
@@ -128,7 +131,9 @@ std::string sbatch_submit_command(const RemoteRunLayout& layout, const std::stri
   // sbatch expands %j, %N, ... in --output; "%%" is a literal '%'.
   std::string output;
   for (char c : layout.log_file) output += c == '%' ? std::string("%%") : std::string(1, c);
-  return shell_command_in_dir(layout.run_dir, {"sbatch", "--parsable", "--output=" + output,
+  // sbatch hands its umask to the job (SLURM_UMASK): the log it creates is private too.
+  return "umask 077 && " +
+         shell_command_in_dir(layout.run_dir, {"sbatch", "--parsable", "--output=" + output,
                                                "--open-mode=append", script_file});
 }
 

@@ -14,14 +14,15 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "studio/config/atomic_file.h"
+#include "studio/config/json_file.h"
+#include "studio/config/safetensors_header.h"
+
 namespace studio::trainer {
 namespace {
 
 using json = nlohmann::json;
 
-// The Python library's limit (safetensors MAX_HEADER_SIZE is 100 MB); a larger header is not a
-// checkpoint, and parsing it would only waste memory.
-constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;
 constexpr const char* kCorrupt =
     " (file truncated or corrupted? re-download or re-save the checkpoint)";
 
@@ -47,7 +48,7 @@ const DtypeEntry* find_dtype(torch::ScalarType type) {
 }
 
 std::string supported_dtypes() {
-  return "BF16, F16, F32, F64, I64, I32";
+  return safetensors_supported_dtypes();
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& message) {
@@ -63,19 +64,6 @@ std::string sys_error() {
   return std::strerror(errno);
 }
 
-std::string range_text(std::uint64_t begin, std::uint64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
-}
-
-// nlohmann's messages start with "[json.exception.parse_error.101] ", which means nothing here.
-std::string strip_json_prefix(const char* what) {
-  std::string s = what;
-  if (!s.empty() && s[0] == '[') {
-    const auto close = s.find("] ");
-    if (close != std::string::npos) s.erase(0, close + 2);
-  }
-  return s;
-}
 
 // Read-only private mapping of a whole file; unmapped when the last owner goes.
 class Mapping {
@@ -112,123 +100,6 @@ class Mapping {
   std::size_t size_ = 0;
 };
 
-// A value as JSON text for a message. dump() recurses, and a hostile header can nest a million
-// levels deep, so nested values are only named; long ones are cut.
-std::string brief(const json& v) {
-  if (v.is_structured())
-    for (const json& e : v)
-      if (e.is_structured()) return std::string("(a nested JSON ") + v.type_name() + ")";
-  std::string s = v.dump();
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
-}
-
-std::uint64_t read_u64_le(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-// A JSON integer in [0, max]; false for negative, fractional or too large numbers and non-numbers.
-bool to_uint(const json& v, std::uint64_t max, std::uint64_t& out) {
-  if (v.is_number_unsigned()) {
-    out = v.get<std::uint64_t>();
-    return out <= max;
-  }
-  if (v.is_number_integer()) {
-    const auto i = v.get<std::int64_t>();
-    out = static_cast<std::uint64_t>(i);
-    return i >= 0 && out <= max;
-  }
-  return false;
-}
-
-const json& field(const std::string& path, const std::string& name, const json& entry,
-                  const char* key) {
-  const auto it = entry.find(key);
-  if (it == entry.end()) fail_tensor(path, name, std::string("no '") + key + "' field" + kCorrupt);
-  return *it;
-}
-
-// Everything about one header entry except how it sits beside the others.
-TensorInfo parse_entry(const std::string& path, const std::string& name, const json& entry,
-                       std::uint64_t data_start, std::uint64_t data_size) {
-  if (!entry.is_object())
-    fail_tensor(path, name,
-                std::string("entry is a JSON ") + entry.type_name() +
-                    ", not an object {dtype, shape, data_offsets}" + kCorrupt);
-  TensorInfo info;
-  const json& dtype = field(path, name, entry, "dtype");
-  const auto type =
-      dtype.is_string() ? dtype_from_safetensors(dtype.get<std::string>()) : std::nullopt;
-  if (!type)
-    fail_tensor(path, name,
-                "dtype " + brief(dtype) + " is not supported (supported: " + supported_dtypes() +
-                    "; convert the checkpoint to bf16 or f32 before training)");
-  info.dtype = *type;
-
-  const json& shape = field(path, name, entry, "shape");
-  if (!shape.is_array())
-    fail_tensor(path, name, "shape " + brief(shape) + " is not a list of sizes" + kCorrupt);
-  std::uint64_t numel = 1;
-  for (const json& d : shape) {
-    std::uint64_t dim = 0;
-    if (!to_uint(d, std::numeric_limits<std::int64_t>::max(), dim) ||
-        __builtin_mul_overflow(numel, dim, &numel))
-      fail_tensor(
-          path, name,
-          "shape " + brief(shape) + " has a negative, non-integer or too large size" + kCorrupt);
-    info.shape.push_back(static_cast<std::int64_t>(dim));
-  }
-
-  const json& offsets = field(path, name, entry, "data_offsets");
-  const auto max = std::numeric_limits<std::uint64_t>::max();
-  std::uint64_t begin = 0, end = 0;
-  if (!offsets.is_array() || offsets.size() != 2 || !to_uint(offsets[0], max, begin) ||
-      !to_uint(offsets[1], max, end))
-    fail_tensor(path, name,
-                "data_offsets " + brief(offsets) + " is not [begin, end] in bytes" + kCorrupt);
-  if (begin > end)
-    fail_tensor(path, name,
-                "data_offsets " + range_text(begin, end) + " end before begin" + kCorrupt);
-  if (end > data_size)
-    fail_tensor(path, name,
-                "data_offsets " + range_text(begin, end) + " end past the data section (" +
-                    std::to_string(data_size) + " bytes)" + kCorrupt);
-  const auto itemsize = static_cast<std::uint64_t>(c10::elementSize(info.dtype));
-  std::uint64_t expected = 0;
-  const bool overflow = __builtin_mul_overflow(numel, itemsize, &expected);
-  if (overflow || expected != end - begin)
-    fail_tensor(
-        path, name,
-        "data_offsets " + range_text(begin, end) + " hold " + std::to_string(end - begin) +
-            " bytes, but shape " + brief(shape) + " of " + dtype.get<std::string>() + " needs " +
-            (overflow ? std::string("more than 2^64") : std::to_string(expected)) + kCorrupt);
-  info.offset = data_start + begin;
-  info.size = end - begin;
-  return info;
-}
-
-json parse_header_json(const std::string& path, const std::uint8_t* p, std::size_t n) {
-  try {
-    return json::parse(p, p + n);
-  } catch (const json::parse_error& e) {
-    fail(path, "header is not valid JSON (" + strip_json_prefix(e.what()) + ")" + kCorrupt);
-  }
-}
-
-std::map<std::string, std::string> parse_metadata(const std::string& path, const json& m) {
-  std::map<std::string, std::string> out;
-  if (m.is_object()) {
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      if (!it.value().is_string()) break;
-      out[it.key()] = it.value().get<std::string>();
-    }
-    if (out.size() == m.size()) return out;
-  }
-  fail(path, "__metadata__ is not a map of strings to strings" + std::string(kCorrupt));
-}
-
 }  // namespace
 
 std::optional<torch::ScalarType> dtype_from_safetensors(const std::string& name) {
@@ -256,49 +127,21 @@ SafetensorsFile::SafetensorsFile(std::shared_ptr<const State> state) : state_(st
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   auto state = std::make_shared<State>(path);
-  const std::uint8_t* base = state->map.data();
-  const std::uint64_t file_size = state->map.size();
-  const std::uint64_t header_size = read_u64_le(base);
-  if (header_size > kMaxHeaderBytes)
-    fail(path,
-         "header length " + std::to_string(header_size) + " is over the 100 MiB limit" + kCorrupt);
-  if (header_size > file_size - 8)
-    fail(path, "header length " + std::to_string(header_size) + " runs past the end of the file (" +
-                   std::to_string(file_size) + " bytes)" + kCorrupt);
-  const json header = parse_header_json(path, base + 8, header_size);
-  if (!header.is_object())
-    fail(path,
-         std::string("header is a JSON ") + header.type_name() + ", not an object" + kCorrupt);
-
-  const std::uint64_t data_start = 8 + header_size;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__")
-      state->metadata = parse_metadata(path, it.value());
-    else
-      state->tensors[it.key()] =
-          parse_entry(path, it.key(), it.value(), data_start, file_size - data_start);
+  SafetensorsHeader header;
+  try {
+    header = parse_safetensors_header(path, state->map.data(), state->map.size());
+  } catch (const SafetensorsHeaderError& e) {
+    throw CheckpointError(e.what());
   }
-
-  // Ranges must not overlap: a tensor written through one name would change another. Empty
-  // tensors occupy no bytes and may sit anywhere.
-  std::vector<std::pair<const std::string*, const TensorInfo*>> by_offset;
-  for (const auto& [name, info] : state->tensors) {
+  state->metadata = std::move(header.metadata);
+  for (auto& [name, entry] : header.tensors) {
+    TensorInfo info;
+    info.dtype = *dtype_from_safetensors(entry.dtype);  // the header accepts only these
+    info.shape = std::move(entry.shape);
+    info.offset = entry.offset;
+    info.size = entry.size;
     state->names.push_back(name);
-    if (info.size > 0) by_offset.emplace_back(&name, &info);
-  }
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const auto& a, const auto& b) { return a.second->offset < b.second->offset; });
-  for (std::size_t i = 1; i < by_offset.size(); ++i) {
-    const auto& [prev_name, prev] = by_offset[i - 1];
-    const auto& [name, info] = by_offset[i];
-    if (info->offset < prev->offset + prev->size)
-      fail_tensor(
-          path, *name,
-          "data_offsets " +
-              range_text(info->offset - data_start, info->offset - data_start + info->size) +
-              " overlap those of tensor '" + *prev_name + "' " +
-              range_text(prev->offset - data_start, prev->offset - data_start + prev->size) +
-              kCorrupt);
+    state->tensors.emplace(name, std::move(info));
   }
   return SafetensorsFile(std::move(state));
 }
@@ -359,7 +202,7 @@ class TempFile {
       : target_(std::move(target)), tmp_(target_ + ".tmp-XXXXXX") {
     fd_ = ::mkstemp(tmp_.data());
     if (fd_ < 0) fail(target_, "cannot create a temporary file beside it: " + sys_error());
-    ::fchmod(fd_, 0644);
+    ::fchmod(fd_, static_cast<mode_t>(default_file_mode()));
   }
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
@@ -470,7 +313,7 @@ std::string header_bytes(const std::string& path, const std::vector<PlannedTenso
   try {
     text = header.dump();
   } catch (const nlohmann::json::exception& e) {
-    fail(path, "cannot encode the header (" + strip_json_prefix(e.what()) +
+    fail(path, "cannot encode the header (" + json_error_text(e.what()) +
                    "; tensor names and metadata must be UTF-8)");
   }
   text.append((8 - text.size() % 8) % 8, ' ');

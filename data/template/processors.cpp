@@ -116,8 +116,9 @@ EncodedPair TemplateEncoder::encode_pairwise(const Conversation& conv,
   out.full_length = prompt_len + longest;
   out.pair.prompt_len = source_len;
   const std::vector<int64_t> prompt = widen(chosen.prompt, static_cast<std::size_t>(source_len));
+  const auto answer_len = static_cast<std::size_t>(target_len);  // C++17 lambdas cannot capture bindings
   auto build = [&](const std::vector<int32_t>& answer, TokenizedSample& s) {
-    const std::size_t keep = std::min(answer.size(), static_cast<std::size_t>(target_len));
+    const std::size_t keep = std::min(answer.size(), answer_len);
     const std::vector<int64_t> target = widen(answer, keep);
     s.input_ids = prompt;
     s.input_ids.insert(s.input_ids.end(), target.begin(), target.end());

@@ -13,7 +13,10 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTcpServer>
+#include <QFileInfo>
 #include <QtTest>
+
+#include <sys/stat.h>
 
 #include <atomic>
 #include <mutex>
@@ -49,6 +52,55 @@ QList<qint64> train_steps(const QByteArray& events) {
     if (j.value("event", "") == "step") steps.append(j.at("step").get<qint64>());
   }
   return steps;
+}
+
+// Entries under `root` (itself included) that other users could read, write or enter: any
+// group or other permission bit. Symbolic links are not followed.
+QStringList notPrivate(const QString& root) {
+  QStringList open;
+  QStringList todo{root};
+  while (!todo.isEmpty()) {
+    const QString path = todo.takeLast();
+    struct stat st {};
+    if (::lstat(QFile::encodeName(path).constData(), &st) != 0) continue;
+    if ((st.st_mode & 077) != 0 && !S_ISLNK(st.st_mode))
+      open << QStringLiteral("%1 (%2)").arg(path).arg(st.st_mode & 07777, 4, 8, QLatin1Char('0'));
+    if (!S_ISDIR(st.st_mode)) continue;
+    for (const QString& name : QDir(path).entryList(QDir::AllEntries | QDir::Hidden | QDir::System |
+                                                    QDir::NoDotAndDotDot))
+      todo << QDir(path).filePath(name);
+  }
+  return open;
+}
+
+// Every file under `root` that holds `secret`.
+QStringList filesHolding(const QString& root, const QByteArray& secret) {
+  QStringList found;
+  QStringList todo{root};
+  while (!todo.isEmpty()) {
+    const QFileInfo info(todo.takeLast());
+    if (info.isSymLink()) continue;
+    if (info.isDir()) {
+      for (const QString& name : QDir(info.filePath()).entryList(QDir::AllEntries | QDir::Hidden |
+                                                                  QDir::NoDotAndDotDot))
+        todo << QDir(info.filePath()).filePath(name);
+    } else if (read_file(info.filePath()).contains(secret)) {
+      found << info.filePath();
+    }
+  }
+  return found;
+}
+
+// Every live process whose argv or environment holds `secret`.
+QStringList processesHolding(const QByteArray& secret) {
+  QStringList found;
+  for (const QString& pid : QDir("/proc").entryList(QDir::Dirs)) {
+    if (pid.toInt() <= 0) continue;
+    for (const char* what : {"cmdline", "environ"})
+      if (read_file("/proc/" + pid + "/" + what).contains(secret))
+        found << "/proc/" + pid + "/" + what + ": " + read_file("/proc/" + pid + "/cmdline").replace('\0', ' ');
+  }
+  return found;
 }
 
 bool contiguous(const QList<qint64>& steps, qint64 first, qint64 last) {
@@ -323,6 +375,8 @@ class TestRemoteRun : public QObject {
     QTest::newRow("bad config value") << "config" << "bad.yaml:";
     QTest::newRow("relative model folder") << "model" << "is relative";
     QTest::newRow("missing dataset file") << "dataset" << "does not exist";
+    QTest::newRow("dataset file linked out") << "dataset link" << "outside dataset_dir";
+    QTest::newRow("dataset folder with a link out") << "dataset folder link" << "outside dataset_dir";
   }
   void errorsBeforeAnythingStarts() {
     QFETCH(QString, key);
@@ -337,12 +391,21 @@ class TestRemoteRun : public QObject {
       yaml.replace(local_.filePath("model").toUtf8(), "model");
       r.upload_model = false;
     }
-    if (key == "dataset") {
-      QVERIFY(QDir(local_.path()).mkpath("data"));
-      QVERIFY(write_file(local_.filePath("data/dataset_info.json"),
-                         R"({"demo_sft": {"file_name": "gone.json"}})"));
+    if (key.startsWith("dataset")) {
+      // A file_name inside the folder that leads out of it (a key, say) must not be uploaded.
+      const QString data = local_.filePath(key.replace(' ', '-'));
+      QVERIFY(QDir().mkpath(data + "/rows"));
+      QVERIFY(write_file(local_.filePath("id_secret"), "PRIVATE KEY"));
+      const char* file = key == "dataset" ? "gone.json" : key == "dataset-link" ? "x.json" : "rows";
+      if (key == "dataset-link") QVERIFY(QFile::link(local_.filePath("id_secret"), data + "/x.json"));
+      if (key == "dataset-folder-link") {
+        QVERIFY(write_file(data + "/rows/a.json", "[]"));
+        QVERIFY(QFile::link(local_.filePath("id_secret"), data + "/rows/b.json"));
+      }
+      QVERIFY(write_file(data + "/dataset_info.json",
+                         QByteArray(R"({"demo_sft": {"file_name": ")") + file + "\"}}"));
       yaml.replace("dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data",
-                   "dataset_dir: " + local_.filePath("data").toUtf8());
+                   "dataset_dir: " + data.toUtf8());
     }
     QVERIFY(write_file(config, yaml));
     const QStringList before = QDir(root_).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
@@ -372,6 +435,7 @@ class TestRemoteRun : public QObject {
     record.run_id = runId.toStdString();
     QCOMPARE(out, read_file(remoteFile(record, "output/events.jsonl")));
     QVERIFY(contiguous(train_steps(out), 1, 8));
+    QVERIFY2(!err.contains("not as the format says"), err.constData());
 
     QCOMPARE(runStudio(QStringList{"runs"} << cliConnection() << "--json", &out, &err, 60000), 0);
     bool listed = false;
@@ -387,6 +451,28 @@ class TestRemoteRun : public QObject {
     QVERIFY2(listed, out.constData());
     QCOMPARE(runStudio(QStringList{"cancel"} << cliConnection() << runId, &out, &err, 60000), 0);
     QVERIFY2(out.startsWith("node 0: not-running "), out.constData());
+
+    // Lines another writer added with odd fields: printed as written, and what a reader must
+    // repair or skip in them said on stderr (first case with its line, then the counts).
+    const QString events = remoteFile(record, "output/events.jsonl");
+    const int lines = read_file(events).count('\n');
+    QFile more(events);
+    QVERIFY(more.open(QIODevice::Append));
+    more.write("{\"event\":\"step\",\"step\":9,\"gpus\":[{\"rank\":0,\"device\":\"cuda:0\"}]}\n"
+               "not json\n");
+    more.close();
+    QCOMPARE(runStudio(QStringList{"attach"} << cliConnection() << runId, &out, &err, 60000), 0);
+    QCOMPARE(out, read_file(events));
+    const QString said = QString::fromUtf8(err);
+    QVERIFY2(said.contains(QStringLiteral("studio attach: in all, events.jsonl: 1 line had fields not "
+                                          "as the format says, kept without them or converted (1 "
+                                          "field converted, 0 dropped; first: line %1: field "
+                                          "'gpus[0].device': expected an integer device index, got "
+                                          "string \"cuda:0\": read as 0); 1 line skipped whole "
+                                          "(first: line %2: invalid JSON: ")
+                                .arg(lines + 1)
+                                .arg(lines + 2)),
+             err.constData());
 
     // A failed run exits 1 with the engine's reason; a cancelled one 3.
     QStringList failing = submit;
@@ -430,6 +516,56 @@ class TestRemoteRun : public QObject {
     QVERIFY2(err.contains("reconnected"), err.constData());
     QCOMPARE(out, read_file(remoteFile(result.record, "output/events.jsonl")));
     QVERIFY(contiguous(train_steps(out), 1, 60));
+  }
+
+  // What the run leaves on the host is the user's alone (folders 0700, files 0600: the upload,
+  // the run record, the engine's events, status, checkpoints and log), and a key passphrase
+  // reaches no file there and no process's argv or environment, on the host or here.
+  void privateOnTheHost() {
+    const QByteArray passphrase = "s3cret-Passphrase-" + QByteArray::number(::getpid());
+    const QString key = server_.make_key("user_encrypted", "ed25519", passphrase);
+    QVERIFY(server_.authorize(key));
+    RemoteHostRef host = host_;
+    host.identity_file = key.toStdString();
+    SshOptions o = host.ssh_options();
+    o.connect_timeout_s = 5;
+    o.operation_timeout_s = 20;
+    int asked = 0;
+    const SecretPrompt prompt = [&](const SecretRequest& r) -> std::optional<std::string> {
+      ++asked;
+      if (r.kind != SecretRequest::Kind::KeyPassphrase) return std::nullopt;
+      return passphrase.toStdString();
+    };
+    auto connectEncrypted = [&] { return SshSession::connect(o, reject_unknown_host_keys(), prompt); };
+    QString config = writeConfig("private.yaml", 30);
+    QByteArray yaml = read_file(config);
+    yaml.replace("save_steps: 100000", "save_steps: 10");
+    QVERIFY(write_file(config, yaml));
+    SubmitRequest r = request(config);
+    r.host = host;
+    const SubmitResult result = submit_run(connectEncrypted(), r);
+    QVERIFY(asked >= 1);
+    // While the engine runs (its first steps are out, its end is not): no process holds the
+    // passphrase.
+    const QString events = remoteFile(result.record, "output/events.jsonl");
+    QTRY_VERIFY_WITH_TIMEOUT(read_file(events).contains("\"event\":\"step\""), 60000);
+    QStringList holders = processesHolding(passphrase);
+    QVERIFY(!read_file(events).contains("\"event\":\"end\""));
+    QVERIFY2(holders.isEmpty(), qPrintable(holders.join('\n')));
+    Collected got;
+    FollowCursor cursor;
+    FollowOptions options;
+    options.poll_interval = std::chrono::milliseconds(200);
+    std::atomic<bool> stop{false};
+    const auto end = follow_run(connectEncrypted, result.record, cursor, got.callbacks(), options, stop);
+    QVERIFY(end.has_value());
+    QCOMPARE(to_string(end->state), "finished");
+    QVERIFY(QDir(remoteFile(result.record, "output/checkpoint-20")).exists());
+
+    const QStringList open = notPrivate(root_);
+    QVERIFY2(open.isEmpty(), qPrintable(open.join('\n')));
+    holders = filesHolding(root_, passphrase);
+    QVERIFY2(holders.isEmpty(), qPrintable(holders.join('\n')));
   }
 
   void cleanupTestCase() { server_.stop(); }

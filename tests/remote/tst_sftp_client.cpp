@@ -94,6 +94,9 @@ class TestSftpClient : public QObject {
         1);
     struct ::stat st {};
     QCOMPARE(::stat(target.c_str(), &st), 0);
+    // Private on the host whatever the local mode (0640 here): 0600, or 0700 for an executable.
+    QCOMPARE(st.st_mode & 0777, 0600u);
+    QCOMPARE(::stat(local.toLocal8Bit().constData(), &st), 0);
     QCOMPARE(st.st_mode & 0777, 0640u);
 
     // Same size and content: skipped, nothing sent.

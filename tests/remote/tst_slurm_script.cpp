@@ -65,6 +65,7 @@ class TestSlurmScript : public QObject {
                                  "# Written by SeqStudio: one engine launcher per node, started "
                                  "by srun.\n"
                                  "set -euo pipefail\n"
+                                 "umask 077\n"
                                  "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
                                  "| head -n 1)\n"
                                  "export MASTER_ADDR\n"
@@ -86,6 +87,7 @@ class TestSlurmScript : public QObject {
                                    "# Written by SeqStudio: one engine launcher per node, started "
                                    "by srun.\n"
                                    "set -euo pipefail\n"
+                                   "umask 077\n"
                                    "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
                                    "| head -n 1)\n"
                                    "export MASTER_ADDR\n"
@@ -235,7 +237,7 @@ class TestSlurmScript : public QObject {
     layout.run_dir = "/runs/a b";
     layout.log_file = "train%j.log";
     QCOMPARE(sbatch_submit_command(layout, "job.sbatch"),
-             std::string("cd '/runs/a b' && exec sbatch --parsable --output=train%%j.log "
+             std::string("umask 077 && cd '/runs/a b' && exec sbatch --parsable --output=train%%j.log "
                          "--open-mode=append job.sbatch"));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, sbatch_submit_command(layout, "-x"));
   }

@@ -351,6 +351,22 @@ class TestHostsDialog : public QObject {
              qPrintable(labels[1]));
     QVERIFY(hidden);
     QCOMPARE(text(&dialog, "cpuLabel"), localNproc());
+    // Neither answer is kept: not in the settings file, not in any process's argv or
+    // environment.
+    QSettings settings;
+    settings.sync();
+    QFile stored(settings.fileName());
+    const QByteArray settingsText = stored.open(QIODevice::ReadOnly) ? stored.readAll() : QByteArray();
+    for (const QByteArray secret : {QByteArray("correct horse"), QByteArray("battery staple")}) {
+      QVERIFY2(!settingsText.contains(secret), qPrintable(settings.fileName()));
+      for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        if (pid.toInt() <= 0) continue;
+        for (const char* what : {"cmdline", "environ"}) {
+          QFile f(QStringLiteral("/proc/%1/%2").arg(pid, QLatin1String(what)));
+          if (f.open(QIODevice::ReadOnly)) QVERIFY2(!f.readAll().contains(secret), qPrintable(f.fileName()));
+        }
+      }
+    }
   }
 
   void invalidProfileIsNotTried() {

@@ -43,7 +43,7 @@ class SftpClient {
 
   // Creates the directory and its missing parents; existing directories are fine, an existing
   // non-directory is a RemoteError(Kind::Transfer).
-  void mkdir_p(const std::string& remote_path, int mode = 0755) const;
+  void mkdir_p(const std::string& remote_path, int mode = 0700) const;
 
   // Copies `local_path` to `remote_path` (its directory must exist) by writing a temporary file
   // beside it and renaming it over the target, so readers never see a half-written file. When
