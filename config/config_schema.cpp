@@ -416,6 +416,11 @@ const std::vector<FieldSpec>& config_fields() {
               range("> 0")),
         field("max_grad_norm", "train", &R::max_grad_norm, "clip the global gradient norm; 0: off",
               range(">= 0")),
+        field("skip_nonfinite_steps", "train", &R::skip_nonfinite_steps,
+              "a step whose loss or gradient norm is NaN or infinite: 0 stops the run there "
+              "(status.json says which step and why); N > 0 skips such steps without updating "
+              "and stops at the (N+1)-th in a row",
+              range(">= 0")),
         field("bf16", "train", &R::bf16, "bf16 compute with fp32 master weights"),
         field("fp16", "train", &R::fp16,
               "fp16 compute with loss scaling; not implemented: validate warns, training refuses"),

@@ -126,6 +126,7 @@ void check_numbers(const RunConfig& c, Checker& ck) {
   ck.require(c.adam_epsilon > 0, "adam_epsilon", "must be positive");
   ck.require(c.max_grad_norm >= 0, "max_grad_norm", "must not be negative (0 turns clipping off)");
   ck.require(c.ddp_timeout >= 1, "ddp_timeout", "must be at least 1 second");
+  ck.require(c.skip_nonfinite_steps >= 0, "skip_nonfinite_steps", "must not be negative");
   ck.require(c.seed >= 0, "seed", "must not be negative");
   ck.require(c.val_size >= 0 && (c.val_size < 1 || c.val_size == static_cast<int64_t>(c.val_size)),
              "val_size", "must be a fraction in [0, 1) or a whole number of samples, got " +

@@ -102,6 +102,12 @@ void abandon_checkpoint(const std::string& staging) {
   fs::remove_all(staging, ec);
 }
 
+int64_t checkpoint_step(const std::string& dir) {
+  return step_of(fs::path(dir).lexically_normal().filename().empty()
+                     ? fs::path(dir).lexically_normal().parent_path()
+                     : fs::path(dir).lexically_normal());
+}
+
 std::vector<std::string> list_checkpoints(const std::string& output_dir) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
@@ -140,9 +146,14 @@ TrainerState load_trainer_state(const std::string& checkpoint_dir) {
   const std::string rng_path = (dir / kRngFile).string();
   if (fs::exists(rng_path)) {
     torch::Tensor rng;
-    torch::load(rng, rng_path);
-    auto gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(rng);
+    try {
+      torch::load(rng, rng_path);
+      auto gen = at::detail::getDefaultCPUGenerator();
+      gen.set_state(rng);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(rng_path + ": not a random-generator state torch can read (" +
+                               e.what_without_backtrace() + "): the checkpoint is damaged");
+    }
   }
   return state;
 }

@@ -12,6 +12,7 @@
 #include "studio/trainer/data/sampler.h"
 #include "studio/trainer/dist/reduce.h"
 #include "studio/trainer/dpo/preference_loss.h"
+#include "studio/trainer/fault_injection.h"
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/host_allocator.h"
 #include "studio/trainer/loss.h"
@@ -49,7 +50,18 @@ struct StepStats {
   int64_t tokens = 0;       // input tokens of the global batch
   double grad_norm = kNaN;
   std::optional<DpoMetrics> dpo;
+  bool skipped = false;  // skip_nonfinite_steps: not finite, so no update was made
 };
+
+// "the loss is nan and the gradient norm is inf" for the values that are not finite.
+std::string nonfinite_text(double loss, double grad_norm) {
+  std::vector<std::string> parts;
+  auto text = [](double v) { return std::isnan(v) ? std::string("nan") : v > 0 ? "inf" : "-inf"; };
+  if (!std::isfinite(loss)) parts.push_back("the loss is " + text(loss));
+  if (!std::isfinite(grad_norm)) parts.push_back("the gradient norm is " + text(grad_norm));
+  if (parts.empty()) return "the values are finite";
+  return parts.size() == 1 ? parts[0] : parts[0] + " and " + parts[1];
+}
 
 std::vector<const TokenizedSample*> pick(const std::vector<TokenizedSample>& all,
                                          const std::vector<size_t>& idx) {
@@ -182,6 +194,7 @@ struct Trainer::Impl {
   TrainerState state;
   RunReporter reporter;
   std::string resume_dir;
+  std::string last_saved_dir;  // the newest checkpoint this run can go back to ("" when none)
   bool pack_reported = false;
 
   explicit Impl(TrainInputs inputs)
@@ -206,6 +219,28 @@ struct Trainer::Impl {
   }
 
   size_t num_train() const { return dpo ? in.train_pairs.size() : in.train.size(); }
+
+  // Runs `step`, a part of resuming from resume_dir: its error names the checkpoint and says how
+  // to go back to the one before it.
+  template <class F>
+  void resuming(F&& step) {
+    if (resume_dir.empty()) return step();
+    try {
+      step();
+    } catch (const dist::CollectiveError&) {
+      throw;  // a peer's failure: the launcher reports the first one
+    } catch (const std::exception& e) {
+      std::string earlier;  // the newest checkpoint of output_dir older than the one resumed
+      for (const std::string& dir : list_checkpoints(cfg.output_dir))
+        if (checkpoint_step(dir) < checkpoint_step(resume_dir)) earlier = dir;
+      throw std::runtime_error(
+          "cannot resume from " + resume_dir + ": " + e.what() +
+          (earlier.empty() ? std::string("; there is no earlier checkpoint: set "
+                                         "overwrite_output_dir: true to start over")
+                           : "; to go back to the checkpoint before it, set "
+                             "resume_from_checkpoint: " + earlier));
+    }
+  }
 
   void find_resume_point() {
     if (cfg.resume_from_checkpoint) {
@@ -486,6 +521,8 @@ struct Trainer::Impl {
       if (dpo) {
         auto out = pair_losses(in.train_pairs, micro, ref_train);
         auto sum = out.losses.sum();
+        if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
+          sum = sum * std::numeric_limits<double>::quiet_NaN();
         (sum / st.normaliser).backward();
         accumulate(loss_acc, sum);
         accumulate(metric_sums, out.metric_sums);
@@ -494,6 +531,8 @@ struct Trainer::Impl {
         Batch b = par.local_batch(model, rows, in.pad_id);
         auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
         auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device));
+        if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
+          sum = sum * std::numeric_limits<double>::quiet_NaN();
         (sum / st.normaliser).backward();
         accumulate(loss_acc, sum);
       }
@@ -505,7 +544,18 @@ struct Trainer::Impl {
       const double max_norm = cfg.max_grad_norm > 0 ? cfg.max_grad_norm
                                                     : std::numeric_limits<double>::infinity();
       grad_norm = zero->clip_gradients(max_norm);
-      zero->step(cfg.learning_rate * schedule.factor(state.global_step));
+      if (cfg.skip_nonfinite_steps > 0) {
+        // Skipping is decided before the update: one more wait for the device, and every rank
+        // learns whether any rank's loss is not finite (the norm is the same everywhere).
+        const double local_loss = loss_acc.defined() ? loss_acc.item<double>() : 0.0;
+        const double bad_loss = par.sum(par.world_group(), {std::isfinite(local_loss) ? 0.0 : 1.0},
+                                        "finite loss")[0];
+        st.skipped = bad_loss > 0 || !std::isfinite(grad_norm.item<double>());
+      }
+      if (st.skipped)
+        zero->skip_step();
+      else
+        zero->step(cfg.learning_rate * schedule.factor(state.global_step));
     }
     // The step's one wait for the device: its loss, metrics and gradient norm, read together.
     const double loss_sum = loss_acc.defined() ? loss_acc.item<double>() : 0.0;
@@ -597,12 +647,14 @@ struct Trainer::Impl {
     };
     on_rank0([&] { prepare_checkpoint(staging); });
     agree(error, "checkpoint " + std::to_string(step));
+    fault_point("save.staged", step, par.rank());
     HfSaveOptions opt;
     opt.dtype = torch::kFloat;  // the masters, for an exact resume
     opt.source_dir = in.model_dir;
     std::string path;
     try {
       save_model(staging, opt);
+      fault_point("save.model", step, par.rank());
       if (!cfg.save_only_model) {
         try {
           zero->save_optimizer(staging);
@@ -610,15 +662,18 @@ struct Trainer::Impl {
           error = e.what();
         }
         agree(error, "checkpoint " + std::to_string(step) + " optimizer states");
+        fault_point("save.optimizer", step, par.rank());
       }
       on_rank0([&] { path = commit_checkpoint(cfg.output_dir, staging, state); });
       agree(error, "checkpoint " + std::to_string(step));
+      fault_point("save.committed", step, par.rank());
     } catch (const std::exception& e) {
       if (par.rank() == 0) abandon_checkpoint(staging);
       throw std::runtime_error("cannot write checkpoint " +
                                (fs::path(cfg.output_dir) / checkpoint_name(step)).string() +
                                ": " + e.what());
     }
+    last_saved_dir = (fs::path(cfg.output_dir) / checkpoint_name(step)).string();
     if (par.rank() == 0) {
       if (cfg.save_total_limit) rotate_checkpoints(cfg.output_dir, *cfg.save_total_limit);
       reporter.checkpoint(step, path);
@@ -755,6 +810,8 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   double window_start = unix_time_now();
   const double run_start = window_start;
   const int64_t eval_every = cfg.eval_steps.value_or(cfg.logging_steps);
+  int64_t nonfinite_in_a_row = 0;
+  last_saved_dir = resume_dir;
 
   while (state.global_step < state.total_steps) {
     const auto plan = planner->plan(state.data_epoch);
@@ -769,10 +826,33 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       }
       const double lr = cfg.learning_rate * schedule.factor(state.global_step);
       const StepStats st = train_step(plan[static_cast<size_t>(state.step_in_epoch)]);
+      const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser : kNaN;
+      // Not finite: every rank sees the same global loss and norm, so all decide alike.
+      if (st.normaliser > 0 && (!std::isfinite(loss) || !std::isfinite(st.grad_norm))) {
+        const std::string what = "step " + std::to_string(state.global_step + 1) + ": " +
+                                  nonfinite_text(loss, st.grad_norm);
+        if (++nonfinite_in_a_row > cfg.skip_nonfinite_steps) {
+          throw std::runtime_error(
+              what + (cfg.skip_nonfinite_steps > 0
+                          ? " (" + std::to_string(nonfinite_in_a_row) + " such steps in a row, " +
+                                "more than skip_nonfinite_steps: " +
+                                std::to_string(cfg.skip_nonfinite_steps) + ")"
+                          : std::string()) +
+              ": training stopped, and nothing of this step was saved" +
+              (last_saved_dir.empty() ? std::string("; no checkpoint was saved yet")
+                                      : "; the last checkpoint is " + last_saved_dir) +
+              ". Lower learning_rate or set max_grad_norm, look for a bad sample in the data, or "
+              "set skip_nonfinite_steps to skip such steps");
+        }
+        reporter.log("warning", what + ": skipped, no update (" +
+                                    std::to_string(nonfinite_in_a_row) + " in a row of at most " +
+                                    std::to_string(cfg.skip_nonfinite_steps) + ")");
+      } else {
+        nonfinite_in_a_row = 0;
+      }
       ++state.global_step;
       ++state.step_in_epoch;
       state.tokens_seen += st.tokens;
-      const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser : kNaN;
       result.step_losses.push_back(loss);
       window_loss += std::isnan(loss) ? 0 : loss;
       window_steps += std::isnan(loss) ? 0 : 1;
@@ -854,8 +934,8 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
     install_counting_host_allocator();
     t.select_device();
     t.states_baseline_mib = t.allocated_mib_now();
-    t.build_model();
-    t.plan_run();
+    t.resuming([&] { t.build_model(); });
+    t.resuming([&] { t.plan_run(); });
     t.reporter.start(t.cfg, t.in.model, t.par.world(), t.state.total_steps, t.state.global_step);
     if (!t.resume_dir.empty())
       t.reporter.log("info", "resuming from " + t.resume_dir + " at step " +

@@ -1,6 +1,7 @@
 #pragma once
 // What the end-to-end training tests (tst_sp_equivalence, tst_zero) share: running studio-train
 // with every collective verified, reading a run's events, and comparing two saved models.
+#include <QtCore/QDir>
 #include <QtCore/QFile>
 #include <QtCore/QJsonDocument>
 #include <QtCore/QJsonObject>
@@ -37,6 +38,67 @@ inline Run run(const QStringList& args, int timeout_ms = 300000) {
   }
   return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
           QString::fromUtf8(p.readAllStandardError())};
+}
+
+// A tiny Qwen2-shaped model with the demo tokenizer and random weights.
+struct TinyModel {
+  QString name = "model";  // DIR/NAME, from DIR/NAME-src/config.json
+  int layers = 2;
+  int hidden = 32;
+  int heads = 4;
+  int kv_heads = 2;
+  bool tied = false;  // tie_word_embeddings
+  int seed = 5;
+};
+// Creates it in `dir`; its path or "" on failure.
+inline QString make_tiny_model(const QString& dir, const TinyModel& m) {
+  const QString source = QStringLiteral(STUDIO_SOURCE_DIR);
+  const QString src = dir + "/" + m.name + "-src";
+  QDir().mkpath(src);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    QFile::copy(source + "/resources/demo/model/" + f, src + "/" + f);
+  QFile cfg(src + "/config.json");
+  if (!cfg.open(QIODevice::WriteOnly)) return {};
+  cfg.write(QStringLiteral(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+    "hidden_act": "silu", "hidden_size": %1, "intermediate_size": 64, "num_hidden_layers": %2,
+    "num_attention_heads": %3, "num_key_value_heads": %4, "vocab_size": 4288,
+    "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+    "tie_word_embeddings": %5, "bos_token_id": 4256, "eos_token_id": 4258,
+    "torch_dtype": "float32"})")
+                .arg(m.hidden)
+                .arg(m.layers)
+                .arg(m.heads)
+                .arg(m.kv_heads)
+                .arg(m.tied ? "true" : "false")
+                .toUtf8());
+  cfg.close();
+  const QString out = dir + "/" + m.name;
+  const Run r = run({"init-model", "--config", src + "/config.json", "--out", out, "--seed",
+                     QString::number(m.seed)});
+  return r.code == 0 ? out : QString();
+}
+
+// A JSON file's object; empty when it cannot be read.
+inline QJsonObject read_json(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+// Writes a YAML config at `path`: `lines` ("key: value"), each replaced by the entry of `extra`
+// with the same key, and the other entries of `extra` appended. Returns the path or "".
+inline QString write_yaml(const QString& path, QStringList lines, const QStringList& extra) {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) return {};
+  for (const auto& e : extra) {
+    const QString key = e.section(':', 0, 0) + ":";
+    bool replaced = false;
+    for (auto& l : lines)
+      if (l.startsWith(key)) l = e, replaced = true;
+    if (!replaced) lines << e;
+  }
+  f.write((lines.join('\n') + '\n').toUtf8());
+  return path;
 }
 
 // Every event line of a run folder, in order.

@@ -24,6 +24,7 @@ using train_runs::events;
 using train_runs::max_relative_param_error;
 using train_runs::Run;
 using train_runs::run;
+using train_runs::read_json;
 
 std::vector<double> step_losses(const QString& dir) {
   std::vector<double> losses;
@@ -57,12 +58,6 @@ pid_t worker_pid(qint64 launcher, int rank) {
   return 0;
 }
 
-QJsonObject read_json(const QString& path) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  return QJsonDocument::fromJson(f.readAll()).object();
-}
-
 }  // namespace
 
 class TestSpEquivalence : public QObject {
@@ -76,23 +71,14 @@ class TestSpEquivalence : public QObject {
 
   // A tiny model with the demo tokenizer: `heads` query heads, `kv` key/value heads.
   QString make_model(const QString& name, int heads, int kv) {
-    const QString src = dir_.filePath(name + "-src");
-    QDir().mkpath(src);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      QFile::copy(kSource + "/resources/demo/model/" + f, src + "/" + f);
-    QFile cfg(src + "/config.json");
-    if (!cfg.open(QIODevice::WriteOnly)) return {};
-    cfg.write(QStringLiteral(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
-      "hidden_act": "silu", "hidden_size": %1, "intermediate_size": 64, "num_hidden_layers": 2,
-      "num_attention_heads": %2, "num_key_value_heads": %3, "vocab_size": 4288,
-      "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
-      "tie_word_embeddings": true, "bos_token_id": 4256, "eos_token_id": 4258,
-      "torch_dtype": "float32"})")
-                  .arg(8 * heads).arg(heads).arg(kv).toUtf8());
-    cfg.close();
-    const QString out = dir_.filePath(name);
-    const Run r = run({"init-model", "--config", src + "/config.json", "--out", out, "--seed", "3"});
-    return r.code == 0 ? out : QString();
+    train_runs::TinyModel m;
+    m.name = name;
+    m.hidden = 8 * heads;
+    m.heads = heads;
+    m.kv_heads = kv;
+    m.tied = true;
+    m.seed = 3;
+    return train_runs::make_tiny_model(dir_.path(), m);
   }
 
   // A run config; `extra` lines ("key: value") override or add keys. `data` picks the

@@ -58,31 +58,8 @@ class TestZero : public QObject {
   QString model_;
   std::map<QString, QString> reference_;  // unsharded run key -> output dir
 
-  QString make_model() {
-    const QString src = dir_.filePath("model-src");
-    QDir().mkpath(src);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      QFile::copy(kSource + "/resources/demo/model/" + f, src + "/" + f);
-    QFile cfg(src + "/config.json");
-    if (!cfg.open(QIODevice::WriteOnly)) return {};
-    // 4 query heads, 2 key/value heads, untied LM head (the outer weights are units of their own).
-    cfg.write(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
-      "hidden_act": "silu", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 4288,
-      "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
-      "tie_word_embeddings": false, "bos_token_id": 4256, "eos_token_id": 4258,
-      "torch_dtype": "float32"})");
-    cfg.close();
-    const QString out = dir_.filePath("model");
-    const Run r = run({"init-model", "--config", src + "/config.json", "--out", out, "--seed", "5"});
-    return r.code == 0 ? out : QString();
-  }
-
   QString write_config(const QString& name, const QStringList& extra) {
-    const QString path = dir_.filePath(name + ".yaml");
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return {};
-    QStringList lines{"model_name_or_path: " + model_, "stage: sft", "do_train: true",
+    const QStringList lines{"model_name_or_path: " + model_, "stage: sft", "do_train: true",
                       "finetuning_type: full", "dataset: demo_sft",
                       "dataset_dir: " + kSource + "/resources/demo/data", "template: qwen",
                       "cutoff_len: 96", "max_samples: 48",
@@ -94,15 +71,7 @@ class TestZero : public QObject {
                       // As in tst_sp_equivalence: gradients that are 0 in exact arithmetic must
                       // not become +-lr Adam steps whose sign depends on the summation order.
                       "adam_epsilon: 1.0e-6"};
-    for (const auto& e : extra) {
-      const QString key = e.section(':', 0, 0) + ":";
-      bool replaced = false;
-      for (auto& l : lines)
-        if (l.startsWith(key)) l = e, replaced = true;
-      if (!replaced) lines << e;
-    }
-    f.write((lines.join('\n') + '\n').toUtf8());
-    return path;
+    return train_runs::write_yaml(dir_.filePath(name + ".yaml"), lines, extra);
   }
 
   // Trains `name` with `extra` keys on `nproc` processes; returns its output folder or "".
@@ -137,7 +106,9 @@ class TestZero : public QObject {
  private Q_SLOTS:
   void initTestCase() {
     QVERIFY(dir_.isValid());
-    model_ = make_model();
+    train_runs::TinyModel m;
+    m.layers = 3;
+    model_ = train_runs::make_tiny_model(dir_.path(), m);
     QVERIFY(!model_.isEmpty());
   }
 

@@ -354,8 +354,14 @@ struct ShardedState::Impl {
         auto v = q.exp_avg_sq.narrow(0, 0, master.numel());
         adamw_update(master, m, v, g, lr, adam, q.decay, step);
       }
-      if (opt.stage <= 1) q.grad = torch::Tensor();
     }
+    clear_gradients(u);
+  }
+
+  // Stages 0-1 drop unit u's gradients, 2-3 zero its accumulator.
+  void clear_gradients(size_t u) {
+    if (opt.stage <= 1)
+      for (size_t i : units[u].params) params[i].grad = torch::Tensor();
     if (units[u].grad_acc.defined()) units[u].grad_acc.zero_();
   }
 
@@ -595,6 +601,13 @@ void ShardedState::step(double lr) {
     if (gathering.size() > 2) s.land_gather(gathering.front()), gathering.pop_front();
   }
   for (size_t u : gathering) s.land_gather(u);
+}
+
+void ShardedState::skip_step() {
+  Impl& s = *impl_;
+  s.wait_updates();
+  torch::NoGradGuard no_grad;
+  for (size_t u = 0; u < s.units.size(); ++u) s.clear_gradients(u);
 }
 
 torch::Tensor ShardedState::gather_full(size_t i) {

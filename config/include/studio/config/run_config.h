@@ -108,6 +108,10 @@ struct RunConfig {
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;                  // global-norm clipping; 0 disables
+  // A step whose loss or gradient norm is NaN or infinite: 0 stops the run there (status.json
+  // names the step and why; nothing of the step is saved); N > 0 skips such steps (no update)
+  // and stops at the (N+1)-th in a row.
+  int64_t skip_nonfinite_steps = 0;
   bool bf16 = false;                           // bf16 compute, fp32 master weights
   bool fp16 = false;                           // fp16 compute with loss scaling
   bool pure_bf16 = false;                      // bf16 weights and optimizer states

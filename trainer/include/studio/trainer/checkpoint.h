@@ -27,6 +27,8 @@ struct TrainerState {
 };
 
 std::string checkpoint_name(int64_t step);  // "checkpoint-STEP"
+// STEP of a folder named checkpoint-STEP; -1 for any other name.
+int64_t checkpoint_step(const std::string& dir);
 
 // Saving a checkpoint takes three phases, so that every rank of a sharded run can add its own
 // files (optimizer states) before the folder is committed:

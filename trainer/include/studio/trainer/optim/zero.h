@@ -109,6 +109,9 @@ class ShardedState : public LayerHooks {
   // AdamW on this rank's pieces, then the weights updated everywhere (stages 1-2 all-gather);
   // clears the gradients.
   void step(double lr);
+  // Clears the gradients without updating anything (a step whose gradients are not finite):
+  // masters, AdamW states and their step count stay as they were.
+  void skip_step();
   int64_t step_count() const { return step_; }
 
   // Checkpoints. Names and shapes of the parameters (Hugging Face names, state-dict order).

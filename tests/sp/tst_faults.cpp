@@ -1,0 +1,315 @@
+// Faults injected into real runs (`studio-train train --nproc 2`: worker processes, Gloo): the
+// whole run SIGKILLed at each point of writing a checkpoint, a disk that fills up while saving, a
+// corrupted checkpoint on resume, and a step whose loss is NaN. Each time what the user has left
+// must be usable: the previous checkpoint loads and the resumed run continues with the losses and
+// parameters of the run that was never interrupted; no half-written checkpoint is taken as the
+// latest; status.json says what happened, where, and what to do. Plain (ZeRO 0, data parallel)
+// and sharded (ZeRO-3 with offload, SP 2) runs.
+#include <QtTest/QtTest>
+
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <map>
+
+#include "train_runs.h"
+
+namespace {
+
+const QString kSource = QStringLiteral(STUDIO_SOURCE_DIR);
+using train_runs::max_relative_param_error;
+using train_runs::read_json;
+using train_runs::Run;
+
+std::map<int, double> step_losses(const QString& dir) {
+  std::map<int, double> out;
+  for (const auto& e : train_runs::events(dir))
+    if (e["event"].toString() == "step")  // null: NaN or infinite, as written
+      out[e["step"].toInt()] = e["loss"].isNull() ? std::nan("") : e["loss"].toDouble();
+  return out;
+}
+
+// The run in a session of its own (setsid), with `env` added: an injected kill takes the whole
+// process group, which must not be this test's.
+Run run_alone(const QStringList& args, const QStringList& env = {}) {
+  QProcess p;
+  auto e = QProcessEnvironment::systemEnvironment();
+  e.insert("STUDIO_VERIFY_COLLECTIVES", "1");
+  for (const QString& kv : env) e.insert(kv.section('=', 0, 0), kv.section('=', 1));
+  p.setProcessEnvironment(e);
+  p.start("setsid", QStringList{"-w", QStringLiteral(STUDIO_TRAIN_EXE)} + args);
+  if (!p.waitForFinished(300000)) {
+    p.kill();
+    p.waitForFinished();
+    return {-1, "timed out"};
+  }
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+qint64 folder_bytes(const QString& dir) {
+  qint64 n = 0;
+  QDirIterator it(dir, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
+  while (it.hasNext()) n += QFileInfo(it.next()).size();
+  return n;
+}
+
+}  // namespace
+
+class TestFaults : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir dir_;
+  QString model_;
+  std::map<QString, QString> reference_;  // setup -> the uninterrupted run's output folder
+
+  // The keys of a setup: "plain" (ZeRO 0 over dp 2) or "zero3" (ZeRO-3 with offload, SP 2).
+  static QStringList setup_keys(const QString& setup) {
+    if (setup == "zero3")
+      return {"zero_stage: 3", "offload_optimizer: true", "offload_param: true",
+              "sequence_parallel_size: 2"};
+    return {};
+  }
+
+  QString write_config(const QString& name, const QString& out, const QStringList& extra) {
+    const QStringList lines{"model_name_or_path: " + model_,
+                            "stage: sft",
+                            "do_train: true",
+                            "finetuning_type: full",
+                            "dataset: demo_sft",
+                            "dataset_dir: " + kSource + "/resources/demo/data",
+                            "template: qwen",
+                            "cutoff_len: 64",
+                            "max_samples: 64",
+                            "output_dir: " + out,
+                            "logging_steps: 1",
+                            "save_steps: 2",
+                            "learning_rate: 1.0e-3",
+                            "lr_scheduler_type: cosine",
+                            "warmup_steps: 0",
+                            "max_grad_norm: 1.0",
+                            "per_device_train_batch_size: 2",
+                            "max_steps: 6",
+                            "eval_strategy: 'no'",
+                            "seed: 3",
+                            "adam_epsilon: 1.0e-6"};
+    return train_runs::write_yaml(dir_.filePath(name + ".yaml"), lines, extra);
+  }
+
+  // Trains config `name` into `out` (2 processes); the result of the run.
+  Run train(const QString& name, const QString& out, const QStringList& extra,
+            const QStringList& env = {}) {
+    return run_alone({"train", write_config(name, out, extra), "--nproc", "2"}, env);
+  }
+
+  QString reference(const QString& setup) {
+    if (reference_.count(setup)) return reference_[setup];
+    const QString out = dir_.filePath("ref-" + setup);
+    const Run r = train("ref-" + setup, out, setup_keys(setup));
+    if (r.code != 0) qWarning("%s", qPrintable(r.err.right(3000)));
+    return reference_[setup] = r.code == 0 ? out : QString();
+  }
+
+  // The resumed run's losses and final parameters against the uninterrupted run's.
+  void expect_like_reference(const QString& out, const QString& setup) {
+    const auto ref = step_losses(reference(setup));
+    const auto got = step_losses(out);  // both timelines; the resumed one is the later events
+    QCOMPARE(got.size(), ref.size());
+    for (const auto& [step, loss] : ref)
+      QVERIFY2(
+          std::abs(got.at(step) - loss) <= 1e-6 * std::abs(loss),
+          qPrintable(QStringLiteral("step %1: %2 vs %3").arg(step).arg(got.at(step)).arg(loss)));
+    QVERIFY(max_relative_param_error(reference(setup), out) <= 1e-6);
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    model_ = train_runs::make_tiny_model(dir_.path(), train_runs::TinyModel{});
+    QVERIFY(!model_.isEmpty());
+  }
+
+  // SIGKILL of the whole run at each point of writing checkpoint-4: checkpoint-2 (or, once
+  // committed, checkpoint-4) is what a restart resumes from, and the resumed run ends exactly as
+  // the uninterrupted one.
+  void killWhileSaving_data() {
+    QTest::addColumn<QString>("setup");
+    QTest::addColumn<QString>("point");
+    QTest::addColumn<int>("resumesAt");
+    for (const char* setup : {"plain", "zero3"}) {
+      QTest::addRow("%s, staged", setup) << setup << "save.staged" << 2;
+      QTest::addRow("%s, model written", setup) << setup << "save.model" << 2;
+      QTest::addRow("%s, optimizer written", setup) << setup << "save.optimizer" << 2;
+      QTest::addRow("%s, committed", setup) << setup << "save.committed" << 4;
+    }
+  }
+  void killWhileSaving() {
+    QFETCH(QString, setup);
+    QFETCH(QString, point);
+    QFETCH(int, resumesAt);
+    const QString name = "kill-" + setup + "-" + point;
+    const QString out = dir_.filePath(name);
+    const Run killed = train(name, out, setup_keys(setup), {"STUDIO_INJECT_FAULT=" + point + "@4"});
+    QVERIFY2(killed.code != 0, qPrintable(killed.err.right(2000)));
+    QVERIFY(QFile::exists(out + "/checkpoint-2/trainer_state.json"));
+    QCOMPARE(QFile::exists(out + "/checkpoint-4"), resumesAt == 4);
+    const auto before = train_runs::events(out);
+    QVERIFY(!before.empty());
+    QVERIFY(before.back()["event"].toString() != "end");  // killed: nobody wrote how it ended
+
+    // Started again as it was: it resumes from the last complete checkpoint.
+    const Run resumed = train(name, out, setup_keys(setup));
+    QVERIFY2(resumed.code == 0, qPrintable(resumed.err.right(3000)));
+    bool said = false;
+    for (const auto& e : train_runs::events(out))
+      said |= e["event"].toString() == "log" &&
+              e["message"].toString().contains(
+                  QStringLiteral("checkpoint-%1 at step %1").arg(resumesAt));
+    QVERIFY2(said, "the resumed run names the checkpoint it resumed from");
+    expect_like_reference(out, setup);
+    QCOMPARE(QDir(out).entryList(QDir::Dirs | QDir::Hidden).filter(".saving"), QStringList());
+  }
+
+  // A disk that fills up while checkpoint-4 is written: the run stops with the path and the
+  // system's reason in status.json, checkpoint-2 is intact (a run resumed from it elsewhere ends
+  // as the uninterrupted one), and no partial folder is left.
+  void diskFullWhileSaving() {
+    if (::geteuid() != 0) QSKIP("mounting a small tmpfs needs root (CI runs as root)");
+    const QString setup = "plain";
+    const QString ref = reference(setup);
+    QVERIFY(!ref.isEmpty());
+    // Room for the events, one checkpoint and a half: the second save cannot finish.
+    const qint64 checkpoint = folder_bytes(ref + "/checkpoint-2");
+    QVERIFY(checkpoint > 0);
+    const QString mnt = dir_.filePath("small-disk");
+    QVERIFY(QDir().mkpath(mnt));
+    const QByteArray size = QByteArray::number(checkpoint * 3 / 2 + (256 << 10));
+    QVERIFY2(::mount("tmpfs", mnt.toLocal8Bit().constData(), "tmpfs", 0,
+                     ("size=" + size).constData()) == 0,
+             strerror(errno));
+    struct Unmount {
+      QString path;
+      ~Unmount() { ::umount2(path.toLocal8Bit().constData(), MNT_DETACH); }
+    } unmount{mnt};
+    const QString out = mnt + "/run";
+    const Run full = train("full-disk", out, setup_keys(setup));
+    QVERIFY(full.code != 0);
+    const QJsonObject status = read_json(out + "/status.json");
+    QCOMPARE(status["state"].toString(), QStringLiteral("failed"));
+    const QString reason = status["reason"].toString();
+    QVERIFY2(reason.contains("cannot write checkpoint " + out + "/checkpoint-4"),
+             qPrintable(reason));
+    QVERIFY2(reason.contains("No space left on device"), qPrintable(reason));
+    QVERIFY(QFile::exists(out + "/checkpoint-2/trainer_state.json"));
+    QVERIFY(!QFile::exists(out + "/checkpoint-4"));
+    QCOMPARE(QDir(out).entryList(QDir::Dirs | QDir::Hidden).filter(".saving"), QStringList());
+
+    // checkpoint-2, copied off the full disk, resumes into the uninterrupted run's end.
+    const QString moved = dir_.filePath("full-disk-resumed");
+    QVERIFY(QDir().mkpath(moved));
+    QVERIFY(QProcess::execute("cp", {"-a", out + "/checkpoint-2", moved + "/"}) == 0);
+    QVERIFY(QFile::copy(out + "/events.jsonl", moved + "/events.jsonl"));
+    const Run resumed = train("full-disk-resumed", moved, setup_keys(setup));
+    QVERIFY2(resumed.code == 0, qPrintable(resumed.err.right(3000)));
+    expect_like_reference(moved, setup);
+  }
+
+  // A corrupted latest checkpoint: resuming stops at once with the file named and the way back
+  // to the checkpoint before it.
+  void corruptedCheckpointOnResume_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("says");
+    QTest::newRow("model truncated") << "model.safetensors"
+                                     << "file truncated or corrupted";
+    QTest::newRow("optimizer file missing") << "optimizer-00001-of-00002.safetensors"
+                                            << "missing";
+    QTest::newRow("rng state garbage") << "rng_state.pt"
+                                       << "rng_state.pt";
+  }
+  void corruptedCheckpointOnResume() {
+    QFETCH(QString, file);
+    QFETCH(QString, says);
+    const QString out = dir_.filePath("corrupt-" + file);
+    // A run stopped after checkpoint-4 (max_steps 4), then extended to 6 steps.
+    const Run first =
+        train("corrupt-" + file, out, {"max_steps: 4", "save_steps: 2", "zero_stage: 1"});
+    QVERIFY2(first.code == 0, qPrintable(first.err.right(2000)));
+    const QString victim = out + "/checkpoint-4/" + file;
+    QVERIFY2(QFile::exists(victim), qPrintable(victim));
+    if (file.startsWith("optimizer")) {
+      QVERIFY(QFile::remove(victim));
+    } else {
+      QFile f(victim);
+      QVERIFY(f.open(QIODevice::ReadWrite));
+      QVERIFY(f.resize(file.endsWith(".pt") ? 0 : f.size() / 2));
+      if (file.endsWith(".pt")) f.write("not a torch archive");
+    }
+    const Run again =
+        train("corrupt-" + file, out, {"max_steps: 6", "save_steps: 2", "zero_stage: 1"});
+    QVERIFY(again.code != 0);
+    const QString reason = read_json(out + "/status.json")["reason"].toString();
+    QVERIFY2(reason.contains(out + "/checkpoint-4"), qPrintable(reason));
+    QVERIFY2(reason.contains(says), qPrintable(reason));
+    QVERIFY2(reason.contains("resume_from_checkpoint: " + out + "/checkpoint-2"),
+             qPrintable(reason));
+  }
+
+  // A step whose loss is NaN (injected on rank 1 at step 3): by default the run stops there,
+  // saying which step and why, with nothing of it saved; with skip_nonfinite_steps the step
+  // makes no update and training goes on.
+  void nonFiniteLoss_data() {
+    QTest::addColumn<QString>("setup");
+    QTest::addColumn<int>("skip");
+    QTest::newRow("plain, stop") << "plain" << 0;
+    QTest::newRow("plain, skip") << "plain" << 2;
+    QTest::newRow("zero3, stop") << "zero3" << 0;
+    QTest::newRow("zero3, skip") << "zero3" << 1;
+  }
+  void nonFiniteLoss() {
+    QFETCH(QString, setup);
+    QFETCH(int, skip);
+    const QString name = QStringLiteral("nan-%1-%2").arg(setup).arg(skip);
+    const QString out = dir_.filePath(name);
+    QStringList keys = setup_keys(setup);
+    keys << QStringLiteral("skip_nonfinite_steps: %1").arg(skip);
+    const Run r = train(name, out, keys, {"STUDIO_INJECT_FAULT=loss.nan@3#1"});
+    const QJsonObject status = read_json(out + "/status.json");
+    const auto losses = step_losses(out);
+    if (skip == 0) {
+      QVERIFY(r.code != 0);
+      QCOMPARE(status["state"].toString(), QStringLiteral("failed"));
+      const QString reason = status["reason"].toString();
+      QVERIFY2(reason.startsWith("step 3: the loss is nan and the gradient norm is nan: training "
+                                 "stopped, and nothing of this step was saved; the last "
+                                 "checkpoint is " +
+                                 out + "/checkpoint-2."),
+               qPrintable(reason));
+      QVERIFY2(reason.contains("skip_nonfinite_steps"), qPrintable(reason));
+      QCOMPARE(int(losses.size()), 2);  // no step event for step 3
+      QVERIFY(!QFile::exists(out + "/model.safetensors"));
+      return;
+    }
+    QVERIFY2(r.code == 0, qPrintable(r.err.right(3000)));
+    QCOMPARE(status["state"].toString(), QStringLiteral("finished"));
+    QCOMPARE(int(losses.size()), 6);
+    for (const auto& [step, loss] : losses) QCOMPARE(std::isfinite(loss), step != 3);
+    bool warned = false;
+    for (const auto& e : train_runs::events(out))
+      warned |= e["event"].toString() == "log" && e["level"].toString() == "warning" &&
+                e["message"].toString().startsWith(
+                    "step 3: the loss is nan and the gradient norm "
+                    "is nan: skipped, no update");
+    QVERIFY(warned);
+    // The steps before the skipped one are the uninterrupted run's; the final parameters are
+    // finite (no NaN reached the weights).
+    const auto ref = step_losses(reference(setup));
+    for (int step : {1, 2})
+      QVERIFY(std::abs(losses.at(step) - ref.at(step)) <= 1e-6 * ref.at(step));
+    QVERIFY(std::isfinite(max_relative_param_error(reference(setup), out)));
+  }
+};
+
+QTEST_MAIN(TestFaults)
+#include "tst_faults.moc"

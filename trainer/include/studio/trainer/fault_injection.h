@@ -1,0 +1,23 @@
+#pragma once
+// Faults injected at named points of a real run, for the robustness tests (tests/trainer
+// tst_faults) and for anyone who wants to see what the engine does then. Off unless the
+// STUDIO_INJECT_FAULT environment variable names a point:
+//
+//   STUDIO_INJECT_FAULT=POINT[@STEP][#RANK]
+//
+// POINT is one of the points below; @STEP fires only at that optimizer step (or the checkpoint of
+// that step), #RANK only on that rank. What happens at a point:
+//   save.staged, save.model, save.optimizer, save.committed  SIGKILL to the whole process group
+//       (the run: start it in its own session): after the staging folder exists, after the model
+//       files are written, after the optimizer files, after the rename into checkpoint-N
+//   loss.nan  the step's loss (and so its gradients) become NaN on this rank
+#include <cstdint>
+
+namespace studio::trainer {
+
+// True when STUDIO_INJECT_FAULT names `point` for this step and rank.
+bool fault_requested(const char* point, std::int64_t step, int rank);
+// At a kill point: kills the process group when requested; returns otherwise.
+void fault_point(const char* point, std::int64_t step, int rank);
+
+}  // namespace studio::trainer
