@@ -646,7 +646,7 @@ bool parse_event_line(std::string_view line, Event& out, std::string& error) {
   json j;
   try {
     j = json::parse(line.begin(), line.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     error = "invalid JSON: " + json_error_text(e.what());
     return false;
   }
@@ -1079,7 +1079,7 @@ bool RunStatus::parse(const std::string& text, RunStatus& out, std::string& erro
   Issues found;
   try {
     read_status(json::parse(text), out, &found);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     error = "the run status file is not valid JSON: " + json_error_text(e.what());
     return false;
   } catch (const EventFormatError& e) {

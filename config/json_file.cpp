@@ -17,6 +17,9 @@ bool read_json_file(const std::string& path, nlohmann::json& out, std::string& e
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(offset), '\n');
     error = path + ":" + std::to_string(line) + ": malformed JSON: " + e.what();
     return false;
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    error = path + ": malformed JSON: " + json_error_text(e.what());
+    return false;
   }
 }
 

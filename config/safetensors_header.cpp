@@ -139,7 +139,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
 json parse_header_json(const std::string& path, const std::uint8_t* p, std::size_t n) {
   try {
     return json::parse(p, p + n);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     fail(path, "header is not valid JSON (" + json_error_text(e.what()) + ")" + kCorrupt);
   }
 }

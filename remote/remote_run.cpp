@@ -220,7 +220,7 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     throw std::invalid_argument(where + ": not a run record (" + std::string(e.what()) + ")");
   }
   RemoteRunRecord r;

@@ -78,7 +78,7 @@ int64_t read_json_lines(std::istream& in, const std::string& path, const RowSink
     json value;
     try {
       value = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
       const ParseProblem p = split_parse_error(e.what());
       on_malformed(line, p.column, "malformed JSON: " + p.what);
       continue;

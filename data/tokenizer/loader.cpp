@@ -21,6 +21,8 @@ nlohmann::json parse_json(std::string_view text, const std::string& origin) {
     const std::size_t offset = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(offset), '\n');
     throw TokenizerError(origin + ":" + std::to_string(line) + ": malformed JSON: " + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw TokenizerError(origin + ": malformed JSON: " + e.what());
   }
 }
 

@@ -503,6 +503,9 @@ void TestEvents::garbageLines_data() {
                                  << "invalid JSON";
   QTest::newRow("two objects") << QByteArray(R"({"event":"eval","step":1}{"x":1})")
                                << "invalid JSON";
+  // nlohmann throws out_of_range for this, not parse_error: it must not escape the reader.
+  QTest::newRow("number too large for a double")
+      << QByteArray(R"({"event":"step","step":1,"loss":1e999999})") << "invalid JSON: number overflow";
   QTest::newRow("array") << QByteArray("[1,2]") << "not a JSON object but array";
   QTest::newRow("string") << QByteArray(R"("step")") << "not a JSON object but string";
   QTest::newRow("no event") << QByteArray(R"({"step":1,"loss":2})") << "no \"event\" field";
@@ -974,6 +977,8 @@ void TestEvents::statusMalformed_data() {
   QTest::newRow("no state") << QByteArray(R"({"pid":1})") << "missing field 'state'";
   QTest::newRow("unknown state") << QByteArray(R"({"state":"paused"})")
                                  << "field 'state': expected one of running|finished|failed|";
+  QTest::newRow("number too large") << QByteArray(R"({"state":"running","pid":1e999999})")
+                                    << "not valid JSON: number overflow";
   QTest::newRow("state a number") << QByteArray(R"({"state":1})")
                                   << "field 'state': expected a string, got number";
 }

@@ -137,6 +137,14 @@ const std::vector<Corruption>& corruptions() {
        }},
       {"header not JSON", "", "not valid JSON",
        [](std::string b) { return join("{\"a\": [1, 2", split(b).data); }},
+      // nlohmann throws out_of_range, not parse_error, for a number no double holds (found by
+      // fuzz_safetensors_header): it must still be a CheckpointError, not a crash.
+      {"number too large for a double", "", "number overflow",
+       [](std::string b) {
+         return join(std::string("{\"") + kA + "\": {\"dtype\": \"F32\", \"shape\": [2E3555555555],"
+                         " \"data_offsets\": [0, 24]}}",
+                     split(b).data);
+       }},
       {"header a JSON array", "", "not an object",
        [](std::string b) { return join("[1, 2, 3]", split(b).data); }},
       {"entry not an object", kA, "not an object",
