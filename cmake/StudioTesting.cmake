@@ -16,6 +16,10 @@ function(studio_add_test name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
+  # TORCH_FR_BUFFER_SIZE=0: PyTorch 2.11's flight recorder inserts into a map before taking its
+  # lock (FlightRecorder::record), so process groups of several ranks run as threads of one test
+  # process (tst_sp_attention, tst_communicator) can crash it when they enqueue at once. A run of
+  # the engine has one rank per process, its collectives issued from one thread.
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-                       ENVIRONMENT "QT_QPA_PLATFORM=offscreen;${T_ENV}")
+                       ENVIRONMENT "QT_QPA_PLATFORM=offscreen;TORCH_FR_BUFFER_SIZE=0;${T_ENV}")
 endfunction()
