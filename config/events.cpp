@@ -203,6 +203,18 @@ class Fields {
     }
   }
 
+  // A field that may be null or absent (nullopt); set only when read or converted.
+  template <class T>
+  void get_optional(const char* key, std::optional<T>& out) const {
+    const json* v = find(key);
+    if (!v || v->is_null()) return;
+    T value{};
+    const std::size_t before = issues_ ? issues_->size() : 0;
+    get(key, value);
+    const bool dropped = issues_ && issues_->size() > before && !issues_->back().converted();
+    if (!dropped) out = value;
+  }
+
   // A wrong type that cannot be read: thrown when strict, else reported as dropped.
   void wrong(const char* key, const char* expected, const json& v) const {
     if (!issues_) fail(name(key), expected, v);
@@ -402,22 +414,10 @@ void read_status(const json& j, RunStatus& v, Issues* issues) {
   }
   f.get("pid", v.pid);
   f.get("host", v.host);
-  if (const json* c = f.find("exit_code"); c && !c->is_null()) {
-    int code = 0;
-    const std::size_t before = issues ? issues->size() : 0;
-    f.get("exit_code", code);
-    const bool dropped = issues && issues->size() > before && !issues->back().converted();
-    if (!dropped) v.exit_code = code;
-  }
+  f.get_optional("exit_code", v.exit_code);
   f.get("reason", v.reason);
   f.get("updated", v.updated);
-  if (const json* s = f.find("step"); s && !s->is_null()) {
-    std::int64_t step = 0;
-    const std::size_t before = issues ? issues->size() : 0;
-    f.get("step", step);
-    const bool dropped = issues && issues->size() > before && !issues->back().converted();
-    if (!dropped) v.step = step;
-  }
+  f.get_optional("step", v.step);
 }
 
 template <class T>
