@@ -77,7 +77,8 @@ constexpr const char* kUsage =
     "  --log                 also copy the run's train.log to stderr\n"
     "  --poll-ms MS          polling interval (default 1000)\n"
     "cancel options:\n"
-    "  --grace S             seconds between SIGTERM and SIGKILL (default 15)\n"
+    "  --grace S             seconds between SIGTERM and SIGKILL (default 15, plus ddp_timeout\n"
+    "                        when the run's config has save_on_stop)\n"
     "runs options:\n"
     "  --json                one JSON object per run instead of a table\n"
     "\n"
@@ -275,7 +276,7 @@ int attach(Args& args, const Connection& conn) {
 int cancel(Args& args, const Connection& conn) {
   if (args.positional().size() != 1) return usage_error("cancel takes one RUN_ID");
   const int grace = args.value("--grace") ? args.positive_int("--grace", 15)
-                                          : remote::kDefaultCancelGraceSeconds;
+                                          : -1;  // the run record's
   if (!args.ok()) return usage_error(args.error());
   return guarded("cancel", [&] {
     const remote::SshSession session = conn.connect();

@@ -77,6 +77,8 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
   opt.worker_argv = {launch::self_executable_path(), "train"};
   opt.worker_argv.insert(opt.worker_argv.end(), args.begin(), args.end());
   opt.output_dir = cfg.output_dir;
+  // save_on_stop: a stop request must leave the workers the time of that last checkpoint.
+  opt.stop_request_extra_s = stop_grace_seconds(cfg, 0);
   // Workers leave the run's end record to the launcher when a peer failed first: it alone
   // knows which rank that was.
   opt.extra_env.emplace_back("STUDIO_LAUNCHED", "1");

@@ -421,6 +421,10 @@ const std::vector<FieldSpec>& config_fields() {
               "(status.json says which step and why); N > 0 skips such steps without updating "
               "and stops at the (N+1)-th in a row",
               range(">= 0")),
+        field("save_on_stop", "train", &R::save_on_stop,
+              "on a stop request (SIGINT/SIGTERM, the studio's Stop, remote cancel, scancel) every "
+              "rank ends the step it is in; true also writes checkpoint-STEP then, to resume from "
+              "(the launcher and the studio then wait up to ddp_timeout more before SIGKILL)"),
         field("bf16", "train", &R::bf16, "bf16 compute with fp32 master weights"),
         field("fp16", "train", &R::fp16,
               "fp16 compute with loss scaling; not implemented: validate warns, training refuses"),

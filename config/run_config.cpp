@@ -45,4 +45,8 @@ const std::vector<std::string>& known_templates() {
   return names;
 }
 
+double stop_grace_seconds(const RunConfig& c, double base) {
+  return base + (c.save_on_stop ? static_cast<double>(c.ddp_timeout) : 0.0);
+}
+
 }  // namespace studio

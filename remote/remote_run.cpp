@@ -212,7 +212,8 @@ std::string RemoteRunRecord::to_json() const {
          {"master_addr", master_addr},
          {"job_id", job_id},
          {"config_name", config_name},
-         {"submitted", submitted}};
+         {"submitted", submitted},
+         {"stop_grace_s", stop_grace_s}};
   return j.dump(2) + "\n";
 }
 
@@ -263,6 +264,10 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
     get(j, "job_id", r.job_id);
     get(j, "config_name", r.config_name);
     get(j, "submitted", r.submitted);
+    if (j.contains("stop_grace_s")) {
+      get(j, "stop_grace_s", r.stop_grace_s);
+      if (r.stop_grace_s < 0) throw std::invalid_argument("must not be negative");
+    }
     if (r.kind == RemoteRunKind::Slurm && !r.job_id.empty()) {
       key = "job_id";
       require_job_id(r.job_id);
@@ -347,6 +352,7 @@ std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRe
     return lines;
   }
   const std::string engine_name = basename_of(record.engine);
+  if (grace_seconds < 0) grace_seconds = record.stop_grace_s;
   auto cancel_on = [&](const SshSession& s, int node) {
     const ExecResult r = s.exec(cancel_command(record.layout(node), engine_name, grace_seconds),
                                 std::chrono::seconds(grace_seconds + s.operation_timeout_s()));

@@ -349,6 +349,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   record.nodes = slurm ? std::vector<std::string>{} : request.extra_nodes;
   record.config_name = config_path.filename().string();
   record.submitted = static_cast<double>(std::time(nullptr));
+  record.stop_grace_s = static_cast<int>(stop_grace_seconds(cfg, kDefaultCancelGraceSeconds));
   if (!slurm && nnodes > 1) {
     if (!request.master_addr.empty()) {
       record.master_addr = request.master_addr;

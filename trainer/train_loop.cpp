@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -817,12 +819,26 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
     const auto plan = planner->plan(state.data_epoch);
     while (state.step_in_epoch < static_cast<int64_t>(plan.size()) &&
            state.global_step < state.total_steps) {
+      if (par.comm) par.comm->set_step(state.global_step);
+      if (fault_requested("stall", state.global_step + 1, par.rank())) ::raise(SIGSTOP);
       // A stop request on any rank stops all of them at the same step.
       const double stop_here = stop && stop->load() ? 1.0 : 0.0;
       if (par.sum(par.world_group(), {stop_here}, "stop flag")[0] > 0) {
         result.final_state = "stopped";
         result.steps = state.global_step;
+        // save_on_stop: the step every rank has just finished, as a checkpoint to resume from
+        // (none before the first step; the one already there when this step was saved).
+        if (cfg.save_on_stop && state.global_step > 0) {
+          const std::string dir =
+              (fs::path(cfg.output_dir) / checkpoint_name(state.global_step)).string();
+          if (last_saved_dir != dir) save(state.global_step);
+          result.stop_checkpoint = dir;
+        }
         return result;
+      }
+      if (fault_requested("stop", state.global_step + 1, par.rank())) {
+        if (std::getenv("STUDIO_LAUNCHED")) ::kill(::getppid(), SIGTERM);
+        ::raise(SIGTERM);
       }
       const double lr = cfg.learning_rate * schedule.factor(state.global_step);
       const StepStats st = train_step(plan[static_cast<size_t>(state.step_in_epoch)]);
@@ -942,15 +958,25 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
                                  std::to_string(t.state.global_step));
     TrainResult r = t.run(stop);
     if (r.final_state == "stopped")
-      t.reporter.end(RunState::Stopped, "stopped at step " + std::to_string(r.steps), 0);
+      t.reporter.end(RunState::Stopped,
+                     "stopped at step " + std::to_string(r.steps) +
+                         (!r.stop_checkpoint.empty()
+                              ? "; saved to resume from: resume_from_checkpoint: " +
+                                    r.stop_checkpoint
+                              : t.cfg.save_on_stop ? "; no step done, nothing to save"
+                                                   : std::string()),
+                     0);
     else
       t.reporter.end(RunState::Finished, "trained " + std::to_string(r.steps) + " steps", 0);
     return r;
   } catch (const dist::CollectiveError& e) {
     // A peer failed or hung. Under studio-train's launcher the end record is left to it: it
-    // knows which rank failed first, and why (this rank only sees a broken connection).
+    // knows which rank failed first, and why (this rank only sees a broken connection) -- unless
+    // this rank timed out and its watchdog named who stalls, which no launcher can tell.
     t.reporter.log("error", e.what());
-    if (!std::getenv("STUDIO_LAUNCHED")) t.reporter.end(RunState::Failed, e.what(), 1);
+    if (!std::getenv("STUDIO_LAUNCHED") ||
+        std::string_view(e.what()).find("; watchdog: ") != std::string_view::npos)
+      t.reporter.end(RunState::Failed, e.what(), 1);
     throw;
   } catch (const std::exception& e) {
     t.reporter.log("error", e.what());

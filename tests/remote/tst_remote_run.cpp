@@ -156,7 +156,7 @@ class TestRemoteRun : public QObject {
   }
 
   // The demo SFT config with `steps` steps and one train event per step.
-  QString writeConfig(const QString& name, int steps) {
+  QString writeConfig(const QString& name, int steps, const QByteArray& extra = {}) {
     QByteArray yaml = read_file(QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/sft_demo.yaml"));
     yaml.replace("model_name_or_path: build/demo/model",
                  "model_name_or_path: " + local_.filePath("model").toUtf8());
@@ -166,6 +166,7 @@ class TestRemoteRun : public QObject {
     yaml.replace("logging_steps: 5", "logging_steps: 1");
     yaml.replace("save_steps: 30", "save_steps: 100000");
     yaml.replace("eval_steps: 30", "eval_steps: 100000");
+    yaml += extra;
     const QString path = local_.filePath(name);
     return write_file(path, yaml) ? path : QString();
   }
@@ -320,20 +321,33 @@ class TestRemoteRun : public QObject {
     QVERIFY(!got.last_error.empty());
   }
 
+  // Cancelled with the grace its record carries: save_on_stop's checkpoint is written before the
+  // run ends, within the time the record gives it (15 s + ddp_timeout).
   void cancelStopsTheRun() {
-    const QString config = writeConfig("cancel.yaml", 100000);
+    const QString config = writeConfig("cancel.yaml", 100000, "save_on_stop: true\nddp_timeout: 600\n");
     const SshSession session = connect();
     const SubmitResult result = submit_run(session, request(config));
+    QCOMPARE(result.record.stop_grace_s, 15 + 600);
     // A failed check returns at once: the endless run must not outlive the test.
     auto stopRun = qScopeGuard([&] { cancel_run(connect(), result.record, 5); });
     QTRY_VERIFY_WITH_TIMEOUT(query_status(session, result.record).state == RemoteRunState::Running,
                              120000);
-    const auto lines = cancel_run(session, result.record, 15);
+    QTRY_VERIFY_WITH_TIMEOUT(read_file(remoteFile(result.record, "output/events.jsonl"))
+                                 .contains("{\"event\":\"step\""),
+                             60000);
+    const auto lines = cancel_run(session, result.record);
     QCOMPARE(lines.size(), std::size_t(1));
     QVERIFY2(QString::fromStdString(lines[0]).startsWith("node 0: stopped "), lines[0].c_str());
     const RemoteRunStatus status = query_status(session, result.record);
     QCOMPARE(to_string(status.state), "stopped");
-    QVERIFY(QString::fromStdString(status.reason).contains("stopped at step"));
+    const QString reason = QString::fromStdString(status.reason);
+    const QRegularExpression said(
+        "^stopped at step (\\d+); saved to resume from: resume_from_checkpoint: (.*/checkpoint-\\1)$");
+    const auto m = said.match(reason);
+    QVERIFY2(m.hasMatch(), qPrintable(reason));
+    // output_dir is relative to the run folder there (the rewritten config's "output")
+    QVERIFY2(QFile::exists(remoteFile(result.record, m.captured(2) + "/trainer_state.json")),
+             qPrintable(reason));
   }
 
   void multiNodeWithoutSlurm() {

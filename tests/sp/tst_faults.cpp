@@ -309,6 +309,92 @@ class TestFaults : public QObject {
       QVERIFY(std::abs(losses.at(step) - ref.at(step)) <= 1e-6 * ref.at(step));
     QVERIFY(std::isfinite(max_relative_param_error(reference(setup), out)));
   }
+
+  // A stop request in the middle of step 3 (SIGTERM to the launcher, which passes it on, as the
+  // studio's Stop and Ctrl-C do): every rank ends step 3 and stops there together; the run is
+  // "stopped", not failed. With save_on_stop it leaves checkpoint-3, and starting it again
+  // resumes there and ends as the run that was never stopped; without, checkpoint-2 stays the
+  // newest.
+  void stopMidStep_data() {
+    QTest::addColumn<QString>("setup");
+    QTest::addColumn<bool>("saveOnStop");
+    for (const char* setup : {"plain", "zero3"}) {
+      QTest::addRow("%s, save_on_stop", setup) << setup << true;
+      QTest::addRow("%s, no save", setup) << setup << false;
+    }
+  }
+  void stopMidStep() {
+    QFETCH(QString, setup);
+    QFETCH(bool, saveOnStop);
+    const QString name = QStringLiteral("stop-%1-%2").arg(setup).arg(saveOnStop);
+    const QString out = dir_.filePath(name);
+    QStringList keys = setup_keys(setup);
+    if (saveOnStop) keys << "save_on_stop: true";
+    const Run stopped = train(name, out, keys, {"STUDIO_INJECT_FAULT=stop@3#1"});
+    QVERIFY2(stopped.code == 130, qPrintable(stopped.err.right(3000)));  // as after Ctrl-C
+    const QJsonObject status = read_json(out + "/status.json");
+    QCOMPARE(status["state"].toString(), QStringLiteral("stopped"));
+    QCOMPARE(status["step"].toInt(), 3);
+    const QString reason = status["reason"].toString();
+    const auto losses = step_losses(out);
+    QCOMPARE(int(losses.size()), 3);  // steps 1-3, and not one more
+    if (!saveOnStop) {
+      QCOMPARE(reason, QStringLiteral("stopped at step 3"));
+      QVERIFY(!QFile::exists(out + "/checkpoint-3"));
+      QVERIFY(QFile::exists(out + "/checkpoint-2/trainer_state.json"));
+      return;
+    }
+    QCOMPARE(reason, "stopped at step 3; saved to resume from: resume_from_checkpoint: " + out +
+                         "/checkpoint-3");
+    QVERIFY(QFile::exists(out + "/checkpoint-3/trainer_state.json"));
+    const Run resumed = train(name, out, keys);
+    QVERIFY2(resumed.code == 0, qPrintable(resumed.err.right(3000)));
+    bool said = false;
+    for (const auto& e : train_runs::events(out))
+      said |= e["event"].toString() == "log" &&
+              e["message"].toString().contains("checkpoint-3 at step 3");
+    QVERIFY2(said, "the restarted run resumes from the checkpoint written on stop");
+    expect_like_reference(out, setup);
+  }
+
+  // A rank that stalls without dying (SIGSTOP at the start of step 3, as under a debugger or on a
+  // frozen node): rank 0's watchdog says so on stderr long before ddp_timeout, and the run then
+  // fails naming the stalled rank in status.json, not only "a peer is hung or dead". When the
+  // stalled rank is rank 0, which holds the rendezvous store, the others name it too.
+  void stalledRank_data() {
+    QTest::addColumn<QString>("setup");
+    QTest::addColumn<int>("rank");
+    QTest::newRow("plain, rank 1") << "plain" << 1;
+    QTest::newRow("zero3, rank 1") << "zero3" << 1;
+    QTest::newRow("plain, rank 0") << "plain" << 0;
+  }
+  void stalledRank() {
+    QFETCH(QString, setup);
+    QFETCH(int, rank);
+    const QString name = QStringLiteral("stall-%1-%2").arg(setup).arg(rank);
+    const QString out = dir_.filePath(name);
+    QElapsedTimer clock;
+    clock.start();
+    const Run r = train(name, out, setup_keys(setup) << "ddp_timeout: 10",
+                        {QStringLiteral("STUDIO_INJECT_FAULT=stall@3#%1").arg(rank)});
+    QVERIFY2(r.code != 0, qPrintable(r.err.right(3000)));
+    QVERIFY2(clock.elapsed() < 120000, "ended within ddp_timeout and the launcher's grace");
+    const QJsonObject status = read_json(out + "/status.json");
+    QCOMPARE(status["state"].toString(), QStringLiteral("failed"));
+    const QString reason = status["reason"].toString();
+    qInfo("status.json's reason: %s", qPrintable(reason));
+    if (rank == 1) {
+      QVERIFY2(reason.contains("watchdog: rank 1 has sent no heartbeat in 3 s (stalled: stopped, "
+                               "frozen or swapping, or its node is gone): rank 1 was at step 3"),
+               qPrintable(reason));
+      QVERIFY2(r.err.contains("studio-train: watchdog: rank 1 has sent no heartbeat for"),
+               qPrintable(r.err.right(3000)));
+    } else {
+      QVERIFY2(reason.contains("watchdog: the rendezvous store on rank 0 (127.0.0.1:") &&
+                   reason.contains("does not answer either: rank 0 is stalled"),
+               qPrintable(reason));
+    }
+  }
 };
 
 QTEST_MAIN(TestFaults)

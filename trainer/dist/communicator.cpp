@@ -1,11 +1,13 @@
 #include "studio/trainer/dist/communicator.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <sstream>
 
 #include "studio/trainer/torch_compat.h"
+#include "watchdog.h"
 
 #if STUDIO_HAVE_C10D_GLOO
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -52,6 +54,7 @@ struct Pending::State {
   torch::Tensor host;               // a staged operation's host copy, alive until it completes
   torch::Tensor host_in;            // ... and its staged input, when that is another copy
   std::function<void()> on_done;    // ... and what to copy back then
+  std::shared_ptr<Watchdog> watchdog;  // multi-process worlds: told of the wait, asked on timeout
 };
 
 void Pending::wait() {
@@ -59,7 +62,11 @@ void Pending::wait() {
   state_->done = true;
 #if STUDIO_HAVE_C10D_GLOO
   if (!state_->work) return;
+  Watchdog* dog = state_->watchdog.get();
+  // After a timeout, the watchdog's word on who stalls ("" without one).
+  auto diagnosis = [dog] { return dog ? "; " + dog->diagnose() : std::string(); };
   bool completed = false;
+  if (dog) dog->waiting(state_->context);
   try {
     completed = state_->work->wait(state_->timeout);
   } catch (const std::exception& e) {
@@ -70,12 +77,13 @@ void Pending::wait() {
                           seconds_text(state_->timeout) + " at most: " +
                           what.substr(0, what.find('\n')) +
                           (timed_out ? " (a peer rank is hung or dead; raise ddp_timeout if "
-                                       "this step is legitimately slow)"
+                                       "this step is legitimately slow)" + diagnosis()
                                      : " (a peer rank probably died; see its log)"));
   }
   if (!completed)
     throw CollectiveError(state_->context + " timed out after " + seconds_text(state_->timeout) +
-                          " (ddp_timeout): a peer rank is hung or dead");
+                          " (ddp_timeout): a peer rank is hung or dead" + diagnosis());
+  if (dog) dog->done();
 #endif
   if (state_->on_done) state_->on_done();
 }
@@ -186,6 +194,7 @@ Pending Group::unstage(Pending p, torch::Tensor t, torch::Tensor host) const {
     auto state = std::make_shared<Pending::State>();                                   \
     state->context = context(*this, op, what);                                         \
     state->timeout = timeout_;                                                         \
+    state->watchdog = watchdog_;                                                       \
     try {                                                                               \
       state->work = (expr);                                                            \
     } catch (const std::exception& e) {                                                \
@@ -543,6 +552,20 @@ Communicator::Communicator(const CommOptions& opt) : store_(std::make_unique<Sto
   for (int i = 0; i < u; ++i) u_ranks.push_back(sp_index * isp + (sp_pos / u) * u + i);
   for (int g = 0; g < isp / u; ++g) ring_ranks.push_back(sp_index * isp + g * u + sp_pos % u);
 
+#if STUDIO_HAVE_C10D_GLOO
+  if (world > 1) {
+    try {
+      watchdog_ = std::make_shared<Watchdog>(
+          me, world, opt.master_addr, opt.master_port,
+          std::chrono::duration_cast<std::chrono::milliseconds>(opt.timeout));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "studio-train: warning: rank %d: no watchdog (a stalled rank will not be "
+                   "named): %s\n",
+                   me, e.what());
+    }
+  }
+#endif
   // Every rank creates the groups in the same order; a group's name is unique in the world.
   world_ = make_group("world", all, me, opt, store_.get());
   sp_ = make_group("sp" + std::to_string(sp_index), sp_ranks, me, opt, store_.get());
@@ -551,6 +574,12 @@ Communicator::Communicator(const CommOptions& opt) : store_(std::make_unique<Sto
                         u_ranks, me, opt, store_.get());
   ring_ = make_group("ring" + std::to_string(sp_index) + "." + std::to_string(sp_pos % u),
                      ring_ranks, me, opt, store_.get());
+  for (Group* g : {world_.get(), sp_.get(), dp_.get(), ulysses_.get(), ring_.get()})
+    g->watchdog_ = watchdog_;
+}
+
+void Communicator::set_step(int64_t step) {
+  if (watchdog_) watchdog_->set_step(step);
 }
 
 Communicator::~Communicator() = default;

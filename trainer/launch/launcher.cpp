@@ -371,7 +371,7 @@ class Watch {
         result_.stopped = true;
         result_.exit_code = kExitStopped;
         result_.reason = "stopped: the launcher was asked to stop (SIGINT/SIGTERM)";
-        begin_stop();
+        begin_stop(opt_.stop_request_extra_s);
         note(opt_, "stop requested: SIGTERM to " + std::to_string(alive()) + " worker(s)");
       }
       if (stopping_ && !killed_ && Clock::now() >= kill_at_ && alive() > 0) kill_the_rest();
@@ -384,10 +384,11 @@ class Watch {
     return std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.alive; });
   }
 
-  void begin_stop() {
+  void begin_stop(double extra_s = 0) {
     stopping_ = true;
+    grace_s_ = opt_.stop_timeout_s + extra_s;
     kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(opt_.stop_timeout_s));
+                                  std::chrono::duration<double>(grace_s_));
     for (const Worker& w : workers_)
       if (w.alive) ::kill(w.pid, SIGTERM);
   }
@@ -420,7 +421,7 @@ class Watch {
       ranks += (ranks.empty() ? "" : ", ") + std::to_string(w.rank);
     }
     char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g", opt_.stop_timeout_s);
+    std::snprintf(seconds, sizeof seconds, "%g", grace_s_);
     note(opt_, "rank(s) " + ranks + " did not exit within " + seconds + " s of SIGTERM: SIGKILL");
   }
 
@@ -429,6 +430,7 @@ class Watch {
   LaunchResult& result_;
   bool stopping_ = false;
   bool killed_ = false;
+  double grace_s_ = 0;
   Clock::time_point kill_at_;
 };
 
@@ -448,7 +450,7 @@ LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* s
   // Say why, not only how: a failed rank's last line is usually its error message.
   if (result.failed_rank >= 0) {
     const std::string last = pump.last_error_line(result.failed_rank);
-    if (!last.empty()) result.reason += ": " + last.substr(0, 500);
+    if (!last.empty()) result.reason += ": " + last.substr(0, 2000);
   }
 
   for (const Worker& w : workers) result.exit_codes.push_back(w.exit_code);

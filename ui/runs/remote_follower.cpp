@@ -310,7 +310,7 @@ void RemoteRuns::cancel(const QString& path) {
       const studio::remote::RemoteRunRecord record = RemoteMirror(dir).readRecord();
       const studio::remote::SshSession session = connectRemote(record.host, prompts);
       for (const std::string& line : studio::remote::cancel_run(
-               session, record, studio::remote::kDefaultCancelGraceSeconds, nodeConnector(prompts)))
+               session, record, record.stop_grace_s, nodeConnector(prompts)))
         lines << QString::fromStdString(line);
     } catch (const std::exception& e) {
       error = QString::fromStdString(e.what());

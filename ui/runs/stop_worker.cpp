@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "studio/ui/local_path.h"
+#include "studio/config/config_io.h"
 #include "studio/config/events.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/process_probe.h"
@@ -25,12 +26,13 @@ namespace {
 // The engine that may be signalled for a run, and its pid: the launch record when the studio
 // started it, else what the engine itself recorded in status.json when it runs on this host.
 bool findEngine(const QString& runDir, const QString& fallbackEngine, qint64& pid, QString& engine,
-                QString& error) {
+                QString& config, QString& error) {
   LaunchRecord launch;
   QString launchError;
   if (LaunchRecord::read(runDir, launch, &launchError)) {
     pid = launch.pid;
     engine = launch.engine.isEmpty() ? fallbackEngine : launch.engine;
+    config = launch.config;
     return true;
   }
   studio::RunStatus status;
@@ -50,6 +52,15 @@ bool findEngine(const QString& runDir, const QString& fallbackEngine, qint64& pi
   pid = status.pid;
   engine = fallbackEngine;
   return true;
+}
+
+// The grace after SIGTERM for the run of `config` (the launch's config.yaml, read here off the
+// GUI thread): `base`, and with save_on_stop the time its last checkpoint may take.
+double stopGraceSeconds(const QString& config, int base) {
+  if (config.isEmpty()) return base;
+  const studio::LoadResult loaded = studio::load_config_file(localPath(config));
+  if (!loaded.ok()) return base;
+  return studio::stop_grace_seconds(loaded.config, base);
 }
 
 // Appends a newline when the file ends inside a line (the killed engine may have been writing
@@ -93,8 +104,8 @@ void StopWorker::stop(const QString& runDir, const QString& engine, int graceSec
       return;
     }
   qint64 pid = 0;
-  QString engineProgram, error;
-  if (!findEngine(runDir, engine, pid, engineProgram, error)) {
+  QString engineProgram, config, error;
+  if (!findEngine(runDir, engine, pid, engineProgram, config, error)) {
     emit stopFailed(runDir, error);
     return;
   }
@@ -126,7 +137,8 @@ void StopWorker::stop(const QString& runDir, const QString& engine, int graceSec
   job.dir = runDir;
   job.pid = pid;
   job.phase = Phase::Terminating;
-  job.graceSeconds = std::max(0, graceSeconds);
+  // save_on_stop: the engine writes a last checkpoint before it exits; leave it that time.
+  job.graceSeconds = std::max(0, static_cast<int>(stopGraceSeconds(config, graceSeconds)));
   job.deadlineMs = clock_.elapsed() + qint64{job.graceSeconds} * 1000;
   track(std::move(job));
 }

@@ -257,7 +257,9 @@ void MainWindow::stopCurrentRun() {
     cancelRemoteRun(dir);
     return;
   }
-  log_->appendStudioMessage(tr("Stopping %1 (SIGTERM; SIGKILL after 20 s)").arg(dir));
+  log_->appendStudioMessage(
+      tr("Stopping %1 (SIGTERM; SIGKILL after 20 s, plus ddp_timeout when it saves on stop)")
+          .arg(dir));
   launcher_->stop(dir);
 }
 
@@ -508,7 +510,8 @@ void MainWindow::onRemoteSubmitted(const QString& dir) {
 
 void MainWindow::cancelRemoteRun(const QString& dir) {
   log_->appendStudioMessage(
-      tr("Stopping %1 on its host (SIGTERM, SIGKILL after %2 s; scancel for Slurm)")
+      tr("Stopping %1 on its host (SIGTERM, SIGKILL after %2 s, plus ddp_timeout when it saves "
+         "on stop; scancel for Slurm)")
           .arg(dir)
           .arg(studio::remote::kDefaultCancelGraceSeconds));
   remoteRuns_->cancel(dir);

@@ -112,6 +112,9 @@ struct RunConfig {
   // names the step and why; nothing of the step is saved); N > 0 skips such steps (no update)
   // and stops at the (N+1)-th in a row.
   int64_t skip_nonfinite_steps = 0;
+  // On a stop request (SIGINT/SIGTERM, the studio's Stop, cancel): every rank ends its step, and
+  // with save_on_stop a checkpoint of that step is written before the run ends.
+  bool save_on_stop = false;
   bool bf16 = false;                           // bf16 compute, fp32 master weights
   bool fp16 = false;                           // fp16 compute with loss scaling
   bool pure_bf16 = false;                      // bf16 weights and optimizer states
@@ -157,5 +160,10 @@ std::string_view to_string(SpMode v);
 
 // The chat templates the engine renders, by their LLaMA-Factory names.
 const std::vector<std::string>& known_templates();
+
+// How long whoever stops a run (studio-train's launcher, the studio's Stop, remote cancel) waits
+// after SIGTERM before SIGKILL: `base`, plus ddp_timeout with save_on_stop, the bound on the
+// collectives around that last checkpoint's write (every rank waits for it within ddp_timeout).
+double stop_grace_seconds(const RunConfig& c, double base);
 
 }  // namespace studio

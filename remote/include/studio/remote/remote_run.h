@@ -54,6 +54,9 @@ struct RemoteRunRecord {
   std::string job_id;              // Slurm: what sbatch printed
   std::string config_name;         // local config file name it was submitted from (display)
   double submitted = 0;            // unix time of the submit
+  // SIGTERM -> SIGKILL when cancelled: kDefaultCancelGraceSeconds, plus ddp_timeout when the
+  // config saves on stop (stop_grace_seconds); records written before it existed lack it.
+  int stop_grace_s = kDefaultCancelGraceSeconds;
 
   std::string run_dir() const;  // remote_root + "/" + run_id
   // The run's files on the remote side for one node: node 0 logs to train.log with its pid in
@@ -103,10 +106,11 @@ struct RemoteRunStatus {
 RemoteRunStatus query_status(const SshSession& session, const RemoteRunRecord& record);
 
 // Stops the run: the detached process group on every node (SIGTERM, SIGKILL after the grace
-// time; nodes other than the session's through `connect_node`) or scancel. Returns one line per
+// time, record.stop_grace_s when < 0; nodes other than the session's through `connect_node`) or
+// scancel (Slurm's KillWait is the grace there). Returns one line per
 // node saying what happened ("node 0: stopped 1234", "job 42: cancelled", ...).
 std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRecord& record,
-                                    int grace_seconds = kDefaultCancelGraceSeconds,
+                                    int grace_seconds = -1,
                                     const NodeConnector& connect_node = {});
 
 // Reads <remote_root>/<run_id>/studio-remote.json. Throws RemoteError(Transfer) naming the host

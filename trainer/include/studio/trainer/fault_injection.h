@@ -11,6 +11,12 @@
 //       (the run: start it in its own session): after the staging folder exists, after the model
 //       files are written, after the optimizer files, after the rename into checkpoint-N
 //   loss.nan  the step's loss (and so its gradients) become NaN on this rank
+//   stop      in the middle of the step, a stop request as Ctrl-C or the studio's Stop would
+//       make it: SIGTERM to this rank and, under studio-train's launcher, to the launcher (which
+//       passes it on to every worker)
+//   stall     this rank stops itself (SIGSTOP) at the start of the step: stalled, not dead, as
+//       under a debugger or a frozen node; its peers time out after ddp_timeout and the watchdog
+//       names it (trainer/dist/watchdog.h)
 #include <cstdint>
 
 namespace studio::trainer {

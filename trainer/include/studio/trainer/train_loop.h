@@ -41,6 +41,7 @@ struct TrainResult {
   std::vector<double> step_losses;     // loss of every step this process ran
   double eval_loss = 0;                // last evaluation, NaN when none ran (DPO: mean pair loss)
   std::string final_state;             // finished | stopped
+  std::string stop_checkpoint;         // save_on_stop: the checkpoint written when stopped
 };
 
 class Trainer {

@@ -21,6 +21,8 @@
 
 namespace studio::trainer::dist {
 
+class Watchdog;  // names a rank that stalls without dying (trainer/dist/watchdog.h)
+
 // A collective or point-to-point operation failed or timed out.
 class CollectiveError : public std::runtime_error {
  public:
@@ -112,6 +114,8 @@ class Group {
   bool verify_ = false;
   int64_t collectives_ = 0;          // verified group-wide operations so far
   std::map<std::pair<int, int>, int64_t> p2p_;  // verified sends/receives per (peer, tag)
+  std::shared_ptr<Watchdog> watchdog_;           // told of every wait; asked after a timeout
+  friend class Communicator;
 };
 
 struct CommOptions {
@@ -158,11 +162,14 @@ class Communicator {
   // reverse.
   Group& ulysses_group() { return *ulysses_; }
   Group& ring_group() { return *ring_; }
+  // The training step this rank is in (0-based), for the watchdog's messages.
+  void set_step(int64_t step);
 
   struct Store;  // the rendezvous store (c10d), opaque
 
  private:
   std::unique_ptr<Store> store_;
+  std::shared_ptr<Watchdog> watchdog_;  // multi-process worlds only
   std::unique_ptr<Group> world_, sp_, dp_, ulysses_, ring_;
 };
 

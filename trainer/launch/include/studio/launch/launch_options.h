@@ -22,6 +22,8 @@ struct LaunchOptions {
                               // (node 0 only; empty: not recorded)
   double stop_timeout_s = 8;  // SIGTERM -> SIGKILL of the remaining workers; with the reaping
                               // that follows, all are gone within 10 s
+  double stop_request_extra_s = 0;  // after a stop request (not a failure), this much longer:
+                                    // the time save_on_stop's checkpoint may take
   // Variables every worker gets on top of the launcher's environment (set here rather than in
   // the launcher's own environment: setenv races with any thread reading it).
   std::vector<std::pair<std::string, std::string>> extra_env;

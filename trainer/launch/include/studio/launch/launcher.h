@@ -37,7 +37,8 @@ struct LaunchResult {
 //
 // When a worker exits non-zero or is killed, the others get SIGTERM, then SIGKILL after
 // opt.stop_timeout_s. When *stop becomes true (the caller's SIGINT/SIGTERM handler sets it),
-// every worker gets SIGTERM, then SIGKILL after opt.stop_timeout_s. A worker whose launcher dies
+// every worker gets SIGTERM, then SIGKILL after opt.stop_timeout_s + opt.stop_request_extra_s
+// (save_on_stop's checkpoint). A worker whose launcher dies
 // (even by SIGKILL) gets SIGTERM from the kernel (PR_SET_PDEATHSIG), so none is left behind;
 // the kernel sends it when the *thread* that called launch_workers exits, so call it from a
 // thread that outlives the workers (the main thread).
