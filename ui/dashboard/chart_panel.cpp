@@ -124,6 +124,9 @@ void ChartPanel::setupPlot() {
   legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() * 0.85));
   plot_->legend->setFont(legendFont);
   plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  // Many ranks: their names in rows of four, not one column over the whole plot.
+  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, false);
+  plot_->legend->setWrap(kind_ == ChartKind::Memory ? 4 : 0);
   plot_->yAxis->setLabel(valueAxisLabel(kind_));
   setXAxisMode(mode_);
   applyPalette();
@@ -277,7 +280,11 @@ QColor ChartPanel::seriesColor(int index) {
   static const QRgb colors[] = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
                                 0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
   constexpr int count = static_cast<int>(sizeof colors / sizeof colors[0]);
-  return QColor(colors[((index % count) + count) % count]);
+  if (index >= 0 && index < count) return QColor(colors[index]);
+  // Beyond them (16 ranks, overlaid runs of many ranks): hues a golden angle apart, so that no
+  // two nearby indices look alike.
+  const int hue = static_cast<int>(std::fmod(std::abs(index) * 137.508, 360.0));
+  return QColor::fromHsv(hue, 170, 205);
 }
 
 void ChartPanel::changeEvent(QEvent* event) {

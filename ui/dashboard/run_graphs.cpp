@@ -14,6 +14,8 @@ namespace {
 // Colours per run on the charts with several series per run.
 constexpr int kRewardColors = 3;
 constexpr int kRankColorOffset = 3;
+constexpr int kManyRanksBase = 10;      // past the palette (ChartPanel::seriesColor)
+constexpr int kManyRanksPerRun = 1024;
 
 QString metricName(Metric metric) {
   switch (metric) {
@@ -59,7 +61,28 @@ std::vector<QCPGraph*> RunGraphs::graphs(ChartKind chart) const {
 
 void RunGraphs::sync(const RunSeries& series, const SeriesChanges& changes,
                      const PlotOptions& options, bool redraw) {
-  if (redraw || changes.rowsFrom < rowsShown_) {
+  // Only the last row drawn changed (and maybe more came): take it back and draw on from there.
+  const bool lastRowChanged =
+      !redraw && rowsShown_ > 0 && changes.rowsFrom + 1 == rowsShown_ && series.size() >= rowsShown_;
+  if (lastRowChanged) {
+    for (Line& line : lines_) {
+      if (line.source == Source::Eval || line.shown != rowsShown_) continue;
+      QCPGraphDataContainer& data = *line.graph->data();
+      if (line.pointsBeforeLast == 0)
+        data.clear();
+      else if (data.size() > line.pointsBeforeLast)
+        data.removeAfter((data.constBegin() + (line.pointsBeforeLast - 1))->key);
+      line.shown = rowsShown_ - 1;
+      if (line.source == Source::Smoothed) smoother_ = smootherBeforeLast_;
+    }
+    if (changes.evalsFrom < evalsShown_) {
+      for (Line& line : lines_) {
+        if (line.source != Source::Eval) continue;
+        line.graph->data()->clear();
+        line.shown = 0;
+      }
+    }
+  } else if (redraw || changes.rowsFrom < rowsShown_) {
     // Rows were replaced: start from scratch, dropping graphs of metrics the series lost.
     for (const Line& line : lines_) line.graph->parentPlot()->removeGraph(line.graph);
     lines_.clear();
@@ -131,8 +154,12 @@ void RunGraphs::addMissingLines(const RunSeries& series) {
   metricLine(ChartKind::LearningRate, Metric::LearningRate, slot_);
   metricLine(ChartKind::GradNorm, Metric::GradNorm, slot_);
   int rankIndex = 0;
+  // A few ranks take the run's few palette colours; more ranks get colours of their own (past
+  // the palette, apart from every other run's).
+  const bool manyRanks = series.gpus().size() > static_cast<std::size_t>(kRankColorOffset);
   for (const GpuSeries& gpu : series.gpus()) {
-    const int color = slot_ * kRankColorOffset + rankIndex++;
+    const int color = manyRanks ? kManyRanksBase + slot_ * kManyRanksPerRun + rankIndex++
+                                : slot_ * kRankColorOffset + rankIndex++;
     addLine(ChartKind::Memory, color, Source::Allocated, Metric::Loss, gpu.rank);
     addLine(ChartKind::Memory, color, Source::Reserved, Metric::Loss, gpu.rank);
   }
@@ -212,6 +239,10 @@ void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
   double lastKey = -std::numeric_limits<double>::infinity();
   bool sorted = true;
   for (std::size_t i = line.shown; i < xs.size(); ++i) {
+    if (i + 1 == xs.size()) {
+      line.pointsBeforeLast = line.graph->data()->size() + static_cast<int>(points.size());
+      if (line.source == Source::Smoothed) smootherBeforeLast_ = smoother_;
+    }
     // The smoother sees every row, drawn or not, so its state matches a full recomputation.
     const double y = line.source == Source::Smoothed ? smoother_.next((*ys)[i]) : (*ys)[i];
     const double x = xs[i];

@@ -64,6 +64,9 @@ class RunGraphs {
     int rank;       // for Allocated and Reserved
     QCPGraph* graph;
     std::size_t shown;  // rows (or evaluations) already in the graph
+    // Points in the graph before its last row's: a last row that changes in place (a series
+    // with merged rows fills its newest row step by step) is taken back to there and redrawn.
+    int pointsBeforeLast = 0;
   };
 
   void addMissingLines(const RunSeries& series);
@@ -81,6 +84,7 @@ class RunGraphs {
   QString label_;
   std::vector<Line> lines_;
   EmaSmoother smoother_;
+  EmaSmoother smootherBeforeLast_;  // its state before the last row shown
   std::size_t rowsShown_ = 0;
   std::size_t evalsShown_ = 0;
 };

@@ -30,7 +30,9 @@ const std::vector<double>& byMode(XAxisMode mode, const std::vector<double>& ste
 
 }  // namespace
 
-RunSeries::RunSeries() { clear(); }
+RunSeries::RunSeries(std::size_t maxRows) : maxRows_(std::max<std::size_t>(2, maxRows & ~std::size_t{1})) {
+  clear();
+}
 
 void RunSeries::ingest(const std::vector<Event>& events) {
   for (const Event& event : events) {
@@ -50,6 +52,9 @@ void RunSeries::clear() {
   wall_.clear();
   relative_.clear();
   for (auto& column : metrics_) column.clear();
+  for (auto& column : finite_) column.clear();
+  rowSteps_.clear();
+  stride_ = 1;
   gpus_.clear();
   evalSteps_.clear();
   evalWall_.clear();
@@ -134,6 +139,12 @@ void RunSeries::addStep(const StepEvent& step) {
     truncateRows(lowerBound(steps_, key));
     truncateEvals(lowerBound(evalSteps_, key));
   }
+  if (stride_ > 1 && !steps_.empty() && rowSteps_.back() < stride_) {
+    mergeStep(step);
+    return;
+  }
+  if (steps_.size() == maxRows_) mergePairs();
+  if (stride_ > 1) rowSteps_.push_back(1);
   steps_.push_back(key);
   wall_.push_back(step.time);
   relative_.push_back(step.time - timeOrigin(step.time, step.elapsed));
@@ -163,6 +174,9 @@ void RunSeries::addEval(const EvalEvent& eval) {
 }
 
 void RunSeries::truncateRows(std::size_t rows) {
+  if (!rowSteps_.empty()) rowSteps_.resize(rows);
+  for (auto& column : finite_)
+    if (column.size() > rows) column.resize(rows);
   steps_.resize(rows);
   wall_.resize(rows);
   relative_.resize(rows);
@@ -186,22 +200,123 @@ void RunSeries::truncateEvals(std::size_t evals) {
 
 void RunSeries::pushMetric(Metric metric, double value) {
   std::vector<double>& column = metrics_[index(metric)];
+  std::vector<std::uint32_t>& finite = finite_[index(metric)];
   if (column.empty()) {
     // A metric the run never reported stays absent rather than a column of NaN.
-    if (!std::isfinite(value)) return;
+    if (!std::isfinite(value)) {
+      finite.clear();
+      return;
+    }
     column.assign(steps_.size() - 1, kNoValue);
+    if (stride_ > 1) finite.assign(steps_.size() - 1, 0);
   }
   column.push_back(value);
+  if (stride_ > 1) {
+    finite.resize(steps_.size() - 1);
+    finite.push_back(std::isfinite(value) ? 1 : 0);
+  }
 }
 
-GpuSeries& RunSeries::gpuColumn(int rank) {
+void RunSeries::mergeMetric(Metric metric, std::size_t row, double value, std::uint32_t count) {
+  std::vector<double>& column = metrics_[index(metric)];
+  std::vector<std::uint32_t>& finite = finite_[index(metric)];
+  if (!std::isfinite(value) || count == 0) return;
+  if (column.empty()) {
+    column.assign(steps_.size(), kNoValue);
+    finite.assign(steps_.size(), 0);
+  }
+  // The running mean of the row's finite values, weighted by how many each side holds.
+  const std::uint32_t before = finite[row];
+  const double mean = before == 0 ? value
+                                  : column[row] + (value - column[row]) *
+                                                      (static_cast<double>(count) /
+                                                       static_cast<double>(before + count));
+  column[row] = mean;
+  finite[row] = before + count;
+}
+
+void RunSeries::mergeStep(const StepEvent& step) {
+  const std::size_t row = steps_.size() - 1;
+  steps_[row] = static_cast<double>(step.step);
+  wall_[row] = step.time;
+  relative_[row] = step.time - timeOrigin(step.time, step.elapsed);
+  ++rowSteps_[row];
+  mergeMetric(Metric::Loss, row, step.loss, 1);
+  mergeMetric(Metric::LearningRate, row, step.lr, 1);
+  mergeMetric(Metric::GradNorm, row, step.grad_norm, 1);
+  mergeMetric(Metric::TokensPerSec, row, step.tokens_per_sec, 1);
+  mergeMetric(Metric::RssMib, row, step.rss_mib, 1);
+  const DpoMetrics dpo = step.dpo.value_or(DpoMetrics{});
+  mergeMetric(Metric::RewardsChosen, row, dpo.rewards_chosen, 1);
+  mergeMetric(Metric::RewardsRejected, row, dpo.rewards_rejected, 1);
+  mergeMetric(Metric::RewardsMargins, row, dpo.rewards_margins, 1);
+  mergeMetric(Metric::RewardsAccuracies, row, dpo.rewards_accuracies, 1);
+  for (const GpuMemory& memory : step.gpus) {
+    GpuSeries& column = gpuColumn(memory.rank, /*rowPushed=*/true);
+    auto higher = [](double& kept, double v) {
+      if (std::isfinite(v) && !(kept >= v)) kept = v;
+    };
+    higher(column.allocated[row], memory.allocated_mib);
+    higher(column.reserved[row], memory.reserved_mib);
+    if (std::isfinite(memory.total_mib)) column.total[row] = memory.total_mib;
+  }
+  changes_.rowsFrom = std::min(changes_.rowsFrom, row);
+}
+
+void RunSeries::mergePairs() {
+  const std::size_t n = steps_.size();
+  if (rowSteps_.empty()) rowSteps_.assign(n, 1);
+  for (std::size_t m = 0; m < kMetricCount; ++m) {
+    if (metrics_[m].empty()) continue;
+    if (finite_[m].size() != n) {
+      finite_[m].resize(n);
+      for (std::size_t i = 0; i < n; ++i) finite_[m][i] = std::isfinite(metrics_[m][i]) ? 1 : 0;
+    }
+  }
+  const std::size_t half = (n + 1) / 2;
+  for (std::size_t i = 0; i < half; ++i) {
+    const std::size_t a = 2 * i, b = std::min(a + 1, n - 1);
+    const bool pair = b != a;
+    steps_[i] = steps_[b];
+    wall_[i] = wall_[b];
+    relative_[i] = relative_[b];
+    rowSteps_[i] = rowSteps_[a] + (pair ? rowSteps_[b] : 0);
+    for (std::size_t m = 0; m < kMetricCount; ++m) {
+      std::vector<double>& column = metrics_[m];
+      if (column.empty()) continue;
+      std::vector<std::uint32_t>& finite = finite_[m];
+      const std::uint32_t ca = finite[a], cb = pair ? finite[b] : 0;
+      double v = kNoValue;
+      if (ca + cb > 0)
+        v = ((ca ? column[a] * ca : 0.0) + (cb ? column[b] * cb : 0.0)) /
+            static_cast<double>(ca + cb);
+      column[i] = v;
+      finite[i] = ca + cb;
+    }
+    for (GpuSeries& gpu : gpus_) {
+      auto higher = [&](std::vector<double>& col) {
+        const double x = col[a], y = col[b];
+        col[i] = !std::isfinite(x) ? y : !std::isfinite(y) ? x : std::max(x, y);
+      };
+      higher(gpu.allocated);
+      higher(gpu.reserved);
+      gpu.total[i] = std::isfinite(gpu.total[b]) ? gpu.total[b] : gpu.total[a];
+    }
+  }
+  stride_ *= 2;
+  truncateRows(half);
+  changes_.rowsFrom = 0;
+}
+
+GpuSeries& RunSeries::gpuColumn(int rank, bool rowPushed) {
   auto it = std::lower_bound(gpus_.begin(), gpus_.end(), rank,
                              [](const GpuSeries& g, int r) { return g.rank < r; });
   if (it == gpus_.end() || it->rank != rank) {
     GpuSeries fresh;
     fresh.rank = rank;
-    // Rows before this one (the current row is pushed by the caller) had no reading of it.
-    const std::size_t before = steps_.size() - 1;
+    // Rows before this one (the current row is pushed by the caller) had no reading of it;
+    // merging into the last row, that row too starts without one.
+    const std::size_t before = rowPushed ? steps_.size() : steps_.size() - 1;
     fresh.allocated.assign(before, kNoValue);
     fresh.reserved.assign(before, kNoValue);
     fresh.total.assign(before, kNoValue);

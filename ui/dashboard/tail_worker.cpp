@@ -1,12 +1,16 @@
 #include "tail_worker.h"
 
+#include <QFileInfo>
 #include <QTimer>
 
 namespace studio::ui {
 
 TailWorker::TailWorker(const std::string& eventsPath, const studio::EventCursor& from,
                        int intervalMs, std::atomic<int>& inFlight)
-    : reader_(eventsPath), intervalMs_(intervalMs), inFlight_(inFlight) {
+    : reader_(eventsPath),
+      intervalMs_(intervalMs),
+      inFlight_(inFlight),
+      eventsPath_(QString::fromStdString(eventsPath)) {
   reader_.set_cursor(from);
 }
 
@@ -27,7 +31,14 @@ void TailWorker::poll() {
   TailBatch out;
   out.restarted = result.restarted;
   out.restartReason = QString::fromStdString(result.restart_reason);
-  const QString error = QString::fromStdString(result.error);
+  QString error = QString::fromStdString(result.error);
+  // A file read before and gone now: its folder was deleted or moved while shown. The reader
+  // waits for it to come back; the user is told why nothing more arrives.
+  if (error.isEmpty() && result.events.empty() && reader_.cursor().offset > 0 &&
+      !QFileInfo::exists(eventsPath_))
+    error = QStringLiteral("%1 is gone: its run folder %2 was deleted or moved; the charts show "
+                           "what was read before")
+                .arg(eventsPath_, QFileInfo(eventsPath_).absolutePath());
   if (error != lastError_) out.error = error;
   lastError_ = error;
   // After a restart fed() starts again from 0, so compare against 0 then.
@@ -41,6 +52,11 @@ void TailWorker::poll() {
   if (result.events.empty() && !out.restarted && out.error.isEmpty() && out.problems.isEmpty())
     return;
 
+  // The dashboard draws from the parsed fields: the JSON copy of each line goes here, on this
+  // thread (a huge file would otherwise hold it all on the GUI's), except for the kinds only it
+  // describes.
+  for (studio::Event& event : result.events)
+    if (event.kind != studio::EventKind::Unknown) event.raw = nullptr;
   out.events =
       std::make_shared<const std::vector<studio::Event>>(std::move(result.events));
   out.cursor = reader_.cursor();

@@ -32,7 +32,8 @@ class TailWorker : public QObject {
 
  public:
   // Bytes read per poll at most, so a huge file arrives in batches the GUI can take one by one.
-  static constexpr std::size_t kMaxBytesPerPoll = std::size_t{4} << 20;
+  // 1 MiB: some 10-40 ms of parsing, the longest a run switch waits for a poll in progress.
+  static constexpr std::size_t kMaxBytesPerPoll = std::size_t{1} << 20;
 
   // `inFlight` counts batches sent and not yet delivered; the worker does not read further
   // while one is pending, so a slow GUI is never buried under queued events.
@@ -51,6 +52,7 @@ class TailWorker : public QObject {
   int intervalMs_;
   std::atomic<int>& inFlight_;
   QTimer* timer_ = nullptr;
+  QString eventsPath_;
   QString lastError_;
   studio::ReadProblems lastProblems_;
 };

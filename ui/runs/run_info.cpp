@@ -111,6 +111,10 @@ void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
   } else if (digest.exists()) {
     info.reason =
         QStringLiteral("no status.json in %1, and events.jsonl has no end event").arg(dir.path());
+  } else if (!dir.exists()) {
+    info.reason = QStringLiteral("%1 no longer exists: deleted or moved (Forget removes it from "
+                                 "the list)")
+                      .arg(dir.path());
   } else {
     info.reason = QStringLiteral("neither status.json nor events.jsonl is in %1").arg(dir.path());
   }

@@ -155,6 +155,15 @@ void MainWindow::createMenus() {
 
 void MainWindow::connectRuns() {
   connect(runsPanel_, &RunsPanel::runSelected, this, &MainWindow::selectRun);
+  connect(runsPanel_, &RunsPanel::selectedRunRemoved, this, [this](const QString& dir) {
+    // Its charts stay as last read; nothing else is shown in its place unasked.
+    const QString message =
+        QFileInfo::exists(dir)
+            ? tr("%1 is no longer in the runs list; its charts stay as last read").arg(dir)
+            : tr("%1 is gone (deleted or moved); its charts stay as last read").arg(dir);
+    log_->appendStudioMessage(message);
+    statusBar()->showMessage(message, kStatusMs);
+  });
   connect(runsPanel_->newRunAction(), &QAction::triggered, this, [this] { newRun(); });
   connect(runsPanel_->openRunAction(), &QAction::triggered, this, &MainWindow::openRunDialog);
   connect(runsPanel_->stopAction(), &QAction::triggered, this, &MainWindow::stopCurrentRun);

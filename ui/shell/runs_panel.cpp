@@ -18,6 +18,26 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
       model_(new RunsModel(store, this)),
       view_(new QTableView),
       toolbar_(new QToolBar) {
+  // While the model changes (runs found, gone, re-sorted), the view moves its current row by
+  // itself: to a neighbour of a removed run, to row 0 after a reset. None of that is the user's
+  // choice, so none of it selects a run; afterwards the run selected before is selected again,
+  // or, gone from the list, reported. Connected before the view's selection model is: these
+  // run first, before it moves anything.
+  auto begin = [this] { ++changing_; };
+  auto end = [this] {
+    if (changing_ > 0) --changing_;
+    if (changing_ == 0) reselect();
+  };
+  connect(model_, &QAbstractItemModel::rowsAboutToBeInserted, this, begin);
+  connect(model_, &QAbstractItemModel::rowsInserted, this, end);
+  connect(model_, &QAbstractItemModel::rowsAboutToBeRemoved, this, begin);
+  connect(model_, &QAbstractItemModel::rowsRemoved, this, end);
+  connect(model_, &QAbstractItemModel::rowsAboutToBeMoved, this, begin);
+  connect(model_, &QAbstractItemModel::rowsMoved, this, end);
+  connect(model_, &QAbstractItemModel::layoutAboutToBeChanged, this, begin);
+  connect(model_, &QAbstractItemModel::layoutChanged, this, end);
+  connect(model_, &QAbstractItemModel::modelAboutToBeReset, this, begin);
+  connect(model_, &QAbstractItemModel::modelReset, this, end);
   view_->setModel(model_);
   view_->setSelectionBehavior(QAbstractItemView::SelectRows);
   view_->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -56,7 +76,11 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
             updateActions();
-            if (current.isValid()) emit runSelected(current.data(Qt::UserRole).toString());
+            if (changing_ > 0 || !current.isValid()) return;
+            const QString dir = current.data(Qt::UserRole).toString();
+            if (dir == selected_) return;
+            selected_ = dir;
+            emit runSelected(selected_);
           });
   connect(model_, &QAbstractItemModel::modelReset, this, &RunsPanel::updateActions);
   connect(model_, &QAbstractItemModel::dataChanged, this, &RunsPanel::updateActions);
@@ -65,6 +89,20 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
     if (!dir.isEmpty()) store_->forgetRun(dir);
   });
   updateActions();
+}
+
+void RunsPanel::reselect() {
+  if (selected_.isEmpty()) return;
+  if (store_->run(selected_)) {
+    const QString current = selectedRun();
+    if (current != selected_) selectRun(selected_);
+    return;
+  }
+  const QString gone = selected_;
+  selected_.clear();
+  view_->selectionModel()->clear();
+  updateActions();
+  emit selectedRunRemoved(gone);
 }
 
 QString RunsPanel::selectedRun() const {

@@ -116,6 +116,9 @@ class TestRunSeries : public QObject {
   void nanLeavesGaps();
   void changesSinceLastTake();
   void timeOriginWithoutStartEvent();
+  void rowsAreCapped_data();
+  void rowsAreCapped();
+  void cappedResume();
   void ema_data();
   void ema();
 };
@@ -372,3 +375,97 @@ void TestRunSeries::ema() {
 
 QTEST_MAIN(TestRunSeries)
 #include "tst_run_series.moc"
+
+// A step with loss, grad norm and memory of two ranks (rank 1 only on even steps).
+static studio::Event cappedStep(std::int64_t step) {
+  nlohmann::json gpus = nlohmann::json::array();
+  gpus.push_back({{"rank", 0}, {"device", 0}, {"allocated_mib", double(step % 7)},
+                  {"reserved_mib", 100.0 + double(step % 5)}, {"total_mib", 1000.0}});
+  if (step % 2 == 0)
+    gpus.push_back({{"rank", 1}, {"device", 1}, {"allocated_mib", double(step)},
+                    {"reserved_mib", 200.0}, {"total_mib", 1000.0}});
+  nlohmann::json j = {{"event", "step"},      {"step", step},
+                      {"loss", double(step)}, {"time", 1000.0 + double(step)},
+                      {"gpus", gpus}};
+  if (step % 3 != 0) j["grad_norm"] = 2.0 * double(step);  // every third step without one
+  return dash_test::parsed(j);
+}
+
+void TestRunSeries::rowsAreCapped_data() {
+  QTest::addColumn<int>("steps");
+  QTest::addColumn<int>("batch");  // events per ingest: one by one, or many at once
+  QTest::newRow("under the cap") << 8 << 1;
+  QTest::newRow("one merge") << 9 << 1;
+  QTest::newRow("many merges, one by one") << 1000 << 1;
+  QTest::newRow("many merges, in batches") << 1000 << 97;
+  QTest::newRow("odd count") << 777 << 13;
+}
+
+// However many steps, at most maxRows rows; each full row holds stepsPerRow() consecutive steps,
+// sits at its last step and time, and holds the mean of their losses (and of the grad norms that
+// were there) and the highest memory of each rank. The changes tell a consumer what to redraw.
+void TestRunSeries::rowsAreCapped() {
+  QFETCH(int, steps);
+  QFETCH(int, batch);
+  RunSeries s(8);
+  std::size_t drawn = 0;  // a consumer following takeChanges
+  for (int first = 1; first <= steps; first += batch) {
+    std::vector<studio::Event> events;
+    for (int step = first; step < first + batch && step <= steps; ++step)
+      events.push_back(cappedStep(step));
+    s.ingest(events);
+    const SeriesChanges c = s.takeChanges();
+    QVERIFY(c.rowsFrom <= drawn);  // never claims rows it did not touch are new
+    drawn = s.size();
+    QVERIFY(s.size() <= 8);
+  }
+  const std::size_t stride = s.stepsPerRow();
+  QCOMPARE(stride, steps <= 8 ? std::size_t(1) : std::size_t(1) << int(std::ceil(std::log2(double(steps) / 8.0))));
+  QCOMPARE(s.size(), (std::size_t(steps) + stride - 1) / stride);
+  for (std::size_t row = 0; row < s.size(); ++row) {
+    const int from = int(row * stride) + 1, to = std::min(steps, int((row + 1) * stride));
+    QCOMPARE(s.steps()[row], double(to));
+    QCOMPARE(s.wallTime()[row], 1000.0 + to);
+    double loss = 0, norm = 0, rank0 = -1, rank1 = -1, reserved0 = -1;
+    int norms = 0;
+    for (int step = from; step <= to; ++step) {
+      loss += step;
+      if (step % 3 != 0) norm += 2.0 * step, ++norms;
+      rank0 = std::max(rank0, double(step % 7));
+      reserved0 = std::max(reserved0, 100.0 + double(step % 5));
+      if (step % 2 == 0) rank1 = std::max(rank1, double(step));
+    }
+    QCOMPARE(s.values(Metric::Loss)[row], loss / (to - from + 1));
+    if (norms > 0)
+      QCOMPARE(s.values(Metric::GradNorm)[row], norm / norms);
+    else
+      QVERIFY(std::isnan(s.values(Metric::GradNorm)[row]));
+    QCOMPARE(s.gpus()[0].allocated[row], rank0);
+    QCOMPARE(s.gpus()[0].reserved[row], reserved0);
+    QCOMPARE(s.gpus()[0].total[row], 1000.0);
+    if (rank1 < 0)
+      QVERIFY(std::isnan(s.gpus()[1].allocated[row]));
+    else
+      QCOMPARE(s.gpus()[1].allocated[row], rank1);
+  }
+}
+
+// A resume inside the merged rows drops the row holding the resumed step and those after it;
+// the replayed steps then fill rows as before.
+void TestRunSeries::cappedResume() {
+  RunSeries s(8);
+  for (int step = 1; step <= 40; ++step) s.ingest({cappedStep(step)});
+  QCOMPARE(s.stepsPerRow(), std::size_t(8));
+  QCOMPARE(s.size(), std::size_t(5));  // rows ending at 8, 16, 24, 32, 40
+  s.takeChanges();
+  s.ingest({cappedStep(21)});  // resumed from checkpoint-20: rows 17-24 and after are replaced
+  const SeriesChanges c = s.takeChanges();
+  QCOMPARE(c.rowsFrom, std::size_t(2));
+  QCOMPARE(s.size(), std::size_t(3));
+  QCOMPARE(s.steps().back(), 21.0);
+  QCOMPARE(s.values(Metric::Loss).back(), 21.0);
+  for (int step = 22; step <= 40; ++step) s.ingest({cappedStep(step)});
+  QCOMPARE(s.size(), std::size_t(5));
+  QCOMPARE(s.steps()[2], 28.0);  // 21..28: the replayed steps fill the row after 16
+  QCOMPARE(s.values(Metric::Loss)[2], (21.0 + 28.0) / 2);
+}

@@ -6,6 +6,14 @@
 // after its last checkpoint, and a step that is already present replaces its row and drops the
 // rows after it (the old timeline), as TensorBoard shows a resumed run. Every metric column is
 // parallel to the rows; NaN marks a step without a value, which a chart draws as a gap.
+//
+// Memory and drawing stay bounded however long the run: at most kMaxRows rows are kept. When
+// they are full, neighbouring rows are merged in pairs and each row from then on covers twice as
+// many consecutive steps (stepsPerRow()). A merged row sits at its last step and time; it holds
+// the mean of its steps' finite values (loss, lr, grad norm, tokens/s, RSS, rewards) and, for
+// memory, the highest allocated and reserved (a peak is never averaged away) with the last
+// capacity. The newest row fills up step by step, changing in place (rowsFrom then points at
+// it). A resume whose step falls inside a merged row drops that row with the rows after it.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -71,15 +79,21 @@ struct SeriesChanges {
 
 class RunSeries {
  public:
-  RunSeries();
+  // Rows kept at most; a run of more steps is drawn from merged rows (see above).
+  static constexpr std::size_t kDefaultMaxRows = 16384;
+
+  explicit RunSeries(std::size_t maxRows = kDefaultMaxRows);
 
   // Adds events in stream order. Kinds without series (log, checkpoint, unknown) are ignored.
   void ingest(const std::vector<Event>& events);
   // Forgets everything, e.g. when the events file was replaced by a new run.
   void clear();
 
-  // Number of rows (distinct steps kept).
+  // Number of rows (distinct steps kept, or groups of stepsPerRow() steps once merged).
   std::size_t size() const { return steps_.size(); }
+  // Consecutive steps a full row covers: 1 until the rows first reach maxRows().
+  std::size_t stepsPerRow() const { return stride_; }
+  std::size_t maxRows() const { return maxRows_; }
   bool empty() const { return steps_.empty(); }
   const std::vector<double>& steps() const { return steps_; }
   const std::vector<double>& relativeTime() const { return relative_; }
@@ -122,7 +136,12 @@ class RunSeries {
   void truncateEvals(std::size_t evals);
   void pushMetric(Metric metric, double value);
   void pushGpus(const std::vector<GpuMemory>& gpus);
-  GpuSeries& gpuColumn(int rank);
+  // The step joins the last row (which covers fewer than stride_ steps).
+  void mergeStep(const StepEvent& step);
+  void mergeMetric(Metric metric, std::size_t row, double value, std::uint32_t count);
+  // Halves the rows: row i of the result holds old rows 2i and 2i+1.
+  void mergePairs();
+  GpuSeries& gpuColumn(int rank, bool rowPushed = false);
   double timeOrigin(double wall, double elapsed);
 
   std::vector<double> steps_;
@@ -135,6 +154,13 @@ class RunSeries {
   std::vector<double> evalWall_;
   std::vector<double> evalRelative_;
   std::vector<double> evalLoss_;
+
+  // Per row: the steps it covers, and per metric how many of them had a finite value (the
+  // weight of its mean); empty while stride_ is 1 (nothing merged yet).
+  std::vector<std::uint32_t> rowSteps_;
+  std::array<std::vector<std::uint32_t>, kMetricCount> finite_;
+  std::size_t maxRows_;
+  std::size_t stride_ = 1;
 
   RunFacts facts_;
   double origin_ = kNoValue;  // wall time of relative time 0

@@ -32,12 +32,19 @@ class RunsPanel : public QWidget {
 
  signals:
   void runSelected(const QString& dir);
+  // The selected run left the list (its folder was deleted or moved, or it was forgotten): the
+  // selection is cleared rather than moved to a neighbour, whose run the user did not pick.
+  void selectedRunRemoved(const QString& dir);
 
  private:
   void updateActions();
+  // After a model change: the run selected before, selected again, or reported gone.
+  void reselect();
 
   RunStore* store_;
   RunsModel* model_;
+  QString selected_;   // the run last emitted by runSelected
+  int changing_ = 0;   // model changes under way (rows inserted, removed, moved; reset)
   QTableView* view_;
   QToolBar* toolbar_;
   QAction* newRun_;
