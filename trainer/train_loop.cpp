@@ -965,7 +965,7 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
                                     r.stop_checkpoint
                               : t.cfg.save_on_stop ? "; no step done, nothing to save"
                                                    : std::string()),
-                     0);
+                     130);  // what the process exits with when stopped, as after Ctrl-C
     else
       t.reporter.end(RunState::Finished, "trained " + std::to_string(r.steps) + " steps", 0);
     return r;

@@ -334,6 +334,7 @@ class TestFaults : public QObject {
     QVERIFY2(stopped.code == 130, qPrintable(stopped.err.right(3000)));  // as after Ctrl-C
     const QJsonObject status = read_json(out + "/status.json");
     QCOMPARE(status["state"].toString(), QStringLiteral("stopped"));
+    QCOMPARE(status["exit_code"].toInt(), 130);  // as the process exits
     QCOMPARE(status["step"].toInt(), 3);
     const QString reason = status["reason"].toString();
     const auto losses = step_losses(out);
