@@ -1,6 +1,7 @@
-// The events.jsonl stream parser and the status.json reader on arbitrary bytes, fed in two pieces
-// split where the first byte says. Invariants: no crash, no exception, the same events whatever
-// the split, and every event read without repairs is one the writer accepts as it is.
+// The events.jsonl stream parser (our lines, and LLaMA-Factory's trainer_log.jsonl lines) and the
+// status.json reader on arbitrary bytes, fed in two pieces split where the first byte says.
+// Invariants: no crash, no exception, the same events whatever the split, and every event of
+// ours read without repairs is one the writer accepts as it is.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -10,13 +11,33 @@
 
 #include "studio/config/events.h"
 
+namespace {
+
+void check(std::string_view bytes, std::size_t cut, studio::LineFormat format);
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   const std::size_t cut = size == 0 ? 0 : data[0] % (size + 1);
+  check(bytes, cut, studio::LineFormat::Events);
+  check(bytes, cut, studio::LineFormat::TrainerLog);
 
-  studio::EventStreamParser whole;
+  studio::RunStatus status;
+  std::string error;
+  std::vector<studio::FieldIssue> issues;
+  if (studio::RunStatus::parse(std::string(bytes), status, error, &issues))
+    (void)nlohmann::json(status).dump();
+  return 0;
+}
+
+namespace {
+
+void check(std::string_view bytes, std::size_t cut, studio::LineFormat format) {
+  constexpr std::size_t kMax = studio::EventStreamParser::kDefaultMaxLineBytes;
+  studio::EventStreamParser whole(kMax, format);
   const std::vector<studio::Event> once = whole.feed(bytes);
-  studio::EventStreamParser split;
+  studio::EventStreamParser split(kMax, format);
   std::vector<studio::Event> twice = split.feed(bytes.substr(0, cut));
   split.feed(bytes.substr(cut), twice);
   if (once.size() != twice.size() || whole.consumed() != split.consumed() ||
@@ -35,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const studio::Event& e = once[i];
     if (e.raw != twice[i].raw || e.line != twice[i].line) std::abort();
     (void)e.step();
-    if (!e.issues.empty()) continue;
+    // trainer_log.jsonl lines are LLaMA-Factory's, not ours to write again
+    if (!e.issues.empty() || format != studio::LineFormat::Events) continue;
     const std::string refused = writer->write(e.raw);
     if (!refused.empty()) {
       std::fprintf(stderr, "line %llu read without repairs, but the writer says: %s\n",
@@ -43,11 +65,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::abort();
     }
   }
-
-  studio::RunStatus status;
-  std::string error;
-  std::vector<studio::FieldIssue> issues;
-  if (studio::RunStatus::parse(std::string(bytes), status, error, &issues))
-    (void)nlohmann::json(status).dump();
-  return 0;
 }
+
+}  // namespace

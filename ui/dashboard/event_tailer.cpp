@@ -1,6 +1,7 @@
 #include "studio/ui/dashboard/event_tailer.h"
 
 #include <QDir>
+#include <QFile>
 
 #include "studio/ui/local_path.h"
 #include "tail_worker.h"
@@ -11,7 +12,9 @@ EventTailer::EventTailer(const QString& runDir, const studio::EventCursor& from,
                          QObject* parent)
     : QObject(parent),
       runDir_(runDir),
-      eventsPath_(QDir(runDir).filePath(QString::fromLatin1(studio::kEventsFileName))),
+      // events.jsonl, or LLaMA-Factory's trainer_log.jsonl in a folder only it wrote
+      eventsPath_(QFile::decodeName(
+          QByteArray::fromStdString(studio::run_events_file(localPath(runDir))))),
       cursor_(from) {
   qRegisterMetaType<TailBatch>();
   thread_.setObjectName(QStringLiteral("event-tailer"));

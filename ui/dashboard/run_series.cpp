@@ -133,6 +133,13 @@ double RunSeries::timeOrigin(double wall, double elapsed) {
   return origin_;
 }
 
+double RunSeries::relativeTime(const StepEvent& step) {
+  // A log without wall times (LLaMA-Factory's trainer_log.jsonl) still has the run's elapsed
+  // seconds: relative time is then that.
+  if (!std::isfinite(step.time)) return step.elapsed;
+  return step.time - timeOrigin(step.time, step.elapsed);
+}
+
 void RunSeries::addStep(const StepEvent& step) {
   const double key = static_cast<double>(step.step);
   if (!steps_.empty() && key <= steps_.back()) {
@@ -147,7 +154,7 @@ void RunSeries::addStep(const StepEvent& step) {
   if (stride_ > 1) rowSteps_.push_back(1);
   steps_.push_back(key);
   wall_.push_back(step.time);
-  relative_.push_back(step.time - timeOrigin(step.time, step.elapsed));
+  relative_.push_back(relativeTime(step));
 
   pushMetric(Metric::Loss, step.loss);
   pushMetric(Metric::LearningRate, step.lr);
@@ -239,7 +246,7 @@ void RunSeries::mergeStep(const StepEvent& step) {
   const std::size_t row = steps_.size() - 1;
   steps_[row] = static_cast<double>(step.step);
   wall_[row] = step.time;
-  relative_[row] = step.time - timeOrigin(step.time, step.elapsed);
+  relative_[row] = relativeTime(step);
   ++rowSteps_[row];
   mergeMetric(Metric::Loss, row, step.loss, 1);
   mergeMetric(Metric::LearningRate, row, step.lr, 1);

@@ -45,7 +45,8 @@ void TailWorker::poll() {
   const studio::ReadProblems& problems = reader_.parser().problems();
   if (problems != lastProblems_) {
     lastProblems_ = problems;
-    out.problems = QString::fromStdString(problems.summary(studio::kEventsFileName));
+    out.problems = QString::fromStdString(
+        problems.summary(QFileInfo(eventsPath_).fileName().toStdString()));
   }
   const std::uint64_t base = result.restarted ? 0 : fedBefore;
   out.more = result.error.empty() && reader_.parser().fed() - base >= kMaxBytesPerPoll;

@@ -95,7 +95,8 @@ void RunEventDigest::startOver(std::uint64_t size) {
 void RunEventDigest::readHead(std::uint64_t size) {
   Fd f{::open(path_.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) return;
-  studio::EventStreamParser parser;
+  studio::EventStreamParser parser(studio::EventStreamParser::kDefaultMaxLineBytes,
+                                  studio::line_format_of(path_));
   std::vector<studio::Event> events;
   for (std::uint64_t pos = 0; pos < std::min(size, kHeadBytes) && !start_; pos += kChunk) {
     const std::string bytes = readAt(f.fd, pos, kChunk);

@@ -18,6 +18,7 @@ QString runDirPath(const QString& dir) {
 bool isRunFolder(const QString& dir) {
   return QFileInfo::exists(runFile(dir, studio::kStatusFileName)) ||
          QFileInfo::exists(runFile(dir, studio::kEventsFileName)) ||
+         QFileInfo::exists(runFile(dir, studio::kTrainerLogFileName)) ||
          QFileInfo::exists(runFile(dir, kLaunchRecordFileName)) ||
          QFileInfo::exists(runFile(dir, studio::remote::kRemoteRecordFileName));
 }

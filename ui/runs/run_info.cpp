@@ -68,7 +68,8 @@ void readLayout(RunInfo& info, const RunEventDigest& digest, const LaunchRecord*
 
 QDateTime lastModified(const QDir& dir) {
   QDateTime latest;
-  for (const char* name : {studio::kStatusFileName, studio::kEventsFileName}) {
+  for (const char* name :
+       {studio::kStatusFileName, studio::kEventsFileName, studio::kTrainerLogFileName}) {
     const QFileInfo f(runFile(dir.path(), name));
     if (f.exists() && (!latest.isValid() || f.lastModified() > latest)) latest = f.lastModified();
   }
@@ -108,6 +109,11 @@ void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
     }
   } else if (!digest.error().empty()) {
     info.reason = QString::fromStdString(digest.error());
+  } else if (digest.exists() && studio::line_format_of(digest.path()) ==
+                                      studio::LineFormat::TrainerLog) {
+    info.reason = QStringLiteral("a LLaMA-Factory run (%1 only): whether it still runs is not "
+                                 "recorded there")
+                      .arg(QLatin1String(studio::kTrainerLogFileName));
   } else if (digest.exists()) {
     info.reason =
         QStringLiteral("no status.json in %1, and events.jsonl has no end event").arg(dir.path());
@@ -241,7 +247,7 @@ bool RunInfo::operator==(const RunInfo& o) const {
 }
 
 RunInfo readRunInfo(const QString& dir) {
-  RunEventDigest digest(localPath(runFile(dir, studio::kEventsFileName)));
+  RunEventDigest digest(studio::run_events_file(localPath(runDirPath(dir))));
   return readRunInfo(dir, digest);
 }
 
@@ -273,7 +279,8 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
                                              fields.join(QStringLiteral("; ")));
   }
   if (const auto& p = digest.problems(); p.any())
-    problems << QString::fromStdString(p.summary(studio::kEventsFileName));
+    problems << QString::fromStdString(
+        p.summary(QFileInfo(QString::fromStdString(digest.path())).fileName().toStdString()));
   info.readProblems = problems.join(QLatin1Char('\n'));
 
   info.remote = isRemoteRunFolder(info.dir);

@@ -38,7 +38,7 @@ void RunScanner::scan(const QString& root, const QStringList& added, const QStri
     auto it = digests_.find(dir);
     RunEventDigest digest = it != digests_.end()
                                 ? std::move(it->second)
-                                : RunEventDigest(localPath(runFile(dir, studio::kEventsFileName)));
+                                : RunEventDigest(studio::run_events_file(localPath(dir)));
     runs.push_back(readRunInfo(dir, digest));
     digests.emplace(dir, std::move(digest));
   }

@@ -215,11 +215,13 @@ namespace {
 QString runFolder(const QString& path, QString& error) {
   const QDir dir(path);
   if (dir.exists(QString::fromLatin1(studio::kEventsFileName)) ||
-      dir.exists(QString::fromLatin1(studio::kStatusFileName)))
+      dir.exists(QString::fromLatin1(studio::kStatusFileName)) ||
+      dir.exists(QString::fromLatin1(studio::kTrainerLogFileName)))
     return dir.absolutePath();
-  error = QObject::tr("%1 is not a run folder: it holds neither %2 nor %3")
+  error = QObject::tr("%1 is not a run folder: it holds neither %2 nor %3 (nor LLaMA-Factory's %4)")
               .arg(QDir::toNativeSeparators(path), QString::fromLatin1(studio::kEventsFileName),
-                   QString::fromLatin1(studio::kStatusFileName));
+                   QString::fromLatin1(studio::kStatusFileName),
+                   QString::fromLatin1(studio::kTrainerLogFileName));
   return {};
 }
 

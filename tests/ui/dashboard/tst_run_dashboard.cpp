@@ -99,6 +99,7 @@ class TestRunDashboard : public QObject {
   void readErrorIsReported();
   void oddFieldsCostOnlyThemselves_data();
   void oddFieldsCostOnlyThemselves();
+  void llamaFactoryTrainerLog();
 };
 
 void TestRunDashboard::graphsPerChart() {
@@ -522,6 +523,55 @@ void TestRunDashboard::readErrorIsReported() {
 // A run folder written by another tool, with one field of an unexpected type in every step: the
 // run is drawn whole and the dashboard says what it repaired; a run none of whose steps can be
 // read says why instead of waiting for a first step forever.
+// A folder only LLaMA-Factory wrote: its trainer_log.jsonl is drawn (steps, evals, relative time
+// from its elapsed_time), an odd field costs only itself and is named with that file, and the
+// closing summary line adds no point.
+void TestRunDashboard::llamaFactoryTrainerLog() {
+  QTemporaryDir tmp;
+  QByteArray bytes;
+  for (int step = 1; step <= 100; ++step) {
+    const QString loss = step == 42 ? QStringLiteral("\"n/a\"") : QString::number(3.0 - step * 0.02);
+    bytes += QStringLiteral("{\"current_steps\": %1, \"total_steps\": 100, \"loss\": %2, "
+                            "\"lr\": 1e-05, \"epoch\": %3, \"percentage\": %1.0, "
+                            "\"elapsed_time\": \"0:%4:%5\", \"remaining_time\": \"0:00:00\"}\n")
+                 .arg(step)
+                 .arg(loss)
+                 .arg(step / 100.0)
+                 .arg(step / 60, 2, 10, QLatin1Char('0'))
+                 .arg(step % 60, 2, 10, QLatin1Char('0'))
+                 .toUtf8();
+    if (step % 20 == 0)
+      bytes += QStringLiteral("{\"current_steps\": %1, \"total_steps\": 100, \"eval_loss\": %2, "
+                              "\"epoch\": %3, \"percentage\": %1.0, \"elapsed_time\": \"0:00:01\", "
+                              "\"remaining_time\": \"0:00:00\"}\n")
+                   .arg(step)
+                   .arg(2.0 - step * 0.01)
+                   .arg(step / 100.0)
+                   .toUtf8();
+  }
+  bytes += R"({"current_steps": 100, "total_steps": 100, "epoch": 1.0, "percentage": 100.0, "elapsed_time": "0:01:40", "remaining_time": "0:00:00"})" "\n";
+  append(tmp.filePath(QStringLiteral("trainer_log.jsonl")), bytes);
+
+  RunDashboard dash;
+  QSignalSpy problems(&dash, &RunDashboard::readProblems);
+  dash.showRun(tmp.path());
+  QTRY_VERIFY_WITH_TIMEOUT(dash.series(tmp.path()) && dash.series(tmp.path())->size() == 100 &&
+                               dash.series(tmp.path())->evalCount() == 5,
+                           kLiveTimeoutMs);
+  dash.flush();
+  const auto* series = dash.series(tmp.path());
+  QCOMPARE(series->steps().back(), 100.0);
+  QVERIFY(std::isnan(series->values(Metric::Loss)[41]));  // step 42's odd loss, dropped
+  QCOMPARE(series->values(Metric::Loss)[99], 3.0 - 100 * 0.02);  // not the summary's gap
+  QCOMPARE(series->relativeTime()[99], 100.0);  // elapsed_time "0:01:40"
+  QTRY_VERIFY_WITH_TIMEOUT(problems.count() >= 1, kLiveTimeoutMs);
+  const QString told = problems.last().at(1).toString();
+  QVERIFY2(told.startsWith(QStringLiteral("trainer_log.jsonl: 1 line had fields not as the format "
+                                          "says")) &&
+               told.contains(QStringLiteral("line 44: field 'loss'")),
+           qPrintable(told));
+}
+
 void TestRunDashboard::oddFieldsCostOnlyThemselves_data() {
   QTest::addColumn<QByteArray>("stepTemplate");  // %1: the step
   QTest::addColumn<int>("points");               // loss points expected

@@ -79,6 +79,18 @@ void TestRunInfo::setUp(const QString& kind, const QString& dir) {
     appendRaw(dir, studio::kStatusFileName,
               "{\"state\":\"finished\",\"pid\":\"4242\",\"host\":\"gpu-node-7\","
               "\"reason\":\"completed 9 steps\",\"updated\":\"now\"}");
+  } else if (kind == QLatin1String("llamafactory")) {
+    // LLaMA-Factory's own log, one loss not a number.
+    QByteArray lines;
+    for (int step = 1; step <= 12; ++step)
+      lines += QStringLiteral("{\"current_steps\": %1, \"total_steps\": 12, \"loss\": %2, "
+                              "\"lr\": 1e-05, \"epoch\": 0.5, \"elapsed_time\": \"0:00:0%3\"}\n")
+                   .arg(step)
+                   .arg(step == 3 ? QStringLiteral("null") : step == 4 ? QStringLiteral("{}")
+                                                                        : QStringLiteral("1.5"))
+                   .arg(step % 10)
+                   .toUtf8();
+    appendRaw(dir, "trainer_log.jsonl", lines);
   } else if (kind == QLatin1String("events only")) {
     appendEvents(dir, startEvent(t0), stepEvent(5, 2.0, t0 + 5));
   } else if (kind == QLatin1String("events only, ended")) {
@@ -129,6 +141,9 @@ void TestRunInfo::folder_data() {
       << "status.json: the run status file is not valid JSON" << qint64{0} << "" << 0 << 0 << false;
   QTest::newRow("odd fields kept") << "odd fields" << RunState::Finished << "completed 9 steps"
                                    << qint64{9} << "sft" << 1 << 1 << false;
+  QTest::newRow("LLaMA-Factory's trainer_log.jsonl")
+      << "llamafactory" << RunState::Unknown << "a LLaMA-Factory run (trainer_log.jsonl only)"
+      << qint64{12} << "" << 0 << 0 << false;
   QTest::newRow("events only") << "events only" << RunState::Unknown << "no status.json"
                                << qint64{5} << "sft" << 1 << 1 << false;
   QTest::newRow("events only, ended")
@@ -193,6 +208,13 @@ void TestRunInfo::folder() {
                             "them or converted (1 field converted, 1 dropped; first: line 2: field "
                             "'gpus[0].device': expected an integer device index, got string "
                             "\"cuda:0\": read as 0)"));
+  } else if (kind == QLatin1String("llamafactory")) {
+    QVERIFY(studio::ui::isRunFolder(dir));
+    QCOMPARE(info.lastLoss, 1.5);
+    QCOMPARE(info.readProblems,
+             QStringLiteral("trainer_log.jsonl: 1 line had fields not as the format says, kept "
+                            "without them or converted (0 fields converted, 1 dropped; first: "
+                            "line 4: field 'loss': expected a number, got object: dropped)"));
   } else {
     QCOMPARE(info.readProblems, QString());
   }

@@ -21,9 +21,21 @@ namespace studio {
 inline constexpr const char* kEventsFileName = "events.jsonl";
 inline constexpr const char* kStatusFileName = "status.json";
 
+// LLaMA-Factory's (and 360-LLaMA-Factory's) log of a run, OUTPUT_DIR/trainer_log.jsonl: read
+// as the step and eval events it holds (parse_trainer_log_line).
+inline constexpr const char* kTrainerLogFileName = "trainer_log.jsonl";
+
 // OUTPUT_DIR/events.jsonl and OUTPUT_DIR/status.json.
 std::string events_path(const std::string& output_dir);
 std::string status_path(const std::string& output_dir);
+
+// What the lines of a stream are: events.jsonl's, or LLaMA-Factory's trainer_log.jsonl.
+enum class LineFormat { Events, TrainerLog };
+// By the file's name: trainer_log.jsonl is LLaMA-Factory's, any other name ours.
+LineFormat line_format_of(const std::string& path);
+// The file a run folder's events are read from: events.jsonl, or trainer_log.jsonl where only
+// LLaMA-Factory wrote (it exists and events.jsonl does not).
+std::string run_events_file(const std::string& dir);
 
 // Wall-clock seconds since the Unix epoch, with sub-second precision: the `time` field.
 double unix_time_now();
@@ -202,6 +214,19 @@ struct Event {
 // events. Sets out.raw, kind, payload and issues; line and offset are left alone.
 bool parse_event_line(std::string_view line, Event& out, std::string& error);
 
+// One line of LLaMA-Factory's trainer_log.jsonl (LogCallback: current_steps, total_steps, loss,
+// eval_loss, reward, accuracy, lr, epoch, percentage, elapsed_time "H:MM:SS", remaining_time,
+// throughput, total_tokens, vram_allocated/vram_reserved in GiB) as our events: a step event when
+// it has a training loss or learning rate (loss, lr, epoch, throughput as tokens_per_sec,
+// elapsed_time in seconds, reward and accuracy as rewards/chosen and rewards/accuracies, the
+// vram fields as rank 0's memory in MiB), an eval event when it has eval_loss, nothing for the
+// run's closing summary line. The same tolerance as events: a field of an unexpected type is
+// converted when unambiguous (numbers in text, a duration given in seconds) or dropped, listed in
+// the first event's `issues`; false (with the reason) only for a line that is not a JSON object
+// or has no readable current_steps. Fields it does not know are left alone; each event's `raw` is
+// the line's object as written, with "event" added.
+bool parse_trainer_log_line(std::string_view line, std::vector<Event>& out, std::string& error);
+
 // What a reader of a file skipped or repaired, so that the user can be told instead of seeing
 // a silent gap: whole lines skipped, and events kept with some fields converted or dropped.
 struct ReadProblems {
@@ -229,15 +254,17 @@ struct ReadProblems {
   bool operator!=(const ReadProblems& o) const { return !(*this == o); }
 };
 
-// Incremental parser of an events.jsonl byte stream fed in arbitrary chunks (file reads, SFTP
-// byte ranges). A partial last line is kept until its newline arrives; blank lines are skipped;
+// Incremental parser of an events.jsonl (or, with LineFormat::TrainerLog, a trainer_log.jsonl)
+// byte stream fed in arbitrary chunks (file reads, SFTP byte ranges). A partial last line is kept until its newline arrives; blank lines are skipped;
 // lines that are not events are skipped and counted; a line longer than the cap is dropped
 // (and counted) without being buffered.
 class EventStreamParser {
  public:
   static constexpr std::size_t kDefaultMaxLineBytes = std::size_t{16} << 20;
 
-  explicit EventStreamParser(std::size_t max_line_bytes = kDefaultMaxLineBytes);
+  explicit EventStreamParser(std::size_t max_line_bytes = kDefaultMaxLineBytes,
+                             LineFormat format = LineFormat::Events);
+  LineFormat format() const { return format_; }
 
   // Feeds the next bytes of the stream; appends the events they complete to `out`, in order.
   void feed(std::string_view bytes, std::vector<Event>& out);
@@ -270,6 +297,7 @@ class EventStreamParser {
   void finish_line(std::string_view line, std::vector<Event>& out);
 
   std::size_t max_line_bytes_;
+  LineFormat format_;
   std::string partial_;
   bool skipping_ = false;  // inside an over-long line: drop bytes until its newline
   std::uint64_t line_start_ = 0;

@@ -143,6 +143,7 @@ class RunSeries {
   void mergePairs();
   GpuSeries& gpuColumn(int rank, bool rowPushed = false);
   double timeOrigin(double wall, double elapsed);
+  double relativeTime(const StepEvent& step);
 
   std::vector<double> steps_;
   std::vector<double> wall_;

@@ -30,6 +30,7 @@ class RunEventDigest {
   void update();
 
   bool exists() const { return exists_; }
+  const std::string& path() const { return path_; }
   // The start event seen last (a resume writes another), and the time of the first one.
   const std::optional<studio::StartEvent>& lastStart() const { return start_; }
   double firstStartTime() const { return firstStartTime_; }
