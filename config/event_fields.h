@@ -10,15 +10,29 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "studio/config/events.h"
+#include "studio/config/json_file.h"
 
 namespace studio::event_fields {
 
 using json = nlohmann::json;
+
+// One line of JSON; false with "invalid JSON: ..." for parse errors and numbers too large for a
+// double (nlohmann throws out_of_range for those, not parse_error).
+inline bool parse_json_line(std::string_view line, json& out, std::string& error) {
+  try {
+    out = json::parse(line.begin(), line.end());
+  } catch (const json::exception& e) {
+    error = "invalid JSON: " + json_error_text(e.what());
+    return false;
+  }
+  return true;
+}
 
 [[noreturn]] inline void fail(const std::string& field, const char* expected, const json& got) {
   throw EventFormatError("field '" + field + "': expected " + expected + ", got " +

@@ -425,12 +425,7 @@ std::optional<std::int64_t> Event::step() const {
 
 bool parse_event_line(std::string_view line, Event& out, std::string& error) {
   json j;
-  try {
-    j = json::parse(line.begin(), line.end());
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    error = "invalid JSON: " + json_error_text(e.what());
-    return false;
-  }
+  if (!parse_json_line(line, j, error)) return false;
   return parse_event_object(std::move(j), out, error);
 }
 

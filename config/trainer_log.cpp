@@ -2,7 +2,6 @@
 // tolerance as events.jsonl (event_fields.h).
 #include "event_fields.h"
 #include "studio/config/events.h"
-#include "studio/config/json_file.h"
 
 namespace studio {
 
@@ -21,12 +20,7 @@ void get_gib_as_mib(const Fields& f, const char* key, double& out) {
 
 bool parse_trainer_log_line(std::string_view line, std::vector<Event>& out, std::string& error) {
   json j;
-  try {
-    j = json::parse(line.begin(), line.end());
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    error = "invalid JSON: " + json_error_text(e.what());
-    return false;
-  }
+  if (!parse_json_line(line, j, error)) return false;
   if (!j.is_object()) {
     error = std::string("not a JSON object but ") + j.type_name();
     return false;
