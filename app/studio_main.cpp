@@ -15,6 +15,8 @@
 #include "cli_args.h"
 #include "cmd_remote.h"
 #include "studio/ui/config_inspector.h"
+#include "studio/ui/dashboard/chart_kind.h"
+#include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/hosts/hosts_dialog.h"
 #include "studio/ui/main_window.h"
 #include "studio/ui/shell/demo_project.h"
@@ -31,7 +33,7 @@ constexpr const char* kUsage =
     "\n"
     "  studio                    the runs list and the dashboard of the last run\n"
     "  studio CONFIG.yaml        the wizard on a LLaMA-Factory training YAML (unknown keys kept)\n"
-    "  studio RUN_DIR            the dashboard of a run folder (one holding events.jsonl)\n"
+    "  studio RUN_DIR            the dashboard of a run folder (events.jsonl, or LLaMA-Factory's\n                            trainer_log.jsonl)\n"
     "  studio --demo             the wizard on the built-in demo project, one click to launch\n"
     "  studio submit|attach|cancel|runs --host HOST ...\n"
     "                            remote runs over SSH, headless (studio submit --help)\n"
@@ -60,6 +62,7 @@ struct Options {
   std::optional<std::string> overlay;
   // Hidden, for scripts/screenshots.sh: grab the window (or each wizard page) to PNG and quit.
   std::optional<std::string> screenshot;
+  std::optional<std::string> screenshotChart;  // scroll the dashboard to this chart first
   std::optional<std::string> wizardScreenshots;
   int screenshotDelayMs = 1500;
   bool launch = false;  // with --demo: press Launch as soon as the demo model is ready
@@ -74,7 +77,8 @@ struct Options {
 std::optional<int> parse(int argc, char** argv, Options& out) {
   studio::cli::Args args(std::vector<std::string>(argv + 1, argv + argc),
                          {"--nproc", "--nnodes", "--runs-root", "--overlay", "--screenshot",
-                          "--screenshot-wizard", "--screenshot-delay", "--remote-run",
+                          "--screenshot-wizard", "--screenshot-delay", "--screenshot-chart",
+                          "--remote-run",
                           "--screenshot-hosts"},
                          {"--help", "-h", "--version", "--demo", "--inspect", "--launch"});
   if (args.ok() && (args.flag("--help") || args.flag("-h"))) {
@@ -105,6 +109,7 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   out.runsRoot = args.value("--runs-root");
   out.overlay = args.value("--overlay");
   out.screenshot = args.value("--screenshot");
+  out.screenshotChart = args.value("--screenshot-chart");
   out.wizardScreenshots = args.value("--screenshot-wizard");
   out.remoteRun = args.value("--remote-run");
   out.hostsScreenshot = args.value("--screenshot-hosts");
@@ -251,7 +256,20 @@ int main(int argc, char** argv) {
   }
   if (opt.screenshot) {
     const QString path = QString::fromLocal8Bit(opt.screenshot->c_str());
-    QTimer::singleShot(opt.screenshotDelayMs, &window, [&window, path] { grabAndQuit(&window, path); });
+    std::optional<studio::ui::ChartKind> chart;
+    if (opt.screenshotChart) {
+      for (studio::ui::ChartKind kind : studio::ui::kAllCharts)
+        if (studio::ui::chartName(kind).toStdString() == *opt.screenshotChart) chart = kind;
+      if (!chart) {
+        std::fprintf(stderr, "studio: --screenshot-chart %s is no chart\n", opt.screenshotChart->c_str());
+        return 2;
+      }
+    }
+    QTimer::singleShot(opt.screenshotDelayMs, &window, [&window, path, chart] {
+      if (!chart) return grabAndQuit(&window, path);
+      window.dashboard()->revealChart(*chart);
+      QTimer::singleShot(300, &window, [&window, path] { grabAndQuit(&window, path); });
+    });
   }
   return QApplication::exec();
 }

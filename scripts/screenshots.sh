@@ -4,8 +4,8 @@
 # a demo run launched from the wizard while it trains, the dashboard with an SP=1 and an SP=2
 # run of the demo overlaid, and a remote run: the Hosts page testing a throwaway sshd on
 # 127.0.0.1, and the dashboard of a run submitted to it with `studio submit` and attached in the
-# studio, and a run folder written by another tool whose odd fields the dashboard repairs and
-# reports. Writes docs/screenshots/*.png (or into the folder given).
+# studio, a run folder written by another tool whose odd fields the dashboard repairs and
+# reports, a run of 16 ranks over 200,000 steps, and a LLaMA-Factory run folder (trainer_log.jsonl). Writes docs/screenshots/*.png (or into the folder given).
 #   usage: scripts/screenshots.sh [OUT_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -74,6 +74,48 @@ with open(sys.argv[1], "w") as f:
 PY
 "$bin/studio" "$other" --runs-root "$runs" --screenshot "$out/dashboard-repaired-fields.png" \
   --screenshot-delay 2500
+
+echo "== 16 ranks over 200,000 steps: each rank its own colour, the legend in rows, the rows merged"
+big=$work/sixteen-ranks
+mkdir -p "$big"
+python3 - "$big/events.jsonl" <<'PY'
+import json, math, sys
+with open(sys.argv[1], "w") as f:
+    f.write(json.dumps({"event": "start", "stage": "sft", "world_size": 16, "sequence_parallel_size": 16,
+                        "sequence_parallel_mode": "usp", "time": 1.8e9}) + "\n")
+    for s in range(1, 200001):
+        gpus = [{"rank": r, "device": r % 8, "allocated_mib": 60000 + 4000 * math.sin(s / 20000 + r / 2.5) + 300 * r,
+                 "reserved_mib": 70000 + 250 * r, "total_mib": 81559} for r in range(16)]
+        f.write(json.dumps({"event": "step", "step": s, "loss": 2.2 * math.exp(-s / 40000) + 0.5 + 0.05 * math.sin(s),
+                            "lr": 1e-5, "time": 1.8e9 + 2 * s, "tokens_per_sec": 250000 + 5000 * math.sin(s / 500),
+                            "grad_norm": 0.6 + 0.1 * math.sin(s / 300), "gpus": gpus}, separators=(",", ":")) + "\n")
+PY
+"$bin/studio" "$big" --runs-root "$runs" --screenshot "$out/dashboard-16-ranks.png" --screenshot-chart memory \
+  --screenshot-delay "${STUDIO_SHOT_BIG_MS:-30000}"
+
+echo "== a LLaMA-Factory run folder (trainer_log.jsonl only) on the dashboard"
+lf=$work/llamafactory-run
+mkdir -p "$lf"
+python3 - "$lf/trainer_log.jsonl" <<'PY'
+import json, math, sys, datetime
+with open(sys.argv[1], "w") as f:
+    total = 300
+    for s in range(1, total + 1):
+        t = str(datetime.timedelta(seconds=4 * s))
+        f.write(json.dumps({"current_steps": s, "total_steps": total, "loss": round(1.9 * math.exp(-s / 90) + 0.6 + 0.04 * math.sin(s), 4),
+                            "lr": 2e-5 * 0.5 * (1 + math.cos(math.pi * s / total)), "epoch": round(3 * s / total, 2),
+                            "percentage": round(100 * s / total, 2), "elapsed_time": t, "remaining_time": "0:00:00",
+                            "throughput": 5200.0 + 100 * math.sin(s / 7), "vram_allocated": 41.5 + math.sin(s / 40),
+                            "vram_reserved": 47.0}) + "\n")
+        if s % 50 == 0:
+            f.write(json.dumps({"current_steps": s, "total_steps": total, "eval_loss": round(1.6 * math.exp(-s / 110) + 0.7, 4),
+                                "epoch": round(3 * s / total, 2), "percentage": round(100 * s / total, 2),
+                                "elapsed_time": t, "remaining_time": "0:00:00"}) + "\n")
+    f.write(json.dumps({"current_steps": total, "total_steps": total, "epoch": 3.0, "percentage": 100.0,
+                        "elapsed_time": str(datetime.timedelta(seconds=4 * total)), "remaining_time": "0:00:00"}) + "\n")
+PY
+"$bin/studio" "$lf" --runs-root "$runs" --screenshot "$out/dashboard-llamafactory-log.png" \
+  --screenshot-delay 3000
 
 echo "== a run on an SSH host: the Hosts page, then a run from studio submit attached in the studio"
 ssh_dir=$work/ssh

@@ -124,9 +124,14 @@ void ChartPanel::setupPlot() {
   legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() * 0.85));
   plot_->legend->setFont(legendFont);
   plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
-  // Many ranks: their names in rows of four, not one column over the whole plot.
-  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, false);
-  plot_->legend->setWrap(kind_ == ChartKind::Memory ? 4 : 0);
+  if (kind_ == ChartKind::Memory) {
+    // One entry per rank: below the plot in rows of four, not a column over the lines.
+    plot_->plotLayout()->addElement(1, 0, plot_->legend);
+    plot_->plotLayout()->setRowStretchFactor(1, 0.001);
+    plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, false);
+    plot_->legend->setWrap(4);
+    plot_->legend->setMargins(QMargins(4, 2, 4, 2));
+  }
   plot_->yAxis->setLabel(valueAxisLabel(kind_));
   setXAxisMode(mode_);
   applyPalette();
@@ -229,6 +234,25 @@ void ChartPanel::rescale() {
     anyPoint = !plot_->graph(i)->data()->isEmpty();
   if (!anyPoint) return;
   plot_->rescaleAxes(true);
+  // QCustomPlot keeps the axis's old span when all values are equal (a constant learning rate
+  // drawn at 0 +- 30000); the values' own range lets padValueRange open a window around them.
+  bool found = false;
+  QCPRange values;
+  for (int i = 0; i < plot_->graphCount(); ++i) {
+    QCPGraph* g = plot_->graph(i);
+    if (!g->visible()) continue;
+    bool has = false;
+    const QCPRange r = g->getValueRange(has, logScale_ ? QCP::sdPositive : QCP::sdBoth);
+    if (!has) continue;
+    values = found ? QCPRange(std::min(values.lower, r.lower), std::max(values.upper, r.upper)) : r;
+    found = true;
+  }
+  if (found && !logScale_ && values.size() <= std::abs(values.upper) * 1e-9) {
+    // All equal: a window of 10% (or 1 around zero) each side; QCustomPlot refuses a zero span.
+    const double v = values.upper, margin = v != 0.0 ? std::abs(v) * 0.1 : 1.0;
+    values = QCPRange(v - margin, v + margin);
+  }
+  if (found) plot_->yAxis->setRange(values);
   padKeyRange();
   padValueRange();
 }

@@ -171,7 +171,12 @@ QWidget* RunDashboard::buildCharts() {
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
   scroll->setWidget(charts);
+  scroll_ = scroll;
   return scroll;
+}
+
+void RunDashboard::revealChart(ChartKind kind) {
+  scroll_->ensureWidgetVisible(panels_[static_cast<std::size_t>(kind)], 0, 0);
 }
 
 // --- runs ------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ class QCheckBox;
 class QComboBox;
 class QCustomPlot;
 class QLabel;
+class QScrollArea;
 class QSlider;
 
 namespace studio::ui {
@@ -92,6 +93,8 @@ class RunDashboard : public QWidget {
   // Fits every chart to its data again (after the user dragged or zoomed) and replots; the
   // charts then follow new data until the next drag or zoom.
   void fitToData();
+  // Scrolls the charts so that `kind`'s is in view (the charts do not all fit a small window).
+  void revealChart(ChartKind kind);
   bool updatePending() const { return pending_; }
 
  signals:
@@ -131,6 +134,7 @@ class RunDashboard : public QWidget {
   std::vector<std::unique_ptr<Run>> runs_;
   int nextSlot_ = 0;
   std::array<ChartPanel*, kChartCount> panels_{};
+  QScrollArea* scroll_ = nullptr;
   XAxisMode mode_ = XAxisMode::Step;
   double smoothing_ = kDefaultSmoothing;
   bool logScale_ = false;
