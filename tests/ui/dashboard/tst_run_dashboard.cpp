@@ -100,6 +100,7 @@ class TestRunDashboard : public QObject {
   void oddFieldsCostOnlyThemselves_data();
   void oddFieldsCostOnlyThemselves();
   void llamaFactoryTrainerLog();
+  void constantSeriesGetsAWindow();
 };
 
 void TestRunDashboard::graphsPerChart() {
@@ -570,6 +571,24 @@ void TestRunDashboard::llamaFactoryTrainerLog() {
                                           "says")) &&
                told.contains(QStringLiteral("line 44: field 'loss'")),
            qPrintable(told));
+}
+
+// A constant learning rate is drawn in a window around its value, not at 0 +- whatever span the
+// axis had before (QCustomPlot keeps the old span when all values are equal).
+void TestRunDashboard::constantSeriesGetsAWindow() {
+  RunDashboard dash;
+  std::vector<studio::Event> events;
+  for (int step = 1; step <= 50; ++step)
+    events.push_back(dash_test::parsed({{"event", "step"}, {"step", step}, {"loss", 2.0 - step * 0.01},
+                                        {"lr", 1e-5}, {"grad_norm", 0.0}}));
+  dash.feed(QStringLiteral("constant"), events);
+  dash.flush();
+  const QCPRange lr = dash.plot(ChartKind::LearningRate)->yAxis->range();
+  QVERIFY2(lr.lower > 0.8e-5 && lr.lower < 1e-5 && lr.upper > 1e-5 && lr.upper < 1.2e-5,
+           qPrintable(QStringLiteral("%1 .. %2").arg(lr.lower).arg(lr.upper)));
+  const QCPRange norm = dash.plot(ChartKind::GradNorm)->yAxis->range();  // all zero
+  QVERIFY2(norm.lower < 0 && norm.lower > -2 && norm.upper > 0 && norm.upper < 2,
+           qPrintable(QStringLiteral("%1 .. %2").arg(norm.lower).arg(norm.upper)));
 }
 
 void TestRunDashboard::oddFieldsCostOnlyThemselves_data() {
