@@ -387,7 +387,14 @@ const std::vector<FieldSpec>& config_fields() {
         field("plot_loss", "output", &R::plot_loss,
               "the studio plots every run from events.jsonl", no_effect()),
         field("report_to", "output", &R::report_to,
-              "metrics are written to events.jsonl", no_effect()),
+              "metrics always go to events.jsonl; tensorboard (or all) also writes TensorBoard "
+              "event files into logging_dir (train/loss, train/learning_rate, train/grad_norm, "
+              "train/epoch, train/tokens_per_sec, DPO train/rewards/*, eval/loss, "
+              "memory/rankN/*_mib); other integrations (wandb, mlflow, ...) are not built in: "
+              "validate warns"),
+        field("logging_dir", "output", &R::logging_dir,
+              "TensorBoard's folder with report_to: tensorboard; default "
+              "OUTPUT_DIR/runs/<Mon><DD>_<HH-MM-SS>_<host>, as Hugging Face's Trainer"),
         // optimisation
         field("per_device_train_batch_size", "train", &R::per_device_train_batch_size,
               "sequences per rank per micro-step", range(">= 1")),

@@ -1,5 +1,9 @@
 #include "studio/config/run_config.h"
 
+#include <cctype>
+
+#include <yaml-cpp/yaml.h>
+
 #include "enum_names.h"
 
 namespace studio {
@@ -43,6 +47,39 @@ const std::vector<std::string>& known_templates() {
   static const std::vector<std::string> names = {"qwen",    "qwen3",   "qwen3_nothink", "llama3",
                                                  "mistral", "default", "alpaca",        "empty"};
   return names;
+}
+
+std::vector<std::string> report_to_targets(const RunConfig& c, std::string* error) {
+  std::vector<std::string> out;
+  if (!c.report_to) return out;
+  auto add = [&](std::string name) {
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name != "none" && !name.empty()) out.push_back(name);
+  };
+  try {
+    const YAML::Node n = YAML::Load(c.report_to->text);
+    if (n.IsScalar()) {
+      add(n.as<std::string>());
+    } else if (n.IsSequence()) {
+      for (const auto& item : n) {
+        if (!item.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "not a name");
+        add(item.as<std::string>());
+      }
+    } else if (!n.IsNull()) {
+      throw YAML::Exception(YAML::Mark::null_mark(), "not a name");
+    }
+  } catch (const YAML::Exception&) {
+    if (error) *error = "expected a name or a list of names (tensorboard, none, all), got " +
+                        c.report_to->text;
+    out.clear();
+  }
+  return out;
+}
+
+bool reports_to_tensorboard(const RunConfig& c) {
+  for (const std::string& t : report_to_targets(c))
+    if (t == "tensorboard" || t == "all") return true;
+  return false;
 }
 
 double stop_grace_seconds(const RunConfig& c, double base) {

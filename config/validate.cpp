@@ -128,6 +128,22 @@ void check_numbers(const RunConfig& c, Checker& ck) {
   ck.require(c.ddp_timeout >= 1, "ddp_timeout", "must be at least 1 second");
   ck.require(c.skip_nonfinite_steps >= 0, "skip_nonfinite_steps", "must not be negative");
   ck.require(c.seed >= 0, "seed", "must not be negative");
+  {
+    std::string error;
+    for (const std::string& target : report_to_targets(c, &error)) {
+      if (target == "tensorboard") continue;
+      if (target == "all")
+        ck.warn("report_to", "all: TensorBoard event files are written (tensorboard is the only "
+                             "integration built in); metrics also go to events.jsonl");
+      else
+        ck.warn("report_to", target + " is not built in: its metrics go to events.jsonl (and "
+                                      "TensorBoard with report_to: tensorboard), not to " + target,
+                "tensorboard, none, all");
+    }
+    if (!error.empty()) ck.error("report_to", error, "tensorboard, none, all");
+    if (c.logging_dir && !reports_to_tensorboard(c))
+      ck.warn("logging_dir", "is only read with report_to: tensorboard" + ck.at_line("report_to"));
+  }
   ck.require(c.val_size >= 0 && (c.val_size < 1 || c.val_size == static_cast<int64_t>(c.val_size)),
              "val_size", "must be a fraction in [0, 1) or a whole number of samples, got " +
                              num(c.val_size));

@@ -71,7 +71,7 @@ requirements="$root/scripts/python-requirements.txt"
 stamp="$STUDIO_VENV/.seqstudio-requirements"
 if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$STUDIO_PYTHON" ]; then
   echo "setup: installing the Python environment (torch 2.11.0 for CUDA 13, transformers, tokenizers," \
-       "TRL) into $STUDIO_VENV; the first time this downloads ~4 GB"
+       "TRL, TensorBoard) into $STUDIO_VENV; the first time this downloads ~4 GB"
   mkdir -p "$(dirname "$STUDIO_VENV")"
   log=$(mktemp)
   if ! { [ -x "$STUDIO_PYTHON" ] || "$_studio_base_python" -m venv "$STUDIO_VENV"; } >"$log" 2>&1 ||

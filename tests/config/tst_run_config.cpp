@@ -156,6 +156,8 @@ void TestRunConfig::invalidConfigs_data() {
   QTest::newRow("eval without data") << "eval_strategy: steps\n" << 0 << "eval_strategy" << 5
                                      << "needs evaluation data";
   QTest::newRow("warmup ratio") << "warmup_ratio: 1.5\n" << 0 << "warmup_ratio" << 5 << "[0, 1)";
+  QTest::newRow("report_to a map") << "report_to: {a: 1}\n" << 0 << "report_to" << 5
+                                   << "expected a name or a list of names";
   QTest::newRow("val size fraction") << "val_size: 1.5\n" << 0 << "val_size" << 5
                                      << "whole number";
   QTest::newRow("dpo beta") << "stage: dpo\ndataset_dir: data\npref_beta: 0\n" << 0 << "pref_beta"
@@ -241,7 +243,10 @@ void TestRunConfig::validConfigs_data() {
   QTest::newRow("unknown key kept with warning") << "enable_liger_kernel: true\n" << 0
                                                  << "enable_liger_kernel" << 5;
   QTest::newRow("typo suggests key") << "learnin_rate: 1e-5\n" << 0 << "learnin_rate" << 5;
-  QTest::newRow("no-effect key warns") << "report_to: none\n" << 0 << "report_to" << 5;
+  QTest::newRow("no-effect key warns") << "plot_loss: true\n" << 0 << "plot_loss" << 5;
+  QTest::newRow("report_to none: nothing to say") << "report_to: none\n" << 0 << "" << 0;
+  QTest::newRow("report_to wandb: not built in") << "report_to: wandb\n" << 0 << "report_to" << 5;
+  QTest::newRow("logging_dir without tensorboard") << "logging_dir: tb\n" << 0 << "logging_dir" << 5;
   QTest::newRow("neat packing with ulysses")
       << "sequence_parallel_size: 2\nsequence_parallel_mode: ulysses\nneat_packing: true\n" << 2
       << "" << 0;

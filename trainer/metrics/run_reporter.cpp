@@ -1,5 +1,6 @@
 #include "studio/trainer/metrics/run_reporter.h"
 
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
@@ -70,19 +71,55 @@ void RunReporter::start(const RunConfig& cfg, const ModelInfo& model, int world_
   e.stage = std::string(to_string(cfg.stage));
   e.model = summary(model);
   check(writer_.write(e));
+  if (reports_to_tensorboard(cfg)) {
+    const std::string dir =
+        cfg.logging_dir ? *cfg.logging_dir : default_logging_dir(output_dir_, started_, host_name());
+    check(tensorboard_.open(dir, started_));
+  }
   bar_ = std::make_unique<ProgressBar>(total_steps, first_step, terminal_);
+}
+
+void RunReporter::tensorboard_step(const StepEvent& e) {
+  const double t = std::isfinite(e.time) ? e.time : unix_time_now();
+  auto put = [&](const std::string& tag, double v) { check(tensorboard_.scalar(tag, e.step, v, t)); };
+  put("train/loss", e.loss);
+  put("train/learning_rate", e.lr);
+  put("train/grad_norm", e.grad_norm);
+  put("train/epoch", e.epoch);
+  put("train/tokens_per_sec", e.tokens_per_sec);
+  if (e.dpo) {
+    put("train/rewards/chosen", e.dpo->rewards_chosen);
+    put("train/rewards/rejected", e.dpo->rewards_rejected);
+    put("train/rewards/accuracies", e.dpo->rewards_accuracies);
+    put("train/rewards/margins", e.dpo->rewards_margins);
+    put("train/logps/chosen", e.dpo->logps_chosen);
+    put("train/logps/rejected", e.dpo->logps_rejected);
+  }
+  for (const GpuMemory& g : e.gpus) {
+    const std::string rank = "memory/rank" + std::to_string(g.rank) + "/";
+    put(rank + "allocated_mib", g.allocated_mib);
+    put(rank + "reserved_mib", g.reserved_mib);
+    put(rank + "peak_mib", g.peak_mib);
+  }
+  put("memory/rss_mib", e.rss_mib);
+  check(tensorboard_.flush());
 }
 
 void RunReporter::step(const StepEvent& e, bool log_event) {
   last_step_ = e.step;
   if (!enabled_) return;
   if (log_event) check(writer_.write(e));
+  if (log_event && tensorboard_.is_open()) tensorboard_step(e);
   bar_->update({e.step, e.loss, e.tokens_per_sec, e.lr}, unix_time_now() - started_);
 }
 
 void RunReporter::eval(int64_t step, double loss) {
   if (!enabled_) return;
   check(writer_.write(EvalEvent{step, loss}));
+  if (tensorboard_.is_open()) {
+    check(tensorboard_.scalar("eval/loss", step, loss, unix_time_now()));
+    check(tensorboard_.flush());
+  }
   char buf[96];
   std::snprintf(buf, sizeof buf, "eval at step %lld: loss %.4f", static_cast<long long>(step), loss);
   bar_->message(buf);
@@ -111,6 +148,7 @@ void RunReporter::end(RunState state, const std::string& reason, int exit_code) 
     writer_.write(EndEvent{std::string(run_state_name(state)), reason});
     writer_.close();
   }
+  tensorboard_.close();
   // A run that fails before start() (a refused setting, a model that does not load) still
   // records why in status.json, rather than losing the reason to a missing folder.
   std::error_code ec;

@@ -91,7 +91,8 @@ struct RunConfig {
   std::optional<int64_t> save_total_limit;     // keep at most this many checkpoints
   bool save_only_model = false;                // checkpoints without optimizer/scheduler state
   bool plot_loss = false;                      // accepted; the studio plots every run
-  std::optional<RawYaml> report_to;            // accepted; metrics go to events.jsonl
+  std::optional<RawYaml> report_to;            // "tensorboard" (or "all") also writes TB events
+  std::optional<std::string> logging_dir;      // TensorBoard's folder; default OUTPUT_DIR/runs/...
 
   // --- optimisation -------------------------------------------------------------------------
   int64_t per_device_train_batch_size = 1;     // sequences per rank per micro-step
@@ -165,5 +166,11 @@ const std::vector<std::string>& known_templates();
 // after SIGTERM before SIGKILL: `base`, plus ddp_timeout with save_on_stop, the bound on the
 // collectives around that last checkpoint's write (every rank waits for it within ddp_timeout).
 double stop_grace_seconds(const RunConfig& c, double base);
+
+// report_to as a list of names, as Hugging Face reads it: a name, a list of names, "all" or
+// "none" (empty). Names as written, lowercased; a value that is neither gives `error`.
+std::vector<std::string> report_to_targets(const RunConfig& c, std::string* error = nullptr);
+// TensorBoard event files too: report_to names tensorboard, or all.
+bool reports_to_tensorboard(const RunConfig& c);
 
 }  // namespace studio

@@ -1,7 +1,8 @@
 #pragma once
 // Everything a run tells the outside world: events.jsonl and status.json in OUTPUT_DIR (the
-// studio reads them, live or after a restart) and the progress bar on the terminal. Only the
-// reporting rank writes; other ranks' reporters are silent.
+// studio reads them, live or after a restart), TensorBoard event files in logging_dir with
+// report_to: tensorboard, and the progress bar on the terminal. Only the reporting rank writes;
+// other ranks' reporters are silent.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include "studio/config/events.h"
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
+#include "studio/config/tensorboard_writer.h"
 #include "studio/trainer/metrics/progress.h"
 
 namespace studio::trainer {
@@ -31,11 +33,14 @@ class RunReporter {
  private:
   void write_status(RunState state, const std::string& reason, std::optional<int> exit_code);
   void check(const std::string& error);
+  // The step's scalars under Hugging Face Trainer's tags (train/loss, ...), and memory per rank.
+  void tensorboard_step(const StepEvent& e);
 
   std::string output_dir_;
   bool enabled_;
   bool terminal_;
   EventWriter writer_;
+  TensorBoardWriter tensorboard_;
   std::unique_ptr<ProgressBar> bar_;
   double started_ = 0;
   int64_t last_step_ = 0;
