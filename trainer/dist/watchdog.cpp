@@ -171,9 +171,8 @@ struct Watchdog::Shared {
         beat();
         if (rank == 0) watch_peers();
       } catch (const std::exception&) {
-        // The store went away (rank 0 ended, or the world is being torn down): beat no more.
-        lock.lock();
-        break;
+        // The store did not take it (a network hiccup, or rank 0 ending the world): try again on
+        // the next beat; stopping for good would make this live rank look stalled to the others.
       }
       lock.lock();
       cv.wait_for(lock, kBeat, [this] { return stop; });
