@@ -29,5 +29,6 @@ int cmd_eval(const Argv& argv);
 int cmd_tokenize(const Argv& argv);
 int cmd_preview(const Argv& argv);
 int cmd_estimate(const Argv& argv);
+int cmd_chat(const Argv& argv);
 
 }  // namespace studio::app

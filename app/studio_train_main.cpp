@@ -59,6 +59,21 @@ Commands:
   logprobs --model DIR --ids ID,ID,...
       Print one JSON array: log p(id[i+1] | id[0..i]) for every position, under the
       model in DIR (a Hugging Face folder or a checkpoint-STEP folder).
+  chat --model DIR [--prompt TEXT] [--template NAME] [--system TEXT] [--json]
+       [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K]
+       [--repetition-penalty R] [--seed S] [--stop WORD ...] [--enable-thinking true|false]
+       [--device auto|cpu|cuda|cuda:N] [--dtype auto|float32|bfloat16|float16]
+      Talk to a model folder (a run's final model or a checkpoint-STEP folder) with KV-cache
+      decoding, its answer streamed as it is generated. Interactive without --prompt
+      (/clear starts over, /exit quits); one answer with --prompt. The chat template is
+      --template, else the run's config.yaml beside the model, else guessed from the
+      tokenizer. Temperature 0 (the default) is greedy; otherwise temperature, top-k and
+      top-p sample as Hugging Face's generate does. Generation stops at the template's and
+      the model's end-of-sequence tokens, a --stop word, or after --max-new-tokens (256).
+      --json  JSON lines on stdout (ready, token, done, error events); without --prompt
+              requests are read as JSON lines from stdin (docs/CHAT.md).
+      --device auto picks the first CUDA device when there is one; --dtype auto is the
+      checkpoint's torch_dtype on a GPU and float32 on the CPU.
   init-model --config CONFIG.json --out DIR [--seed N] [--dtype float32|bfloat16]
       Write a freshly initialised model folder (weights, config.json and the
       tokenizer files beside CONFIG.json).
@@ -103,6 +118,7 @@ int main(int argc, char** argv) {
     if (cmd == "preview") return cmd_preview(rest);
     if (cmd == "logprobs") return cmd_logprobs(rest);
     if (cmd == "init-model") return cmd_init_model(rest);
+    if (cmd == "chat") return cmd_chat(rest);
     if (cmd == "config-keys") return std::cout << studio::config_keys_markdown(), kExitOk;
   } catch (const std::exception& e) {
     std::cerr << "studio-train " << cmd << ": " << e.what() << "\n";

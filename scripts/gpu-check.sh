@@ -52,7 +52,7 @@ done
 TARGETS=(studio-train bench_train_step bench_attention tst_rmsnorm_cuda tst_fused_linear_ce_cuda tst_rmsnorm_torch
          tst_communicator tst_sp_equivalence tst_train_loop tst_attention tst_decoder tst_zero
          tst_checkpointing tst_preference_loss tst_sp_attention tst_sp_layout tst_reference_logits
-         tst_hf_checkpoint tst_safetensors tst_runtime_info tst_rmsnorm_reference)
+         tst_hf_checkpoint tst_safetensors tst_runtime_info tst_rmsnorm_reference tst_generate)
 
 if [ $here -eq 1 ]; then
   b=${STUDIO_BUILD_DIR:-$root/build}

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "studio/config/memory_estimate.h"
+#include "studio/trainer/generate.h"
 #include "studio/trainer/model/activation_checkpoint.h"
 
 namespace studio::trainer {
@@ -37,9 +38,20 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const LayerCont
   }
   q = apply_rope(q.transpose(1, 2), ctx.cos, ctx.sin);
   k = apply_rope(k.transpose(1, 2), ctx.cos, ctx.sin);
-  const AttentionCall call{layer, /*causal=*/true, 1.0 / std::sqrt(double(head_dim_)),
-                           ctx.segments};
-  const torch::Tensor out = (*ctx.attention)(q, k, v, call);
+  const double scale = 1.0 / std::sqrt(double(head_dim_));
+  torch::Tensor out;
+  if (ctx.kv_cache) {
+    const int64_t past = ctx.kv_cache->length();
+    const auto [keys, values] = ctx.kv_cache->append(layer, k, v);
+    // Query i (position past + i) sees keys 0 .. past + i; one new token sees them all, which
+    // lets the flash kernels run.
+    BlockMask mask;
+    mask.causal = s > 1;
+    mask.q_start = past;
+    out = attention_block_forward(q, keys, values, mask, scale).out;
+  } else {
+    out = (*ctx.attention)(q, k, v, AttentionCall{layer, /*causal=*/true, scale, ctx.segments});
+  }
   return o_proj(out.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
 }
 
@@ -272,6 +284,29 @@ torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids,
 torch::Tensor CausalLMImpl::logits(const torch::Tensor& input_ids,
                                    const torch::Tensor& position_ids) {
   return torch::linear(hidden_states(input_ids, position_ids), lm_head_weight());
+}
+
+torch::Tensor CausalLMImpl::decode_step(const torch::Tensor& input_ids, KVCache& cache) {
+  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) > 0, "decode_step: input_ids ",
+              input_ids.sizes(), " must be [B, S] with S > 0");
+  TORCH_CHECK(cache.layers() == info_.num_layers, "decode_step: the cache has ", cache.layers(),
+              " layers, the model ", info_.num_layers);
+  torch::NoGradGuard no_grad;
+  const int64_t s = input_ids.size(1), past = cache.length();
+  const torch::Tensor position_ids =
+      torch::arange(past, past + s, input_ids.options().dtype(torch::kLong))
+          .unsqueeze(0)
+          .expand({input_ids.size(0), s});
+  auto [cos, sin] = rope_cos_sin(frequencies(position_ids), position_ids);
+  const auto act = model->embed_tokens->weight.scalar_type();
+  LayerContext ctx;
+  ctx.cos = cos.to(act);
+  ctx.sin = sin.to(act);
+  ctx.attention = &attention_;
+  ctx.kv_cache = &cache;
+  const torch::Tensor h = model->forward(input_ids, ctx, /*checkpoint_layers=*/false);
+  cache.advance(s);
+  return torch::linear(h.select(1, s - 1), lm_head_weight()).to(torch::kFloat);
 }
 
 torch::Tensor CausalLMImpl::lm_head_weight() const {

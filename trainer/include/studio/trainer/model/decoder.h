@@ -43,6 +43,8 @@ class LayerHooks {
   virtual void after_backward(int64_t layer) = 0;
 };
 
+class KVCache;  // studio/trainer/generate.h
+
 // Everything a layer's forward needs besides its input, shared by all layers of one forward.
 struct LayerContext {
   torch::Tensor cos, sin;  // [B, S, head_dim] in the activation dtype
@@ -51,6 +53,9 @@ struct LayerContext {
   LayerHooks* hooks = nullptr;
   int64_t mlp_tile_tokens = 0;  // tiled_mlp: rows per MLP tile (0: untiled)
   std::shared_ptr<ActivationOffload> offload;  // checkpointed inputs in host memory (or null)
+  // Incremental decoding (inference only): each layer appends its keys/values (after RoPE) and
+  // attends to everything cached; the attention seam is bypassed. Null: none.
+  KVCache* kv_cache = nullptr;
 };
 
 // The long-sequence options of the forward (docs/LONG_CONTEXT.md).
@@ -125,6 +130,10 @@ class CausalLMImpl : public torch::nn::Module {
   torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& position_ids);
   // lm_head.weight, or model.embed_tokens.weight itself when tied.
   torch::Tensor lm_head_weight() const;
+  // Incremental decoding, under no-grad: input_ids [B, S] continue the sequences `cache` holds
+  // (positions cache.length() ...), which then holds them too. Returns the fp32 logits of the
+  // last position [B, vocab]. Equal to logits() of the whole sequence at that position.
+  torch::Tensor decode_step(const torch::Tensor& input_ids, KVCache& cache);
 
   // HF names -> parameters, in HF's state-dict order; no lm_head entry when tied.
   std::vector<std::pair<std::string, torch::Tensor>> hf_state();
