@@ -58,6 +58,9 @@ void read_gpu(const json& j, const std::string& prefix, GpuMemory& v, Issues* is
   f.get("total_mib", v.total_mib);
   f.get("model_states_mib", v.model_states_mib);
   f.get("offloaded_mib", v.offloaded_mib);
+  f.get("util_percent", v.util_percent);
+  f.get("power_w", v.power_w);
+  f.get("power_limit_w", v.power_limit_w);
 }
 
 // The DPO metrics sit flat in the step object under the names TRL logs them with.
@@ -120,6 +123,9 @@ void read_start(const json& j, StartEvent& v, Issues* issues) {
     else
       f.wrong("model", "an object", *m);
   }
+  f.get("total_steps", v.total_steps);
+  f.get("device_name", v.device_name);
+  f.get("peak_tflops", v.peak_tflops);
 }
 
 void read_step(const json& j, StepEvent& v, Issues* issues) {
@@ -134,6 +140,8 @@ void read_step(const json& j, StepEvent& v, Issues* issues) {
   f.get("tokens_per_sec", v.tokens_per_sec);
   f.get("elapsed", v.elapsed);
   f.get("time", v.time);
+  f.get("model_tflops", v.model_tflops);
+  f.get("mfu", v.mfu);
   v.gpus = read_gpus(f);
   f.get("rss_mib", v.rss_mib);
   f.get("peak_rss_mib", v.peak_rss_mib);
@@ -339,6 +347,9 @@ void to_json(json& j, const GpuMemory& v) {
            {"total_mib", v.total_mib}};
   if (std::isfinite(v.model_states_mib)) j["model_states_mib"] = v.model_states_mib;
   if (std::isfinite(v.offloaded_mib)) j["offloaded_mib"] = v.offloaded_mib;
+  if (std::isfinite(v.util_percent)) j["util_percent"] = v.util_percent;
+  if (std::isfinite(v.power_w)) j["power_w"] = v.power_w;
+  if (std::isfinite(v.power_limit_w)) j["power_limit_w"] = v.power_limit_w;
 }
 
 void from_json(const json& j, GpuMemory& v) {
@@ -354,6 +365,9 @@ void to_json(json& j, const StartEvent& v) {
            {"sequence_parallel_mode", v.sequence_parallel_mode},
            {"stage", v.stage},
            {"model", v.model}};
+  if (v.total_steps > 0) j["total_steps"] = v.total_steps;
+  if (!v.device_name.empty()) j["device_name"] = v.device_name;
+  j["peak_tflops"] = v.peak_tflops;  // null when not known
 }
 
 void from_json(const json& j, StartEvent& v) {
@@ -369,6 +383,8 @@ void to_json(json& j, const StepEvent& v) {
            {"gpus", v.gpus}};
   if (!std::isnan(v.rss_mib)) j["rss_mib"] = v.rss_mib;
   if (!std::isnan(v.peak_rss_mib)) j["peak_rss_mib"] = v.peak_rss_mib;
+  if (!std::isnan(v.model_tflops)) j["model_tflops"] = v.model_tflops;
+  if (!std::isnan(v.model_tflops)) j["mfu"] = v.mfu;  // null when the peak is not known
   if (!v.dpo) return;
   for (const auto& [key, member] : kDpoFields) j[key] = (*v.dpo).*member;
 }

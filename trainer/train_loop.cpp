@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "studio/config/model_flops.h"
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/data/sampler.h"
 #include "studio/trainer/dist/reduce.h"
@@ -18,6 +19,7 @@
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/host_allocator.h"
 #include "studio/trainer/loss.h"
+#include "studio/trainer/metrics/gpu_activity.h"
 #include "studio/trainer/metrics/run_reporter.h"
 #include "studio/trainer/model/decoder.h"
 #include "studio/trainer/model_folder.h"
@@ -50,6 +52,7 @@ struct StepStats {
   double loss_sum = 0;      // SFT: token CE sum; DPO: pair loss sum (global batch)
   double normaliser = 0;    // SFT: valid target tokens; DPO: pairs (global batch)
   int64_t tokens = 0;       // input tokens of the global batch
+  double span_term = 0;     // sum of S * (S + 1) over its attention spans (model_flops.h)
   double grad_norm = kNaN;
   std::optional<DpoMetrics> dpo;
   bool skipped = false;  // skip_nonfinite_steps: not finite, so no update was made
@@ -85,6 +88,19 @@ int64_t sample_tokens(const std::vector<const TokenizedSample*>& rows) {
   int64_t n = 0;
   for (const auto* r : rows) n += static_cast<int64_t>(r->input_ids.size());
   return n;
+}
+
+// The causal attention spans of the rows for the MFU count: each packed sample when attention
+// isolates them (neat packing), else each row.
+double span_term(const std::vector<const TokenizedSample*>& rows, bool isolated) {
+  std::vector<int64_t> spans;
+  for (const auto* r : rows) {
+    if (isolated && !r->segment_lengths.empty())
+      spans.insert(spans.end(), r->segment_lengths.begin(), r->segment_lengths.end());
+    else
+      spans.push_back(static_cast<int64_t>(r->input_ids.size()));
+  }
+  return attention_span_term(spans);
 }
 
 }  // namespace
@@ -491,21 +507,26 @@ struct Trainer::Impl {
     // The normaliser of the whole global batch (valid tokens, or pairs), summed over DP: each
     // micro-batch's backward is then a share of the loss of one big batch, whatever the
     // accumulation, dp and sp.
-    double local_norm = 0;
+    double local_norm = 0, local_spans = 0;
     int64_t local_tokens = 0;
     for (const auto& micro : plan) {
       if (dpo) {
         local_norm += static_cast<double>(micro.size());
-        local_tokens += sample_tokens(pair_rows(in.train_pairs, micro));
+        const auto rows = pair_rows(in.train_pairs, micro);  // chosen and rejected: one span each
+        local_tokens += sample_tokens(rows);
+        local_spans += span_term(rows, /*isolated=*/false);
       } else {
         for (size_t i : micro) local_norm += static_cast<double>(count_valid_targets(in.train[i]));
-        local_tokens += sample_tokens(pick(in.train, micro));
+        const auto rows = pick(in.train, micro);
+        local_tokens += sample_tokens(rows);
+        local_spans += span_term(rows, par.neat_packing);
       }
     }
-    const auto totals = par.sum(par.dp_group(), {local_norm, static_cast<double>(local_tokens)},
-                                "batch size");
+    const auto totals = par.sum(
+        par.dp_group(), {local_norm, static_cast<double>(local_tokens), local_spans}, "batch size");
     st.normaliser = totals[0];
     st.tokens = static_cast<int64_t>(totals[1]);
+    st.span_term = totals[2];
 
     // Loss and metric sums stay on the device until the whole step is queued: the host waits
     // for the device once per step, at the end (docs/PERFORMANCE.md, "Host-device syncs").
@@ -781,6 +802,10 @@ struct Trainer::Impl {
     }
     v.push_back(model_states_mib);
     v.push_back(offloaded_mib);
+    const auto activity = device.is_cuda() ? gpu_activity(device.index()) : std::nullopt;
+    v.push_back(activity ? activity->util_percent : kNaN);
+    v.push_back(activity ? activity->power_w : kNaN);
+    v.push_back(activity && activity->power_limit_w > 0 ? activity->power_limit_w : kNaN);
     const int world = par.world();
     const auto cols = static_cast<int64_t>(v.size());
     auto all = torch::zeros({world, cols}, torch::kDouble);
@@ -795,9 +820,22 @@ struct Trainer::Impl {
                   all[r][1].item<double>(), all[r][2].item<double>(), all[r][3].item<double>()};
       g.model_states_mib = all[r][5].item<double>();
       g.offloaded_mib = all[r][6].item<double>();
+      g.util_percent = all[r][7].item<double>();
+      g.power_w = all[r][8].item<double>();
+      g.power_limit_w = all[r][9].item<double>();
       out.push_back(g);
     }
     return out;
+  }
+
+  // The device and its peak for MFU (model_flops.h), once the device is chosen.
+  std::string device_name_ = "cpu";
+  std::optional<double> peak_tflops_;
+  void find_peak() {
+    if (device.is_cuda())
+      for (const auto& d : query_runtime_info().devices)
+        if (d.index == device.index()) device_name_ = d.name;
+    peak_tflops_ = peak_tflops(device_name_, torch_dtype_name(compute_dtype(cfg)));
   }
 
   TrainResult run(const std::atomic<bool>* stop);
@@ -808,6 +846,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   result.eval_loss = kNaN;
   double window_loss = 0;
   int64_t window_steps = 0, window_tokens = 0;
+  double window_spans = 0;
   DpoMetrics window_dpo{0, 0, 0, 0, 0, 0};
   double window_start = unix_time_now();
   const double run_start = window_start;
@@ -873,6 +912,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       window_loss += std::isnan(loss) ? 0 : loss;
       window_steps += std::isnan(loss) ? 0 : 1;
       window_tokens += st.tokens;
+      window_spans += st.span_term;
       if (st.dpo) {
         window_dpo.rewards_chosen += st.dpo->rewards_chosen;
         window_dpo.rewards_rejected += st.dpo->rewards_rejected;
@@ -892,6 +932,10 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       e.grad_norm = st.grad_norm;
       e.tokens = window_tokens;
       e.tokens_per_sec = static_cast<double>(window_tokens) / std::max(1e-9, now - window_start);
+      e.model_tflops = training_flops(in.model, static_cast<double>(window_tokens), window_spans,
+                                      dpo && !cfg.precompute_ref_logps) /
+                       std::max(1e-9, now - window_start) / par.world() / 1e12;
+      e.mfu = peak_tflops_ ? e.model_tflops / *peak_tflops_ : kNaN;
       e.elapsed = now - run_start;
       e.time = now;
       if (dpo && window_steps > 0) {
@@ -912,6 +956,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
         window_loss = 0;
         window_steps = 0;
         window_tokens = 0;
+        window_spans = 0;
         window_dpo = DpoMetrics{0, 0, 0, 0, 0, 0};
         window_start = now;
       }
@@ -952,7 +997,9 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
     t.states_baseline_mib = t.allocated_mib_now();
     t.resuming([&] { t.build_model(); });
     t.resuming([&] { t.plan_run(); });
-    t.reporter.start(t.cfg, t.in.model, t.par.world(), t.state.total_steps, t.state.global_step);
+    t.find_peak();
+    t.reporter.start(t.cfg, t.in.model, t.par.world(), t.state.total_steps, t.state.global_step,
+                     t.device_name_, t.peak_tflops_);
     if (!t.resume_dir.empty())
       t.reporter.log("info", "resuming from " + t.resume_dir + " at step " +
                                  std::to_string(t.state.global_step));

@@ -2,7 +2,8 @@
 // TensorBoard event files that TensorBoard itself (its Python package) reads back with the
 // values of events.jsonl: the loss, learning rate, gradient norm, epoch and tokens/s of every
 // logged step, the eval losses, DPO's rewards, the process memory; into logging_dir, or into
-// Hugging Face's default OUTPUT_DIR/runs/<date>_<host>.
+// Hugging Face's default OUTPUT_DIR/runs/<date>_<host>. The model FLOPs and MFU of every step
+// follow docs/events.md's formula (STUDIO_PEAK_TFLOPS gives the CPU a peak).
 #include <QtTest/QtTest>
 
 #include <cmath>
@@ -64,6 +65,7 @@ class TestReportTensorBoard : public QObject {
     QVERIFY(dir_.isValid());
     model_ = train_runs::make_tiny_model(dir_.path(), train_runs::TinyModel{});
     QVERIFY(!model_.isEmpty());
+    qputenv("STUDIO_PEAK_TFLOPS", "0.25");  // inherited by studio-train
   }
 
   void valuesAsInEvents_data() {
@@ -98,19 +100,38 @@ class TestReportTensorBoard : public QObject {
     const QStringList stepTags = dpo ? QStringList{"train/loss", "train/learning_rate",
                                                    "train/grad_norm", "train/epoch",
                                                    "train/rewards/chosen", "train/rewards/margins",
-                                                   "train/rewards/accuracies"}
+                                                   "train/rewards/accuracies", "train/mfu"}
                                      : QStringList{"train/loss", "train/learning_rate",
                                                    "train/grad_norm", "train/epoch",
-                                                   "train/tokens_per_sec", "memory/rss_mib"};
+                                                   "train/tokens_per_sec", "memory/rss_mib",
+                                                   "train/model_tflops", "train/mfu"};
     const QStringList fields = dpo ? QStringList{"loss", "lr", "grad_norm", "epoch",
                                                  "rewards/chosen", "rewards/margins",
-                                                 "rewards/accuracies"}
+                                                 "rewards/accuracies", "mfu"}
                                    : QStringList{"loss", "lr", "grad_norm", "epoch",
-                                                 "tokens_per_sec", "rss_mib"};
+                                                 "tokens_per_sec", "rss_mib", "model_tflops",
+                                                 "mfu"};
+    // The tiny model (hidden 32, intermediate 64, 2 layers, 4 heads of 8, 2 kv heads, vocab 4288,
+    // untied): weights in matrix products per token, and the attention term's bound at S <= 64.
+    const double matmul = 2 * (32 * 32 + 2 * 32 * 16 + 32 * 32 + 3 * 32 * 64) + 4288 * 32;
+    const double passes = dpo ? 4 : 3;  // DPO: the reference's forward too
+    const double per_token_min = passes * 2 * matmul;
+    const double per_token_max = per_token_min + passes * 2 * 2 * 4 * 8 * 65;
     for (const QJsonObject& e : train_runs::events(out)) {
+      if (e["event"].toString() == "start") {
+        QCOMPARE(e["peak_tflops"].toDouble(), 0.25);
+        QCOMPARE(e["device_name"].toString(), QString("cpu"));
+        QCOMPARE(e["total_steps"].toInt(), 6);
+      }
       if (e["event"].toString() == "step") {
         ++steps;
         const int step = e["step"].toInt();
+        const double per_token =
+            e["model_tflops"].toDouble() * 1e12 * 2 / e["tokens_per_sec"].toDouble();
+        QVERIFY2(per_token >= per_token_min * (1 - 1e-9) && per_token <= per_token_max * (1 + 1e-9),
+                 qPrintable(QString("model FLOPs per token %1, expected %2 .. %3")
+                                .arg(per_token).arg(per_token_min).arg(per_token_max)));
+        QVERIFY(std::abs(e["mfu"].toDouble() - e["model_tflops"].toDouble() / 0.25) < 1e-12);
         for (int i = 0; i < stepTags.size(); ++i) {
           const auto tb = points(tags, stepTags[i]);
           QVERIFY2(tb.count(step), qPrintable(stepTags[i] + " lacks step " + QString::number(step)));

@@ -1,6 +1,7 @@
 // Runtime and memory reporting: version and CUDA fields, /proc parsing, and RSS that follows a
 // real 200 MiB allocation.
 #include "studio/trainer/runtime_info.h"
+#include "studio/trainer/metrics/gpu_activity.h"
 
 #include <torch/version.h>
 
@@ -20,6 +21,7 @@ class TestRuntimeInfo : public QObject {
   void parseProcStatus_data();
   void parseProcStatus();
   void rssFollowsAllocation();
+  void gpuActivityFromNvml();
 };
 
 void TestRuntimeInfo::versionIsTheCompiledOne() {
@@ -129,4 +131,25 @@ void TestRuntimeInfo::rssFollowsAllocation() {
 }
 
 QTEST_MAIN(TestRuntimeInfo)
+// NVML by PCI bus id: on a GPU machine every visible device reports utilisation and power; where
+// there is no driver library nothing is reported and the reason says why.
+void TestRuntimeInfo::gpuActivityFromNvml() {
+  QCOMPARE(studio::trainer::pci_bus_id(0, 0x17, 0), std::string("0000:17:00.0"));
+  QCOMPARE(studio::trainer::pci_bus_id(1, 0xc1, 0x1f), std::string("0001:c1:1f.0"));
+  const auto info = studio::trainer::query_runtime_info();
+  if (!info.cuda_available) {
+    QVERIFY(!studio::trainer::gpu_activity(0));
+    QVERIFY(!studio::trainer::nvml_unavailable_reason().empty());
+    return;
+  }
+  QVERIFY2(studio::trainer::nvml_unavailable_reason().empty(),
+           studio::trainer::nvml_unavailable_reason().c_str());
+  for (const auto& d : info.devices) {
+    const auto a = studio::trainer::gpu_activity(d.index);
+    QVERIFY2(a, qPrintable(QString("cuda:%1 reports no NVML activity").arg(d.index)));
+    QVERIFY(a->util_percent >= 0 && a->util_percent <= 100);
+    QVERIFY(a->power_w > 0 && a->power_limit_w > 0);
+  }
+}
+
 #include "tst_runtime_info.moc"

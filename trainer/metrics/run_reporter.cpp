@@ -55,7 +55,8 @@ void RunReporter::write_status(RunState state, const std::string& reason,
 }
 
 void RunReporter::start(const RunConfig& cfg, const ModelInfo& model, int world_size,
-                        int64_t total_steps, int64_t first_step) {
+                        int64_t total_steps, int64_t first_step, const std::string& device_name,
+                        std::optional<double> peak_tflops) {
   started_ = unix_time_now();
   last_step_ = first_step;
   if (!enabled_) return;
@@ -70,6 +71,9 @@ void RunReporter::start(const RunConfig& cfg, const ModelInfo& model, int world_
   e.sequence_parallel_mode = std::string(to_string(cfg.sequence_parallel_mode));
   e.stage = std::string(to_string(cfg.stage));
   e.model = summary(model);
+  e.total_steps = total_steps;
+  e.device_name = device_name;
+  e.peak_tflops = peak_tflops.value_or(kNoValue);
   check(writer_.write(e));
   if (reports_to_tensorboard(cfg)) {
     const std::string dir =
@@ -87,6 +91,8 @@ void RunReporter::tensorboard_step(const StepEvent& e) {
   put("train/grad_norm", e.grad_norm);
   put("train/epoch", e.epoch);
   put("train/tokens_per_sec", e.tokens_per_sec);
+  put("train/model_tflops", e.model_tflops);
+  put("train/mfu", e.mfu);
   if (e.dpo) {
     put("train/rewards/chosen", e.dpo->rewards_chosen);
     put("train/rewards/rejected", e.dpo->rewards_rejected);
@@ -100,6 +106,9 @@ void RunReporter::tensorboard_step(const StepEvent& e) {
     put(rank + "allocated_mib", g.allocated_mib);
     put(rank + "reserved_mib", g.reserved_mib);
     put(rank + "peak_mib", g.peak_mib);
+    const std::string gpu = "gpu/rank" + std::to_string(g.rank) + "/";
+    put(gpu + "util_percent", g.util_percent);
+    put(gpu + "power_w", g.power_w);
   }
   put("memory/rss_mib", e.rss_mib);
   check(tensorboard_.flush());

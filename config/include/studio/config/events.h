@@ -97,6 +97,11 @@ struct StartEvent {
   std::string sequence_parallel_mode;  // e.g. "ulysses", "ring"
   std::string stage;                   // e.g. "sft", "dpo"
   ModelSummary model;
+  std::int64_t total_steps = 0;  // optimizer steps of the whole run (0: not known)
+  // MFU: the device rank 0 trains on ("cpu" on CPU runs), and its dense peak in TFLOP/s for
+  // the run's dtype (studio/config/model_flops.h); NaN when the peak is not known.
+  std::string device_name;
+  double peak_tflops = kNoValue;
 };
 
 // Memory of one rank's device, in MiB. A CPU run reports its ranks' host memory the same way
@@ -113,6 +118,10 @@ struct GpuMemory {
   // Written only when known.
   double model_states_mib = kNoValue;
   double offloaded_mib = kNoValue;
+  // NVML, on GPU runs where the driver's library is present; written only when known.
+  double util_percent = kNoValue;   // GPU busy share of NVML's last sample period
+  double power_w = kNoValue;        // board power draw
+  double power_limit_w = kNoValue;  // enforced power limit
 };
 
 // DPO steps only; written flat into the step object as "rewards/chosen", "logps/chosen", ...
@@ -136,6 +145,10 @@ struct StepEvent {
   double elapsed = kNoValue;  // seconds since the run (or its resume) started
   double time = kNoValue;
   std::vector<GpuMemory> gpus;
+  // Model FLOPs of the window's tokens (studio/config/model_flops.h) per second and rank, in
+  // TFLOP/s, and that as a share of start.peak_tflops (NaN when the peak is not known).
+  double model_tflops = kNoValue;
+  double mfu = kNoValue;
   double rss_mib = kNoValue;       // resident memory of the reporting process (CPU runs)
   double peak_rss_mib = kNoValue;  // its high-water mark
   std::optional<DpoMetrics> dpo;  // read as present when any of its six fields is

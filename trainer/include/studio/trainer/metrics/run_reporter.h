@@ -5,6 +5,7 @@
 // other ranks' reporters are silent.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "studio/config/events.h"
@@ -20,8 +21,10 @@ class RunReporter {
   RunReporter(std::string output_dir, bool enabled, bool terminal);
   ~RunReporter();
 
+  // `device_name` and `peak_tflops` (nullopt: unknown) go into the start event for MFU.
   void start(const RunConfig& cfg, const ModelInfo& model, int world_size, int64_t total_steps,
-             int64_t first_step);
+             int64_t first_step, const std::string& device_name = "cpu",
+             std::optional<double> peak_tflops = std::nullopt);
   // Every step: the progress bar; the event only when `log_event` (logging_steps).
   void step(const StepEvent& e, bool log_event);
   void eval(int64_t step, double loss);
