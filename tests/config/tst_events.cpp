@@ -151,6 +151,9 @@ EventPayload sample(const QString& name) {
     s.sequence_parallel_mode = "ulysses";
     s.stage = "sft";
     s.model = {"LlamaForCausalLM", 8030261248, 32, 4096, 32, 8, 128256};
+    s.total_steps = 1000;
+    s.device_name = "NVIDIA H100 80GB HBM3";
+    s.peak_tflops = 989.5;
     return s;
   }
   if (name == "step") return sample_step(true, false);
@@ -264,7 +267,8 @@ void TestEvents::roundTrip_data() {
              R"("config":{"model":{"name":"llama"},"training":{"lr":0.0001}},)"
              R"("world_size":8,"sequence_parallel_size":4,"sequence_parallel_mode":"ulysses",)"
              R"("stage":"sft","model":{"architecture":"LlamaForCausalLM","parameters":8030261248,)"
-             R"("layers":32,"hidden_size":4096,"heads":32,"kv_heads":8,"vocab_size":128256}})");
+             R"("layers":32,"hidden_size":4096,"heads":32,"kv_heads":8,"vocab_size":128256},)"
+             R"("total_steps":1000,"device_name":"NVIDIA H100 80GB HBM3","peak_tflops":989.5})");
   const QByteArray step =
       R"({"event":"step","step":42,"epoch":0.5,"loss":1.25,"lr":2e-05,"grad_norm":0.75,)"
       R"("tokens":131072,"tokens_per_sec":5242.5,"elapsed":120.5,"time":1700000100.25,)";

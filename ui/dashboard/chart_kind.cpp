@@ -11,6 +11,8 @@ QString chartTitle(ChartKind kind) {
     case ChartKind::LearningRate: return QCoreApplication::translate("RunDashboard", "Learning rate");
     case ChartKind::GradNorm: return QCoreApplication::translate("RunDashboard", "Gradient norm");
     case ChartKind::Memory: return QCoreApplication::translate("RunDashboard", "Memory");
+    case ChartKind::GpuActivity:
+      return QCoreApplication::translate("RunDashboard", "GPU utilisation and power");
     case ChartKind::Rewards: return QCoreApplication::translate("RunDashboard", "DPO rewards");
     case ChartKind::Accuracy: return QCoreApplication::translate("RunDashboard", "DPO reward accuracy");
   }
@@ -24,6 +26,7 @@ QString chartName(ChartKind kind) {
     case ChartKind::LearningRate: return QStringLiteral("learning-rate");
     case ChartKind::GradNorm: return QStringLiteral("grad-norm");
     case ChartKind::Memory: return QStringLiteral("memory");
+    case ChartKind::GpuActivity: return QStringLiteral("gpu-activity");
     case ChartKind::Rewards: return QStringLiteral("rewards");
     case ChartKind::Accuracy: return QStringLiteral("accuracy");
   }

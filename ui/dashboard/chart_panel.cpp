@@ -41,6 +41,7 @@ QString valueAxisLabel(ChartKind kind) {
     case ChartKind::LearningRate: return ChartPanel::tr("learning rate");
     case ChartKind::GradNorm: return ChartPanel::tr("gradient norm");
     case ChartKind::Memory: return ChartPanel::tr("MiB");
+    case ChartKind::GpuActivity: return ChartPanel::tr("%");
     case ChartKind::Rewards: return ChartPanel::tr("reward");
     case ChartKind::Accuracy: return ChartPanel::tr("accuracy");
   }

@@ -61,6 +61,21 @@ void collectCapacities(const RunSeries& series, std::set<double>& out) {
   }
 }
 
+QString hms(double seconds) {
+  const auto s = static_cast<qint64>(std::llround(std::max(0.0, seconds)));
+  return QStringLiteral("%1:%2:%3")
+      .arg(s / 3600)
+      .arg((s / 60) % 60, 2, 10, QLatin1Char('0'))
+      .arg(s % 60, 2, 10, QLatin1Char('0'));
+}
+
+// The last finite value of a column, or NaN.
+double lastFinite(const std::vector<double>& column) {
+  for (auto it = column.rbegin(); it != column.rend(); ++it)
+    if (std::isfinite(*it)) return *it;
+  return kNoValue;
+}
+
 QString parameterCount(std::int64_t n) {
   if (n >= 1'000'000'000) return RunDashboard::tr("%1 B parameters").arg(n / 1e9, 0, 'f', 2);
   if (n >= 1'000'000) return RunDashboard::tr("%1 M parameters").arg(n / 1e6, 0, 'f', 2);
@@ -161,9 +176,12 @@ QWidget* RunDashboard::buildCharts() {
   grid->addWidget(at(ChartKind::LearningRate), 1, 0);
   grid->addWidget(at(ChartKind::GradNorm), 1, 1);
   grid->addWidget(at(ChartKind::Memory), 2, 0, 1, 2);
+  // Utilisation and power as percentages: util 100 % and power at its limit share one scale.
+  at(ChartKind::GpuActivity)->setFixedValueRange(0, 105);
+  grid->addWidget(at(ChartKind::GpuActivity), 3, 0, 1, 2);
   // The DPO charts share the last row, so hiding both for an SFT run leaves no hole.
-  grid->addWidget(at(ChartKind::Rewards), 3, 0);
-  grid->addWidget(at(ChartKind::Accuracy), 3, 1);
+  grid->addWidget(at(ChartKind::Rewards), 4, 0);
+  grid->addWidget(at(ChartKind::Accuracy), 4, 1);
 
   auto* charts = new QWidget;
   charts->setLayout(grid);
@@ -415,6 +433,7 @@ void RunDashboard::updateChartStates() {
   bool anyRows = false;
   bool anyGpu = false;
   bool anyRss = false;
+  bool anyActivity = false;
   std::set<double> capacities;
   for (const auto& run : runs_) {
     const RunSeries& s = run->series;
@@ -422,10 +441,15 @@ void RunDashboard::updateChartStates() {
     anyRows = anyRows || !s.empty();
     anyGpu = anyGpu || !s.gpus().empty();
     anyRss = anyRss || (s.gpus().empty() && s.has(Metric::RssMib));
+    for (const GpuSeries& gpu : s.gpus()) anyActivity = anyActivity || gpu.hasActivity();
     collectCapacities(s, capacities);
   }
   panels_[static_cast<std::size_t>(ChartKind::Rewards)]->setVisible(anyDpo);
   panels_[static_cast<std::size_t>(ChartKind::Accuracy)]->setVisible(anyDpo);
+  // NVML's figures exist for GPU runs on hosts with the driver's library only.
+  ChartPanel* activity = panels_[static_cast<std::size_t>(ChartKind::GpuActivity)];
+  activity->setVisible(anyActivity);
+  activity->setTitle(tr("GPU utilisation per rank (solid, %) and power draw (dashed, % of its limit)"));
 
   ChartPanel* memory = panels_[static_cast<std::size_t>(ChartKind::Memory)];
   memory->setLimitLines({capacities.begin(), capacities.end()}, QStringLiteral("MiB"));
@@ -462,6 +486,46 @@ void RunDashboard::updateChartStates() {
   }
 }
 
+QString RunDashboard::etaText(const RunSeries& series) {
+  const RunFacts& f = series.facts();
+  if (f.ended || f.totalSteps <= 0 || series.empty()) return {};
+  const std::vector<double>& steps = series.steps();
+  const std::vector<double>& wall = series.wallTime();
+  const std::size_t last = steps.size() - 1;
+  const double done = steps[last];
+  if (done >= static_cast<double>(f.totalSteps)) return {};
+  // Seconds per step over the last rows (up to 50, the pace now), else since the start.
+  double perStep = kNoValue;
+  const std::size_t first = last > 50 ? last - 50 : 0;
+  if (last > first && std::isfinite(wall[last]) && std::isfinite(wall[first]) &&
+      steps[last] > steps[first])
+    perStep = (wall[last] - wall[first]) / (steps[last] - steps[first]);
+  else if (std::isfinite(series.relativeTime()[last]) && done > 0)
+    perStep = series.relativeTime()[last] / done;
+  if (!std::isfinite(perStep) || perStep < 0) return {};
+  return tr("step %1 of %2, ETA %3")
+      .arg(static_cast<qint64>(done))
+      .arg(f.totalSteps)
+      .arg(hms(perStep * (static_cast<double>(f.totalSteps) - done)));
+}
+
+QString RunDashboard::utilisationText(const RunSeries& series) {
+  const double tflops = lastFinite(series.values(Metric::ModelTflops));
+  if (!std::isfinite(tflops)) return {};
+  const RunFacts& f = series.facts();
+  const QString device = QString::fromStdString(f.deviceName.empty() ? "?" : f.deviceName);
+  const double mfu = lastFinite(series.values(Metric::Mfu));
+  if (std::isfinite(mfu) && std::isfinite(f.peakTflops))
+    return tr("MFU %1% (%2 model TFLOP/s per rank of %3 peak, %4)")
+        .arg(100.0 * mfu, 0, 'f', 1)
+        .arg(tflops, 0, 'g', 4)
+        .arg(f.peakTflops, 0, 'g', 5)
+        .arg(device);
+  return tr("%1 model TFLOP/s per rank (MFU: no peak known for %2; set STUDIO_PEAK_TFLOPS)")
+      .arg(tflops, 0, 'g', 4)
+      .arg(device);
+}
+
 void RunDashboard::updateFacts() {
   if (runs_.empty()) {
     facts_->setText(tr("No run shown."));
@@ -480,8 +544,11 @@ void RunDashboard::updateFacts() {
     parts << QStringLiteral("%1, %2").arg(QString::fromStdString(f.model.architecture),
                                           parameterCount(f.model.parameters));
   if (f.starts > 1) parts << tr("resumed %n time(s)", nullptr, f.starts - 1);
-  if (!primary.series.empty())
+  if (const QString eta = etaText(primary.series); !eta.isEmpty())
+    parts << eta;
+  else if (!primary.series.empty())
     parts << tr("step %1").arg(static_cast<qint64>(primary.series.steps().back()));
+  if (const QString mfu = utilisationText(primary.series); !mfu.isEmpty()) parts << mfu;
   if (f.ended)
     parts << QStringLiteral("%1: %2").arg(QString::fromStdString(f.endState),
                                           QString::fromStdString(f.endReason));

@@ -28,6 +28,8 @@ QString metricName(Metric metric) {
     case Metric::RewardsRejected: return QStringLiteral("rejected");
     case Metric::RewardsMargins: return QStringLiteral("margins");
     case Metric::RewardsAccuracies: return QStringLiteral("accuracy");
+    case Metric::ModelTflops: return QStringLiteral("model TFLOP/s");
+    case Metric::Mfu: return QStringLiteral("MFU");
   }
   return {};
 }
@@ -123,7 +125,10 @@ bool RunGraphs::hasLine(Source source, Metric metric, int rank) const {
   for (const Line& line : lines_) {
     if (line.source != source) continue;
     if (source == Source::Metric && line.metric != metric) continue;
-    if ((source == Source::Allocated || source == Source::Reserved) && line.rank != rank) continue;
+    if ((source == Source::Allocated || source == Source::Reserved || source == Source::Util ||
+         source == Source::Power) &&
+        line.rank != rank)
+      continue;
     return true;
   }
   return false;
@@ -162,6 +167,10 @@ void RunGraphs::addMissingLines(const RunSeries& series) {
                                 : slot_ * kRankColorOffset + rankIndex++;
     addLine(ChartKind::Memory, color, Source::Allocated, Metric::Loss, gpu.rank);
     addLine(ChartKind::Memory, color, Source::Reserved, Metric::Loss, gpu.rank);
+    if (gpu.hasActivity()) {  // the same colour as the rank's memory
+      addLine(ChartKind::GpuActivity, color, Source::Util, Metric::Loss, gpu.rank);
+      addLine(ChartKind::GpuActivity, color, Source::Power, Metric::Loss, gpu.rank);
+    }
   }
   // A CPU run has no device memory; its process's resident memory takes the chart instead.
   if (series.gpus().empty()) metricLine(ChartKind::Memory, Metric::RssMib, slot_);
@@ -180,6 +189,8 @@ QString RunGraphs::lineName(const Line& line) const {
     case Source::Eval: what = QStringLiteral("eval loss"); break;
     case Source::Allocated: what = QStringLiteral("rank %1 allocated").arg(line.rank); break;
     case Source::Reserved: what = QStringLiteral("rank %1 reserved").arg(line.rank); break;
+    case Source::Util: what = QStringLiteral("rank %1 utilisation").arg(line.rank); break;
+    case Source::Power: what = QStringLiteral("rank %1 power").arg(line.rank); break;
   }
   return label_ + QStringLiteral(": ") + what;
 }
@@ -191,7 +202,7 @@ bool RunGraphs::isRawLoss(const Line& line) {
 bool RunGraphs::inLegend(const Line& line) {
   // The raw loss is named by its smoothed curve, and a rank's reserved line (dashed) by its
   // allocated one of the same colour: the legend names each run without doubling up.
-  return line.source != Source::Reserved && !isRawLoss(line);
+  return line.source != Source::Reserved && line.source != Source::Power && !isRawLoss(line);
 }
 
 void RunGraphs::styleLine(const Line& line, const QColor& color) {
@@ -210,8 +221,10 @@ void RunGraphs::styleLine(const Line& line, const QColor& color) {
       line.graph->setLineStyle(QCPGraph::lsNone);
       line.graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, color, 7));
       break;
-    case Source::Allocated: break;
-    case Source::Reserved: pen.setStyle(Qt::DashLine); break;
+    case Source::Allocated:
+    case Source::Util: break;
+    case Source::Reserved:
+    case Source::Power: pen.setStyle(Qt::DashLine); break;
   }
   line.graph->setPen(pen);
 }
@@ -220,6 +233,7 @@ void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
   const bool eval = line.source == Source::Eval;
   const std::vector<double>& xs = eval ? series.evalX(mode) : series.x(mode);
   const std::vector<double>* ys = nullptr;
+  const std::vector<double>* limits = nullptr;  // power: drawn as a share of its limit
   switch (line.source) {
     case Source::Metric: ys = &series.values(line.metric); break;
     case Source::Smoothed: ys = &series.values(Metric::Loss); break;
@@ -229,6 +243,14 @@ void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
       const GpuSeries* gpu = gpuOf(series, line.rank);
       if (gpu == nullptr) return;
       ys = line.source == Source::Allocated ? &gpu->allocated : &gpu->reserved;
+      break;
+    }
+    case Source::Util:
+    case Source::Power: {
+      const GpuSeries* gpu = gpuOf(series, line.rank);
+      if (gpu == nullptr) return;
+      ys = line.source == Source::Util ? &gpu->util : &gpu->power;
+      limits = line.source == Source::Power ? &gpu->powerLimit : nullptr;
       break;
     }
   }
@@ -244,7 +266,8 @@ void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
       if (line.source == Source::Smoothed) smootherBeforeLast_ = smoother_;
     }
     // The smoother sees every row, drawn or not, so its state matches a full recomputation.
-    const double y = line.source == Source::Smoothed ? smoother_.next((*ys)[i]) : (*ys)[i];
+    double y = line.source == Source::Smoothed ? smoother_.next((*ys)[i]) : (*ys)[i];
+    if (limits) y = (*limits)[i] > 0 ? 100.0 * y / (*limits)[i] : kNoValue;
     const double x = xs[i];
     if (!std::isfinite(x)) continue;  // no time for this row: it cannot be placed on this axis
     sorted = sorted && x >= lastKey;

@@ -56,12 +56,12 @@ class RunGraphs {
   std::vector<QCPGraph*> graphs(ChartKind chart) const;
 
  private:
-  enum class Source { Metric, Smoothed, Eval, Allocated, Reserved };
+  enum class Source { Metric, Smoothed, Eval, Allocated, Reserved, Util, Power };
   struct Line {
     ChartKind chart;
     Source source;
     Metric metric;  // for Metric
-    int rank;       // for Allocated and Reserved
+    int rank;       // for Allocated, Reserved, Util and Power
     QCPGraph* graph;
     std::size_t shown;  // rows (or evaluations) already in the graph
     // Points in the graph before its last row's: a last row that changes in place (a series

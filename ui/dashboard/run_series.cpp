@@ -110,6 +110,9 @@ void RunSeries::addStart(const StartEvent& start) {
   facts_.sequenceParallelSize = start.sequence_parallel_size;
   facts_.sequenceParallelMode = start.sequence_parallel_mode;
   facts_.model = start.model;
+  facts_.totalSteps = start.total_steps;
+  facts_.deviceName = start.device_name;
+  facts_.peakTflops = start.peak_tflops;
   // A resume after an end (a failed run started again) is running again.
   facts_.ended = false;
   facts_.endState.clear();
@@ -166,6 +169,8 @@ void RunSeries::addStep(const StepEvent& step) {
   pushMetric(Metric::RewardsRejected, dpo.rewards_rejected);
   pushMetric(Metric::RewardsMargins, dpo.rewards_margins);
   pushMetric(Metric::RewardsAccuracies, dpo.rewards_accuracies);
+  pushMetric(Metric::ModelTflops, step.model_tflops);
+  pushMetric(Metric::Mfu, step.mfu);
   pushGpus(step.gpus);
 }
 
@@ -193,6 +198,9 @@ void RunSeries::truncateRows(std::size_t rows) {
     gpu.allocated.resize(rows);
     gpu.reserved.resize(rows);
     gpu.total.resize(rows);
+    gpu.util.resize(rows);
+    gpu.power.resize(rows);
+    gpu.powerLimit.resize(rows);
   }
   changes_.rowsFrom = std::min(changes_.rowsFrom, rows);
 }
@@ -258,6 +266,8 @@ void RunSeries::mergeStep(const StepEvent& step) {
   mergeMetric(Metric::RewardsRejected, row, dpo.rewards_rejected, 1);
   mergeMetric(Metric::RewardsMargins, row, dpo.rewards_margins, 1);
   mergeMetric(Metric::RewardsAccuracies, row, dpo.rewards_accuracies, 1);
+  mergeMetric(Metric::ModelTflops, row, step.model_tflops, 1);
+  mergeMetric(Metric::Mfu, row, step.mfu, 1);
   for (const GpuMemory& memory : step.gpus) {
     GpuSeries& column = gpuColumn(memory.rank, /*rowPushed=*/true);
     auto higher = [](double& kept, double v) {
@@ -266,6 +276,9 @@ void RunSeries::mergeStep(const StepEvent& step) {
     higher(column.allocated[row], memory.allocated_mib);
     higher(column.reserved[row], memory.reserved_mib);
     if (std::isfinite(memory.total_mib)) column.total[row] = memory.total_mib;
+    higher(column.util[row], memory.util_percent);
+    higher(column.power[row], memory.power_w);
+    if (std::isfinite(memory.power_limit_w)) column.powerLimit[row] = memory.power_limit_w;
   }
   changes_.rowsFrom = std::min(changes_.rowsFrom, row);
 }
@@ -308,6 +321,9 @@ void RunSeries::mergePairs() {
       higher(gpu.allocated);
       higher(gpu.reserved);
       gpu.total[i] = std::isfinite(gpu.total[b]) ? gpu.total[b] : gpu.total[a];
+      higher(gpu.util);
+      higher(gpu.power);
+      gpu.powerLimit[i] = std::isfinite(gpu.powerLimit[b]) ? gpu.powerLimit[b] : gpu.powerLimit[a];
     }
   }
   stride_ *= 2;
@@ -327,6 +343,9 @@ GpuSeries& RunSeries::gpuColumn(int rank, bool rowPushed) {
     fresh.allocated.assign(before, kNoValue);
     fresh.reserved.assign(before, kNoValue);
     fresh.total.assign(before, kNoValue);
+    fresh.util.assign(before, kNoValue);
+    fresh.power.assign(before, kNoValue);
+    fresh.powerLimit.assign(before, kNoValue);
     it = gpus_.insert(it, std::move(fresh));
   }
   return *it;
@@ -339,13 +358,24 @@ void RunSeries::pushGpus(const std::vector<GpuMemory>& gpus) {
     column.allocated.push_back(memory.allocated_mib);
     column.reserved.push_back(memory.reserved_mib);
     column.total.push_back(memory.total_mib);
+    column.util.push_back(memory.util_percent);
+    column.power.push_back(memory.power_w);
+    column.powerLimit.push_back(memory.power_limit_w);
   }
   for (GpuSeries& column : gpus_) {
     if (column.allocated.size() == steps_.size()) continue;
     column.allocated.push_back(kNoValue);
     column.reserved.push_back(kNoValue);
     column.total.push_back(kNoValue);
+    column.util.push_back(kNoValue);
+    column.power.push_back(kNoValue);
+    column.powerLimit.push_back(kNoValue);
   }
+}
+
+bool GpuSeries::hasActivity() const {
+  return std::any_of(util.begin(), util.end(), [](double v) { return std::isfinite(v); }) ||
+         std::any_of(power.begin(), power.end(), [](double v) { return std::isfinite(v); });
 }
 
 }  // namespace studio::ui

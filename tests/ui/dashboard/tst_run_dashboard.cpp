@@ -101,6 +101,8 @@ class TestRunDashboard : public QObject {
   void oddFieldsCostOnlyThemselves();
   void llamaFactoryTrainerLog();
   void constantSeriesGetsAWindow();
+  void mfuEtaAndGpuActivity();
+  void cpuRunNamesTheMissingPeak();
 };
 
 void TestRunDashboard::graphsPerChart() {
@@ -651,6 +653,80 @@ void TestRunDashboard::oddFieldsCostOnlyThemselves() {
     explained |= label->text().startsWith(QStringLiteral("No step of the run could be read yet.")) &&
                  label->text().contains(summary);
   QVERIFY(explained);
+}
+
+
+// A 2-rank GPU run of 100 steps, 10 done at 2 s a step: the facts line says the ETA (90 steps x
+// 2 s) and the last MFU; the activity chart draws each rank's utilisation and its power as a share
+// of its limit, and hides while no run reports them.
+void TestRunDashboard::mfuEtaAndGpuActivity() {
+  std::vector<studio::Event> events;
+  events.push_back(dash_test::parsed({{"event", "start"}, {"time", 1000.0}, {"world_size", 2},
+                                      {"stage", "sft"}, {"total_steps", 100},
+                                      {"device_name", "NVIDIA H100 80GB HBM3"},
+                                      {"peak_tflops", 989.4}}));
+  for (int step = 1; step <= 10; ++step) {
+    nlohmann::json j = {{"event", "step"}, {"step", step}, {"loss", 2.0}, {"time", 1000.0 + 2 * step},
+                        {"elapsed", 2.0 * step}, {"model_tflops", 400.0 + step},
+                        {"mfu", (400.0 + step) / 989.4}};
+    j["gpus"] = nlohmann::json::array();
+    for (int rank = 0; rank < 2; ++rank)
+      j["gpus"].push_back({{"rank", rank}, {"device", rank}, {"allocated_mib", 1000.0},
+                           {"reserved_mib", 2000.0}, {"peak_mib", 1500.0}, {"total_mib", 81559.0},
+                           {"util_percent", 90.0 + rank}, {"power_w", 350.0 + 10 * rank},
+                           {"power_limit_w", 700.0}});
+    events.push_back(dash_test::parsed(j));
+  }
+  RunDashboard dash;
+  dash.feed(QStringLiteral("gpu-run"), events);
+  dash.flush();
+  const auto* facts = dash.findChild<QLabel*>(QStringLiteral("runFacts"));
+  QVERIFY2(facts->text().contains(QStringLiteral("step 10 of 100, ETA 0:03:00")),
+           qPrintable(facts->text()));
+  QVERIFY2(facts->text().contains(QStringLiteral("MFU 41.4% (410 model TFLOP/s per rank of 989.4 "
+                                                 "peak, NVIDIA H100 80GB HBM3)")),
+           qPrintable(facts->text()));
+  QVERIFY(dash.chartShown(ChartKind::GpuActivity));
+  const auto graphs = dash.graphs(ChartKind::GpuActivity, QStringLiteral("gpu-run"));
+  QCOMPARE(int(graphs.size()), 4);  // utilisation and power of two ranks
+  QMap<QString, double> last;
+  for (const QCPGraph* g : graphs) {
+    QCOMPARE(g->data()->size(), 10);
+    last[g->name()] = (g->data()->constEnd() - 1)->value;
+  }
+  QCOMPARE(last.value("gpu-run: rank 0 utilisation"), 90.0);
+  QCOMPARE(last.value("gpu-run: rank 1 utilisation"), 91.0);
+  QCOMPARE(last.value("gpu-run: rank 0 power"), 50.0);  // 350 W of 700
+  QCOMPARE(last.value("gpu-run: rank 1 power"), 360.0 / 7.0);
+  QCOMPARE(dash.plot(ChartKind::GpuActivity)->yAxis->range().upper, 105.0);
+
+  // Once it ended, no ETA.
+  dash.feed(QStringLiteral("gpu-run"),
+            {dash_test::parsed({{"event", "end"}, {"state", "finished"}, {"reason", "done"}})});
+  dash.flush();
+  QVERIFY2(!facts->text().contains(QStringLiteral("ETA")), qPrintable(facts->text()));
+
+  RunDashboard bare;
+  bare.feed(QStringLiteral("bare"), threeSteps());
+  bare.flush();
+  QVERIFY(!bare.chartShown(ChartKind::GpuActivity));
+}
+
+// A CPU run has model TFLOP/s but no peak: the line says so and how to give one.
+void TestRunDashboard::cpuRunNamesTheMissingPeak() {
+  RunSeries series;
+  series.ingest({dash_test::parsed({{"event", "start"}, {"time", 10.0}, {"device_name", "cpu"},
+                                    {"peak_tflops", nullptr}, {"total_steps", 4}}),
+                 dash_test::parsed({{"event", "step"}, {"step", 1}, {"time", 11.0},
+                                    {"elapsed", 1.0}, {"model_tflops", 0.125}, {"mfu", nullptr}})});
+  QCOMPARE(RunDashboard::utilisationText(series),
+           QStringLiteral("0.125 model TFLOP/s per rank (MFU: no peak known for cpu; set "
+                          "STUDIO_PEAK_TFLOPS)"));
+  QCOMPARE(RunDashboard::etaText(series), QStringLiteral("step 1 of 4, ETA 0:00:03"));
+  RunSeries none;
+  none.ingest({dash_test::stepEvent(1, 2.0, 5.0)});
+  QVERIFY(RunDashboard::utilisationText(none).isEmpty());
+  QVERIFY(RunDashboard::etaText(none).isEmpty());  // no total_steps
 }
 
 QTEST_MAIN(TestRunDashboard)

@@ -380,13 +380,15 @@ QTEST_MAIN(TestRunSeries)
 static studio::Event cappedStep(std::int64_t step) {
   nlohmann::json gpus = nlohmann::json::array();
   gpus.push_back({{"rank", 0}, {"device", 0}, {"allocated_mib", double(step % 7)},
-                  {"reserved_mib", 100.0 + double(step % 5)}, {"total_mib", 1000.0}});
+                  {"reserved_mib", 100.0 + double(step % 5)}, {"total_mib", 1000.0},
+                  {"util_percent", double(step % 11)}, {"power_w", 300.0 + double(step % 13)},
+                  {"power_limit_w", 700.0}});
   if (step % 2 == 0)
     gpus.push_back({{"rank", 1}, {"device", 1}, {"allocated_mib", double(step)},
                     {"reserved_mib", 200.0}, {"total_mib", 1000.0}});
   nlohmann::json j = {{"event", "step"},      {"step", step},
                       {"loss", double(step)}, {"time", 1000.0 + double(step)},
-                      {"gpus", gpus}};
+                      {"gpus", gpus}, {"mfu", 0.001 * double(step)}};
   if (step % 3 != 0) j["grad_norm"] = 2.0 * double(step);  // every third step without one
   return dash_test::parsed(j);
 }
@@ -426,16 +428,23 @@ void TestRunSeries::rowsAreCapped() {
     const int from = int(row * stride) + 1, to = std::min(steps, int((row + 1) * stride));
     QCOMPARE(s.steps()[row], double(to));
     QCOMPARE(s.wallTime()[row], 1000.0 + to);
-    double loss = 0, norm = 0, rank0 = -1, rank1 = -1, reserved0 = -1;
+    double loss = 0, norm = 0, rank0 = -1, rank1 = -1, reserved0 = -1, util0 = -1, power0 = -1;
     int norms = 0;
     for (int step = from; step <= to; ++step) {
       loss += step;
+      util0 = std::max(util0, double(step % 11));
+      power0 = std::max(power0, 300.0 + double(step % 13));
       if (step % 3 != 0) norm += 2.0 * step, ++norms;
       rank0 = std::max(rank0, double(step % 7));
       reserved0 = std::max(reserved0, 100.0 + double(step % 5));
       if (step % 2 == 0) rank1 = std::max(rank1, double(step));
     }
     QCOMPARE(s.values(Metric::Loss)[row], loss / (to - from + 1));
+    QVERIFY(std::abs(s.values(Metric::Mfu)[row] - 0.001 * loss / (to - from + 1)) < 1e-12);
+    // NVML's figures keep the highest of the merged steps, as memory does.
+    QCOMPARE(s.gpus()[0].util[row], util0);
+    QCOMPARE(s.gpus()[0].power[row], power0);
+    QCOMPARE(s.gpus()[0].powerLimit[row], 700.0);
     if (norms > 0)
       QCOMPARE(s.values(Metric::GradNorm)[row], norm / norms);
     else

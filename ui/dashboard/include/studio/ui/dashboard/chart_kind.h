@@ -13,13 +13,15 @@ enum class ChartKind {
   LearningRate,
   GradNorm,      // global gradient norm before clipping
   Memory,        // per-rank GPU memory, or the process's RSS on CPU runs
+  GpuActivity,   // per-rank GPU utilisation and power as a share of its limit (NVML)
   Rewards,       // DPO: chosen, rejected and margin rewards
   Accuracy,      // DPO: rewards/accuracies
 };
-inline constexpr std::size_t kChartCount = 7;
+inline constexpr std::size_t kChartCount = 8;
 inline constexpr std::array<ChartKind, kChartCount> kAllCharts = {
-    ChartKind::Loss,   ChartKind::TokensPerSec, ChartKind::LearningRate, ChartKind::GradNorm,
-    ChartKind::Memory, ChartKind::Rewards,      ChartKind::Accuracy};
+    ChartKind::Loss,        ChartKind::TokensPerSec, ChartKind::LearningRate,
+    ChartKind::GradNorm,    ChartKind::Memory,       ChartKind::GpuActivity,
+    ChartKind::Rewards,     ChartKind::Accuracy};
 
 // "Loss", "Tokens/sec", ...: the chart's title, also used in file dialogs.
 QString chartTitle(ChartKind kind);

@@ -97,6 +97,12 @@ class RunDashboard : public QWidget {
   void revealChart(ChartKind kind);
   bool updatePending() const { return pending_; }
 
+  // The facts line's live parts for a run: "step 120 of 1000, ETA 1:12:05" from the pace of its
+  // last steps (empty once it ended or without total_steps), and its model FLOP rate and MFU
+  // (docs/events.md), or "" when its steps report none.
+  static QString etaText(const RunSeries& series);
+  static QString utilisationText(const RunSeries& series);
+
  signals:
   // New events of a run reached the charts (once per coalesced update).
   void runUpdated(QString runDir);

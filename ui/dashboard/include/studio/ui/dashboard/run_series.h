@@ -42,8 +42,10 @@ enum class Metric {
   RewardsRejected,
   RewardsMargins,
   RewardsAccuracies,
+  ModelTflops,  // model FLOPs per second and rank (docs/events.md, MFU)
+  Mfu,          // model_tflops / the device's peak, 0..1
 };
-inline constexpr std::size_t kMetricCount = 9;
+inline constexpr std::size_t kMetricCount = 11;
 
 // Memory of one rank, in MiB, parallel to the rows (NaN where a step did not report the rank).
 struct GpuSeries {
@@ -51,6 +53,12 @@ struct GpuSeries {
   std::vector<double> allocated;
   std::vector<double> reserved;
   std::vector<double> total;  // the device's capacity
+  // NVML (GPU runs with the driver's library): utilisation %, power draw and limit in W; NaN
+  // where not reported. Merged rows keep the highest of their steps, as memory does.
+  std::vector<double> util;
+  std::vector<double> power;
+  std::vector<double> powerLimit;
+  bool hasActivity() const;
 };
 
 // What the start and end events say about the run.
@@ -62,6 +70,9 @@ struct RunFacts {
   int sequenceParallelSize = 0;
   std::string sequenceParallelMode;
   ModelSummary model;
+  std::int64_t totalSteps = 0;  // of the whole run (0: not said)
+  std::string deviceName;       // rank 0's device ("cpu" on CPU runs)
+  double peakTflops = kNoValue; // its peak for MFU; NaN when not known
   bool ended = false;  // the last event of the run so far is an end event
   std::string endState;   // "finished", "failed", "stopped"
   std::string endReason;
