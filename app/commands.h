@@ -30,5 +30,6 @@ int cmd_tokenize(const Argv& argv);
 int cmd_preview(const Argv& argv);
 int cmd_estimate(const Argv& argv);
 int cmd_chat(const Argv& argv);
+int cmd_supervise(const Argv& argv);
 
 }  // namespace studio::app

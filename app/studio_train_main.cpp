@@ -74,6 +74,12 @@ Commands:
               requests are read as JSON lines from stdin (docs/CHAT.md).
       --device auto picks the first CUDA device when there is one; --dtype auto is the
       checkpoint's torch_dtype on a GPU and float32 on the CPU.
+  supervise --output-dir DIR [--grace S] [--env NAME=VALUE ...] -- PROGRAM ARGS...
+      Run another trainer (e.g. llamafactory-cli train CONFIG.yaml) the way studio-train
+      runs: DIR/status.json says running, then finished, failed (exit code and its last
+      output line) or stopped; its output passes through; Ctrl-C or SIGTERM stops its
+      whole process group (SIGKILL after --grace seconds, default 30). Exit code: the
+      program's, or 130 after a stop. The studio launches LLaMA-Factory runs this way.
   init-model --config CONFIG.json --out DIR [--seed N] [--dtype float32|bfloat16]
       Write a freshly initialised model folder (weights, config.json and the
       tokenizer files beside CONFIG.json).
@@ -119,6 +125,7 @@ int main(int argc, char** argv) {
     if (cmd == "logprobs") return cmd_logprobs(rest);
     if (cmd == "init-model") return cmd_init_model(rest);
     if (cmd == "chat") return cmd_chat(rest);
+    if (cmd == "supervise") return cmd_supervise(rest);
     if (cmd == "config-keys") return std::cout << studio::config_keys_markdown(), kExitOk;
   } catch (const std::exception& e) {
     std::cerr << "studio-train " << cmd << ": " << e.what() << "\n";

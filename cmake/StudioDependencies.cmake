@@ -20,6 +20,19 @@ if(NOT DEFINED STUDIO_PYTHON)
   set(STUDIO_PYTHON "${_python}" CACHE FILEPATH
       "The Python interpreter with torch, transformers, tokenizers and trl (scripts/setup.sh)")
 endif()
+# LLaMA-Factory's command line, in its own environment (scripts/llamafactory-requirements.txt): the
+# tests that train with LLaMA-Factory and follow its runs use it.
+if(NOT DEFINED STUDIO_LLAMAFACTORY_CLI)
+  if(DEFINED ENV{STUDIO_LLAMAFACTORY_CLI})
+    set(_lf "$ENV{STUDIO_LLAMAFACTORY_CLI}")
+  else()
+    execute_process(
+      COMMAND bash -c ". '${CMAKE_CURRENT_SOURCE_DIR}/scripts/python-env.sh' && echo \"$STUDIO_LLAMAFACTORY_CLI\""
+      OUTPUT_VARIABLE _lf OUTPUT_STRIP_TRAILING_WHITESPACE)
+  endif()
+  set(STUDIO_LLAMAFACTORY_CLI "${_lf}" CACHE FILEPATH
+      "llamafactory-cli of the LLaMA-Factory environment scripts/setup.sh makes")
+endif()
 set(STUDIO_PYTHON_OK OFF)
 set(STUDIO_TORCH_PREFIX "")
 if(EXISTS "${STUDIO_PYTHON}")

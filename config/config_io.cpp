@@ -1,4 +1,5 @@
 #include "studio/config/config_io.h"
+#include "studio/config/llamafactory_target.h"
 
 #include <algorithm>
 #include <climits>
@@ -210,7 +211,7 @@ std::string to_yaml_full(const RunConfig& cfg) {
   return out.str();
 }
 
-std::string to_yaml_minimal(const RunConfig& cfg) {
+std::string to_yaml_minimal(const RunConfig& cfg, bool llamafactory) {
   struct Entry {
     long order;
     std::string_view key;
@@ -219,6 +220,7 @@ std::string to_yaml_minimal(const RunConfig& cfg) {
   std::vector<Entry> entries;
   long unplaced = INT_MAX;  // keys set in memory go after the file's keys, in table order
   for (const auto& f : config_fields()) {
+    if (llamafactory && !llamafactory_knows(f.key)) continue;
     auto pos = cfg.source.key_pos.find(std::string(f.key));
     const bool from_file = pos != cfg.source.key_pos.end();
     if (!from_file && (f.is_default(cfg) && !f.required)) continue;
@@ -240,7 +242,8 @@ std::string to_yaml_minimal(const RunConfig& cfg) {
 }  // namespace
 
 std::string to_yaml(const RunConfig& cfg, YamlStyle style) {
-  return style == YamlStyle::Full ? to_yaml_full(cfg) : to_yaml_minimal(cfg);
+  return style == YamlStyle::Full ? to_yaml_full(cfg)
+                                  : to_yaml_minimal(cfg, style == YamlStyle::LlamaFactory);
 }
 
 namespace {

@@ -142,6 +142,7 @@ void read_step(const json& j, StepEvent& v, Issues* issues) {
   f.get("time", v.time);
   f.get("model_tflops", v.model_tflops);
   f.get("mfu", v.mfu);
+  f.get("total_steps", v.total_steps);
   v.gpus = read_gpus(f);
   f.get("rss_mib", v.rss_mib);
   f.get("peak_rss_mib", v.peak_rss_mib);
@@ -385,6 +386,7 @@ void to_json(json& j, const StepEvent& v) {
   if (!std::isnan(v.peak_rss_mib)) j["peak_rss_mib"] = v.peak_rss_mib;
   if (!std::isnan(v.model_tflops)) j["model_tflops"] = v.model_tflops;
   if (!std::isnan(v.model_tflops)) j["mfu"] = v.mfu;  // null when the peak is not known
+  if (v.total_steps > 0) j["total_steps"] = v.total_steps;
   if (!v.dpo) return;
   for (const auto& [key, member] : kDpoFields) j[key] = (*v.dpo).*member;
 }

@@ -31,6 +31,7 @@ bool parse_trainer_log_line(std::string_view line, std::vector<Event>& out, std:
   try {
     Fields f(j, "", &issues);
     f.get_required("current_steps", step.step);
+    f.get("total_steps", step.total_steps);
     f.get("loss", step.loss);
     f.get("lr", step.lr);
     f.get("epoch", step.epoch);

@@ -88,3 +88,31 @@ if ! cmp -s "$requirements" "$stamp" 2>/dev/null || [ ! -x "$STUDIO_PYTHON" ]; t
   cp "$requirements" "$stamp"
   echo "setup: Python environment ready: $("$STUDIO_PYTHON" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)')"
 fi
+
+# LLaMA-Factory in an environment of its own (scripts/llamafactory-requirements.txt says why),
+# sharing the main environment's torch: the tests train with it and follow its runs.
+lf_requirements="$root/scripts/llamafactory-requirements.txt"
+lf_stamp="$STUDIO_LF_VENV/.seqstudio-requirements"
+if ! cmp -s "$lf_requirements" "$lf_stamp" 2>/dev/null || [ ! -x "$STUDIO_LLAMAFACTORY_CLI" ]; then
+  echo "setup: installing LLaMA-Factory 0.9.5 into $STUDIO_LF_VENV (about 1 GB, torch shared)"
+  log=$(mktemp)
+  main_site=$("$STUDIO_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if ! "$_studio_base_python" -m venv "$STUDIO_LF_VENV" >"$log" 2>&1 ||
+     ! lf_site=$("$STUDIO_LF_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') ||
+     ! echo "$main_site" >"$lf_site/zz-seqstudio-main-venv.pth" ||
+     ! "$STUDIO_LF_VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+         -r "$lf_requirements" >>"$log" 2>&1; then
+    echo "setup: installing LLaMA-Factory failed; its last lines:" >&2
+    tail -n 20 "$log" >&2
+    echo "setup: check the network access to the Python package registry and the free disk space," \
+         "then run scripts/setup.sh again; STUDIO_LF_VENV=DIR puts the environment elsewhere" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  # torchrun, which llamafactory-cli runs from PATH (FORCE_TORCHRUN), for the shared torch.
+  printf '#!/bin/sh\nexec "%s" -m torch.distributed.run "$@"\n' "$STUDIO_LF_VENV/bin/python" \
+    >"$STUDIO_LF_VENV/bin/torchrun"
+  chmod +x "$STUDIO_LF_VENV/bin/torchrun"
+  cp "$lf_requirements" "$lf_stamp"
+  echo "setup: LLaMA-Factory ready: $("$STUDIO_LF_VENV/bin/python" -c 'import llamafactory, transformers; print("llamafactory", llamafactory.__version__, "transformers", transformers.__version__)' 2>/dev/null)"
+fi

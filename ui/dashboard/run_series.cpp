@@ -144,6 +144,10 @@ double RunSeries::relativeTime(const StepEvent& step) {
 }
 
 void RunSeries::addStep(const StepEvent& step) {
+  if (step.total_steps > 0 && step.total_steps != facts_.totalSteps) {
+    facts_.totalSteps = step.total_steps;  // LLaMA-Factory's lines say it on every step
+    changes_.facts = true;
+  }
   const double key = static_cast<double>(step.step);
   if (!steps_.empty() && key <= steps_.back()) {
     truncateRows(lowerBound(steps_, key));

@@ -25,6 +25,16 @@ void TailWorker::start() {
 
 void TailWorker::poll() {
   if (inFlight_.load() > 0) return;
+  // Nothing read yet and no such file: which file the folder's events are in may change (a
+  // LLaMA-Factory run writes trainer_log.jsonl only once training starts).
+  if (reader_.cursor().offset == 0 && !QFileInfo::exists(eventsPath_)) {
+    const std::string now =
+        studio::run_events_file(QFileInfo(eventsPath_).absolutePath().toStdString());
+    if (QString::fromStdString(now) != eventsPath_) {
+      reader_ = studio::EventFileReader(now);
+      eventsPath_ = QString::fromStdString(now);
+    }
+  }
   const std::uint64_t fedBefore = reader_.parser().fed();
   studio::EventPollResult result = reader_.poll(kMaxBytesPerPoll);
 

@@ -1,5 +1,7 @@
 #include "studio/ui/runs/local_launcher.h"
 
+#include "studio/config/llamafactory_target.h"
+
 #include <filesystem>
 #include <system_error>
 
@@ -134,9 +136,29 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
     QDir(dir).removeRecursively();
     return fail(error, message);
   };
+  const bool lf = request.trainer == LaunchRequest::Trainer::LlamaFactory;
+  QString lfCli;
+  if (lf) {
+    lfCli = request.llamafactoryCli.contains(QLatin1Char('/'))
+                ? request.llamafactoryCli
+                : QStandardPaths::findExecutable(request.llamafactoryCli);
+    if (lfCli.isEmpty() || !QFileInfo(lfCli).isExecutable())
+      return abandon(tr("LLaMA-Factory's %1 was not found%2: install LLaMA-Factory (pip install "
+                        "llamafactory) or give the path of its llamafactory-cli")
+                         .arg(request.llamafactoryCli,
+                              request.llamafactoryCli.contains(QLatin1Char('/'))
+                                  ? QString()
+                                  : tr(" in PATH")));
+  }
+  const studio::RunConfig runConfig = configForRun(request.config, request.baseDir, dir);
+  if (lf) {
+    if (const std::string why = studio::llamafactory_refusal(runConfig); !why.empty())
+      return abandon(tr("LLaMA-Factory cannot run this config:\n%1").arg(QString::fromStdString(why)));
+  }
   const QString configPath = runFile(dir, kRunConfigFileName);
   const std::string saved = studio::save_config_file(
-      configForRun(request.config, request.baseDir, dir), localPath(configPath));
+      runConfig, localPath(configPath),
+      lf ? studio::YamlStyle::LlamaFactory : studio::YamlStyle::Minimal);
   if (!saved.empty()) return abandon(QString::fromStdString(saved));
 
   LaunchRecord record;
@@ -147,6 +169,28 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
   record.host = localHostName();
   QStringList args{record.engine, QStringLiteral("train"), configPath};
   if (request.nproc > 1) args << QStringLiteral("--nproc") << QString::number(request.nproc);
+  if (lf) {
+    const QString path = QFileInfo(lfCli).absolutePath() + QLatin1Char(':') +
+                         qEnvironmentVariable("PATH", QStringLiteral("/usr/bin:/bin"));
+    args = QStringList{record.engine,
+                       QStringLiteral("supervise"),
+                       QStringLiteral("--output-dir"),
+                       dir,
+                       // Inside the studio's own grace (Stop), so that the supervisor still
+                       // records the stop before the studio would SIGKILL it.
+                       QStringLiteral("--grace"),
+                       QString::number(kDefaultGraceSeconds - 5),
+                       QStringLiteral("--env"),
+                       QStringLiteral("FORCE_TORCHRUN=1"),
+                       QStringLiteral("--env"),
+                       QStringLiteral("NPROC_PER_NODE=%1").arg(request.nproc),
+                       QStringLiteral("--env"),
+                       QStringLiteral("PATH=") + path,
+                       QStringLiteral("--"),
+                       QFileInfo(lfCli).absoluteFilePath(),
+                       QStringLiteral("train"),
+                       configPath};
+  }
   record.command = QStringList{setsid} + args;
 
   QProcess process;
@@ -174,6 +218,12 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
       worker_, [w = worker_, dir, pid = record.pid] { w->watchLaunch(dir, pid); },
       Qt::QueuedConnection);
   return dir;
+}
+
+QString defaultLlamaFactoryCli() {
+  const QString env = qEnvironmentVariable("STUDIO_LLAMAFACTORY_CLI");
+  if (!env.isEmpty()) return env;
+  return QStandardPaths::findExecutable(QStringLiteral("llamafactory-cli"));
 }
 
 void LocalLauncher::stop(const QString& runDir, int graceSeconds) {

@@ -1,5 +1,7 @@
 #include "studio/ui/runs/run_event_digest.h"
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -44,6 +46,16 @@ RunEventDigest& RunEventDigest::operator=(RunEventDigest&&) noexcept = default;
 
 void RunEventDigest::update() {
   struct stat st {};
+  if (!exists_ && ::stat(path_.c_str(), &st) != 0 && errno == ENOENT) {
+    // Not there (yet): the folder's events may be in another file by now (a LLaMA-Factory run
+    // writes trainer_log.jsonl once training starts).
+    const std::string now =
+        studio::run_events_file(std::filesystem::path(path_).parent_path().string());
+    if (now != path_) {
+      path_ = now;
+      reader_.reset();
+    }
+  }
   if (::stat(path_.c_str(), &st) != 0) {
     error_ = errno == ENOENT ? std::string() : "cannot stat " + path_ + ": " + std::strerror(errno);
     if (exists_) {  // the file went away: what it said is gone too
@@ -79,6 +91,7 @@ void RunEventDigest::clearFacts() {
   start_.reset();
   firstStartTime_ = studio::kNoValue;
   lastStep_ = 0;
+  totalSteps_ = 0;
   lastLoss_ = lastTime_ = studio::kNoValue;
   end_.reset();
 }
@@ -148,6 +161,7 @@ void RunEventDigest::ingest(const studio::Event& event) {
   } else if (const auto* step = event.get<studio::StepEvent>()) {
     lastStep_ = step->step;
     lastLoss_ = step->loss;
+    if (step->total_steps > 0) totalSteps_ = step->total_steps;
     lastTime_ = step->time;
     end_.reset();  // steps after an end belong to a resume whose start lay in the unread middle
   } else if (const auto* end = event.get<studio::EndEvent>()) {

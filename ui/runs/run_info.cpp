@@ -68,12 +68,52 @@ void readLayout(RunInfo& info, const RunEventDigest& digest, const LaunchRecord*
 
 QDateTime lastModified(const QDir& dir) {
   QDateTime latest;
-  for (const char* name :
-       {studio::kStatusFileName, studio::kEventsFileName, studio::kTrainerLogFileName}) {
+  for (const char* name : {studio::kStatusFileName, studio::kEventsFileName,
+                           studio::kTrainerLogFileName, kLlamaFactoryLogFileName}) {
     const QFileInfo f(runFile(dir.path(), name));
     if (f.exists() && (!latest.isValid() || f.lastModified() > latest)) latest = f.lastModified();
   }
   return latest;
+}
+
+// A LLaMA-Factory run (trainer_log.jsonl, no status.json): it records no end, so the state is
+// read from what Hugging Face's Trainer leaves at the end, the step count, and how recently the
+// run wrote its files.
+void decideLlamaFactoryState(RunInfo& info, const QDir& dir) {
+  const QString log = QStringLiteral("LLaMA-Factory run");
+  for (const char* done : {kTrainResultsFileName, kAllResultsFileName}) {
+    if (!QFileInfo::exists(runFile(dir.path(), done))) continue;
+    info.state = RunState::Finished;
+    info.reason = QStringLiteral("%1: training completed at step %2 (%3 written)")
+                      .arg(log)
+                      .arg(info.lastStep)
+                      .arg(QLatin1String(done));
+    return;
+  }
+  if (info.maxSteps > 0 && info.lastStep >= info.maxSteps) {
+    info.state = RunState::Finished;
+    info.reason = QStringLiteral("%1: reached step %2 of %3").arg(log).arg(info.lastStep).arg(info.maxSteps);
+    return;
+  }
+  const QDateTime written = lastModified(dir);
+  const qint64 age = written.isValid() ? written.secsTo(QDateTime::currentDateTime()) : -1;
+  if (age >= 0 && age <= kLlamaFactoryLiveSeconds) {
+    info.state = RunState::Running;
+    info.reason = QStringLiteral("%1 at step %2 of %3, last written %4 s ago")
+                      .arg(log)
+                      .arg(info.lastStep)
+                      .arg(info.maxSteps > 0 ? QString::number(info.maxSteps) : QStringLiteral("?"))
+                      .arg(age);
+    return;
+  }
+  info.state = RunState::Unknown;
+  info.reason = QStringLiteral("%1 at step %2 of %3: nothing written for %4 min, and LLaMA-Factory "
+                               "records no end (stopped, failed or stalled; its log: %5)")
+                    .arg(log)
+                    .arg(info.lastStep)
+                    .arg(info.maxSteps > 0 ? QString::number(info.maxSteps) : QStringLiteral("?"))
+                    .arg(age / 60)
+                    .arg(info.logPath.isEmpty() ? QStringLiteral("none") : info.logPath);
 }
 
 void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
@@ -111,9 +151,7 @@ void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
     info.reason = QString::fromStdString(digest.error());
   } else if (digest.exists() && studio::line_format_of(digest.path()) ==
                                       studio::LineFormat::TrainerLog) {
-    info.reason = QStringLiteral("a LLaMA-Factory run (%1 only): whether it still runs is not "
-                                 "recorded there")
-                      .arg(QLatin1String(studio::kTrainerLogFileName));
+    decideLlamaFactoryState(info, dir);
   } else if (digest.exists()) {
     info.reason =
         QStringLiteral("no status.json in %1, and events.jsonl has no end event").arg(dir.path());
@@ -308,8 +346,11 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
                     : QFileInfo::exists(config)         ? config
                                                         : QString();
   const QString log = runFile(info.dir, kTrainLogFileName);
+  const QString lfLog = runFile(info.dir, kLlamaFactoryLogFileName);
   if (launch || info.remote || QFileInfo::exists(log)) info.logPath = log;
+  else if (QFileInfo::exists(lfLog)) info.logPath = lfLog;
   readLayout(info, digest, launch);
+  if (info.maxSteps == 0 && digest.totalSteps() > 0) info.maxSteps = digest.totalSteps();
 
   info.lastStep = digest.lastStep();
   if (status && status->step && *status->step > info.lastStep) info.lastStep = *status->step;

@@ -33,6 +33,10 @@ enum class YamlStyle {
   Minimal,
   // Every key with its default filled in, grouped under comment headers (print-config).
   Full,
+  // Minimal, less the keys LLaMA-Factory does not know (llamafactory_target.h): what
+  // `llamafactory-cli train` is given. Check llamafactory_refusal() first: a key left out here
+  // is one at its default.
+  LlamaFactory,
 };
 
 std::string to_yaml(const RunConfig& cfg, YamlStyle style = YamlStyle::Minimal);

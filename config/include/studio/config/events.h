@@ -144,6 +144,9 @@ struct StepEvent {
   double tokens_per_sec = kNoValue;
   double elapsed = kNoValue;  // seconds since the run (or its resume) started
   double time = kNoValue;
+  // Steps of the whole run when the line says (LLaMA-Factory's total_steps; ours say it in the
+  // start event); 0 otherwise.
+  std::int64_t total_steps = 0;
   std::vector<GpuMemory> gpus;
   // Model FLOPs of the window's tokens (studio/config/model_flops.h) per second and rank, in
   // TFLOP/s, and that as a share of start.peak_tflops (NaN when the peak is not known).

@@ -21,7 +21,19 @@ struct LaunchRequest {
   // The run's name; the folder is <root>/<name>-<yyyyMMdd-HHmmss>. Empty: "run".
   QString name;
   int nproc = 1;  // processes on this machine (studio-train --nproc)
+  // Which trainer runs the config: studio-train, or LLaMA-Factory's `llamafactory-cli train`
+  // (FORCE_TORCHRUN, NPROC_PER_NODE = nproc) under `studio-train supervise`, which gives it the
+  // same status.json, stop and reattach as studio-train's own runs (docs/LLAMAFACTORY.md).
+  enum class Trainer { StudioTrain, LlamaFactory };
+  Trainer trainer = Trainer::StudioTrain;
+  // For LlamaFactory: llamafactory-cli's path, or a name looked up in PATH. Its folder goes first
+  // in the run's PATH, so that the torchrun of its environment is the one it starts.
+  QString llamafactoryCli = QStringLiteral("llamafactory-cli");
 };
+
+// llamafactory-cli as a launch would run it: STUDIO_LLAMAFACTORY_CLI when set, else found in
+// PATH; "" when neither.
+QString defaultLlamaFactoryCli();
 
 class LocalLauncher : public QObject {
   Q_OBJECT

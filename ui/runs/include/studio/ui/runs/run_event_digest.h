@@ -38,6 +38,8 @@ class RunEventDigest {
   std::int64_t lastStep() const { return lastStep_; }
   double lastLoss() const { return lastLoss_; }
   double lastEventTime() const { return lastTime_; }
+  // The run's step count as its step lines say it (LLaMA-Factory's total_steps); 0 when none do.
+  std::int64_t totalSteps() const { return totalSteps_; }
   // The end event, when the last start was followed by one.
   const std::optional<studio::EndEvent>& end() const { return end_; }
   // Lines skipped and fields repaired in what was read of the file (its head and what followed
@@ -57,6 +59,7 @@ class RunEventDigest {
   void ingest(const studio::Event& event);
 
   std::string path_;
+  std::int64_t totalSteps_ = 0;
   std::unique_ptr<studio::EventFileReader> reader_;
   std::uint64_t device_ = 0;
   std::uint64_t inode_ = 0;

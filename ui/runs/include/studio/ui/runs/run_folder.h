@@ -8,6 +8,14 @@ namespace studio::ui {
 inline constexpr const char* kRunConfigFileName = "config.yaml";
 inline constexpr const char* kLaunchRecordFileName = "studio-launch.json";
 inline constexpr const char* kTrainLogFileName = "train.log";
+// LLaMA-Factory's run folder: the log its web UI shows (written when LLAMABOARD_ENABLED), and the
+// metrics files Hugging Face's Trainer saves when training completes.
+inline constexpr const char* kLlamaFactoryLogFileName = "running_log.txt";
+inline constexpr const char* kTrainResultsFileName = "train_results.json";
+inline constexpr const char* kAllResultsFileName = "all_results.json";
+// A LLaMA-Factory run that records no end is taken for running while its files were written
+// this recently (seconds).
+inline constexpr int kLlamaFactoryLiveSeconds = 15 * 60;
 
 // The absolute, clean path by which a run folder is known (its key in RunStore and RunsModel).
 QString runDirPath(const QString& dir);
