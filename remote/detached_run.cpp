@@ -175,6 +175,21 @@ std::vector<std::string> LauncherArgs::to_flags() const {
 std::vector<std::string> engine_argv(const std::string& engine, const std::string& config_file,
                                      const LauncherArgs& launcher) {
   require_name(engine, "engine", false);
+  if (!launcher.llamafactory_cli.empty()) {
+    require_name(launcher.llamafactory_cli, "llamafactory_cli", false);
+    std::vector<std::string> argv{engine, "supervise", "--output-dir", launcher.output_dir,
+                                  "--env", "FORCE_TORCHRUN=1",
+                                  "--env", "NPROC_PER_NODE=" + std::to_string(launcher.nproc)};
+    if (launcher.nnodes > 1 && !launcher.master_addr.empty()) {
+      for (const std::string& kv :
+           {"NNODES=" + std::to_string(launcher.nnodes),
+            "NODE_RANK=" + std::to_string(launcher.node_rank), "MASTER_ADDR=" + launcher.master_addr,
+            "MASTER_PORT=" + std::to_string(launcher.master_port > 0 ? launcher.master_port : 29500)})
+        argv.insert(argv.end(), {"--env", kv});
+    }
+    argv.insert(argv.end(), {"--", launcher.llamafactory_cli, "train", config_file});
+    return argv;
+  }
   std::vector<std::string> argv{engine, "train", config_file};
   for (std::string& flag : launcher.to_flags()) argv.push_back(std::move(flag));
   return argv;

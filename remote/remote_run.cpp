@@ -188,8 +188,12 @@ RemoteHostRef RemoteRunRecord::node_host(int node_rank) const {
   return node;
 }
 
+std::string RemoteRunRecord::events_file_name() const {
+  return llamafactory_cli.empty() ? studio::kEventsFileName : studio::kTrainerLogFileName;
+}
+
 std::string RemoteRunRecord::events_path() const {
-  return join_path(run_dir(), studio::events_path(kOutputDir));
+  return join_path(run_dir(), join_path(kOutputDir, events_file_name()));
 }
 std::string RemoteRunRecord::status_path() const {
   return join_path(run_dir(), studio::status_path(kOutputDir));
@@ -214,6 +218,7 @@ std::string RemoteRunRecord::to_json() const {
          {"config_name", config_name},
          {"submitted", submitted},
          {"stop_grace_s", stop_grace_s}};
+  if (!llamafactory_cli.empty()) j["llamafactory_cli"] = llamafactory_cli;
   return j.dump(2) + "\n";
 }
 
@@ -268,6 +273,7 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
       get(j, "stop_grace_s", r.stop_grace_s);
       if (r.stop_grace_s < 0) throw std::invalid_argument("must not be negative");
     }
+    if (j.contains("llamafactory_cli")) get(j, "llamafactory_cli", r.llamafactory_cli);
     if (r.kind == RemoteRunKind::Slurm && !r.job_id.empty()) {
       key = "job_id";
       require_job_id(r.job_id);

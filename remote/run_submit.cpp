@@ -1,5 +1,7 @@
 #include "studio/remote/run_submit.h"
 
+#include "studio/config/llamafactory_target.h"
+
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -228,16 +230,18 @@ void upload_text(const SftpClient& sftp, const std::string& text, const std::str
 }
 
 // Fails early, before any upload, when the engine cannot be found on the host.
-void require_engine(const SshSession& session, const std::string& engine) {
+void require_engine(const SshSession& session, const std::string& engine,
+                    const char* what = "the engine", const char* fix = "install studio-train on "
+                                                                      "the host or give its path "
+                                                                      "(--engine)") {
   const ExecResult r = session.exec(shell_command(
       {"sh", "-c",
        "case $1 in */*) [ -f \"$1\" ] && [ -x \"$1\" ] ;; *) command -v \"$1\" >/dev/null 2>&1 "
        ";; esac",
        "studio-check", engine}));
   if (r.exit_status != 0) {
-    throw std::runtime_error(session.where() + ": the engine '" + engine +
-                             "' is not an executable file there or in its PATH; install "
-                             "studio-train on the host or give its path (--engine)");
+    throw std::runtime_error(session.where() + ": " + what + " '" + engine +
+                             "' is not an executable file there or in its PATH; " + fix);
   }
 }
 
@@ -337,6 +341,11 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
                                 format_all(check.diagnostics));
   }
   RunConfig cfg = check.config;
+  const bool lf = !request.llamafactory_cli.empty();
+  if (lf) {
+    if (const std::string why = llamafactory_refusal(cfg); !why.empty())
+      throw std::invalid_argument(config_path.string() + " cannot be run by LLaMA-Factory:\n" + why);
+  }
 
   RemoteRunRecord record;
   record.run_id = make_run_id(request.run_name.empty() ? config_path.stem().string() : request.run_name);
@@ -350,6 +359,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   record.config_name = config_path.filename().string();
   record.submitted = static_cast<double>(std::time(nullptr));
   record.stop_grace_s = static_cast<int>(stop_grace_seconds(cfg, kDefaultCancelGraceSeconds));
+  record.llamafactory_cli = request.llamafactory_cli;
   if (!slurm && nnodes > 1) {
     if (!request.master_addr.empty()) {
       record.master_addr = request.master_addr;
@@ -368,7 +378,9 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   if (cfg.ref_model) plan.model(*cfg.ref_model, "ref_model", request.upload_model);
   plan.deepspeed(cfg.deepspeed, record.run_dir());
   cfg.output_dir = layout.output_dir;
-  result.remote_config = to_yaml(cfg);
+  // LLaMA-Factory refuses keys it does not know; it writes into the folder the studio made.
+  if (lf) cfg.overwrite_output_dir = true;
+  result.remote_config = to_yaml(cfg, lf ? YamlStyle::LlamaFactory : YamlStyle::Minimal);
   for (const std::string& note : plan.notes()) uploader.step(note);
 
   // Every node gets the inputs (a shared file system makes the later copies no-ops: same size
@@ -383,6 +395,9 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   };
   for (int node = 0; node < (slurm ? 1 : nnodes); ++node) {
     require_engine(node_session(node), record.engine);
+    if (lf)
+      require_engine(node_session(node), record.llamafactory_cli, "LLaMA-Factory's llamafactory-cli",
+                     "install LLaMA-Factory there (pip install llamafactory) or give its path");
   }
   for (int node = 0; node < (slurm ? 1 : nnodes); ++node) {
     const std::string prefix = nnodes > 1 && !slurm ? "node " + std::to_string(node) + ": " : "";
@@ -397,6 +412,8 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   if (slurm) {
     SbatchOptions options = *request.slurm;
     if (options.job_name == SbatchOptions{}.job_name) options.job_name = record.run_id;
+    options.llamafactory_cli = record.llamafactory_cli;
+    options.output_dir = layout.output_dir;
     uploader.step("submitting " + std::string(kSbatchFile) + " with sbatch");
     SftpClient sftp(session);
     upload_text(sftp, sbatch_script(options, record.engine, layout.config_file),
@@ -412,6 +429,8 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
     uploader.step("starting studio-train");
     LauncherArgs args;
     args.nproc = nproc;
+    args.llamafactory_cli = record.llamafactory_cli;
+    args.output_dir = layout.output_dir;
     start_detached(session, record, 0, args);
   } else {
     const int port = request.master_port > 0 ? request.master_port : kDefaultMasterPort;
@@ -425,6 +444,8 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
         args.node_rank = node;
         args.master_addr = record.master_addr;
         args.master_port = port;
+        args.llamafactory_cli = record.llamafactory_cli;
+        args.output_dir = layout.output_dir;
         start_detached(node_session(node), record, node, args);
         ++started;
       }

@@ -80,6 +80,8 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
   options.validate();
   LauncherArgs launcher;
   launcher.nproc = options.gpus_per_node > 0 ? options.gpus_per_node : 1;
+  launcher.llamafactory_cli = options.llamafactory_cli;
+  launcher.output_dir = options.output_dir;
   std::string script = "#!/bin/bash\n";
   script += sbatch_line("--job-name=" + options.job_name);
   script += sbatch_line("--nodes=" + std::to_string(options.nodes));

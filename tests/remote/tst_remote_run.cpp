@@ -276,6 +276,52 @@ class TestRemoteRun : public QObject {
     cancel_run(session, again.record, 5);
   }
 
+  // LLaMA-Factory as the trainer on the host (its environment from scripts/setup.sh): the YAML
+  // uploaded has none of the studio's own keys, `studio-train supervise` runs llamafactory-cli
+  // with FORCE_TORCHRUN on 2 processes, and following delivers its trainer_log.jsonl byte for
+  // byte to the finished status. A config with a key LLaMA-Factory cannot run is refused first.
+  void llamaFactoryOnTheHost() {
+    const QString config = writeConfig("lf.yaml", 6);
+    QVERIFY(!config.isEmpty());
+    const SshSession session = connect();
+    SubmitRequest r = request(config);
+    r.llamafactory_cli = STUDIO_LLAMAFACTORY_CLI;
+    r.nproc = 2;
+    // A plain root: Hugging Face datasets (inside LLaMA-Factory) expands $VARIABLES in data
+    // paths, so the awkward root of the other tests (which holds "$HOME") would not be found.
+    r.remote_root = local_.filePath("lf root").toStdString();
+    const SubmitResult result = submit_run(session, r);
+    QCOMPARE(result.record.llamafactory_cli, std::string(STUDIO_LLAMAFACTORY_CLI));
+    const QByteArray yaml = read_file(remoteFile(result.record, "config.yaml"));
+    QVERIFY(yaml.contains("output_dir: output"));
+    QVERIFY2(!yaml.contains("sequence_parallel"), yaml.constData());
+
+    Collected got;
+    FollowCursor cursor;
+    FollowOptions options;
+    options.poll_interval = std::chrono::milliseconds(200);
+    std::atomic<bool> stop{false};
+    const auto end = follow_run([this] { return connect(); }, result.record, cursor,
+                                got.callbacks(), options, stop);
+    QVERIFY(end.has_value());
+    const QByteArray log = read_file(remoteFile(result.record, "train.log"));
+    QVERIFY2(to_string(end->state) == std::string("finished"),
+             log.mid(std::max<qsizetype>(0, log.indexOf("Error: ") - 300), 2000).constData());
+    const QByteArray onDisk = read_file(remoteFile(result.record, "output/trainer_log.jsonl"));
+    QCOMPARE(QByteArray::fromStdString(got.events), onDisk);
+    QList<qint64> steps;
+    for (const QByteArray& line : onDisk.split('\n'))
+      if (!line.isEmpty() && line.contains("\"loss\""))
+        steps << nlohmann::json::parse(line.toStdString()).at("current_steps").get<qint64>();
+    QVERIFY(contiguous(steps, 1, 6));
+
+    const QString bad = writeConfig("lf-sp.yaml", 6, "sequence_parallel_size: 2\n");
+    SubmitRequest refused = request(bad);
+    refused.llamafactory_cli = STUDIO_LLAMAFACTORY_CLI;
+    refused.nproc = 2;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, submit_run(session, refused));
+  }
+
   void cutConnectionThenReattach() {
     const QString config = writeConfig("long.yaml", 90);
     const SubmitResult result = submit_run(connect(), request(config));

@@ -357,6 +357,24 @@ class TestSlurmLive : public QObject {
     QVERIFY(events.find("\"step\":6,") != std::string::npos);
     QCOMPARE(state_of(done.record.job_id), JobState::Completed);
 
+    // LLaMA-Factory as the trainer of the job: supervise under srun, FORCE_TORCHRUN, its
+    // trainer_log.jsonl followed to the end.
+    SubmitRequest lf = request;
+    lf.llamafactory_cli = STUDIO_LLAMAFACTORY_CLI;
+    const SubmitResult lf_done = submit_run(session, lf);
+    FollowCursor lf_cursor;
+    std::string lf_events;
+    callbacks.on_events = [&](const std::string& bytes) { lf_events += bytes; };
+    const auto lf_end = follow_run(connect, lf_done.record, lf_cursor, callbacks, options, stop);
+    QVERIFY(lf_end.has_value());
+    const QString lf_dir = QString::fromStdString(lf_done.record.run_dir());
+    QVERIFY2(to_string(lf_end->state) == std::string("finished"),
+             read_all(lf_dir + "/train.log").right(2000).constData());
+    QCOMPARE(QByteArray::fromStdString(lf_events), read_all(lf_dir + "/output/trainer_log.jsonl"));
+    QVERIFY(lf_events.find("\"current_steps\": 6,") != std::string::npos);
+    QCOMPARE(state_of(lf_done.record.job_id), JobState::Completed);
+    callbacks.on_events = [&](const std::string& bytes) { events += bytes; };
+
     request.overrides = {"max_steps=100000"};
     const SubmitResult long_run = submit_run(session, request);
     // A failed check returns at once: the endless job must not outlive the test.

@@ -112,6 +112,18 @@ SuperviseResult supervise(const SuperviseOptions& opt, const std::atomic<bool>* 
     if (::getppid() != parent) ::_exit(1);  // the supervisor died before prctl
     ::dup2(pipe_fds[1], 1);
     ::dup2(pipe_fds[1], 2);
+    // The program's own folder first in PATH: the torchrun of its environment is the one it
+    // starts (a virtual environment's llamafactory-cli runs `torchrun` from PATH).
+    if (name.find('/') != std::string::npos) {
+      const char* path = std::getenv("PATH");
+      const std::string dir = std::filesystem::path(program).parent_path().string();
+      ::setenv("PATH", (dir + (path && *path ? std::string(":") + path : std::string())).c_str(), 1);
+    }
+    // Under Slurm each node's supervisor gives LLaMA-Factory the node's place in the job.
+    if (const char* node = std::getenv("SLURM_NODEID"); node && !std::getenv("NODE_RANK"))
+      ::setenv("NODE_RANK", node, 1);
+    if (const char* nodes = std::getenv("SLURM_NNODES"); nodes && !std::getenv("NNODES"))
+      ::setenv("NNODES", nodes, 1);
     for (const auto& [k, v] : opt.extra_env) ::setenv(k.c_str(), v.c_str(), 1);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;

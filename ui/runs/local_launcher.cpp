@@ -170,8 +170,6 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
   QStringList args{record.engine, QStringLiteral("train"), configPath};
   if (request.nproc > 1) args << QStringLiteral("--nproc") << QString::number(request.nproc);
   if (lf) {
-    const QString path = QFileInfo(lfCli).absolutePath() + QLatin1Char(':') +
-                         qEnvironmentVariable("PATH", QStringLiteral("/usr/bin:/bin"));
     args = QStringList{record.engine,
                        QStringLiteral("supervise"),
                        QStringLiteral("--output-dir"),
@@ -184,8 +182,6 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
                        QStringLiteral("FORCE_TORCHRUN=1"),
                        QStringLiteral("--env"),
                        QStringLiteral("NPROC_PER_NODE=%1").arg(request.nproc),
-                       QStringLiteral("--env"),
-                       QStringLiteral("PATH=") + path,
                        QStringLiteral("--"),
                        QFileInfo(lfCli).absoluteFilePath(),
                        QStringLiteral("train"),
@@ -218,12 +214,6 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
       worker_, [w = worker_, dir, pid = record.pid] { w->watchLaunch(dir, pid); },
       Qt::QueuedConnection);
   return dir;
-}
-
-QString defaultLlamaFactoryCli() {
-  const QString env = qEnvironmentVariable("STUDIO_LLAMAFACTORY_CLI");
-  if (!env.isEmpty()) return env;
-  return QStandardPaths::findExecutable(QStringLiteral("llamafactory-cli"));
 }
 
 void LocalLauncher::stop(const QString& runDir, int graceSeconds) {

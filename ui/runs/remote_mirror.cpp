@@ -179,9 +179,18 @@ std::optional<RemoteFollowState> RemoteMirror::readFollowState() const {
   return RemoteFollowState::fromJson(f.readAll(), path);
 }
 
+const char* RemoteMirror::eventsFileName() const {
+  try {
+    if (!readRecord().llamafactory_cli.empty()) return studio::kTrainerLogFileName;
+  } catch (const std::exception&) {
+    // an unreadable record: RunInfo says so; the engine's file name is the default
+  }
+  return studio::kEventsFileName;
+}
+
 studio::remote::FollowCursor RemoteMirror::cursor() const {
   studio::remote::FollowCursor c;
-  c.events = static_cast<std::uint64_t>(QFileInfo(file(studio::kEventsFileName)).size());
+  c.events = static_cast<std::uint64_t>(QFileInfo(file(eventsFileName())).size());
   c.log = static_cast<std::uint64_t>(QFileInfo(file(kTrainLogFileName)).size());
   return c;
 }
@@ -199,7 +208,7 @@ QString RemoteMirror::append(const char* name, const std::string& bytes) const {
 }
 
 QString RemoteMirror::appendEvents(const std::string& bytes) const {
-  return append(studio::kEventsFileName, bytes);
+  return append(eventsFileName(), bytes);
 }
 
 QString RemoteMirror::appendLog(const std::string& bytes) const {

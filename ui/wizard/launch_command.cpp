@@ -1,12 +1,21 @@
 #include "studio/ui/wizard/launch_command.h"
 
 #include <string>
+
+#include <QStandardPaths>
 #include <vector>
 
 #include "studio/remote/shell_quote.h"
 #include "studio/remote/ssh_target.h"
 
 namespace studio::ui {
+
+QString defaultLlamaFactoryCli() {
+  const QString env = qEnvironmentVariable("STUDIO_LLAMAFACTORY_CLI");
+  if (!env.isEmpty()) return env;
+  const QString found = QStandardPaths::findExecutable(QStringLiteral("llamafactory-cli"));
+  return found.isEmpty() ? QStringLiteral("llamafactory-cli") : found;
+}
 
 QString trainCommandLine(const QString& engine, const QString& configFile, const QString& workDir,
                          const LaunchTarget& target) {
@@ -16,11 +25,20 @@ QString trainCommandLine(const QString& engine, const QString& configFile, const
     argv.push_back(std::to_string(target.nproc));
   }
   // The per-node values differ on every node, so they stay shell variables, not quoted words.
-  const std::string perNode =
+  std::string perNode =
       target.nnodes > 1 ? " --nnodes " + std::to_string(target.nnodes) +
                               " --node-rank \"$NODE_RANK\" --master-addr \"$MASTER_ADDR\""
                               " --master-port \"$MASTER_PORT\""
                         : std::string();
+  if (target.trainer == LaunchTarget::LlamaFactory) {
+    // LLaMA-Factory's own way: torchrun through FORCE_TORCHRUN, sized by its variables.
+    argv = {"env", "FORCE_TORCHRUN=1", "NPROC_PER_NODE=" + std::to_string(target.nproc)};
+    if (target.nnodes > 1) argv.push_back("NNODES=" + std::to_string(target.nnodes));
+    argv.insert(argv.end(), {target.llamafactoryCli.toStdString(), "train", configFile.toStdString()});
+    // Several nodes: LLaMA-Factory reads NODE_RANK, MASTER_ADDR and MASTER_PORT from the
+    // environment, exported on each node before the line.
+    perNode.clear();
+  }
   std::string error;
   const auto host = studio::remote::parse_ssh_target(target.sshTarget.toStdString(), error);
   if (target.kind == LaunchTarget::Local || !host) {

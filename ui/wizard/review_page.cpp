@@ -7,7 +7,9 @@
 #include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QComboBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSplitter>
@@ -19,6 +21,7 @@
 #include "studio/config/config_io.h"
 #include "studio/ui/code_editor.h"
 #include "studio/ui/diagnostics_model.h"
+#include "studio/config/llamafactory_target.h"
 #include "studio/ui/wizard/launch_command.h"
 #include "studio/ui/wizard/run_draft.h"
 #include "studio/ui/yaml_highlighter.h"
@@ -48,7 +51,9 @@ ReviewPage::ReviewPage(RunDraft* draft, QWidget* parent)
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
-  for (QLabel* label : {summary_, kept_, baseDir_, command_}) {
+  lfProblems_ = new QLabel;
+  lfProblems_->setObjectName(QStringLiteral("llamafactoryProblems"));
+  for (QLabel* label : {summary_, kept_, baseDir_, command_, lfProblems_}) {
     label->setWordWrap(true);
     label->setTextInteractionFlags(Qt::TextSelectableByMouse);
     label->setTextFormat(Qt::PlainText);
@@ -68,6 +73,7 @@ ReviewPage::ReviewPage(RunDraft* draft, QWidget* parent)
   layout->addWidget(kept_);
   layout->addWidget(baseDir_);
   layout->addWidget(command_);
+  layout->addWidget(lfProblems_);
   layout->addWidget(buildButtons());
 
   connect(editor_, &CodeEditor::paletteChanged, this,
@@ -91,9 +97,28 @@ QWidget* ReviewPage::buildButtons() {
   connect(export_, &QPushButton::clicked, this, &ReviewPage::exportWithDialog);
   connect(copy_, &QPushButton::clicked, this, &ReviewPage::copyCommandLine);
   connect(launch_, &QPushButton::clicked, this, &ReviewPage::launchClicked);
+  trainer_ = new QComboBox;
+  trainer_->setObjectName(QStringLiteral("trainer"));
+  trainer_->setAccessibleName(tr("Train with"));
+  trainer_->addItem(tr("studio-train"), int(LaunchTarget::StudioTrain));
+  trainer_->addItem(tr("LLaMA-Factory (llamafactory-cli train)"), int(LaunchTarget::LlamaFactory));
+  trainer_->setToolTip(tr("LLaMA-Factory runs under studio-train supervise: the studio follows, "
+                          "detaches from and stops it as its own runs"));
+  lfCli_ = new QLineEdit(defaultLlamaFactoryCli());
+  lfCli_->setObjectName(QStringLiteral("llamafactoryCli"));
+  lfCli_->setAccessibleName(tr("llamafactory-cli program"));
+  lfCli_->setToolTip(tr("llamafactory-cli: a path, or a name found in PATH (on the SSH host for a "
+                        "remote run)"));
+  connect(trainer_, &QComboBox::currentIndexChanged, this, &ReviewPage::update);
+  connect(lfCli_, &QLineEdit::textChanged, this, &ReviewPage::update);
   auto* row = new QWidget;
   auto* layout = new QHBoxLayout(row);
   layout->setContentsMargins(0, 0, 0, 0);
+  auto* with = new QLabel(tr("Train &with:"));
+  with->setBuddy(trainer_);
+  layout->addWidget(with);
+  layout->addWidget(trainer_);
+  layout->addWidget(lfCli_, 1);
   layout->addWidget(export_);
   layout->addWidget(copy_);
   layout->addStretch(1);
@@ -106,13 +131,34 @@ void ReviewPage::setTarget(const LaunchTarget& target) {
   update();
 }
 
+studio::YamlStyle ReviewPage::yamlStyle() const {
+  const bool lf = trainer_ && trainer_->currentData().toInt() == int(LaunchTarget::LlamaFactory);
+  return lf ? studio::YamlStyle::LlamaFactory : studio::YamlStyle::Minimal;
+}
+
+LaunchTarget ReviewPage::target() const {
+  LaunchTarget t = target_;
+  t.trainer = static_cast<LaunchTarget::Trainer>(trainer_->currentData().toInt());
+  t.llamafactoryCli = lfCli_->text().trimmed();
+  return t;
+}
+
+void ReviewPage::setTrainer(LaunchTarget::Trainer trainer, const QString& llamafactoryCli) {
+  trainer_->setCurrentIndex(trainer_->findData(int(trainer)));
+  if (!llamafactoryCli.isEmpty()) lfCli_->setText(llamafactoryCli);
+  update();
+}
+
 void ReviewPage::setEngineProgram(const QString& program) {
   engine_ = program;
   update();
 }
 
 void ReviewPage::update() {
-  const QString yaml = QString::fromStdString(studio::to_yaml(draft()->config()));
+  if (trainer_ == nullptr) return;  // during construction
+  const bool lf = trainer_->currentData().toInt() == int(LaunchTarget::LlamaFactory);
+  lfCli_->setVisible(lf);
+  const QString yaml = QString::fromStdString(studio::to_yaml(draft()->config(), yamlStyle()));
   if (editor_->toPlainText() != yaml) editor_->setPlainText(yaml);
   if (!draft()->validating()) {
     model_->setDiagnostics(draft()->diagnostics());
@@ -139,7 +185,16 @@ void ReviewPage::update() {
   // one launcher per node over SSH: the Target page checks that the nodes are named).
   const bool remote = target_.kind == LaunchTarget::Ssh;
   const bool nodes = !remote && target_.nnodes > 1;
-  const bool errors = studio::has_errors(draft()->diagnostics());
+  const QString refusal =
+      lf ? QString::fromStdString(studio::llamafactory_refusal(draft()->config())) : QString();
+  lfProblems_->setText(refusal.isEmpty() ? QString()
+                                         : tr("LLaMA-Factory cannot run this config:\n%1").arg(refusal));
+  lfProblems_->setVisible(!refusal.isEmpty());
+  if (lf && lfCli_->text().trimmed().isEmpty()) {
+    lfProblems_->setText(tr("llamafactory-cli: give its path or a name found in PATH"));
+    lfProblems_->setVisible(true);
+  }
+  const bool errors = studio::has_errors(draft()->diagnostics()) || lfProblems_->isVisible();
   launch_->setText(remote
                        ? tr("&Launch on %1")
                              .arg(target_.hostName.isEmpty() ? target_.sshTarget : target_.hostName)
@@ -170,7 +225,7 @@ QString ReviewPage::keptKeysText() const {
 }
 
 bool ReviewPage::exportYaml(const QString& path, QString* error) {
-  const std::string why = studio::save_config_file(draft()->config(), localPath(path));
+  const std::string why = studio::save_config_file(draft()->config(), localPath(path), yamlStyle());
   if (!why.empty()) {
     if (error) *error = QString::fromStdString(why);
     return false;
@@ -181,13 +236,13 @@ bool ReviewPage::exportYaml(const QString& path, QString* error) {
 
 void ReviewPage::setConfigFile(const QString& path) {
   savedPath_ = QFileInfo(path).absoluteFilePath();
-  savedYaml_ = QString::fromStdString(studio::to_yaml(draft()->config()));
+  savedYaml_ = QString::fromStdString(studio::to_yaml(draft()->config(), yamlStyle()));
   update();
 }
 
 bool ReviewPage::configFileIsCurrent() const {
   return !savedPath_.isEmpty() &&
-         savedYaml_ == QString::fromStdString(studio::to_yaml(draft()->config()));
+         savedYaml_ == QString::fromStdString(studio::to_yaml(draft()->config(), yamlStyle()));
 }
 
 QString ReviewPage::configFile() const {
@@ -200,7 +255,7 @@ QString ReviewPage::configFile() const {
 }
 
 QString ReviewPage::commandLine() const {
-  return trainCommandLine(engine_, configFile(), draft()->baseDir(), target_);
+  return trainCommandLine(engine_, configFile(), draft()->baseDir(), target());
 }
 
 void ReviewPage::exportWithDialog() {

@@ -132,7 +132,11 @@ QString RunWizard::baseDir() const {
 }
 
 LaunchTarget RunWizard::target() const {
-  return targetPage_->target();
+  LaunchTarget t = targetPage_->target();
+  const LaunchTarget chosen = review_->target();  // the trainer is chosen on the Review page
+  t.trainer = chosen.trainer;
+  t.llamafactoryCli = chosen.llamafactoryCli;
+  return t;
 }
 
 QString RunWizard::commandLine() const {

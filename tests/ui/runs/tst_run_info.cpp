@@ -142,7 +142,7 @@ void TestRunInfo::folder_data() {
   QTest::newRow("odd fields kept") << "odd fields" << RunState::Finished << "completed 9 steps"
                                    << qint64{9} << "sft" << 1 << 1 << false;
   QTest::newRow("LLaMA-Factory's trainer_log.jsonl")
-      << "llamafactory" << RunState::Unknown << "a LLaMA-Factory run (trainer_log.jsonl only)"
+      << "llamafactory" << RunState::Finished << "LLaMA-Factory run: reached step 12 of 12"
       << qint64{12} << "" << 0 << 0 << false;
   QTest::newRow("events only") << "events only" << RunState::Unknown << "no status.json"
                                << qint64{5} << "sft" << 1 << 1 << false;

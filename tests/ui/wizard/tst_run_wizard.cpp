@@ -8,6 +8,7 @@
 #include <QClipboard>
 #include <QDirIterator>
 #include <QGuiApplication>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -15,6 +16,8 @@
 #include <QStandardItemModel>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include "studio/config/llamafactory_target.h"
 
 #include "studio/config/validate.h"
 #include "studio/ui/code_editor.h"
@@ -59,6 +62,7 @@ class TestRunWizard : public QObject {
   void demoFillsThePagesAndLaunches();
   void launchTargets();
   void reviewShowsEveryProblem();
+  void llamaFactoryAsTheTrainer();
 };
 
 void TestRunWizard::roundTrip_data() {
@@ -280,6 +284,46 @@ void TestRunWizard::launchTargets() {
   QVERIFY(!launch->isEnabled());
   QCOMPARE(launch->text(), QStringLiteral("Several nodes: run the command line on each"));
   QVERIFY(wizard.commandLine().contains(QStringLiteral(" --nnodes 2 --node-rank \"$NODE_RANK\"")));
+}
+
+// "Train with: LLaMA-Factory": the YAML shown (and exported) has none of the studio's own keys, the
+// command line is LLaMA-Factory's, the launch request carries the choice; a studio-only setting
+// (sequence parallelism) blocks Launch with the reason.
+void TestRunWizard::llamaFactoryAsTheTrainer() {
+  RunWizard wizard;
+  wizard.setDemoModelDir(wizard_test::demoModel());
+  QVERIFY(wizard.loadDemo(wizard_test::demoConfig()));
+  QVERIFY(wizard_test::settled(*wizard.draft()));
+  studio::ui::ReviewPage* review = wizard.reviewPage();
+  review->setTrainer(LaunchTarget::LlamaFactory, QStringLiteral("/opt/lf/bin/llamafactory-cli"));
+  QTRY_VERIFY(review->launchButton()->isEnabled());
+  const QString yaml = review->editor()->toPlainText();
+  QVERIFY2(yaml.contains(QStringLiteral("model_name_or_path:")), qPrintable(yaml));
+  for (auto key : studio::llamafactory_unknown_keys())
+    QVERIFY2(!yaml.contains(QString::fromLatin1(key.data(), qsizetype(key.size())) + ":"),
+             qPrintable(yaml));
+  QVERIFY2(wizard.commandLine().contains(
+               QStringLiteral("env 'FORCE_TORCHRUN=1' 'NPROC_PER_NODE=")) &&
+               wizard.commandLine().contains(QStringLiteral("/opt/lf/bin/llamafactory-cli train ")),
+           qPrintable(wizard.commandLine()));
+  QSignalSpy requested(&wizard, &RunWizard::launchRequested);
+  review->launchButton()->click();
+  QCOMPARE(requested.count(), 1);
+  const auto sent = requested.at(0).at(2).value<LaunchTarget>();
+  QCOMPARE(sent.trainer, LaunchTarget::LlamaFactory);
+  QCOMPARE(sent.llamafactoryCli, QStringLiteral("/opt/lf/bin/llamafactory-cli"));
+
+  // Sequence parallelism is the studio's: LLaMA-Factory cannot run it.
+  auto* problems = review->findChild<QLabel*>(QStringLiteral("llamafactoryProblems"));
+  QVERIFY(problems != nullptr);
+  wizard.draft()->edit([](studio::RunConfig& cfg) { cfg.sequence_parallel_size = 2; });
+  QVERIFY(wizard_test::settled(*wizard.draft()));
+  QTRY_VERIFY(!review->launchButton()->isEnabled());
+  QVERIFY2(problems->text().contains(QStringLiteral("sequence_parallel_size: 2 is not a "
+                                                    "LLaMA-Factory 0.9.5 key")),
+           qPrintable(problems->text()));
+  review->setTrainer(LaunchTarget::StudioTrain);
+  QVERIFY(!problems->isVisibleTo(review));
 }
 
 void TestRunWizard::reviewShowsEveryProblem() {

@@ -39,6 +39,10 @@ struct LauncherArgs {
   int node_rank = 0;        // 0..nnodes-1; node 0 hosts rank 0
   std::string master_addr;  // rank 0's host, reachable from every node (multi-node: required)
   int master_port = 0;      // 0: the engine picks a free one (one node only)
+  // Non-empty: the node runs LLaMA-Factory (`LLAMAFACTORY_CLI train CONFIG`, FORCE_TORCHRUN) under
+  // `ENGINE supervise --output-dir OUTPUT_DIR` instead of `ENGINE train`.
+  std::string llamafactory_cli;
+  std::string output_dir = "output";
 
   // Throws std::invalid_argument naming the flag and the allowed range.
   void validate() const;
@@ -46,7 +50,10 @@ struct LauncherArgs {
   std::vector<std::string> to_flags() const;
 };
 
-// The argv of the engine: ENGINE train CONFIG FLAGS...
+// The argv of the engine: ENGINE train CONFIG FLAGS..., or for LLaMA-Factory
+// ENGINE supervise --output-dir OUTPUT --env FORCE_TORCHRUN=1 --env NPROC_PER_NODE=N
+// [--env NNODES=M --env NODE_RANK=R --env MASTER_ADDR=A --env MASTER_PORT=P] -- CLI train CONFIG
+// (under Slurm supervise takes the node's rank from SLURM_NODEID).
 std::vector<std::string> engine_argv(const std::string& engine, const std::string& config_file,
                                      const LauncherArgs& launcher);
 

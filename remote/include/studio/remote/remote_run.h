@@ -57,6 +57,9 @@ struct RemoteRunRecord {
   // SIGTERM -> SIGKILL when cancelled: kDefaultCancelGraceSeconds, plus ddp_timeout when the
   // config saves on stop (stop_grace_seconds); records written before it existed lack it.
   int stop_grace_s = kDefaultCancelGraceSeconds;
+  // "" for studio-train; else LLaMA-Factory's llamafactory-cli (path or PATH name on the host),
+  // run under `studio-train supervise`: its events are output/trainer_log.jsonl.
+  std::string llamafactory_cli;
 
   std::string run_dir() const;  // remote_root + "/" + run_id
   // The run's files on the remote side for one node: node 0 logs to train.log with its pid in
@@ -65,8 +68,9 @@ struct RemoteRunRecord {
   RemoteRunLayout layout(int node_rank = 0) const;
   // Node k's SSH target: host for 0, nodes[k-1] otherwise (same identity and known_hosts).
   RemoteHostRef node_host(int node_rank) const;
-  // output/events.jsonl, output/status.json, train.log: relative to the login directory or
-  // absolute, ready for SFTP.
+  // output/events.jsonl (output/trainer_log.jsonl for LLaMA-Factory), output/status.json,
+  // train.log: relative to the login directory or absolute, ready for SFTP.
+  std::string events_file_name() const;  // events.jsonl or trainer_log.jsonl
   std::string events_path() const;
   std::string status_path() const;
   std::string log_path() const;

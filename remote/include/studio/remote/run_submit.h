@@ -32,6 +32,10 @@ struct SubmitRequest {
   int master_port = 0;                     // multi-node: 0 = 29500
   std::optional<SbatchOptions> slurm;      // set: submit with sbatch instead
   bool upload_model = false;  // upload local model_name_or_path / ref_model folders too
+  // Non-empty: LLaMA-Factory trains (`llamafactory-cli train` under `studio-train supervise`,
+  // FORCE_TORCHRUN): its path or PATH name on the host. The uploaded YAML then leaves out the
+  // studio's own keys, and a config that sets one is refused (llamafactory_target.h).
+  std::string llamafactory_cli;
 };
 
 struct SubmitProgress {

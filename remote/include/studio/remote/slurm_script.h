@@ -21,6 +21,10 @@ struct SbatchOptions {
   std::string account;                    // empty: the user's default
   int cpus_per_task = 0;                  // CPUs for each node's launcher and workers; 0: default
   int master_port = 0;  // 0: 29500 + SLURM_JOB_ID % 10000, the engine's own Slurm default
+  // Non-empty: each node runs LLaMA-Factory under `ENGINE supervise` (detached_run.h's
+  // engine_argv); supervise takes NODE_RANK and NNODES from Slurm.
+  std::string llamafactory_cli;
+  std::string output_dir = "output";
   // More directives, each written as "#SBATCH <directive>", e.g. "--mail-type=END",
   // "--exclusive", "--constraint=a100". Each must start with '-' and hold no newline.
   std::vector<std::string> extra_directives;

@@ -9,7 +9,9 @@
 //  - SIGINT or SIGTERM to this process is passed to the program's whole process group (torchrun
 //    and its workers), which gets `grace_s` to end before SIGKILL.
 // The program runs in a process group of its own so that nothing of it outlives a stop; it gets
-// SIGTERM when this process dies (PR_SET_PDEATHSIG).
+// SIGTERM when this process dies (PR_SET_PDEATHSIG). Given as a path, its folder goes first in its
+// PATH (a virtual environment's llamafactory-cli starts that environment's torchrun). Under Slurm
+// it gets NODE_RANK = SLURM_NODEID and NNODES = SLURM_NNODES unless they are set.
 #include <atomic>
 #include <string>
 #include <utility>

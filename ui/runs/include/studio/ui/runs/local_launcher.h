@@ -31,9 +31,6 @@ struct LaunchRequest {
   QString llamafactoryCli = QStringLiteral("llamafactory-cli");
 };
 
-// llamafactory-cli as a launch would run it: STUDIO_LLAMAFACTORY_CLI when set, else found in
-// PATH; "" when neither.
-QString defaultLlamaFactoryCli();
 
 class LocalLauncher : public QObject {
   Q_OBJECT

@@ -69,6 +69,9 @@ class RemoteMirror {
   QString dir() const { return dir_; }
   // Throws std::invalid_argument naming the file when it is missing or malformed.
   studio::remote::RemoteRunRecord readRecord() const;
+  // The mirrored events file: events.jsonl, or LLaMA-Factory's trainer_log.jsonl when the record
+  // says LLaMA-Factory trains.
+  const char* eventsFileName() const;
   // nullopt when there is no remote-follow.json; throws std::invalid_argument when it is bad.
   std::optional<RemoteFollowState> readFollowState() const;
   // Where following resumes: the sizes of the mirrored events.jsonl and train.log.

@@ -29,6 +29,15 @@ struct LaunchTarget {
   QStringList extraNodes;    // several nodes without Slurm: SSH targets of nodes 1..n-1
   QString masterAddr;        // several nodes: rank 0's address as the other nodes reach it
   bool uploadModel = false;  // upload the local model folder(s) with the data
+
+  // Who trains: studio-train, or LLaMA-Factory's `llamafactory-cli train` run under
+  // `studio-train supervise` (FORCE_TORCHRUN; status, stop and reattach as studio-train's runs).
+  enum Trainer { StudioTrain, LlamaFactory } trainer = StudioTrain;
+  QString llamafactoryCli = QStringLiteral("llamafactory-cli");  // path, or a name in PATH
 };
+
+// llamafactory-cli as the studio finds it on this machine: STUDIO_LLAMAFACTORY_CLI when set, else
+// the one in PATH, else the bare name (the launch then says it is missing).
+QString defaultLlamaFactoryCli();
 
 }  // namespace studio::ui

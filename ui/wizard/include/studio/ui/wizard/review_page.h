@@ -3,13 +3,17 @@
 // kept as written, every diagnostic of validate_config (errors block Launch), and the actions:
 // Export YAML... (atomic write), Copy command line, Launch. Launch starts the run on this
 // machine (one node: it is disabled, saying why, for more than one) or on the SSH host of the
-// Target page ("Launch on HOST").
+// Target page ("Launch on HOST"). "Train with" picks the trainer: studio-train, or LLaMA-Factory's
+// llamafactory-cli (the YAML then shows what it is given, and keys it cannot run block Launch).
 #include <QString>
 
+#include "studio/config/config_io.h"
 #include "studio/ui/wizard/launch_target.h"
 #include "studio/ui/wizard/wizard_page.h"
 
+class QComboBox;
 class QLabel;
+class QLineEdit;
 class QPushButton;
 class QTableView;
 
@@ -26,7 +30,11 @@ class ReviewPage : public WizardPage {
   explicit ReviewPage(RunDraft* draft, QWidget* parent = nullptr);
 
   void setTarget(const LaunchTarget& target);
-  LaunchTarget target() const { return target_; }
+  // The Target page's target with this page's choice of trainer.
+  LaunchTarget target() const;
+  // "Train with": studio-train, or LLaMA-Factory's llamafactory-cli (whose path is editable).
+  void setTrainer(LaunchTarget::Trainer trainer, const QString& llamafactoryCli = {});
+  QComboBox* trainerBox() const { return trainer_; }
   // The studio-train program the command line names (default "studio-train", found on PATH).
   void setEngineProgram(const QString& program);
 
@@ -60,6 +68,8 @@ class ReviewPage : public WizardPage {
   void exportWithDialog();
   void copyCommandLine();
   void markLines();
+  // The YAML the chosen trainer is given (LLaMA-Factory's leaves out the studio's own keys).
+  studio::YamlStyle yamlStyle() const;
 
   CodeEditor* editor_;
   YamlHighlighter* highlighter_;
@@ -72,6 +82,9 @@ class ReviewPage : public WizardPage {
   QPushButton* export_ = nullptr;
   QPushButton* copy_ = nullptr;
   QPushButton* launch_ = nullptr;
+  QComboBox* trainer_ = nullptr;
+  QLineEdit* lfCli_ = nullptr;
+  QLabel* lfProblems_ = nullptr;
   LaunchTarget target_;
   QString engine_ = QStringLiteral("studio-train");
   QString savedPath_;
