@@ -310,6 +310,25 @@ void RunDashboard::feed(const QString& runKey, const std::vector<studio::Event>&
   ingest(runKey, events);
 }
 
+bool RunDashboard::addDeviceSample(const QString& runKey, const QString& host,
+                                   const std::vector<studio::GpuMemory>& gpus) {
+  Run* run = find(keyOf(runKey));
+  if (run == nullptr || !run->series.addDeviceSample(host.toStdString(), gpus)) return false;
+  run->dirty = true;
+  scheduleUpdate();
+  return true;
+}
+
+bool RunDashboard::wantsDeviceSamples(const QString& runKey) const {
+  const Run* run = find(keyOf(runKey));
+  if (run == nullptr || run->series.facts().ended) return false;
+  if (!run->series.facts().sampledHost.empty()) return true;
+  for (const GpuSeries& gpu : run->series.gpus())
+    for (double v : gpu.allocated)
+      if (std::isfinite(v)) return false;
+  return !run->series.has(Metric::RssMib);
+}
+
 void RunDashboard::ingest(const QString& key, const std::vector<studio::Event>& events) {
   Run* run = find(key);
   if (run == nullptr) return;  // removed while its events were on their way
@@ -453,7 +472,14 @@ void RunDashboard::updateChartStates() {
 
   ChartPanel* memory = panels_[static_cast<std::size_t>(ChartKind::Memory)];
   memory->setLimitLines({capacities.begin(), capacities.end()}, QStringLiteral("MiB"));
-  if (anyGpu)
+  QString sampledHost;
+  for (const auto& run : runs_)
+    if (!run->series.facts().sampledHost.empty())
+      sampledHost = QString::fromStdString(run->series.facts().sampledHost);
+  if (anyGpu && !sampledHost.isEmpty())
+    memory->setTitle(tr("GPU memory per device (MiB), sampled with nvidia-smi on %1 while the run "
+                        "lives: all processes on each GPU").arg(sampledHost));
+  else if (anyGpu)
     memory->setTitle(tr("GPU memory per rank (MiB): solid allocated, dashed reserved"));
   else if (anyRss)
     memory->setTitle(tr("Process memory, RSS (MiB): no GPU memory in this run"));

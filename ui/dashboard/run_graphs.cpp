@@ -95,6 +95,10 @@ void RunGraphs::sync(const RunSeries& series, const SeriesChanges& changes,
       line.shown = 0;
     }
   }
+  if (const bool sampled = !series.facts().sampledHost.empty(); sampled != sampled_) {
+    sampled_ = sampled;
+    for (const Line& line : lines_) line.graph->setName(lineName(line));
+  }
   // A smoothed curve starts from the first row, with the weight in force now.
   if (!hasLine(Source::Smoothed, Metric::Loss, 0)) smoother_ = EmaSmoother(options.smoothing);
   addMissingLines(series);
@@ -187,10 +191,17 @@ QString RunGraphs::lineName(const Line& line) const {
     case Source::Metric: what = metricName(line.metric); break;
     case Source::Smoothed: what = QStringLiteral("loss (smoothed)"); break;
     case Source::Eval: what = QStringLiteral("eval loss"); break;
-    case Source::Allocated: what = QStringLiteral("rank %1 allocated").arg(line.rank); break;
+    case Source::Allocated:
+      what = sampled_ ? QStringLiteral("GPU %1 used").arg(line.rank)
+                      : QStringLiteral("rank %1 allocated").arg(line.rank);
+      break;
     case Source::Reserved: what = QStringLiteral("rank %1 reserved").arg(line.rank); break;
-    case Source::Util: what = QStringLiteral("rank %1 utilisation").arg(line.rank); break;
-    case Source::Power: what = QStringLiteral("rank %1 power").arg(line.rank); break;
+    case Source::Util:
+      what = QStringLiteral("%1 %2 utilisation").arg(sampled_ ? "GPU" : "rank").arg(line.rank);
+      break;
+    case Source::Power:
+      what = QStringLiteral("%1 %2 power").arg(sampled_ ? "GPU" : "rank").arg(line.rank);
+      break;
   }
   return label_ + QStringLiteral(": ") + what;
 }

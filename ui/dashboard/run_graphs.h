@@ -87,6 +87,7 @@ class RunGraphs {
   EmaSmoother smootherBeforeLast_;  // its state before the last row shown
   std::size_t rowsShown_ = 0;
   std::size_t evalsShown_ = 0;
+  bool sampled_ = false;  // memory from nvidia-smi samples: lines per GPU, not per rank
 };
 
 }  // namespace studio::ui

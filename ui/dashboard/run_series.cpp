@@ -178,6 +178,35 @@ void RunSeries::addStep(const StepEvent& step) {
   pushGpus(step.gpus);
 }
 
+bool RunSeries::addDeviceSample(const std::string& host, const std::vector<GpuMemory>& gpus) {
+  if (steps_.empty() || gpus.empty()) return false;
+  const bool ownMemory =
+      facts_.sampledHost.empty() &&
+      std::any_of(gpus_.begin(), gpus_.end(), [](const GpuSeries& g) {
+        return std::any_of(g.allocated.begin(), g.allocated.end(),
+                           [](double v) { return std::isfinite(v); });
+      });
+  if (ownMemory) return false;
+  if (facts_.sampledHost != host) {
+    facts_.sampledHost = host;
+    changes_.facts = true;
+  }
+  const std::size_t row = steps_.size() - 1;
+  auto higher = [](double& kept, double v) {
+    if (std::isfinite(v) && !(kept >= v)) kept = v;
+  };
+  for (const GpuMemory& g : gpus) {
+    GpuSeries& column = gpuColumn(g.rank, /*rowPushed=*/true);
+    higher(column.allocated[row], g.allocated_mib);
+    if (std::isfinite(g.total_mib)) column.total[row] = g.total_mib;
+    higher(column.util[row], g.util_percent);
+    higher(column.power[row], g.power_w);
+    if (std::isfinite(g.power_limit_w)) column.powerLimit[row] = g.power_limit_w;
+  }
+  changes_.rowsFrom = std::min(changes_.rowsFrom, row);
+  return true;
+}
+
 void RunSeries::addEval(const EvalEvent& eval) {
   const double key = static_cast<double>(eval.step);
   if (!evalSteps_.empty() && key <= evalSteps_.back()) truncateEvals(lowerBound(evalSteps_, key));

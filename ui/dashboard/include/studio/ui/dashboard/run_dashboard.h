@@ -63,6 +63,13 @@ class RunDashboard : public QWidget {
   // Adds events to a run without reading any file (tests, benchmarks, replays); creates the
   // run, labelled after the key's last path component, when it is not shown yet.
   void feed(const QString& runKey, const std::vector<studio::Event>& events);
+  // An nvidia-smi sample of the GPUs of `host`, where a shown run that reports no memory of its
+  // own runs (RunSeries::addDeviceSample). Returns whether the run took it.
+  bool addDeviceSample(const QString& runKey, const QString& host,
+                       const std::vector<studio::GpuMemory>& gpus);
+  // A shown run whose steps report no memory (a LLaMA-Factory run): the studio samples its
+  // host's GPUs for it while it lives.
+  bool wantsDeviceSamples(const QString& runKey) const;
 
   // Loss smoothing, TensorBoard's EMA weight in [0, kMaxSmoothing].
   void setSmoothing(double weight);

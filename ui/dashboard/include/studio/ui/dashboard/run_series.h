@@ -73,6 +73,9 @@ struct RunFacts {
   std::int64_t totalSteps = 0;  // of the whole run (0: not said)
   std::string deviceName;       // rank 0's device ("cpu" on CPU runs)
   double peakTflops = kNoValue; // its peak for MFU; NaN when not known
+  // The memory series come from nvidia-smi samples of the run's host (addDeviceSample): per GPU
+  // index, every process on it; "" when the run reports its own memory.
+  std::string sampledHost;
   bool ended = false;  // the last event of the run so far is an end event
   std::string endState;   // "finished", "failed", "stopped"
   std::string endReason;
@@ -97,6 +100,10 @@ class RunSeries {
 
   // Adds events in stream order. Kinds without series (log, checkpoint, unknown) are ignored.
   void ingest(const std::vector<Event>& events);
+  // A sample of the host's GPUs (nvidia_smi.h) for a run whose events carry no memory: it joins
+  // the last row (the highest reading of a row's samples is kept). Ignored once the run's own
+  // events report memory, and while there is no row yet. Returns whether it was used.
+  bool addDeviceSample(const std::string& host, const std::vector<GpuMemory>& gpus);
   // Forgets everything, e.g. when the events file was replaced by a new run.
   void clear();
 
