@@ -300,11 +300,21 @@ int serve_json(ChatModel& chat, const trainer::SamplingOptions& defaults,
                               line.substr(0, 200)}});
         continue;
       }
+      std::lock_guard<std::mutex> lock(mu);
       if (j.is_object() && j.value("cancel", false)) {
-        if (busy.load()) cancel.store(true);
+        // The answer being generated, else the next one waiting (sent before the model was
+        // ready, or before the request was picked up); nothing when nothing waits.
+        if (busy.load()) {
+          cancel.store(true);
+        } else {
+          for (auto& waiting : queue)
+            if (waiting && waiting->is_object()) {
+              (*waiting)["__cancelled"] = true;
+              break;
+            }
+        }
         continue;
       }
-      std::lock_guard<std::mutex> lock(mu);
       queue.emplace_back(std::move(j));
       cv.notify_one();
     }
@@ -319,13 +329,16 @@ int serve_json(ChatModel& chat, const trainer::SamplingOptions& defaults,
       cv.wait(lock, [&] { return !queue.empty(); });
       next = std::move(queue.front());
       queue.pop_front();
+      // Under the reader's lock: a cancel from now on reaches this answer.
+      const bool cancelled = next && next->is_object() && next->value("__cancelled", false);
+      if (next && next->is_object()) next->erase("__cancelled");
+      cancel.store(cancelled);
+      busy.store(next.has_value());
     }
     if (!next) break;
     try {
       const Request req = parse_request(*next, defaults, system);
       const std::vector<int32_t> prompt = chat.prompt_ids(req.messages, req.system);
-      cancel.store(false);
-      busy.store(true);
       const trainer::Generation g = chat.answer(
           prompt, req.options, [&](const std::string& piece) {
             send({{"event", "token"}, {"text", piece}});

@@ -9,11 +9,13 @@
 #include <QApplication>
 #include <QDir>
 #include <QFileInfo>
+#include <QPlainTextEdit>
 #include <QStatusBar>
 #include <QTimer>
 
 #include "cli_args.h"
 #include "cmd_remote.h"
+#include "studio/ui/chat/chat_panel.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/dashboard/chart_kind.h"
 #include "studio/ui/dashboard/run_dashboard.h"
@@ -63,6 +65,9 @@ struct Options {
   // Hidden, for scripts/screenshots.sh: grab the window (or each wizard page) to PNG and quit.
   std::optional<std::string> screenshot;
   std::optional<std::string> screenshotChart;  // scroll the dashboard to this chart first
+  // With RUN_DIR: the Chat tab comparing the run's final model and first checkpoint on this
+  // prompt, grabbed once both have answered.
+  std::optional<std::string> screenshotChat;
   std::optional<std::string> wizardScreenshots;
   int screenshotDelayMs = 1500;
   bool launch = false;  // with --demo: press Launch as soon as the demo model is ready
@@ -78,7 +83,7 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   studio::cli::Args args(std::vector<std::string>(argv + 1, argv + argc),
                          {"--nproc", "--nnodes", "--runs-root", "--overlay", "--screenshot",
                           "--screenshot-wizard", "--screenshot-delay", "--screenshot-chart",
-                          "--remote-run",
+                          "--screenshot-chat", "--remote-run",
                           "--screenshot-hosts"},
                          {"--help", "-h", "--version", "--demo", "--inspect", "--launch"});
   if (args.ok() && (args.flag("--help") || args.flag("-h"))) {
@@ -110,6 +115,7 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   out.overlay = args.value("--overlay");
   out.screenshot = args.value("--screenshot");
   out.screenshotChart = args.value("--screenshot-chart");
+  out.screenshotChat = args.value("--screenshot-chat");
   out.wizardScreenshots = args.value("--screenshot-wizard");
   out.remoteRun = args.value("--remote-run");
   out.hostsScreenshot = args.value("--screenshot-hosts");
@@ -127,6 +133,10 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   }
   if (out.overlay && !out.target) {
     std::fprintf(stderr, "studio: --overlay needs a RUN_DIR to draw it with\n");
+    return 2;
+  }
+  if (out.screenshotChat && (!out.target || !out.screenshot)) {
+    std::fprintf(stderr, "studio: --screenshot-chat needs a RUN_DIR and --screenshot OUT.png\n");
     return 2;
   }
   if (out.launch && !out.demo) {
@@ -189,6 +199,28 @@ void screenshotHosts(studio::ui::MainWindow* window, const QString& path) {
   });
   if (auto* test = dialog->findChild<QAbstractButton*>(QStringLiteral("testConnection")))
     test->click();
+}
+
+// The Chat tab comparing the current run's final model (left) and its first checkpoint (right):
+// `prompt` is sent to both once the run's models are listed, and the window grabbed once both
+// have answered, then the studio quits.
+void screenshotChat(studio::ui::MainWindow* window, const QString& prompt, const QString& path) {
+  studio::ui::ChatPanel* chat = window->chat();
+  window->showTab(studio::ui::MainWindow::ChatTab);
+  chat->setCompare(true);
+  QObject::connect(chat, &studio::ui::ChatPanel::answersFinished, window, [window, path] {
+    QTimer::singleShot(300, window, [window, path] { grabAndQuit(window, path); });
+  });
+  QObject::connect(
+      chat, &studio::ui::ChatPanel::modelsListed, window,
+      [chat, prompt] {
+        chat->promptBox()->setPlainText(prompt);
+        if (chat->send()) return;
+        std::fprintf(stderr, "studio: --screenshot-chat: %s holds no model to chat with\n",
+                     qPrintable(chat->runFolder()));
+        QCoreApplication::exit(1);
+      },
+      Qt::SingleShotConnection);
 }
 
 }  // namespace
@@ -254,7 +286,10 @@ int main(int argc, char** argv) {
     const QString path = QString::fromLocal8Bit(opt.hostsScreenshot->c_str());
     QTimer::singleShot(opt.screenshotDelayMs, &window, [&window, path] { screenshotHosts(&window, path); });
   }
-  if (opt.screenshot) {
+  if (opt.screenshot && opt.screenshotChat) {
+    screenshotChat(&window, QString::fromLocal8Bit(opt.screenshotChat->c_str()),
+                   QString::fromLocal8Bit(opt.screenshot->c_str()));
+  } else if (opt.screenshot) {
     const QString path = QString::fromLocal8Bit(opt.screenshot->c_str());
     std::optional<studio::ui::ChartKind> chart;
     if (opt.screenshotChart) {

@@ -2,7 +2,8 @@
 # Takes the README's screenshots in a real window under Xvfb (a real X server, the xcb platform,
 # not offscreen rendering): every page of the new-run wizard on the demo project, the dashboard of
 # a demo run launched from the wizard while it trains, the dashboard with an SP=1 and an SP=2
-# run of the demo overlaid, and a remote run: the Hosts page testing a throwaway sshd on
+# run of the demo overlaid, the Chat tab with an early checkpoint and the final model of a demo run
+# answering the same prompt, and a remote run: the Hosts page testing a throwaway sshd on
 # 127.0.0.1, and the dashboard of a run submitted to it with `studio submit` and attached in the
 # studio, a run folder written by another tool whose odd fields the dashboard repairs and
 # reports, a run of 16 ranks over 200,000 steps, and a LLaMA-Factory run folder (trainer_log.jsonl). Writes docs/screenshots/*.png (or into the folder given).
@@ -59,6 +60,15 @@ cd "$root"
   --set logging_steps=1 >/dev/null 2>&1
 "$bin/studio" "$work/sp1" --overlay "$work/sp2" --runs-root "$runs" \
   --screenshot "$out/dashboard-overlay-sp1-sp2.png" --screenshot-delay 3000
+echo "== the Chat tab: an early checkpoint and the final model of a longer demo run, one prompt"
+# Real answers from studio-train chat (greedy), the final model on the left, checkpoint-250 on the
+# right.
+"$bin/studio-train" train resources/demo/sft_demo.yaml --set model_name_or_path="$model" \
+  --set output_dir="$work/chat" --set max_steps="${STUDIO_SHOT_CHAT_STEPS:-2000}" \
+  --set save_steps=250 --set save_total_limit=10 --set eval_steps=500 --set logging_steps=50 \
+  >/dev/null 2>&1
+"$bin/studio" "$work/chat" --runs-root "$runs" --screenshot "$out/chat-side-by-side.png" \
+  --screenshot-chat $'Reverse the word.\nflag'
 echo "== a run folder another tool wrote (every step's gpus[].device as \"cuda:N\"): drawn whole, the repair said"
 other=$work/other-tool-run
 mkdir -p "$other"

@@ -108,6 +108,7 @@ class TestChatCli : public QObject {
   void greedyEqualsTransformers();
   void jsonSessionStreamsAndGoesOnAfterBadLines();
   void cancelEndsTheAnswer();
+  void cancelBeforeTheAnswerStarts();
   void templateComesFromTheRunConfig();
   void errors_data();
   void errors();
@@ -265,6 +266,28 @@ void TestChatCli::cancelEndsTheAnswer() {
   const QJsonObject done = last_of(events(QString::fromUtf8(out)), "done");
   QCOMPARE(done.value("stop").toString(), QString("cancelled"));
   QVERIFY(done.value("new_tokens").toInt() < 1000000);
+}
+
+// A cancel read before its request is picked up (while the model loads) cancels that request,
+// not a later one; a cancel with nothing waiting or running does nothing.
+void TestChatCli::cancelBeforeTheAnswerStarts() {
+  const QString model = make_model(tmp_.path(), "LlamaForCausalLM", false, false, {}, 5);
+  const QByteArray input =
+      "{\"cancel\": true}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"one\"}], \"max_new_tokens\": 1000000}\n"
+      "{\"cancel\": true}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"two\"}], \"max_new_tokens\": 7}\n";
+  const Run r = chat({"--model", model, "--json"}, input);
+  QVERIFY2(r.code == 0, qPrintable(r.err));
+  QList<QJsonObject> dones;
+  for (const auto& e : events(r.out))
+    if (e.value("event").toString() == "done") dones << e;
+  QCOMPARE(dones.size(), 2);
+  QCOMPARE(dones[0].value("stop").toString(), QString("cancelled"));
+  // Picked up before or after the cancel was read: cancelled at once either way.
+  QVERIFY(dones[0].value("new_tokens").toInt() < 50);
+  QCOMPARE(dones[1].value("stop").toString(), QString("length"));
+  QCOMPARE(dones[1].value("new_tokens").toInt(), 7);
 }
 
 // A checkpoint-STEP folder of a run takes the run's template from config.yaml beside it; the

@@ -1,9 +1,12 @@
 // MainWindow: opening (failures go to the status bar), the title's file name and modified
-// marker, and saving the editor text as it is.
+// marker, saving the editor text as it is, and the Chat tab following the current run.
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "studio/ui/chat/chat_pane.h"
+#include "studio/ui/chat/chat_panel.h"
 #include "studio/ui/code_editor.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/main_window.h"
@@ -19,6 +22,7 @@ class TestMainWindow : public QObject {
   void openEditSave();
   void exportNormalized();
   void exportRefusesUnreadableYaml();
+  void chatTabFollowsTheCurrentRun();
 };
 
 void TestMainWindow::missingFileGoesToTheStatusBar() {
@@ -83,6 +87,33 @@ void TestMainWindow::exportRefusesUnreadableYaml() {
   const QString exported = dir.filePath(QStringLiteral("out.yaml"));
   QVERIFY(w.exportNormalizedFile(exported).contains(QStringLiteral("cannot be read")));
   QVERIFY(!QFile::exists(exported));
+}
+
+// Opening a run offers its final model and checkpoints in the Chat tab.
+void TestMainWindow::chatTabFollowsTheCurrentRun() {
+  QTemporaryDir run;
+  QFile events(run.filePath(QStringLiteral("events.jsonl")));
+  QVERIFY(events.open(QIODevice::WriteOnly));
+  events.close();
+  const QString checkpoint = run.filePath(QStringLiteral("checkpoint-4"));
+  QVERIFY(QDir().mkpath(checkpoint));
+  for (const char* file : {"config.json", "model.safetensors"}) {
+    QFile f(checkpoint + QLatin1Char('/') + QLatin1String(file));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+  }
+
+  MainWindow w;
+  auto* tabs = w.findChild<QTabWidget*>(QStringLiteral("centralTabs"));
+  QVERIFY(tabs);
+  QCOMPARE(tabs->tabText(MainWindow::ChatTab), QStringLiteral("Chat"));
+  QCOMPARE(tabs->widget(MainWindow::ChatTab), w.chat());
+  QSignalSpy listed(w.chat(), &studio::ui::ChatPanel::modelsListed);
+  QVERIFY(w.openRun(run.path()));
+  QCOMPARE(w.chat()->runFolder(), run.path());
+  QTRY_VERIFY(!listed.isEmpty() && listed.back().at(0).toString() == run.path());
+  QCOMPARE(w.chat()->pane(studio::ui::ChatPanel::Left)->model(), checkpoint);
+  w.showTab(MainWindow::ChatTab);
+  QCOMPARE(tabs->currentWidget(), w.chat());
 }
 
 QTEST_MAIN(TestMainWindow)

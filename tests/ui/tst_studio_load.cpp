@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 
+#include "stall_probe.h"
 #include "step_lines.h"
 #include "studio/config/events.h"
 #include "studio/ui/dashboard/event_tailer.h"
@@ -54,35 +55,6 @@ double rssMib() {
     if (line.startsWith("VmRSS:")) return line.mid(6).trimmed().split(' ').front().toDouble() / 1024;
   return 0;
 }
-
-// The longest the GUI thread's event loop went without turning, measured by a 5 ms timer: each
-// tick late by more than its interval is a stall of that much.
-class StallProbe : public QObject {
- public:
-  StallProbe() {
-    timer_.setTimerType(Qt::PreciseTimer);
-    timer_.setInterval(kTickMs);
-    connect(&timer_, &QTimer::timeout, this, [this] {
-      const qint64 gap = clock_.restart() - kTickMs;
-      if (gap > worst_) worst_ = gap;
-    });
-  }
-  void start() {
-    worst_ = 0;
-    clock_.start();
-    timer_.start();
-  }
-  qint64 stop() {
-    timer_.stop();
-    return worst_;
-  }
-
- private:
-  static constexpr int kTickMs = 5;
-  QTimer timer_;
-  QElapsedTimer clock_;
-  qint64 worst_ = 0;
-};
 
 void writeFile(const QString& path, const std::string& bytes) {
   QFile f(path);

@@ -184,7 +184,7 @@ void TestStudioLocalRun::runningRunSurvivesTheWindowAndStops() {
     cfg.logging_steps = 1;
     cfg.eval_strategy = studio::EvalStrategy::No;
     cfg.save_steps = 100000;
-    runDir = w->launchLocal(cfg, wizard->baseDir(), 1);
+    runDir = w->launchLocal(cfg, wizard->baseDir(), studio::ui::LaunchTarget{});
     QVERIFY(!runDir.isEmpty());
     QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, runDir) >= 2, kRunTimeoutMs);
     QCOMPARE(stateOf(*w, runDir), std::optional<RunState>(RunState::Running));

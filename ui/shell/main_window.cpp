@@ -6,6 +6,7 @@
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QTabWidget>
+#include <QTimer>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -20,6 +21,8 @@
 #include "studio/config/validate.h"
 #include "studio/config/events.h"
 #include "studio/config/run_config.h"
+#include "studio/ui/chat/chat_panel.h"
+#include "studio/ui/runs/gpu_sampler.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/hosts/gui_prompts.h"
@@ -60,6 +63,7 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
       tabs_(new QTabWidget),
       inspector_(new ConfigInspector),
       dashboard_(new RunDashboard),
+      chat_(new ChatPanel),
       store_(new RunStore(this)),
       launcher_(new LocalLauncher(this)),
       log_(new LogConsole),
@@ -72,12 +76,30 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
   if (paths_.resources.isEmpty()) paths_.resources = findResourcesDir();
   if (!paths_.runsRoot.isEmpty()) store_->setRoot(paths_.runsRoot);
   launcher_->setEngineProgram(paths_.engine);
+  chat_->setEngineProgram(paths_.engine);
   launcher_->setRunsRoot(store_->root());
   demo_ = new DemoProject(paths_.resources, paths_.engine, paths_.dataDir, this);
 
   tabs_->setObjectName(QStringLiteral("centralTabs"));
   tabs_->addTab(dashboard_, tr("Dashboard"));
   tabs_->addTab(inspector_, tr("Config"));
+  tabs_->addTab(chat_, tr("Chat"));
+  // Runs that report no GPU memory (LLaMA-Factory's) get their host's GPUs sampled while they
+  // live, off the GUI thread.
+  gpuSampler_ = new GpuSampler(this);
+  gpuSampleTimer_ = new QTimer(this);
+  gpuSampleTimer_->setInterval(10000);
+  connect(gpuSampleTimer_, &QTimer::timeout, this, [this] {
+    for (const QString& dir : dashboard_->runs()) {
+      if (!dashboard_->wantsDeviceSamples(dir)) continue;
+      const std::optional<RunInfo> info = store_->run(dir);
+      if (info && isActive(info->state)) gpuSampler_->sample(dir);
+    }
+  });
+  connect(gpuSampler_, &GpuSampler::sampled, dashboard_, &RunDashboard::addDeviceSample);
+  connect(gpuSampler_, &GpuSampler::failed, this,
+          [this](const QString&, const QString& message) { log_->appendStudioMessage(message); });
+  gpuSampleTimer_->start();
   setCentralWidget(tabs_);
   runsPanel_ = new RunsPanel(store_);
   createDocks();
@@ -205,6 +227,7 @@ void MainWindow::selectRun(const QString& dir) {
   currentRun_ = dir;
   dashboard_->showRun(dir);
   log_->setRun(dir);
+  chat_->setRunFolder(dir);
   runsPanel_->selectRun(dir);
   showTab(DashboardTab);
 }
@@ -365,18 +388,22 @@ void MainWindow::onLaunchRequested(const studio::RunConfig& config, const QStrin
     launchRemote(config, baseDir, target);  // the wizard closes once the run has started
     return;
   }
-  const QString dir = launchLocal(config, baseDir, target.nproc);
+  const QString dir = launchLocal(config, baseDir, target);
   if (!dir.isEmpty() && wizard_) wizard_->close();
 }
 
 QString MainWindow::launchLocal(const studio::RunConfig& config, const QString& baseDir,
-                                int nproc) {
+                                const LaunchTarget& target) {
   LaunchRequest request;
   request.config = config;
   request.baseDir = baseDir;
   request.name = QFileInfo(QString::fromStdString(config.output_dir)).fileName();
   if (request.name.isEmpty()) request.name = QStringLiteral("run");
-  request.nproc = nproc;
+  request.nproc = target.nproc;
+  if (target.trainer == LaunchTarget::LlamaFactory) {
+    request.trainer = LaunchRequest::Trainer::LlamaFactory;
+    request.llamafactoryCli = target.llamafactoryCli;
+  }
   QString error;
   const QString dir = launcher_->launch(request, &error);
   if (dir.isEmpty()) {
@@ -486,6 +513,8 @@ bool MainWindow::launchRemote(const studio::RunConfig& config, const QString& ba
   if (!target.engine.isEmpty()) request.engine = target.engine.toStdString();
   request.nproc = target.nproc;
   request.upload_model = target.uploadModel;
+  if (target.trainer == LaunchTarget::LlamaFactory)
+    request.llamafactory_cli = target.llamafactoryCli.toStdString();
   if (target.useSlurm) {
     studio::remote::SbatchOptions slurm;
     slurm.nodes = target.nnodes;
@@ -674,8 +703,8 @@ void MainWindow::readSettings() {
     resize(1180, 780);
   restoreState(settings.value(QStringLiteral("mainWindow/state")).toByteArray());
   inspector_->restoreState(settings.value(QStringLiteral("inspector/splitter")).toByteArray());
-  showTab(settings.value(QStringLiteral("mainWindow/tab")).toInt() == ConfigTab ? ConfigTab
-                                                                                : DashboardTab);
+  const int tab = settings.value(QStringLiteral("mainWindow/tab")).toInt();
+  showTab(tab == ConfigTab || tab == ChatTab ? static_cast<Tab>(tab) : DashboardTab);
 }
 
 void MainWindow::writeSettings() const {

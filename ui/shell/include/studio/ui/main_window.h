@@ -1,10 +1,10 @@
 #pragma once
-// The studio's main window: the run dashboard in the middle (with the config inspector as a
-// second tab), the runs list and the log console as docks, the new-run wizard on demand. Runs
-// live on disk (RunStore scans them), so closing and reopening the window finds every run again,
-// running or finished; runs on SSH hosts are followed into local mirror folders, reattached at
-// start-up. Geometry, dock layout and the last tab persist in QSettings; colours
-// follow the system palette.
+// The studio's main window: the run dashboard in the middle (with the config inspector and the
+// chat with the current run's models as further tabs), the runs list and the log console as
+// docks, the new-run wizard on demand. Runs live on disk (RunStore scans them), so closing and
+// reopening the window finds every run again, running or finished; runs on SSH hosts are
+// followed into local mirror folders, reattached at start-up. Geometry, dock layout and the last
+// tab persist in QSettings; colours follow the system palette.
 #include <QMainWindow>
 #include <QPointer>
 
@@ -13,10 +13,13 @@
 class QDockWidget;
 class QProgressBar;
 class QTabWidget;
+class QTimer;
 
 namespace studio::ui {
 
+class ChatPanel;
 class ConfigInspector;
+class GpuSampler;
 class DemoProject;
 class GuiPrompts;
 class HostStore;
@@ -67,8 +70,10 @@ class MainWindow : public QMainWindow {
   // Draws another run folder on the dashboard's charts, next to the current run. False, with
   // the reason in the status bar, when it is not a run folder.
   bool overlayRun(const QString& dir);
-  // Starts a run on this machine as the wizard describes it; returns the run folder or "".
-  QString launchLocal(const studio::RunConfig& config, const QString& baseDir, int nproc);
+  // Starts a run on this machine as the wizard describes it (studio-train, or LLaMA-Factory as
+  // target.trainer says); returns the run folder or "".
+  QString launchLocal(const studio::RunConfig& config, const QString& baseDir,
+                      const LaunchTarget& target);
   // Submits a run to the SSH host of `target` off the GUI thread, the progress in the status
   // bar and the log. Once it started, its mirror folder is selected and followed
   // (remoteLaunched). False when a submit is already in flight.
@@ -81,6 +86,7 @@ class MainWindow : public QMainWindow {
 
   ConfigInspector* inspector() const { return inspector_; }
   RunDashboard* dashboard() const { return dashboard_; }
+  ChatPanel* chat() const { return chat_; }
   RunStore* runStore() const { return store_; }
   LocalLauncher* launcher() const { return launcher_; }
   LogConsole* logConsole() const { return log_; }
@@ -96,7 +102,7 @@ class MainWindow : public QMainWindow {
   QString currentRun() const { return currentRun_; }
 
   // Tab indices of the central area.
-  enum Tab { DashboardTab = 0, ConfigTab = 1 };
+  enum Tab { DashboardTab = 0, ConfigTab = 1, ChatTab = 2 };
   void showTab(Tab tab);
 
  signals:
@@ -146,6 +152,10 @@ class MainWindow : public QMainWindow {
   QTabWidget* tabs_;
   ConfigInspector* inspector_;
   RunDashboard* dashboard_;
+  ChatPanel* chat_;
+  // nvidia-smi samples for shown runs that report no GPU memory (LLaMA-Factory), every 10 s.
+  GpuSampler* gpuSampler_ = nullptr;
+  QTimer* gpuSampleTimer_ = nullptr;
   RunStore* store_;
   LocalLauncher* launcher_;
   LogConsole* log_;
