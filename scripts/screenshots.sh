@@ -6,7 +6,9 @@
 # answering the same prompt, and a remote run: the Hosts page testing a throwaway sshd on
 # 127.0.0.1, and the dashboard of a run submitted to it with `studio submit` and attached in the
 # studio, a run folder written by another tool whose odd fields the dashboard repairs and
-# reports, a run of 16 ranks over 200,000 steps, and a LLaMA-Factory run folder (trainer_log.jsonl). Writes docs/screenshots/*.png (or into the folder given).
+# reports, a run of 16 ranks over 200,000 steps, a LLaMA-Factory run folder (trainer_log.jsonl),
+# and a real LLaMA-Factory run followed live over studio-train's run of the same config. Writes
+# docs/screenshots/*.png (or into the folder given).
 #   usage: scripts/screenshots.sh [OUT_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -126,6 +128,31 @@ with open(sys.argv[1], "w") as f:
 PY
 "$bin/studio" "$lf" --runs-root "$runs" --screenshot "$out/dashboard-llamafactory-log.png" \
   --screenshot-delay 3000
+
+echo "== a real LLaMA-Factory run followed live, overlaid on studio-train's run of the same config"
+# LLaMA-Factory 0.9.5 from scripts/setup.sh's environment, on 2 CPU processes (FORCE_TORCHRUN)
+# under studio-train supervise, as the studio launches it; studio-train's run of the same YAML
+# (same model, data, seed) finished first. The screenshot is taken while LLaMA-Factory trains.
+. "$root/scripts/python-env.sh"
+lf_steps=${STUDIO_SHOT_LF_STEPS:-300}
+lf_yaml=$work/lf-demo.yaml
+sed -e "s#^model_name_or_path: .*#model_name_or_path: $model#" \
+    -e "s#^dataset_dir: .*#dataset_dir: $root/resources/demo/data#" \
+    -e "s#^output_dir: .*#output_dir: $work/lf-live#" \
+    -e "s#^max_steps: .*#max_steps: $lf_steps#" -e "s#^logging_steps: .*#logging_steps: 2#" \
+    -e "s#^save_steps: .*#save_steps: 100000#" -e "s#^eval_steps: .*#eval_steps: 100#" \
+    resources/demo/sft_demo.yaml >"$lf_yaml"
+"$bin/studio-train" train "$lf_yaml" --set output_dir="$work/studio-train-same-config" >/dev/null 2>&1
+"$bin/studio-train" supervise --output-dir "$work/lf-live" --env FORCE_TORCHRUN=1 \
+  --env NPROC_PER_NODE=2 -- "$STUDIO_LLAMAFACTORY_CLI" train "$lf_yaml" >"$work/lf-live.log" 2>&1 &
+lf_pid=$!
+for _ in $(seq 1 600); do  # until a third of the steps are logged (at most 5 minutes)
+  [ "$(grep -c loss "$work/lf-live/trainer_log.jsonl" 2>/dev/null || echo 0)" -ge $((lf_steps / 6)) ] && break
+  sleep 0.5
+done
+"$bin/studio" "$work/lf-live" --overlay "$work/studio-train-same-config" --runs-root "$runs" \
+  --screenshot "$out/dashboard-llamafactory-live.png" --screenshot-delay 4000
+wait "$lf_pid" || echo "(the LLaMA-Factory run failed: see $work/lf-live.log)"
 
 echo "== a run on an SSH host: the Hosts page, then a run from studio submit attached in the studio"
 ssh_dir=$work/ssh
