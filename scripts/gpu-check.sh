@@ -26,7 +26,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # (give them to ../shared/device/pack-debs.sh).
 DEVICE_DEBS="libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libpcre2-dev libpcre2-8-0
  libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libicu-dev libicu72 libgloo-dev libgloo0
- qt6-base-dev qt6-base-dev-tools libqt6core6 libqt6test6 libqt6gui6 libqt6widgets6 libqt6network6
+ qt6-base-dev qt6-base-dev-tools qmake6 qmake6-bin libqt6core6 libqt6test6 libqt6gui6 libqt6widgets6 libqt6network6
  libqt6concurrent6 libqt6printsupport6 libqt6dbus6 libqt6sql6 libqt6opengl6 libqt6xml6
  libqt6openglwidgets6 libdouble-conversion3 libb2-1 libmd4c0 libproxy1v5 libxkbcommon0"
 

@@ -39,6 +39,10 @@ void TestNvidiaSmi::parses() {
   QVERIFY(std::isnan(gpus[2].util_percent) && std::isnan(gpus[2].power_w) &&
           std::isnan(gpus[2].power_limit_w));
   QCOMPARE(nvidia_smi_query_args().size(), std::size_t(2));
+  // As the lent H200 printed it (docs/PERFORMANCE.md, 2026-11-26).
+  QVERIFY2(parse_nvidia_smi("0, 0, 143771, 0, 80.03, 700.00, NVIDIA H200\n", gpus, error), error.c_str());
+  QCOMPARE(gpus[0].total_mib, 143771.0);
+  QCOMPARE(gpus[0].power_w, 80.03);
 }
 
 void TestNvidiaSmi::refuses_data() {
