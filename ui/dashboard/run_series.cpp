@@ -201,6 +201,7 @@ bool RunSeries::addDeviceSample(const std::string& host, const std::vector<GpuMe
     if (std::isfinite(g.total_mib)) column.total[row] = g.total_mib;
     higher(column.util[row], g.util_percent);
     higher(column.power[row], g.power_w);
+    column.activity = column.activity || std::isfinite(g.util_percent) || std::isfinite(g.power_w);
     if (std::isfinite(g.power_limit_w)) column.powerLimit[row] = g.power_limit_w;
   }
   changes_.rowsFrom = std::min(changes_.rowsFrom, row);
@@ -311,6 +312,8 @@ void RunSeries::mergeStep(const StepEvent& step) {
     if (std::isfinite(memory.total_mib)) column.total[row] = memory.total_mib;
     higher(column.util[row], memory.util_percent);
     higher(column.power[row], memory.power_w);
+    column.activity = column.activity || std::isfinite(memory.util_percent) ||
+                      std::isfinite(memory.power_w);
     if (std::isfinite(memory.power_limit_w)) column.powerLimit[row] = memory.power_limit_w;
   }
   changes_.rowsFrom = std::min(changes_.rowsFrom, row);
@@ -393,6 +396,8 @@ void RunSeries::pushGpus(const std::vector<GpuMemory>& gpus) {
     column.total.push_back(memory.total_mib);
     column.util.push_back(memory.util_percent);
     column.power.push_back(memory.power_w);
+    column.activity = column.activity || std::isfinite(memory.util_percent) ||
+                      std::isfinite(memory.power_w);
     column.powerLimit.push_back(memory.power_limit_w);
   }
   for (GpuSeries& column : gpus_) {
@@ -406,9 +411,5 @@ void RunSeries::pushGpus(const std::vector<GpuMemory>& gpus) {
   }
 }
 
-bool GpuSeries::hasActivity() const {
-  return std::any_of(util.begin(), util.end(), [](double v) { return std::isfinite(v); }) ||
-         std::any_of(power.begin(), power.end(), [](double v) { return std::isfinite(v); });
-}
 
 }  // namespace studio::ui

@@ -58,7 +58,10 @@ struct GpuSeries {
   std::vector<double> util;
   std::vector<double> power;
   std::vector<double> powerLimit;
-  bool hasActivity() const;
+  // Whether a finite utilisation or power reading ever arrived (kept as a flag so that the
+  // dashboard's updates do not scan the columns).
+  bool activity = false;
+  bool hasActivity() const { return activity; }
 };
 
 // What the start and end events say about the run.
