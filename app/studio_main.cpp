@@ -35,7 +35,7 @@ constexpr const char* kUsage =
     "\n"
     "  studio                    the runs list and the dashboard of the last run\n"
     "  studio CONFIG.yaml        the wizard on a LLaMA-Factory training YAML (unknown keys kept)\n"
-    "  studio RUN_DIR            the dashboard of a run folder (events.jsonl, or LLaMA-Factory's\n                            trainer_log.jsonl)\n"
+    "  studio RUN_DIR            the dashboard of a run folder (events.jsonl, LLaMA-Factory's\n                            trainer_log.jsonl, or Hugging Face's trainer_state.json)\n"
     "  studio --demo             the wizard on the built-in demo project, one click to launch\n"
     "  studio submit|attach|cancel|runs --host HOST ...\n"
     "                            remote runs over SSH, headless (studio submit --help)\n"

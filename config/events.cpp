@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -280,15 +281,105 @@ std::string events_path(const std::string& output_dir) {
 LineFormat line_format_of(const std::string& path) {
   const auto slash = path.find_last_of('/');
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  return name == kTrainerLogFileName ? LineFormat::TrainerLog : LineFormat::Events;
+  if (name == kTrainerLogFileName) return LineFormat::TrainerLog;
+  if (name == kTrainerStateFileName) return LineFormat::TrainerState;
+  return LineFormat::Events;
+}
+
+namespace {
+
+// "checkpoint-N" -> N; nullopt for any other name.
+std::optional<std::int64_t> checkpoint_number(const std::string& name) {
+  constexpr std::string_view kPrefix = "checkpoint-";
+  if (name.size() <= kPrefix.size() || name.compare(0, kPrefix.size(), kPrefix) != 0)
+    return std::nullopt;
+  std::int64_t n = 0;
+  for (std::size_t i = kPrefix.size(); i < name.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i])) || n > (INT64_MAX - 9) / 10)
+      return std::nullopt;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+std::string base_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const auto slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string parent_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Whether the file holds a Hugging Face log_history (ours lacks it). Reads at most the first
+// 64 KiB: HF writes the keys sorted, and log_history comes early; a file whose first 64 KiB do
+// not name it is still taken when it is larger (the parse then says what is wrong).
+bool has_log_history(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string head(64 << 10, '\0');
+  ssize_t n;
+  do {
+    n = ::pread(fd, head.data(), head.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return false;
+  head.resize(static_cast<std::size_t>(n));
+  return head.find("\"log_history\"") != std::string::npos ||
+         static_cast<std::size_t>(n) == (std::size_t{64} << 10);
+}
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+std::string newest_trainer_state(const std::string& dir) {
+  std::string best;
+  std::int64_t best_mtime = -1, best_n = -1;
+  auto consider = [&](const std::string& file, std::int64_t n) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    const std::int64_t m = mtime_ns(st);
+    if (m < best_mtime || (m == best_mtime && n <= best_n)) return;
+    if (!has_log_history(file)) return;
+    best = file;
+    best_mtime = m;
+    best_n = n;
+  };
+  // The end of training writes it last, after the final checkpoint: it is the newest then.
+  consider(join_path(dir, kTrainerStateFileName), -1);
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* entry = ::readdir(d)) {
+      const std::string name = entry->d_name;
+      if (const auto n = checkpoint_number(name))
+        consider(join_path(join_path(dir, name.c_str()), kTrainerStateFileName), *n);
+    }
+    ::closedir(d);
+  }
+  return best;
+}
+
+std::string run_folder_of(const std::string& events_file) {
+  const std::string folder = parent_of(events_file);
+  if (base_name(events_file) == kTrainerStateFileName && checkpoint_number(base_name(folder)))
+    return parent_of(folder);
+  return folder;
 }
 
 std::string run_events_file(const std::string& dir) {
   const std::string ours = join_path(dir, kEventsFileName);
   const std::string theirs = join_path(dir, kTrainerLogFileName);
   struct stat st {};
-  if (::stat(ours.c_str(), &st) != 0 && ::stat(theirs.c_str(), &st) == 0) return theirs;
-  return ours;
+  if (::stat(ours.c_str(), &st) == 0) return ours;
+  if (::stat(theirs.c_str(), &st) == 0) return theirs;
+  std::string state = newest_trainer_state(dir);
+  return state.empty() ? ours : state;
 }
 
 std::string status_path(const std::string& output_dir) {
@@ -644,7 +735,13 @@ void from_json(const json& j, EventCursor& v) {
 }
 
 EventFileReader::EventFileReader(std::string path, std::size_t max_line_bytes)
-    : path_(std::move(path)), parser_(max_line_bytes, line_format_of(path_)) {}
+    : path_(std::move(path)), parser_(max_line_bytes, line_format_of(path_)) {
+  if (parser_.format() == LineFormat::TrainerState) state_root_ = run_folder_of(path_);
+}
+
+const ReadProblems& EventFileReader::problems() const {
+  return parser_.format() == LineFormat::TrainerState ? state_problems_ : parser_.problems();
+}
 
 EventCursor EventFileReader::cursor() const {
   return EventCursor{parser_.consumed(), parser_.lines(), device_, inode_};
@@ -664,6 +761,7 @@ struct FdCloser {
 }  // namespace
 
 EventPollResult EventFileReader::poll(std::size_t max_bytes) {
+  if (parser_.format() == LineFormat::TrainerState) return poll_trainer_state();
   EventPollResult result;
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -681,6 +779,75 @@ EventPollResult EventFileReader::poll(std::size_t max_bytes) {
   check_identity(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino), size,
                  result);
   read_to_end(fd, size, max_bytes, result);
+  return result;
+}
+
+EventPollResult EventFileReader::poll_trainer_state() {
+  EventPollResult result;
+  // A later checkpoint (or the end of training) has written a newer one by now.
+  std::string file = newest_trainer_state(state_root_);
+  if (file.empty()) file = path_;
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) result.error = sys_error("cannot open", file);
+    return result;
+  }
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    result.error = sys_error("cannot stat", file);
+    return result;
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const auto device = static_cast<std::uint64_t>(st.st_dev);
+  const auto inode = static_cast<std::uint64_t>(st.st_ino);
+  const std::int64_t mtime = mtime_ns(st);
+  if (file == path_ && device == device_ && inode == inode_ && size == state_size_ &&
+      mtime == state_mtime_ns_)
+    return result;  // unchanged since it was read
+  constexpr std::uint64_t kMaxStateBytes = std::uint64_t{1} << 30;
+  if (size > kMaxStateBytes) {
+    result.error = file + " is " + std::to_string(size >> 20) +
+                   " MiB, more than the 1024 MiB read whole: not read";
+    return result;
+  }
+  std::string text(static_cast<std::size_t>(size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::pread(fd, text.data() + got, text.size() - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      result.error = sys_error("cannot read", file);
+      return result;
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  std::vector<Event> events;
+  ReadProblems problems;
+  std::string error;
+  if (!parse_trainer_state(text, events, error, problems)) {
+    // Hugging Face writes the file in place: one caught half-written parses on the next poll.
+    // Only one that stays broken is reported.
+    if (unix_time_now() - static_cast<double>(mtime) * 1e-9 > 2.0)
+      result.error = file + ": " + error;
+    return result;
+  }
+  const bool again = state_mtime_ns_ >= 0;
+  if (again) {
+    result.restarted = true;
+    result.restart_reason = file + (file == path_ ? " was written again" : " is newer than " + path_) +
+                            ": reading its log_history whole";
+  }
+  path_ = file;
+  device_ = device;
+  inode_ = inode;
+  state_size_ = size;
+  state_mtime_ns_ = mtime;
+  state_problems_ = problems;
+  parser_.reset(size, static_cast<std::uint64_t>(events.size()));
+  result.events = std::move(events);
   return result;
 }
 

@@ -78,4 +78,85 @@ bool parse_trainer_log_line(std::string_view line, std::vector<Event>& out, std:
   return true;
 }
 
+bool parse_trainer_state(std::string_view text, std::vector<Event>& out, std::string& error,
+                         ReadProblems& problems) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    error = "not valid JSON (a trainer_state.json being written, or damaged)";
+    return false;
+  }
+  if (!doc.is_object()) {
+    error = std::string("not a JSON object but ") + doc.type_name();
+    return false;
+  }
+  const auto history = doc.find("log_history");
+  if (history == doc.end() || !history->is_array()) {
+    error = "no log_history array: not a Hugging Face Trainer state";
+    return false;
+  }
+  std::int64_t total_steps = 0;
+  if (const auto max = doc.find("max_steps"); max != doc.end() && max->is_number_integer())
+    total_steps = max->get<std::int64_t>();
+  std::uint64_t index = 0;
+  for (const json& entry : *history) {
+    ++index;
+    const std::string where = "log_history[" + std::to_string(index - 1) + "]";
+    if (!entry.is_object()) {
+      problems.count_bad_line(index, where + ": not a JSON object but " + entry.type_name());
+      continue;
+    }
+    Issues issues;
+    StepEvent step;
+    double eval_loss = kNoValue;
+    try {
+      Fields f(entry, "", &issues);
+      f.get_required("step", step.step);
+      f.get("loss", step.loss);
+      f.get("learning_rate", step.lr);
+      f.get("grad_norm", step.grad_norm);
+      f.get("epoch", step.epoch);
+      f.get("eval_loss", eval_loss);
+      DpoMetrics dpo;
+      f.get("rewards/chosen", dpo.rewards_chosen);
+      f.get("rewards/rejected", dpo.rewards_rejected);
+      f.get("rewards/accuracies", dpo.rewards_accuracies);
+      f.get("rewards/margins", dpo.rewards_margins);
+      f.get("logps/chosen", dpo.logps_chosen);
+      f.get("logps/rejected", dpo.logps_rejected);
+      if (!std::isnan(dpo.rewards_chosen) || !std::isnan(dpo.rewards_rejected) ||
+          !std::isnan(dpo.rewards_accuracies) || !std::isnan(dpo.rewards_margins) ||
+          !std::isnan(dpo.logps_chosen) || !std::isnan(dpo.logps_rejected))
+        step.dpo = dpo;
+    } catch (const EventFormatError& e) {
+      problems.count_bad_line(index, where + ": " + e.what());
+      continue;
+    }
+    step.total_steps = total_steps;
+    problems.count_issues(index, issues);
+    // The closing summary (train_loss, train_runtime) has neither a loss nor a rate.
+    const bool train = entry.contains("loss") || entry.contains("learning_rate");
+    if (train) {
+      Event e;
+      e.kind = EventKind::Step;
+      e.raw = entry;
+      e.raw["event"] = "step";
+      e.line = index;
+      e.payload = step;
+      e.issues = issues;
+      out.push_back(std::move(e));
+    }
+    if (entry.contains("eval_loss")) {
+      Event e;
+      e.kind = EventKind::Eval;
+      e.raw = entry;
+      e.raw["event"] = "eval";
+      e.line = index;
+      e.payload = EvalEvent{step.step, eval_loss};
+      if (!train) e.issues = std::move(issues);
+      out.push_back(std::move(e));
+    }
+  }
+  return true;
+}
+
 }  // namespace studio

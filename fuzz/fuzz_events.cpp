@@ -1,5 +1,6 @@
-// The events.jsonl stream parser (our lines, and LLaMA-Factory's trainer_log.jsonl lines) and the
-// status.json reader on arbitrary bytes, fed in two pieces split where the first byte says.
+// The events.jsonl stream parser (our lines, and LLaMA-Factory's trainer_log.jsonl lines), the
+// status.json reader and Hugging Face's trainer_state.json reader on arbitrary bytes, the stream
+// fed in two pieces split where the first byte says.
 // Invariants: no crash, no exception, the same events whatever the split, and every event of
 // ours read without repairs is one the writer accepts as it is.
 #include <cstdint>
@@ -28,6 +29,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<studio::FieldIssue> issues;
   if (studio::RunStatus::parse(std::string(bytes), status, error, &issues))
     (void)nlohmann::json(status).dump();
+
+  // trainer_state.json: read whole; a failure says why and makes no events.
+  std::vector<studio::Event> state;
+  studio::ReadProblems problems;
+  error.clear();
+  const bool read = studio::parse_trainer_state(bytes, state, error, problems);
+  if (read != error.empty() || (!read && !state.empty())) std::abort();
+  for (const studio::Event& e : state)
+    if (!e.step() || e.amends) std::abort();
+  (void)problems.summary("trainer_state.json");
   return 0;
 }
 

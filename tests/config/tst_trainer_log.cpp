@@ -1,7 +1,13 @@
 // LLaMA-Factory's trainer_log.jsonl read as events (config/trainer_log.cpp): LogCallback's lines,
 // odd fields under the same tolerant rule as events.jsonl, and the file picked by its name.
+// Hugging Face's trainer_state.json (its log_history) read the same way, found in a run folder
+// or its newest checkpoint-N, and read again whole as each checkpoint writes a newer one.
+#include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
+#include <QThread>
+
+#include <utime.h>
 #include <QtTest>
 
 #include <cmath>
@@ -14,8 +20,54 @@ namespace {
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
+double nan_value() { return std::nan(""); }
+
 std::string_view view(const QByteArray& b) {
   return std::string_view(b.constData(), static_cast<std::size_t>(b.size()));
+}
+
+// A trainer_state.json as transformers' TrainerState.save_to_json writes it (indent 2, keys
+// sorted), with `steps` logged steps of loss 3 - 0.1 * step and grad norm 10 + step, an eval
+// every 4 steps, and the closing summary when `final`.
+QByteArray trainerState(int steps, int maxSteps, bool final = false) {
+  QStringList history;
+  for (int step = 1; step <= steps; ++step) {
+    history << QStringLiteral(R"({"epoch": %1, "grad_norm": %2, "learning_rate": 0.001, "loss": %3, "step": %4})")
+                   .arg(step * 0.25)
+                   .arg(10.0 + step)
+                   .arg(3.0 - 0.1 * step)
+                   .arg(step);
+    if (step % 4 == 0)
+      history << QStringLiteral(R"({"epoch": %1, "eval_loss": %2, "eval_runtime": 0.5, "eval_samples_per_second": 16.0, "eval_steps_per_second": 2.0, "step": %3})")
+                     .arg(step * 0.25)
+                     .arg(2.0 - 0.1 * step)
+                     .arg(step);
+  }
+  if (final)
+    history << QStringLiteral(R"({"epoch": %1, "step": %2, "total_flos": 1234.0, "train_loss": 2.5, "train_runtime": 12.3, "train_samples_per_second": 5.2, "train_steps_per_second": 0.65})")
+                   .arg(steps * 0.25)
+                   .arg(steps);
+  return QStringLiteral("{\n  \"best_global_step\": null,\n  \"best_metric\": null,\n  \"epoch\": %1,\n"
+                        "  \"eval_steps\": 4,\n  \"global_step\": %2,\n  \"is_world_process_zero\": true,\n"
+                        "  \"log_history\": [\n    %3\n  ],\n  \"logging_steps\": 1,\n  \"max_steps\": %4,\n"
+                        "  \"num_train_epochs\": 2,\n  \"save_steps\": 4,\n  \"total_flos\": 1234.0,\n"
+                        "  \"train_batch_size\": 2,\n  \"trial_name\": null,\n  \"trial_params\": null\n}\n")
+      .arg(steps * 0.25)
+      .arg(steps)
+      .arg(history.join(QStringLiteral(",\n    ")))
+      .arg(maxSteps)
+      .toUtf8();
+}
+
+void writeFile(const QString& path, const QByteArray& bytes, qint64 secondsAgo = 0) {
+  QDir().mkpath(QFileInfo(path).absolutePath());
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  QCOMPARE(f.write(bytes), qint64(bytes.size()));
+  f.close();
+  const time_t when = time(nullptr) - secondsAgo;
+  const utimbuf times{when, when};
+  QCOMPARE(::utime(QFile::encodeName(path).constData(), &times), 0);
 }
 
 }  // namespace
@@ -27,6 +79,9 @@ class TestTrainerLog : public QObject {
   void trainerLogLines_data();
   void trainerLogLines();
   void trainerLogFile();
+  void trainerStateDocuments_data();
+  void trainerStateDocuments();
+  void trainerStateFolder();
 };
 
 // LLaMA-Factory's trainer_log.jsonl lines as written by its LogCallback (keys as in
@@ -166,6 +221,149 @@ void TestTrainerLog::trainerLogFile() {
   QVERIFY(ours.open(QIODevice::WriteOnly));
   ours.close();
   QCOMPARE(run_events_file(folder), folder + "/events.jsonl");
+}
+
+// log_history entries as transformers and TRL write them: training steps (with the gradient
+// norm LLaMA-Factory's log lacks), evals, DPO's rewards/*, the closing summary, and the odd
+// entry, tolerated as trainer_log lines are.
+void TestTrainerLog::trainerStateDocuments_data() {
+  QTest::addColumn<QByteArray>("text");
+  QTest::addColumn<QString>("events");  // "kind:step" each, space separated
+  QTest::addColumn<double>("gradNorm");  // the first step event's (NaN: none)
+  QTest::addColumn<double>("rejected");  // its rewards/rejected (NaN: none)
+  QTest::addColumn<QString>("problems");  // ReadProblems::summary("trainer_state.json")
+  QTest::addColumn<QString>("error");     // not read at all: why
+  const double nan = std::nan("");
+  QTest::newRow("sft, with evals and the summary")
+      << trainerState(5, 10, true) << "step:1 step:2 step:3 step:4 eval:4 step:5" << 11.0 << nan
+      << "" << "";
+  QTest::newRow("dpo (TRL's keys)")
+      << QByteArray(R"({"global_step": 2, "max_steps": 2, "log_history": [{"epoch": 0.5, "grad_norm": 3.5, "learning_rate": 5e-07, "logits/chosen": -1.2, "logits/rejected": -1.3, "logps/chosen": -40.5, "logps/rejected": -42.0, "loss": 0.6931, "rewards/accuracies": 0.5, "rewards/chosen": 0.01, "rewards/margins": 0.015, "rewards/rejected": -0.005, "step": 1}, {"epoch": 1.0, "loss": 0.69, "learning_rate": 1e-06, "step": 2}]})")
+      << "step:1 step:2" << 3.5 << -0.005 << "" << "";
+  QTest::newRow("an entry without a step: skipped, the rest kept")
+      << QByteArray(R"({"max_steps": 3, "log_history": [{"loss": 2.0, "learning_rate": 0.1}, {"loss": 1.5, "grad_norm": 2.0, "learning_rate": 0.1, "step": 2}, 7]})")
+      << "step:2" << 2.0 << nan
+      << "trainer_state.json: 2 lines skipped whole (first: line 1: log_history[0]: missing field "
+         "'step'; last: line 3: log_history[2]: not a JSON object but number)"
+      << "";
+  QTest::newRow("grad_norm as text: converted")
+      << QByteArray(R"({"log_history": [{"grad_norm": "NaN", "loss": 1.0, "step": 1}, {"grad_norm": "4.5", "loss": 0.9, "step": 2}]})")
+      << "step:1 step:2" << nan << nan
+      << "trainer_state.json: 2 lines had fields not as the format says, kept without them or "
+         "converted (2 fields converted, 0 dropped; first: line 1: field 'grad_norm': expected "
+         "a number, got string \"NaN\": read as NaN)"
+      << "";
+  QTest::newRow("ours: no log_history")
+      << QByteArray(R"({"step": 40, "epoch": 1, "data_position": 320, "scheduler": {"last_step": 40}})")
+      << "" << nan << nan << "" << "no log_history array: not a Hugging Face Trainer state";
+  QTest::newRow("cut short while written")
+      << trainerState(3, 10).left(200) << "" << nan << nan << ""
+      << "not valid JSON (a trainer_state.json being written, or damaged)";
+  QTest::newRow("not an object") << QByteArray("[1, 2]") << "" << nan << nan << ""
+                                 << "not a JSON object but array";
+}
+
+void TestTrainerLog::trainerStateDocuments() {
+  QFETCH(QByteArray, text);
+  QFETCH(QString, events);
+  QFETCH(double, gradNorm);
+  QFETCH(double, rejected);
+  QFETCH(QString, problems);
+  QFETCH(QString, error);
+  std::vector<Event> out;
+  std::string why;
+  ReadProblems found;
+  const bool ok = parse_trainer_state(view(text), out, why, found);
+  QCOMPARE(ok, error.isEmpty());
+  QCOMPARE(qs(why), error);
+  QStringList kinds;
+  for (const Event& e : out) kinds << QStringLiteral("%1:%2").arg(event_kind_name(e.kind)).arg(*e.step());
+  QCOMPARE(kinds.join(' '), events);
+  QCOMPARE(qs(found.summary(kTrainerStateFileName)), problems);
+  if (out.empty()) return;
+  const auto* first = out.front().get<StepEvent>();
+  QVERIFY(first != nullptr);
+  QVERIFY(!out.front().amends);
+  if (std::isnan(gradNorm))
+    QVERIFY(std::isnan(first->grad_norm));
+  else
+    QCOMPARE(first->grad_norm, gradNorm);
+  const double r = first->dpo ? first->dpo->rewards_rejected : nan_value();
+  if (std::isnan(rejected))
+    QVERIFY(std::isnan(r));
+  else
+    QCOMPARE(r, rejected);
+  if (events.startsWith("step:1 step:2 step:3")) {  // the generated SFT state
+    QCOMPARE(first->loss, 2.9);
+    QCOMPARE(first->lr, 0.001);
+    QCOMPARE(first->epoch, 0.25);
+    QCOMPARE(first->total_steps, std::int64_t{10});
+    QCOMPARE(out[4].get<EvalEvent>()->loss, 1.6);
+  }
+}
+
+// A transformers run folder: trainer_state.json in each checkpoint-N/ while it trains, at the
+// top at the end. The newest one is read (ours, without log_history, never), and the reader
+// moves on to each newer one, reading it whole again; a file caught half-written is not an
+// error until it stays so.
+void TestTrainerLog::trainerStateFolder() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const std::string folder = dir.path().toStdString();
+  QCOMPARE(newest_trainer_state(folder), std::string());
+  // Our own checkpoint's trainer_state.json is not Hugging Face's.
+  writeFile(dir.filePath("checkpoint-2/trainer_state.json"),
+            R"({"step": 2, "epoch": 0, "data_position": 16})", 30);
+  QCOMPARE(newest_trainer_state(folder), std::string());
+  QCOMPARE(run_events_file(folder), folder + "/events.jsonl");
+  writeFile(dir.filePath("checkpoint-4/trainer_state.json"), trainerState(4, 8), 20);
+  const std::string four = folder + "/checkpoint-4/trainer_state.json";
+  QCOMPARE(newest_trainer_state(folder), four);
+  QCOMPARE(run_events_file(folder), four);
+  QCOMPARE(line_format_of(four), LineFormat::TrainerState);
+  QCOMPARE(run_folder_of(four), folder);
+  QCOMPARE(run_folder_of(folder + "/trainer_state.json"), folder);
+  QCOMPARE(run_folder_of(folder + "/trainer_log.jsonl"), folder);
+
+  EventFileReader reader(run_events_file(folder));
+  EventPollResult r = reader.poll();
+  QVERIFY2(r.error.empty(), r.error.c_str());
+  QVERIFY(!r.restarted);
+  QCOMPARE(int(r.events.size()), 5);  // 4 steps and an eval
+  QCOMPARE(reader.path(), four);
+  QVERIFY(reader.poll().events.empty());  // unchanged: nothing again
+
+  // The next checkpoint: its file is read whole, the series start over.
+  writeFile(dir.filePath("checkpoint-8/trainer_state.json"), trainerState(8, 8), 10);
+  r = reader.poll();
+  QVERIFY(r.restarted);
+  QVERIFY2(qs(r.restart_reason).contains("checkpoint-8/trainer_state.json is newer than"),
+           r.restart_reason.c_str());
+  QCOMPARE(int(r.events.size()), 10);
+  QCOMPARE(reader.path(), folder + "/checkpoint-8/trainer_state.json");
+  QCOMPARE(r.events[8].get<StepEvent>()->grad_norm, 18.0);  // step 8, before its eval
+
+  // The end of training writes the top one; a version caught half-written is retried quietly.
+  writeFile(dir.filePath("trainer_state.json"), trainerState(8, 8, true).left(300));
+  QCOMPARE(newest_trainer_state(folder), folder + "/trainer_state.json");
+  r = reader.poll();
+  QVERIFY(r.events.empty());
+  QVERIFY2(r.error.empty(), r.error.c_str());
+  writeFile(dir.filePath("trainer_state.json"), trainerState(8, 8, true));
+  r = reader.poll();
+  QVERIFY(r.restarted);
+  QCOMPARE(int(r.events.size()), 10);  // the summary adds no event
+  QCOMPARE(reader.path(), folder + "/trainer_state.json");
+  // One that stays broken is reported, naming the file; what was read is kept.
+  writeFile(dir.filePath("trainer_state.json"), "{\"log_history\": [", 5);
+  r = reader.poll();
+  QVERIFY(r.events.empty());
+  QVERIFY2(qs(r.error).startsWith(dir.filePath("trainer_state.json") + ": not valid JSON"),
+           r.error.c_str());
+
+  // A LLaMA-Factory log, then ours, take over from Hugging Face's state.
+  writeFile(dir.filePath("trainer_log.jsonl"), "");
+  QCOMPARE(run_events_file(folder), folder + "/trainer_log.jsonl");
 }
 
 QTEST_MAIN(TestTrainerLog)

@@ -4,7 +4,9 @@
 // `studio-train supervise` with FORCE_TORCHRUN on 2 processes; the studio follows it (run state,
 // steps, the dashboard's loss), overlays it on a studio-train run of the same config, and stops a
 // long one with its whole process tree. Folders LLaMA-Factory left without the studio (no
-// status.json) get their state from what Hugging Face's Trainer writes and how recently.
+// status.json) get their state from what Hugging Face's Trainer writes and how recently. The
+// gradient norm its log lacks comes from the trainer_state.json the Trainer writes; a folder
+// with only that file (a plain transformers or TRL run) is a run read from its log_history.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -23,6 +25,7 @@
 #include "studio/config/llamafactory_target.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/runs/local_launcher.h"
+#include "studio/ui/runs/run_folder.h"
 #include "studio/ui/runs/run_info.h"
 
 using namespace studio::ui;
@@ -61,6 +64,30 @@ RunInfo waitForEnd(const QString& dir, int ms) {
     QTest::qWait(250);
   }
   return info;
+}
+
+// log_history's training entries (those with a loss) of a trainer_state.json.
+QList<QJsonObject> logHistory(const QString& path) {
+  QList<QJsonObject> out;
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return out;
+  for (const QJsonValue& v : QJsonDocument::fromJson(f.readAll())["log_history"].toArray())
+    if (v.toObject().contains("loss")) out << v.toObject();
+  return out;
+}
+
+// Copies a folder tree (the LLaMA-Factory run's files), leaving out the names in `skip`.
+bool copyTree(const QString& from, const QString& to, const QStringList& skip) {
+  if (!QDir().mkpath(to)) return false;
+  const QDir src(from);
+  for (const QFileInfo& entry : src.entryInfoList(QDir::Files | QDir::Dirs | QDir::NoDotAndDotDot)) {
+    if (skip.contains(entry.fileName())) continue;
+    const QString target = to + '/' + entry.fileName();
+    if (entry.isDir() ? !copyTree(entry.filePath(), target, skip)
+                      : !QFile::copy(entry.filePath(), target))
+      return false;
+  }
+  return true;
 }
 
 QList<QJsonObject> trainerLog(const QString& dir) {
@@ -208,6 +235,42 @@ void TestLlamaFactoryRuns::launchedFollowedAndOverlaid() {
   QCOMPARE(lf.facts().totalSteps, qint64(8));
   for (int i = 0; i < 8; ++i)
     QCOMPARE(lf.values(Metric::Loss)[std::size_t(i)], log[i]["loss"].toDouble());
+  // The gradient norm is not in trainer_log.jsonl: it comes from the Trainer's own state, the
+  // final trainer_state.json, step for step.
+  const QList<QJsonObject> history = logHistory(lfDir + "/trainer_state.json");
+  QCOMPARE(history.size(), 8);
+  QVERIFY(!log[0].contains("grad_norm"));
+  QTRY_VERIFY_WITH_TIMEOUT(lf.values(Metric::GradNorm).size() == 8 &&
+                               std::isfinite(lf.values(Metric::GradNorm)[7]),
+                           10000);
+  for (int i = 0; i < 8; ++i) {
+    QCOMPARE(history[i]["step"].toInt(), i + 1);
+    QCOMPARE(lf.values(Metric::GradNorm)[std::size_t(i)], history[i]["grad_norm"].toDouble());
+  }
+
+  // The same folder as a transformers run leaves it (no trainer_log.jsonl): read from the
+  // newest trainer_state.json, with the same losses, and finished by train_results.json.
+  const QString hfDir = tmp_.filePath("hf-only");
+  QVERIFY(copyTree(lfDir, hfDir, {"trainer_log.jsonl", "running_log.txt", "status.json",
+                                  "studio-launch.json", "train.log"}));
+  QFile::remove(hfDir + "/trainer_state.json");  // as during training: checkpoints only
+  QFile::remove(hfDir + "/train_results.json");
+  QFile::remove(hfDir + "/all_results.json");
+  QVERIFY(isRunFolder(hfDir));
+  RunInfo hf = readRunInfo(hfDir);
+  QCOMPARE(hf.lastStep, qint64(8));
+  QCOMPARE(hf.maxSteps, qint64(8));
+  QCOMPARE(hf.state, RunState::Finished);
+  QVERIFY2(hf.reason.contains("Hugging Face Trainer run (checkpoint-8/trainer_state.json)"),
+           qPrintable(hf.reason));
+  RunDashboard hfDash;
+  hfDash.showRun(hfDir);
+  QTRY_VERIFY_WITH_TIMEOUT(hfDash.series(hfDir) && hfDash.series(hfDir)->size() == 8, 10000);
+  for (int i = 0; i < 8; ++i) {
+    QCOMPARE(hfDash.series(hfDir)->values(Metric::Loss)[std::size_t(i)], log[i]["loss"].toDouble());
+    QCOMPARE(hfDash.series(hfDir)->values(Metric::GradNorm)[std::size_t(i)],
+             history[i]["grad_norm"].toDouble());
+  }
 
   // studio-train, same config and model: overlaid, both curves on the loss chart.
   const QString ourDir = launch(launcher, cfg, LaunchRequest::Trainer::StudioTrain, 1, &error);
@@ -315,6 +378,24 @@ void TestLlamaFactoryRuns::attachedFolderStates() {
   QCOMPARE(info.state, RunState::Unknown);
   QVERIFY2(info.reason.contains("nothing written for 60 min"), qPrintable(info.reason));
   QCOMPARE(info.logPath, dir + "/running_log.txt");
+
+  // A transformers run half way (checkpoint-4 of 8 written just now): running, read from there.
+  const QString hf = tmp_.filePath("hf-running");
+  QVERIFY(QDir().mkpath(hf + "/checkpoint-4"));
+  QFile state(hf + "/checkpoint-4/trainer_state.json");
+  QVERIFY(state.open(QIODevice::WriteOnly));
+  state.write(R"({"global_step": 4, "max_steps": 8, "log_history": [)"
+              R"({"loss": 2.0, "grad_norm": 1.5, "learning_rate": 0.001, "step": 2}, )"
+              R"({"loss": 1.8, "grad_norm": 1.2, "learning_rate": 0.001, "step": 4}]})");
+  state.close();
+  QVERIFY(isRunFolder(hf));
+  QVERIFY(!isRunFolder(hf + "/checkpoint-4"));  // part of the run, not one
+  info = readRunInfo(hf);
+  QCOMPARE(info.state, RunState::Running);
+  QVERIFY2(info.reason.contains("Hugging Face Trainer run (checkpoint-4/trainer_state.json) at "
+                                "step 4 of 8"),
+           qPrintable(info.reason));
+  QCOMPARE(info.lastLoss, 1.8);
 }
 
 QTEST_MAIN(TestLlamaFactoryRuns)

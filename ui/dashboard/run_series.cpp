@@ -37,7 +37,7 @@ RunSeries::RunSeries(std::size_t maxRows) : maxRows_(std::max<std::size_t>(2, ma
 void RunSeries::ingest(const std::vector<Event>& events) {
   for (const Event& event : events) {
     if (const auto* step = event.get<StepEvent>())
-      addStep(*step);
+      event.amends ? amendStep(*step) : addStep(*step);
     else if (const auto* eval = event.get<EvalEvent>())
       addEval(*eval);
     else if (const auto* start = event.get<StartEvent>())
@@ -206,6 +206,38 @@ bool RunSeries::addDeviceSample(const std::string& host, const std::vector<GpuMe
   }
   changes_.rowsFrom = std::min(changes_.rowsFrom, row);
   return true;
+}
+
+void RunSeries::amendStep(const StepEvent& step) {
+  const double key = static_cast<double>(step.step);
+  // A row is kept by its last step; a merged row (stride > 1) covers the steps up to it.
+  const std::size_t row = lowerBound(steps_, key);
+  if (row == steps_.size() || (stride_ == 1 && steps_[row] != key)) return;  // not read
+  auto fill = [&](Metric metric, double value) {
+    if (!std::isfinite(value)) return;
+    std::vector<double>& column = metrics_[index(metric)];
+    if (stride_ > 1) {
+      // Added to the row's mean like one more step's value, while fewer of the row's steps
+      // have one than it holds (the log lacked it); a row whose every step had it is kept.
+      std::vector<std::uint32_t>& finite = finite_[index(metric)];
+      if (!column.empty() && finite.size() != steps_.size()) finite.resize(steps_.size(), 0);
+      if (!column.empty() && row < rowSteps_.size() && finite[row] >= rowSteps_[row]) return;
+      mergeMetric(metric, row, value, 1);
+      return;
+    }
+    if (column.empty()) column.assign(steps_.size(), kNoValue);
+    if (!std::isfinite(column[row])) column[row] = value;
+  };
+  fill(Metric::Loss, step.loss);
+  fill(Metric::LearningRate, step.lr);
+  fill(Metric::GradNorm, step.grad_norm);
+  fill(Metric::TokensPerSec, step.tokens_per_sec);
+  const DpoMetrics dpo = step.dpo.value_or(DpoMetrics{});
+  fill(Metric::RewardsChosen, dpo.rewards_chosen);
+  fill(Metric::RewardsRejected, dpo.rewards_rejected);
+  fill(Metric::RewardsMargins, dpo.rewards_margins);
+  fill(Metric::RewardsAccuracies, dpo.rewards_accuracies);
+  changes_.rowsFrom = std::min(changes_.rowsFrom, row);
 }
 
 void RunSeries::addEval(const EvalEvent& eval) {

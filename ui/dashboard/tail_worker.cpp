@@ -1,5 +1,8 @@
 #include "tail_worker.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <QFileInfo>
 #include <QTimer>
 
@@ -28,8 +31,7 @@ void TailWorker::poll() {
   // Nothing read yet and no such file: which file the folder's events are in may change (a
   // LLaMA-Factory run writes trainer_log.jsonl only once training starts).
   if (reader_.cursor().offset == 0 && !QFileInfo::exists(eventsPath_)) {
-    const std::string now =
-        studio::run_events_file(QFileInfo(eventsPath_).absolutePath().toStdString());
+    const std::string now = studio::run_events_file(studio::run_folder_of(eventsPath_.toStdString()));
     if (QString::fromStdString(now) != eventsPath_) {
       reader_ = studio::EventFileReader(now);
       eventsPath_ = QString::fromStdString(now);
@@ -37,6 +39,9 @@ void TailWorker::poll() {
   }
   const std::uint64_t fedBefore = reader_.parser().fed();
   studio::EventPollResult result = reader_.poll(kMaxBytesPerPoll);
+  // A trainer_state.json reader moves on to each newer checkpoint's file.
+  eventsPath_ = QString::fromStdString(reader_.path());
+  if (reader_.parser().format() == studio::LineFormat::TrainerLog) amendFromTrainerState(result);
 
   TailBatch out;
   out.restarted = result.restarted;
@@ -52,7 +57,7 @@ void TailWorker::poll() {
   if (error != lastError_) out.error = error;
   lastError_ = error;
   // After a restart fed() starts again from 0, so compare against 0 then.
-  const studio::ReadProblems& problems = reader_.parser().problems();
+  const studio::ReadProblems& problems = reader_.problems();
   if (problems != lastProblems_) {
     lastProblems_ = problems;
     out.problems = QString::fromStdString(
@@ -68,11 +73,61 @@ void TailWorker::poll() {
   // describes.
   for (studio::Event& event : result.events)
     if (event.kind != studio::EventKind::Unknown) event.raw = nullptr;
+
   out.events =
       std::make_shared<const std::vector<studio::Event>>(std::move(result.events));
   out.cursor = reader_.cursor();
   inFlight_.fetch_add(1);
   emit batch(out);
+}
+
+void TailWorker::amendFromTrainerState(studio::EventPollResult& result) {
+  if (result.restarted) lastStepRead_ = amendedUpTo_ = -1;  // the series start over
+  for (const studio::Event& event : result.events) {
+    const auto* step = event.get<studio::StepEvent>();
+    if (step == nullptr) continue;
+    // A resumed run logs earlier steps again: the rows from there on are replaced, and lose
+    // what was added to them.
+    if (step->step <= amendedUpTo_) amendedUpTo_ = step->step - 1;
+    lastStepRead_ = std::max(lastStepRead_, step->step);
+  }
+  if (!stateReader_) {
+    const std::string folder = studio::run_folder_of(reader_.path());
+    stateReader_.emplace(folder + "/" + studio::kTrainerStateFileName);
+  }
+  studio::EventPollResult state = stateReader_->poll();
+  if (!state.events.empty()) {
+    stateSteps_.clear();
+    for (const studio::Event& event : state.events) {
+      const auto* step = event.get<studio::StepEvent>();
+      if (step == nullptr) continue;
+      const studio::DpoMetrics dpo = step->dpo.value_or(studio::DpoMetrics{});
+      if (std::isnan(step->grad_norm) && std::isnan(dpo.rewards_rejected) &&
+          std::isnan(dpo.rewards_margins))
+        continue;
+      studio::StepEvent only;  // what the log lacks, and nothing it has
+      only.step = step->step;
+      only.grad_norm = step->grad_norm;
+      if (!std::isnan(dpo.rewards_rejected) || !std::isnan(dpo.rewards_margins)) {
+        studio::DpoMetrics extra;
+        extra.rewards_rejected = dpo.rewards_rejected;
+        extra.rewards_margins = dpo.rewards_margins;
+        only.dpo = extra;
+      }
+      stateSteps_.push_back(std::move(only));
+    }
+  }
+  std::int64_t upTo = amendedUpTo_;
+  for (const studio::StepEvent& step : stateSteps_) {
+    if (step.step <= amendedUpTo_ || step.step > lastStepRead_) continue;
+    studio::Event event;
+    event.kind = studio::EventKind::Step;
+    event.payload = step;
+    event.amends = true;
+    result.events.push_back(std::move(event));
+    upTo = std::max(upTo, step.step);
+  }
+  amendedUpTo_ = upTo;
 }
 
 }  // namespace studio::ui

@@ -2,6 +2,7 @@
 // The reading half of EventTailer, living on the tailer's thread. Private to studio_dashboard.
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <QMetaType>
@@ -55,6 +56,15 @@ class TailWorker : public QObject {
   QString eventsPath_;
   QString lastError_;
   studio::ReadProblems lastProblems_;
+
+  // LLaMA-Factory's trainer_log.jsonl lacks what Hugging Face's trainer_state.json (written at
+  // each checkpoint) keeps: the gradient norm, DPO's rejected reward and margin. Those come as
+  // amending step events (Event::amends) for the steps the log has given.
+  void amendFromTrainerState(studio::EventPollResult& result);
+  std::optional<studio::EventFileReader> stateReader_;
+  std::vector<studio::StepEvent> stateSteps_;  // steps of the last state read with such fields
+  std::int64_t lastStepRead_ = -1;  // the log's last step delivered
+  std::int64_t amendedUpTo_ = -1;   // amendments delivered for steps up to here
 };
 
 }  // namespace studio::ui

@@ -45,15 +45,22 @@ RunEventDigest::RunEventDigest(RunEventDigest&&) noexcept = default;
 RunEventDigest& RunEventDigest::operator=(RunEventDigest&&) noexcept = default;
 
 void RunEventDigest::update() {
+  if (studio::line_format_of(path_) == studio::LineFormat::TrainerState) {
+    updateTrainerState();
+    return;
+  }
   struct stat st {};
   if (!exists_ && ::stat(path_.c_str(), &st) != 0 && errno == ENOENT) {
     // Not there (yet): the folder's events may be in another file by now (a LLaMA-Factory run
     // writes trainer_log.jsonl once training starts).
-    const std::string now =
-        studio::run_events_file(std::filesystem::path(path_).parent_path().string());
+    const std::string now = studio::run_events_file(studio::run_folder_of(path_));
     if (now != path_) {
       path_ = now;
       reader_.reset();
+      if (studio::line_format_of(path_) == studio::LineFormat::TrainerState) {
+        updateTrainerState();
+        return;
+      }
     }
   }
   if (::stat(path_.c_str(), &st) != 0) {
@@ -80,9 +87,36 @@ void RunEventDigest::update() {
   poll();
 }
 
+void RunEventDigest::updateTrainerState() {
+  // Hugging Face's state is what is left when nothing else is: a log of ours or LLaMA-Factory's
+  // appearing later takes over.
+  const std::string folder = studio::run_folder_of(path_);
+  const std::string now = studio::run_events_file(folder);
+  if (studio::line_format_of(now) != studio::LineFormat::TrainerState) {
+    path_ = now;
+    reader_.reset();
+    clearFacts();
+    exists_ = false;
+    update();
+    return;
+  }
+  if (!reader_) reader_ = std::make_unique<studio::EventFileReader>(path_);
+  poll();
+  path_ = reader_->path();
+  struct stat st {};
+  const bool there = ::stat(path_.c_str(), &st) == 0;
+  if (!there && exists_) {  // every version is gone (the folder was deleted): so is what it said
+    clearFacts();
+    reader_.reset();
+  }
+  exists_ = there;
+  if (!there && error_.empty() && errno != ENOENT)
+    error_ = "cannot stat " + path_ + ": " + std::strerror(errno);
+}
+
 studio::ReadProblems RunEventDigest::problems() const {
   studio::ReadProblems all = headProblems_;
-  if (reader_) all.add(reader_->parser().problems());
+  if (reader_) all.add(reader_->problems());
   return all;
 }
 
@@ -149,7 +183,9 @@ void RunEventDigest::poll() {
   } else {
     bytesRead_ += reader_->parser().fed() - before;
   }
-  if (!r.error.empty()) error_ = r.error;
+  error_ = r.error.empty() && studio::line_format_of(path_) == studio::LineFormat::TrainerState
+               ? std::string()
+               : r.error.empty() ? error_ : r.error;
   for (const auto& e : r.events) ingest(e);
 }
 

@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QRegularExpression>
 
 #include "studio/config/events.h"
 #include "studio/remote/remote_run.h"
@@ -15,12 +16,26 @@ QString runDirPath(const QString& dir) {
   return QDir::cleanPath(QFileInfo(dir).absoluteFilePath());
 }
 
+bool hasTrainerState(const QString& dir) {
+  static const QRegularExpression checkpoint(QStringLiteral("^checkpoint-[0-9]+$"));
+  // A checkpoint's own folder holds one too, but is part of a run, not one.
+  if (checkpoint.match(QFileInfo(dir).fileName()).hasMatch()) return false;
+  const QString state = QString::fromLatin1(studio::kTrainerStateFileName);
+  if (QFileInfo::exists(QDir(dir).filePath(state))) return true;
+  const QDir folder(dir);
+  for (const QString& name : folder.entryList({QStringLiteral("checkpoint-*")}, QDir::Dirs))
+    if (checkpoint.match(name).hasMatch() && QFileInfo::exists(folder.filePath(name + u'/' + state)))
+      return true;
+  return false;
+}
+
 bool isRunFolder(const QString& dir) {
   return QFileInfo::exists(runFile(dir, studio::kStatusFileName)) ||
          QFileInfo::exists(runFile(dir, studio::kEventsFileName)) ||
          QFileInfo::exists(runFile(dir, studio::kTrainerLogFileName)) ||
          QFileInfo::exists(runFile(dir, kLaunchRecordFileName)) ||
-         QFileInfo::exists(runFile(dir, studio::remote::kRemoteRecordFileName));
+         QFileInfo::exists(runFile(dir, studio::remote::kRemoteRecordFileName)) ||
+         hasTrainerState(dir);
 }
 
 QString runFile(const QString& dir, const char* name) {

@@ -66,21 +66,31 @@ void readLayout(RunInfo& info, const RunEventDigest& digest, const LaunchRecord*
   info.maxSteps = std::max<qint64>(0, cfg.max_steps);
 }
 
-QDateTime lastModified(const QDir& dir) {
+// When the run last wrote one of its files (`eventsFile`: the one its events are read from, e.g.
+// a checkpoint's trainer_state.json).
+QDateTime lastModified(const QDir& dir, const QString& eventsFile = {}) {
   QDateTime latest;
+  QStringList files;
   for (const char* name : {studio::kStatusFileName, studio::kEventsFileName,
-                           studio::kTrainerLogFileName, kLlamaFactoryLogFileName}) {
-    const QFileInfo f(runFile(dir.path(), name));
+                           studio::kTrainerLogFileName, kLlamaFactoryLogFileName})
+    files << runFile(dir.path(), name);
+  if (!eventsFile.isEmpty()) files << eventsFile;
+  for (const QString& file : files) {
+    const QFileInfo f(file);
     if (f.exists() && (!latest.isValid() || f.lastModified() > latest)) latest = f.lastModified();
   }
   return latest;
 }
 
-// A LLaMA-Factory run (trainer_log.jsonl, no status.json): it records no end, so the state is
-// read from what Hugging Face's Trainer leaves at the end, the step count, and how recently the
-// run wrote its files.
-void decideLlamaFactoryState(RunInfo& info, const QDir& dir) {
-  const QString log = QStringLiteral("LLaMA-Factory run");
+// A LLaMA-Factory run (trainer_log.jsonl, no status.json), or any Hugging Face Trainer run read
+// from its trainer_state.json: neither records an end, so the state is read from what the
+// Trainer leaves at the end, the step count, and how recently the run wrote its files.
+void decideLlamaFactoryState(RunInfo& info, const QDir& dir, const QString& eventsFile) {
+  const bool hf = studio::line_format_of(eventsFile.toStdString()) ==
+                  studio::LineFormat::TrainerState;
+  const QString log = hf ? QStringLiteral("Hugging Face Trainer run (%1)")
+                               .arg(QDir(dir).relativeFilePath(eventsFile))
+                         : QStringLiteral("LLaMA-Factory run");
   for (const char* done : {kTrainResultsFileName, kAllResultsFileName}) {
     if (!QFileInfo::exists(runFile(dir.path(), done))) continue;
     info.state = RunState::Finished;
@@ -95,7 +105,7 @@ void decideLlamaFactoryState(RunInfo& info, const QDir& dir) {
     info.reason = QStringLiteral("%1: reached step %2 of %3").arg(log).arg(info.lastStep).arg(info.maxSteps);
     return;
   }
-  const QDateTime written = lastModified(dir);
+  const QDateTime written = lastModified(dir, eventsFile);
   const qint64 age = written.isValid() ? written.secsTo(QDateTime::currentDateTime()) : -1;
   if (age >= 0 && age <= kLlamaFactoryLiveSeconds) {
     info.state = RunState::Running;
@@ -107,13 +117,14 @@ void decideLlamaFactoryState(RunInfo& info, const QDir& dir) {
     return;
   }
   info.state = RunState::Unknown;
-  info.reason = QStringLiteral("%1 at step %2 of %3: nothing written for %4 min, and LLaMA-Factory "
+  info.reason = QStringLiteral("%1 at step %2 of %3: nothing written for %4 min, and %6 "
                                "records no end (stopped, failed or stalled; its log: %5)")
                     .arg(log)
                     .arg(info.lastStep)
                     .arg(info.maxSteps > 0 ? QString::number(info.maxSteps) : QStringLiteral("?"))
                     .arg(age / 60)
-                    .arg(info.logPath.isEmpty() ? QStringLiteral("none") : info.logPath);
+                    .arg(info.logPath.isEmpty() ? QStringLiteral("none") : info.logPath)
+                    .arg(hf ? QStringLiteral("the Trainer") : QStringLiteral("LLaMA-Factory"));
 }
 
 void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
@@ -149,9 +160,9 @@ void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
     }
   } else if (!digest.error().empty()) {
     info.reason = QString::fromStdString(digest.error());
-  } else if (digest.exists() && studio::line_format_of(digest.path()) ==
-                                      studio::LineFormat::TrainerLog) {
-    decideLlamaFactoryState(info, dir);
+  } else if (digest.exists() && studio::line_format_of(digest.path()) !=
+                                      studio::LineFormat::Events) {
+    decideLlamaFactoryState(info, dir, QString::fromStdString(digest.path()));
   } else if (digest.exists()) {
     info.reason =
         QStringLiteral("no status.json in %1, and events.jsonl has no end event").arg(dir.path());
@@ -361,7 +372,8 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
                                                      : fromUnixTime(digest.firstStartTime());
   info.updated = fromUnixTime(status ? std::fmax(status->updated, digest.lastEventTime())
                                      : digest.lastEventTime());
-  if (!info.updated.isValid()) info.updated = lastModified(dir);
+  if (!info.updated.isValid())
+    info.updated = lastModified(dir, digest.exists() ? QString::fromStdString(digest.path()) : QString());
   if (!info.updated.isValid()) info.updated = info.started;
 
   if (!info.remote) {

@@ -22,6 +22,7 @@
 #include "studio/config/events.h"
 #include "studio/config/run_config.h"
 #include "studio/ui/chat/chat_panel.h"
+#include "studio/ui/runs/run_folder.h"
 #include "studio/ui/runs/gpu_sampler.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/dashboard/run_dashboard.h"
@@ -237,14 +238,13 @@ namespace {
 // The absolute path of a run folder, or "" with the reason in `error`.
 QString runFolder(const QString& path, QString& error) {
   const QDir dir(path);
-  if (dir.exists(QString::fromLatin1(studio::kEventsFileName)) ||
-      dir.exists(QString::fromLatin1(studio::kStatusFileName)) ||
-      dir.exists(QString::fromLatin1(studio::kTrainerLogFileName)))
-    return dir.absolutePath();
-  error = QObject::tr("%1 is not a run folder: it holds neither %2 nor %3 (nor LLaMA-Factory's %4)")
+  if (isRunFolder(dir.absolutePath())) return dir.absolutePath();
+  error = QObject::tr("%1 is not a run folder: it holds neither %2 nor %3 (nor LLaMA-Factory's %4, "
+                      "nor a Hugging Face %5 at its top or in a checkpoint-N folder)")
               .arg(QDir::toNativeSeparators(path), QString::fromLatin1(studio::kEventsFileName),
                    QString::fromLatin1(studio::kStatusFileName),
-                   QString::fromLatin1(studio::kTrainerLogFileName));
+                   QString::fromLatin1(studio::kTrainerLogFileName),
+                   QString::fromLatin1(studio::kTrainerStateFileName));
   return {};
 }
 

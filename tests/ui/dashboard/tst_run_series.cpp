@@ -119,6 +119,8 @@ class TestRunSeries : public QObject {
   void rowsAreCapped_data();
   void rowsAreCapped();
   void cappedResume();
+  void amendingStepsFillIn_data();
+  void amendingStepsFillIn();
   void ema_data();
   void ema();
 };
@@ -477,4 +479,78 @@ void TestRunSeries::cappedResume() {
   QCOMPARE(s.size(), std::size_t(5));
   QCOMPARE(s.steps()[2], 28.0);  // 21..28: the replayed steps fill the row after 16
   QCOMPARE(s.values(Metric::Loss)[2], (21.0 + 28.0) / 2);
+}
+
+namespace {
+
+studio::Event logStep(int step, double loss) {
+  studio::StepEvent e;
+  e.step = step;
+  e.loss = loss;
+  e.lr = 1e-3;
+  studio::Event ev;
+  ev.kind = studio::EventKind::Step;
+  ev.payload = e;
+  return ev;
+}
+
+studio::Event amending(int step, double gradNorm, double loss = kNaN) {
+  studio::StepEvent e;
+  e.step = step;
+  e.grad_norm = gradNorm;
+  e.loss = loss;
+  studio::Event ev;
+  ev.kind = studio::EventKind::Step;
+  ev.payload = e;
+  ev.amends = true;
+  return ev;
+}
+
+}  // namespace
+
+void TestRunSeries::amendingStepsFillIn_data() {
+  QTest::addColumn<int>("maxRows");
+  QTest::newRow("a row per step") << 64;
+  QTest::newRow("merged rows") << 4;
+}
+
+// Steps amending ones read before (the grad norm from trainer_state.json for LLaMA-Factory's
+// log lines) fill in what those rows lack, replace nothing they have, and leave steps not read
+// alone; merged rows take the mean of what was added.
+void TestRunSeries::amendingStepsFillIn() {
+  QFETCH(int, maxRows);
+  RunSeries s(static_cast<std::size_t>(maxRows));
+  std::vector<studio::Event> log;
+  for (int step = 1; step <= 8; ++step) log.push_back(logStep(step, 3.0 - 0.1 * step));
+  s.ingest(log);
+  s.takeChanges();
+  QVERIFY(s.values(Metric::GradNorm).empty());
+  // Steps 2..10 amended: 9 and 10 are not read yet; step 5's loss is not replaced.
+  std::vector<studio::Event> amends;
+  for (int step = 2; step <= 10; ++step)
+    amends.push_back(amending(step, 10.0 + step, step == 5 ? 99.0 : kNaN));
+  s.ingest(amends);
+  const SeriesChanges c = s.takeChanges();
+  QCOMPARE(s.size(), std::size_t(maxRows >= 8 ? 8 : 4));
+  const std::size_t stride = s.stepsPerRow();
+  QCOMPARE(c.rowsFrom, maxRows >= 8 ? std::size_t(1) : std::size_t(0));
+  for (std::size_t row = 0; row < s.size(); ++row) {
+    const int to = int((row + 1) * stride), from = to - int(stride) + 1;
+    double norms = 0, loss = 0;
+    int n = 0;
+    for (int step = from; step <= to; ++step) {
+      loss += 3.0 - 0.1 * step;
+      if (step >= 2) norms += 10.0 + step, ++n;
+    }
+    QVERIFY(std::abs(s.values(Metric::Loss)[row] - loss / double(stride)) < 1e-12);
+    if (n == 0)
+      QVERIFY(std::isnan(s.values(Metric::GradNorm)[row]));
+    else
+      QVERIFY2(std::abs(s.values(Metric::GradNorm)[row] - norms / n) < 1e-12,
+               qPrintable(QString("row %1: %2").arg(row).arg(s.values(Metric::GradNorm)[row])));
+  }
+  QCOMPARE(s.steps().back(), 8.0);  // amending never adds a step
+  // A step logged after its amendment starts out without it, as any new row.
+  s.ingest({logStep(9, 2.0)});
+  if (stride == 1) QVERIFY(std::isnan(s.values(Metric::GradNorm).back()));
 }

@@ -24,18 +24,33 @@ inline constexpr const char* kStatusFileName = "status.json";
 // LLaMA-Factory's (and 360-LLaMA-Factory's) log of a run, OUTPUT_DIR/trainer_log.jsonl: read
 // as the step and eval events it holds (parse_trainer_log_line).
 inline constexpr const char* kTrainerLogFileName = "trainer_log.jsonl";
+// Hugging Face Trainer's state (LLaMA-Factory, TRL and any transformers run):
+// OUTPUT_DIR/checkpoint-N/trainer_state.json at each save and OUTPUT_DIR/trainer_state.json at
+// the end. Its `log_history` holds every logged step and eval (parse_trainer_state). Our own
+// checkpoints have a file of that name too, without log_history; they are never read as one.
+inline constexpr const char* kTrainerStateFileName = "trainer_state.json";
 
 // OUTPUT_DIR/events.jsonl and OUTPUT_DIR/status.json.
 std::string events_path(const std::string& output_dir);
 std::string status_path(const std::string& output_dir);
 
-// What the lines of a stream are: events.jsonl's, or LLaMA-Factory's trainer_log.jsonl.
-enum class LineFormat { Events, TrainerLog };
-// By the file's name: trainer_log.jsonl is LLaMA-Factory's, any other name ours.
+// What the lines of a stream are: events.jsonl's, LLaMA-Factory's trainer_log.jsonl, or (a
+// whole JSON document rather than lines) Hugging Face's trainer_state.json.
+enum class LineFormat { Events, TrainerLog, TrainerState };
+// By the file's name: trainer_log.jsonl is LLaMA-Factory's, trainer_state.json Hugging Face's,
+// any other name ours.
 LineFormat line_format_of(const std::string& path);
-// The file a run folder's events are read from: events.jsonl, or trainer_log.jsonl where only
-// LLaMA-Factory wrote (it exists and events.jsonl does not).
+// The file a run folder's events are read from: events.jsonl; else trainer_log.jsonl where only
+// LLaMA-Factory wrote; else the newest Hugging Face trainer_state.json (a transformers or TRL
+// run, or a LLaMA-Factory run whose log is gone); else events.jsonl (nothing written yet).
 std::string run_events_file(const std::string& dir);
+// The newest Hugging Face trainer_state.json of a run folder: DIR/trainer_state.json or
+// DIR/checkpoint-N/trainer_state.json, whichever was modified last (the largest N on a tie);
+// only files with a `log_history` count. "" when there is none.
+std::string newest_trainer_state(const std::string& dir);
+// The run folder an events file belongs to: the file's folder, or the folder above for
+// checkpoint-N/trainer_state.json.
+std::string run_folder_of(const std::string& events_file);
 
 // Wall-clock seconds since the Unix epoch, with sub-second precision: the `time` field.
 double unix_time_now();
@@ -211,6 +226,10 @@ struct Event {
   std::uint64_t offset = 0;  // byte offset of the line's first byte
   // Fields that were converted or dropped while reading; empty for a line as the format says.
   std::vector<FieldIssue> issues;
+  // Set by a reader on a step event that adds to a step already read rather than replacing it:
+  // the fields its own line lacked (LLaMA-Factory's log has no grad_norm; Hugging Face's
+  // trainer_state.json has). Only its finite fields count. Never set by the parsers.
+  bool amends = false;
 
   // The "event" field as written; for Unknown kinds this is the only name there is.
   std::string name() const;
@@ -242,6 +261,19 @@ bool parse_event_line(std::string_view line, Event& out, std::string& error);
 // or has no readable current_steps. Fields it does not know are left alone; each event's `raw` is
 // the line's object as written, with "event" added.
 bool parse_trainer_log_line(std::string_view line, std::vector<Event>& out, std::string& error);
+
+struct ReadProblems;
+// A Hugging Face trainer_state.json (its whole text) as events, in log_history's order: a step
+// event for each entry with a training `loss` or `learning_rate` (loss, learning_rate as lr,
+// grad_norm, epoch, DPO's rewards/* and logps/*; total_steps from
+// max_steps), an eval event for each with `eval_loss`, nothing for the closing summary
+// (train_runtime, train_loss). Entries are tolerated as trainer_log lines are: a field of the
+// wrong type is converted or dropped and counted in `problems` against the entry's 1-based
+// index as its "line"; an entry that is not an object or has no readable `step` is skipped and
+// counted. Returns false (with the reason, naming no file) when the text is not JSON, not an
+// object, or has no log_history array.
+bool parse_trainer_state(std::string_view text, std::vector<Event>& out, std::string& error,
+                         ReadProblems& problems);
 
 // What a reader of a file skipped or repaired, so that the user can be told instead of seeing
 // a silent gap: whole lines skipped, and events kept with some fields converted or dropped.
@@ -360,10 +392,17 @@ class EventFileReader {
   void set_cursor(const EventCursor& cursor);
   std::uint64_t offset() const { return parser_.consumed(); }
 
+  // The file read: for a trainer_state.json reader, the newest one of the run folder, which
+  // moves on to each new checkpoint-N/ (and is read whole, again, each time it changes: the
+  // poll then says `restarted`, and its events are all of the new file's).
   const std::string& path() const { return path_; }
   const EventStreamParser& parser() const { return parser_; }
+  // Lines skipped and fields repaired since the last reset (for trainer_state.json: in the
+  // last version read).
+  const ReadProblems& problems() const;
 
  private:
+  EventPollResult poll_trainer_state();
   void check_identity(std::uint64_t device, std::uint64_t inode, std::uint64_t size,
                       EventPollResult& result);
   void read_to_end(int fd, std::uint64_t size, std::size_t max_bytes, EventPollResult& result);
@@ -372,6 +411,11 @@ class EventFileReader {
   EventStreamParser parser_;
   std::uint64_t device_ = 0;
   std::uint64_t inode_ = 0;
+  // trainer_state.json: the run folder searched, and what identified the version last read.
+  std::string state_root_;
+  std::int64_t state_mtime_ns_ = -1;
+  std::uint64_t state_size_ = 0;
+  ReadProblems state_problems_;
 };
 
 // Appends events to events.jsonl. Each line is written with one write() on an O_APPEND

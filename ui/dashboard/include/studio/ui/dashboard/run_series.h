@@ -151,6 +151,8 @@ class RunSeries {
  private:
   void addStart(const StartEvent& start);
   void addStep(const StepEvent& step);
+  // Fills in the metrics a row read before lacks (Event::amends); a step not read is ignored.
+  void amendStep(const StepEvent& step);
   void addEval(const EvalEvent& eval);
   void addEnd(const EndEvent& end);
   void truncateRows(std::size_t rows);

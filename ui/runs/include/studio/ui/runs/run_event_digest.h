@@ -53,6 +53,9 @@ class RunEventDigest {
  private:
   void clearFacts();
   void startOver(std::uint64_t size);
+  // A Hugging Face trainer_state.json: a whole document its reader reads again when it changes
+  // (and follows to each newer checkpoint), so no head or tail is sought.
+  void updateTrainerState();
   void readHead(std::uint64_t size);
   void seekTail(std::uint64_t size);
   void poll();

@@ -22,8 +22,12 @@ QString runDirPath(const QString& dir);
 
 // A run folder holds status.json or events.jsonl, or studio-launch.json (or studio-remote.json
 // for a run on an SSH host): a run the studio has launched is one before its engine writes
-// anything (Starting, or Failed if it never does).
+// anything (Starting, or Failed if it never does). LLaMA-Factory's trainer_log.jsonl, or a
+// Hugging Face trainer_state.json (hasTrainerState), make one too.
 bool isRunFolder(const QString& dir);
+// DIR/trainer_state.json or DIR/checkpoint-N/trainer_state.json exists, and DIR is not itself a
+// checkpoint-N folder (whose file belongs to the run above it).
+bool hasTrainerState(const QString& dir);
 
 // RUN_DIR/<name>.
 QString runFile(const QString& dir, const char* name);
