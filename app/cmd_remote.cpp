@@ -38,6 +38,7 @@ constexpr int kExitInterrupted = 130;
 constexpr const char* kUsage =
     "usage: studio submit --host HOST [OPTIONS] CONFIG.yaml\n"
     "       studio attach --host HOST [OPTIONS] RUN_ID\n"
+    "       studio attach --host HOST [OPTIONS] --folder DIR\n"
     "       studio cancel --host HOST [OPTIONS] RUN_ID\n"
     "       studio runs   --host HOST [OPTIONS]\n"
     "\n"
@@ -49,7 +50,9 @@ constexpr const char* kUsage =
     "          paths for the host, starts studio-train there and prints the run id alone on its\n"
     "          last line of stdout (progress goes to stderr)\n"
     "  attach  prints every event of the run (events.jsonl) as one JSON line on stdout, from the\n"
-    "          first, until the run ends; a dropped connection is retried with backoff\n"
+    "          first, until the run ends; a dropped connection is retried with backoff. With\n"
+    "          --folder, a run folder on the host the studio did not start (a LLaMA-Factory\n"
+    "          output_dir: its trainer_log.jsonl lines; or studio-train's events.jsonl)\n"
     "  cancel  stops the run's process group on every node (SIGTERM, then SIGKILL), or scancels\n"
     "  runs    lists the runs under REMOTE_ROOT with their state\n"
     "\n"
@@ -74,7 +77,9 @@ constexpr const char* kUsage =
     "                        --partition P --time T --account A --cpus-per-task C\n"
     "                        --sbatch DIRECTIVE (repeatable, e.g. --sbatch=--exclusive)\n"
     "attach options:\n"
-    "  --log                 also copy the run's train.log to stderr\n"
+    "  --folder DIR          follow this run folder (absolute, or relative to the login\n"
+    "                        directory) instead of a run id; its state comes from its files\n"
+    "  --log                 also copy the run's train.log (running_log.txt) to stderr\n"
     "  --poll-ms MS          polling interval (default 1000)\n"
     "cancel options:\n"
     "  --grace S             seconds between SIGTERM and SIGKILL (default 15, plus ddp_timeout\n"
@@ -201,8 +206,10 @@ int submit(Args& args, const Connection& conn) {
 }
 
 int attach(Args& args, const Connection& conn) {
-  if (args.positional().size() != 1) return usage_error("attach takes one RUN_ID");
-  const std::string run_id = args.positional().front();
+  const auto folder = args.value("--folder");
+  if (folder ? !args.positional().empty() : args.positional().size() != 1)
+    return usage_error("attach takes one RUN_ID, or --folder DIR");
+  std::string run_id = folder ? std::string() : args.positional().front();
   remote::FollowOptions options;
   options.follow_log = args.flag("--log");
   if (args.value("--poll-ms")) options.poll_interval = std::chrono::milliseconds(args.positive_int("--poll-ms", 1000));
@@ -213,16 +220,19 @@ int attach(Args& args, const Connection& conn) {
     remote::RemoteRunRecord record;
     {
       const remote::SshSession session = conn.connect();
-      record = remote::read_remote_record(session, conn.remote_root, run_id);
+      record = folder ? remote::attach_folder(session, conn.host, *folder)
+                      : remote::read_remote_record(session, conn.remote_root, run_id);
     }
     record.host = conn.host;  // this connection's way to the host, not the submitter's
+    if (folder) run_id = record.folder;
+    const std::string events_name = record.events_file_name();
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
     remote::FollowCursor cursor;
     remote::FollowCallbacks callbacks;
     // The lines go out as written; what a reader would skip or repair in them is said on
     // stderr, the first case of each kind at once and the counts at the end.
-    EventStreamParser parser;
+    EventStreamParser parser(EventStreamParser::kDefaultMaxLineBytes, line_format_of(events_name));
     ReadProblems told;
     std::vector<Event> parsed;
     callbacks.on_events = [&](const std::string& bytes) {
@@ -233,7 +243,7 @@ int attach(Args& args, const Connection& conn) {
       const ReadProblems& now = parser.problems();
       if (now.first_issue_line != told.first_issue_line ||
           now.first_bad_line != told.first_bad_line) {
-        std::fprintf(stderr, "studio attach: %s\n", now.summary(kEventsFileName).c_str());
+        std::fprintf(stderr, "studio attach: %s\n", now.summary(events_name).c_str());
       }
       told = now;
     };
@@ -264,7 +274,7 @@ int attach(Args& args, const Connection& conn) {
                                         cursor, callbacks, options, g_interrupted);
     if (parser.problems().any())
       std::fprintf(stderr, "studio attach: in all, %s\n",
-                   parser.problems().summary(kEventsFileName).c_str());
+                   parser.problems().summary(events_name).c_str());
     if (!end) {
       std::fprintf(stderr, "studio attach: interrupted; the run goes on (attach again to follow it)\n");
       return kExitInterrupted;
@@ -354,7 +364,7 @@ std::optional<int> run_remote_command(int argc, char** argv) {
             {"--host", "--identity", "--known-hosts", "--ssh-config", "--connect-timeout",
              "--remote-root", "--engine", "--nproc", "--set", "--name", "--node", "--master-addr",
              "--master-port", "--nodes", "--gpus-per-node", "--partition", "--time", "--account",
-             "--cpus-per-task", "--sbatch", "--poll-ms", "--grace"},
+             "--cpus-per-task", "--sbatch", "--poll-ms", "--grace", "--folder"},
             {"--help", "-h", "--batch", "--upload-model", "--slurm", "--log", "--json"});
   if (args.ok() && (args.flag("--help") || args.flag("-h"))) {
     std::fputs(kUsage, stdout);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <random>
 #include <stdexcept>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "studio/config/events.h"
+#include "studio/remote/remote_error.h"
 #include "studio/remote/sftp_client.h"
 #include "studio/remote/shell_quote.h"
 #include "studio/remote/slurm_script.h"
@@ -23,6 +26,27 @@ using nlohmann::json;
 constexpr const char* kOutputDir = "output";
 
 using detail::basename_of;
+
+constexpr const char* kLlamaFactoryLog = "running_log.txt";
+
+// `stem` as the start of a run id: [A-Za-z0-9._-], runs of others as one '-', at most 120
+// characters, "run" when nothing is left.
+std::string safe_stem(const std::string& stem) {
+  std::string safe;
+  for (char c : stem) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (ok) {
+      safe += c;
+    } else if (safe.empty() || safe.back() != '-') {
+      safe += '-';
+    }
+  }
+  while (!safe.empty() && (safe[0] == '.' || safe[0] == '-')) safe.erase(0, 1);
+  if (safe.size() > 120) safe.resize(120);
+  if (safe.empty()) safe = "run";
+  return safe;
+}
 using detail::join_path;
 using detail::last_lines;
 
@@ -147,10 +171,101 @@ RemoteRunStatus slurm_status(const SshSession& session, const RemoteRunRecord& r
   return out;
 }
 
+// What a Folder run's folder holds: the host's clock, each known file's modification time, and
+// status.json's text. One exec; `stat -c %Y` is GNU coreutils', as on every Linux cluster.
+std::string folder_probe_command(const std::string& folder) {
+  return shell_command(
+      {"sh", "-c",
+       "cd -- \"$1\" 2>/dev/null || { echo gone; exit 0; }\n"
+       "date +%s\n"
+       "for f in status.json events.jsonl trainer_log.jsonl running_log.txt train.log "
+       "train_results.json all_results.json; do\n"
+       "  if [ -e \"$f\" ]; then printf '%s %s\\n' \"$f\" \"$(stat -c %Y -- \"$f\")\"; fi\n"
+       "done\n"
+       "echo ---\n"
+       "if [ -f status.json ]; then cat status.json; fi\n"
+       "exit 0",
+       "studio-folder", folder});
+}
+
+RemoteRunStatus folder_status(const SshSession& session, const RemoteRunRecord& record) {
+  const ExecResult r = session.exec(folder_probe_command(record.folder));
+  if (r.exit_status != 0)
+    throw std::runtime_error(session.where() + ": the folder " + record.folder +
+                             " could not be looked at (exit " + std::to_string(r.exit_status) +
+                             "): " + last_lines(r.std_err));
+  RemoteRunStatus out;
+  const std::string& text = r.std_out;
+  if (text.rfind("gone", 0) == 0) {
+    out.state = RemoteRunState::Lost;
+    out.reason = record.folder + " is gone on " + session.where() + ": deleted or moved";
+    return out;
+  }
+  const auto split = text.find("\n---\n");
+  const std::string head = text.substr(0, split);
+  if (split != std::string::npos) out.status_json = text.substr(split + 5);
+  long long now = 0, newest = 0;
+  std::vector<std::string> present;
+  std::size_t pos = 0;
+  for (bool first = true; pos < head.size(); first = false) {
+    const auto end = std::min(head.find('\n', pos), head.size());
+    const std::string line = head.substr(pos, end - pos);
+    pos = end + 1;
+    if (first) {
+      now = std::atoll(line.c_str());
+      continue;
+    }
+    const auto space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    const std::string name = line.substr(0, space);
+    present.push_back(name);
+    if (name != "train_results.json" && name != "all_results.json")
+      newest = std::max(newest, std::atoll(line.c_str() + space + 1));
+  }
+  auto has = [&](const char* name) {
+    return std::find(present.begin(), present.end(), name) != present.end();
+  };
+  const bool lf = record.folder_events == studio::kTrainerLogFileName;
+  const std::string who = lf ? "LLaMA-Factory" : "the run";
+  const auto engine = parse_status_json(out.status_json);
+  if (engine && engine->state != studio::RunState::Running) {
+    out.state = from_engine_state(engine->state);
+    out.reason = engine->reason;
+    return out;
+  }
+  for (const char* done : {"train_results.json", "all_results.json"}) {
+    if (!has(done)) continue;
+    out.state = RemoteRunState::Finished;
+    out.reason = "training completed (" + std::string(done) + " written in " + record.folder + ")";
+    return out;
+  }
+  const long long age = newest > 0 && now >= newest ? now - newest : -1;
+  if (age >= 0 && age <= kFolderLiveSeconds) {
+    out.state = has(record.folder_events.c_str()) ? RemoteRunState::Running : RemoteRunState::Starting;
+    out.reason = record.folder + " last written " + std::to_string(age) + " s ago";
+    return out;
+  }
+  out.state = RemoteRunState::Lost;
+  out.reason = (engine ? "status.json says running, but nothing" : "nothing") +
+               std::string(" was written in ") + record.folder + " on " + session.where() +
+               " for " + (age < 0 ? std::string("a long time") : std::to_string(age / 60) + " min") +
+               ", and " + who + " recorded no end: stopped, failed or stalled (the studio did "
+               "not start it and cannot see its processes; attach again to follow it on)";
+  return out;
+}
+
 }  // namespace
 
 const char* to_string(RemoteRunKind kind) {
-  return kind == RemoteRunKind::Slurm ? "slurm" : "detached";
+  switch (kind) {
+    case RemoteRunKind::Slurm:
+      return "slurm";
+    case RemoteRunKind::Folder:
+      return "folder";
+    case RemoteRunKind::Detached:
+      break;
+  }
+  return "detached";
 }
 
 SshOptions RemoteHostRef::ssh_options() const {
@@ -165,12 +280,19 @@ SshOptions RemoteHostRef::ssh_options() const {
   return options;
 }
 
-std::string RemoteRunRecord::run_dir() const { return join_path(remote_root, run_id); }
+std::string RemoteRunRecord::run_dir() const {
+  return kind == RemoteRunKind::Folder ? folder : join_path(remote_root, run_id);
+}
 
 RemoteRunLayout RemoteRunRecord::layout(int node_rank) const {
   RemoteRunLayout layout;
   layout.run_dir = run_dir();
   layout.output_dir = kOutputDir;
+  if (kind == RemoteRunKind::Folder) {
+    layout.output_dir = ".";
+    if (folder_events == studio::kTrainerLogFileName) layout.log_file = kLlamaFactoryLog;
+    return layout;
+  }
   if (node_rank > 0) {
     layout.log_file = "train." + std::to_string(node_rank) + ".log";
     layout.pid_file = "train." + std::to_string(node_rank) + ".pid";
@@ -189,13 +311,16 @@ RemoteHostRef RemoteRunRecord::node_host(int node_rank) const {
 }
 
 std::string RemoteRunRecord::events_file_name() const {
+  if (kind == RemoteRunKind::Folder) return folder_events;
   return llamafactory_cli.empty() ? studio::kEventsFileName : studio::kTrainerLogFileName;
 }
 
 std::string RemoteRunRecord::events_path() const {
+  if (kind == RemoteRunKind::Folder) return join_path(folder, folder_events);
   return join_path(run_dir(), join_path(kOutputDir, events_file_name()));
 }
 std::string RemoteRunRecord::status_path() const {
+  if (kind == RemoteRunKind::Folder) return join_path(folder, studio::kStatusFileName);
   return join_path(run_dir(), studio::status_path(kOutputDir));
 }
 std::string RemoteRunRecord::log_path() const { return join_path(run_dir(), layout().log_file); }
@@ -219,6 +344,10 @@ std::string RemoteRunRecord::to_json() const {
          {"submitted", submitted},
          {"stop_grace_s", stop_grace_s}};
   if (!llamafactory_cli.empty()) j["llamafactory_cli"] = llamafactory_cli;
+  if (kind == RemoteRunKind::Folder) {
+    j["folder"] = folder;
+    j["folder_events"] = folder_events;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -259,8 +388,10 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
       r.kind = RemoteRunKind::Slurm;
     } else if (kind == "detached") {
       r.kind = RemoteRunKind::Detached;
+    } else if (kind == "folder") {
+      r.kind = RemoteRunKind::Folder;
     } else {
-      throw std::invalid_argument("'" + kind + "' is not detached or slurm");
+      throw std::invalid_argument("'" + kind + "' is not detached, slurm or folder");
     }
     get(j, "nproc", r.nproc);
     get(j, "nnodes", r.nnodes);
@@ -274,6 +405,15 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
       if (r.stop_grace_s < 0) throw std::invalid_argument("must not be negative");
     }
     if (j.contains("llamafactory_cli")) get(j, "llamafactory_cli", r.llamafactory_cli);
+    if (r.kind == RemoteRunKind::Folder) {
+      get(j, "folder", r.folder);
+      if (r.folder.empty()) throw std::invalid_argument("empty: the folder followed is needed");
+      get(j, "folder_events", r.folder_events);
+      if (r.folder_events != studio::kEventsFileName &&
+          r.folder_events != studio::kTrainerLogFileName)
+        throw std::invalid_argument("'" + r.folder_events + "' is not " +
+                                    studio::kEventsFileName + " or " + studio::kTrainerLogFileName);
+    }
     if (r.kind == RemoteRunKind::Slurm && !r.job_id.empty()) {
       key = "job_id";
       require_job_id(r.job_id);
@@ -284,6 +424,81 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
   return r;
 }
 
+std::string folder_run_id(const RemoteHostRef& host, const std::string& folder) {
+  // FNV-1a over host and path: stable across builds and machines, unlike std::hash.
+  std::uint64_t h = 1469598103934665603ull;
+  for (const std::string& part : {host.target, std::string(1, '\0'), folder}) {
+    for (unsigned char c : part) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  }
+  std::string trimmed = folder;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  char hex[20];
+  std::snprintf(hex, sizeof hex, "%08llx", static_cast<unsigned long long>(h & 0xffffffffull));
+  return safe_stem(basename_of(trimmed)) + "-" + hex;
+}
+
+RemoteRunRecord attach_folder(const SshSession& session, const RemoteHostRef& host,
+                              const std::string& folder) {
+  if (folder.empty()) throw std::invalid_argument("no folder given to attach to");
+  // ~ is the login directory, where a command starts: the shell below sees the path quoted.
+  const std::string path = folder == "~"                ? std::string(".")
+                           : folder.rfind("~/", 0) == 0 ? folder.substr(2)
+                                                        : folder;
+  const ExecResult r = session.exec(shell_command(
+      {"sh", "-c",
+       "cd -- \"$1\" 2>/dev/null || { echo gone; exit 0; }\n"
+       "pwd\n"
+       "for f in events.jsonl trainer_log.jsonl studio-remote.json ../studio-remote.json; do\n"
+       "  if [ -e \"$f\" ]; then echo \"$f\"; fi\n"
+       "done\n"
+       "exit 0",
+       "studio-attach", path}));
+  if (r.exit_status != 0)
+    throw std::runtime_error(session.where() + ": the folder " + folder +
+                             " could not be looked at (exit " + std::to_string(r.exit_status) +
+                             "): " + last_lines(r.std_err));
+  std::vector<std::string> lines;
+  std::size_t pos = 0;
+  while (pos < r.std_out.size()) {
+    const auto end = std::min(r.std_out.find('\n', pos), r.std_out.size());
+    lines.push_back(r.std_out.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  if (lines.empty() || lines[0] == "gone")
+    throw RemoteError(RemoteError::Kind::Transfer, session.where(),
+                      "no folder " + folder + " on " + session.where() +
+                          " (or it cannot be entered): check the path; a relative one starts at "
+                          "the login directory");
+  auto has = [&](const char* name) { return std::find(lines.begin() + 1, lines.end(), name) != lines.end(); };
+  if (has("studio-remote.json") || has("../studio-remote.json"))
+    throw std::invalid_argument(
+        folder + " on " + session.where() +
+        " belongs to a run the studio submitted: attach to it by its run id (List Runs shows it)");
+  RemoteRunRecord record;
+  record.kind = RemoteRunKind::Folder;
+  record.host = host;
+  record.folder = lines[0];
+  if (has(studio::kEventsFileName)) {
+    record.folder_events = studio::kEventsFileName;
+  } else if (has(studio::kTrainerLogFileName)) {
+    record.folder_events = studio::kTrainerLogFileName;
+  } else {
+    throw std::invalid_argument(
+        record.folder + " on " + session.where() + " holds neither " + studio::kEventsFileName +
+        " (studio-train) nor " + studio::kTrainerLogFileName +
+        " (LLaMA-Factory): not a run folder to follow; give the run's output_dir, or attach "
+        "again once the run has logged its first step");
+  }
+  record.run_id = folder_run_id(host, folder);
+  record.engine.clear();
+  record.config_name = basename_of(record.folder);
+  record.submitted = static_cast<double>(std::time(nullptr));
+  return record;
+}
+
 bool is_valid_run_id(const std::string& run_id) {
   if (run_id.empty() || run_id.size() > 200 || run_id[0] == '.' || run_id[0] == '-') return false;
   return run_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
@@ -291,19 +506,7 @@ bool is_valid_run_id(const std::string& run_id) {
 }
 
 std::string make_run_id(const std::string& stem) {
-  std::string safe;
-  for (char c : stem) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (ok) {
-      safe += c;
-    } else if (safe.empty() || safe.back() != '-') {
-      safe += '-';
-    }
-  }
-  while (!safe.empty() && (safe[0] == '.' || safe[0] == '-')) safe.erase(0, 1);
-  if (safe.size() > 120) safe.resize(120);
-  if (safe.empty()) safe = "run";
+  const std::string safe = safe_stem(stem);
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&now, &utc);
@@ -341,12 +544,18 @@ bool is_terminal(RemoteRunState state) {
 }
 
 RemoteRunStatus query_status(const SshSession& session, const RemoteRunRecord& record) {
+  if (record.kind == RemoteRunKind::Folder) return folder_status(session, record);
   return record.kind == RemoteRunKind::Slurm ? slurm_status(session, record)
                                              : detached_status(session, record);
 }
 
 std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRecord& record,
                                     int grace_seconds, const NodeConnector& connect_node) {
+  if (record.kind == RemoteRunKind::Folder)
+    throw std::invalid_argument(
+        "run " + record.run_id + " is " + record.folder + " on " + session.where() +
+        ", a folder the studio attached to, not a run it started: stop it where it was started "
+        "(its terminal, kill, or scancel); the studio sees it end");
   std::vector<std::string> lines;
   if (record.kind == RemoteRunKind::Slurm) {
     const ExecResult r = session.exec(scancel_command(record.job_id));

@@ -314,6 +314,8 @@ class TestRemoteRun : public QObject {
       if (!line.isEmpty() && line.contains("\"loss\""))
         steps << nlohmann::json::parse(line.toStdString()).at("current_steps").get<qint64>();
     QVERIFY(contiguous(steps, 1, 6));
+    attachToAFolderNotStartedHere(session, result.record);
+    if (QTest::currentTestFailed()) return;
 
     const QString bad = writeConfig("lf-sp.yaml", 6, "sequence_parallel_size: 2\n");
     SubmitRequest refused = request(bad);
@@ -322,6 +324,81 @@ class TestRemoteRun : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, submit_run(session, refused));
   }
 
+ private:
+  // The finished LLaMA-Factory output folder, copied to where a user's own run would leave it
+  // (no studio record around it), attached to by its path: its state from its files (finished by
+  // train_results.json, running while written recently, lost after a silence), its
+  // trainer_log.jsonl followed byte for byte, never cancelled; what is not a run folder refused.
+  void attachToAFolderNotStartedHere(const SshSession& session, const RemoteRunRecord& submitted) {
+    const QString output = remoteFile(submitted, "output");
+    const QString folder = local_.filePath("users own/lf out");
+    QVERIFY(QDir().mkpath(folder));
+    for (const QString& name : QDir(output).entryList(QDir::Files))
+      if (name != "status.json")  // written by the studio's supervisor: not in a user's folder
+        QVERIFY(QFile::copy(output + "/" + name, folder + "/" + name));
+    QVERIFY(QFileInfo::exists(folder + "/train_results.json"));
+    // The run's own output folder belongs to a submitted run: attach by its id instead.
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             attach_folder(session, host_, output.toStdString()));
+
+    const RemoteRunRecord record = attach_folder(session, host_, folder.toStdString());
+    QCOMPARE(record.kind, RemoteRunKind::Folder);
+    QCOMPARE(QString::fromStdString(record.folder), folder);
+    QCOMPARE(record.folder_events, std::string("trainer_log.jsonl"));
+    QCOMPARE(record.run_id, folder_run_id(host_, folder.toStdString()));
+    QVERIFY2(is_valid_run_id(record.run_id) && record.run_id.rfind("lf-out-", 0) == 0,
+             record.run_id.c_str());
+    QCOMPARE(RemoteRunRecord::from_json(record.to_json(), "test").to_json(), record.to_json());
+    QCOMPARE(QString::fromStdString(record.events_path()), folder + "/trainer_log.jsonl");
+
+    RemoteRunStatus status = query_status(session, record);
+    QCOMPARE(to_string(status.state), "finished");
+    QVERIFY2(QString::fromStdString(status.reason).contains("train_results.json"), status.reason.c_str());
+    Collected got;
+    FollowCursor cursor;
+    FollowOptions options;
+    options.poll_interval = std::chrono::milliseconds(200);
+    std::atomic<bool> stop{false};
+    const auto end = follow_run([this] { return connect(); }, record, cursor, got.callbacks(),
+                                options, stop);
+    QVERIFY(end.has_value());
+    QCOMPARE(QByteArray::fromStdString(got.events), read_file(folder + "/trainer_log.jsonl"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, cancel_run(session, record));
+    // Headless, the same: `studio attach --folder` prints its lines and exits 0 (finished).
+    QByteArray out, err;
+    QCOMPARE(runStudio(QStringList{"attach"} << cliConnection() << "--folder" << folder, &out, &err, 60000), 0);
+    QCOMPARE(out, read_file(folder + "/trainer_log.jsonl"));
+    QVERIFY2(err.contains("finished: training completed"), err.constData());
+
+    // Without the results: running while written recently, lost after a long silence.
+    QVERIFY(QFile::remove(folder + "/train_results.json"));
+    QFile::remove(folder + "/all_results.json");
+    status = query_status(session, record);
+    QCOMPARE(to_string(status.state), "running");
+    QVERIFY2(QString::fromStdString(status.reason).contains("last written"), status.reason.c_str());
+    for (const QString& name : QDir(folder).entryList(QDir::Files)) {
+      QFile f(folder + "/" + name);
+      QVERIFY(f.open(QIODevice::ReadWrite));
+      QVERIFY(f.setFileTime(QDateTime::currentDateTime().addSecs(-3600),
+                            QFileDevice::FileModificationTime));
+    }
+    status = query_status(session, record);
+    QCOMPARE(to_string(status.state), "lost");
+    QVERIFY2(QString::fromStdString(status.reason).contains("for 60 min, and LLaMA-Factory recorded no end"),
+             status.reason.c_str());
+
+    // Not a run folder; not a folder at all.
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             attach_folder(session, host_, local_.filePath("users own").toStdString()));
+    try {
+      attach_folder(session, host_, local_.filePath("no such").toStdString());
+      QFAIL("a missing folder was attached to");
+    } catch (const RemoteError& e) {
+      QVERIFY2(QString(e.what()).contains("no folder"), e.what());
+    }
+  }
+
+ private slots:
   void cutConnectionThenReattach() {
     const QString config = writeConfig("long.yaml", 90);
     const SubmitResult result = submit_run(connect(), request(config));

@@ -12,10 +12,12 @@
 //     window reattaches the run and keeps receiving steps;
 // (d) Stop on the remote run cancels it on the host: state Stopped;
 // (e) a run submitted outside the studio (as `studio submit` does) is listed on its host by the
-//     Attach Remote Run dialog, attached, mirrored from its first event and followed to the end.
+//     Attach Remote Run dialog, attached, mirrored from its first event and followed to the end;
+//     a LLaMA-Factory output folder the studio did not start, typed as a path, is followed too.
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDialogButtonBox>
 #include <QPushButton>
 #include <QStatusBar>
 #include <QTemporaryDir>
@@ -393,6 +395,54 @@ void TestStudioRemoteRun::attachRunSubmittedElsewhere() {
   QCOMPARE(readAll(dir + QStringLiteral("/events.jsonl")), remoteEvents(dir));
   QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, dir), std::size_t(4), 10000);  // 20 steps, every 5
   QVERIFY(!w->attachRemoteRun(QStringLiteral("no-such-host"), runId));
+
+  // A run folder on the host the studio did not start (a LLaMA-Factory output_dir), typed as
+  // its path: mirrored as the runs list's own, its trainer_log.jsonl plotted, finished by the
+  // train_results.json the Trainer wrote; Stop is refused (the studio cannot know its processes).
+  const QString lf = tmp_.filePath(QStringLiteral("users own/lf output"));
+  QVERIFY(QDir().mkpath(lf));
+  QByteArray log;
+  for (int step = 1; step <= 5; ++step)
+    log += QStringLiteral(R"({"current_steps": %1, "total_steps": 5, "loss": %2, "lr": 0.001, )"
+                          R"("epoch": 0.5, "percentage": %3, "elapsed_time": "0:00:0%1", )"
+                          R"("remaining_time": "0:00:01"})"
+                          "\n")
+               .arg(step)
+               .arg(3.0 - 0.25 * step)
+               .arg(step * 20)
+               .toUtf8();
+  QFile lfLog(lf + QStringLiteral("/trainer_log.jsonl"));
+  QVERIFY(lfLog.open(QIODevice::WriteOnly) && lfLog.write(log) == log.size());
+  lfLog.close();
+  QFile results(lf + QStringLiteral("/train_results.json"));
+  QVERIFY(results.open(QIODevice::WriteOnly));
+  results.write(R"({"epoch": 0.5, "train_loss": 2.25})");
+  results.close();
+  runs->setEditText(lf);
+  QCOMPARE(dialog.runId(), lf);
+  auto* buttons = dialog.findChild<QDialogButtonBox*>();
+  QVERIFY(buttons && buttons->button(QDialogButtonBox::Ok)->isEnabled());
+  QVERIFY(w->attachRemoteRun(dialog.hostName(), dialog.runId()));
+  QTRY_COMPARE_WITH_TIMEOUT(attached.count(), 2, 30000);
+  const QString folderDir = attached.at(1).at(0).toString();
+  QCOMPARE(QFileInfo(folderDir).fileName(),
+           QString::fromStdString(studio::remote::folder_run_id(host_.hostRef(), lf.toStdString())));
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, folderDir), std::optional<RunState>(RunState::Finished),
+                            30000);
+  QVERIFY2(reasonOf(*w, folderDir).contains(QStringLiteral("train_results.json")),
+           qPrintable(reasonOf(*w, folderDir)));
+  QTRY_VERIFY_WITH_TIMEOUT(followEnded(folderDir), 30000);
+  QCOMPARE(readAll(folderDir + QStringLiteral("/trainer_log.jsonl")), log);
+  QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, folderDir), std::size_t(5), 10000);
+  QSignalSpy refused(w->remoteRuns(), &studio::ui::RemoteRuns::cancelFailed);
+  w->remoteRuns()->cancel(folderDir);
+  QTRY_COMPARE_WITH_TIMEOUT(refused.count(), 1, 30000);
+  QVERIFY2(refused.at(0).at(1).toString().contains(QStringLiteral("not a run it started")),
+           qPrintable(refused.at(0).at(1).toString()));
+  // Attached again: the same mirror, followed on.
+  QVERIFY(w->attachRemoteRun(dialog.hostName(), lf));
+  QTRY_COMPARE_WITH_TIMEOUT(attached.count(), 3, 30000);
+  QCOMPARE(attached.at(2).at(0).toString(), folderDir);
   w->close();
 }
 

@@ -225,6 +225,11 @@ bool RemoteRunFollower::isRunning() const {
   return running_;
 }
 
+bool isRemoteFolderPath(const QString& text) {
+  const QString t = text.trimmed();
+  return t.contains(QLatin1Char('/')) || t.startsWith(QLatin1Char('~'));
+}
+
 RemoteRuns::RemoteRuns(RemotePrompts prompts, QObject* parent)
     : QObject(parent), prompts_(std::move(prompts)), link_(std::make_shared<WorkerLink>()) {}
 
@@ -333,9 +338,19 @@ void RemoteRuns::attach(const studio::remote::RemoteHostRef& host, const QString
     QString dir;
     QString error;
     try {
-      const QString existing = runDirPath(QDir(runsRoot).filePath(runId));
-      if (studio::remote::is_valid_run_id(runId.toStdString()) && isRemoteRunFolder(existing)) {
+      // A path: a run folder on the host the studio did not start (attach_folder).
+      const bool folder = isRemoteFolderPath(runId);
+      const QString id = folder ? QString::fromStdString(studio::remote::folder_run_id(
+                                      host, runId.toStdString()))
+                                : runId;
+      const QString existing = runDirPath(QDir(runsRoot).filePath(id));
+      if (studio::remote::is_valid_run_id(id.toStdString()) && isRemoteRunFolder(existing)) {
         dir = existing;  // mirrored before: follow on from its cursor
+      } else if (folder) {
+        const studio::remote::SshSession session = connectRemote(host, prompts);
+        studio::remote::SubmitResult found;
+        found.record = studio::remote::attach_folder(session, host, runId.toStdString());
+        dir = RemoteMirror::create(runsRoot, found, &error);
       } else {
         const studio::remote::SshSession session = connectRemote(host, prompts);
         studio::remote::SubmitResult found;

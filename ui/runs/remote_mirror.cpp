@@ -153,8 +153,11 @@ QString RemoteMirror::create(const QString& runsRoot, const studio::remote::Subm
                            ? RemoteRunState::Queued
                            : RemoteRunState::Starting;
   // The record goes last: a folder is a remote mirror once it is there, so the rest is too.
-  QString why = writeAtomic(mirror.file(kRunConfigFileName),
-                            QByteArray::fromStdString(submitted.remote_config));
+  // A folder attached to (not submitted) has no config of the studio's to copy.
+  QString why = submitted.remote_config.empty()
+                    ? QString()
+                    : writeAtomic(mirror.file(kRunConfigFileName),
+                                  QByteArray::fromStdString(submitted.remote_config));
   if (why.isEmpty()) why = mirror.writeFollowState(follow);
   if (why.isEmpty())
     why = writeAtomic(mirror.file(studio::remote::kRemoteRecordFileName),
@@ -181,7 +184,8 @@ std::optional<RemoteFollowState> RemoteMirror::readFollowState() const {
 
 const char* RemoteMirror::eventsFileName() const {
   try {
-    if (!readRecord().llamafactory_cli.empty()) return studio::kTrainerLogFileName;
+    if (readRecord().events_file_name() == studio::kTrainerLogFileName)
+      return studio::kTrainerLogFileName;
   } catch (const std::exception&) {
     // an unreadable record: RunInfo says so; the engine's file name is the default
   }

@@ -31,7 +31,13 @@ AttachRemoteDialog::AttachRemoteDialog(HostStore* hosts, RemoteRuns* remoteRuns,
   status_->setWordWrap(true);
   runId_->setEditable(true);
   runId_->setMinimumContentsLength(40);
-  runId_->lineEdit()->setPlaceholderText(tr("the run id `studio submit` printed"));
+  runId_->lineEdit()->setPlaceholderText(
+      tr("a run id (as `studio submit` printed it), or the path of a run folder on the host"));
+  runId_->setToolTip(
+      tr("A run the studio submitted: its id (List Runs shows them).\nA run it did not start (a "
+         "LLaMA-Factory output_dir, or a studio-train run launched by hand): the folder's path, "
+         "absolute or from the login directory (~/...). It is followed read-only: the studio "
+         "cannot stop it."));
   for (const HostProfile& h : hosts_->hosts()) host_->addItem(h.name);
 
   auto* runRow = new QHBoxLayout;
@@ -105,7 +111,8 @@ void AttachRemoteDialog::listRuns() {
 void AttachRemoteDialog::updateOk() {
   list_->setEnabled(!listing_ && hosts_->host(hostName()));
   ok_->setEnabled(hosts_->host(hostName()) &&
-                  studio::remote::is_valid_run_id(runId().toStdString()));
+                  (studio::remote::is_valid_run_id(runId().toStdString()) ||
+                   isRemoteFolderPath(runId())));
 }
 
 }  // namespace studio::ui

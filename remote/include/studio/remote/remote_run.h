@@ -23,7 +23,10 @@ inline constexpr const char* kRemoteRecordFileName = "studio-remote.json";
 // Relative to the login directory of the remote user.
 inline constexpr const char* kDefaultRemoteRoot = "seqstudio-runs";
 
-enum class RemoteRunKind { Detached, Slurm };
+// Detached and Slurm: runs the studio started (submit_run). Folder: a run folder on the host the
+// studio did not start (a LLaMA-Factory output_dir, or a studio-train one launched by hand),
+// attached to by its path (attach_folder): followed, never stopped.
+enum class RemoteRunKind { Detached, Slurm, Folder };
 const char* to_string(RemoteRunKind kind);
 
 // How to reach the host again: everything SshOptions needs that is not a default.
@@ -60,8 +63,12 @@ struct RemoteRunRecord {
   // "" for studio-train; else LLaMA-Factory's llamafactory-cli (path or PATH name on the host),
   // run under `studio-train supervise`: its events are output/trainer_log.jsonl.
   std::string llamafactory_cli;
+  // Folder: the run folder on the host (absolute, or relative to the login directory) and the
+  // events file in it (events.jsonl or LLaMA-Factory's trainer_log.jsonl).
+  std::string folder;
+  std::string folder_events;
 
-  std::string run_dir() const;  // remote_root + "/" + run_id
+  std::string run_dir() const;  // remote_root + "/" + run_id; Folder: folder
   // The run's files on the remote side for one node: node 0 logs to train.log with its pid in
   // train.pid, node k > 0 to train.k.log / train.k.pid, so nodes sharing a file system (an NFS
   // home) never overwrite each other's.
@@ -69,7 +76,8 @@ struct RemoteRunRecord {
   // Node k's SSH target: host for 0, nodes[k-1] otherwise (same identity and known_hosts).
   RemoteHostRef node_host(int node_rank) const;
   // output/events.jsonl (output/trainer_log.jsonl for LLaMA-Factory), output/status.json,
-  // train.log: relative to the login directory or absolute, ready for SFTP.
+  // train.log: relative to the login directory or absolute, ready for SFTP. Folder: the events
+  // file, status.json and the log (running_log.txt for LLaMA-Factory, else train.log) in folder.
   std::string events_file_name() const;  // events.jsonl or trainer_log.jsonl
   std::string events_path() const;
   std::string status_path() const;
@@ -79,6 +87,21 @@ struct RemoteRunRecord {
   // Throws std::invalid_argument naming `where` (a file or "host:path") and the bad key.
   static RemoteRunRecord from_json(const std::string& text, const std::string& where);
 };
+
+// A Folder run whose files were written this recently (seconds) is running: neither
+// LLaMA-Factory nor a run the studio did not start leaves it a process to look at.
+inline constexpr int kFolderLiveSeconds = 15 * 60;
+
+// The record of a run folder on the host that the studio did not start, after checking it is
+// one: it holds events.jsonl (ours) or trainer_log.jsonl (LLaMA-Factory's). Its run id (the
+// local mirror's name) is the folder's name plus a hash of host and path, so attaching to the
+// same folder again finds the same mirror. Throws RemoteError(Transfer) naming the host when the
+// folder is not there, std::invalid_argument when it holds neither file (saying which it looked
+// for and what to do).
+RemoteRunRecord attach_folder(const SshSession& session, const RemoteHostRef& host,
+                              const std::string& folder);
+// The run id attach_folder gives `folder` on `host` (no connection needed).
+std::string folder_run_id(const RemoteHostRef& host, const std::string& folder);
 
 // True for run ids submit_run makes and attach/cancel accept.
 bool is_valid_run_id(const std::string& run_id);
@@ -109,7 +132,8 @@ struct RemoteRunStatus {
 // std::runtime_error when the remote output cannot be read.
 RemoteRunStatus query_status(const SshSession& session, const RemoteRunRecord& record);
 
-// Stops the run: the detached process group on every node (SIGTERM, SIGKILL after the grace
+// Stops the run: (a Folder run is refused with std::invalid_argument: the studio did not start
+// it) the detached process group on every node (SIGTERM, SIGKILL after the grace
 // time, record.stop_grace_s when < 0; nodes other than the session's through `connect_node`) or
 // scancel (Slurm's KillWait is the grace there). Returns one line per
 // node saying what happened ("node 0: stopped 1234", "job 42: cancelled", ...).

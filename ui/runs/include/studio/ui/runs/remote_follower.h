@@ -66,6 +66,10 @@ class RemoteRunFollower : public QObject {
   bool finishing_ = false;
 };
 
+// What RemoteRuns::attach takes for a folder path rather than a run id: it holds '/' or starts
+// with '~' (run ids never do).
+bool isRemoteFolderPath(const QString& text);
+
 class RemoteRuns : public QObject {
   Q_OBJECT
 
@@ -95,7 +99,8 @@ class RemoteRuns : public QObject {
   // <runsRoot>/<run_id>/ and follows it from its first event. Its record and config are read on
   // a worker thread; the record's host is replaced by `host` (this studio's way to reach it).
   // attached() once it is followed, attachFailed() otherwise. A run already mirrored there is
-  // followed on from its cursor.
+  // followed on from its cursor. A `runId` holding '/' or starting with '~' is a run folder on
+  // the host the studio did not start (a LLaMA-Factory output_dir): remote::attach_folder.
   void attach(const studio::remote::RemoteHostRef& host, const QString& remoteRoot,
               const QString& runId, const QString& runsRoot);
   // Lists the runs under `remoteRoot` on a host off the GUI thread: runsListed() with one

@@ -1,6 +1,7 @@
 #pragma once
 // File > Attach Remote Run...: pick a saved host and one of its runs (listed on the host off the
-// GUI thread, or typed: the id `studio submit` printed), to mirror and follow it in the studio.
+// GUI thread, or typed: the id `studio submit` printed), or type the path of a run folder on the
+// host the studio did not start (a LLaMA-Factory output_dir), to mirror and follow it.
 #include <QDialog>
 #include <QString>
 
@@ -21,6 +22,7 @@ class AttachRemoteDialog : public QDialog {
   AttachRemoteDialog(HostStore* hosts, RemoteRuns* remoteRuns, QWidget* parent = nullptr);
 
   QString hostName() const;
+  // The run id, or the folder path, as chosen.
   QString runId() const;
   // Asks the selected host for its runs (RemoteRuns::listRuns); the run combo fills when they
   // arrive.
