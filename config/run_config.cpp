@@ -44,8 +44,13 @@ std::string_view to_string(SpMode v) { return detail::enum_name(v); }
 
 
 const std::vector<std::string>& known_templates() {
-  static const std::vector<std::string> names = {"qwen",    "qwen3",   "qwen3_nothink", "llama3",
-                                                 "mistral", "default", "alpaca",        "empty"};
+  // studio_data's template table (data/template/templates.cpp), in its order; tst_chat_template
+  // checks the two agree (this layer cannot depend on that one).
+  static const std::vector<std::string> names = {
+      "qwen",   "qwen3",   "qwen3_nothink", "llama3",     "mistral",   "default",
+      "alpaca", "empty",   "llama2",        "chatml",     "gemma",     "gemma2",
+      "gemma3", "phi",     "phi4",          "glm4",       "deepseek3", "deepseekr1",
+      "qwen3_5", "mistral_small", "ministral", "vicuna",  "yi"};
   return names;
 }
 

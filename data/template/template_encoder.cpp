@@ -39,6 +39,13 @@ bool uses_eos(const ChatTemplate& t) {
   return false;
 }
 
+bool slots_write(const ChatTemplate& t, const std::string& word) {
+  for (const Slots* slots : {&t.user, &t.assistant, &t.system, &t.observation, &t.prefix})
+    for (const SlotElement& e : *slots)
+      if (e.kind == SlotElement::Kind::Text && e.text.find(word) != std::string::npos) return true;
+  return false;
+}
+
 // LF's remove_thought: drops every non-greedy open...close block, then leading newlines.
 std::string remove_thought(std::string content, const ChatTemplate& t) {
   std::size_t from = 0;
@@ -70,6 +77,19 @@ bool has_thought_tag(const std::string& content, const ChatTemplate& t) {
 
 TemplateEncoder::TemplateEncoder(const ChatTemplate& tmpl, const Tokenizer& tokenizer)
     : tmpl_(tmpl), tok_(tokenizer), bos_id_(tokenizer.bos_id()) {
+  // LF's fix_special_tokens makes every stop word (but a replaced eos) a special token, which
+  // then encodes whole wherever the text has it. One the slots write must be so already: else
+  // LF's ids would hold a new token, or split it where LF does not. A stop word the slots never
+  // write (llama3's <|eom_id|>) changes no encoding.
+  for (std::size_t i = tmpl_.replace_eos ? 1 : 0; i < tmpl_.stop_words.size(); ++i) {
+    const std::string& word = tmpl_.stop_words[i];
+    if (!slots_write(tmpl_, word)) continue;
+    const auto id = tok_.token_to_id(word);
+    if (!id || tok_.encode(word, false) != std::vector<int32_t>{*id})
+      throw TemplateError("template '" + tmpl_.name + "' writes the stop word " + word +
+                          ", which LLaMA-Factory makes a special token: " + tok_.source() +
+                          " does not have it as one (use the model's own tokenizer)");
+  }
   // LF would add a missing stop word as a new token, which a model without resized embeddings
   // cannot train on: refuse the pairing instead.
   if (tmpl_.replace_eos && !tmpl_.stop_words.empty()) {

@@ -1,7 +1,7 @@
-// The chat templates, as LLaMA-Factory registers them (src/llamafactory/data/template.py,
-// v0.9.2 and later). Every string here is listed in docs/templates.md; a test renders each one.
-#include <algorithm>
-#include <map>
+// The chat templates, as LLaMA-Factory registers them (src/llamafactory/data/template.py; the
+// strings of 0.9.5, which tst_chat_template_lf compares token by token). Every string here is
+// listed in docs/templates.md; a test renders each one.
+#include <vector>
 
 #include "studio/data/chat_template.h"
 
@@ -71,6 +71,109 @@ ChatTemplate mistral() {
   return t;
 }
 
+// LF's Llama2Template family: the system text goes in front of the first user message.
+ChatTemplate llama2() {
+  ChatTemplate t;
+  t.name = "llama2";
+  t.user = {bos(), text("[INST] {{content}} [/INST]")};  // a bos before every query
+  t.system = {text("<<SYS>>\n{{content}}\n<</SYS>>\n\n")};
+  t.system_in_first_user = true;
+  return t;
+}
+
+// Ministral: no space inside [INST]...[/INST], the system text fused into the first query.
+ChatTemplate ministral() {
+  ChatTemplate t;
+  t.name = "ministral";
+  t.user = {text("[INST]{{content}}[/INST]")};
+  t.system = {text("{{content}}\n\n")};
+  t.observation = {text("[TOOL_RESULTS]{\"content\": {{content}}}[/TOOL_RESULTS]")};
+  t.prefix = {bos()};
+  t.system_in_first_user = true;
+  return t;
+}
+
+// Mistral Small: as ministral, but with a system block of its own (a plain Template in LF).
+ChatTemplate mistral_small() {
+  ChatTemplate t = ministral();
+  t.name = "mistral_small";
+  t.system = {text("[SYSTEM_PROMPT]{{content}}[/SYSTEM_PROMPT]")};
+  t.system_in_first_user = false;
+  return t;
+}
+
+// Gemma 1/2/3: Llama2Template with the system text in front of the first query. gemma and gemma3
+// end answers with <end_of_turn> as the eos; gemma2 is efficient_eos with the tokenizer's eos.
+ChatTemplate gemma(std::string name) {
+  ChatTemplate t;
+  t.name = std::move(name);
+  t.user = {text("<start_of_turn>user\n{{content}}<end_of_turn>\n<start_of_turn>model\n")};
+  t.assistant = {text("{{content}}<end_of_turn>\n")};
+  t.system = {text("{{content}}\n\n")};
+  t.observation = {text("<start_of_turn>tool\n{{content}}<end_of_turn>\n<start_of_turn>model\n")};
+  t.prefix = {bos()};
+  t.stop_words = {"<end_of_turn>"};
+  t.replace_eos = true;
+  t.system_in_first_user = true;
+  return t;
+}
+
+ChatTemplate phi() {
+  ChatTemplate t;
+  t.name = "phi";
+  t.user = {text("<|user|>\n{{content}}<|end|>\n<|assistant|>\n")};
+  t.assistant = {text("{{content}}<|end|>\n")};
+  t.system = {text("<|system|>\n{{content}}<|end|>\n")};
+  t.stop_words = {"<|end|>"};
+  t.replace_eos = true;
+  return t;
+}
+
+ChatTemplate phi4() {
+  ChatTemplate t;
+  t.name = "phi4";
+  t.user = {text("<|im_start|>user<|im_sep|>{{content}}<|im_end|><|im_start|>assistant<|im_sep|>")};
+  t.assistant = {text("{{content}}<|im_end|>")};
+  t.system = {text("<|im_start|>system<|im_sep|>{{content}}<|im_end|>")};
+  t.stop_words = {"<|im_end|>"};
+  t.replace_eos = true;
+  return t;
+}
+
+// GLM-4: a text prefix (not the tokenizer's bos), the answer starts with its newline, and
+// efficient_eos with the tokenizer's eos.
+ChatTemplate glm4() {
+  ChatTemplate t;
+  t.name = "glm4";
+  t.user = {text("<|user|>\n{{content}}<|assistant|>")};
+  t.assistant = {text("\n{{content}}")};
+  t.system = {text("<|system|>\n{{content}}")};
+  t.observation = {text("<|observation|>\n{{content}}<|assistant|>")};
+  t.prefix = {text("[gMASK]<sop>")};
+  t.stop_words = {"<|user|>", "<|observation|>"};
+  t.efficient_eos = true;
+  return t;
+}
+
+// DeepSeek V3 and R1 (R1 adds LF's ReasoningTemplate); answers end with the tokenizer's eos.
+ChatTemplate deepseek(std::string name) {
+  ChatTemplate t;
+  t.name = std::move(name);
+  t.user = {text("<｜User｜>{{content}}<｜Assistant｜>")};  // U+FF5C, not |
+  t.prefix = {bos()};
+  return t;
+}
+
+ChatTemplate vicuna() {
+  ChatTemplate t;
+  t.name = "vicuna";
+  t.user = {text("USER: {{content}} ASSISTANT:")};
+  t.default_system =
+      "A chat between a curious user and an artificial intelligence assistant. The assistant "
+      "gives helpful, detailed, and polite answers to the user's questions.";
+  return t;
+}
+
 ChatTemplate default_template() {
   ChatTemplate t;
   t.name = "default";
@@ -98,39 +201,60 @@ ChatTemplate empty() {
   return t;
 }
 
-std::map<std::string, ChatTemplate, std::less<>> build_registry() {
+// In the order the error message lists them: the first eight, then the rest as docs/templates.md.
+std::vector<ChatTemplate> build_templates() {
   ChatTemplate qwen = chatml("qwen");
   qwen.default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
   ChatTemplate qwen3 = chatml("qwen3");
   qwen3.reasoning = true;
+  ChatTemplate qwen3_5 = chatml("qwen3_5");  // differs from qwen3 in tool calls only
+  qwen3_5.reasoning = true;
   ChatTemplate qwen3_nothink = chatml("qwen3_nothink");
 
-  std::map<std::string, ChatTemplate, std::less<>> all;
-  for (ChatTemplate t : {qwen, qwen3, qwen3_nothink, llama3(), mistral(), default_template(),
-                         alpaca(), empty()}) {
-    std::string name = t.name;
-    all.emplace(std::move(name), with_defaults(std::move(t)));
-  }
+  ChatTemplate plain_chatml = chatml("chatml");  // LF's "chatml": its own tool role
+  plain_chatml.observation = {
+      text("<|im_start|>tool\n{{content}}<|im_end|>\n<|im_start|>assistant\n")};
+  plain_chatml.stop_words = {"<|im_end|>", "<|im_start|>"};
+  ChatTemplate yi = chatml("yi");  // <|im_end|> is text here: answers carry no eos element
+  yi.observation = {};
+  yi.replace_eos = false;
+
+  ChatTemplate gemma2 = gemma("gemma2");
+  gemma2.stop_words = {"<eos>", "<end_of_turn>"};
+  gemma2.replace_eos = false;
+  gemma2.efficient_eos = true;
+
+  ChatTemplate deepseekr1 = deepseek("deepseekr1");
+  deepseekr1.reasoning = true;
+
+  std::vector<ChatTemplate> all;
+  for (ChatTemplate t :
+       {qwen, qwen3, qwen3_nothink, llama3(), mistral(), default_template(), alpaca(), empty(),
+        llama2(), plain_chatml, gemma("gemma"), gemma2, gemma("gemma3"), phi(), phi4(), glm4(),
+        deepseek("deepseek3"), deepseekr1, qwen3_5, mistral_small(), ministral(), vicuna(), yi})
+    all.push_back(with_defaults(std::move(t)));
   return all;
 }
 
-const std::map<std::string, ChatTemplate, std::less<>>& registry() {
-  static const auto all = build_registry();
+const std::vector<ChatTemplate>& templates() {
+  static const std::vector<ChatTemplate> all = build_templates();
   return all;
 }
 
 }  // namespace
 
 const std::vector<std::string>& template_names() {
-  static const std::vector<std::string> names = {"qwen",    "qwen3",   "qwen3_nothink", "llama3",
-                                                 "mistral", "default", "alpaca",        "empty"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const ChatTemplate& t : templates()) out.push_back(t.name);
+    return out;
+  }();
   return names;
 }
 
 const ChatTemplate& find_template(std::string_view name) {
-  const auto& all = registry();
-  auto it = all.find(name);
-  if (it != all.end()) return it->second;
+  for (const ChatTemplate& t : templates())
+    if (t.name == name) return t;
   std::string allowed;
   for (const auto& n : template_names()) allowed += (allowed.empty() ? "" : ", ") + n;
   throw TemplateError("unknown template '" + std::string(name) + "' (allowed: " + allowed + ")");

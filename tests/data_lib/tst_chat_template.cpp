@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "chat_tokenizers.h"
+#include "studio/config/run_config.h"
 #include "studio/data/chat_template.h"
 
 using namespace studio::data;
@@ -57,6 +59,23 @@ class TestChatTemplate : public QObject {
   void initTestCase() {
     for (const char* name : {"qwen2-style", "llama3-style", "mistral-metaspace-style", "llama2-style"})
       tok_.emplace(name, Tokenizer::load(kTokDir + name));
+    // With the template tokens real Gemma, Phi and GLM tokenizers have (chat_tokenizers.h).
+    for (const char* name : {"qwen2-style", "llama2-style"}) {
+      const studio::test::TokenizerFiles f = studio::test::with_chat_tokens(name);
+      tok_.emplace(std::string(name) + "+chat", Tokenizer::from_json(f.tokenizer_json, f.origin, f.config_json));
+    }
+  }
+
+  void knowsTheTemplates() {
+    const std::vector<std::string> names = {
+        "qwen",  "qwen3",  "qwen3_nothink", "llama3", "mistral",   "default",    "alpaca",
+        "empty", "llama2", "chatml",        "gemma",  "gemma2",    "gemma3",     "phi",
+        "phi4",  "glm4",   "deepseek3",     "deepseekr1", "qwen3_5", "mistral_small", "ministral",
+        "vicuna", "yi"};
+    QCOMPARE(template_names(), names);
+    // studio_config's copy (validation, the wizard's choices) is the same list.
+    QCOMPARE(studio::known_templates(), names);
+    for (const std::string& name : names) QCOMPARE(find_template(name).name, name);
   }
 
   void rendersTwoTurnsWithSystem_data() {
@@ -91,6 +110,54 @@ class TestChatTemplate : public QObject {
                             << QStringList{"Be brief.### Instruction:\nHi\n\n### Response:\n", "Hello!</s>\n\n",
                                            "### Instruction:\nSum 2+2\n\n### Response:\n", "4</s>\n\n"};
     QTest::newRow("empty") << "empty" << "qwen2-style" << QStringList{"Be brief.Hi", "Hello!", "Sum 2+2", "4"};
+
+    // LLaMA-Factory 0.9.5's renderings of the same conversation (tst_chat_template_lf compares the
+    // token ids with LF's own code). "+chat" tokenizers have the templates' special tokens; their
+    // bos is <s>, eos </s> (llama2-style) or none, <|im_end|> (qwen2-style).
+    QTest::newRow("chatml") << "chatml" << "qwen2-style" << chatml;
+    QTest::newRow("yi") << "yi" << "qwen2-style" << chatml;
+    QTest::newRow("qwen3_5") << "qwen3_5" << "qwen2-style"
+                             << QStringList{chatml[0], "<think>\n\n</think>\n\nHello!" + end, chatml[2],
+                                            "<think>\n\n</think>\n\n4" + end};
+    QTest::newRow("llama2") << "llama2" << "llama2-style"
+                            << QStringList{"<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]", "Hello!</s>",
+                                           "<s>[INST] Sum 2+2 [/INST]", "4</s>"};
+    const QStringList gemma = {"<s><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n",
+                               "Hello!<end_of_turn>\n",
+                               "<start_of_turn>user\nSum 2+2<end_of_turn>\n<start_of_turn>model\n",
+                               "4<end_of_turn>\n"};
+    QTest::newRow("gemma") << "gemma" << "llama2-style+chat" << gemma;
+    QTest::newRow("gemma2") << "gemma2" << "llama2-style+chat" << gemma;  // + one eos at the end
+    QTest::newRow("gemma3") << "gemma3" << "llama2-style+chat" << gemma;
+    QTest::newRow("phi") << "phi" << "llama2-style+chat"
+                         << QStringList{"<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n",
+                                        "Hello!<|end|>\n", "<|user|>\nSum 2+2<|end|>\n<|assistant|>\n",
+                                        "4<|end|>\n"};
+    QTest::newRow("phi4") << "phi4" << "qwen2-style"
+                          << QStringList{"<|im_start|>system<|im_sep|>Be brief.<|im_end|><|im_start|>user<|im_sep|>Hi"
+                                         "<|im_end|><|im_start|>assistant<|im_sep|>",
+                                         "Hello!<|im_end|>",
+                                         "<|im_start|>user<|im_sep|>Sum 2+2<|im_end|><|im_start|>assistant<|im_sep|>",
+                                         "4<|im_end|>"};
+    QTest::newRow("glm4") << "glm4" << "qwen2-style+chat"  // + one eos at the end
+                          << QStringList{"[gMASK]<sop><|system|>\nBe brief.<|user|>\nHi<|assistant|>", "\nHello!",
+                                         "<|user|>\nSum 2+2<|assistant|>", "\n4"};
+    const QString user1 = "<\uff5cUser\uff5c>Hi<\uff5cAssistant\uff5c>";
+    const QString user2 = "<\uff5cUser\uff5c>Sum 2+2<\uff5cAssistant\uff5c>";
+    QTest::newRow("deepseek3") << "deepseek3" << "llama2-style"
+                               << QStringList{"<s>Be brief." + user1, "Hello!</s>", user2, "4</s>"};
+    QTest::newRow("deepseekr1") << "deepseekr1" << "llama2-style"
+                                << QStringList{"<s>Be brief." + user1, "<think>\n\n</think>\n\nHello!</s>", user2,
+                                               "<think>\n\n</think>\n\n4</s>"};
+    QTest::newRow("mistral_small") << "mistral_small" << "llama2-style"
+                                   << QStringList{"<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Hi[/INST]",
+                                                  "Hello!</s>", "[INST]Sum 2+2[/INST]", "4</s>"};
+    QTest::newRow("ministral") << "ministral" << "llama2-style"
+                               << QStringList{"<s>[INST]Be brief.\n\nHi[/INST]", "Hello!</s>", "[INST]Sum 2+2[/INST]",
+                                              "4</s>"};
+    QTest::newRow("vicuna") << "vicuna" << "llama2-style"
+                            << QStringList{"Be brief.USER: Hi ASSISTANT:", "Hello!</s>", "USER: Sum 2+2 ASSISTANT:",
+                                           "4</s>"};
   }
 
   void rendersTwoTurnsWithSystem() {
@@ -123,6 +190,14 @@ class TestChatTemplate : public QObject {
     QTest::newRow("alpaca") << "alpaca" << "llama2-style"
                             << "Below is an instruction that describes a task. Write a response that "
                                "appropriately completes the request.\n\n### Instruction:\nHi\n\n### Response:\n";
+    QTest::newRow("vicuna") << "vicuna" << "llama2-style"
+                            << "A chat between a curious user and an artificial intelligence assistant. The "
+                               "assistant gives helpful, detailed, and polite answers to the user's questions."
+                               "USER: Hi ASSISTANT:";
+    QTest::newRow("llama2") << "llama2" << "llama2-style" << "<s>[INST] Hi [/INST]";
+    QTest::newRow("gemma") << "gemma" << "llama2-style+chat"
+                           << "<s><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n";
+    QTest::newRow("glm4") << "glm4" << "qwen2-style+chat" << "[gMASK]<sop><|user|>\nHi<|assistant|>";
   }
 
   void defaultSystemPrompts() {
@@ -363,13 +438,71 @@ class TestChatTemplate : public QObject {
     QVERIFY_THROWS_EXCEPTION(TemplateError, enc.encode_supervised(conversation(two_turns()), train_prompt));
   }
 
-  void errors() {
+  // gemma2 and glm4 (LF's efficient_eos): the answers carry no eos; the tokenizer's eos is learned
+  // at the next prompt's first token and once at the end.
+  void efficientEosTemplates_data() {
+    QTest::addColumn<QString>("tmpl");
+    QTest::addColumn<QString>("tokenizer");
+    QTest::newRow("gemma2") << "gemma2" << "llama2-style+chat";
+    QTest::newRow("glm4") << "glm4" << "qwen2-style+chat";
+  }
+
+  void efficientEosTemplates() {
+    QFETCH(QString, tmpl);
+    QFETCH(QString, tokenizer);
+    const TemplateEncoder enc = encoder(tmpl.toStdString(), tokenizer.toStdString());
+    QCOMPARE(std::optional<int32_t>(enc.eos_id()), tok(tokenizer.toStdString()).eos_id());
+    const auto t = enc.encode_turns(two_turns(), "Be brief.", {});
+    const EncodedSft e = enc.encode_supervised(conversation(two_turns(), "Be brief."), {});
+    const int64_t eos = enc.eos_id();
+    QCOMPARE(e.sample.input_ids, cat({t[0].prompt, t[0].response, t[1].prompt, t[1].response, {int32_t(eos)}}));
+    QCOMPARE(e.sample.labels[t[0].prompt.size() + t[0].response.size()], eos);
+    QCOMPARE(e.sample.labels.back(), eos);
+    EncodeOptions train_prompt;
+    train_prompt.train_on_prompt = true;
+    QVERIFY_THROWS_EXCEPTION(TemplateError, enc.encode_supervised(conversation(two_turns()), train_prompt));
+  }
+
+  // LF makes stop words special tokens (and a replaced eos the eos): a tokenizer without them would
+  // get new embedding rows there, so the pairing is refused, naming the token.
+  void refusesMissingTemplateTokens_data() {
+    QTest::addColumn<QString>("tmpl");
+    QTest::addColumn<QString>("tokenizer");
+    QTest::addColumn<QString>("token");
+    QTest::newRow("gemma's eos") << "gemma" << "llama2-style" << "<end_of_turn>";
+    QTest::newRow("gemma2's stop word") << "gemma2" << "llama2-style" << "<end_of_turn>";
+    QTest::newRow("phi's eos") << "phi" << "qwen2-style" << "<|end|>";
+    QTest::newRow("glm4's stop word") << "glm4" << "qwen2-style" << "<|user|>";
+    QTest::newRow("chatml's stop word") << "chatml" << "llama2-style+chat" << "<|im_start|>";
+    QTest::newRow("yi's stop word") << "yi" << "llama2-style" << "<|im_end|>";
+  }
+
+  void refusesMissingTemplateTokens() {
+    QFETCH(QString, tmpl);
+    QFETCH(QString, tokenizer);
+    QFETCH(QString, token);
+    if (tokenizer.endsWith("+chat")) {  // has every token: the stop word must encode whole
+      QVERIFY(tok(tokenizer.toStdString()).encode(token.toStdString()).size() == 1);
+      encoder(tmpl.toStdString(), tokenizer.toStdString());
+      return;
+    }
     try {
-      find_template("chatml");
+      encoder(tmpl.toStdString(), tokenizer.toStdString());
       QFAIL("no error");
     } catch (const TemplateError& e) {
-      QCOMPARE(QString(e.what()), QString("unknown template 'chatml' (allowed: qwen, qwen3, qwen3_nothink, llama3, "
-                                          "mistral, default, alpaca, empty)"));
+      QVERIFY2(QString(e.what()).contains(token), e.what());
+    }
+  }
+
+  void errors() {
+    try {
+      find_template("llama9");
+      QFAIL("no error");
+    } catch (const TemplateError& e) {
+      QCOMPARE(QString(e.what()), QString("unknown template 'llama9' (allowed: qwen, qwen3, qwen3_nothink, llama3, "
+                                          "mistral, default, alpaca, empty, llama2, chatml, gemma, gemma2, gemma3, "
+                                          "phi, phi4, glm4, deepseek3, deepseekr1, qwen3_5, mistral_small, "
+                                          "ministral, vicuna, yi)"));
     }
     try {
       encoder("qwen", "llama2-style");

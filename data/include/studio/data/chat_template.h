@@ -44,7 +44,9 @@ struct ChatTemplate {
   Slots observation;  // a tool result (sharegpt "observation")
   Slots prefix;       // once, before the first message (e.g. bos)
   std::string default_system;          // used when a conversation has no system prompt
-  std::vector<std::string> stop_words;  // with replace_eos the first one is the eos token
+  // With replace_eos the first one is the eos token; LF adds the others to the tokenizer as
+  // special tokens, so those the slots write must already be single tokens of the tokenizer.
+  std::vector<std::string> stop_words;
   bool replace_eos = false;    // the template's eos is stop_words[0], not the tokenizer's
   bool efficient_eos = false;  // one eos after the last answer instead of one per answer
   bool system_in_first_user = false;  // LF Llama2Template: system text fused into query 1
@@ -55,8 +57,9 @@ struct ChatTemplate {
   std::string empty_thought() const { return thought_open + thought_close; }
 };
 
-// The templates this engine renders (qwen, qwen3, qwen3_nothink, llama3, mistral, default,
-// alpaca, empty). Throws TemplateError naming the allowed ones for any other name.
+// The templates this engine renders, by LLaMA-Factory name (docs/templates.md lists them);
+// template_names() in a fixed order. Throws TemplateError naming the allowed ones for any other
+// name.
 const ChatTemplate& find_template(std::string_view name);
 const std::vector<std::string>& template_names();
 
@@ -96,7 +99,7 @@ struct EncodedPair {
 class TemplateEncoder {
  public:
   // Resolves the bos/eos ids the template needs; throws TemplateError when the tokenizer lacks
-  // them (e.g. qwen needs <|im_end|>).
+  // them (e.g. qwen needs <|im_end|>) or lacks a stop word the slots write (glm4's <|user|>).
   TemplateEncoder(const ChatTemplate& tmpl, const Tokenizer& tokenizer);
 
   const ChatTemplate& chat_template() const { return tmpl_; }
