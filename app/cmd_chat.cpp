@@ -17,6 +17,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "studio/config/hub_cache.h"
 #include "studio/config/config_io.h"
 #include "studio/config/json_file.h"
 #include "studio/config/model_info.h"
@@ -411,13 +412,18 @@ int cmd_chat(const Argv& argv) {
   if (thinking != "true" && thinking != "false")
     return usage_error("chat: --enable-thinking is true or false, got '" + thinking + "'");
 
-  const fs::path model_dir = fs::absolute(*model_arg).lexically_normal();
+  // A hub id (Qwen/Qwen2-0.5B-Instruct) is its snapshot in the local Hugging Face cache.
+  std::string hub_error;
+  const std::string model_path =
+      resolve_model_dir(*model_arg, {}, "main", {}, hub_error).value_or(*model_arg);
+  const fs::path model_dir = fs::absolute(model_path).lexically_normal();
   std::string info_error;
   const std::optional<ModelInfo> info = read_model_info(model_dir.string(), info_error);
   if (!info)
-    throw std::runtime_error(info_error +
-                             " (--model must be a Hugging Face model folder or a checkpoint-STEP "
-                             "folder)");
+    throw std::runtime_error(
+        (hub_error.empty() || !looks_like_hub_id(*model_arg) ? info_error : hub_error) +
+        " (--model must be a Hugging Face model folder, a checkpoint-STEP folder, or a hub id "
+        "in the local Hugging Face cache)");
   Device device;
   if (!choose_device(args.value("--device"), args.value("--dtype"), *info, device, error))
     return usage_error("chat: " + error);

@@ -7,6 +7,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "studio/config/validate.h"
 #include "studio/config/config_io.h"
 #include "studio/data/preview.h"
 #include "studio/data/tokenizer.h"
@@ -47,6 +48,7 @@ int cmd_preview(const Argv& argv) {
   LoadResult loaded = load_config_file(args.positional().front());
   std::cerr << format_all(loaded.diagnostics);
   if (!loaded.ok()) return kExitInvalid;
+  resolve_hub_models(loaded.config);
   const auto tok = data::Tokenizer::load(loaded.config.model_name_or_path);
   data::DatasetOptions opt;
   opt.skip_bad_rows = args.flag("--skip-bad-rows");

@@ -62,6 +62,7 @@ bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_c
     return false;
   }
   cfg = normalized(loaded.config);
+  resolve_hub_models(cfg);
   return true;
 }
 

@@ -316,12 +316,19 @@ const std::vector<FieldSpec>& config_fields() {
     return std::vector<FieldSpec>{
         // model
         field("model_name_or_path", "model", &R::model_name_or_path,
-              "local Hugging Face model folder (config.json, *.safetensors, tokenizer.json)",
+              "Hugging Face model folder (config.json, *.safetensors, tokenizer.json), or a hub "
+              "id found in the local Hugging Face cache",
               required()),
         field("trust_remote_code", "model", &R::trust_remote_code,
               "studio-train never runs code shipped with a model", no_effect()),
         field("ref_model", "model", &R::ref_model,
               "DPO reference model folder; default: a frozen copy of the initial weights"),
+        field("model_revision", "model", &R::model_revision,
+              "the revision (branch, tag or commit) of a hub id in model_name_or_path or "
+              "ref_model, looked up in the local Hugging Face cache; nothing is downloaded"),
+        field("cache_dir", "model", &R::cache_dir,
+              "a Hugging Face cache folder searched first for hub ids (then HF_HUB_CACHE, "
+              "HF_HOME/hub, ~/.cache/huggingface/hub)"),
         // method
         field("stage", "method", &R::stage, "training stage"),
         field("do_train", "method", &R::do_train, "train (false leaves nothing to do)"),

@@ -1,3 +1,4 @@
+#include "studio/config/hub_cache.h"
 #include "studio/config/validate.h"
 
 #include <algorithm>
@@ -63,6 +64,13 @@ class Checker {
     if (path.is_absolute() || opt_.base_dir.empty()) return path;
     return fs::path(opt_.base_dir) / path;
   }
+  const std::string& base_dir() const { return opt_.base_dir; }
+  // A model folder, or a hub id's snapshot in the local Hugging Face cache; "" with `error`.
+  std::string model_dir(const std::string& value, std::string& error) const {
+    const std::string cache = cfg_.cache_dir ? resolve(*cfg_.cache_dir).string() : std::string();
+    return resolve_model_dir(value, opt_.base_dir, cfg_.model_revision, cache, error)
+        .value_or(std::string());
+  }
   std::vector<Diagnostic> take() { return std::move(diags_); }
 
  private:
@@ -83,7 +91,8 @@ class Checker {
 
 void check_required(const RunConfig& c, Checker& ck) {
   if (c.model_name_or_path.empty())
-    ck.error("model_name_or_path", "required: the local Hugging Face model folder to train");
+    ck.error("model_name_or_path",
+             "required: the Hugging Face model folder to train (or a hub id in the local cache)");
   if (c.dataset.empty()) ck.error("dataset", "required: dataset names from dataset_info.json");
   if (c.template_name.empty())
     ck.error("template", "required: the chat template the model was trained with",
@@ -274,21 +283,12 @@ void check_heads(const RunConfig& c, const ModelInfo& m, Checker& ck) {
   }
 }
 
-std::string hub_hint(const std::string& p) {
-  const fs::path path(p);
-  if (path.is_absolute() || p.rfind(".", 0) == 0 || std::count(p.begin(), p.end(), '/') != 1)
-    return "";
-  return "; it looks like a Hugging Face hub id, but studio-train loads local folders only: "
-         "download the model and give its folder";
-}
-
 void check_model(const RunConfig& c, Checker& ck, std::optional<ModelInfo>& model) {
   if (c.model_name_or_path.empty()) return;
-  const fs::path dir = ck.resolve(c.model_name_or_path);
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) {
-    ck.missing("model_name_or_path",
-               "no such folder: " + dir.string() + hub_hint(c.model_name_or_path));
+  std::string missing;
+  const fs::path dir = ck.model_dir(c.model_name_or_path, missing);
+  if (dir.empty()) {
+    ck.missing("model_name_or_path", missing);
     return;
   }
   std::string error;
@@ -438,10 +438,14 @@ void check_long_context(const RunConfig& c, Checker& ck) {
 
 void check_paths(const RunConfig& c, Checker& ck) {
   std::error_code ec;
-  for (const auto& [key, value] : {std::pair{"ref_model", c.ref_model},
-                                   std::pair{"resume_from_checkpoint", c.resume_from_checkpoint}})
-    if (value && !fs::exists(ck.resolve(*value), ec))
-      ck.missing(key, "no such folder: " + ck.resolve(*value).string());
+  std::string missing;
+  if (c.ref_model && ck.model_dir(*c.ref_model, missing).empty()) ck.missing("ref_model", missing);
+  if (c.resume_from_checkpoint && !fs::exists(ck.resolve(*c.resume_from_checkpoint), ec))
+    ck.missing("resume_from_checkpoint",
+               "no such folder: " + ck.resolve(*c.resume_from_checkpoint).string());
+  if (c.cache_dir && !fs::is_directory(ck.resolve(*c.cache_dir), ec))
+    ck.warn("cache_dir", "no such folder: " + ck.resolve(*c.cache_dir).string() +
+                             " (hub ids are looked up in the other caches)");
   if (c.deepspeed) {
     const fs::path p = ck.resolve(*c.deepspeed);
     std::string error;
@@ -672,6 +676,19 @@ CheckResult check_config_file(const std::string& path, const ValidateOptions& op
     sort_by_position(res.diagnostics);
   }
   return res;
+}
+
+void resolve_hub_models(RunConfig& cfg) {
+  auto resolve_hub = [&cfg](std::string& value) {
+    std::error_code ec;
+    if (value.empty() || fs::exists(value, ec) || !looks_like_hub_id(value)) return;
+    std::string error;
+    if (auto dir = resolve_model_dir(value, {}, cfg.model_revision,
+                                     cfg.cache_dir.value_or(std::string()), error))
+      value = *dir;
+  };
+  resolve_hub(cfg.model_name_or_path);
+  if (cfg.ref_model) resolve_hub(*cfg.ref_model);
 }
 
 RunConfig normalized(const RunConfig& cfg) {

@@ -2,7 +2,12 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
 #include <QtTest>
+
+#include <map>
 
 #include "studio/config/config_io.h"
 
@@ -27,6 +32,29 @@ Run run(const QStringList& args, const QString& workdir = QStringLiteral(STUDIO_
           QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
 }
 
+// run() with extra environment variables (NAME -> value; an empty value unsets it).
+Run runEnv(const QStringList& args, const QString& workdir,
+           const std::map<QString, QString>& env, int timeoutMs = 180000) {
+  QProcess p;
+  QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+  for (const auto& [name, value] : env) {
+    if (value.isEmpty())
+      e.remove(name);
+    else
+      e.insert(name, value);
+  }
+  p.setProcessEnvironment(e);
+  p.setWorkingDirectory(workdir);
+  p.start(QStringLiteral(STUDIO_TRAIN_EXE), args);
+  if (!p.waitForFinished(timeoutMs)) {
+    p.kill();
+    p.waitForFinished();
+    return {};
+  }
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+
 }  // namespace
 
 class TestStudioTrainCli : public QObject {
@@ -45,6 +73,7 @@ class TestStudioTrainCli : public QObject {
   void previewMarksMaskedSpans();
   void estimateJsonIsOneObject();
   void estimateNeedsTheModelShapes();
+  void hubIdFromTheLocalCache();
 };
 
 void TestStudioTrainCli::exitCodes_data() {
@@ -278,9 +307,72 @@ void TestStudioTrainCli::estimateNeedsTheModelShapes() {
   f.close();
   const Run r = run({"estimate", f.fileName()}, dir.path());
   QCOMPARE(r.code, 2);
-  QVERIFY2(r.err.contains("model_name_or_path: warning: no such folder"), qPrintable(r.err));
+  // A bare name could be a hub id: the message says it is neither a folder nor in the cache.
+  QVERIFY2(r.err.contains("model_name_or_path: warning: 'no-such-model' is no folder here"),
+           qPrintable(r.err));
   QVERIFY2(r.err.contains("the estimate needs the model's shapes"), qPrintable(r.err));
   QVERIFY(r.out.isEmpty());
+}
+
+// A config naming a hub id, as LLaMA-Factory's examples do, with the model in the local Hugging
+// Face cache (real safetensors from init-model in a snapshot folder, refs/main naming it):
+// validate, estimate, train and chat all find it offline; with an empty cache they say which id,
+// revision and folders, and nothing is downloaded.
+void TestStudioTrainCli::hubIdFromTheLocalCache() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString commit(40, QLatin1Char('7'));
+  const QString repo = dir.filePath("hf/hub/models--Org--Tiny-Qwen");
+  const QString snapshot = repo + "/snapshots/" + commit;
+  const Run init = run({"init-model", "--config", STUDIO_SOURCE_DIR "/resources/demo/model/config.json",
+                        "--out", snapshot, "--seed", "7"},
+                       dir.path());
+  QVERIFY2(init.code == 0, qPrintable(init.err));
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json"})  // with the tokenizer
+    QVERIFY2(QFile::exists(snapshot + "/" + file), file);
+  QVERIFY(QDir().mkpath(repo + "/refs"));
+  QFile ref(repo + "/refs/main");
+  QVERIFY(ref.open(QIODevice::WriteOnly));
+  ref.write(commit.toUtf8());
+  ref.close();
+  QFile cfg(dir.filePath("hub.yaml"));
+  QVERIFY(cfg.open(QIODevice::WriteOnly));
+  cfg.write("model_name_or_path: Org/Tiny-Qwen\nstage: sft\ndataset: demo_sft\n"
+            "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data\ntemplate: qwen\n"
+            "cutoff_len: 64\nmax_samples: 16\nper_device_train_batch_size: 2\nmax_steps: 2\n"
+            "logging_steps: 1\nsave_steps: 1000\noutput_dir: out\n");
+  cfg.close();
+  // HF_HOME, as a user sets it; no HF_HUB_CACHE, so HF_HOME/hub is the cache.
+  const std::map<QString, QString> env{{"HF_HOME", dir.filePath("hf")}, {"HF_HUB_CACHE", ""},
+                                       {"HUGGINGFACE_HUB_CACHE", ""}, {"TRANSFORMERS_CACHE", ""}};
+
+  Run r = runEnv({"validate", "hub.yaml"}, dir.path(), env);
+  QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+  r = runEnv({"estimate", "hub.yaml", "--json"}, dir.path(), env);
+  QVERIFY2(r.code == 0, qPrintable(r.err));
+  QVERIFY(QJsonDocument::fromJson(r.out.toUtf8()).isObject());
+  r = runEnv({"train", "hub.yaml"}, dir.path(), env);
+  QVERIFY2(r.code == 0, qPrintable(r.err.right(3000)));
+  QFile events(dir.filePath("out/events.jsonl"));
+  QVERIFY(events.open(QIODevice::ReadOnly));
+  const QByteArray lines = events.readAll();
+  QCOMPARE(lines.count("\"event\":\"step\""), 2);
+  // The run records the snapshot it loaded.
+  QVERIFY2(lines.contains(snapshot.toUtf8()), lines.left(2000).constData());
+  r = runEnv({"chat", "--model", "Org/Tiny-Qwen", "--template", "qwen", "--prompt", "Hi",
+              "--max-new-tokens", "3"},
+             dir.path(), env);
+  QVERIFY2(r.code == 0, qPrintable(r.err));
+
+  // An empty cache: train refuses at the key, naming the id, the revision and the folder.
+  const std::map<QString, QString> empty{{"HF_HOME", dir.filePath("nothing")}, {"HF_HUB_CACHE", ""},
+                                         {"HUGGINGFACE_HUB_CACHE", ""}, {"TRANSFORMERS_CACHE", ""}};
+  r = runEnv({"train", "hub.yaml"}, dir.path(), empty);
+  QCOMPARE(r.code, 2);  // invalid config
+  QVERIFY2(r.err.contains("hub.yaml:1:21: model_name_or_path: 'Org/Tiny-Qwen' is no folder here") &&
+               r.err.contains("not in the local Hugging Face cache at revision main") &&
+               r.err.contains(dir.filePath("nothing/hub/models--Org--Tiny-Qwen") + ": not there"),
+           qPrintable(r.err));
 }
 
 QTEST_MAIN(TestStudioTrainCli)

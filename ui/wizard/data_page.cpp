@@ -274,7 +274,7 @@ QString DataPage::previewInputs() const {
     for (const auto& n : names) out << QString::fromStdString(n);
     return out.join(QLatin1Char(','));
   };
-  QStringList parts{draft()->resolve(c.model_name_or_path), draft()->resolve(c.dataset_dir),
+  QStringList parts{draft()->modelDir(c.model_name_or_path), draft()->resolve(c.dataset_dir),
                     join(c.dataset), join(c.eval_dataset),
                     QString::fromStdString(c.template_name), QString::number(c.cutoff_len),
                     c.max_samples ? QString::number(*c.max_samples) : QString(),
@@ -306,7 +306,7 @@ void DataPage::schedulePreview() {
 
 void DataPage::startPreview() {
   studio::RunConfig cfg = draft()->config();
-  cfg.model_name_or_path = localPath(draft()->resolve(cfg.model_name_or_path));
+  cfg.model_name_or_path = localPath(draft()->modelDir(cfg.model_name_or_path));
   cfg.dataset_dir = localPath(draft()->resolve(cfg.dataset_dir));
   const QString modelPath = QString::fromStdString(cfg.model_name_or_path);
   const std::optional<studio::data::Tokenizer> cached =

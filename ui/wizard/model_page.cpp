@@ -1,5 +1,6 @@
 #include "studio/ui/wizard/model_page.h"
 
+#include <QDir>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -83,8 +84,10 @@ QString ModelPage::fact(const QString& name) const {
   return label ? label->text() : QString();
 }
 
+QString ModelPage::summaryText() const { return summary_->text(); }
+
 void ModelPage::browse() {
-  const QString start = draft()->resolve(draft()->config().model_name_or_path);
+  const QString start = draft()->modelDir(draft()->config().model_name_or_path);
   const QString dir = QFileDialog::getExistingDirectory(
       this, tr("Model folder"), start.isEmpty() ? draft()->baseDir() : start);
   if (!dir.isEmpty()) path_->setText(dir);
@@ -108,7 +111,14 @@ void ModelPage::showModel() {
                             .arg(number(m->hidden_size), number(m->head_dim),
                                  m->torch_dtype.empty() ? tr("unspecified")
                                                         : QString::fromStdString(m->torch_dtype),
-                                 QString::fromStdString(m->model_type))
+                                 QString::fromStdString(m->model_type)) +
+                            (draft()->fromHubCache(draft()->config().model_name_or_path)
+                                 ? tr(" From the local Hugging Face cache: %1 (revision %2).")
+                                       .arg(QDir::toNativeSeparators(draft()->modelDir(
+                                                draft()->config().model_name_or_path)),
+                                            QString::fromStdString(
+                                                draft()->config().model_revision))
+                                 : QString())
                       : QString());
 }
 
@@ -116,7 +126,8 @@ std::vector<InlineMessage> ModelPage::pageMessages() const {
   if (draft()->validating() || draft()->model()) return {};
   if (draft()->config().model_name_or_path.empty())
     return {{studio::Severity::Error,
-             tr("model_name_or_path: choose a Hugging Face model folder (it holds config.json)")}};
+             tr("model_name_or_path: choose a Hugging Face model folder (it holds config.json), or "
+                "type a hub id found in the local Hugging Face cache")}};
   // Validation names the reason (no such folder, no config.json) among the key's diagnostics.
   return {{studio::Severity::Error,
            tr("model_name_or_path: the wizard needs the model's config.json to go on")}};

@@ -1,8 +1,11 @@
+#include "studio/config/hub_cache.h"
+#include "studio/ui/local_path.h"
 #include "studio/ui/wizard/run_draft.h"
 
 #include <algorithm>
 
 #include <QDir>
+#include <QFileInfo>
 
 #include "studio/config/config_io.h"
 #include "studio/ui/config_validator.h"
@@ -43,6 +46,22 @@ QString RunDraft::resolve(const std::string& path) const {
   if (path.empty()) return {};
   const QString p = QString::fromStdString(path);
   return QDir::cleanPath(QDir(baseDir_).absoluteFilePath(p));
+}
+
+QString RunDraft::modelDir(const std::string& path) const {
+  if (path.empty()) return {};
+  std::string error;
+  const std::string cache =
+      config_.cache_dir ? localPath(resolve(*config_.cache_dir)) : std::string();
+  if (auto dir = studio::resolve_model_dir(path, localPath(baseDir_), config_.model_revision, cache,
+                                           error))
+    return QDir::cleanPath(QString::fromStdString(*dir));
+  return resolve(path);
+}
+
+bool RunDraft::fromHubCache(const std::string& path) const {
+  return !path.empty() && !QFileInfo::exists(resolve(path)) && studio::looks_like_hub_id(path) &&
+         QFileInfo::exists(modelDir(path));
 }
 
 void RunDraft::setWorld(int processesPerNode, int nodes) {

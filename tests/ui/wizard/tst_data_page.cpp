@@ -77,8 +77,8 @@ void TestDataPage::validation_data() {
                                    << "dataset: 'nope' is not in";
   QTest::newRow("preference data for sft") << QStringList{"dataset=demo_dpo"} << "" << false
                                            << "is a preference dataset";
-  QTest::newRow("template the engine lacks") << QStringList{"template=chatml"} << "" << false
-                                             << "template: 'chatml' is not a chat template";
+  QTest::newRow("template the engine lacks") << QStringList{"template=chatml9"} << "" << false
+                                             << "template: 'chatml9' is not a chat template";
   QTest::newRow("template llama3 on the demo tokenizer")
       << QStringList() << "template=llama3" << false
       << "preview: template 'llama3' ends answers with <|eot_id|>, which";

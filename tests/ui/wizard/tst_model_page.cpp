@@ -1,5 +1,9 @@
 // ModelPage: the model folder's facts arrive off the GUI thread; a missing folder, a folder
 // without config.json and an unsupported architecture keep the page incomplete with a message.
+// A hub id is read from the local Hugging Face cache (HF_HUB_CACHE, set here to a test cache).
+#include <QDir>
+#include <QFile>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QTemporaryDir>
@@ -14,12 +18,32 @@ using studio::ui::RunDraft;
 class TestModelPage : public QObject {
   Q_OBJECT
 
+ private:
+  QTemporaryDir cache_;
+
  private slots:
+  void initTestCase();
   void validation_data();
   void validation();
   void facts();
   void demoButton();
 };
+
+// A cache holding the demo model as Org/Tiny-Chat at main (huggingface_hub's layout).
+void TestModelPage::initTestCase() {
+  QVERIFY(cache_.isValid());
+  const QString commit(40, QLatin1Char('a'));
+  const QString repo = cache_.filePath("models--Org--Tiny-Chat");
+  QVERIFY(QDir().mkpath(repo + "/refs") && QDir().mkpath(repo + "/snapshots/" + commit));
+  QFile ref(repo + "/refs/main");
+  QVERIFY(ref.open(QIODevice::WriteOnly));
+  ref.write(commit.toUtf8());
+  ref.close();
+  for (const char* file : {"config.json", "tokenizer.json", "tokenizer_config.json"})
+    QVERIFY(QFile::copy(wizard_test::demoModel() + "/" + file,
+                        repo + "/snapshots/" + commit + "/" + file));
+  qputenv("HF_HUB_CACHE", QFile::encodeName(cache_.path()));
+}
 
 void TestModelPage::validation_data() {
   QTest::addColumn<QString>("path");
@@ -32,7 +56,10 @@ void TestModelPage::validation_data() {
                                   << "model_name_or_path: choose a Hugging Face model folder";
   QTest::newRow("missing folder") << "/nonexistent/model" << false
                                   << "model_name_or_path: no such folder: /nonexistent/model";
-  QTest::newRow("hub id") << "Qwen/Qwen2.5-7B" << false << "it looks like a Hugging Face hub id";
+  QTest::newRow("hub id in the local cache") << "Org/Tiny-Chat" << true << "";
+  QTest::newRow("hub id not in the cache")
+      << "Qwen/Qwen2.5-7B" << false
+      << "model_name_or_path: 'Qwen/Qwen2.5-7B' is no folder here";
   QTest::newRow("no config.json") << "EMPTY" << false << "model_name_or_path: cannot use the model";
   QTest::newRow("unsupported architecture")
       << wizard_test::testData("unsupported-model") << false
@@ -68,6 +95,17 @@ void TestModelPage::facts() {
   QCOMPARE(page.fact("kv_heads"), QStringLiteral("4"));
   QCOMPARE(page.fact("vocabulary"), QLocale().toString(152064));
   QCOMPARE(page.fact("max_positions"), QLocale().toString(32768));
+
+  QVERIFY(!page.summaryText().contains(QStringLiteral("Hugging Face cache")));
+
+  // A hub id: the facts of its snapshot, and the summary says where it was found.
+  page.pathEdit()->setText(QStringLiteral("Org/Tiny-Chat"));
+  QTRY_COMPARE(page.fact("layers"), QStringLiteral("4"));
+  QVERIFY2(page.summaryText().contains(
+               QStringLiteral("From the local Hugging Face cache: %1/models--Org--Tiny-Chat/"
+                              "snapshots/%2 (revision main).")
+                   .arg(cache_.path(), QString(40, QLatin1Char('a')))),
+           qPrintable(page.summaryText()));
 
   page.pathEdit()->setText(QStringLiteral("/nonexistent"));
   QTRY_COMPARE(page.fact("architecture"), QString());

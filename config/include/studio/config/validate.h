@@ -68,6 +68,10 @@ CheckResult check_config_file(const std::string& path, const ValidateOptions& op
 
 // The config as the engine runs it: eval_steps defaulted.
 RunConfig normalized(const RunConfig& cfg);
+// Hub ids in model_name_or_path and ref_model (that are not also local folders, relative to the
+// working directory) replaced by their snapshot folders in the local Hugging Face cache
+// (hub_cache.h), as the engine loads them; left as they are when not found (validation says why).
+void resolve_hub_models(RunConfig& cfg);
 
 // Sizes that divide `world_size` (the valid sequence_parallel_size choices).
 std::vector<int> divisors(int world_size);

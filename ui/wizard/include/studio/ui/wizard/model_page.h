@@ -28,6 +28,8 @@ class ModelPage : public WizardPage {
   // The facts shown, by name: "architecture", "parameters", "layers", "heads", "kv_heads",
   // "vocabulary", "max_positions"; empty while no model was read.
   QString fact(const QString& name) const;
+  // The line under the facts (hidden size, head dim, dtype, and where a hub id was found).
+  QString summaryText() const;
 
  protected:
   std::vector<InlineMessage> pageMessages() const override;

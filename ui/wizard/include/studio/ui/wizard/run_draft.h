@@ -43,6 +43,12 @@ class RunDraft : public QObject {
   QString baseDir() const { return baseDir_; }
   // `path` as given when absolute, else against baseDir(); empty stays empty.
   QString resolve(const std::string& path) const;
+  // A model path as the engine will load it: resolve(path) when that exists, else for a hub id
+  // its snapshot in the local Hugging Face cache (model_revision, cache_dir); resolve(path)
+  // when neither (validation says why).
+  QString modelDir(const std::string& path) const;
+  // Whether modelDir(path) came from the local Hugging Face cache.
+  bool fromHubCache(const std::string& path) const;
 
   int processesPerNode() const { return nproc_; }
   int nodes() const { return nnodes_; }
