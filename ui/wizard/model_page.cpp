@@ -1,5 +1,7 @@
 #include "studio/ui/wizard/model_page.h"
 
+#include <algorithm>
+
 #include <QDir>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -9,6 +11,8 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
+#include "studio/config/model_info.h"
+#include "studio/config/validate.h"
 #include "studio/ui/wizard/field_bindings.h"
 #include "studio/ui/wizard/run_draft.h"
 
@@ -23,7 +27,24 @@ const char* const kFacts[][2] = {
     {"kv_heads", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Key/value heads:")},
     {"vocabulary", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Vocabulary:")},
     {"max_positions", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Max positions:")},
+    {"trainable", QT_TRANSLATE_NOOP("studio::ui::ModelPage", "Trainable here:")},
 };
+
+// Whether studio-train trains this model, and how far its attention splits under SP.
+QString trainableText(const studio::ModelInfo& m) {
+  if (!studio::is_supported_architecture(m.architecture))
+    return ModelPage::tr("No: architecture %1 is not supported (supported: %2)")
+        .arg(QString::fromStdString(m.architecture),
+             QString::fromStdString(studio::supported_architectures()));
+  if (const std::string why = studio::decoder_support_error(m); !why.empty())
+    return ModelPage::tr("No: %1").arg(QString::fromStdString(why));
+  const int64_t ulysses = studio::largest_ulysses_degree(m, std::max<int64_t>(1, m.num_heads));
+  return ModelPage::tr("Yes: full-parameter SFT and DPO; sequence parallelism zigzag-ring at any "
+                       "degree, Ulysses up to %1 ranks (%2 query, %3 key/value heads)")
+      .arg(ulysses)
+      .arg(m.num_heads)
+      .arg(m.num_kv_heads);
+}
 
 QString number(int64_t n) {
   return QLocale().toString(static_cast<qlonglong>(n));
@@ -39,8 +60,9 @@ ModelPage::ModelPage(RunDraft* draft, QWidget* parent)
       summary_(new QLabel),
       facts_(new QWidget) {
   setTitle(tr("Model"));
-  setSubTitle(tr("The local Hugging Face model folder to train (config.json, tokenizer.json and "
-                 "*.safetensors)."));
+  setSubTitle(tr("The Hugging Face model folder to train (config.json, tokenizer.json and "
+                 "*.safetensors), or a hub id found in the local Hugging Face cache. What the "
+                 "model is, and whether studio-train can train it, shows here first."));
   path_->setPlaceholderText(tr("/models/Qwen2.5-7B-Instruct"));
   auto* browse = new QPushButton(tr("&Browse..."));
   demo_->setObjectName(QStringLiteral("demoModel"));
@@ -101,7 +123,8 @@ void ModelPage::showModel() {
                           .arg(QString::fromStdString(studio::format_count(m->parameter_count())),
                                number(m->parameter_count())),
                       number(m->num_layers), number(m->num_heads), number(m->num_kv_heads),
-                      number(m->vocab_size), number(m->max_position_embeddings)}
+                      number(m->vocab_size), number(m->max_position_embeddings),
+                      trainableText(*m)}
         : QStringList();
   int i = 0;
   for (const auto& f : kFacts)

@@ -95,6 +95,10 @@ void TestModelPage::facts() {
   QCOMPARE(page.fact("kv_heads"), QStringLiteral("4"));
   QCOMPARE(page.fact("vocabulary"), QLocale().toString(152064));
   QCOMPARE(page.fact("max_positions"), QLocale().toString(32768));
+  // 28 query heads over 4 key/value heads: Ulysses splits them over at most 28 ranks.
+  QCOMPARE(page.fact("trainable"),
+           QStringLiteral("Yes: full-parameter SFT and DPO; sequence parallelism zigzag-ring at "
+                          "any degree, Ulysses up to 28 ranks (28 query, 4 key/value heads)"));
 
   QVERIFY(!page.summaryText().contains(QStringLiteral("Hugging Face cache")));
 
@@ -106,6 +110,13 @@ void TestModelPage::facts() {
                               "snapshots/%2 (revision main).")
                    .arg(cache_.path(), QString(40, QLatin1Char('a')))),
            qPrintable(page.summaryText()));
+
+  // A model this engine cannot train says so before anything else is filled in.
+  page.pathEdit()->setText(wizard_test::testData("unsupported-model"));
+  QTRY_COMPARE(page.fact("architecture"), QStringLiteral("GPT2LMHeadModel"));
+  QVERIFY2(page.fact("trainable").startsWith(
+               QStringLiteral("No: architecture GPT2LMHeadModel is not supported (supported: ")),
+           qPrintable(page.fact("trainable")));
 
   page.pathEdit()->setText(QStringLiteral("/nonexistent"));
   QTRY_COMPARE(page.fact("architecture"), QString());
