@@ -90,9 +90,14 @@ void RunEventDigest::update() {
 void RunEventDigest::updateTrainerState() {
   // Hugging Face's state is what is left when nothing else is: a log of ours or LLaMA-Factory's
   // appearing later takes over.
+  // (Two stats: the reader below finds the newest trainer_state.json itself.)
   const std::string folder = studio::run_folder_of(path_);
-  const std::string now = studio::run_events_file(folder);
-  if (studio::line_format_of(now) != studio::LineFormat::TrainerState) {
+  std::string now;
+  for (const char* name : {studio::kEventsFileName, studio::kTrainerLogFileName}) {
+    struct stat log {};
+    if (now.empty() && ::stat((folder + "/" + name).c_str(), &log) == 0) now = folder + "/" + name;
+  }
+  if (!now.empty()) {
     path_ = now;
     reader_.reset();
     clearFacts();
