@@ -99,6 +99,28 @@ std::vector<double> RunSeries::ema(const std::vector<double>& y, double weight) 
   return out;
 }
 
+namespace {
+
+// Every per-step scalar a StepEvent carries, with the series it goes to: one list for adding,
+// merging and amending rows alike.
+template <class F>
+void forEachStepMetric(const StepEvent& step, F&& f) {
+  f(Metric::Loss, step.loss);
+  f(Metric::LearningRate, step.lr);
+  f(Metric::GradNorm, step.grad_norm);
+  f(Metric::TokensPerSec, step.tokens_per_sec);
+  f(Metric::RssMib, step.rss_mib);
+  const DpoMetrics dpo = step.dpo.value_or(DpoMetrics{});
+  f(Metric::RewardsChosen, dpo.rewards_chosen);
+  f(Metric::RewardsRejected, dpo.rewards_rejected);
+  f(Metric::RewardsMargins, dpo.rewards_margins);
+  f(Metric::RewardsAccuracies, dpo.rewards_accuracies);
+  f(Metric::ModelTflops, step.model_tflops);
+  f(Metric::Mfu, step.mfu);
+}
+
+}  // namespace
+
 void RunSeries::addStart(const StartEvent& start) {
   if (facts_.starts == 0) {
     facts_.firstStartTime = start.time;
@@ -163,18 +185,7 @@ void RunSeries::addStep(const StepEvent& step) {
   wall_.push_back(step.time);
   relative_.push_back(relativeTime(step));
 
-  pushMetric(Metric::Loss, step.loss);
-  pushMetric(Metric::LearningRate, step.lr);
-  pushMetric(Metric::GradNorm, step.grad_norm);
-  pushMetric(Metric::TokensPerSec, step.tokens_per_sec);
-  pushMetric(Metric::RssMib, step.rss_mib);
-  const DpoMetrics dpo = step.dpo.value_or(DpoMetrics{});
-  pushMetric(Metric::RewardsChosen, dpo.rewards_chosen);
-  pushMetric(Metric::RewardsRejected, dpo.rewards_rejected);
-  pushMetric(Metric::RewardsMargins, dpo.rewards_margins);
-  pushMetric(Metric::RewardsAccuracies, dpo.rewards_accuracies);
-  pushMetric(Metric::ModelTflops, step.model_tflops);
-  pushMetric(Metric::Mfu, step.mfu);
+  forEachStepMetric(step, [this](Metric m, double v) { pushMetric(m, v); });
   pushGpus(step.gpus);
 }
 
@@ -228,15 +239,7 @@ void RunSeries::amendStep(const StepEvent& step) {
     if (column.empty()) column.assign(steps_.size(), kNoValue);
     if (!std::isfinite(column[row])) column[row] = value;
   };
-  fill(Metric::Loss, step.loss);
-  fill(Metric::LearningRate, step.lr);
-  fill(Metric::GradNorm, step.grad_norm);
-  fill(Metric::TokensPerSec, step.tokens_per_sec);
-  const DpoMetrics dpo = step.dpo.value_or(DpoMetrics{});
-  fill(Metric::RewardsChosen, dpo.rewards_chosen);
-  fill(Metric::RewardsRejected, dpo.rewards_rejected);
-  fill(Metric::RewardsMargins, dpo.rewards_margins);
-  fill(Metric::RewardsAccuracies, dpo.rewards_accuracies);
+  forEachStepMetric(step, fill);
   changes_.rowsFrom = std::min(changes_.rowsFrom, row);
 }
 
@@ -322,18 +325,7 @@ void RunSeries::mergeStep(const StepEvent& step) {
   wall_[row] = step.time;
   relative_[row] = relativeTime(step);
   ++rowSteps_[row];
-  mergeMetric(Metric::Loss, row, step.loss, 1);
-  mergeMetric(Metric::LearningRate, row, step.lr, 1);
-  mergeMetric(Metric::GradNorm, row, step.grad_norm, 1);
-  mergeMetric(Metric::TokensPerSec, row, step.tokens_per_sec, 1);
-  mergeMetric(Metric::RssMib, row, step.rss_mib, 1);
-  const DpoMetrics dpo = step.dpo.value_or(DpoMetrics{});
-  mergeMetric(Metric::RewardsChosen, row, dpo.rewards_chosen, 1);
-  mergeMetric(Metric::RewardsRejected, row, dpo.rewards_rejected, 1);
-  mergeMetric(Metric::RewardsMargins, row, dpo.rewards_margins, 1);
-  mergeMetric(Metric::RewardsAccuracies, row, dpo.rewards_accuracies, 1);
-  mergeMetric(Metric::ModelTflops, row, step.model_tflops, 1);
-  mergeMetric(Metric::Mfu, row, step.mfu, 1);
+  forEachStepMetric(step, [this, row](Metric m, double v) { mergeMetric(m, row, v, 1); });
   for (const GpuMemory& memory : step.gpus) {
     GpuSeries& column = gpuColumn(memory.rank, /*rowPushed=*/true);
     auto higher = [](double& kept, double v) {
