@@ -52,7 +52,8 @@ int cmd_logprobs(const Argv& argv) {
   auto targets = torch::full({1, n}, trainer::kIgnoreIndex, torch::kLong);
   targets.narrow(1, 0, n - 1).copy_(input.narrow(1, 1, n - 1));
   auto hidden = model->hidden_states(input, torch::arange(n, torch::kLong).unsqueeze(0));
-  auto lp = trainer::lm_target_logprobs(hidden, model->lm_head_weight(), targets);
+  auto lp = trainer::lm_target_logprobs(hidden, model->lm_head_weight(), targets, 0,
+                                        model->info().final_logit_softcapping);
   std::cout << '[';
   for (int64_t i = 0; i + 1 < n; ++i) {
     char buf[32];

@@ -234,8 +234,11 @@ class Estimator {
     const double e = p_.value;
     // RMSNorm (trainer/model/layers.cpp RmsNormFunction) keeps its input, in its dtype, and an
     // fp32 1/rms per token; the backward recomputes the normalised rows.
-    const double norm = e * h_ + 4;
-    double bytes = 2 * norm                // input_layernorm, post_attention_layernorm
+    // Gemma's norm (1 + w) runs as autograd ops in fp32: its fp32 input and normalised rows.
+    const double norm = m_.gemma_norm ? 8 * h_ + 4 : e * h_ + 4;
+    // input_layernorm and post_attention_layernorm, plus the sandwich layouts' two more (GLM-4,
+    // Gemma) on the attention and MLP outputs.
+    double bytes = m_.norms_per_layer() * norm
                    + 2 * e * h_            // the inputs of q/k/v_proj and of gate/up_proj
                    + e * (hq_ + 2 * hkv_)  // q, k after RoPE and v, as attention keeps them
                    + e * hq_ + 4 * double(m_.num_heads)  // its output and fp32 log-sum-exp
@@ -244,16 +247,24 @@ class Estimator {
                    // isolated by packing) returns [B, heads, S, D], copied for o_proj
                    + (math_attention() ? e * hq_ : 0)
                    + 4 * e * f_;  // gate, silu(gate), up and their product
-    if (m_.qk_norm)  // Qwen3: an RMSNorm over each head of q and k (its input and 1/rms)
-      bytes += e * double(m_.num_heads + m_.num_kv_heads) * double(m_.head_dim) +
-               4 * double(m_.num_heads + m_.num_kv_heads);
+    if (m_.qk_norm)  // Qwen3, Gemma 3: an RMSNorm over each head of q and k
+      bytes += double(m_.num_heads + m_.num_kv_heads) *
+               (m_.gemma_norm ? 8 * double(m_.head_dim) + 4 : e * double(m_.head_dim) + 4);
     return bytes;
   }
 
-  // Whether the layers' attention runs on the math path (trainer/model/attention.h).
+  // Score shapes the flash kernels cannot express: Gemma 2's soft-capping, and a sliding window
+  // shorter than the sequence (attention.cpp runs the math path wherever the window cuts).
+  bool shaped_scores() const {
+    return m_.attn_logit_softcapping > 0 ||
+           (m_.sliding_window > 0 && m_.sliding_window < cfg_.cutoff_len);
+  }
+
+  // Whether the layers' attention runs on the math path (trainer/model/attention.h); for a
+  // model whose windows cut only some layers, every layer is counted so (an upper bound).
   bool math_attention() const {
     const bool segmented = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing);
-    return segmented || (!p_.mixed && !opt_.cpu);
+    return segmented || shaped_scores() || (!p_.mixed && !opt_.cpu);
   }
 
   void activations() {
@@ -279,7 +290,11 @@ class Estimator {
     const double running = lc.layer + lc.mlp_tile;
     // Outside the layers: RoPE's cos and sin of every position, the final norm and the hidden
     // states it returns (read by the LM head).
-    const double outside = t * (2 * e * double(m_.head_dim) + e * h_ + 4 + e * h_);
+    // (The rotating dimensions only; Gemma 3's sliding layers have a second cos/sin pair, and
+    // Gemma's final norm keeps fp32 rows.)
+    const double rope = 2 * e * double(m_.rotary_dim()) * (m_.rope_local_theta > 0 ? 2 : 1);
+    const double final_norm = m_.gemma_norm ? 8 * h_ + 4 : e * h_ + 4;
+    const double outside = t * (rope + final_norm + e * h_);
     lc.outside = outside;
     const bool offload = cfg_.gradient_checkpointing && cfg_.offload_activations;
     if (cfg_.gradient_checkpointing) {
@@ -330,7 +345,9 @@ class Estimator {
     lc.loss_chunk_tokens = loss_chunk_tokens(tokens_, m_.hidden_size, m_.vocab_size);
     // One chunk's logits in fp32 (and, under bf16, in the compute dtype as the GEMM returns them
     // and as the gradient GEMMs take them).
-    const double chunk = double(lc.loss_chunk_tokens) * vocab_ * (4 + (e < 4 ? e : 0));
+    // Gemma 2's final soft cap keeps tanh of the chunk's logits (fp32) for the gradient.
+    const double chunk = double(lc.loss_chunk_tokens) * vocab_ *
+                         (4 + (e < 4 ? e : 0) + (m_.final_logit_softcapping > 0 ? 4 : 0));
     const double head_grad = 4 * vocab_ * h_, hidden_grad = e * h_ * t, rows = e * h_ * t;
     // SFT forms both gradients in its forward and keeps them; DPO keeps the rows it read and
     // forms the gradients in its backward (the upstream gradient differs per sequence). Either
@@ -385,16 +402,23 @@ class Estimator {
            ".");
     }
     b().sp_buffers = t * per_token;
-    if (cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing)) {
-      // Sample-isolated attention blocks run on the math path (trainer/model/attention_block.cpp):
-      // fp32 scores of at most 2^25 elements per query chunk, with their probabilities and, in
-      // the backward, dP and dS alongside.
+    const bool isolated = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing);
+    if (isolated || shaped_scores()) {
+      // Sample-isolated, windowed or soft-capped attention blocks run on the math path
+      // (trainer/model/attention_block.cpp): fp32 scores of at most 2^25 elements per query
+      // chunk, with their probabilities and, in the backward, dP and dS alongside (and, soft-
+      // capped, tanh of the scores).
       const double elements = std::min(std::pow(2.0, 25), double(m_.num_heads) * t * t);
-      const double workspace = 4 * 4 * elements;
+      const double workspace = (m_.attn_logit_softcapping > 0 ? 5 : 4) * 4 * elements;
       b().sp_buffers += workspace;
-      note("Packing with isolated samples: masked attention runs on the math path, whose fp32 "
-           "score workspace (scores, probabilities, dP, dS of one query chunk) takes up to " +
-           format_gib(workspace) + ".");
+      const std::string why =
+          isolated ? "Packing with isolated samples: masked attention"
+          : m_.attn_logit_softcapping > 0
+              ? "Soft-capped attention scores (attn_logit_softcapping): attention"
+              : "Sliding window of " + grouped(double(m_.sliding_window)) +
+                    " tokens, shorter than cutoff_len: the windowed layers' attention";
+      note(why + " runs on the math path, whose fp32 score workspace (scores, probabilities, "
+           "dP, dS of one query chunk) takes up to " + format_gib(workspace) + ".");
     }
   }
 

@@ -1,6 +1,7 @@
 #include "studio/config/model_info.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -12,8 +13,10 @@ namespace studio {
 namespace {
 
 const std::vector<std::string>& architectures() {
-  static const std::vector<std::string> v = {"LlamaForCausalLM", "MistralForCausalLM",
-                                             "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
+  static const std::vector<std::string> v = {
+      "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+      "Phi3ForCausalLM",  "GlmForCausalLM",     "Glm4ForCausalLM",  "Gemma2ForCausalLM",
+      "Gemma3ForCausalLM"};
   return v;
 }
 
@@ -62,7 +65,45 @@ bool get_sliding_window(const nlohmann::json& j, ModelInfo& m, std::string& erro
 
 // Which rope_scaling keys HF requires per type (its _validate_*_parameters); the others have
 // defaults in RopeScaling.
-bool fill_rope(const nlohmann::json& rs, ModelInfo& m, std::string& error) {
+// Phi-3's longrope: both factor lists (one value per rotating frequency), the pretraining context
+// (in the rope section or, in older configs, at the top), factor and attention_factor as HF
+// derives them when absent.
+bool fill_longrope(const nlohmann::json& rs, const nlohmann::json& top, ModelInfo& m,
+                   std::string& error) {
+  RopeScaling& r = m.rope;
+  bool ok = get(rs, "short_factor", r.short_factor, error, true) &&
+            get(rs, "long_factor", r.long_factor, error, true);
+  if (ok && !get(rs, "original_max_position_embeddings", r.original_max_position_embeddings,
+                 error, false))
+    ok = false;
+  if (ok && r.original_max_position_embeddings == 0)
+    ok = get(top, "original_max_position_embeddings", r.original_max_position_embeddings, error,
+             true);
+  double attention_factor = 0;
+  if (ok && rs.contains("attention_factor") && !rs.at("attention_factor").is_null()) {
+    ok = get(rs, "attention_factor", attention_factor, error, true);
+    r.attention_factor = attention_factor;
+  }
+  if (ok && rs.contains("factor") && !rs.at("factor").is_null())
+    ok = get(rs, "factor", r.factor, error, true);
+  else if (ok && r.original_max_position_embeddings > 0)
+    r.factor = double(m.max_position_embeddings) / double(r.original_max_position_embeddings);
+  if (!ok) return error = "rope_scaling (longrope): " + error, false;
+  const size_t pairs = size_t(m.rotary_dim() / 2);
+  if (r.short_factor.size() != pairs || r.long_factor.size() != pairs)
+    return error = "rope_scaling (longrope): short_factor and long_factor need " +
+                   std::to_string(pairs) + " values each (rotary dimensions / 2), found " +
+                   std::to_string(r.short_factor.size()) + " and " +
+                   std::to_string(r.long_factor.size()),
+           false;
+  if (r.original_max_position_embeddings <= 0)
+    return error = "rope_scaling (longrope): original_max_position_embeddings must be positive",
+           false;
+  return true;
+}
+
+bool fill_rope(const nlohmann::json& rs, const nlohmann::json& top, ModelInfo& m,
+               std::string& error) {
   auto t = rs.find("rope_type");
   if (t == rs.end() || t->is_null()) t = rs.find("type");
   if (t == rs.end() || !t->is_string()) return true;
@@ -70,8 +111,9 @@ bool fill_rope(const nlohmann::json& rs, ModelInfo& m, std::string& error) {
   if (m.rope_scaling == "default") m.rope_scaling.clear();
   const std::string& type = m.rope_scaling;
   const bool yarn = type == "yarn", llama3 = type == "llama3";
-  if (!yarn && !llama3 && type != "linear" && type != "dynamic") return true;
   RopeScaling& r = m.rope;
+  if (type == "longrope") return fill_longrope(rs, top, m, error);
+  if (!yarn && !llama3 && type != "linear" && type != "dynamic") return true;
   bool ok = get(rs, "original_max_position_embeddings", r.original_max_position_embeddings, error,
                 llama3) &&
             get(rs, "factor", r.factor, error, !yarn || r.original_max_position_embeddings == 0);
@@ -103,14 +145,96 @@ bool fill_rope(const nlohmann::json& rs, ModelInfo& m, std::string& error) {
   return true;
 }
 
-// transformers 5 writes rope_parameters (rope_theta inside); older ones rope_scaling.
+// transformers 5 writes rope_parameters (rope_theta and partial_rotary_factor inside); older
+// ones rope_scaling, with those two at the top. Gemma 3 has one section per layer type
+// (full_attention, sliding_attention): the full layers' is the model's RoPE, the sliding
+// layers' must be plain RoPE with its own base.
 bool fill_rope_section(const nlohmann::json& j, ModelInfo& m, std::string& error) {
+  if (!get(j, "partial_rotary_factor", m.partial_rotary_factor, error, false)) return false;
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     auto rs = j.find(key);
     if (rs == j.end() || !rs->is_object()) continue;
-    if (!get(*rs, "rope_theta", m.rope_theta, error, false)) return false;
-    return fill_rope(*rs, m, error);
+    const nlohmann::json* section = &*rs;
+    if (rs->contains("full_attention") && rs->at("full_attention").is_object()) {
+      section = &rs->at("full_attention");
+      if (auto local = rs->find("sliding_attention"); local != rs->end() && local->is_object()) {
+        std::string type = local->value("rope_type", std::string("default"));
+        if (type != "default")
+          return error = std::string(key) + ".sliding_attention: rope_type " + type +
+                         " is not supported for the sliding layers (allowed: default)",
+                 false;
+        if (!get(*local, "rope_theta", m.rope_local_theta, error, false)) return false;
+      }
+    }
+    if (!get(*section, "rope_theta", m.rope_theta, error, false) ||
+        !get(*section, "partial_rotary_factor", m.partial_rotary_factor, error, false))
+      return false;
+    return fill_rope(*section, j, m, error);
   }
+  return true;
+}
+
+// layer_types (transformers 5 writes it for Qwen2, Mistral, Gemma, ...): which layers use the
+// sliding window. Absent: every layer (Gemma: fill_gemma's pattern).
+bool fill_layer_types(const nlohmann::json& j, ModelInfo& m, std::string& error) {
+  std::vector<std::string> types;
+  if (!get(j, "layer_types", types, error, false)) return false;
+  if (types.empty()) {
+    // Older Qwen2 configs: the window applies from layer max_window_layers on (HF derives
+    // layer_types so).
+    int64_t first = 0;
+    if (!get(j, "max_window_layers", first, error, false)) return false;
+    if (m.sliding_window > 0 && j.contains("max_window_layers")) {
+      m.sliding_layers.assign(size_t(m.num_layers), false);
+      for (int64_t i = first; i < m.num_layers; ++i) m.sliding_layers[size_t(i)] = true;
+    }
+    return true;
+  }
+  if (types.size() != size_t(m.num_layers))
+    return error = "layer_types has " + std::to_string(types.size()) + " entries for " +
+                   std::to_string(m.num_layers) + " layers",
+           false;
+  m.sliding_layers.assign(types.size(), false);
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "sliding_attention" && types[i] != "full_attention")
+      return error = "layer_types[" + std::to_string(i) + "] " + types[i] +
+                     " is not supported (allowed: sliding_attention, full_attention)",
+             false;
+    m.sliding_layers[i] = types[i] == "sliding_attention";
+  }
+  return true;
+}
+
+// Gemma 2/3: layer_types (or, in older Gemma 3 configs, sliding_window_pattern: every n-th
+// layer global) and the Gemma specifics; Gemma 2 also by its default pattern (odd layers
+// global).
+bool fill_gemma(const nlohmann::json& j, ModelInfo& m, std::string& error) {
+  m.norm_layout = ModelInfo::NormLayout::GemmaSandwich;
+  m.gemma_norm = true;
+  m.embedding_multiplier = std::sqrt(double(m.hidden_size));
+  double query_pre_attn_scalar = double(m.head_dim);
+  if (!get(j, "hidden_activation", m.hidden_act, error, false) ||
+      !get(j, "query_pre_attn_scalar", query_pre_attn_scalar, error, false) ||
+      !get(j, "attn_logit_softcapping", m.attn_logit_softcapping, error, false) ||
+      !get(j, "final_logit_softcapping", m.final_logit_softcapping, error, false))
+    return false;
+  if (query_pre_attn_scalar <= 0) return error = "query_pre_attn_scalar must be positive", false;
+  m.attention_scale = 1.0 / std::sqrt(query_pre_attn_scalar);
+  int64_t window = 0;
+  if (!get(j, "sliding_window", window, error, false)) return false;
+  m.sliding_window = window;
+  if (m.sliding_layers.empty()) {  // no layer_types: the pattern (every n-th layer global)
+    int64_t pattern = m.architecture == "Gemma2ForCausalLM" ? 2 : 6;
+    if (!get(j, "sliding_window_pattern", pattern, error, false)) return false;
+    m.sliding_layers.assign(size_t(m.num_layers), false);
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      m.sliding_layers[size_t(i)] = pattern > 0 && (i + 1) % pattern != 0;
+  }
+  bool bidirectional = false;
+  if (!get(j, "use_bidirectional_attention", bidirectional, error, false)) return false;
+  if (bidirectional)
+    return error = "use_bidirectional_attention is true: only causal language models train here",
+           false;
   return true;
 }
 
@@ -156,8 +280,24 @@ bool fill(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   if (a == "MistralForCausalLM") m.qkv_bias = false;
   m.o_bias = m.qkv_bias;
   if (a == "Qwen2ForCausalLM") m.qkv_bias = true, m.o_bias = false;
-  m.qk_norm = m.architecture == "Qwen3ForCausalLM";
-  if (!fill_decoder_fields(j, m, error) || !fill_rope_section(j, m, error)) return false;
+  m.qk_norm = a == "Qwen3ForCausalLM" || a == "Gemma3ForCausalLM";
+  // Phi-3/Phi-4 have no biases; GLM q/k/v biases with attention_bias (o_proj none); Gemma
+  // honours attention_bias on all four.
+  if (a == "Phi3ForCausalLM") m.qkv_bias = m.o_bias = false, m.fused_qkv = true;
+  if (a == "GlmForCausalLM" || a == "Glm4ForCausalLM") {
+    m.o_bias = false;
+    m.rope_interleaved = true;
+    m.partial_rotary_factor = 0.5;  // HF's default when the config does not say
+  }
+  m.fused_gate_up = a == "Phi3ForCausalLM" || a == "GlmForCausalLM" || a == "Glm4ForCausalLM";
+  if (a == "Glm4ForCausalLM") m.norm_layout = ModelInfo::NormLayout::Glm4Sandwich;
+  if (!fill_decoder_fields(j, m, error) || !fill_rope_section(j, m, error) ||
+      !fill_layer_types(j, m, error))
+    return false;
+  const bool gemma = a == "Gemma2ForCausalLM" || a == "Gemma3ForCausalLM";
+  if (gemma && !fill_gemma(j, m, error)) return false;
+  if (m.partial_rotary_factor <= 0 || m.partial_rotary_factor > 1)
+    return error = "partial_rotary_factor must be in (0, 1]", false;
   if (m.hidden_size <= 0 || m.num_heads <= 0 || m.num_layers <= 0 || m.vocab_size <= 0 ||
       m.num_kv_heads <= 0 || m.head_dim <= 0)
     return error = "sizes must be positive", false;
@@ -179,23 +319,37 @@ int64_t ModelInfo::parameter_count() const {
   if (qk_norm) attn += 2 * head_dim;
   int64_t mlp = 3 * hidden_size * intermediate_size;
   if (mlp_bias) mlp += 2 * intermediate_size + hidden_size;
-  const int64_t layer = attn + mlp + 2 * hidden_size;
+  const int64_t layer = attn + mlp + norms_per_layer() * hidden_size;
   const int64_t embed = vocab_size * hidden_size;
   return embed * (tie_word_embeddings ? 1 : 2) + num_layers * layer + hidden_size;
+}
+
+int64_t ModelInfo::rotary_dim() const {
+  return static_cast<int64_t>(double(head_dim) * partial_rotary_factor);
+}
+
+int64_t ModelInfo::layer_window(int64_t layer) const {
+  if (sliding_window <= 0) return 0;
+  if (sliding_layers.empty()) return sliding_window;
+  return layer >= 0 && size_t(layer) < sliding_layers.size() && sliding_layers[size_t(layer)]
+             ? sliding_window
+             : 0;
 }
 
 std::string decoder_support_error(const ModelInfo& info) {
   if (!is_supported_architecture(info.architecture))
     return "architecture " + info.architecture + " is not supported (allowed: " +
            supported_architectures() + ")";
-  if (info.hidden_act != "silu")
-    return "hidden_act " + info.hidden_act + " is not supported (allowed: silu)";
+  if (info.hidden_act != "silu" && info.hidden_act != "gelu_pytorch_tanh")
+    return "hidden_act " + info.hidden_act + " is not supported (allowed: silu, gelu_pytorch_tanh)";
   const std::string& r = info.rope_scaling;
-  if (!r.empty() && r != "linear" && r != "dynamic" && r != "llama3" && r != "yarn")
+  if (!r.empty() && r != "linear" && r != "dynamic" && r != "llama3" && r != "yarn" &&
+      r != "longrope")
     return "rope_scaling type " + r + " is not supported (allowed: default, linear, dynamic, "
-           "llama3, yarn)";
-  if (info.head_dim % 2 != 0)
-    return "head_dim " + std::to_string(info.head_dim) + " is odd: rotary embeddings need pairs";
+           "llama3, yarn, longrope)";
+  if (info.rotary_dim() % 2 != 0 || info.rotary_dim() <= 0)
+    return "the rotary dimensions (" + std::to_string(info.rotary_dim()) +
+           " = head_dim x partial_rotary_factor) are odd: rotary embeddings need pairs";
   return "";
 }
 

@@ -42,6 +42,7 @@ struct HeadPass {
 };
 
 struct HeadPassWants {
+  double softcap = 0.0;  // Gemma 2: the logits are c * tanh(logits / c)
   bool logprobs = false;
   bool grad_x = false, grad_w = false;
   // [T] dL/d log p(target) of every row (ignored rows get none); undefined: no gradients.
@@ -71,6 +72,11 @@ HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::
     auto logits = x.is_cuda() && x.scalar_type() == torch::kBFloat16
                       ? at::mm(xc, wt, torch::kFloat)
                       : torch::mm(xc, wt).to(acc);
+    torch::Tensor tanh;  // soft-capped: tanh(logits / c), for the gradient
+    if (want.softcap > 0) {
+      tanh = torch::tanh(logits / want.softcap);
+      logits = tanh * want.softcap;
+    }
     const auto valid = (tc != kIgnoreIndex).to(acc);
     const auto safe = tc.clamp_min(0).unsqueeze(1);
     // The log-sum-exp in place (at::logsumexp would take a chunk-sized temporary): the logits
@@ -88,6 +94,7 @@ HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::
     logits.div_(sums);
     logits.scatter_add_(1, safe, torch::full({len, 1}, -1.0, logits.options()));
     logits.mul_((want.dlogp.narrow(0, start, len).to(acc) * valid).neg_().unsqueeze(1));
+    if (tanh.defined()) logits.mul_(1 - tanh.square_());  // through the soft cap
     if (want.grad_x) {
       auto gx = out.grad_x.narrow(0, start, len);
       torch::mm_out(gx, logits.to(x.scalar_type()), w);
@@ -107,9 +114,9 @@ bool kernel_applies(const torch::Tensor& x, const torch::Tensor& w) {
 
 // The loss sum of x's rows and, with gradients, those of the sum (dlogp = -1 on every row).
 HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& t,
-                         int64_t chunk, bool grad_x, bool grad_w) {
+                         int64_t chunk, bool grad_x, bool grad_w, double softcap) {
 #if STUDIO_TRAINER_FUSED_KERNELS
-  if (kernel_applies(x, w)) {
+  if (softcap <= 0 && kernel_applies(x, w)) {  // the kernel has no soft cap
     auto r = kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(),
                                       {grad_x, grad_w, /*logprobs=*/false}, chunk);
     return {r.loss_sum, torch::Tensor(), grad_x ? r.grad_x : torch::Tensor(),
@@ -117,6 +124,7 @@ HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const t
   }
 #endif
   HeadPassWants want;
+  want.softcap = softcap;
   want.grad_x = grad_x;
   want.grad_w = grad_w;
   if (grad_x || grad_w) want.dlogp = torch::full({x.size(0)}, -1.0, x.options().dtype(accumulation_dtype(x)));
@@ -124,14 +132,15 @@ HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const t
 }
 
 torch::Tensor logprobs_only(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& t,
-                            int64_t chunk) {
+                            int64_t chunk, double softcap) {
 #if STUDIO_TRAINER_FUSED_KERNELS
-  if (kernel_applies(x, w))
+  if (softcap <= 0 && kernel_applies(x, w))
     return kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(),
                                     {false, false, /*logprobs=*/true}, chunk)
         .target_logprobs;
 #endif
   HeadPassWants want;
+  want.softcap = softcap;
   want.logprobs = true;
   return head_pass(x, w, t, chunk, want).logprobs;
 }
@@ -168,15 +177,15 @@ void scale_rows(torch::Tensor& x, const torch::Tensor& g, int64_t chunk) {
 torch::autograd::variable_list input_grads(const torch::Tensor& gx, const torch::Tensor& gw,
                                            torch::ScalarType x_dtype, torch::ScalarType w_dtype) {
   return {gx.defined() ? gx.to(x_dtype) : gx, gw.defined() ? gw.to(w_dtype) : gw,
-          torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+          torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
 }
 
 // SFT: the forward forms the gradients of the loss sum; the backward scales them.
 struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, const torch::Tensor& t, int64_t chunk,
-                               bool grad_x, bool grad_w) {
-    HeadPass r = loss_with_grads(x, w, t, chunk, grad_x, grad_w);
+                               bool grad_x, bool grad_w, double softcap) {
+    HeadPass r = loss_with_grads(x, w, t, chunk, grad_x, grad_w, softcap);
     ctx->saved_data["grad_x"] = r.grad_x.defined() ? c10::IValue(r.grad_x) : c10::IValue();
     ctx->saved_data["grad_w"] = r.grad_w.defined() ? c10::IValue(r.grad_w) : c10::IValue();
     ctx->saved_data["chunk"] = chunk;
@@ -201,12 +210,13 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
 struct FusedLogprobs : torch::autograd::Function<FusedLogprobs> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, const torch::Tensor& t, int64_t chunk,
-                               bool grad_x, bool grad_w) {
+                               bool grad_x, bool grad_w, double softcap) {
     ctx->save_for_backward({x, w, t});
     ctx->saved_data["chunk"] = chunk;
+    ctx->saved_data["softcap"] = softcap;
     ctx->saved_data["grad_x"] = grad_x;
     ctx->saved_data["grad_w"] = grad_w;
-    return logprobs_only(x, w, t, chunk);
+    return logprobs_only(x, w, t, chunk, softcap);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
@@ -216,6 +226,7 @@ struct FusedLogprobs : torch::autograd::Function<FusedLogprobs> {
     want.grad_x = ctx->saved_data["grad_x"].toBool();
     want.grad_w = ctx->saved_data["grad_w"].toBool();
     want.dlogp = grads[0];
+    want.softcap = ctx->saved_data["softcap"].toDouble();
     HeadPass r = head_pass(x, w, t, ctx->saved_data["chunk"].toInt(), want);
     return input_grads(r.grad_x, r.grad_w, x.scalar_type(), w.scalar_type());
   }
@@ -233,26 +244,29 @@ int64_t lm_loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab, int6
 }
 
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                   const torch::Tensor& targets, int64_t chunk_tokens) {
+                                   const torch::Tensor& targets, int64_t chunk_tokens,
+                                   double softcap) {
   auto rows = valid_rows(hidden, targets);
   const int64_t chunk =
       lm_loss_chunk_tokens(rows.hidden.size(0), weight.size(1), weight.size(0), chunk_tokens);
   if (!recording(rows.hidden, weight))
-    return loss_with_grads(rows.hidden, weight, rows.targets, chunk, false, false).loss_sum;
+    return loss_with_grads(rows.hidden, weight, rows.targets, chunk, false, false, softcap)
+        .loss_sum;
   return FusedCrossEntropy::apply(rows.hidden, weight, rows.targets, chunk,
-                                  rows.hidden.requires_grad(), weight.requires_grad());
+                                  rows.hidden.requires_grad(), weight.requires_grad(), softcap);
 }
 
 torch::Tensor lm_target_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                 const torch::Tensor& targets, int64_t chunk_tokens) {
+                                 const torch::Tensor& targets, int64_t chunk_tokens,
+                                 double softcap) {
   auto rows = valid_rows(hidden, targets);
   const int64_t chunk =
       lm_loss_chunk_tokens(rows.hidden.size(0), weight.size(1), weight.size(0), chunk_tokens);
   torch::Tensor picked =
       recording(rows.hidden, weight)
           ? FusedLogprobs::apply(rows.hidden, weight, rows.targets, chunk,
-                                 rows.hidden.requires_grad(), weight.requires_grad())
-          : logprobs_only(rows.hidden, weight, rows.targets, chunk);
+                                 rows.hidden.requires_grad(), weight.requires_grad(), softcap)
+          : logprobs_only(rows.hidden, weight, rows.targets, chunk, softcap);
   auto out = torch::zeros({targets.numel()}, picked.options());
   return out.index_copy(0, rows.index, picked).reshape(targets.sizes());
 }

@@ -124,7 +124,11 @@ struct Parallel {
   Batch local_batch(CausalLM& model, const std::vector<const TokenizedSample*>& rows,
                     int64_t pad_id) const {
     Batch global = make_batch(rows, pad_id, sp::sp_pad_multiple(layout), neat_packing);
-    model->set_rope_sequence_length(global.input_ids.size(1));
+    // The longest row before SP's padding: length-dependent RoPE (dynamic, longrope) then picks
+    // the frequencies the single-process run picks, whatever the SP size pads to.
+    int64_t longest = 0;
+    for (const auto* r : rows) longest = std::max<int64_t>(longest, int64_t(r->input_ids.size()));
+    model->set_rope_sequence_length(longest > 0 ? longest : global.input_ids.size(1));
     // Every rank's attention cuts the segments of whichever tokens meet from the global ones.
     model->set_attention_segments(global.segment_ids);
     return sequence_parallel() ? sp::split_batch(global, layout) : global;
@@ -175,7 +179,8 @@ double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<Toke
     Batch b = par.local_batch(model, rows, pad_id);
     if (sharding) sharding->begin_forward();
     auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device))
+    sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
+                                model->info().final_logit_softcapping)
                .item<double>();
     if (sharding) sharding->end_forward();
   }
@@ -420,7 +425,8 @@ struct Trainer::Impl {
     ShardedState* sharding = m.ptr() == model.ptr() ? zero.get() : ref_zero.get();
     if (sharding) sharding->begin_forward();
     auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets.to(device));
+    auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets.to(device), 0,
+                                    m->info().final_logit_softcapping);
     // Without a backward to come the weights go now (training: after its backward).
     if (sharding && !torch::GradMode::is_enabled()) sharding->end_forward();
     return {logps, std::move(b)};
@@ -553,7 +559,8 @@ struct Trainer::Impl {
         auto rows = pick(in.train, micro);
         Batch b = par.local_batch(model, rows, in.pad_id);
         auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-        auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device));
+        auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
+                                model->info().final_logit_softcapping);
         if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
           sum = sum * std::numeric_limits<double>::quiet_NaN();
         (sum / st.normaliser).backward();

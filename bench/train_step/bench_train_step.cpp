@@ -141,7 +141,8 @@ StepTimes train_step(CausalLM& model, ShardedState& states, const Batch& b, doub
   auto t0 = Clock::now();
   states.begin_micro_batch(/*last=*/true);
   auto hidden = model->hidden_states(b.input_ids, b.position_ids);
-  auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets);
+  auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets, 0,
+                                  model->info().final_logit_softcapping);
   auto loss = sum / static_cast<double>(b.valid_tokens);
   sync(dev);
   t.forward_ms = ms_since(t0);

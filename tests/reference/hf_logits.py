@@ -5,9 +5,9 @@ itself (pinned in scripts/python-requirements.txt), loading the model folder wit
         prints {"logits": [[...], ...]}: one row per input id (positions 0..S-1), fp32 values
 
 MODEL_DIR is a Hugging Face folder (config.json and one .safetensors file or a sharded index) whose
-architecture is LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM, with
-any RoPE scaling transformers accepts (llama3, linear, yarn, dynamic; the legacy "rope_scaling"
-key and its "type" spelling are converted by transformers itself). It is loaded with
+architecture is one of SUPPORTED below (the decoders of docs/MODELS.md), with any RoPE scaling
+transformers accepts (llama3, linear, yarn, dynamic, longrope; the legacy "rope_scaling" key and
+its "type" spelling are converted by transformers itself). It is loaded with
 AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=..., attn_implementation="eager") from the
 local folder only: nothing is ever downloaded. The ids run as one sequence of batch 1 without
 padding; the weights and the computation are in --dtype (default float32), except where
@@ -31,7 +31,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+             "Phi3ForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", "Gemma2ForCausalLM",
+             "Gemma3ForCausalLM")
 
 
 class Failure(Exception):

@@ -49,6 +49,8 @@ struct TinyModel {
   int kv_heads = 2;
   bool tied = false;  // tie_word_embeddings
   int seed = 5;
+  // config.json entries that replace or join the Qwen2 defaults (another architecture's keys).
+  QJsonObject overrides;
 };
 // Creates it in `dir`; its path or "" on failure.
 inline QString make_tiny_model(const QString& dir, const TinyModel& m) {
@@ -59,7 +61,7 @@ inline QString make_tiny_model(const QString& dir, const TinyModel& m) {
     QFile::copy(source + "/resources/demo/model/" + f, src + "/" + f);
   QFile cfg(src + "/config.json");
   if (!cfg.open(QIODevice::WriteOnly)) return {};
-  cfg.write(QStringLiteral(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+  QJsonObject config = QJsonDocument::fromJson(QStringLiteral(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
     "hidden_act": "silu", "hidden_size": %1, "intermediate_size": 64, "num_hidden_layers": %2,
     "num_attention_heads": %3, "num_key_value_heads": %4, "vocab_size": 4288,
     "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
@@ -70,7 +72,9 @@ inline QString make_tiny_model(const QString& dir, const TinyModel& m) {
                 .arg(m.heads)
                 .arg(m.kv_heads)
                 .arg(m.tied ? "true" : "false")
-                .toUtf8());
+                .toUtf8()).object();
+  for (auto it = m.overrides.begin(); it != m.overrides.end(); ++it) config[it.key()] = it.value();
+  cfg.write(QJsonDocument(config).toJson());
   cfg.close();
   const QString out = dir + "/" + m.name;
   const Run r = run({"init-model", "--config", src + "/config.json", "--out", out, "--seed",

@@ -198,7 +198,8 @@ class TestSpEquivalence : public QObject {
   // training itself, such as pref_loss, which the SP run uses too).
   QString reference(const QString& stage, int cutoff, int steps, const QString& data = "demo",
                     const QStringList& extra = {}) {
-    const QString key = QStringLiteral("%1-%2-%3-%4-%5").arg(stage).arg(cutoff).arg(steps).arg(data)
+    const QString key = QStringLiteral("%1-%2-%3-%4-%5-%6").arg(QFileInfo(model_).fileName())
+                            .arg(stage).arg(cutoff).arg(steps).arg(data)
                             .arg(QString::number(qHash(extra.join('|')), 16));
     QStringList keys = extra;
     keys << "per_device_train_batch_size: 2";
@@ -462,6 +463,64 @@ class TestSpEquivalence : public QObject {
     for (size_t i = 0; i < a.size(); ++i)
       QVERIFY2(std::abs(a[i] - b[i]) <= 1e-5 * std::abs(a[i]),
                qPrintable(QStringLiteral("step %1: %2 vs %3").arg(i + 1).arg(a[i]).arg(b[i])));
+  }
+
+  // The architectures beyond LLaMA/Qwen in every SP mode, SFT over 10 steps: Gemma 2 (sliding
+  // window 6 on alternate layers, so windows cross the zigzag chunks of 8 tokens; soft-capped
+  // attention scores and logits; sandwich norms), Gemma 3 (qk norms, the sliding layers' own
+  // RoPE base), Phi-3 (fused projections, partial longrope whose long factors apply past 32
+  // tokens, window 7), GLM-4 (interleaved half rotary, biases, sandwich norms).
+  void architecturesMatchSingleProcess_data() {
+    QTest::addColumn<QString>("arch");
+    QTest::addColumn<QString>("mode");
+    QTest::addColumn<int>("sp");
+    for (const char* arch : {"gemma2", "gemma3", "phi3", "glm4"})
+      for (const auto& [mode, sp] : {std::pair<const char*, int>{"zigzag-ring", 4},
+                                     {"ulysses", 2}, {"usp", 4}})
+        QTest::newRow(qPrintable(QStringLiteral("%1 %2 sp%3").arg(arch, mode).arg(sp)))
+            << QString(arch) << QString(mode) << sp;
+  }
+
+  void architecturesMatchSingleProcess() {
+    QFETCH(QString, arch);
+    QFETCH(QString, mode);
+    QFETCH(int, sp);
+    static const std::map<QString, const char*> kConfigs = {
+        {"gemma2", R"({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+            "hidden_activation": "gelu_pytorch_tanh", "head_dim": 8, "query_pre_attn_scalar": 6,
+            "sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"],
+            "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0})"},
+        {"gemma3", R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+            "hidden_activation": "gelu_pytorch_tanh", "head_dim": 8, "query_pre_attn_scalar": 8,
+            "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"],
+            "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+              "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0}}})"},
+        {"phi3", R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+            "sliding_window": 7, "rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0,
+              "partial_rotary_factor": 0.5, "short_factor": [1.0, 2.0], "long_factor": [1.0, 4.0],
+              "original_max_position_embeddings": 32}})"},
+        {"glm4", R"({"architectures": ["Glm4ForCausalLM"], "model_type": "glm4",
+            "attention_bias": true, "partial_rotary_factor": 0.5})"}};
+    train_runs::TinyModel m;
+    m.name = "tiny-" + arch;
+    m.hidden = 32;
+    m.heads = 4;
+    m.kv_heads = 2;
+    m.tied = arch.startsWith("gemma");
+    m.seed = 3;
+    m.overrides = QJsonDocument::fromJson(kConfigs.at(arch)).object();
+    QVERIFY(!m.overrides.isEmpty());
+    const QString model = QDir(dir_.path()).exists(m.name) ? dir_.filePath(m.name)
+                                                           : train_runs::make_tiny_model(dir_.path(), m);
+    QVERIFY2(!model.isEmpty(), "init-model failed");
+    const QString saved = model_;
+    model_ = model;
+    const QString ref = reference("sft", 64, 10);
+    const QString name = QStringLiteral("%1-%2-sp%3").arg(arch, mode).arg(sp);
+    const QString got = train(name, "sft", 64, sp, 10, sp_keys(mode, sp, sp));
+    model_ = saved;
+    QVERIFY(!ref.isEmpty() && !got.isEmpty());
+    compare_losses(ref, got, 10);
   }
 
   // 3 key/value heads cannot be split over 2 Ulysses ranks, nor replicated: a clear refusal

@@ -28,11 +28,14 @@ Naive naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torc
   const torch::Tensor kr = k.to(torch::kDouble).repeat_interleave(group, 1);
   const torch::Tensor vr = v.to(torch::kDouble).repeat_interleave(group, 1);
   torch::Tensor s = torch::matmul(q.to(torch::kDouble), kr.transpose(-1, -2)) * scale;
-  if (m.causal) {
-    const torch::Tensor qi = torch::arange(q.size(2)).add(m.q_start).unsqueeze(1);
-    const torch::Tensor kj = torch::arange(k.size(2)).add(m.k_start).unsqueeze(0);
-    s = s.masked_fill(kj > qi, -std::numeric_limits<double>::infinity());
-  }
+  if (m.softcap > 0) s = torch::tanh(s / m.softcap) * m.softcap;
+  const torch::Tensor qi =
+      (m.positioned() ? m.q_pos : torch::arange(q.size(2)).add(m.q_start)).unsqueeze(1);
+  const torch::Tensor kj =
+      (m.positioned() ? m.k_pos : torch::arange(k.size(2)).add(m.k_start)).unsqueeze(0);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (m.causal) s = s.masked_fill(kj > qi, -inf);
+  if (m.window > 0) s = s.masked_fill((qi - kj) >= m.window, -inf);
   return {torch::matmul(torch::softmax(s, -1), vr), torch::logsumexp(s, -1)};
 }
 
@@ -89,6 +92,29 @@ void TestAttention::forwardMatchesNaive_data() {
   QTest::newRow("gqa causal, chunk of 1") << Case{1, 6, 2, 7, 7, 4, {true}} << int64_t(1);
   // A later query block against an earlier, partly visible key block (ring-style offsets).
   QTest::newRow("offsets") << Case{1, 4, 2, 4, 6, 4, {true, 10, 8}} << int64_t(3);
+  const auto shaped = [](BlockMask m, int64_t window, double softcap) {
+    m.window = window;
+    m.softcap = softcap;
+    return m;
+  };
+  // Sliding windows (Gemma, Mistral): every row sees at most `window` keys; chunks skip the
+  // keys before their first row's window.
+  QTest::newRow("causal window 3, chunked")
+      << Case{1, 4, 2, 9, 9, 4, shaped({true}, 3, 0)} << int64_t(2);
+  QTest::newRow("window 4 with offsets") << Case{1, 4, 2, 5, 7, 4, shaped({true, 10, 6}, 4, 0)}
+                                         << int64_t(2);
+  QTest::newRow("soft cap 1.5, causal") << Case{2, 4, 2, 6, 6, 4, shaped({true}, 0, 1.5)}
+                                        << int64_t(0);
+  QTest::newRow("soft cap and window") << Case{1, 2, 1, 8, 8, 4, shaped({true}, 3, 0.8)}
+                                       << int64_t(3);
+  // A ring block: explicit, non-contiguous global positions (two zigzag chunks each side).
+  BlockMask ring = shaped({false}, 5, 0);
+  ring.q_pos = torch::tensor({8, 9, 10, 20, 21, 22}, torch::kLong);
+  ring.k_pos = torch::tensor({4, 5, 6, 24, 25, 26}, torch::kLong);
+  QTest::newRow("window over positions, non-causal") << Case{1, 4, 2, 6, 6, 4, ring} << int64_t(2);
+  BlockMask own = shaped({true}, 4, 0);
+  own.q_pos = own.k_pos = torch::tensor({0, 1, 2, 13, 14, 15}, torch::kLong);
+  QTest::newRow("window over positions, causal") << Case{1, 4, 2, 6, 6, 4, own} << int64_t(0);
 }
 
 void TestAttention::forwardMatchesNaive() {

@@ -8,6 +8,9 @@
 
 #include <torch/torch.h>
 
+#include <map>
+#include <string>
+
 #include "studio/config/memory_estimate.h"
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
@@ -20,12 +23,28 @@ namespace {
 
 constexpr int64_t kTokens = 2048;
 
-// A GQA model of `layers` layers: 4 query heads over 2 K/V heads of 16, MLP 176 wide (Qwen3:
-// with its RMSNorm over each query and key head).
-studio::ModelInfo gqa(int layers, bool qwen3 = false) {
+// A GQA model of `layers` layers: 4 query heads over 2 K/V heads of 16, MLP 176 wide, of the
+// architecture `arch` (qwen2; qwen3: an RMSNorm over each query and key head; phi3: fused
+// projections, 3/4 of each head rotating; glm4: interleaved half rotary, sandwich norms;
+// gemma2/gemma3: Gemma norms, sandwich norms, GELU, a 512-token window in every layer (the
+// math path), soft caps (gemma2), a second RoPE for the sliding layers (gemma3)).
+studio::ModelInfo gqa(int layers, const std::string& arch = "qwen2") {
+  std::string types;
+  for (int i = 0; i < layers; ++i) types += std::string(i ? ", " : "") + "\"sliding_attention\"";
+  const std::map<std::string, std::string> extra = {
+      {"qwen2", R"("architectures": ["Qwen2ForCausalLM"])"},
+      {"qwen3", R"("architectures": ["Qwen3ForCausalLM"])"},
+      {"phi3", R"("architectures": ["Phi3ForCausalLM"], "partial_rotary_factor": 0.75)"},
+      {"glm4", R"("architectures": ["Glm4ForCausalLM"], "attention_bias": true)"},
+      {"gemma2", R"("architectures": ["Gemma2ForCausalLM"], "sliding_window": 512,
+          "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "layer_types": [)" +
+                     types + "]"},
+      {"gemma3", R"("architectures": ["Gemma3ForCausalLM"], "sliding_window": 512,
+          "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}},
+          "layer_types": [)" + types + "]"}};
   const std::string json =
-      std::string(R"({"architectures": [")") + (qwen3 ? "Qwen3" : "Qwen2") +
-      R"(ForCausalLM"], "hidden_size": 64, "intermediate_size": 176, "head_dim": 16,
+      "{" + extra.at(arch) + R"(, "hidden_size": 64, "intermediate_size": 176, "head_dim": 16,
       "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
       "max_position_embeddings": 65536, "rms_norm_eps": 1e-6, "num_hidden_layers": )" +
       std::to_string(layers) + "}";
@@ -36,7 +55,8 @@ studio::ModelInfo gqa(int layers, bool qwen3 = false) {
 }
 
 struct Options {
-  bool bf16 = false, checkpointing = false, offload = false, tiled = false, qwen3 = false;
+  bool bf16 = false, checkpointing = false, offload = false, tiled = false;
+  std::string arch = "qwen2";
   int tiled_budget_mib = 0;
 };
 
@@ -50,7 +70,7 @@ studio::MemoryEstimate estimate(const Options& o, int layers, int64_t tokens = k
   cfg.tiled_mlp_budget_mib = o.tiled_budget_mib;
   studio::EstimateOptions opt;
   opt.cpu = true;  // what is measured here: the engine on the CPU
-  return studio::estimate_memory(cfg, gqa(layers, o.qwen3), opt);
+  return studio::estimate_memory(cfg, gqa(layers, o.arch), opt);
 }
 
 struct Held {
@@ -63,7 +83,7 @@ Held forward_held(const Options& o, int layers) {
   ModelOptions mo;
   mo.dtype = o.bf16 ? torch::kBFloat16 : torch::kFloat;
   mo.warn = [](const std::string&) {};
-  CausalLM model(gqa(layers, o.qwen3), mo);
+  CausalLM model(gqa(layers, o.arch), mo);
   model->init_weights(3);
   model->set_gradient_checkpointing(o.checkpointing);
   LongContextOptions lc;
@@ -113,23 +133,28 @@ class TestLongContextMemory : public QObject {
 void TestLongContextMemory::layerActivations_data() {
   QTest::addColumn<bool>("bf16");
   QTest::addColumn<bool>("tiled");
-  QTest::addColumn<bool>("qwen3");
-  QTest::newRow("fp32") << false << false << false;
-  QTest::newRow("fp32 tiled MLP") << false << true << false;
-  QTest::newRow("bf16") << true << false << false;
-  QTest::newRow("bf16 tiled MLP") << true << true << false;
-  QTest::newRow("bf16 Qwen3 (q/k norms)") << true << false << true;
+  QTest::addColumn<QString>("arch");
+  QTest::newRow("fp32") << false << false << "qwen2";
+  QTest::newRow("fp32 tiled MLP") << false << true << "qwen2";
+  QTest::newRow("bf16") << true << false << "qwen2";
+  QTest::newRow("bf16 tiled MLP") << true << true << "qwen2";
+  QTest::newRow("bf16 Qwen3 (q/k norms)") << true << false << "qwen3";
+  QTest::newRow("bf16 Phi-3 (fused, partial rotary)") << true << false << "phi3";
+  QTest::newRow("bf16 GLM-4 (sandwich norms)") << true << false << "glm4";
+  QTest::newRow("fp32 GLM-4 tiled MLP") << false << true << "glm4";
+  QTest::newRow("bf16 Gemma 2 (window, soft caps)") << true << false << "gemma2";
+  QTest::newRow("fp32 Gemma 3 tiled MLP") << false << true << "gemma3";
 }
 
 // One layer's saved set: a 3-layer model's forward keeps two layers' more than a 1-layer one.
 void TestLongContextMemory::layerActivations() {
   QFETCH(bool, bf16);
   QFETCH(bool, tiled);
-  QFETCH(bool, qwen3);
+  QFETCH(QString, arch);
   Options o;
   o.bf16 = bf16;
   o.tiled = tiled;
-  o.qwen3 = qwen3;
+  o.arch = arch.toStdString();
   const double measured = (forward_held(o, 3).device - forward_held(o, 1).device) / 2;
   compare("one layer's activations", measured, estimate(o, 1).long_context.layer);
 }
@@ -166,15 +191,20 @@ void TestLongContextMemory::checkpointedInputs() {
 
 void TestLongContextMemory::outsideTheLayers_data() {
   QTest::addColumn<bool>("bf16");
-  QTest::newRow("fp32") << false;
-  QTest::newRow("bf16") << true;
+  QTest::addColumn<QString>("arch");
+  QTest::newRow("fp32") << false << "qwen2";
+  QTest::newRow("bf16") << true << "qwen2";
+  QTest::newRow("bf16 Phi-3 (partial rotary)") << true << "phi3";
+  QTest::newRow("bf16 Gemma 3 (two RoPEs, Gemma norm)") << true << "gemma3";
 }
 
 // A 1-layer checkpointed model keeps its one input and what lies outside the layers.
 void TestLongContextMemory::outsideTheLayers() {
   QFETCH(bool, bf16);
+  QFETCH(QString, arch);
   Options o;
   o.bf16 = bf16;
+  o.arch = arch.toStdString();
   o.checkpointing = true;
   const auto lc = estimate(o, 1).long_context;
   compare("outside the layers", forward_held(o, 1).device - lc.checkpoints, lc.outside);

@@ -41,6 +41,24 @@ torch::Tensor reference_logits(const QString& model_dir) {
   return out;
 }
 
+// init_model_folder leaves every norm at its identity (1, Gemma's 0), where a norm applied the
+// wrong way round can still agree: the folder's norm weights are redrawn around it.
+void perturb_norms(const std::string& dir) {
+  auto lm = load_model_folder(dir);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(23);
+  auto state = lm->hf_state();
+  for (auto& [name, p] : state)
+    if (name.find("norm") != std::string::npos) p.add_(torch::randn_like(p) * 0.3);
+  HfSaveOptions opt;
+  opt.dtype = torch::kFloat;
+  opt.source_dir = dir;
+  const std::string tmp = dir + ".perturbed";
+  save_hf_model(tmp, state, opt);
+  std::filesystem::remove_all(dir);
+  std::filesystem::rename(tmp, dir);
+}
+
 }  // namespace
 
 class TestReferenceLogits : public QObject {
@@ -71,6 +89,15 @@ void TestReferenceLogits::matchesIndependentImplementation_data() {
   QTest::newRow("qwen2, tied") << "tiny-qwen2";
   QTest::newRow("qwen2 + linear rope") << "tiny-qwen2-linear";
   QTest::newRow("qwen3 + yarn + head_dim") << "tiny-qwen3-yarn";
+  QTest::newRow("phi-3: fused qkv/gate_up, partial longrope (long factors), window 9")
+      << "tiny-phi3-longrope";
+  QTest::newRow("phi-4: fused, full rotary") << "tiny-phi4";
+  QTest::newRow("glm: interleaved half rotary, q/k/v biases") << "tiny-glm";
+  QTest::newRow("glm-4: + sandwich norms") << "tiny-glm4";
+  QTest::newRow("gemma-2: soft caps, window 6 on alternate layers, tied scaled embeddings")
+      << "tiny-gemma2";
+  QTest::newRow("gemma-3: qk norms, window 5, local rope base, linear-scaled global rope")
+      << "tiny-gemma3";
 }
 
 void TestReferenceLogits::matchesIndependentImplementation() {
@@ -78,6 +105,7 @@ void TestReferenceLogits::matchesIndependentImplementation() {
   QTemporaryDir tmp;
   const std::string dir = tmp.filePath("m").toStdString();
   init_model_folder((kModels + "/" + model + "/config.json").toStdString(), dir, 11);
+  perturb_norms(dir);
   auto lm = load_model_folder(dir);
   torch::NoGradGuard no_grad;
   const auto n = static_cast<int64_t>(kIds.size());
@@ -122,6 +150,10 @@ void TestReferenceLogits::engineOutputLoadsInTransformers_data() {
   QTest::newRow("qwen2, fp32 run") << "tiny-qwen2" << false;
   QTest::newRow("llama + llama3 rope, bf16 run") << "tiny-llama" << true;
   QTest::newRow("qwen3 + yarn, fp32 run") << "tiny-qwen3-yarn" << false;
+  QTest::newRow("phi-3 longrope, fp32 run") << "tiny-phi3-longrope" << false;
+  QTest::newRow("glm-4, bf16 run") << "tiny-glm4" << true;
+  QTest::newRow("gemma-2, fp32 run") << "tiny-gemma2" << false;
+  QTest::newRow("gemma-3, bf16 run") << "tiny-gemma3" << true;
 }
 
 void TestReferenceLogits::engineOutputLoadsInTransformers() {

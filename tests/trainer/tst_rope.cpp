@@ -167,8 +167,15 @@ void TestRope::parsesRopeScaling_data() {
                                        << "'factor' is missing";
   QTest::newRow("factor must be positive") << R"({"type": "linear", "factor": 0})"
                                            << "must be positive";
+  QTest::newRow("longrope needs both factor lists")
+      << R"({"type": "longrope", "long_factor": [1], "original_max_position_embeddings": 4})"
+      << "'short_factor' is missing";
+  QTest::newRow("longrope factors: one per rotating pair")
+      << R"({"type": "longrope", "long_factor": [1], "short_factor": [1],
+             "original_max_position_embeddings": 4})"
+      << "need 4 values each";
   QTest::newRow("unknown types are kept")
-      << R"({"type": "longrope", "long_factor": [1]})" << QString();
+      << R"({"type": "ntk-by-parts", "factor": 2})" << QString();
 }
 
 void TestRope::parsesRopeScaling() {
@@ -184,8 +191,8 @@ void TestRope::parsesRopeScaling() {
   if (fragment.isEmpty()) {
     QVERIFY2(info.has_value(), error.c_str());
     QCOMPARE(QString::fromStdString(studio::decoder_support_error(*info)),
-             QStringLiteral("rope_scaling type longrope is not supported (allowed: default, "
-                            "linear, dynamic, llama3, yarn)"));
+             QStringLiteral("rope_scaling type ntk-by-parts is not supported (allowed: default, "
+                            "linear, dynamic, llama3, yarn, longrope)"));
     return;
   }
   QVERIFY(!info.has_value());
@@ -250,7 +257,7 @@ void TestRope::positionIdInvariance() {
 
 void TestRope::refusesUnknownType() {
   studio::ModelInfo info = config(8, 1e4, QString());
-  info.rope_scaling = "longrope";
+  info.rope_scaling = "ntk-by-parts";
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument, rope_frequencies(info));
 }
 

@@ -4,6 +4,7 @@
 #include "studio/trainer/model/attention.h"
 
 #include <atomic>
+#include <limits>
 
 #include "studio/trainer/torch_compat.h"
 
@@ -17,6 +18,8 @@ std::atomic<AttentionKernel> g_kernel{AttentionKernel::Auto};
 // blocks coincide).
 bool flash_mask_applies(const torch::Tensor& q, const torch::Tensor& k, const BlockMask& m) {
   if (m.segmented()) return false;  // packed samples: the math path's segment mask
+  // Windows that cut and soft-capping: the math path (simplify() drops windows that do not).
+  if (m.window > 0 || m.positioned() || m.softcap > 0) return false;
   return !m.causal || (q.size(2) == k.size(2) && m.q_start == m.k_start);
 }
 
@@ -86,6 +89,31 @@ AttnBlockGrads flash_backward(const torch::Tensor& dout, const torch::Tensor& q,
 }
 #endif
 
+// A sliding window seen from one block: whether it hides every key from every row (`empty`),
+// and otherwise the mask without it when it hides nothing here (the kernels then apply).
+struct WindowedBlock {
+  BlockMask mask;
+  bool empty = false;
+};
+WindowedBlock simplify(const BlockMask& m, int64_t q_len, int64_t k_len) {
+  if (m.window <= 0 || q_len == 0 || k_len == 0) return {m};
+  int64_t q_lo = m.q_start, q_hi = m.q_start + q_len - 1;
+  int64_t k_lo = m.k_start, k_hi = m.k_start + k_len - 1;
+  if (m.positioned()) {
+    q_lo = m.q_pos.min().item<int64_t>(), q_hi = m.q_pos.max().item<int64_t>();
+    k_lo = m.k_pos.min().item<int64_t>(), k_hi = m.k_pos.max().item<int64_t>();
+  }
+  if (q_lo - k_hi >= m.window) return {m, true};
+  if (q_hi - k_lo >= m.window) return {m};
+  BlockMask plain = m;
+  plain.window = 0;
+  // Causal by position equals causal by index only for one increasing set of positions on both
+  // sides (a ring's own block): positions stay otherwise.
+  if (m.positioned() && (!m.causal || m.q_pos.is_same(m.k_pos)))
+    plain.q_pos = plain.k_pos = torch::Tensor();
+  return {plain};
+}
+
 // The one choice of kernel, made the same way for a block's forward and its backward.
 enum class Kernel { Math, CpuFlash, CudaFlash };
 Kernel pick_kernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -102,7 +130,16 @@ Kernel pick_kernel(const torch::Tensor& q, const torch::Tensor& k, const torch::
 void set_attention_kernel(AttentionKernel kernel) { g_kernel.store(kernel); }
 
 AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch::Tensor& k,
-                                     const torch::Tensor& v, const BlockMask& mask, double scale) {
+                                     const torch::Tensor& v, const BlockMask& block_mask,
+                                     double scale) {
+  const WindowedBlock w = simplify(block_mask, q.size(2), k.size(2));
+  if (w.empty) {  // no row sees a key: (0, -inf), as the math path gives
+    const auto acc = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+    return {torch::zeros_like(q),
+            torch::full({q.size(0), q.size(1), q.size(2)}, -std::numeric_limits<double>::infinity(),
+                        q.options().dtype(acc))};
+  }
+  const BlockMask& mask = w.mask;
   switch (pick_kernel(q, k, v, mask)) {
 #if STUDIO_WITH_TORCH_CUDA
     case Kernel::CudaFlash: return flash_forward(q, k, v, mask.causal, scale);
@@ -115,7 +152,15 @@ AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch::Tensor
 AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::Tensor& q,
                                         const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& out, const torch::Tensor& lse,
-                                        const BlockMask& mask, double scale) {
+                                        const BlockMask& block_mask, double scale) {
+  const WindowedBlock w = simplify(block_mask, q.size(2), k.size(2));
+  if (w.empty) {
+    const auto opts = q.options().dtype(q.scalar_type() == torch::kDouble ? torch::kDouble
+                                                                          : torch::kFloat);
+    return {torch::zeros(q.sizes(), opts), torch::zeros(k.sizes(), opts),
+            torch::zeros(v.sizes(), opts)};
+  }
+  const BlockMask& mask = w.mask;
   switch (pick_kernel(q, k, v, mask)) {
 #if STUDIO_WITH_TORCH_CUDA
     case Kernel::CudaFlash: return flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
@@ -128,15 +173,21 @@ AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::
 torch::Tensor LocalAttention::forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                       const torch::Tensor& k, const torch::Tensor& v, bool causal,
                                       double scale,
-                                      const std::optional<torch::Tensor>& segments) {
+                                      const std::optional<torch::Tensor>& segments,
+                                      int64_t window, double softcap) {
   // An optional, not a Tensor argument: autograd records every Tensor argument as an input and
   // cannot record an undefined one.
   const torch::Tensor seg = segments.value_or(torch::Tensor());
-  AttnBlockOut r = attention_block_forward(q, k, v, BlockMask{causal, 0, 0, seg, seg}, scale);
+  BlockMask mask{causal, 0, 0, seg, seg};
+  mask.window = window;
+  mask.softcap = softcap;
+  AttnBlockOut r = attention_block_forward(q, k, v, mask, scale);
   ctx->save_for_backward({q, k, v, r.out, r.lse});
   ctx->saved_data["segments"] = seg;
   ctx->saved_data["causal"] = causal;
   ctx->saved_data["scale"] = scale;
+  ctx->saved_data["window"] = window;
+  ctx->saved_data["softcap"] = softcap;
   return r.out;
 }
 
@@ -146,27 +197,29 @@ torch::autograd::variable_list LocalAttention::backward(torch::autograd::Autogra
   const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
   const auto& seg_value = ctx->saved_data["segments"];
   const torch::Tensor segments = seg_value.isTensor() ? seg_value.toTensor() : torch::Tensor();
-  const AttnBlockGrads g = attention_block_backward(
-      grads[0], q, k, v, saved[3], saved[4],
-      BlockMask{ctx->saved_data["causal"].toBool(), 0, 0, segments, segments},
-      ctx->saved_data["scale"].toDouble());
+  BlockMask mask{ctx->saved_data["causal"].toBool(), 0, 0, segments, segments};
+  mask.window = ctx->saved_data["window"].toInt();
+  mask.softcap = ctx->saved_data["softcap"].toDouble();
+  const AttnBlockGrads g = attention_block_backward(grads[0], q, k, v, saved[3], saved[4], mask,
+                                                    ctx->saved_data["scale"].toDouble());
   return {g.dq.to(q.scalar_type()), g.dk.to(k.scalar_type()), g.dv.to(v.scalar_type()),
-          torch::Tensor(), torch::Tensor(), torch::Tensor()};
+          torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
 }
 
 torch::Tensor local_attention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, bool causal, double scale,
-                              const torch::Tensor& segments) {
+                              const torch::Tensor& segments, ScoreShape shape) {
   return LocalAttention::apply(
       q, k, v, causal, scale,
-      segments.defined() ? std::optional<torch::Tensor>(segments) : std::nullopt);
+      segments.defined() ? std::optional<torch::Tensor>(segments) : std::nullopt, shape.window,
+      shape.softcap);
 }
 
 AttentionFn default_attention() {
   return
       [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
          const AttentionCall& call) {
-        return local_attention(q, k, v, call.causal, call.scale, call.segments);
+        return local_attention(q, k, v, call.causal, call.scale, call.segments, call.shape);
       };
 }
 

@@ -38,10 +38,20 @@ int64_t chunk_rows(const Dims& d, int64_t query_chunk) {
   return std::clamp<int64_t>(kScoreBudget / per_row, 1, std::max<int64_t>(d.q_len, 1));
 }
 
-// Keys [0, end) can be visible to query rows [.., row_end): later ones are masked for all.
-int64_t visible_keys(const BlockMask& m, int64_t row_end, int64_t k_len) {
-  if (!m.causal) return k_len;
-  return std::clamp<int64_t>(m.q_start + row_end - m.k_start, 0, k_len);
+// The keys [begin, end) that can be visible to query rows [row0, row_end): keys past the last
+// row's position (causal) or before the first row's window are masked for all of them. With
+// explicit positions every key may be.
+struct KeyRange {
+  int64_t begin, end;
+  int64_t size() const { return end - begin; }
+};
+KeyRange visible_keys(const BlockMask& m, int64_t row0, int64_t row_end, int64_t k_len) {
+  if (m.positioned()) return {0, k_len};
+  const int64_t end =
+      m.causal ? std::clamp<int64_t>(m.q_start + row_end - m.k_start, 0, k_len) : k_len;
+  const int64_t begin =
+      m.window > 0 ? std::clamp<int64_t>(m.q_start + row0 - m.window + 1 - m.k_start, 0, end) : 0;
+  return {begin, end};
 }
 
 // Rows [row0, row0 + rows) of x [B, Hq, S, E] as [B, Hkv, G * rows, E] in `dtype`: the query heads
@@ -57,30 +67,53 @@ void scatter_rows(torch::Tensor& dst, const torch::Tensor& grouped, const Dims& 
   dst.narrow(2, row0, rows).copy_(grouped.reshape({d.batch, d.q_heads, rows, -1}));
 }
 
-// scale * q k^T for one chunk, masked: [B, Hkv, G * rows, keys].
+// scale * q k^T for one chunk against keys [keys.begin, keys.end), soft-capped and masked:
+// [B, Hkv, G * rows, keys]. With softcap, `tanh` receives tanh(s / softcap) (unmasked) for the
+// backward.
 torch::Tensor chunk_scores(const torch::Tensor& qc, const torch::Tensor& kc, const Dims& d,
-                           const BlockMask& m, int64_t row0, int64_t rows, double scale) {
+                           const BlockMask& m, int64_t row0, int64_t rows, KeyRange keys,
+                           double scale, torch::Tensor* tanh = nullptr) {
   torch::Tensor s = torch::matmul(qc, kc.transpose(-1, -2)) * scale;
-  const int64_t keys = kc.size(2);
-  const bool causal_cut = m.causal && m.k_start + keys - 1 > m.q_start + row0;
-  if (!causal_cut && !m.segmented()) return s;  // nothing masked
+  if (m.softcap > 0) {
+    torch::Tensor t = torch::tanh(s / m.softcap);
+    s = t * m.softcap;
+    if (tanh) *tanh = std::move(t);
+  }
+  const int64_t n = keys.size();
+  const bool causal_cut =
+      m.causal && (m.positioned() || m.k_start + keys.end - 1 > m.q_start + row0);
+  const bool window_cut =
+      m.window > 0 &&
+      (m.positioned() || m.q_start + row0 + rows - 1 - (m.k_start + keys.begin) >= m.window);
+  if (!causal_cut && !window_cut && !m.segmented()) return s;  // nothing masked
   torch::Tensor hidden;  // [B or 1, 1, 1, rows, keys]: true where the key is not visible
-  if (causal_cut) {
+  if (causal_cut || window_cut) {
     const auto opts = torch::TensorOptions().dtype(torch::kLong).device(s.device());
-    const torch::Tensor q_pos = torch::arange(row0, row0 + rows, opts).add_(m.q_start).unsqueeze(1);
-    const torch::Tensor k_pos = torch::arange(keys, opts).add_(m.k_start).unsqueeze(0);
-    hidden = (k_pos > q_pos).view({1, 1, 1, rows, keys});
+    const torch::Tensor q_pos =
+        (m.positioned() ? m.q_pos.narrow(0, row0, rows).to(opts)
+                        : torch::arange(row0, row0 + rows, opts).add_(m.q_start))
+            .unsqueeze(1);
+    const torch::Tensor k_pos =
+        (m.positioned() ? m.k_pos.narrow(0, keys.begin, n).to(opts)
+                        : torch::arange(keys.begin, keys.end, opts).add_(m.k_start))
+            .unsqueeze(0);
+    if (causal_cut) hidden = k_pos > q_pos;
+    if (window_cut) {
+      const torch::Tensor far = (q_pos - k_pos) >= m.window;
+      hidden = hidden.defined() ? hidden.logical_or(far) : far;
+    }
+    hidden = hidden.view({1, 1, 1, rows, n});
   }
   if (m.segmented()) {
     // Another sample's key: [B, rows, 1] vs [B, 1, keys].
     const torch::Tensor other = m.q_segments.narrow(1, row0, rows).unsqueeze(2) !=
-                                m.k_segments.narrow(1, 0, keys).unsqueeze(1);
-    const torch::Tensor o = other.view({d.batch, 1, 1, rows, keys});
+                                m.k_segments.narrow(1, keys.begin, n).unsqueeze(1);
+    const torch::Tensor o = other.view({d.batch, 1, 1, rows, n});
     hidden = hidden.defined() ? hidden.logical_or(o) : o;
   }
-  return s.view({d.batch, d.kv_heads, d.group, rows, keys})
+  return s.view({d.batch, d.kv_heads, d.group, rows, n})
       .masked_fill(hidden, -kInf)
-      .view({d.batch, d.kv_heads, d.group * rows, keys});
+      .view({d.batch, d.kv_heads, d.group * rows, n});
 }
 
 // exp(s - lse), with rows whose lse is -inf (no visible key) giving 0 instead of NaN.
@@ -102,12 +135,14 @@ AttnBlockOut math_block_forward(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t step = chunk_rows(d, query_chunk);
   for (int64_t row0 = 0; row0 < d.q_len; row0 += step) {
     const int64_t rows = std::min(step, d.q_len - row0);
-    const int64_t keys = visible_keys(mask, row0 + rows, d.k_len);
-    if (keys == 0) continue;  // every row of the chunk sees no key: (0, -inf)
+    const KeyRange keys = visible_keys(mask, row0, row0 + rows, d.k_len);
+    if (keys.size() <= 0) continue;  // every row of the chunk sees no key: (0, -inf)
     const torch::Tensor qc = group_rows(q, d, row0, rows, acc);
-    const torch::Tensor s = chunk_scores(qc, ka.narrow(2, 0, keys), d, mask, row0, rows, scale);
+    const torch::Tensor s = chunk_scores(qc, ka.narrow(2, keys.begin, keys.size()), d, mask, row0,
+                                         rows, keys, scale);
     const torch::Tensor lse_c = torch::logsumexp(s, -1, /*keepdim=*/true);
-    const torch::Tensor o = torch::matmul(probabilities(s, lse_c), va.narrow(2, 0, keys));
+    const torch::Tensor o =
+        torch::matmul(probabilities(s, lse_c), va.narrow(2, keys.begin, keys.size()));
     scatter_rows(out, o, d, row0, rows);
     scatter_rows(lse, lse_c, d, row0, rows);
   }
@@ -131,19 +166,24 @@ AttnBlockGrads math_block_backward(const torch::Tensor& dout, const torch::Tenso
   const int64_t step = chunk_rows(d, query_chunk);
   for (int64_t row0 = 0; row0 < d.q_len; row0 += step) {
     const int64_t rows = std::min(step, d.q_len - row0);
-    const int64_t keys = visible_keys(mask, row0 + rows, d.k_len);
-    if (keys == 0) continue;
+    const KeyRange keys = visible_keys(mask, row0, row0 + rows, d.k_len);
+    if (keys.size() <= 0) continue;
     const torch::Tensor qc = group_rows(q, d, row0, rows, acc);
     const torch::Tensor doc = group_rows(dout, d, row0, rows, acc);
     const torch::Tensor delta = (doc * group_rows(out, d, row0, rows, acc)).sum(-1, true);
-    const torch::Tensor kc = ka.narrow(2, 0, keys), vc = va.narrow(2, 0, keys);
-    const torch::Tensor s = chunk_scores(qc, kc, d, mask, row0, rows, scale);
+    const torch::Tensor kc = ka.narrow(2, keys.begin, keys.size());
+    const torch::Tensor vc = va.narrow(2, keys.begin, keys.size());
+    torch::Tensor tanh;
+    const torch::Tensor s = chunk_scores(qc, kc, d, mask, row0, rows, keys, scale, &tanh);
     const torch::Tensor p = probabilities(s, group_rows(lse4, d, row0, rows, acc));
-    dv.narrow(2, 0, keys).add_(torch::matmul(p.transpose(-1, -2), doc));
+    dv.narrow(2, keys.begin, keys.size()).add_(torch::matmul(p.transpose(-1, -2), doc));
     // dS = P * (dP - D): the softmax backward with D = rowsum(dout * out) = rowsum(P * dP).
-    const torch::Tensor ds = p * (torch::matmul(doc, vc.transpose(-1, -2)) - delta);
+    torch::Tensor ds = p * (torch::matmul(doc, vc.transpose(-1, -2)) - delta);
+    // Through the soft cap: d(c tanh(s / c))/ds = 1 - tanh^2 (masked entries have ds = 0).
+    if (tanh.defined()) ds.mul_(1 - tanh.square());
     scatter_rows(dq, torch::matmul(ds, kc).mul_(scale), d, row0, rows);
-    dk.narrow(2, 0, keys).add_(torch::matmul(ds.transpose(-1, -2), qc).mul_(scale));
+    dk.narrow(2, keys.begin, keys.size())
+        .add_(torch::matmul(ds.transpose(-1, -2), qc).mul_(scale));
   }
   return {dq, dk, dv};
 }

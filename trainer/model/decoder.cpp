@@ -13,32 +13,58 @@
 namespace studio::trainer {
 
 SelfAttentionImpl::SelfAttentionImpl(const studio::ModelInfo& info,
-                                     const torch::TensorOptions& options)
-    : heads_(info.num_heads), kv_heads_(info.num_kv_heads), head_dim_(info.head_dim) {
+                                     const torch::TensorOptions& options, int64_t layer)
+    : heads_(info.num_heads),
+      kv_heads_(info.num_kv_heads),
+      head_dim_(info.head_dim),
+      interleaved_(info.rope_interleaved),
+      scale_(info.attention_scale > 0 ? info.attention_scale
+                                      : 1.0 / std::sqrt(double(info.head_dim))),
+      softcap_(info.attn_logit_softcapping),
+      window_(info.layer_window(layer)),
+      local_rope_(info.rope_local_theta > 0 && window_ > 0) {
   const int64_t h = info.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
-  q_proj = register_module("q_proj", Linear(h, q, info.qkv_bias, options));
-  k_proj = register_module("k_proj", Linear(h, kv, info.qkv_bias, options));
-  v_proj = register_module("v_proj", Linear(h, kv, info.qkv_bias, options));
+  if (info.fused_qkv) {
+    qkv_proj = register_module("qkv_proj", Linear(h, q + 2 * kv, info.qkv_bias, options));
+  } else {
+    q_proj = register_module("q_proj", Linear(h, q, info.qkv_bias, options));
+    k_proj = register_module("k_proj", Linear(h, kv, info.qkv_bias, options));
+    v_proj = register_module("v_proj", Linear(h, kv, info.qkv_bias, options));
+  }
   o_proj = register_module("o_proj", Linear(q, h, info.o_bias, options));
   if (info.qk_norm) {
-    q_norm = register_module("q_norm", RMSNorm(head_dim_, info.rms_norm_eps, options));
-    k_norm = register_module("k_norm", RMSNorm(head_dim_, info.rms_norm_eps, options));
+    q_norm = register_module("q_norm",
+                             RMSNorm(head_dim_, info.rms_norm_eps, options, info.gemma_norm));
+    k_norm = register_module("k_norm",
+                             RMSNorm(head_dim_, info.rms_norm_eps, options, info.gemma_norm));
   }
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const LayerContext& ctx,
                                          int64_t layer) {
-  const int64_t b = x.size(0), s = x.size(1);
-  torch::Tensor q = q_proj(x).view({b, s, heads_, head_dim_});
-  torch::Tensor k = k_proj(x).view({b, s, kv_heads_, head_dim_});
-  const torch::Tensor v = v_proj(x).view({b, s, kv_heads_, head_dim_}).transpose(1, 2);
-  if (q_norm) {  // Qwen3 normalises each head before the rotation
+  const int64_t b = x.size(0), s = x.size(1), qw = heads_ * head_dim_, kvw = kv_heads_ * head_dim_;
+  torch::Tensor q, k, v;
+  if (qkv_proj) {  // Phi-3: [q | k | v] along the features
+    const torch::Tensor qkv = qkv_proj(x);
+    q = qkv.narrow(-1, 0, qw);
+    k = qkv.narrow(-1, qw, kvw);
+    // Its own copy: the attention keeps v for its backward, and a view would keep all of qkv.
+    v = qkv.narrow(-1, qw + kvw, kvw).contiguous();
+  } else {
+    q = q_proj(x), k = k_proj(x), v = v_proj(x);
+  }
+  q = q.reshape({b, s, heads_, head_dim_});
+  k = k.reshape({b, s, kv_heads_, head_dim_});
+  v = v.reshape({b, s, kv_heads_, head_dim_}).transpose(1, 2);
+  if (q_norm) {  // Qwen3, Gemma 3 normalise each head before the rotation
     q = q_norm(q);
     k = k_norm(k);
   }
-  q = apply_rope(q.transpose(1, 2), ctx.cos, ctx.sin);
-  k = apply_rope(k.transpose(1, 2), ctx.cos, ctx.sin);
-  const double scale = 1.0 / std::sqrt(double(head_dim_));
+  const bool local = local_rope_ && ctx.cos_local.defined();
+  const torch::Tensor& cos = local ? ctx.cos_local : ctx.cos;
+  const torch::Tensor& sin = local ? ctx.sin_local : ctx.sin;
+  q = apply_rope(q.transpose(1, 2), cos, sin, interleaved_);
+  k = apply_rope(k.transpose(1, 2), cos, sin, interleaved_);
   torch::Tensor out;
   if (ctx.kv_cache) {
     const int64_t past = ctx.kv_cache->length();
@@ -48,22 +74,39 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const LayerCont
     BlockMask mask;
     mask.causal = s > 1;
     mask.q_start = past;
-    out = attention_block_forward(q, keys, values, mask, scale).out;
+    mask.window = window_;
+    mask.softcap = softcap_;
+    out = attention_block_forward(q, keys, values, mask, scale_).out;
   } else {
-    out = (*ctx.attention)(q, k, v, AttentionCall{layer, /*causal=*/true, scale, ctx.segments});
+    AttentionCall call{layer, /*causal=*/true, scale_, ctx.segments};
+    call.shape = ScoreShape{window_, softcap_};
+    out = (*ctx.attention)(q, k, v, call);
   }
   return o_proj(out.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
 }
 
-MLPImpl::MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options) {
+MLPImpl::MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options)
+    : gelu_(info.hidden_act == "gelu_pytorch_tanh") {
   const int64_t h = info.hidden_size, i = info.intermediate_size;
-  gate_proj = register_module("gate_proj", Linear(h, i, info.mlp_bias, options));
-  up_proj = register_module("up_proj", Linear(h, i, info.mlp_bias, options));
+  if (info.fused_gate_up) {
+    gate_up_proj = register_module("gate_up_proj", Linear(h, 2 * i, info.mlp_bias, options));
+  } else {
+    gate_proj = register_module("gate_proj", Linear(h, i, info.mlp_bias, options));
+    up_proj = register_module("up_proj", Linear(h, i, info.mlp_bias, options));
+  }
   down_proj = register_module("down_proj", Linear(i, h, info.mlp_bias, options));
 }
 
 torch::Tensor MLPImpl::untiled(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  torch::Tensor gate, up;
+  if (gate_up_proj) {
+    const torch::Tensor both = gate_up_proj(x);
+    const int64_t i = both.size(-1) / 2;
+    gate = both.narrow(-1, 0, i), up = both.narrow(-1, i, i);
+  } else {
+    gate = gate_proj(x), up = up_proj(x);
+  }
+  return down_proj((gelu_ ? torch::gelu(gate, "tanh") : torch::silu(gate)) * up);
 }
 
 namespace {
@@ -107,7 +150,7 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x, int64_t tile_tokens) {
   const int64_t h = x.size(-1), rows = h > 0 ? x.numel() / h : 0;
   if (tile_tokens <= 0 || rows <= tile_tokens) return untiled(x);
   const torch::Tensor flat = x.reshape({rows, h});
-  if (torch::GradMode::is_enabled() && (flat.requires_grad() || gate_proj->weight.requires_grad())) {
+  if (torch::GradMode::is_enabled() && (flat.requires_grad() || down_proj->weight.requires_grad())) {
     const torch::Tensor in = flat.requires_grad() ? flat : flat.detach().requires_grad_(true);
     return TiledMlp::apply(in, static_cast<int64_t>(reinterpret_cast<intptr_t>(this)), tile_tokens)
         .reshape(x.sizes());
@@ -122,19 +165,41 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x, int64_t tile_tokens) {
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const studio::ModelInfo& info,
-                                   const torch::TensorOptions& options) {
-  self_attn = register_module("self_attn", SelfAttention(info, options));
+                                   const torch::TensorOptions& options, int64_t layer) {
+  using Layout = studio::ModelInfo::NormLayout;
+  self_attn = register_module("self_attn", SelfAttention(info, options, layer));
   mlp = register_module("mlp", MLP(info, options));
-  input_layernorm =
-      register_module("input_layernorm", RMSNorm(info.hidden_size, info.rms_norm_eps, options));
-  post_attention_layernorm = register_module("post_attention_layernorm",
-                                             RMSNorm(info.hidden_size, info.rms_norm_eps, options));
+  const auto norm = [&](const char* name) {
+    return register_module(
+        name, RMSNorm(info.hidden_size, info.rms_norm_eps, options, info.gemma_norm));
+  };
+  // Registered in HF's order, so that the state dict lists them as transformers does.
+  attn_in = norm("input_layernorm");
+  switch (info.norm_layout) {
+    case Layout::PreNorm:
+      mlp_in = norm("post_attention_layernorm");
+      break;
+    case Layout::Glm4Sandwich:
+      mlp_in = norm("post_attention_layernorm");
+      attn_out = norm("post_self_attn_layernorm");
+      mlp_out = norm("post_mlp_layernorm");
+      break;
+    case Layout::GemmaSandwich:
+      attn_out = norm("post_attention_layernorm");
+      mlp_in = norm("pre_feedforward_layernorm");
+      mlp_out = norm("post_feedforward_layernorm");
+      break;
+  }
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const LayerContext& ctx,
                                         int64_t layer) {
-  const torch::Tensor h = x + self_attn(input_layernorm(x), ctx, layer);
-  return h + mlp(post_attention_layernorm(h), ctx.mlp_tile_tokens);
+  torch::Tensor a = self_attn(attn_in(x), ctx, layer);
+  if (attn_out) a = attn_out(a);
+  const torch::Tensor h = x + a;
+  torch::Tensor m = mlp(mlp_in(h), ctx.mlp_tile_tokens);
+  if (mlp_out) m = mlp_out(m);
+  return h + m;
 }
 
 namespace {
@@ -153,8 +218,11 @@ DecoderModelImpl::DecoderModelImpl(const studio::ModelInfo& info,
   embed_tokens = register_module(
       "embed_tokens", Embedding(info.vocab_size, info.hidden_size, padding_index(info), options));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < info.num_layers; ++i) layers->push_back(DecoderLayer(info, options));
-  norm = register_module("norm", RMSNorm(info.hidden_size, info.rms_norm_eps, options));
+  for (int64_t i = 0; i < info.num_layers; ++i)
+    layers->push_back(DecoderLayer(info, options, i));
+  norm = register_module("norm",
+                         RMSNorm(info.hidden_size, info.rms_norm_eps, options, info.gemma_norm));
+  embedding_multiplier_ = info.embedding_multiplier;
 }
 
 namespace {
@@ -192,6 +260,12 @@ torch::Tensor boundary(const torch::Tensor& x, LayerHooks* hooks, int64_t layer,
 torch::Tensor DecoderModelImpl::forward(const torch::Tensor& input_ids, const LayerContext& ctx,
                                         bool checkpoint_layers) {
   torch::Tensor h = embed_tokens(input_ids);
+  // Gemma: times sqrt(hidden_size), a scalar first rounded to the embeddings' dtype (HF's
+  // embed_scale buffer, fp32, .to(weight.dtype)).
+  if (embedding_multiplier_ != 1.0)
+    h = h * torch::scalar_tensor(embedding_multiplier_, torch::kFloat)
+                .to(h.scalar_type())
+                .to(h.device());
   for (size_t i = 0; i < layers->size(); ++i) {
     const auto layer = layers->ptr<DecoderLayerImpl>(i);
     const auto index = static_cast<int64_t>(i);
@@ -204,8 +278,9 @@ torch::Tensor DecoderModelImpl::forward(const torch::Tensor& input_ids, const La
       // so that a set_attention in between cannot change what is recomputed.
       h = checkpoint(
           [layer, attention = *ctx.attention, cos = ctx.cos, sin = ctx.sin,
-           segments = ctx.segments, tile = ctx.mlp_tile_tokens, index](const torch::Tensor& x) {
-            LayerContext c{cos, sin, &attention, segments};
+           cos_local = ctx.cos_local, sin_local = ctx.sin_local, segments = ctx.segments,
+           tile = ctx.mlp_tile_tokens, index](const torch::Tensor& x) {
+            LayerContext c{cos, sin, cos_local, sin_local, &attention, segments};
             c.mlp_tile_tokens = tile;
             return layer->forward(x, c, index);
           },
@@ -233,12 +308,6 @@ void report_ignored(const studio::ModelInfo& info, const ModelOptions& options) 
     warn("attention_dropout " + std::to_string(info.attention_dropout) +
          " from config.json is ignored: training runs attention without dropout (sequence "
          "parallelism needs identical recomputation)");
-  if (info.sliding_window > 0)
-    warn("sliding_window " + std::to_string(info.sliding_window) +
-         " from config.json is "
-         "ignored: every token attends to its whole causal context, which differs from the "
-         "model's own attention beyond " +
-         std::to_string(info.sliding_window) + " tokens");
 }
 
 }  // namespace
@@ -247,7 +316,8 @@ CausalLMImpl::CausalLMImpl(const studio::ModelInfo& info, const ModelOptions& op
     : info_((check_supported(info), info)),
       dtype_(options.dtype),
       attention_(default_attention()),
-      freqs_(info.rope_scaling == "dynamic" ? RopeFrequencies{} : rope_frequencies(info)) {
+      freqs_(rope_depends_on_length(info) ? RopeFrequencies{} : rope_frequencies(info)),
+      local_freqs_(info.rope_local_theta > 0 ? rope_local_frequencies(info) : RopeFrequencies{}) {
   const auto topts = torch::TensorOptions().dtype(options.dtype).device(options.device);
   model = register_module("model", DecoderModel(info, topts));
   if (!info.tie_word_embeddings)
@@ -256,7 +326,7 @@ CausalLMImpl::CausalLMImpl(const studio::ModelInfo& info, const ModelOptions& op
 }
 
 const RopeFrequencies& CausalLMImpl::frequencies(const torch::Tensor& position_ids) {
-  if (info_.rope_scaling != "dynamic") return freqs_;
+  if (!rope_depends_on_length(info_)) return freqs_;
   const int64_t len = rope_seq_len_ > 0 ? rope_seq_len_ : position_ids.max().item<int64_t>() + 1;
   if (len != freqs_len_) freqs_ = rope_frequencies(info_, len), freqs_len_ = len;
   return freqs_;
@@ -267,11 +337,12 @@ torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids,
   TORCH_CHECK(input_ids.dim() == 2 && input_ids.sizes() == position_ids.sizes(),
               "CausalLM: input_ids ", input_ids.sizes(), " and position_ids ", position_ids.sizes(),
               " must both be [B, S]");
-  // cos/sin once per forward, in fp32, then in the activation dtype as HF hands them on.
-  auto [cos, sin] = rope_cos_sin(frequencies(position_ids), position_ids);
   const auto act = model->embed_tokens->weight.scalar_type();
-  LayerContext ctx{cos.to(act), sin.to(act), &attention_,
-                   segments_.defined() ? segments_.to(input_ids.device()) : segments_, hooks_};
+  LayerContext ctx;
+  fill_rope(ctx, position_ids, act);
+  ctx.attention = &attention_;
+  ctx.segments = segments_.defined() ? segments_.to(input_ids.device()) : segments_;
+  ctx.hooks = hooks_;
   if (long_context_.tiled_mlp)
     ctx.mlp_tile_tokens = studio::tiled_mlp_tile_tokens(
         input_ids.numel(), info_.hidden_size, info_.intermediate_size,
@@ -281,9 +352,33 @@ torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids,
   return model->forward(input_ids, ctx, checkpointing_);
 }
 
+void CausalLMImpl::fill_rope(LayerContext& ctx, const torch::Tensor& position_ids,
+                             c10::ScalarType act) {
+  // cos/sin once per forward, in fp32, then in the activation dtype as HF hands them on.
+  auto [cos, sin] = rope_cos_sin(frequencies(position_ids), position_ids);
+  if (info_.rope_interleaved) cos = interleave_cos_sin(cos), sin = interleave_cos_sin(sin);
+  ctx.cos = cos.to(act);
+  ctx.sin = sin.to(act);
+  if (local_freqs_.inv_freq.defined()) {
+    auto [cl, sl] = rope_cos_sin(local_freqs_, position_ids);
+    ctx.cos_local = cl.to(act);
+    ctx.sin_local = sl.to(act);
+  }
+}
+
+namespace {
+
+// Gemma 2: c * tanh(logits / c) (HF: in the logits' dtype).
+torch::Tensor soft_cap(const torch::Tensor& logits, double cap) {
+  return cap > 0 ? torch::tanh(logits / cap) * cap : logits;
+}
+
+}  // namespace
+
 torch::Tensor CausalLMImpl::logits(const torch::Tensor& input_ids,
                                    const torch::Tensor& position_ids) {
-  return torch::linear(hidden_states(input_ids, position_ids), lm_head_weight());
+  return soft_cap(torch::linear(hidden_states(input_ids, position_ids), lm_head_weight()),
+                  info_.final_logit_softcapping);
 }
 
 torch::Tensor CausalLMImpl::decode_step(const torch::Tensor& input_ids, KVCache& cache) {
@@ -297,16 +392,16 @@ torch::Tensor CausalLMImpl::decode_step(const torch::Tensor& input_ids, KVCache&
       torch::arange(past, past + s, input_ids.options().dtype(torch::kLong))
           .unsqueeze(0)
           .expand({input_ids.size(0), s});
-  auto [cos, sin] = rope_cos_sin(frequencies(position_ids), position_ids);
   const auto act = model->embed_tokens->weight.scalar_type();
   LayerContext ctx;
-  ctx.cos = cos.to(act);
-  ctx.sin = sin.to(act);
+  fill_rope(ctx, position_ids, act);
   ctx.attention = &attention_;
   ctx.kv_cache = &cache;
   const torch::Tensor h = model->forward(input_ids, ctx, /*checkpoint_layers=*/false);
   cache.advance(s);
-  return torch::linear(h.select(1, s - 1), lm_head_weight()).to(torch::kFloat);
+  return soft_cap(torch::linear(h.select(1, s - 1), lm_head_weight()),
+                  info_.final_logit_softcapping)
+      .to(torch::kFloat);
 }
 
 torch::Tensor CausalLMImpl::lm_head_weight() const {
@@ -354,7 +449,7 @@ void CausalLMImpl::init_weights(uint64_t seed) {
       normal(emb->weight);
       if (emb->padding_idx >= 0) emb->weight[emb->padding_idx].zero_();
     } else if (auto* norm = m->as<RMSNormImpl>()) {
-      norm->weight.fill_(1.0);
+      norm->weight.fill_(norm->unit_offset ? 0.0 : 1.0);  // Gemma's (1 + w) starts at 0
     }
   }
 }

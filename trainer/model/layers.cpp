@@ -39,7 +39,9 @@ torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) {
   return torch::embedding(weight, ids, padding_idx);
 }
 
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options) : eps(eps) {
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options,
+                         bool unit_offset)
+    : eps(eps), unit_offset(unit_offset) {
   weight = register_parameter("weight", new_parameter({dim}, options));
 }
 
@@ -117,6 +119,12 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
 }  // namespace
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  if (unit_offset) {  // Gemma: the weight multiplies in fp32, before the rounding
+    const auto compute = norm_compute_dtype(x);
+    const torch::Tensor xc = x.to(compute);
+    const torch::Tensor n = xc * torch::rsqrt(xc.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return (n * (weight.to(compute) + 1.0)).to(x.scalar_type());
+  }
   if (torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()))
     return RmsNormFunction::apply(x, weight, eps);
 #if STUDIO_TRAINER_FUSED_KERNELS

@@ -93,12 +93,33 @@ torch::Tensor dynamic_inv_freq(const studio::ModelInfo& info, int64_t dim, int64
   return default_inv_freq(base, dim);
 }
 
+// Phi-3's longrope: the base frequencies divided per frequency by the long factors when the
+// sequence is longer than the pretraining context, else by the short ones; cos/sin scaled by
+// the attention factor either way.
+RopeFrequencies longrope(const studio::ModelInfo& info, int64_t dim, int64_t seq_len) {
+  const auto& r = info.rope;
+  const double original = double(r.original_max_position_embeddings);
+  double attention = 1.0;
+  if (r.attention_factor)
+    attention = *r.attention_factor;
+  else if (r.factor > 1.0)
+    attention = std::sqrt(1 + std::log(r.factor) / std::log(original));
+  const std::vector<double>& ext =
+      seq_len > r.original_max_position_embeddings ? r.long_factor : r.short_factor;
+  TORCH_CHECK(int64_t(ext.size()) * 2 == dim, "rope: longrope has ", ext.size(),
+              " factors for ", dim, " rotary dimensions");
+  const torch::Tensor factors =
+      torch::tensor(std::vector<float>(ext.begin(), ext.end()), torch::kFloat);
+  return {torch::reciprocal(factors * position_frequencies(info.rope_theta, dim)), attention};
+}
+
 }  // namespace
 
 RopeFrequencies rope_frequencies(const studio::ModelInfo& info, int64_t seq_len) {
-  const int64_t dim = info.head_dim;
+  const int64_t dim = info.rotary_dim();
   if (dim <= 0 || dim % 2 != 0)
-    throw std::invalid_argument("rope: head_dim must be positive and even, got " +
+    throw std::invalid_argument("rope: the rotary dimensions (head_dim x partial_rotary_factor) "
+                                "must be positive and even, got " +
                                 std::to_string(dim));
   const std::string& type = info.rope_scaling;
   if (type.empty()) return {default_inv_freq(info.rope_theta, dim), 1.0};
@@ -110,9 +131,18 @@ RopeFrequencies rope_frequencies(const studio::ModelInfo& info, int64_t seq_len)
   }
   if (type == "llama3") return {llama3_inv_freq(info, dim), 1.0};
   if (type == "yarn") return yarn(info, dim);
+  if (type == "longrope") return longrope(info, dim, seq_len);
   throw std::invalid_argument(
       "rope: rope_scaling type " + type +
-      " is not supported (allowed: default, linear, dynamic, llama3, yarn)");
+      " is not supported (allowed: default, linear, dynamic, llama3, yarn, longrope)");
+}
+
+RopeFrequencies rope_local_frequencies(const studio::ModelInfo& info) {
+  return {default_inv_freq(info.rope_local_theta, info.rotary_dim()), 1.0};
+}
+
+bool rope_depends_on_length(const studio::ModelInfo& info) {
+  return info.rope_scaling == "dynamic" || info.rope_scaling == "longrope";
 }
 
 std::pair<torch::Tensor, torch::Tensor> rope_cos_sin(const RopeFrequencies& freqs,
@@ -135,15 +165,36 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos,
-                         const torch::Tensor& sin) {
+torch::Tensor rotate_pairs(const torch::Tensor& x) {
+  const torch::Tensor even = x.slice(-1, 0, x.size(-1), 2), odd = x.slice(-1, 1, x.size(-1), 2);
+  return torch::stack({-odd, even}, -1).flatten(-2);
+}
+
+torch::Tensor interleave_cos_sin(const torch::Tensor& cos_or_sin) {
+  const int64_t rotary = cos_or_sin.size(-1);
+  return cos_or_sin.narrow(-1, 0, rotary / 2).repeat_interleave(2, -1);
+}
+
+torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                         bool interleaved) {
   TORCH_CHECK(x.dim() == 4 && cos.dim() == 3 && x.size(0) == cos.size(0) &&
-                  x.size(2) == cos.size(1) && x.size(3) == cos.size(2),
-              "apply_rope: x must be [B, H, S, D] and cos/sin [B, S, D], got ", x.sizes(), " and ",
-              cos.sizes());
-  const torch::Tensor c = cos.to(x.scalar_type()).unsqueeze(1);
-  const torch::Tensor s = sin.to(x.scalar_type()).unsqueeze(1);
-  return x * c + rotate_half(x) * s;
+                  x.size(2) == cos.size(1) && cos.size(2) <= x.size(3) && cos.size(2) % 2 == 0,
+              "apply_rope: x must be [B, H, S, D] and cos/sin [B, S, R] with R <= D even, got ",
+              x.sizes(), " and ", cos.sizes());
+  // Computed on [B, S, H, D], the projections' own layout (x is normally its transposed view),
+  // and handed back as the same view: whatever the path, the result keeps that layout, so the
+  // attention's output is laid out [B, S, H, D] too and o_proj reads it without a copy.
+  const torch::Tensor xs = x.transpose(1, 2);
+  const torch::Tensor c = cos.to(x.scalar_type()).unsqueeze(2);
+  const torch::Tensor s = sin.to(x.scalar_type()).unsqueeze(2);
+  const int64_t rotary = c.size(-1);
+  const auto rotate = [interleaved](const torch::Tensor& t) {
+    return interleaved ? rotate_pairs(t) : rotate_half(t);
+  };
+  if (rotary == x.size(-1)) return (xs * c + rotate(xs) * s).transpose(1, 2);
+  const torch::Tensor rot = xs.narrow(-1, 0, rotary);
+  return torch::cat({rot * c + rotate(rot) * s, xs.narrow(-1, rotary, x.size(-1) - rotary)}, -1)
+      .transpose(1, 2);
 }
 
 }  // namespace studio::trainer

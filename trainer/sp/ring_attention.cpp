@@ -64,9 +64,37 @@ torch::Tensor ring_piece(const torch::Tensor& x, int n, int r) {
 
 // The block mask at ring step `step`: the step's causality and, with segments, the samples of
 // the query rows (`own`: this rank's piece) and of the visiting K/V's rows (the sender's piece).
-BlockMask step_mask(const StepBlock& b, const torch::Tensor& segments, const torch::Tensor& own,
-                    int n, int rank, int step) {
+// The global positions of ring rank r's tokens (a sliding window needs them: zigzag pieces are
+// not contiguous), [len] on `device`.
+torch::Tensor ring_positions(int n, int r, int64_t len, const torch::Device& device) {
+  const torch::Tensor all =
+      torch::arange(int64_t(n) * len, torch::TensorOptions().dtype(torch::kLong).device(device));
+  return ring_piece(all.unsqueeze(0), n, r).squeeze(0);
+}
+
+// The per-call state every step mask derives from.
+struct RingMaskInputs {
+  torch::Tensor segments, own;  // neat packing: the whole sequence's and this rank's piece
+  ScoreShape shape;
+  torch::Tensor own_pos;  // with a window: this rank's global positions
+  int64_t len = 0;
+};
+
+BlockMask step_mask(const StepBlock& b, const RingMaskInputs& in, int n, int rank, int step) {
   BlockMask m{b.causal};
+  m.softcap = in.shape.softcap;
+  m.window = in.shape.window;
+  if (m.window > 0) {
+    if (step == 0) {
+      m.q_pos = m.k_pos = in.own_pos;  // one tensor: attention.cpp may drop both (causal by index)
+    } else {
+      m.q_pos = in.own_pos.narrow(0, b.q_begin, b.q_len);
+      m.k_pos = ring_positions(n, (rank - step + n) % n, in.len, in.own_pos.device())
+                    .narrow(0, 0, b.kv_len);
+    }
+  }
+  const torch::Tensor& segments = in.segments;
+  const torch::Tensor& own = in.own;
   if (!segments.defined()) return m;
   m.q_segments = own.narrow(1, b.q_begin, b.q_len);
   m.k_segments = ring_piece(segments, n, (rank - step + n) % n).narrow(1, 0, b.kv_len);
@@ -74,12 +102,24 @@ BlockMask step_mask(const StepBlock& b, const torch::Tensor& segments, const tor
 }
 
 struct RingAttention : torch::autograd::Function<RingAttention> {
+  static RingMaskInputs mask_inputs(const torch::Tensor& q, const torch::Tensor& segments,
+                                    ScoreShape shape, int n, int rank) {
+    RingMaskInputs in;
+    in.segments = segments;
+    in.own = segments.defined() ? ring_piece(segments, n, rank) : segments;
+    in.shape = shape;
+    in.len = q.size(2);
+    if (shape.window > 0) in.own_pos = ring_positions(n, rank, in.len, q.device());
+    return in;
+  }
+
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v, double scale,
-                               dist::Group* ring, const std::optional<torch::Tensor>& seg) {
+                               dist::Group* ring, const std::optional<torch::Tensor>& seg,
+                               int64_t window, double softcap) {
     const torch::Tensor segments = seg.value_or(torch::Tensor());
     const int n = ring->size(), rank = ring->rank();
-    const torch::Tensor own = segments.defined() ? ring_piece(segments, n, rank) : segments;
+    const RingMaskInputs in = mask_inputs(q, segments, ScoreShape{window, softcap}, n, rank);
     const int64_t len = q.size(2);
     const auto acc = accumulation_dtype(q);
     torch::Tensor kv = torch::stack({k, v});
@@ -91,7 +131,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       AttnBlockOut o =
           attention_block_forward(q.narrow(2, b.q_begin, b.q_len), kv[0].narrow(2, 0, b.kv_len),
                                   kv[1].narrow(2, 0, b.kv_len),
-                                  step_mask(b, segments, own, n, rank, step), scale);
+                                  step_mask(b, in, n, rank, step), scale);
       if (step == 0) {
         out = o.out.to(acc);
         lse = o.lse.to(acc);
@@ -107,6 +147,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["segments"] = segments;
+    ctx->saved_data["window"] = window;
+    ctx->saved_data["softcap"] = softcap;
     // The group outlives the graph (the Communicator lives for the whole run).
     ctx->saved_data["ring"] = static_cast<int64_t>(reinterpret_cast<std::intptr_t>(ring));
     return out;
@@ -124,7 +166,10 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const auto& seg_value = ctx->saved_data["segments"];
     const torch::Tensor segments = seg_value.isTensor() ? seg_value.toTensor() : torch::Tensor();
     const int n = ring->size(), rank = ring->rank();
-    const torch::Tensor own = segments.defined() ? ring_piece(segments, n, rank) : segments;
+    const RingMaskInputs in = mask_inputs(
+        q, segments,
+        ScoreShape{ctx->saved_data["window"].toInt(), ctx->saved_data["softcap"].toDouble()}, n,
+        rank);
     const int64_t len = q.size(2);
     const auto acc_opts = q.options().dtype(accumulation_dtype(q));
 
@@ -139,7 +184,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const auto rows = [&](const torch::Tensor& t) { return t.narrow(2, b.q_begin, b.q_len); };
       const AttnBlockGrads g = attention_block_backward(
           rows(dout), rows(q), kv[0].narrow(2, 0, b.kv_len), kv[1].narrow(2, 0, b.kv_len),
-          rows(out), rows(lse), step_mask(b, segments, own, n, rank, step), scale);
+          rows(out), rows(lse), step_mask(b, in, n, rank, step), scale);
       rows(dq).add_(g.dq);
       if (step == 0) {
         dkv = torch::zeros(kv.sizes(), acc_opts);
@@ -159,7 +204,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       dkv = grad_hop.received;
     }
     return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()),
-            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -167,7 +212,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
 
 torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor& k,
                                     const torch::Tensor& v, double scale, dist::Group& ring,
-                                    const torch::Tensor& segments) {
+                                    const torch::Tensor& segments, ScoreShape shape) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes(),
               "zigzag ring attention: q must be [B, Hq, S, D] and k, v [B, Hkv, S, D], got ",
               q.sizes(), ", ", k.sizes(), ", ", v.sizes());
@@ -183,7 +228,8 @@ torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor&
               segments.sizes());
   return RingAttention::apply(
       q, k, v, scale, &ring,
-      segments.defined() ? std::optional<torch::Tensor>(segments) : std::nullopt);
+      segments.defined() ? std::optional<torch::Tensor>(segments) : std::nullopt, shape.window,
+      shape.softcap);
 }
 
 }  // namespace studio::trainer::sp

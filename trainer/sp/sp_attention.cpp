@@ -55,7 +55,7 @@ AttentionFn make_sp_attention(const SpLayout& layout, dist::Communicator& comm) 
       return [ring](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                     const AttentionCall& call) {
         require_causal(call, SpMode::ZigzagRing);
-        return zigzag_ring_attention(q, k, v, call.scale, *ring, call.segments);
+        return zigzag_ring_attention(q, k, v, call.scale, *ring, call.segments, call.shape);
       };
     case SpMode::Ulysses:
       return [layout, ulysses](const torch::Tensor& q, const torch::Tensor& k,
@@ -65,7 +65,8 @@ AttentionFn make_sp_attention(const SpLayout& layout, dist::Communicator& comm) 
             q, k, v, *ulysses,
             [&call](const torch::Tensor& qg, const torch::Tensor& kg, const torch::Tensor& vg) {
               // The gathered sequence is the whole sequence in global order.
-              return local_attention(qg, kg, vg, call.causal, call.scale, call.segments);
+              return local_attention(qg, kg, vg, call.causal, call.scale, call.segments,
+                                     call.shape);
             });
       };
     case SpMode::Usp:
@@ -78,7 +79,7 @@ AttentionFn make_sp_attention(const SpLayout& layout, dist::Communicator& comm) 
                                  [&call, ring](const torch::Tensor& qg, const torch::Tensor& kg,
                                                const torch::Tensor& vg) {
                                    return zigzag_ring_attention(qg, kg, vg, call.scale, *ring,
-                                                                call.segments);
+                                                                call.segments, call.shape);
                                  });
       };
   }

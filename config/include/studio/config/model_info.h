@@ -23,6 +23,11 @@ struct RopeScaling {
   double mscale_all_dim = 0.0;   //   their get_mscale ratio (DeepSeek convention)
   std::optional<double> attention_factor;  // yarn: cos/sin multiplier; absent = derived
   bool truncate = true;          // yarn: floor/ceil the correction range
+  // longrope (Phi-3 128k, Phi-4-mini): per-frequency divisors, the long set for sequences
+  // longer than original_max_position_embeddings (required), the short set otherwise; the
+  // attention factor defaults to sqrt(1 + ln(factor) / ln(original)), factor to
+  // max_position_embeddings / original.
+  std::vector<double> short_factor, long_factor;
 };
 
 struct ModelInfo {
@@ -40,7 +45,40 @@ struct ModelInfo {
   bool qkv_bias = false;     // Qwen2 always; LLaMA/Qwen3 when attention_bias
   bool o_bias = false;       // LLaMA/Qwen3 when attention_bias (Qwen2's o_proj has none)
   bool mlp_bias = false;     // LLaMA only (mlp_bias)
-  bool qk_norm = false;      // Qwen3: per-head RMSNorm on q and k
+  bool qk_norm = false;      // Qwen3, Gemma 3: per-head RMSNorm on q and k
+  // Phi-3/Phi-4 keep q, k and v in one qkv_proj [q + 2 kv, hidden]; Phi-3 and GLM keep gate and
+  // up in one gate_up_proj [2 intermediate, hidden] (gate first). Parameter names are HF's.
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
+  // The share of each head's dimensions that rotates (HF partial_rotary_factor: GLM 0.5,
+  // Phi-4-mini 0.75); the first rotary_dim() dimensions rotate, the rest pass unchanged.
+  double partial_rotary_factor = 1.0;
+  // GLM: dimension pairs (2i, 2i+1) rotate together (HF's interleaved rotate_half), not halves.
+  bool rope_interleaved = false;
+  // Where each layer normalises (HF module names in brackets):
+  //   PreNorm (LLaMA, Mistral, Qwen, Phi-3, GLM): x + attn(ln(x)) [input_layernorm], then
+  //     h + mlp(ln(h)) [post_attention_layernorm];
+  //   Glm4Sandwich: x + ln(attn(ln(x))) [input_layernorm, post_self_attn_layernorm], then
+  //     h + ln(mlp(ln(h))) [post_attention_layernorm, post_mlp_layernorm];
+  //   GemmaSandwich: the same order, named input_layernorm, post_attention_layernorm,
+  //     pre_feedforward_layernorm, post_feedforward_layernorm.
+  enum class NormLayout { PreNorm, Glm4Sandwich, GemmaSandwich };
+  NormLayout norm_layout = NormLayout::PreNorm;
+  // Gemma: every RMSNorm computes (x * rsqrt(mean(x^2) + eps)) * (1 + weight) in fp32 and its
+  // weights start at 0; the embeddings are multiplied by sqrt(hidden_size) (in their dtype).
+  bool gemma_norm = false;
+  double embedding_multiplier = 1.0;
+  // Attention scores are q k^T * attention_scale (0: head_dim^-0.5; Gemma:
+  // query_pre_attn_scalar^-0.5), then, when attn_logit_softcapping > 0 (Gemma 2), c * tanh(s / c).
+  double attention_scale = 0.0;
+  double attn_logit_softcapping = 0.0;
+  // Gemma 2: the LM head's logits become c * tanh(logits / c), in the loss too.
+  double final_logit_softcapping = 0.0;
+  // Gemma 2/3 layer_types: which layers attend through the sliding window (true) and which to
+  // the whole context. Empty: every layer uses sliding_window (when > 0).
+  std::vector<bool> sliding_layers;
+  // Gemma 3: the sliding layers' own RoPE base (default rope, no scaling); 0: as the others.
+  double rope_local_theta = 0.0;
   double rope_theta = 10000.0;
   // "" (none; config.json's "default" too), linear, dynamic, llama3, yarn; any other value is
   // kept as written so that the engine can name it when it refuses it.
@@ -48,17 +86,24 @@ struct ModelInfo {
   RopeScaling rope;          // its parameters, meaningful for the type above
   std::string torch_dtype;
   double rms_norm_eps = 1e-6;       // HF LlamaConfig/Qwen2Config default
-  std::string hidden_act = "silu";  // the decoder implements silu only
+  std::string hidden_act = "silu";  // silu, or gelu_pytorch_tanh (Gemma's hidden_activation)
   double attention_dropout = 0.0;   // training ignores it (required under SP)
   double initializer_range = 0.02;  // std of the normal init of linear and embedding weights
-  // Sliding-window attention in effect (0 = none): Mistral's sliding_window, Qwen2's only with
-  // use_sliding_window. The decoder attends to the full causal context and says so.
+  // Sliding-window attention in effect (0 = none): Mistral's, Phi-3's and Gemma's
+  // sliding_window, Qwen2's only with use_sliding_window. Query i sees key j iff
+  // i - window < j <= i (HF's sliding mask), in every layer or those of sliding_layers.
   int64_t sliding_window = 0;
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json holds one id or a list
   std::optional<int64_t> pad_token_id;
 
   int64_t parameter_count() const;
+  // Rotating dimensions of a head: head_dim * partial_rotary_factor (HF's int()).
+  int64_t rotary_dim() const;
+  // The window layer `layer` attends through (0: the whole causal context).
+  int64_t layer_window(int64_t layer) const;
+  // Norms per decoder layer (2, or 4 with a sandwich layout).
+  int norms_per_layer() const { return norm_layout == NormLayout::PreNorm ? 2 : 4; }
 };
 
 // Why the engine's decoder cannot run this model, or "" when it can: architecture, hidden_act

@@ -7,7 +7,8 @@
 // rule, about as many logits per chunk as the hidden states have values), and no [tokens x
 // vocab] tensor ever exists, in the forward or the backward. On CUDA, fp32 and bf16 run the
 // fused kernel of kernels/ (fused_linear_ce.h) through its LibTorch adapter; elsewhere the same
-// algorithm runs as ATen calls.
+// algorithm runs as ATen calls. With a soft cap (Gemma 2's final_logit_softcapping) the logits
+// are c * tanh(logits / c) before the softmax; that runs as ATen calls everywhere.
 #include <cstdint>
 
 #include <torch/torch.h>
@@ -22,7 +23,8 @@ namespace studio::trainer {
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden,   // [B, S, H]
                                    const torch::Tensor& weight,   // [V, H]
                                    const torch::Tensor& targets,  // [B, S], -100 ignored
-                                   int64_t chunk_tokens = 0);
+                                   int64_t chunk_tokens = 0,
+                                   double softcap = 0.0);  // Gemma 2: c * tanh(logits / c)
 
 // Per-token log-probabilities of the targets ([B, S] fp32 (fp64 for double inputs), 0 where
 // ignored): what `studio-train
@@ -31,7 +33,8 @@ torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden,   // [B, S, H]
 // whole batch, and under SP only after their all-reduce), so the backward runs the head again
 // chunk by chunk and forms both gradients there; the forward keeps only its inputs.
 torch::Tensor lm_target_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                 const torch::Tensor& targets, int64_t chunk_tokens = 0);
+                                 const torch::Tensor& targets, int64_t chunk_tokens = 0,
+                                 double softcap = 0.0);
 
 // The chunk the two functions above use for `tokens` rows (tokens > 0).
 int64_t lm_loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab,

@@ -23,18 +23,26 @@
 
 namespace studio::trainer {
 
-// Which keys a query sees. Key j is visible to query i iff !causal or
-// k_start + j <= q_start + i: q_start/k_start are the positions of the blocks' first rows,
-// so causal with equal starts is the usual (top-left aligned) causal mask.
+// Which keys a query sees, and how scores are shaped. Key j is visible to query i iff !causal or
+// kpos(j) <= qpos(i), where qpos(i) = q_start + i and kpos(j) = k_start + j unless q_pos/k_pos
+// give the positions ([Sq] and [Sk] int64 on q's device; both or neither); causal with equal
+// starts is the usual (top-left aligned) causal mask.
+// With window > 0 (sliding-window attention, HF's sliding mask) also qpos(i) - kpos(j) < window.
 // With segments (neat packing: several samples in one row), key j is visible to query i only if
 // they also belong to the same sample: q_segments[b, i] == k_segments[b, j] ([B, Sq] and [B, Sk]
 // int64 on the device of q). Rows may then see no key at all inside one block (0, -inf).
+// With softcap > 0 (Gemma 2) the scaled scores s become softcap * tanh(s / softcap) before the
+// mask and the softmax; lse is over those.
 struct BlockMask {
   bool causal = false;
   int64_t q_start = 0;
   int64_t k_start = 0;
   torch::Tensor q_segments, k_segments;  // both undefined: no segment isolation
+  int64_t window = 0;
+  torch::Tensor q_pos, k_pos;  // both undefined: the starts above
+  double softcap = 0.0;
   bool segmented() const { return q_segments.defined(); }
+  bool positioned() const { return q_pos.defined(); }
 };
 
 struct AttnBlockOut {
@@ -91,13 +99,21 @@ AttnBlockGrads math_block_backward(const torch::Tensor& dout, const torch::Tenso
 void merge_attention_blocks(torch::Tensor& out, torch::Tensor& lse, const torch::Tensor& out_b,
                             const torch::Tensor& lse_b);
 
+// The score shaping of a layer (AttentionCall): a sliding window (0: none) and logit
+// soft-capping (0: none).
+struct ScoreShape {
+  int64_t window = 0;
+  double softcap = 0.0;
+};
+
 // Differentiable attention over one rank's whole sequence: the block functions under autograd.
 // Saves q, k, v, out and lse; the backward returns gradients in the inputs' dtypes.
 // `segments` [B, S] (undefined: none) isolates packed samples from each other.
 struct LocalAttention : torch::autograd::Function<LocalAttention> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v, bool causal,
-                               double scale, const std::optional<torch::Tensor>& segments);
+                               double scale, const std::optional<torch::Tensor>& segments,
+                               int64_t window, double softcap);
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads);
 };
@@ -106,17 +122,18 @@ struct LocalAttention : torch::autograd::Function<LocalAttention> {
 // of the seam.
 torch::Tensor local_attention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, bool causal, double scale,
-                              const torch::Tensor& segments = {});
+                              const torch::Tensor& segments = {}, ScoreShape shape = {});
 
 // What a decoder layer tells the attention implementation besides q, k, v (after RoPE).
 struct AttentionCall {
   int64_t layer = 0;  // decoder layer index
   bool causal = true;
-  double scale = 1.0;  // head_dim^-0.5
+  double scale = 1.0;  // head_dim^-0.5 (Gemma: query_pre_attn_scalar^-0.5)
   // Neat packing: the sample index of every token of the WHOLE (global, unsplit) sequence,
   // [B, S_global] int64 on the model's device, -1 on padding; undefined otherwise. SP modes cut
   // from it the segments of whichever tokens meet in a block.
   torch::Tensor segments;
+  ScoreShape shape;  // the layer's sliding window and soft-capping
 };
 
 // The seam: every decoder layer calls one of these with q [B, Hq, S, D], k/v [B, Hkv, S, D]

@@ -1,7 +1,12 @@
 #pragma once
-// The Hugging Face decoder family the engine trains: LlamaForCausalLM, MistralForCausalLM (as
-// LLaMA; sliding_window ignored, with a note), Qwen2ForCausalLM (q/k/v biases) and
-// Qwen3ForCausalLM (per-head q_norm/k_norm before RoPE), built from config.json's ModelInfo.
+// The Hugging Face decoder family the engine trains, built from config.json's ModelInfo:
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM
+// (per-head q_norm/k_norm before RoPE), Phi3ForCausalLM (Phi-3, Phi-4: fused qkv_proj and
+// gate_up_proj, partial rotary, longrope), GlmForCausalLM and Glm4ForCausalLM (fused
+// gate_up_proj, interleaved partial rotary; GLM-4 with sandwich norms), Gemma2ForCausalLM and
+// Gemma3ForCausalLM (text): Gemma norms (1 + w), scaled embeddings, GELU-tanh MLP, sandwich
+// norms, sliding-window and global layers (Gemma 3 with their own RoPE base), Gemma 2's
+// attention and final logit soft-capping. Sliding windows apply wherever config.json sets them.
 // Module and parameter names are Hugging Face's, so named_parameters() is the checkpoint's
 // state dict: model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ...,
 // model.norm.weight, lm_head.weight (absent when tie_word_embeddings).
@@ -26,7 +31,7 @@ struct ModelOptions {
   torch::Dtype dtype = torch::kFloat;  // parameters and activations (bf16 for training)
   torch::Device device = torch::kCPU;
   // Receives each note about config.json settings the decoder does not apply
-  // (attention_dropout, sliding_window), once, at construction. Unset: printed to stderr.
+  // (attention_dropout), once, at construction. Unset: printed to stderr.
   std::function<void(const std::string&)> warn;
 };
 
@@ -47,7 +52,9 @@ class KVCache;  // studio/trainer/generate.h
 
 // Everything a layer's forward needs besides its input, shared by all layers of one forward.
 struct LayerContext {
-  torch::Tensor cos, sin;  // [B, S, head_dim] in the activation dtype
+  torch::Tensor cos, sin;  // [B, S, rotary_dim] in the activation dtype
+  // Gemma 3: the sliding layers' own cos/sin (rope_local_theta); undefined: cos/sin above.
+  torch::Tensor cos_local, sin_local;
   const AttentionFn* attention = nullptr;
   torch::Tensor segments;  // neat packing: AttentionCall::segments
   LayerHooks* hooks = nullptr;
@@ -67,20 +74,28 @@ struct LongContextOptions {
 
 class SelfAttentionImpl : public torch::nn::Module {
  public:
-  SelfAttentionImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  SelfAttentionImpl(const studio::ModelInfo& info, const torch::TensorOptions& options,
+                    int64_t layer);
   torch::Tensor forward(const torch::Tensor& x, const LayerContext& ctx, int64_t layer);
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // Qwen3 only
+  Linear qkv_proj{nullptr};                  // Phi-3: q, k, v in one (then the three are null)
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // Qwen3, Gemma 3 only
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
+  bool interleaved_;
+  double scale_;
+  double softcap_;   // Gemma 2 attn_logit_softcapping (0: none)
+  int64_t window_;   // this layer's sliding window (0: the whole causal context)
+  bool local_rope_;  // Gemma 3 sliding layer: LayerContext::cos_local/sin_local
 };
 TORCH_MODULE(SelfAttention);
 
-// down(silu(gate(x)) * up(x)). With tile_tokens > 0 and more rows than that, the rows go through
-// in tiles of tile_tokens, forward and (recomputing each tile) backward, so no [rows x
-// intermediate] tensor exists whole; the result and gradients are those of the untiled MLP.
+// down(act(gate(x)) * up(x)), act silu or GELU-tanh, gate and up fused in gate_up_proj for
+// Phi-3/GLM. With tile_tokens > 0 and more rows than that, the rows go through in tiles of
+// tile_tokens, forward and (recomputing each tile) backward, so no [rows x intermediate]
+// tensor exists whole; the result and gradients are those of the untiled MLP.
 class MLPImpl : public torch::nn::Module {
  public:
   MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
@@ -88,18 +103,27 @@ class MLPImpl : public torch::nn::Module {
   torch::Tensor untiled(const torch::Tensor& x);
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Linear gate_up_proj{nullptr};  // Phi-3, GLM (then gate_proj and up_proj are null)
+
+ private:
+  bool gelu_;
 };
 TORCH_MODULE(MLP);
 
-// Pre-norm residual block: x + attn(norm(x)), then h + mlp(norm(h)).
+// A residual block per sublayer, the norms as ModelInfo::NormLayout says:
+// x + [attn_out](attn(attn_in(x))), then h + [mlp_out](mlp(mlp_in(h))).
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  DecoderLayerImpl(const studio::ModelInfo& info, const torch::TensorOptions& options,
+                   int64_t layer);
   torch::Tensor forward(const torch::Tensor& x, const LayerContext& ctx, int64_t layer);
 
   SelfAttention self_attn{nullptr};
   MLP mlp{nullptr};
-  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  // Under their HF names: input_layernorm, post_attention_layernorm (PreNorm: before the MLP;
+  // Gemma: after attention), post_self_attn_layernorm and post_mlp_layernorm (GLM-4),
+  // pre_feedforward_layernorm and post_feedforward_layernorm (Gemma). Null where absent.
+  RMSNorm attn_in{nullptr}, attn_out{nullptr}, mlp_in{nullptr}, mlp_out{nullptr};
 };
 TORCH_MODULE(DecoderLayer);
 
@@ -114,6 +138,9 @@ class DecoderModelImpl : public torch::nn::Module {
   Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
+
+ private:
+  double embedding_multiplier_ = 1.0;  // Gemma: sqrt(hidden_size)
 };
 TORCH_MODULE(DecoderModel);
 
@@ -126,7 +153,8 @@ class CausalLMImpl : public torch::nn::Module {
   // rank passes those of its own tokens. Returns the final-normed hidden states [B, S, hidden]
   // so that a chunked LM-head loss can run outside.
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& position_ids);
-  // hidden_states @ lm_head_weight^T: [B, S, vocab] in the model dtype.
+  // hidden_states @ lm_head_weight^T: [B, S, vocab] in the model dtype; Gemma 2 soft-caps them
+  // (final_logit_softcapping, which the losses take as well).
   torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& position_ids);
   // lm_head.weight, or model.embed_tokens.weight itself when tied.
   torch::Tensor lm_head_weight() const;
@@ -167,11 +195,13 @@ class CausalLMImpl : public torch::nn::Module {
 
  private:
   const RopeFrequencies& frequencies(const torch::Tensor& position_ids);
+  // cos/sin of both RoPE kinds (the local ones only for Gemma 3) for a forward.
+  void fill_rope(LayerContext& ctx, const torch::Tensor& position_ids, c10::ScalarType act);
 
   studio::ModelInfo info_;
   torch::Dtype dtype_;
   AttentionFn attention_;
-  RopeFrequencies freqs_;
+  RopeFrequencies freqs_, local_freqs_;
   int64_t freqs_len_ = -1;  // the dynamic length freqs_ was computed for
   int64_t rope_seq_len_ = 0;
   torch::Tensor segments_;

@@ -56,13 +56,17 @@ TORCH_MODULE(Embedding);
 // For the backward it keeps only its input and the fp32 1/rms of each row (its own autograd
 // function); on CUDA, fp32 and bf16 run the fused kernels of kernels/ (rmsnorm.h), which
 // multiply by the weight before rounding to x's dtype.
+// With unit_offset (Gemma's RMSNorm): ((x.float() * rsqrt(mean(x^2) + eps)) * (1 + w.float()))
+// .to(x.dtype), through autograd's own ops; its weight starts at 0 (init_weights).
 class RMSNormImpl : public torch::nn::Module {
  public:
-  RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options);
+  RMSNormImpl(int64_t dim, double eps, const torch::TensorOptions& options,
+              bool unit_offset = false);
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::Tensor weight;
   double eps;
+  bool unit_offset;
 };
 TORCH_MODULE(RMSNorm);
 

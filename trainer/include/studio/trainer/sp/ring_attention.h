@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "studio/trainer/dist/communicator.h"
+#include "studio/trainer/model/attention.h"
 
 namespace studio::trainer::sp {
 
@@ -18,8 +19,10 @@ namespace studio::trainer::sp {
 // `segments` (neat packing): the sample index of every token of the whole sequence the ring
 // shares, [B, 2 * ring.size() * chunk] in global order; each block then also masks keys of
 // other samples (the segments of a visiting K/V block are cut from it, nothing extra travels).
+// `shape`: the layer's sliding window (over global positions; blocks wholly outside it are
+// skipped, those wholly inside run the kernels) and soft-capping.
 torch::Tensor zigzag_ring_attention(const torch::Tensor& q, const torch::Tensor& k,
                                     const torch::Tensor& v, double scale, dist::Group& ring,
-                                    const torch::Tensor& segments = {});
+                                    const torch::Tensor& segments = {}, ScoreShape shape = {});
 
 }  // namespace studio::trainer::sp
