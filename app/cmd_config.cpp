@@ -25,7 +25,8 @@ bool read_check_args(const std::vector<std::string>& argv, std::string& path,
 
 std::string summary(const studio::CheckResult& res, const studio::ValidateOptions& opt) {
   const studio::RunConfig& c = res.config;
-  std::string s = "stage " + std::string(studio::to_string(c.stage));
+  std::string s = c.is_v1() ? "LLaMA-Factory v1, " : "";
+  s += "stage " + std::string(studio::to_string(c.stage));
   if (opt.world_size() > 0)
     s += ", world size " + std::to_string(opt.world_size()) + " (" +
          std::to_string(opt.nproc_per_node) + " x " + std::to_string(opt.nnodes) + ")";

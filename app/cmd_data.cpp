@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "studio/config/validate.h"
 #include "studio/config/config_io.h"
+#include "studio/config/llamafactory_v1.h"
 #include "studio/data/preview.h"
 #include "studio/data/tokenizer.h"
 
@@ -48,6 +49,13 @@ int cmd_preview(const Argv& argv) {
   LoadResult loaded = load_config_file(args.positional().front());
   std::cerr << format_all(loaded.diagnostics);
   if (!loaded.ok()) return kExitInvalid;
+  if (loaded.config.is_v1()) {  // its template and stage come from the model and the data
+    resolve_llamafactory_v1(loaded.config, {});
+    if (loaded.config.template_name.empty()) {  // validate says why none was chosen
+      std::cerr << format_all(validate_config(loaded.config, {}));
+      return kExitInvalid;
+    }
+  }
   resolve_hub_models(loaded.config);
   const auto tok = data::Tokenizer::load(loaded.config.model_name_or_path);
   data::DatasetOptions opt;

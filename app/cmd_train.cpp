@@ -11,6 +11,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "studio/config/config_io.h"
+#include "studio/config/llamafactory_v1.h"
 #include "studio/config/validate.h"
 #include "studio/data/dataset.h"
 #include "studio/data/tokenizer.h"
@@ -46,13 +47,13 @@ bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_c
     if (a.rfind("--set=", 0) == 0) sets.push_back(a.substr(6));
   LoadResult loaded = load_config_file(args.positional().front());
   auto diags = loaded.diagnostics;
+  ValidateOptions opt;
+  opt.nproc_per_node = nproc_per_node;
+  opt.nnodes = nnodes;
+  opt.for_training = true;
   if (loaded.ok()) {
     auto more = apply_overrides(loaded.config, sets);
     diags.insert(diags.end(), more.begin(), more.end());
-    ValidateOptions opt;
-    opt.nproc_per_node = nproc_per_node;
-    opt.nnodes = nnodes;
-    opt.for_training = true;
     more = validate_config(loaded.config, opt);
     diags.insert(diags.end(), more.begin(), more.end());
   }
@@ -62,6 +63,7 @@ bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_c
     return false;
   }
   cfg = normalized(loaded.config);
+  resolve_llamafactory_v1(cfg, opt);  // a v1 file's stage, template and accumulation
   resolve_hub_models(cfg);
   return true;
 }

@@ -1,5 +1,6 @@
 #include "studio/config/config_io.h"
 #include "studio/config/llamafactory_target.h"
+#include "studio/config/llamafactory_v1.h"
 
 #include <algorithm>
 #include <climits>
@@ -10,14 +11,10 @@
 
 #include "studio/config/atomic_file.h"
 #include "studio/config/config_schema.h"
+#include "yaml_entries.h"
 
 namespace studio {
 namespace {
-
-SourcePos pos_of(const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  return {m.line + 1, m.column + 1};
-}
 
 Diagnostic at(const std::string& file, SourcePos p, Severity sev, std::string key,
               std::string message, std::string allowed = {}) {
@@ -28,7 +25,7 @@ void read_key(const std::string& file, const YAML::Node& k, const YAML::Node& v,
               std::map<std::string, int>& seen) {
   RunConfig& cfg = res.config;
   auto& diags = res.diagnostics;
-  const SourcePos kp = pos_of(k);
+  const SourcePos kp = yaml_pos(k);
   if (!k.IsScalar()) {
     diags.push_back(at(file, kp, Severity::Error, "", "a key must be a plain name"));
     return;
@@ -42,7 +39,7 @@ void read_key(const std::string& file, const YAML::Node& k, const YAML::Node& v,
   }
   seen[key] = kp.line;
   cfg.source.key_pos[key] = kp;
-  cfg.source.value_pos[key] = v.IsNull() ? kp : pos_of(v);
+  cfg.source.value_pos[key] = v.IsNull() ? kp : yaml_pos(v);
 
   if (const FieldSpec* f = find_field(key)) {
     std::string err = f->parse(v, cfg);
@@ -54,14 +51,10 @@ void read_key(const std::string& file, const YAML::Node& k, const YAML::Node& v,
     return;
   }
   if (std::string why = refused_extra_key(key, v); !why.empty()) {
-    diags.push_back(at(file, pos_of(v), Severity::Error, key, why));
+    diags.push_back(at(file, yaml_pos(v), Severity::Error, key, why));
     return;
   }
-  RawYaml raw;
-  YAML::Emitter e;
-  e << v;
-  raw.text = e.c_str();
-  cfg.extra_keys.push_back({key, raw, kp.line});
+  cfg.extra_keys.push_back({key, RawYaml{yaml_text(v)}, kp.line});
   std::string msg = "not used by studio-train; kept as written when the config is saved";
   if (std::string near = suggest_key(key); !near.empty()) msg += " (did you mean '" + near + "'?)";
   diags.push_back(at(file, kp, Severity::Warning, key, msg));
@@ -123,12 +116,16 @@ LoadResult load_config_string(std::string_view yaml, const std::string& display_
     return res;
   }
   if (!root.IsMap()) {
-    res.diagnostics.push_back(at(display_name, pos_of(root), Severity::Error, "",
+    res.diagnostics.push_back(at(display_name, yaml_pos(root), Severity::Error, "",
                                  "a run config is a mapping of 'key: value' lines"));
     return res;
   }
-  std::map<std::string, int> seen;
-  for (const auto& kv : root) read_key(display_name, kv.first, kv.second, res, seen);
+  if (is_llamafactory_v1(root)) {
+    read_llamafactory_v1(root, res);
+  } else {
+    std::map<std::string, int> seen;
+    for (const auto& kv : root) read_key(display_name, kv.first, kv.second, res, seen);
+  }
   sort_by_position(res.diagnostics);
   return res;
 }
@@ -212,22 +209,23 @@ std::string to_yaml_full(const RunConfig& cfg) {
 }
 
 std::string to_yaml_minimal(const RunConfig& cfg, bool llamafactory) {
-  struct Entry {
-    long order;
-    std::string_view key;
-    YAML::Node value;
-  };
-  std::vector<Entry> entries;
+  std::vector<detail::YamlEntry> entries;
   long unplaced = INT_MAX;  // keys set in memory go after the file's keys, in table order
   for (const auto& f : config_fields()) {
     if (llamafactory && !llamafactory_knows(f.key)) continue;
     auto pos = cfg.source.key_pos.find(std::string(f.key));
     const bool from_file = pos != cfg.source.key_pos.end();
     if (!from_file && (f.is_default(cfg) && !f.required)) continue;
-    entries.push_back({from_file ? pos->second.line : unplaced++, f.key, f.to_node(cfg)});
+    entries.push_back({from_file ? pos->second.line : unplaced++, std::string(f.key), f.to_node(cfg)});
   }
   for (const auto& x : cfg.extra_keys)
     entries.push_back({x.line > 0 ? x.line : unplaced++, x.key, YAML::Load(x.value.text)});
+  return detail::write_yaml_entries(entries);
+}
+
+}  // namespace
+
+std::string detail::write_yaml_entries(const std::vector<YamlEntry>& entries) {
   // Sort indices: assigning a YAML::Node writes through to the node it refers to, so the
   // entries themselves must not be moved around.
   std::vector<size_t> order(entries.size());
@@ -239,9 +237,9 @@ std::string to_yaml_minimal(const RunConfig& cfg, bool llamafactory) {
   return out.str();
 }
 
-}  // namespace
-
 std::string to_yaml(const RunConfig& cfg, YamlStyle style) {
+  if (cfg.is_v1() && style != YamlStyle::LlamaFactory)
+    return llamafactory_v1_yaml(cfg, style == YamlStyle::Full);
   return style == YamlStyle::Full ? to_yaml_full(cfg)
                                   : to_yaml_minimal(cfg, style == YamlStyle::LlamaFactory);
 }
@@ -284,6 +282,12 @@ nlohmann::json config_to_json(const RunConfig& cfg) {
   auto out = nlohmann::json::object();
   for (const auto& f : config_fields()) out[std::string(f.key)] = yaml_to_json(f.to_node(cfg));
   for (const auto& x : cfg.extra_keys) out[x.key] = yaml_to_json(YAML::Load(x.value.text));
+  if (cfg.is_v1()) {  // a v1 file's data and batch keys, as it spells them
+    out["train_dataset"] = cfg.v1.train_dataset;
+    out["eval_dataset"] = cfg.v1.eval_dataset ? nlohmann::json(*cfg.v1.eval_dataset) : nullptr;
+    out["global_batch_size"] =
+        cfg.v1.global_batch_size ? nlohmann::json(*cfg.v1.global_batch_size) : nullptr;
+  }
   return out;
 }
 

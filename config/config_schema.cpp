@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "enum_names.h"
+#include "studio/config/llamafactory_v1.h"
 
 namespace studio {
 namespace {
@@ -181,9 +182,7 @@ struct Codec<std::map<std::string, double>> {
 template <>
 struct Codec<RawYaml> {
   static std::string parse(const YAML::Node& n, RawYaml& out) {
-    YAML::Emitter e;
-    e << n;
-    out.text = e.c_str();
+    out.text = yaml_text(n);
     return "";
   }
   static YAML::Node to_node(const RawYaml& v) { return YAML::Load(v.text); }
@@ -221,12 +220,7 @@ struct Codec<std::optional<T>> {
   static std::string allowed() { return Codec<T>::allowed(); }
 };
 
-bool same_yaml(const YAML::Node& a, const YAML::Node& b) {
-  YAML::Emitter ea, eb;
-  ea << a;
-  eb << b;
-  return std::string(ea.c_str()) == eb.c_str();
-}
+bool same_yaml(const YAML::Node& a, const YAML::Node& b) { return yaml_text(a) == yaml_text(b); }
 
 // Keys whose empty value (`key:` or `key: null`) means "unset" rather than an error.
 template <typename T>
@@ -291,6 +285,17 @@ FieldSpec field(std::string_view key, std::string_view group, T RunConfig::*memb
 }
 
 }  // namespace
+
+SourcePos yaml_pos(const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  return {m.line + 1, m.column + 1};
+}
+
+std::string yaml_text(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << n;
+  return e.c_str();
+}
 
 bool parse_double(std::string_view text, double& out) {
   std::string s = trim(text);
@@ -518,7 +523,7 @@ std::string refused_extra_key(std::string_view key, const YAML::Node& value) {
   return "";
 }
 
-std::string suggest_key(std::string_view unknown) {
+std::string suggest_key(std::string_view unknown, const std::vector<std::string_view>& candidates) {
   auto distance = [](std::string_view a, std::string_view b) {
     std::vector<size_t> row(b.size() + 1);
     for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -535,12 +540,21 @@ std::string suggest_key(std::string_view unknown) {
   };
   std::string best;
   size_t best_d = 3;
-  for (const auto& f : config_fields()) {
-    size_t d = distance(unknown, f.key);
-    if (d < best_d) best_d = d, best = std::string(f.key);
+  for (std::string_view c : candidates) {
+    size_t d = distance(unknown, c);
+    if (d < best_d) best_d = d, best = std::string(c);
   }
   return best;
 }
+
+std::string suggest_key(std::string_view unknown) {
+  std::vector<std::string_view> keys;
+  for (const auto& f : config_fields()) keys.push_back(f.key);
+  return suggest_key(unknown, keys);
+}
+
+bool yaml_bool(const YAML::Node& n, bool& out) { return Codec<bool>::parse(n, out).empty(); }
+bool yaml_whole(const YAML::Node& n, int64_t& out) { return Codec<int64_t>::parse(n, out).empty(); }
 
 std::string config_keys_markdown() {
   const RunConfig defaults;
@@ -574,7 +588,7 @@ std::string config_keys_markdown() {
     out += "| `" + std::string(f.key) + "` | " + cell(def) + " | " + cell(f.allowed) + " | " +
            cell(help) + " |\n";
   }
-  return out;
+  return out + llamafactory_v1_keys_markdown();
 }
 
 }  // namespace studio

@@ -11,6 +11,7 @@ std::string Diagnostic::format() const {
   out += ": ";
   if (!key.empty()) out += key + ": ";
   if (severity == Severity::Warning) out += "warning: ";
+  if (severity == Severity::Note) out += "note: ";
   out += message;
   if (!allowed.empty()) out += " (allowed: " + allowed + ")";
   return out;

@@ -25,6 +25,9 @@ bool llamafactory_knows(std::string_view key) {
 }
 
 std::string llamafactory_refusal(const RunConfig& cfg) {
+  if (cfg.is_v1())
+    return "a LLaMA-Factory v1 config runs with USE_V1=1 llamafactory-cli sft (or dpo), not with "
+           "LLaMA-Factory 0.9.5's trainer: run it with studio-train";
   std::string out;
   for (std::string_view key : llamafactory_unknown_keys()) {
     const FieldSpec* f = find_field(key);

@@ -10,14 +10,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checker.h"
 #include "studio/config/json_file.h"
 #include "studio/config/config_io.h"
 #include "studio/config/config_schema.h"
+#include "studio/config/llamafactory_v1.h"
 
 namespace fs = std::filesystem;
 
 namespace studio {
 namespace {
+
+using detail::Checker;
 
 std::string join_ints(const std::vector<int>& v) {
   std::string out;
@@ -31,70 +35,15 @@ std::string num(double v) {
   return buf;
 }
 
-// Collects diagnostics located at the keys they are about.
-class Checker {
- public:
-  Checker(const RunConfig& cfg, const ValidateOptions& opt) : cfg_(cfg), opt_(opt) {}
-
-  void error(const std::string& key, std::string msg, std::string allowed = {}) {
-    add(Severity::Error, key, std::move(msg), std::move(allowed));
-  }
-  void warn(const std::string& key, std::string msg, std::string allowed = {}) {
-    add(Severity::Warning, key, std::move(msg), std::move(allowed));
-  }
-  // A missing local path: an error at train time, a warning in `validate`.
-  void missing(const std::string& key, std::string msg) {
-    add(opt_.for_training ? Severity::Error : Severity::Warning, key, std::move(msg), {});
-  }
-  void require(bool ok, const std::string& key, const std::string& msg) {
-    if (!ok) error(key, msg, allowed_of(key));
-  }
-  bool given(const std::string& key) const { return cfg_.source.has(key); }
-  int world_size() const { return opt_.world_size(); }
-  int line(const std::string& key) const {
-    auto it = cfg_.source.key_pos.find(key);
-    return it == cfg_.source.key_pos.end() ? 0 : it->second.line;
-  }
-  std::string at_line(const std::string& key) const {
-    int l = line(key);
-    return l > 0 ? " (line " + std::to_string(l) + ")" : "";
-  }
-  fs::path resolve(const std::string& p) const {
-    fs::path path(p);
-    if (path.is_absolute() || opt_.base_dir.empty()) return path;
-    return fs::path(opt_.base_dir) / path;
-  }
-  const std::string& base_dir() const { return opt_.base_dir; }
-  // A model folder, or a hub id's snapshot in the local Hugging Face cache; "" with `error`.
-  std::string model_dir(const std::string& value, std::string& error) const {
-    const std::string cache = cfg_.cache_dir ? resolve(*cfg_.cache_dir).string() : std::string();
-    return resolve_model_dir(value, opt_.base_dir, cfg_.model_revision, cache, error)
-        .value_or(std::string());
-  }
-  std::vector<Diagnostic> take() { return std::move(diags_); }
-
- private:
-  static std::string allowed_of(const std::string& key) {
-    const FieldSpec* f = find_field(key);
-    return f ? f->allowed : std::string();
-  }
-  void add(Severity sev, const std::string& key, std::string msg, std::string allowed) {
-    auto it = cfg_.source.value_pos.find(key);
-    SourcePos p = it == cfg_.source.value_pos.end() ? SourcePos{} : it->second;
-    diags_.push_back({sev, cfg_.source.file, p.line, p.column, key, std::move(msg),
-                      std::move(allowed)});
-  }
-  const RunConfig& cfg_;
-  const ValidateOptions& opt_;
-  std::vector<Diagnostic> diags_;
-};
-
 void check_required(const RunConfig& c, Checker& ck) {
   if (c.model_name_or_path.empty())
     ck.error("model_name_or_path",
              "required: the Hugging Face model folder to train (or a hub id in the local cache)");
-  if (c.dataset.empty()) ck.error("dataset", "required: dataset names from dataset_info.json");
-  if (c.template_name.empty())
+  // A v1 file names its data with train_dataset and may leave the template to the model
+  // (check_llamafactory_v1).
+  if (c.dataset.empty() && !c.is_v1())
+    ck.error("dataset", "required: dataset names from dataset_info.json");
+  if (c.template_name.empty() && !c.is_v1())
     ck.error("template", "required: the chat template the model was trained with",
              find_field("template")->allowed);
   if (c.output_dir.empty()) ck.error("output_dir", "required: the folder the run writes to");
@@ -487,7 +436,7 @@ void check_method(const RunConfig& c, Checker& ck) {
 }
 
 void check_eval(const RunConfig& c, Checker& ck) {
-  const bool has_eval_data = c.val_size > 0 || !c.eval_dataset.empty();
+  const bool has_eval_data = c.val_size > 0 || !c.eval_dataset.empty() || c.v1.eval_dataset;
   if (c.evaluates() && !has_eval_data)
     ck.error("eval_strategy", "needs evaluation data: set val_size or eval_dataset, or "
                               "eval_strategy: no");
@@ -641,8 +590,15 @@ std::string zero_request_problem(const ZeroRequest& z) {
   return {};
 }
 
-std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOptions& opt,
+std::vector<Diagnostic> validate_config(const RunConfig& given, const ValidateOptions& opt,
                                         std::optional<ModelInfo>* model_out) {
+  // A v1 file is checked as it will run: with its stage, template and accumulation worked out.
+  RunConfig resolved;
+  if (given.is_v1()) {
+    resolved = given;
+    resolve_llamafactory_v1(resolved, opt);
+  }
+  const RunConfig& cfg = given.is_v1() ? resolved : given;
   Checker ck(cfg, opt);
   std::optional<ModelInfo> model;
   check_required(cfg, ck);
@@ -655,7 +611,10 @@ std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOpti
   check_method(cfg, ck);
   check_eval(cfg, ck);
   check_model(cfg, ck, model);
-  check_datasets(cfg, ck);
+  if (cfg.is_v1())
+    detail::check_llamafactory_v1(cfg, ck);
+  else
+    check_datasets(cfg, ck);
   check_paths(cfg, ck);
   if (model_out) *model_out = std::move(model);
   auto diags = ck.take();
@@ -674,6 +633,7 @@ CheckResult check_config_file(const std::string& path, const ValidateOptions& op
     more = validate_config(res.config, opt, &res.model);
     res.diagnostics.insert(res.diagnostics.end(), more.begin(), more.end());
     sort_by_position(res.diagnostics);
+    resolve_llamafactory_v1(res.config, opt);
   }
   return res;
 }

@@ -1,5 +1,6 @@
 #include "converter.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace studio::data::detail {
@@ -63,10 +64,14 @@ std::vector<Message> alpaca_history(const DatasetAttr& attr, const json& row) {
 Converted convert_alpaca(const DatasetAttr& attr, const json& row, bool pairwise) {
   Conversation c;
   c.prompt = alpaca_history(attr, row);
-  // LF joins instruction and input with a newline, leaving out the empty ones.
-  std::string query = string_column(attr, row, "prompt", attr.prompt, true);
+  // LF joins instruction and input with a newline, leaving out the empty ones; v1 puts one right
+  // after the other, and needs only one of them.
+  std::string query = string_column(attr, row, "prompt", attr.prompt, !attr.v1);
   const std::string input = string_column(attr, row, "query", attr.query, false);
-  if (!input.empty()) query = query.empty() ? input : query + "\n" + input;
+  if (attr.v1 && !row.contains(attr.prompt) && !row.contains(attr.query))
+    throw RowError("has neither '" + attr.prompt + "' nor '" + attr.query + "' (the row has: " +
+                   row_keys(row) + ")");
+  if (!input.empty()) query = query.empty() ? input : query + (attr.v1 ? "" : "\n") + input;
   c.prompt.push_back({Role::User, query});
   if (pairwise) {
     c.response.push_back({Role::Assistant, string_column(attr, row, "chosen", attr.chosen, true)});
@@ -190,13 +195,160 @@ Converted convert_sharegpt(const DatasetAttr& attr, const json& row, bool pairwi
   return {std::move(c), {}};
 }
 
+// A message of LLaMA-Factory v1: a role, its text, and how much its tokens weigh in the loss.
+struct V1Message {
+  std::string role;
+  std::string content;
+  double loss_weight = 1.0;
+};
+
+// A list of messages as v1 writes them: content as text blocks ([{"type": "text", "value"}]) or,
+// in the pair converter's input, a string.
+std::vector<V1Message> v1_messages(const json& row, const std::string& column) {
+  const json* list = &row.at(column);
+  if (!list->is_array())
+    throw RowError("column '" + column + "' is a " + std::string(list->type_name()) +
+                   ", expected a list of messages");
+  std::vector<V1Message> out;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const json& m = (*list)[i];
+    const std::string what = "column '" + column + "' message " + std::to_string(i + 1);
+    if (!m.is_object() || !m.contains("role") || !m.contains("content"))
+      throw RowError(what + " needs a role and a content");
+    V1Message msg{as_string(m.at("role"), what + " role"), {}, 1.0};
+    const json& content = m.at("content");
+    if (content.is_string()) {
+      msg.content = content.get<std::string>();
+    } else if (content.is_array()) {
+      for (const json& block : content) {
+        const std::string type = block.is_object() ? block.value("type", "") : "";
+        if (type != "text")
+          throw RowError(what + " has content of type '" + type + "': only text is trained here");
+        msg.content += as_string(block.value("value", json()), what + " text");
+      }
+    } else {
+      throw RowError(what + " content is a " + std::string(content.type_name()) +
+                     ", expected text or text blocks");
+    }
+    if (m.contains("loss_weight")) {
+      if (!m.at("loss_weight").is_number()) throw RowError(what + " loss_weight must be a number");
+      msg.loss_weight = m.at("loss_weight").get<double>();
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+// v1 messages as a conversation: a leading system message, then queries (user, tool) and answers
+// (assistant) taking turns, ending with an answer. Which answers are learned comes from their
+// loss_weight (0 or 1: weighted tokens are not implemented).
+Converted v1_conversation(const std::vector<V1Message>& msgs, const std::string& column) {
+  Converted out;
+  Conversation c;
+  std::size_t start = 0;
+  if (!msgs.empty() && msgs[0].role == "system") {
+    c.system = msgs[0].content;
+    start = 1;
+  }
+  std::vector<Message> aligned;
+  for (std::size_t i = start; i < msgs.size(); ++i) {
+    const V1Message& m = msgs[i];
+    const std::string what = "column '" + column + "' message " + std::to_string(i + 1);
+    const bool query = (i - start) % 2 == 0;
+    if (query && (m.role == "user" || m.role == "tool")) {
+      aligned.push_back({m.role == "user" ? Role::User : Role::Observation, m.content});
+    } else if (!query && m.role == "assistant") {
+      if (m.loss_weight != 0.0 && m.loss_weight != 1.0)
+        throw RowError(what + " has loss_weight " + std::to_string(m.loss_weight) +
+                       ": weighted tokens are not implemented (0 or 1)");
+      aligned.push_back({Role::Assistant, m.content});
+      out.learned_answers.push_back(m.loss_weight != 0.0);
+    } else {
+      throw RowError(what + " has role '" + m.role + "' where " +
+                     (query ? "a user or tool message" : "an assistant message") +
+                     " belongs: studio-train's templates render turns in that order");
+    }
+  }
+  if (aligned.empty() || aligned.back().role != Role::Assistant)
+    throw RowError("column '" + column + "' does not end with an assistant message");
+  c.response = {aligned.back()};
+  aligned.pop_back();
+  c.prompt = std::move(aligned);
+  out.conversation = std::move(c);
+  return out;
+}
+
+// v1 preference rows: two whole conversations that share everything before their last answer.
+Converted v1_pair(const json& row, const std::string& chosen_col, const std::string& rejected_col) {
+  for (const std::string& col : {chosen_col, rejected_col})
+    if (!row.contains(col))
+      throw RowError("has no column '" + col + "' (the row has: " + row_keys(row) + ")");
+  Converted chosen = v1_conversation(v1_messages(row, chosen_col), chosen_col);
+  Converted rejected = v1_conversation(v1_messages(row, rejected_col), rejected_col);
+  Conversation& a = *chosen.conversation;
+  const Conversation& b = *rejected.conversation;
+  const bool same_prompt = a.system == b.system && a.prompt.size() == b.prompt.size() &&
+                           std::equal(a.prompt.begin(), a.prompt.end(), b.prompt.begin(),
+                                      [](const Message& x, const Message& y) {
+                                        return x.role == y.role && x.content == y.content;
+                                      });
+  if (!same_prompt)
+    throw RowError("'" + chosen_col + "' and '" + rejected_col + "' differ before their last "
+                   "answer: a preference pair shares its prompt");
+  a.response.push_back(b.response.front());
+  return {std::move(chosen.conversation), {}, {}};
+}
+
 }  // namespace
 
 Converted convert_row(const DatasetAttr& attr, const json& row, bool pairwise) {
   if (!row.is_object())
     throw RowError("is a " + std::string(row.type_name()) + ", expected a JSON object");
-  return attr.formatting == Formatting::Alpaca ? convert_alpaca(attr, row, pairwise)
-                                               : convert_sharegpt(attr, row, pairwise);
+  if (attr.v1)  // v1's converters read media columns; training them is not implemented
+    for (const char* media : {"images", "videos", "audios"})
+      if (auto it = row.find(media); it != row.end() && !it->is_null() && !it->empty())
+        throw RowError("has '" + std::string(media) + "': multimodal rows are not trained here");
+  switch (attr.formatting) {
+    case Formatting::Alpaca: return convert_alpaca(attr, row, pairwise);
+    case Formatting::Sharegpt: return convert_sharegpt(attr, row, pairwise);
+    case Formatting::V1Pair:
+      refuse_tools(attr, row);
+      if (!pairwise) throw RowError("holds preference pairs (converter: pair); stage sft needs "
+                                    "conversations");
+      return v1_pair(row, attr.chosen, attr.rejected);
+    case Formatting::V1Messages: break;
+  }
+  refuse_tools(attr, row);
+  if (pairwise) {
+    if (row.contains("messages") && !row.contains("chosen_messages"))
+      throw RowError("holds a conversation (messages); stage dpo needs chosen_messages and "
+                     "rejected_messages");
+    return v1_pair(row, "chosen_messages", "rejected_messages");
+  }
+  if (row.contains("chosen_messages") && !row.contains("messages"))
+    throw RowError("holds a preference pair (chosen_messages); stage sft needs messages");
+  if (!row.contains("messages"))
+    throw RowError("has no column 'messages' (the row has: " + row_keys(row) + ")");
+  return v1_conversation(v1_messages(row, "messages"), "messages");
+}
+
+std::vector<Conversation> v1_samples(const Converted& c) {
+  std::vector<Message> all = c.conversation->prompt;
+  all.push_back(c.conversation->response.front());
+  std::vector<Conversation> out;
+  std::size_t answer = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].role != Role::Assistant) continue;
+    const bool learned = c.learned_answers.empty() || c.learned_answers[answer];
+    ++answer;
+    if (!learned) continue;
+    Conversation s;
+    s.system = c.conversation->system;
+    s.prompt.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(i));
+    s.response = {all[i]};
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace studio::data::detail

@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,9 +25,16 @@ struct Converted {
   // Set when LF would drop the row with a warning (roles out of order, a message count that
   // does not end with an answer): the row is skipped and counted, not an error.
   std::string skip_reason;
+  // LLaMA-Factory v1 rows (attr.v1, SFT): whether each answer, in order (the response last), is
+  // learned; each learned one becomes a sample of its own. Empty: every answer is.
+  std::vector<bool> learned_answers = {};
 };
 
 // `pairwise`: the row must carry a chosen and a rejected answer (DPO).
 Converted convert_row(const DatasetAttr& attr, const nlohmann::json& row, bool pairwise);
+
+// A v1 conversation cut at each learned answer: the samples LLaMA-Factory v1 trains on, each
+// answering with its last message after everything before it.
+std::vector<Conversation> v1_samples(const Converted& c);
 
 }  // namespace studio::data::detail

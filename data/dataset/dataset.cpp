@@ -57,7 +57,7 @@ std::vector<Sample> concat(std::vector<NamedPart<Sample>>& parts, DataStats& sta
 }
 
 std::string why_empty(const RunConfig& cfg, const DataStats& stats) {
-  std::string names;
+  std::string names = cfg.is_v1() ? cfg.v1.train_dataset : "";
   for (const auto& n : cfg.dataset) names += (names.empty() ? "" : ",") + n;
   std::string msg = "dataset '" + names + "' gave no training samples";
   if (stats.skipped_invalid + stats.skipped_bad_rows == 0) return msg + " (the files have no rows)";

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "studio/config/json_file.h"
+#include "studio/config/llamafactory_v1.h"
 #include "studio/data/dataset_info.h"
 
 namespace studio::data {
@@ -111,7 +112,73 @@ DatasetAttr parse_entry(const std::string& name, const json& entry, const std::s
   return a;
 }
 
+// A v1 dataset YAML entry as the attributes the converters read.
+DatasetAttr v1_attr(const V1DatasetEntry& e) {
+  DatasetAttr a;
+  a.name = e.name;
+  a.file_name = e.path;
+  a.v1 = true;
+  a.size = e.size;
+  a.tools = "tools";  // rows with tool definitions are refused, not trained without them
+  if (e.converter == "alpaca") {
+    a.formatting = Formatting::Alpaca;
+    a.system = "system";
+  } else if (e.converter == "sharegpt") {
+    a.formatting = Formatting::Sharegpt;
+  } else if (e.converter == "pair") {
+    a.formatting = Formatting::V1Pair;
+    a.ranking = true;
+  } else {
+    a.formatting = Formatting::V1Messages;  // rows say whether they hold pairs
+  }
+  a.entry_json = json{{"llamafactory_v1", {{"path", e.path}, {"converter", e.converter},
+                                            {"size", e.size ? json(*e.size) : json()}}}}
+                     .dump();
+  return a;
+}
+
+// The folder beside a v1 dataset file (or data path): where its tokenized cache goes.
+std::string beside(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  return (dir / ".studio_cache").string();
+}
+
 }  // namespace
+
+DatasetInfo DatasetInfo::for_config(const RunConfig& cfg) {
+  if (!cfg.is_v1()) {
+    DatasetInfo info = read(cfg.dataset_dir);
+    info.train_ = cfg.dataset;
+    info.eval_ = cfg.eval_dataset;
+    info.data_dir_ = cfg.dataset_dir;
+    info.cache_dir_ = (std::filesystem::path(cfg.dataset_dir) / ".studio_cache").string();
+    return info;
+  }
+  DatasetInfo info;
+  auto add = [&](const std::string& key, const std::string& value, std::vector<std::string>& into) {
+    const V1DatasetList list = read_v1_datasets(value, "", true);
+    std::string errors = list.error.empty() ? "" : key + ": " + list.error + "\n";
+    for (const Diagnostic& d : list.problems)
+      if (d.severity == Severity::Error) errors += d.format() + "\n";
+    if (!errors.empty()) throw DatasetError(errors.substr(0, errors.size() - 1));
+    if (info.file_.empty()) {
+      info.file_ = list.yaml.empty() ? value : list.yaml;
+      info.cache_dir_ = beside(info.file_);
+    }
+    for (const V1DatasetEntry& e : list.entries) {
+      DatasetAttr a = v1_attr(e);
+      auto [it, fresh] = info.v1_.emplace(e.name, a);
+      if (!fresh && it->second.entry_json != a.entry_json)
+        throw DatasetError("dataset '" + e.name + "' is named in train_dataset and eval_dataset "
+                           "with different settings: rename one of them");
+      into.push_back(e.name);
+    }
+  };
+  add("train_dataset", cfg.v1.train_dataset, info.train_);
+  if (cfg.v1.eval_dataset && cfg.evaluates()) add("eval_dataset", *cfg.v1.eval_dataset, info.eval_);
+  return info;
+}
 
 std::string DatasetAttr::describe_column(const std::string& role) const {
   auto it = columns.find(role);
@@ -138,6 +205,7 @@ DatasetInfo DatasetInfo::read(const std::string& dataset_dir) {
 }
 
 DatasetAttr DatasetInfo::find(const std::string& name) const {
+  if (auto v1 = v1_.find(name); v1 != v1_.end()) return v1->second;
   auto it = entries_.find(name);
   if (it != entries_.end()) return parse_entry(name, json::parse(it->second), file_);
   std::string known;
@@ -149,6 +217,7 @@ DatasetAttr DatasetInfo::find(const std::string& name) const {
 std::vector<std::string> DatasetInfo::names() const {
   std::vector<std::string> out;
   for (const auto& [name, entry] : entries_) out.push_back(name);
+  for (const auto& [name, attr] : v1_) out.push_back(name);
   return out;
 }
 

@@ -69,9 +69,9 @@ std::string file_stem_safe(const std::string& name) {
 class Cache {
  public:
   Cache(const RunConfig& cfg, const Tokenizer& tok, const DatasetOptions& opt,
-        const EncodeOptions& enc)
+        const EncodeOptions& enc, const std::string& default_dir)
       : enabled_(opt.use_cache), overwrite_(cfg.overwrite_cache),
-        dir_(opt.cache_dir.empty() ? (fs::path(cfg.dataset_dir) / ".studio_cache").string() : opt.cache_dir),
+        dir_(opt.cache_dir.empty() ? default_dir : opt.cache_dir),
         index_((fs::path(dir_) / "file_hashes.json").string()) {
     if (!enabled_) return;
     std::error_code ec;
@@ -143,6 +143,7 @@ class Cache {
 };
 
 void check_stage(const DatasetAttr& attr, bool pairwise) {
+  if (attr.formatting == Formatting::V1Messages) return;  // its rows say which they hold
   if (pairwise && !attr.ranking)
     throw DatasetError("dataset '" + attr.name + "' has no preference pairs; stage dpo needs "
                        "\"ranking\": true and chosen/rejected columns in dataset_info.json");
@@ -157,6 +158,8 @@ Part<Sample> load_one(const DatasetAttr& attr, PartSettings settings, Cache& cac
   constexpr const char* kind = kind_name(static_cast<const Sample*>(nullptr));
   settings.attr = &attr;
   settings.files = resolve_files(attr, dataset_dir);
+  if (attr.size) settings.max_samples = std::min(settings.max_samples.value_or(*attr.size), *attr.size);
+  if (attr.v1) settings.encode.enable_thinking = false;  // v1 learns no thought block
   for (const std::string& w : attr.warnings)
     if (opt.on_warning) opt.on_warning(w);
   std::string key;
@@ -189,10 +192,10 @@ LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
   const TemplateEncoder encoder(find_template(cfg.template_name), tokenizer);
   if (cfg.train_on_prompt && encoder.chat_template().efficient_eos)
     throw TemplateError("template '" + cfg.template_name + "' does not support train_on_prompt");
-  if (cfg.dataset.empty())
+  if (cfg.dataset.empty() && !cfg.is_v1())
     throw DatasetError("no dataset: set `dataset` to names from dataset_info.json");
   if (cfg.cutoff_len < 1) throw DatasetError("cutoff_len must be at least 1");
-  const DatasetInfo info = DatasetInfo::read(cfg.dataset_dir);
+  const DatasetInfo info = DatasetInfo::for_config(cfg);
 
   PartSettings settings;
   settings.encoder = &encoder;
@@ -204,18 +207,18 @@ LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
                               : static_cast<int>(cfg.preprocessing_num_workers.value_or(0)));
   settings.batch_rows = std::max<std::size_t>(options.batch_rows, 1);
   settings.on_warning = options.on_warning;
-  Cache cache(cfg, tokenizer, options, settings.encode);
+  Cache cache(cfg, tokenizer, options, settings.encode, info.cache_dir());
 
   LoadedParts<Sample> out;
   auto load_list = [&](const std::vector<std::string>& names, std::vector<NamedPart<Sample>>& into) {
     for (const std::string& name : names) {
       const DatasetAttr attr = info.find(name);
       check_stage(attr, pairwise);
-      into.push_back({name, load_one<Sample>(attr, settings, cache, cfg.dataset_dir, options)});
+      into.push_back({name, load_one<Sample>(attr, settings, cache, info.data_dir(), options)});
     }
   };
-  load_list(cfg.dataset, out.train);
-  load_list(cfg.eval_dataset, out.eval);
+  load_list(info.train(), out.train);
+  load_list(info.eval(), out.eval);
   cache.save_index();
   return out;
 }

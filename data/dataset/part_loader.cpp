@@ -1,5 +1,7 @@
 #include "part_loader.h"
 
+#include <algorithm>
+
 #include "converter.h"
 #include "json_rows.h"
 #include "parallel.h"
@@ -41,12 +43,44 @@ struct PendingRow {
 
 template <class Sample>
 struct Slot {
-  Sample sample;
-  int64_t full_length = 0;
+  std::vector<Sample> samples;       // one per row; a v1 conversation gives one per learned answer
+  std::vector<int64_t> full_lengths;
   bool ok = false;
   std::string error;  // the row's shape is wrong
   std::string skip;   // LF would drop the row
+  int64_t cut_away = 0;  // v1 samples whose answer lay beyond cutoff_len (v1 drops them)
 };
+
+bool learns_something(const TokenizedSample& s) {
+  return std::any_of(s.labels.begin(), s.labels.end(), [](int64_t l) { return l != kIgnoreIndex; });
+}
+
+// A converted row as samples: one (LLaMA-Factory's processors); or for a v1 conversation one per
+// learned answer, rendered as v1 does.
+void encode_row(const TemplateEncoder& enc, const DatasetAttr& attr, const Converted& c,
+                const EncodeOptions& opt, Slot<TokenizedSample>& slot) {
+  if (!attr.v1) {
+    slot.samples.emplace_back();
+    slot.full_lengths.emplace_back();
+    return encode(enc, *c.conversation, opt, slot.samples.back(), slot.full_lengths.back());
+  }
+  for (const Conversation& one : v1_samples(c)) {
+    EncodedSft e = enc.encode_last_answer(one, opt);
+    if (!learns_something(e.sample)) {
+      ++slot.cut_away;
+      continue;
+    }
+    slot.samples.push_back(std::move(e.sample));
+    slot.full_lengths.push_back(e.full_length);
+  }
+}
+
+void encode_row(const TemplateEncoder& enc, const DatasetAttr&, const Converted& c,
+                const EncodeOptions& opt, Slot<PairSample>& slot) {
+  slot.samples.emplace_back();
+  slot.full_lengths.emplace_back();
+  encode(enc, *c.conversation, opt, slot.samples.back(), slot.full_lengths.back());
+}
 
 template <class Sample>
 class PartBuilder {
@@ -108,7 +142,7 @@ class PartBuilder {
           slot.skip = std::move(c.skip_reason);
           return;
         }
-        encode(*s_.encoder, *c.conversation, s_.encode, slot.sample, slot.full_length);
+        encode_row(*s_.encoder, *s_.attr, c, s_.encode, slot);
         slot.ok = true;
       } catch (const RowError& e) {
         slot.error = e.what();
@@ -124,13 +158,21 @@ class PartBuilder {
       ++part_.stats.skipped_invalid;
       return warn(where(p) + " skipped, as LLaMA-Factory does: " + slot.skip);
     }
+    if (slot.cut_away > 0) {
+      part_.stats.skipped_invalid += slot.cut_away;
+      warn(where(p) + ": " + std::to_string(slot.cut_away) + " answer(s) beyond cutoff_len " +
+           std::to_string(s_.encode.cutoff_len) + " left out, as LLaMA-Factory v1 does (it keeps "
+           "a sample's first cutoff_len tokens)");
+    }
     DataStats& st = part_.stats;
-    ++st.samples;
-    count(slot.sample, st);
-    st.truncated += slot.full_length > s_.encode.cutoff_len;
-    st.lengths.add(slot.full_length);
-    part_.origins.push_back({p.row.index, slot.full_length});
-    part_.samples.push_back(std::move(slot.sample));
+    for (std::size_t i = 0; i < slot.samples.size(); ++i) {
+      ++st.samples;
+      count(slot.samples[i], st);
+      st.truncated += slot.full_lengths[i] > s_.encode.cutoff_len;
+      st.lengths.add(slot.full_lengths[i]);
+      part_.origins.push_back({p.row.index, slot.full_lengths[i]});
+      part_.samples.push_back(std::move(slot.samples[i]));
+    }
   }
 
   const PartSettings& s_;

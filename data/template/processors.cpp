@@ -96,6 +96,22 @@ EncodedSft TemplateEncoder::encode_supervised(const Conversation& conv,
   return out;
 }
 
+EncodedSft TemplateEncoder::encode_last_answer(const Conversation& conv,
+                                               const EncodeOptions& opt) const {
+  TokenTurn t = encode_turns(with_answer(conv, 0), conv.system, opt, true).front();
+  if (tmpl_.efficient_eos) t.response.push_back(eos_id_);
+  EncodedSft out;
+  out.full_length = static_cast<int64_t>(t.prompt.size() + t.response.size());
+  const auto keep = static_cast<std::size_t>(std::min<int64_t>(out.full_length, opt.cutoff_len));
+  TokenizedSample& s = out.sample;
+  s.input_ids = widen(t.prompt, std::min(keep, t.prompt.size()));
+  s.labels.assign(s.input_ids.size(), kIgnoreIndex);
+  const std::vector<int64_t> answer = widen(t.response, keep - s.input_ids.size());
+  s.input_ids.insert(s.input_ids.end(), answer.begin(), answer.end());
+  s.labels.insert(s.labels.end(), answer.begin(), answer.end());
+  return out;
+}
+
 EncodedPair TemplateEncoder::encode_pairwise(const Conversation& conv,
                                              const EncodeOptions& opt) const {
   if (conv.response.size() < 2)

@@ -74,6 +74,11 @@ class TestStudioTrainCli : public QObject {
   void estimateJsonIsOneObject();
   void estimateNeedsTheModelShapes();
   void hubIdFromTheLocalCache();
+  void llamaFactoryV1Files_data();
+  void llamaFactoryV1Files();
+  void llamaFactoryV1PrintConfigKeepsTheForm();
+  void llamaFactoryV1PreviewReadsTheDatasetYaml();
+  void llamaFactoryV1TrainsAsWritten();
 };
 
 void TestStudioTrainCli::exitCodes_data() {
@@ -373,6 +378,139 @@ void TestStudioTrainCli::hubIdFromTheLocalCache() {
                r.err.contains("not in the local Hugging Face cache at revision main") &&
                r.err.contains(dir.filePath("nothing/hub/models--Org--Tiny-Qwen") + ": not there"),
            qPrintable(r.err));
+}
+
+// LLaMA-Factory v1 files (tests/data/configs/v1, after its examples/v1), validated as users run
+// `studio-train validate FILE --nproc 8` from the folder their relative paths start at.
+void TestStudioTrainCli::llamaFactoryV1Files_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("fragment");  // in stdout (valid) or stderr
+  QTest::newRow("fsdp2") << "train_full_fsdp2.yaml" << 0
+                         << "valid: LLaMA-Factory v1, stage sft, world size 8 (8 x 1), sequence "
+                            "parallel 1, cutoff_len 512, model Qwen2ForCausalLM";
+  QTest::newRow("deepspeed") << "train_full_deepspeed.yaml" << 0 << "valid: LLaMA-Factory v1";
+  QTest::newRow("ulysses cp") << "train_full_ulysses_cp.yaml" << 0
+                              << "sequence parallel 2 (ulysses), cutoff_len 2048";
+  QTest::newRow("padding_free") << "train_full_padding_free.yaml" << 0 << "valid:";
+  QTest::newRow("dpo") << "train_full_dpo.yaml" << 0 << "valid: LLaMA-Factory v1, stage dpo";
+  QTest::newRow("lora refused")
+      << "train_lora_sft.yaml" << 2
+      << "train_lora_sft.yaml:6:9: peft_config: 'lora' is not supported: studio-train does "
+         "full-parameter training only; remove the adapter settings or use LLaMA-Factory for "
+         "adapter training";
+  QTest::newRow("muon refused") << "train_full_muon.yaml" << 2
+                                << "train_full_muon.yaml:8:9: optim_config: studio-train trains "
+                                   "with AdamW; 'muon' is not available";
+  QTest::newRow("global batch") << "train_bad_batch.yaml" << 2
+                                << "train_bad_batch.yaml:8:20: global_batch_size: 20 is not a "
+                                   "multiple of 4 data-parallel ranks";
+  QTest::newRow("cp_size") << "train_bad_cp.yaml" << 2
+                           << "train_bad_cp.yaml:5:10: cp_size: 3 does not divide the world size 8";
+  QTest::newRow("hub dataset") << "train_hub_dataset.yaml" << 2
+                               << "data/hub.yaml:1:1: orca_pairs.source: hf_hub datasets are "
+                                  "downloaded by LLaMA-Factory, never by studio-train";
+}
+
+void TestStudioTrainCli::llamaFactoryV1Files() {
+  QFETCH(QString, file);
+  QFETCH(int, code);
+  QFETCH(QString, fragment);
+  const Run r = run({"validate", file, "--nproc", "8"}, QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1"));
+  QCOMPARE(r.code, code);
+  QVERIFY2((code == 0 ? r.out : r.err).contains(fragment), qPrintable(r.out + r.err));
+}
+
+void TestStudioTrainCli::llamaFactoryV1PrintConfigKeepsTheForm() {
+  const QString dir = QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1");
+  const Run r = run({"print-config", "train_full_ulysses_cp.yaml", "--nproc", "8"}, dir);
+  QVERIFY2(r.code == 0, qPrintable(r.err));
+  for (const char* line : {"model: ../../../../resources/demo/model\n", "cp_size: 2\n",
+                           "cp_mode: ulysses\n", "micro_batch_size: 1\n",
+                           "flash_attn: flash_attention_2\n", "dist_timeout: 18000\n",
+                           "template: chatml\n"})
+    QVERIFY2(r.out.contains(line), qPrintable(line + ("in\n" + r.out)));
+  QVERIFY2(!r.out.contains("sequence_parallel_size") && !r.out.contains("model_name_or_path"),
+           qPrintable(r.out));
+  const auto back = studio::load_config_string(r.out.toStdString());
+  QVERIFY(back.config.is_v1());
+  QCOMPARE(back.config.sequence_parallel_size, int64_t{2});
+}
+
+void TestStudioTrainCli::llamaFactoryV1PreviewReadsTheDatasetYaml() {
+  const Run r = run({"preview", "train_full_fsdp2.yaml", "--n", "3"},
+                    QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1"));
+  QVERIFY2(r.code == 0, qPrintable(r.err));
+  // 4 alpaca rows, a two-answer conversation as two samples, two v1 message rows.
+  QVERIFY2(r.out.contains("8 training samples"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("Name three primes below ten."), qPrintable(r.out));
+}
+
+// A v1 file as LLaMA-Factory's examples write one: a hub id (here in a local Hugging Face cache)
+// whose tokenizer carries Qwen3's kind of chat template, its dataset YAML, global_batch_size.
+// studio-train chooses template qwen3, accumulates 2 micro-batches and trains.
+void TestStudioTrainCli::llamaFactoryV1TrainsAsWritten() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString src = dir.filePath("qwen3-src");
+  QVERIFY(QDir().mkpath(src));
+  QFile demo(STUDIO_SOURCE_DIR "/resources/demo/model/config.json");
+  QVERIFY(demo.open(QIODevice::ReadOnly));
+  QJsonObject config = QJsonDocument::fromJson(demo.readAll()).object();
+  config["architectures"] = QJsonArray{"Qwen3ForCausalLM"};
+  config["model_type"] = "qwen3";
+  config["head_dim"] = 32;
+  config["attention_bias"] = false;
+  QFile out(src + "/config.json");
+  QVERIFY(out.open(QIODevice::WriteOnly));
+  out.write(QJsonDocument(config).toJson());
+  out.close();
+  QVERIFY(QFile::copy(STUDIO_SOURCE_DIR "/resources/demo/model/tokenizer.json", src + "/tokenizer.json"));
+  QJsonObject tokenizerConfig{{"eos_token", "<|im_end|>"}, {"pad_token", "<|endoftext|>"}};
+  tokenizerConfig["chat_template"] =
+      "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
+      "message.content + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- "
+      "'<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is "
+      "false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
+  QFile tc(src + "/tokenizer_config.json");
+  QVERIFY(tc.open(QIODevice::WriteOnly));
+  tc.write(QJsonDocument(tokenizerConfig).toJson());
+  tc.close();
+  const QString commit(40, QLatin1Char('3'));
+  const QString repo = dir.filePath("hf/hub/models--Org--Tiny-Qwen3");
+  const Run init = run({"init-model", "--config", src + "/config.json", "--out",
+                        repo + "/snapshots/" + commit, "--seed", "3"}, dir.path());
+  QVERIFY2(init.code == 0, qPrintable(init.err));
+  QVERIFY(QDir().mkpath(repo + "/refs"));
+  QFile ref(repo + "/refs/main");
+  QVERIFY(ref.open(QIODevice::WriteOnly));
+  ref.write(commit.toUtf8());
+  ref.close();
+  // The dataset YAML and its files, at the paths it names from the working directory.
+  QVERIFY(QDir().mkpath(dir.filePath("data")));
+  for (const char* f : {"sft.yaml", "identity.json", "chat.jsonl", "messages.jsonl"})
+    QVERIFY(QFile::copy(QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1/data/") + f,
+                        dir.filePath("data/") + f));
+  QFile cfg(dir.filePath("v1.yaml"));
+  QVERIFY(cfg.open(QIODevice::WriteOnly));
+  cfg.write("model: Org/Tiny-Qwen3\nmodel_class: llm\ntrain_dataset: data/sft.yaml\n"
+            "output_dir: out\nmicro_batch_size: 2\nglobal_batch_size: 4\ncutoff_len: 96\n"
+            "max_steps: 2\n");
+  cfg.close();
+  const std::map<QString, QString> env{{"HF_HOME", dir.filePath("hf")}, {"HF_HUB_CACHE", ""},
+                                       {"HUGGINGFACE_HUB_CACHE", ""}, {"TRANSFORMERS_CACHE", ""}};
+  const Run r = runEnv({"train", "v1.yaml"}, dir.path(), env);
+  QVERIFY2(r.code == 0, qPrintable(r.err.right(3000)));
+  QVERIFY2(r.err.contains("v1.yaml:1:8: model: note: chat template qwen3: the model's chat "
+                          "template is Qwen3 (thinking switch)'s"),
+           qPrintable(r.err.left(3000)));
+  QFile events(dir.filePath("out/events.jsonl"));
+  QVERIFY(events.open(QIODevice::ReadOnly));
+  const QByteArray lines = events.readAll();
+  QCOMPARE(lines.count("\"event\":\"step\""), 2);
+  QVERIFY2(lines.contains("\"gradient_accumulation_steps\":2") &&
+               lines.contains("\"template\":\"qwen3\""),
+           lines.left(3000).constData());
 }
 
 QTEST_MAIN(TestStudioTrainCli)

@@ -27,6 +27,8 @@ LoadResult load_config_file(const std::string& path);
 // Problems are returned as diagnostics located at "--set".
 std::vector<Diagnostic> apply_overrides(RunConfig& cfg, const std::vector<std::string>& sets);
 
+// A config loaded from a LLaMA-Factory v1 file is written in v1's form by Minimal and Full
+// (llamafactory_v1.h).
 enum class YamlStyle {
   // The keys that were in the source or differ from their defaults, in the source's order, plus
   // the unknown keys where they stood: what "Export YAML" writes, and what users know.
@@ -40,7 +42,8 @@ enum class YamlStyle {
 };
 
 std::string to_yaml(const RunConfig& cfg, YamlStyle style = YamlStyle::Minimal);
-// Every key with its value as JSON (the `config` of the start event); unknown keys included.
+// Every key with its value as JSON (the `config` of the start event); unknown keys included,
+// and a v1 config's train_dataset, eval_dataset and global_batch_size.
 nlohmann::json config_to_json(const RunConfig& cfg);
 // Writes atomically (temp file + rename). Returns an empty string or the error message.
 std::string save_config_file(const RunConfig& cfg, const std::string& path,

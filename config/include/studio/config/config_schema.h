@@ -39,13 +39,23 @@ const FieldSpec* find_field(std::string_view key);
 // adapter training, other optimizers). Returns a non-empty reason when `value` is refused.
 std::string refused_extra_key(std::string_view key, const YAML::Node& value);
 
-// The closest known key to a misspelt one (edit distance <= 2), or empty.
+// The closest known key to a misspelt one (edit distance <= 2), or empty; the second form
+// chooses among `candidates`.
 std::string suggest_key(std::string_view unknown);
+std::string suggest_key(std::string_view unknown, const std::vector<std::string_view>& candidates);
 
 // The key table as a Markdown reference (docs/config.md is this text).
 std::string config_keys_markdown();
 
 // Parses "5e-5", "1.0e-5", ".5", "3" strictly (the whole text must be a finite number).
 bool parse_double(std::string_view text, double& out);
+
+// A scalar read as the key table reads a bool or a whole number (false when it is not one).
+bool yaml_bool(const YAML::Node& n, bool& out);
+bool yaml_whole(const YAML::Node& n, int64_t& out);
+
+// Where a parsed node stands in its file (1-based), and a node as YAML text.
+SourcePos yaml_pos(const YAML::Node& n);
+std::string yaml_text(const YAML::Node& n);
 
 }  // namespace studio

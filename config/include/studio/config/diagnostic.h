@@ -1,13 +1,15 @@
 #pragma once
 // A problem found in a run config, located in its file. Formatted as
 //   FILE:LINE:COL: key: message (allowed: a | b)
-// with "warning: " before the message for warnings, so editors and CI logs can jump to the line.
+// with "warning: " (or "note: ") before the message for warnings (notes), so editors and CI logs
+// can jump to the line.
 #include <string>
 #include <vector>
 
 namespace studio {
 
-enum class Severity { Error, Warning };
+// A note says what studio-train decided for the file (a v1 config's chat template); nothing is wrong.
+enum class Severity { Error, Warning, Note };
 
 struct Diagnostic {
   Severity severity = Severity::Error;

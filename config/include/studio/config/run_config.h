@@ -37,12 +37,43 @@ struct SourcePos {
   int column = 0;
 };
 
-// Where each key came from; empty for configs built in memory.
+// The form a config file is written in; a config saves back in the form it came in.
+enum class ConfigForm {
+  LlamaFactory,    // LLaMA-Factory's (and 360-LLaMA-Factory's) training YAML: the key table's names
+  LlamaFactoryV1,  // LLaMA-Factory v1 (USE_V1=1): flat keys of its own (llamafactory_v1.h)
+};
+
+// Where each key came from; empty for configs built in memory. Positions are kept under the key
+// table's names; `spelled` gives the name the file wrote where it differs (a v1 file's `cp_size`
+// for sequence_parallel_size), so messages name the key the user wrote.
 struct ConfigSource {
   std::string file;                           // as given to the loader
+  ConfigForm form = ConfigForm::LlamaFactory;
   std::map<std::string, SourcePos> key_pos;   // keys present in the file
   std::map<std::string, SourcePos> value_pos;
+  std::map<std::string, std::string> spelled;  // key table name -> the file's name for it
   bool has(const std::string& key) const { return key_pos.count(key) != 0; }
+  const std::string& spelling(const std::string& key) const {
+    auto it = spelled.find(key);
+    return it == spelled.end() ? key : it->second;
+  }
+};
+
+// What a LLaMA-Factory v1 file says that no field of the key table holds (llamafactory_v1.h).
+struct LlamaFactoryV1Data {
+  std::string train_dataset;                 // a dataset YAML, a data file or folder, or a hub id
+  std::optional<std::string> eval_dataset;   // the same; read when eval_strategy asks for it
+  std::optional<int64_t> global_batch_size;  // sequences per optimizer step over the data-parallel
+                                             // ranks; sets gradient_accumulation_steps
+  // The file's keys in its order with the text of their values, and the text their values wrote
+  // as when loaded: a key whose value is still that is written back as the file had it.
+  struct Written {
+    std::string key;     // as the file spells it
+    std::string text;    // the file's YAML text of the value
+    std::string loaded;  // the value as written right after loading
+    int line = 0;
+  };
+  std::vector<Written> written;
 };
 
 struct RunConfig {
@@ -148,10 +179,12 @@ struct RunConfig {
   bool shuffle_for_sequence_parallel = true;   // shuffle samples before the SP split
 
   // --- not part of the YAML schema ----------------------------------------------------------
+  LlamaFactoryV1Data v1;                       // a v1 file's data and batch keys
   std::vector<ExtraKey> extra_keys;            // unknown keys, kept verbatim
   ConfigSource source;                         // where the keys came from
 
   bool evaluates() const { return eval_strategy != EvalStrategy::No; }
+  bool is_v1() const { return source.form == ConfigForm::LlamaFactoryV1; }
 };
 
 // Names of choice values exactly as they are written in YAML.

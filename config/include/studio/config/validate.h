@@ -55,7 +55,7 @@ std::vector<Diagnostic> validate_config(const RunConfig& cfg, const ValidateOpti
                                         std::optional<ModelInfo>* model_out = nullptr);
 
 struct CheckResult {
-  RunConfig config;
+  RunConfig config;  // as loaded; a LLaMA-Factory v1 file's resolved (resolve_llamafactory_v1)
   std::vector<Diagnostic> diagnostics;  // parse and validation problems, sorted by line
   std::optional<ModelInfo> model;       // when the model's config.json was readable
   bool ok() const { return !has_errors(diagnostics); }

@@ -123,6 +123,10 @@ class TemplateEncoder {
 
   // LF's supervised processor: prompt + response[0], masked and truncated.
   EncodedSft encode_supervised(const Conversation& conv, const EncodeOptions& opt) const;
+  // LLaMA-Factory v1's rendering: everything before response[0] one masked prompt (as LF's
+  // encode_oneturn), response[0] learned, the first cutoff_len tokens kept; the answer may be cut
+  // away entirely (v1 then drops the sample).
+  EncodedSft encode_last_answer(const Conversation& conv, const EncodeOptions& opt) const;
   // LF's pairwise processor: prompt + response[0] (chosen) and prompt + response[1] (rejected).
   EncodedPair encode_pairwise(const Conversation& conv, const EncodeOptions& opt) const;
 

@@ -1,6 +1,7 @@
 #pragma once
 // Training data from a run config: the datasets named by `dataset` (and `eval_dataset`) in
-// <dataset_dir>/dataset_info.json, read as LLaMA-Factory reads them, rendered with the chat
+// <dataset_dir>/dataset_info.json, or by a LLaMA-Factory v1 config's dataset YAML (its
+// train_dataset), read as LLaMA-Factory reads them, rendered with the chat
 // template, tokenized on several threads in a deterministic order, truncated to cutoff_len, and
 // cached. See docs/datasets.md.
 #include <cstdint>

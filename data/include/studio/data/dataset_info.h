@@ -1,10 +1,15 @@
 #pragma once
 // dataset_info.json: the LLaMA-Factory file mapping dataset names to local files, their format
-// (alpaca, sharegpt) and their column names. See docs/datasets.md.
+// (alpaca, sharegpt) and their column names; or, for a LLaMA-Factory v1 config, its dataset YAML
+// (studio/config/llamafactory_v1.h). See docs/datasets.md.
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "studio/config/run_config.h"
 
 namespace studio::data {
 
@@ -14,7 +19,10 @@ class DatasetError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Formatting { Alpaca, Sharegpt };
+// V1Pair and V1Messages are LLaMA-Factory v1's: its pair converter (chosen and rejected message
+// lists) and its own rows (messages, or chosen_messages and rejected_messages, with content blocks
+// and a loss_weight per message).
+enum class Formatting { Alpaca, Sharegpt, V1Pair, V1Messages };
 
 struct DatasetAttr {
   std::string name;       // the key in dataset_info.json
@@ -56,6 +64,12 @@ struct DatasetAttr {
   std::string entry_json;  // the entry as written (part of the cache key)
   std::vector<std::string> warnings;  // keys accepted without effect
 
+  // LLaMA-Factory v1's rules: its converters (alpaca joins instruction and input with nothing
+  // between), every learned answer its own sample with what precedes it as one masked prompt,
+  // no thought block learned, the first cutoff_len tokens kept.
+  bool v1 = false;
+  std::optional<int64_t> size;  // v1's size: at most this many rows of the dataset
+
   // "columns mapping: response -> output" for a role (prompt, response, messages, ...), for
   // error messages; "(default)" when dataset_info.json does not map it.
   std::string describe_column(const std::string& role) const;
@@ -67,6 +81,16 @@ class DatasetInfo {
  public:
   // Throws DatasetError when the file is missing or is not a JSON object.
   static DatasetInfo read(const std::string& dataset_dir);
+  // The registry a run config names: <dataset_dir>/dataset_info.json with `dataset` and
+  // `eval_dataset`; for a v1 config the entries of train_dataset (and, when it evaluates,
+  // eval_dataset). Throws DatasetError with the dataset YAML's located problems.
+  static DatasetInfo for_config(const RunConfig& cfg);
+
+  const std::vector<std::string>& train() const { return train_; }
+  const std::vector<std::string>& eval() const { return eval_; }
+  // Relative data file names resolve against it; the tokenized cache's default folder.
+  const std::string& data_dir() const { return data_dir_; }
+  const std::string& cache_dir() const { return cache_dir_; }
 
   // The entry for `name`; throws DatasetError naming the file, the dataset and the key at fault,
   // or listing the names the file has.
@@ -76,6 +100,9 @@ class DatasetInfo {
  private:
   std::string file_;
   std::map<std::string, std::string> entries_;  // name -> the entry's JSON text
+  std::map<std::string, DatasetAttr> v1_;       // name -> a v1 dataset YAML's entry
+  std::vector<std::string> train_, eval_;
+  std::string data_dir_, cache_dir_;
 };
 
 }  // namespace studio::data

@@ -1,0 +1,506 @@
+// LLaMA-Factory v1 configs (config/llamafactory_v1*.cpp): the files of tests/data/configs/v1,
+// written as LLaMA-Factory's examples/v1 are, load unchanged; their keys land on the run config;
+// what is refused says so at the key's line; the world decides the accumulation; the model's chat
+// template decides the template; the dataset YAML's rows are read; and a config saves back in v1
+// form, edits in v1's spelling.
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
+
+#include "studio/config/config_io.h"
+#include "studio/config/config_schema.h"
+#include "studio/config/llamafactory_v1.h"
+#include "studio/config/validate.h"
+#include "studio/data/dataset.h"
+#include "studio/data/tokenizer.h"
+
+using namespace studio;
+
+namespace {
+
+const QString kDir = QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1");
+const QString kDemoModel = QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/model");
+
+LoadResult loadFixture(const QString& name) {
+  return load_config_file((kDir + "/" + name).toStdString());
+}
+
+ValidateOptions world(int nproc) {
+  ValidateOptions opt;
+  opt.nproc_per_node = nproc;
+  opt.base_dir = kDir.toStdString();
+  return opt;
+}
+
+std::vector<Diagnostic> loadAndValidate(const QString& name, int nproc) {
+  LoadResult loaded = loadFixture(name);
+  auto diags = loaded.diagnostics;
+  auto more = validate_config(loaded.config, world(nproc));
+  diags.insert(diags.end(), more.begin(), more.end());
+  return diags;
+}
+
+QString valueOf(const RunConfig& c, const char* key) {
+  return QString::fromStdString(yaml_text(find_field(key)->to_node(c)));
+}
+
+// The top-level keys of a YAML text, in order.
+QStringList keysOf(const std::string& yaml) {
+  QStringList keys;
+  for (const auto& kv : YAML::Load(yaml)) keys << QString::fromStdString(kv.first.Scalar());
+  return keys;
+}
+
+QString readAll(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+}
+
+// A model folder with config.json's model_type and, unless empty, a tokenizer chat template.
+QString modelWithTemplate(const QTemporaryDir& dir, const QString& modelType,
+                          const QString& chatTemplate, bool asJinjaFile = false) {
+  const QString path = dir.filePath(modelType + (asJinjaFile ? "-jinja" : ""));
+  QDir().mkpath(path);
+  QFile config(path + "/config.json");
+  config.open(QIODevice::WriteOnly);
+  config.write(
+      readAll(kDemoModel + "/config.json").replace("\"qwen2\"", "\"" + modelType + "\"").toUtf8());
+  config.close();
+  if (chatTemplate.isEmpty()) return path;
+  if (asJinjaFile) {
+    QFile jinja(path + "/chat_template.jinja");
+    jinja.open(QIODevice::WriteOnly);
+    jinja.write(chatTemplate.toUtf8());
+    return path;
+  }
+  nlohmann::json tc = {{"eos_token", "<|im_end|>"}, {"chat_template", chatTemplate.toStdString()}};
+  QFile tokConfig(path + "/tokenizer_config.json");
+  tokConfig.open(QIODevice::WriteOnly);
+  tokConfig.write(QByteArray::fromStdString(tc.dump(2)));
+  return path;
+}
+
+// Chat templates in the shapes the families' own carry (written for this test, not theirs):
+// ChatML turns, plus what tells each family apart.
+const QString kChatmlTurns = QStringLiteral(
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+    "'<|im_end|>\\n' }}{%- endfor %}");
+const QString kThinkingSwitch = QStringLiteral(
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is "
+    "defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}");
+const QString kAlwaysThinks = QStringLiteral(
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}");
+const QString kPlainPrompt =
+    QStringLiteral("{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}");
+const QString kQwen25System = QStringLiteral(
+    "{%- if messages[0].role != 'system' %}{{- '<|im_start|>system\\nYou are Qwen, created by "
+    "Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}{%- endif %}");
+
+}  // namespace
+
+class TestLlamaFactoryV1 : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void detectsTheForm_data();
+  void detectsTheForm();
+  void mapsKeys_data();
+  void mapsKeys();
+  void validatesOnEightProcesses_data();
+  void validatesOnEightProcesses();
+  void worldSetsAccumulationAndPrecision();
+  void exportKeepsTheFileForm_data();
+  void exportKeepsTheFileForm();
+  void editsAreWrittenInV1Spelling();
+  void v0FilesStayV0();
+  void templateFromTheModel_data();
+  void templateFromTheModel();
+  void datasetYamlRowsAreRead();
+};
+
+void TestLlamaFactoryV1::detectsTheForm_data() {
+  QTest::addColumn<QString>("yaml");
+  QTest::addColumn<bool>("v1");
+  QTest::newRow("v0") << "model_name_or_path: m\ndataset: d\ntemplate: qwen\noutput_dir: o\n"
+                      << false;
+  QTest::newRow("model") << "model: Qwen/Qwen3-0.6B\ntrain_dataset: d.yaml\noutput_dir: o\n"
+                         << true;
+  QTest::newRow("micro_batch_size only") << "micro_batch_size: 2\n" << true;
+  QTest::newRow("a *_config block") << "kernel_config: {name: auto}\n" << true;
+  QTest::newRow("cp_size") << "cp_size: 2\n" << true;
+  QTest::newRow("both forms: v0 wins")
+      << "model_name_or_path: m\nmodel: x\ndataset: d\ntemplate: qwen\noutput_dir: o\n"
+      << false;
+}
+
+void TestLlamaFactoryV1::detectsTheForm() {
+  QFETCH(QString, yaml);
+  QFETCH(bool, v1);
+  QCOMPARE(is_llamafactory_v1(YAML::Load(yaml.toStdString())), v1);
+  QCOMPARE(load_config_string(yaml.toStdString()).config.is_v1(), v1);
+}
+
+void TestLlamaFactoryV1::mapsKeys_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<QString>("key");  // of the key table
+  QTest::addColumn<QString>("value");
+  const QString fsdp2 = "train_full_fsdp2.yaml";
+  QTest::newRow("model") << fsdp2 << "model_name_or_path"
+                         << "../../../../resources/demo/model";
+  QTest::newRow("micro_batch_size") << fsdp2 << "per_device_train_batch_size"
+                                    << "2";
+  QTest::newRow("fsdp2 is ZeRO-3") << fsdp2 << "zero_stage"
+                                   << "3";
+  QTest::newRow("bf16 by default under fsdp2") << fsdp2 << "bf16"
+                                               << "true";
+  QTest::newRow("learning_rate") << fsdp2 << "learning_rate"
+                                 << "0.0001";
+  QTest::newRow("constant rate") << fsdp2 << "lr_scheduler_type"
+                                 << "constant";
+  QTest::newRow("torch AdamW decay") << fsdp2 << "weight_decay"
+                                     << "0.01";
+  QTest::newRow("logging every step") << fsdp2 << "logging_steps"
+                                      << "1";
+  QTest::newRow("dist_timeout") << fsdp2 << "ddp_timeout"
+                                << "18000";
+  QTest::newRow("save at the end only") << fsdp2 << "save_steps" << QString::number(kSaveAtEndOnly);
+  QTest::newRow("no resume by itself") << fsdp2 << "overwrite_output_dir"
+                                       << "true";
+  QTest::newRow("sdpa") << fsdp2 << "flash_attn"
+                        << "sdpa";
+  QTest::newRow("ulysses by default") << fsdp2 << "sequence_parallel_mode"
+                                      << "ulysses";
+  QTest::newRow("max_steps") << fsdp2 << "max_steps"
+                             << "10";
+  QTest::newRow("stage sft") << fsdp2 << "stage"
+                             << "sft";
+  QTest::newRow("template left to the model") << fsdp2 << "template"
+                                              << "\"\"";
+  const QString ds = "train_full_deepspeed.yaml";
+  QTest::newRow("deepspeed config_file") << ds << "deepspeed"
+                                         << "../../deepspeed/ds_z3_offload_config.json";
+  QTest::newRow("deepspeed: no zero_stage of its own") << ds << "zero_stage"
+                                                       << "~";
+  const QString cp = "train_full_ulysses_cp.yaml";
+  QTest::newRow("cp_size") << cp << "sequence_parallel_size"
+                           << "2";
+  QTest::newRow("flash_attention_2") << cp << "flash_attn"
+                                     << "fa2";
+  QTest::newRow("bf16: false") << cp << "bf16"
+                               << "false";
+  QTest::newRow("trust_remote_code") << cp << "trust_remote_code"
+                                     << "true";
+  const QString pf = "train_full_padding_free.yaml";
+  QTest::newRow("reshard_after_forward false is ZeRO-2") << pf << "zero_stage"
+                                                         << "2";
+  QTest::newRow("num_train_epochs") << pf << "num_train_epochs"
+                                    << "2.0";
+  QTest::newRow("save_steps") << pf << "save_steps"
+                              << "50";
+  const QString dpo = "train_full_dpo.yaml";
+  QTest::newRow("offload_params") << dpo << "offload_param"
+                                  << "true";
+  QTest::newRow("offload_params at ZeRO-3") << dpo << "zero_stage"
+                                            << "3";
+  QTest::newRow("DPO key: stage dpo") << dpo << "stage"
+                                      << "dpo";
+  QTest::newRow("dpo_label_smoothing") << dpo << "dpo_label_smoothing"
+                                       << "0.1";
+}
+
+void TestLlamaFactoryV1::mapsKeys() {
+  QFETCH(QString, file);
+  QFETCH(QString, key);
+  QFETCH(QString, value);
+  const LoadResult r = loadFixture(file);
+  QVERIFY2(r.ok(), format_all(r.diagnostics).c_str());
+  QVERIFY(r.config.is_v1());
+  QCOMPARE(valueOf(r.config, key.toLatin1().constData()), value);
+}
+
+void TestLlamaFactoryV1::validatesOnEightProcesses_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<bool>("valid");
+  QTest::addColumn<QString>("fragment");  // in the formatted diagnostics
+  const QString demo = "../../../../resources/demo/model";
+  QTest::newRow("fsdp2") << "train_full_fsdp2.yaml" << true
+                         << ":20:20: global_batch_size: note: gradient_accumulation_steps 2 = 32 / "
+                            "(8 data-parallel ranks (world 8 / cp_size 1) x micro_batch_size 2)";
+  QTest::newRow("fsdp2: template") << "train_full_fsdp2.yaml" << true
+                                   << ":2:8: model: note: chat template chatml: the tokenizer has "
+                                      "no chat template";
+  QTest::newRow("fsdp2: kernel_config") << "train_full_fsdp2.yaml" << true
+                                        << ":6:9: kernel_config: warning: 'auto': studio-train "
+                                           "runs its own kernels";
+  QTest::newRow("deepspeed") << "train_full_deepspeed.yaml" << true << "valid";
+  QTest::newRow("ulysses cp") << "train_full_ulysses_cp.yaml" << true << "valid";
+  QTest::newRow("padding_free") << "train_full_padding_free.yaml" << true
+                                << ":14:20: batching_strategy: note: studio-train pads each "
+                                   "micro-batch";
+  QTest::newRow("dpo from pair data")
+      << "train_full_dpo.yaml" << true
+      << "dpo_label_smoothing: note: stage dpo, as the DPO keys ask";
+  QTest::newRow("lora") << "train_lora_sft.yaml" << false
+                        << ":6:9: peft_config: 'lora' is not supported: studio-train does "
+                           "full-parameter training only; remove the adapter settings or use "
+                           "LLaMA-Factory for adapter training";
+  QTest::newRow("freeze") << "train_freeze_sft.yaml" << false
+                          << ":5:9: peft_config: 'freeze' is not supported: studio-train does "
+                             "full-parameter training only";
+  QTest::newRow("qlora: quant_config") << "train_qlora.yaml" << false
+                                       << ":7:9: quant_config: quantized training is for adapters "
+                                          "(QLoRA); studio-train trains full weights: remove "
+                                          "quant_config";
+  QTest::newRow("qlora: peft_config")
+      << "train_qlora.yaml" << false << ":4:21: peft_config: 'lora' is not supported";
+  QTest::newRow("muon") << "train_full_muon.yaml" << false
+                        << ":8:9: optim_config: studio-train trains with AdamW; 'muon' is not "
+                           "available: remove optim_config";
+  QTest::newRow("dynamic batching") << "train_full_dynamic_batching.yaml" << false
+                                    << ":14:20: batching_strategy: micro-batches filled to a token "
+                                       "budget are not implemented; use normal or padding_free";
+  QTest::newRow("hub dataset") << "train_hub_dataset.yaml" << false
+                               << "data/hub.yaml:1:1: orca_pairs.source: hf_hub datasets are "
+                                  "downloaded by LLaMA-Factory, never by studio-train";
+  QTest::newRow("global batch") << "train_bad_batch.yaml" << false
+                                << ":8:20: global_batch_size: 20 is not a multiple of 4 "
+                                   "data-parallel ranks (world 8 / cp_size 2) x micro_batch_size "
+                                   "2 = 8 (allowed: multiples of 8)";
+  QTest::newRow("cp_size") << "train_bad_cp.yaml" << false
+                           << ":5:10: cp_size: 3 does not divide the world size 8";
+}
+
+void TestLlamaFactoryV1::validatesOnEightProcesses() {
+  QFETCH(QString, file);
+  QFETCH(bool, valid);
+  QFETCH(QString, fragment);
+  const auto diags = loadAndValidate(file, 8);
+  const QString text = QString::fromStdString(format_all(diags));
+  QCOMPARE(!has_errors(diags), valid);
+  if (fragment != "valid") QVERIFY2(text.contains(fragment), qPrintable(text));
+}
+
+void TestLlamaFactoryV1::worldSetsAccumulationAndPrecision() {
+  RunConfig c = loadFixture("train_full_fsdp2.yaml").config;
+  resolve_llamafactory_v1(c, world(8));
+  QCOMPARE(c.gradient_accumulation_steps, int64_t{2});
+  QCOMPARE(c.template_name, std::string("chatml"));
+  QCOMPARE(c.stage, Stage::Sft);
+  resolve_llamafactory_v1(c, world(4));  // 32 / (4 x 2)
+  QCOMPARE(c.gradient_accumulation_steps, int64_t{4});
+
+  // DeepSpeed's JSON leaves bf16 "auto": v1 trains in bf16.
+  RunConfig ds = loadFixture("train_full_deepspeed.yaml").config;
+  ds.bf16 = false;
+  resolve_llamafactory_v1(ds, world(8));
+  QVERIFY(ds.bf16);
+
+  // Preference pairs ask for DPO, as `llamafactory-cli dpo` would run them.
+  LoadResult pairs = load_config_string(
+      "model: ../../../../resources/demo/model\n"
+      "train_dataset: data/dpo.yaml\noutput_dir: o\n",
+      "pairs.yaml");
+  QCOMPARE(pairs.config.stage, Stage::Sft);
+  resolve_llamafactory_v1(pairs.config, world(1));
+  QCOMPARE(pairs.config.stage, Stage::Dpo);
+  const auto diags = validate_config(pairs.config, world(1));
+  QVERIFY2(format_all(diags).find("pairs.yaml:2:16: train_dataset: note: stage dpo: the datasets "
+                                  "are preference pairs") != std::string::npos,
+           format_all(diags).c_str());
+
+  // No FSDP2 and no DeepSpeed: v1 trains in fp32 whatever bf16 says.
+  LoadResult ddp = load_config_string(
+      "model: m\ntrain_dataset: d.yaml\noutput_dir: o\nbf16: true\n", "ddp.yaml");
+  QVERIFY(!ddp.config.bf16);
+  QVERIFY2(format_all(ddp.diagnostics)
+                   .find("ddp.yaml:4:7: bf16: warning: no effect without "
+                         "dist_config") != std::string::npos,
+           format_all(ddp.diagnostics).c_str());
+}
+
+void TestLlamaFactoryV1::exportKeepsTheFileForm_data() {
+  QTest::addColumn<QString>("file");
+  for (const char* f : {"train_full_fsdp2.yaml", "train_full_deepspeed.yaml",
+                        "train_full_ulysses_cp.yaml", "train_full_padding_free.yaml",
+                        "train_full_dpo.yaml", "train_lora_sft.yaml", "train_full_muon.yaml"})
+    QTest::newRow(f) << QString::fromLatin1(f);
+}
+
+void TestLlamaFactoryV1::exportKeepsTheFileForm() {
+  QFETCH(QString, file);
+  const LoadResult loaded = loadFixture(file);
+  const std::string minimal = to_yaml(loaded.config, YamlStyle::Minimal);
+  // The file's keys, in its order, nothing added: values as the file wrote them.
+  QCOMPARE(keysOf(minimal), keysOf(readAll(kDir + "/" + file).toStdString()));
+  const YAML::Node original = YAML::LoadFile((kDir + "/" + file).toStdString());
+  const YAML::Node written = YAML::Load(minimal);
+  for (const auto& kv : original)
+    QCOMPARE(QString::fromStdString(yaml_text(written[kv.first.Scalar()])),
+             QString::fromStdString(yaml_text(kv.second)));
+  // Loaded back it is the same config, and writes the same text.
+  const LoadResult again = load_config_string(minimal, file.toStdString());
+  QVERIFY(again.config.is_v1());
+  QCOMPARE(config_to_json(again.config), config_to_json(loaded.config));
+  QCOMPARE(to_yaml(again.config, YamlStyle::Minimal), minimal);
+  // print-config's form is v1's too: every v1 key, loading back to the same config.
+  const std::string full = to_yaml(loaded.config, YamlStyle::Full);
+  QVERIFY2(full.find("model_name_or_path") == std::string::npos, full.c_str());
+  QCOMPARE(config_to_json(load_config_string(full).config), config_to_json(loaded.config));
+}
+
+void TestLlamaFactoryV1::editsAreWrittenInV1Spelling() {
+  RunConfig c = loadFixture("train_full_fsdp2.yaml").config;
+  c.sequence_parallel_size = 4;
+  c.per_device_train_batch_size = 4;
+  c.learning_rate = 2e-5;
+  c.zero_stage = 2;
+  c.v1.global_batch_size = 64;
+  c.flash_attn = FlashAttn::Disabled;
+  c.template_name = "qwen";  // studio-train's own key: written under its name
+  const std::string out = to_yaml(c);
+  for (const char* line : {"micro_batch_size: 4\n", "learning_rate: 2.0e-05\n",
+                           "global_batch_size: 64\n", "cp_size: 4\n", "flash_attn: eager\n",
+                           "dist_config:\n  name: fsdp2\n  reshard_after_forward: false\n",
+                           "template: qwen\n", "kernel_config:\n  name: auto\n"})
+    QVERIFY2(out.find(line) != std::string::npos, (std::string(line) + " in\n" + out).c_str());
+  for (const char* v0 : {"sequence_parallel_size", "per_device_train_batch_size", "zero_stage",
+                         "gradient_accumulation_steps", "dcp_path"})
+    QVERIFY2(out.find(v0) == std::string::npos, (std::string(v0) + " in\n" + out).c_str());
+  // New keys follow the file's; it loads back with the edits.
+  QVERIFY(out.find("cp_size") > out.find("max_new_tokens"));
+  const RunConfig back = load_config_string(out).config;
+  QCOMPARE(back.sequence_parallel_size, int64_t{4});
+  QCOMPARE(back.zero_stage.value_or(-1), int64_t{2});
+  QCOMPARE(back.flash_attn, FlashAttn::Disabled);
+}
+
+void TestLlamaFactoryV1::v0FilesStayV0() {
+  const LoadResult r = load_config_file(STUDIO_TEST_DATA_DIR "/configs/qwen2.5-7b-sft-sp8.yaml");
+  QVERIFY(!r.config.is_v1());
+  const std::string out = to_yaml(r.config);
+  QVERIFY(out.rfind("model_name_or_path: ", 0) == 0);
+  QVERIFY(out.find("sequence_parallel_size: 8") != std::string::npos);
+  QVERIFY(out.find("cp_size") == std::string::npos);
+}
+
+void TestLlamaFactoryV1::templateFromTheModel_data() {
+  QTest::addColumn<QString>("modelType");
+  QTest::addColumn<QString>("chatTemplate");
+  QTest::addColumn<bool>("jinjaFile");
+  QTest::addColumn<QString>("chosen");
+  QTest::newRow("no chat template: ChatML fallback") << "qwen2"
+                                                     << "" << false << "chatml";
+  QTest::newRow("Qwen3 thinking switch")
+      << "qwen3" << kChatmlTurns + kThinkingSwitch << false << "qwen3";
+  QTest::newRow("Qwen3 MoE, in chat_template.jinja")
+      << "qwen3_moe" << kChatmlTurns + kThinkingSwitch << true << "qwen3";
+  QTest::newRow("Qwen3 Instruct-2507")
+      << "qwen3" << kChatmlTurns + kPlainPrompt << false << "qwen3_nothink";
+  QTest::newRow("Qwen3 Thinking-2507: no named template")
+      << "qwen3" << kChatmlTurns + kAlwaysThinks << false << "";
+  QTest::newRow("Qwen2.5") << "qwen2" << kQwen25System + kChatmlTurns + kPlainPrompt << false
+                           << "qwen";
+  QTest::newRow("Qwen2 without Qwen2.5's system: none")
+      << "qwen2" << kChatmlTurns + kPlainPrompt << false << "";
+  QTest::newRow("Llama: none") << "llama"
+                               << "{{- bos_token }}<|start_header_id|>{{ m }}<|eot_id|>" << false
+                               << "";
+}
+
+void TestLlamaFactoryV1::templateFromTheModel() {
+  QFETCH(QString, modelType);
+  QFETCH(QString, chatTemplate);
+  QFETCH(bool, jinjaFile);
+  QFETCH(QString, chosen);
+  QTemporaryDir dir;
+  const QString model = modelWithTemplate(dir, modelType, chatTemplate, jinjaFile);
+  const TemplateChoice t = template_for_model(model.toStdString());
+  QVERIFY2(QString::fromStdString(t.name) == chosen, t.why.c_str());
+
+  // validate says which, at `model`; or asks for `template:`.
+  const std::string yaml =
+      "model: " + model.toStdString() + "\ntrain_dataset: data/sft.yaml\noutput_dir: o\n";
+  LoadResult loaded = load_config_string(yaml, "c.yaml");
+  const std::string text = format_all(validate_config(loaded.config, world(1)));
+  if (chosen.isEmpty())
+    QVERIFY2(
+        text.find("c.yaml:1:8: model: which chat template to train with: ") != std::string::npos &&
+            text.find("give `template:` (studio-train's own key)") != std::string::npos,
+        text.c_str());
+  else
+    QVERIFY2(text.find("c.yaml:1:8: model: note: chat template " + chosen.toStdString()) !=
+                 std::string::npos,
+             text.c_str());
+  // A `template:` of the file's own is kept, and nothing is guessed.
+  loaded = load_config_string(yaml + "template: llama3\n", "c.yaml");
+  resolve_llamafactory_v1(loaded.config, world(1));
+  QCOMPARE(loaded.config.template_name, std::string("llama3"));
+}
+
+void TestLlamaFactoryV1::datasetYamlRowsAreRead() {
+  // v1 reads the dataset YAML's paths from the working directory, as LLaMA-Factory does.
+  const QString previous = QDir::currentPath();
+  QVERIFY(QDir::setCurrent(kDir));
+  auto restore = qScopeGuard([&] { QDir::setCurrent(previous); });
+  RunConfig c = loadFixture("train_full_fsdp2.yaml").config;
+  resolve_llamafactory_v1(c, {});
+  c.model_name_or_path = kDemoModel.toStdString();
+  const data::Tokenizer tok = data::Tokenizer::load(c.model_name_or_path);
+  data::DatasetOptions opt;
+  opt.use_cache = false;
+  const data::SftData sft = data::load_sft_data(c, tok, opt);
+  // identity: 4 alpaca rows; chat: size 1, one conversation of two answers, one sample each;
+  // messages: one answer, and one conversation whose first answer has loss_weight 0.
+  QCOMPARE(sft.train.size(), size_t{8});
+  auto prompt = [&](const data::TokenizedSample& s) {
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < s.input_ids.size() && s.labels[i] == data::kIgnoreIndex; ++i)
+      ids.push_back(static_cast<int32_t>(s.input_ids[i]));
+    return QString::fromStdString(tok.decode(ids));
+  };
+  auto answer = [&](const data::TokenizedSample& s) {
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < s.input_ids.size(); ++i)
+      if (s.labels[i] != data::kIgnoreIndex) ids.push_back(static_cast<int32_t>(s.labels[i]));
+    return QString::fromStdString(tok.decode(ids));
+  };
+  // v1's alpaca converter puts input right after instruction.
+  QVERIFY2(prompt(sft.train[2]).contains("user\nName three primes below ten.<|im_end|>"),
+           qPrintable(prompt(sft.train[2])));
+  QCOMPARE(answer(sft.train[2]), QStringLiteral("2, 3 and 5.<|im_end|>\n"));
+  QVERIFY(prompt(sft.train[3]).startsWith("<|im_start|>system\nAnswer in one word.<|im_end|>"));
+  // A conversation becomes one sample per answer, each learning its last answer only.
+  QVERIFY(!prompt(sft.train[4]).contains("3+3"));
+  QCOMPARE(answer(sft.train[4]), QStringLiteral("4.<|im_end|>\n"));
+  QVERIFY(prompt(sft.train[5])
+              .contains("<|im_start|>assistant\n4.<|im_end|>\n<|im_start|>user\n"
+                        "And 3+3?"));
+  QCOMPARE(answer(sft.train[5]), QStringLiteral("6.<|im_end|>\n"));
+  // loss_weight 0 leaves an answer to the prompt.
+  QCOMPARE(answer(sft.train[7]), QStringLiteral("Goodbye.<|im_end|>\n"));
+  QVERIFY(prompt(sft.train[7]).contains("Hello."));
+
+  // A sample whose answer lies beyond cutoff_len is left out, as v1 drops it.
+  RunConfig shortCut = c;
+  shortCut.cutoff_len = 24;
+  const data::SftData cut = data::load_sft_data(shortCut, tok, opt);
+  QVERIFY(cut.train.size() < sft.train.size());
+  QVERIFY(cut.stats.skipped_invalid > 0);
+  for (const auto& s : cut.train) QVERIFY(s.input_ids.size() <= 24);
+
+  RunConfig dpo = loadFixture("train_full_dpo.yaml").config;
+  resolve_llamafactory_v1(dpo, {});
+  dpo.model_name_or_path = c.model_name_or_path;
+  const data::PairData pairs = data::load_pair_data(dpo, tok, opt);
+  QCOMPARE(pairs.train.size(), size_t{3});
+  QCOMPARE(answer(pairs.train[0].rejected), QStringLiteral("No.<|im_end|>\n"));
+  QVERIFY(prompt(pairs.train[1].chosen).startsWith("<|im_start|>system\nBe kind."));
+}
+
+QTEST_MAIN(TestLlamaFactoryV1)
+#include "tst_llamafactory_v1.moc"
