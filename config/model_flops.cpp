@@ -14,10 +14,26 @@ double matmul_parameters(const ModelInfo& m) {
   return double(m.num_layers) * per_layer + double(m.vocab_size) * h;
 }
 
-double attention_span_term(const std::vector<int64_t>& spans) {
+namespace {
+
+// 2 x (keys seen, summed over the span's tokens): S (S + 1) for full causal attention; with a
+// window w < S token i sees min(i + 1, w) keys: w (w + 1) + 2 w (S - w).
+double span_keys(int64_t s, int64_t window) {
+  if (window <= 0 || s <= window) return double(s) * double(s + 1);
+  return double(window) * double(window + 1) + 2.0 * double(window) * double(s - window);
+}
+
+}  // namespace
+
+double attention_span_term(const std::vector<int64_t>& spans, const ModelInfo* model) {
   double sum = 0;
-  for (int64_t s : spans) sum += double(s) * double(s + 1);
-  return sum;
+  if (!model || model->sliding_window <= 0 || model->num_layers <= 0) {
+    for (int64_t s : spans) sum += span_keys(s, 0);
+    return sum;
+  }
+  for (int64_t layer = 0; layer < model->num_layers; ++layer)
+    for (int64_t s : spans) sum += span_keys(s, model->layer_window(layer));
+  return sum / double(model->num_layers);
 }
 
 double forward_flops(const ModelInfo& m, double tokens, double span_term) {

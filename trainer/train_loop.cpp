@@ -92,7 +92,8 @@ int64_t sample_tokens(const std::vector<const TokenizedSample*>& rows) {
 
 // The causal attention spans of the rows for the MFU count: each packed sample when attention
 // isolates them (neat packing), else each row.
-double span_term(const std::vector<const TokenizedSample*>& rows, bool isolated) {
+double span_term(const std::vector<const TokenizedSample*>& rows, bool isolated,
+                 const studio::ModelInfo& model) {
   std::vector<int64_t> spans;
   for (const auto* r : rows) {
     if (isolated && !r->segment_lengths.empty())
@@ -100,7 +101,7 @@ double span_term(const std::vector<const TokenizedSample*>& rows, bool isolated)
     else
       spans.push_back(static_cast<int64_t>(r->input_ids.size()));
   }
-  return attention_span_term(spans);
+  return attention_span_term(spans, &model);
 }
 
 }  // namespace
@@ -520,12 +521,12 @@ struct Trainer::Impl {
         local_norm += static_cast<double>(micro.size());
         const auto rows = pair_rows(in.train_pairs, micro);  // chosen and rejected: one span each
         local_tokens += sample_tokens(rows);
-        local_spans += span_term(rows, /*isolated=*/false);
+        local_spans += span_term(rows, /*isolated=*/false, in.model);
       } else {
         for (size_t i : micro) local_norm += static_cast<double>(count_valid_targets(in.train[i]));
         const auto rows = pick(in.train, micro);
         local_tokens += sample_tokens(rows);
-        local_spans += span_term(rows, par.neat_packing);
+        local_spans += span_term(rows, par.neat_packing, in.model);
       }
     }
     const auto totals = par.sum(

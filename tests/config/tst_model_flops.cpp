@@ -64,6 +64,14 @@ void TestModelFlops::forwardAndTrainingFlops() {
 void TestModelFlops::spansOfPackedRows() {
   QCOMPARE(attention_span_term({}), 0.0);
   QCOMPARE(attention_span_term({3, 5}), 3.0 * 4 + 5.0 * 6);
+  // Sliding windows (Gemma 2: every other layer, window 4): the mean over the layers; a span of
+  // 10 in a windowed layer sees 1 + 2 + 3 + 4 + 4 x 6 keys = (4 x 5 + 2 x 4 x 6) / 2.
+  ModelInfo gemma;
+  gemma.num_layers = 2;
+  gemma.sliding_window = 4;
+  gemma.sliding_layers = {true, false};
+  QCOMPARE(attention_span_term({10, 3}, &gemma),
+           ((10.0 * 11 + 3.0 * 4) + (4.0 * 5 + 2 * 4.0 * 6 + 3.0 * 4)) / 2);
 }
 
 void TestModelFlops::peakByDeviceName_data() {

@@ -22,8 +22,11 @@ namespace studio {
 double matmul_parameters(const ModelInfo& info);
 
 // Sum over attention spans of S * (S + 1): the causal attention term of the formula. A packed
-// row whose samples are isolated (neat_packing) counts each sample as its own span.
-double attention_span_term(const std::vector<int64_t>& span_lengths);
+// row whose samples are isolated (neat_packing) counts each sample as its own span. With
+// `model` and its sliding windows, the mean over its layers of that sum, a layer with window
+// w < S counting w (w + 1) + 2 w (S - w) (token i sees min(i + 1, w) keys).
+double attention_span_term(const std::vector<int64_t>& span_lengths,
+                           const ModelInfo* model = nullptr);
 
 // Forward FLOPs of `tokens` tokens whose attention spans add up to `span_term`.
 double forward_flops(const ModelInfo& info, double tokens, double span_term);
