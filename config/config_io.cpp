@@ -155,6 +155,16 @@ std::vector<Diagnostic> apply_overrides(RunConfig& cfg, const std::vector<std::s
       fail("expected key=value, got '" + set + "'");
       continue;
     }
+    if (cfg.is_v1()) {  // v1's own names first (cp_size, micro_batch_size, dist_config, ...)
+      YAML::Node v1_value;
+      try {
+        v1_value = YAML::Load(set.substr(eq + 1));
+      } catch (const YAML::Exception& e) {
+        fail("the value is not valid YAML: " + std::string(e.what()));
+        continue;
+      }
+      if (apply_llamafactory_v1_override(cfg, key, v1_value, "--set " + set, diags)) continue;
+    }
     const FieldSpec* f = find_field(key);
     if (!f) {
       std::string near = suggest_key(key);

@@ -609,6 +609,29 @@ void read_llamafactory_v1(const YAML::Node& root, LoadResult& res) {
   reader.finish();
 }
 
+bool apply_llamafactory_v1_override(RunConfig& cfg, const std::string& key, const YAML::Node& value,
+                                    const std::string& where, std::vector<Diagnostic>& diags) {
+  const V1Key* spec = find_v1_key(key);
+  const bool settable = spec && (!spec->field.empty() || key == "train_dataset" ||
+                                 key == "eval_dataset" || key == "global_batch_size");
+  if (!settable) return false;
+  LoadResult res;
+  res.config = cfg;
+  V1Reader reader(res);
+  reader.read(YAML::Node(key), value);
+  for (Diagnostic d : res.diagnostics) {
+    d.file = where, d.line = 0, d.column = 0, d.in_file = false;
+    diags.push_back(std::move(d));
+  }
+  if (has_errors(res.diagnostics)) return true;
+  cfg = std::move(res.config);
+  // Given on the command line: no position in the file, but given (saved and checked).
+  for (auto* pos : {&cfg.source.key_pos, &cfg.source.value_pos})
+    for (auto& [field, p] : *pos)
+      if (field == key || cfg.source.spelling(field) == key) p = SourcePos{};
+  return true;
+}
+
 std::string llamafactory_v1_yaml(const RunConfig& cfg, bool full) {
   std::vector<detail::YamlEntry> entries;
   std::set<std::string> done;

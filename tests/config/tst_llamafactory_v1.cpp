@@ -117,6 +117,7 @@ class TestLlamaFactoryV1 : public QObject {
   void exportKeepsTheFileForm_data();
   void exportKeepsTheFileForm();
   void editsAreWrittenInV1Spelling();
+  void overridesTakeV1Names();
   void v0FilesStayV0();
   void templateFromTheModel_data();
   void templateFromTheModel();
@@ -377,6 +378,33 @@ void TestLlamaFactoryV1::editsAreWrittenInV1Spelling() {
   QCOMPARE(back.sequence_parallel_size, int64_t{4});
   QCOMPARE(back.zero_stage.value_or(-1), int64_t{2});
   QCOMPARE(back.flash_attn, FlashAttn::Disabled);
+}
+
+// studio-train train --set on a v1 file: v1's own names, read as the file's keys are, saved in
+// v1 spelling; the key table's names still work; a bad value is an error at "--set".
+void TestLlamaFactoryV1::overridesTakeV1Names() {
+  RunConfig c = loadFixture("train_full_fsdp2.yaml").config;
+  auto diags = apply_overrides(c, {"cp_size=2", "micro_batch_size=4", "flash_attn=eager",
+                                   "global_batch_size=64", "learning_rate=3.0e-5",
+                                   "dist_config={name: fsdp2, reshard_after_forward: false}"});
+  QVERIFY2(!has_errors(diags), diags.empty() ? "" : diags.front().format().c_str());
+  QCOMPARE(c.sequence_parallel_size, int64_t{2});
+  QCOMPARE(c.per_device_train_batch_size, int64_t{4});
+  QCOMPARE(c.flash_attn, FlashAttn::Disabled);
+  QCOMPARE(c.v1.global_batch_size.value_or(0), int64_t{64});
+  QCOMPARE(c.learning_rate, 3e-5);
+  QCOMPARE(c.zero_stage.value_or(-1), int64_t{2});
+  const std::string out = to_yaml(c);
+  for (const char* line : {"cp_size: 2\n", "micro_batch_size: 4\n", "flash_attn: eager\n",
+                           "global_batch_size: 64\n"})
+    QVERIFY2(out.find(line) != std::string::npos, (std::string(line) + " in\n" + out).c_str());
+  QVERIFY2(out.find("sequence_parallel_size") == std::string::npos, out.c_str());
+
+  diags = apply_overrides(c, {"cp_size=two"});
+  QVERIFY(has_errors(diags));
+  QVERIFY2(QString::fromStdString(diags.front().format()).contains("--set cp_size=two"),
+           diags.front().format().c_str());
+  QCOMPARE(c.sequence_parallel_size, int64_t{2});  // untouched
 }
 
 void TestLlamaFactoryV1::v0FilesStayV0() {

@@ -30,6 +30,13 @@ bool is_llamafactory_v1(const YAML::Node& root);
 // at the key as the file spells it. config_io's loader calls it for a v1 file.
 void read_llamafactory_v1(const YAML::Node& root, LoadResult& res);
 
+// `--set KEY=VALUE` on a v1 config (config_io's apply_overrides): KEY in v1's own spelling
+// (cp_size, micro_batch_size, global_batch_size, dist_config, train_dataset, ...), read as the
+// file's keys are; problems go to `diags` located at `where`. False when KEY is none of v1's
+// settable keys (the key table's own names then apply).
+bool apply_llamafactory_v1_override(RunConfig& cfg, const std::string& key, const YAML::Node& value,
+                                    const std::string& where, std::vector<Diagnostic>& diags);
+
 // The config in v1's form (config_io's to_yaml for a v1 config): the file's keys in its order,
 // a key whose value is unchanged as the file wrote it, an edited one in v1's spelling, unknown
 // keys kept; other keys where they differ from v1's defaults. `full`: every v1 key.

@@ -37,9 +37,9 @@ struct BlockMask {
   bool causal = false;
   int64_t q_start = 0;
   int64_t k_start = 0;
-  torch::Tensor q_segments, k_segments;  // both undefined: no segment isolation
+  torch::Tensor q_segments{}, k_segments{};  // both undefined: no segment isolation
   int64_t window = 0;
-  torch::Tensor q_pos, k_pos;  // both undefined: the starts above
+  torch::Tensor q_pos{}, k_pos{};  // both undefined: the starts above
   double softcap = 0.0;
   bool segmented() const { return q_segments.defined(); }
   bool positioned() const { return q_pos.defined(); }
@@ -132,8 +132,8 @@ struct AttentionCall {
   // Neat packing: the sample index of every token of the WHOLE (global, unsplit) sequence,
   // [B, S_global] int64 on the model's device, -1 on padding; undefined otherwise. SP modes cut
   // from it the segments of whichever tokens meet in a block.
-  torch::Tensor segments;
-  ScoreShape shape;  // the layer's sliding window and soft-capping
+  torch::Tensor segments{};
+  ScoreShape shape{};  // the layer's sliding window and soft-capping
 };
 
 // The seam: every decoder layer calls one of these with q [B, Hq, S, D], k/v [B, Hkv, S, D]

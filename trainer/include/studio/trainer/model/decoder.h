@@ -52,14 +52,14 @@ class KVCache;  // studio/trainer/generate.h
 
 // Everything a layer's forward needs besides its input, shared by all layers of one forward.
 struct LayerContext {
-  torch::Tensor cos, sin;  // [B, S, rotary_dim] in the activation dtype
+  torch::Tensor cos{}, sin{};  // [B, S, rotary_dim] in the activation dtype
   // Gemma 3: the sliding layers' own cos/sin (rope_local_theta); undefined: cos/sin above.
-  torch::Tensor cos_local, sin_local;
+  torch::Tensor cos_local{}, sin_local{};
   const AttentionFn* attention = nullptr;
-  torch::Tensor segments;  // neat packing: AttentionCall::segments
+  torch::Tensor segments{};  // neat packing: AttentionCall::segments
   LayerHooks* hooks = nullptr;
   int64_t mlp_tile_tokens = 0;  // tiled_mlp: rows per MLP tile (0: untiled)
-  std::shared_ptr<ActivationOffload> offload;  // checkpointed inputs in host memory (or null)
+  std::shared_ptr<ActivationOffload> offload{};  // checkpointed inputs in host memory (or null)
   // Incremental decoding (inference only): each layer appends its keys/values (after RoPE) and
   // attends to everything cached; the attention seam is bypassed. Null: none.
   KVCache* kv_cache = nullptr;
