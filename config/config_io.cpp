@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -155,15 +156,23 @@ std::vector<Diagnostic> apply_overrides(RunConfig& cfg, const std::vector<std::s
       fail("expected key=value, got '" + set + "'");
       continue;
     }
-    if (cfg.is_v1()) {  // v1's own names first (cp_size, micro_batch_size, dist_config, ...)
-      YAML::Node v1_value;
-      try {
-        v1_value = YAML::Load(set.substr(eq + 1));
-      } catch (const YAML::Exception& e) {
-        fail("the value is not valid YAML: " + std::string(e.what()));
-        continue;
+    // The value as YAML; a failure is reported once, for whichever key reads it first.
+    std::optional<YAML::Node> parsed;
+    auto value_of = [&]() -> const YAML::Node* {
+      if (!parsed) {
+        try {
+          parsed = YAML::Load(set.substr(eq + 1));
+        } catch (const YAML::Exception& e) {
+          fail("the value is not valid YAML: " + std::string(e.what()));
+          return nullptr;
+        }
       }
-      if (apply_llamafactory_v1_override(cfg, key, v1_value, "--set " + set, diags)) continue;
+      return &*parsed;
+    };
+    if (cfg.is_v1()) {  // v1's own names first (cp_size, micro_batch_size, dist_config, ...)
+      const YAML::Node* v1_value = value_of();
+      if (!v1_value) continue;
+      if (apply_llamafactory_v1_override(cfg, key, *v1_value, "--set " + set, diags)) continue;
     }
     const FieldSpec* f = find_field(key);
     if (!f) {
@@ -171,13 +180,9 @@ std::vector<Diagnostic> apply_overrides(RunConfig& cfg, const std::vector<std::s
       fail("unknown key" + (near.empty() ? std::string() : "; did you mean '" + near + "'?"));
       continue;
     }
-    YAML::Node value;
-    try {
-      value = YAML::Load(set.substr(eq + 1));
-    } catch (const YAML::Exception& e) {
-      fail("the value is not valid YAML: " + std::string(e.what()));
-      continue;
-    }
+    const YAML::Node* found = value_of();
+    if (!found) continue;
+    const YAML::Node& value = *found;
     if (std::string err = f->parse(value, cfg); !err.empty()) {
       fail(err, f->allowed);
       continue;
