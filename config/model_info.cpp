@@ -220,9 +220,8 @@ bool fill_gemma(const nlohmann::json& j, ModelInfo& m, std::string& error) {
     return false;
   if (query_pre_attn_scalar <= 0) return error = "query_pre_attn_scalar must be positive", false;
   m.attention_scale = 1.0 / std::sqrt(query_pre_attn_scalar);
-  int64_t window = 0;
-  if (!get(j, "sliding_window", window, error, false)) return false;
-  m.sliding_window = window;
+  // sliding_window itself was read with the other decoder fields (Gemma has no
+  // use_sliding_window, so it applies as written).
   if (m.sliding_layers.empty()) {  // no layer_types: the pattern (every n-th layer global)
     int64_t pattern = m.architecture == "Gemma2ForCausalLM" ? 2 : 6;
     if (!get(j, "sliding_window_pattern", pattern, error, false)) return false;

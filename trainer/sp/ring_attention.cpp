@@ -64,19 +64,19 @@ torch::Tensor ring_piece(const torch::Tensor& x, int n, int r) {
 
 // The block mask at ring step `step`: the step's causality and, with segments, the samples of
 // the query rows (`own`: this rank's piece) and of the visiting K/V's rows (the sender's piece).
-// The global positions of ring rank r's tokens (a sliding window needs them: zigzag pieces are
-// not contiguous), [len] on `device`.
-torch::Tensor ring_positions(int n, int r, int64_t len, const torch::Device& device) {
-  const torch::Tensor all =
-      torch::arange(int64_t(n) * len, torch::TensorOptions().dtype(torch::kLong).device(device));
-  return ring_piece(all.unsqueeze(0), n, r).squeeze(0);
+// The global positions of the whole sequence the ring shares, [1, n * len] on `device`: a
+// sliding window needs them (zigzag pieces are not contiguous); ring_piece cuts a rank's.
+torch::Tensor ring_sequence_positions(int n, int64_t len, const torch::Device& device) {
+  return torch::arange(int64_t(n) * len,
+                       torch::TensorOptions().dtype(torch::kLong).device(device))
+      .unsqueeze(0);
 }
 
 // The per-call state every step mask derives from.
 struct RingMaskInputs {
   torch::Tensor segments, own;  // neat packing: the whole sequence's and this rank's piece
   ScoreShape shape;
-  torch::Tensor own_pos;  // with a window: this rank's global positions
+  torch::Tensor all_pos, own_pos;  // with a window: all global positions, this rank's
   int64_t len = 0;
 };
 
@@ -89,8 +89,7 @@ BlockMask step_mask(const StepBlock& b, const RingMaskInputs& in, int n, int ran
       m.q_pos = m.k_pos = in.own_pos;  // one tensor: attention.cpp may drop both (causal by index)
     } else {
       m.q_pos = in.own_pos.narrow(0, b.q_begin, b.q_len);
-      m.k_pos = ring_positions(n, (rank - step + n) % n, in.len, in.own_pos.device())
-                    .narrow(0, 0, b.kv_len);
+      m.k_pos = ring_piece(in.all_pos, n, (rank - step + n) % n).squeeze(0).narrow(0, 0, b.kv_len);
     }
   }
   const torch::Tensor& segments = in.segments;
@@ -109,7 +108,10 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     in.own = segments.defined() ? ring_piece(segments, n, rank) : segments;
     in.shape = shape;
     in.len = q.size(2);
-    if (shape.window > 0) in.own_pos = ring_positions(n, rank, in.len, q.device());
+    if (shape.window > 0) {
+      in.all_pos = ring_sequence_positions(n, in.len, q.device());
+      in.own_pos = ring_piece(in.all_pos, n, rank).squeeze(0);
+    }
     return in;
   }
 
