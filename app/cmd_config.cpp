@@ -36,7 +36,7 @@ std::string summary(const studio::CheckResult& res, const studio::ValidateOption
   s += ", cutoff_len " + std::to_string(c.cutoff_len);
   if (res.model)
     s += ", model " + res.model->architecture + " " +
-         studio::format_count(res.model->parameter_count());
+         studio::format_size(*res.model);
   return s;
 }
 

@@ -178,7 +178,7 @@ int cmd_estimate(const Argv& argv) {
     return kExitOk;
   }
   std::cout << a.path << ": " << res.model->architecture << " "
-            << format_count(res.model->parameter_count()) << ", stage " << to_string(cfg.stage)
+            << format_size(*res.model) << ", stage " << to_string(cfg.stage)
             << ", cutoff_len " << cfg.cutoff_len
             << (a.nproc > 0 ? "" : " (no --nproc: the world is one SP group)") << "\n"
             << format_estimate_text(est) << "GPU capacity: "

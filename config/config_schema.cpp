@@ -435,6 +435,11 @@ const std::vector<FieldSpec>& config_fields() {
               range("> 0")),
         field("max_grad_norm", "train", &R::max_grad_norm, "clip the global gradient norm; 0: off",
               range(">= 0")),
+        field("moe_aux_loss_coef", "train", &R::moe_aux_loss_coef,
+              "mixture-of-experts models: > 0 adds the routers' auxiliary load-balancing loss "
+              "with this coefficient (transformers' output_router_logits and "
+              "router_aux_loss_coef); absent or 0: as config.json's output_router_logits says",
+              range(">= 0")),
         field("skip_nonfinite_steps", "train", &R::skip_nonfinite_steps,
               "a step whose loss or gradient norm is NaN or infinite: 0 stops the run there "
               "(status.json says which step and why); N > 0 skips such steps without updating "

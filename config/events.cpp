@@ -147,6 +147,7 @@ void read_step(const json& j, StepEvent& v, Issues* issues) {
   v.gpus = read_gpus(f);
   f.get("rss_mib", v.rss_mib);
   f.get("peak_rss_mib", v.peak_rss_mib);
+  f.get("aux_loss", v.aux_loss);
   v.dpo = read_dpo(f);
 }
 
@@ -475,6 +476,7 @@ void to_json(json& j, const StepEvent& v) {
            {"gpus", v.gpus}};
   if (!std::isnan(v.rss_mib)) j["rss_mib"] = v.rss_mib;
   if (!std::isnan(v.peak_rss_mib)) j["peak_rss_mib"] = v.peak_rss_mib;
+  if (!std::isnan(v.aux_loss)) j["aux_loss"] = v.aux_loss;
   if (!std::isnan(v.model_tflops)) j["model_tflops"] = v.model_tflops;
   if (!std::isnan(v.model_tflops)) j["mfu"] = v.mfu;  // null when the peak is not known
   if (v.total_steps > 0) j["total_steps"] = v.total_steps;

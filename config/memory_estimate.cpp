@@ -78,7 +78,10 @@ class Estimator {
     params_ = double(m.parameter_count());
     embed_params_ = vocab_ * h_;
     const double embeddings = embed_params_ * (m.tie_word_embeddings ? 1 : 2);
-    layer_params_ = (params_ - embeddings - h_) / layers_;
+    // The largest decoder layer (an MoE layer with all its experts, where there are any).
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      layer_params_ = std::max(layer_params_, double(m.layer_parameter_count(i)));
+    moe_layers_ = double(m.moe_layer_count());
     world_ = std::max(1, opt.world_size());
     zero_req_ = zero_request(cfg, opt.deepspeed);
     zero_ = std::clamp(zero_req_.stage, 0, 3);
@@ -267,12 +270,31 @@ class Estimator {
     return segmented || shaped_scores() || (!p_.mixed && !opt_.cpu);
   }
 
+  // What an MoE layer's `mlp` keeps per local token instead of the dense MLP's 4 e f
+  // (trainer/model/moe.cpp SparseMoeBlock): the router's fp32 probabilities (softmax's output)
+  // and the top-k indices (int64), with norm_topk_prob the fp32 picked probabilities and their
+  // sum; the sort order, the token of each (token, expert) slot and the order back (int64
+  // each); per slot the expert's input row, gate, SiLU's output, up and their product, its
+  // output row and the routing weight; the shared expert's (Qwen2-MoE) MLP set, output row and
+  // sigmoid gate.
+  double moe_mlp_bytes() const {
+    const double e = p_.value, k = double(m_.num_experts_per_tok);
+    const double fe = double(m_.moe_intermediate_size), fs = double(m_.shared_expert_intermediate_size);
+    double bytes = 4 * double(m_.num_experts) + 8 * k + (m_.norm_topk_prob ? 4 * k + 4 : 0) +
+                   24 * k + k * (2 * e * h_ + 4 * e * fe + e);
+    if (fs > 0) bytes += 4 * e * fs + e * h_ + e;
+    return bytes;
+  }
+
   void activations() {
     const double e = p_.value, t = double(tokens_);
     LongContextCosts& lc = est_.long_context;
-    const double full_layer = layer_bytes();
-    // The MLP's share of a layer: gate, SiLU's output, up and their product (4 e f per token).
+    // The dense MLP's share of a layer: gate, SiLU's output, up and their product (4 e f per
+    // token); an MoE layer keeps moe_mlp_bytes() instead, untiled.
     const double mlp = 4 * e * f_;
+    const double moe_layer = layer_bytes() - mlp + (moe_layers_ > 0 ? moe_mlp_bytes() : 0);
+    const double dense_layers = layers_ - moe_layers_;
+    const double full_layer = dense_layers > 0 ? layer_bytes() : moe_layer;
     if (cfg_.tiled_mlp) {
       // trainer/model/decoder.cpp TiledMlp: the layer keeps the MLP's input only; one tile at a
       // time recomputes its activations in the backward.
@@ -282,10 +304,14 @@ class Estimator {
       // In a tile's backward: the recomputed gate, SiLU's output and up, the gradients of the
       // product, of SiLU's output and of up, and the tile's output (6 e f + e h per token).
       lc.mlp_tile = double(lc.mlp_tile_tokens) * (6 * e * f_ + e * h_);
-      lc.layer = t * (full_layer - mlp);
+      lc.layer = t * (dense_layers > 0 ? layer_bytes() - mlp : moe_layer);
     } else {
       lc.layer = t * full_layer;
     }
+    // The layers' sets as kept: the dense ones lc.layer each, the MoE ones t x moe_layer each;
+    // lc.layer becomes the largest one's (the one a backward or a recompute holds at a time).
+    const double all_layers = dense_layers * lc.layer + moe_layers_ * t * moe_layer;
+    if (moe_layers_ > 0) lc.layer = std::max(lc.layer, t * moe_layer);
     // One layer's whole set while its backward runs.
     const double running = lc.layer + lc.mlp_tile;
     // Outside the layers: RoPE's cos and sin of every position, the final norm and the hidden
@@ -309,7 +335,7 @@ class Estimator {
       b().activations = lc.checkpoints + (offload ? 2 * e * h_ * t : 0) + running + outside;
       recompute_ = running;
     } else {
-      b().activations = layers_ * lc.layer + lc.mlp_tile + outside;
+      b().activations = all_layers + lc.mlp_tile + outside;
     }
     est_.host_activation_bytes = lc.offloaded_activations;
     const double model_hkv = double(m_.num_kv_heads * m_.head_dim);
@@ -319,6 +345,17 @@ class Estimator {
          " B (studio-train's decoder keeps SiLU's output besides its input); the reference "
          "formula for fused kernels, 12h + 4h_kv + 6f + 4(heads + 2), gives " +
          grouped(reference_layer) + " B.");
+    if (moe_layers_ > 0)
+      note("Mixture of experts: " + grouped(moe_layers_) + " of the " + grouped(layers_) +
+           " layers route each token to " + std::to_string(m_.num_experts_per_tok) + " of " +
+           std::to_string(m_.num_experts) + " experts and keep " + grouped(moe_layer) +
+           " B per local token (the router's probabilities, each picked expert's input, MLP "
+           "activations and output" +
+           (m_.shared_expert_intermediate_size > 0 ? ", the shared expert's" : "") +
+           ")" + (cfg_.tiled_mlp ? ", untiled" : "") + "; every expert's weights, gradients "
+           "and optimizer states count in the model states (" +
+           format_count(m_.parameter_count()) + " parameters, " +
+           format_count(m_.active_parameter_count()) + " active per token).");
     if (cfg_.tiled_mlp)
       note("tiled_mlp: the MLP runs over tiles of " + grouped(double(lc.mlp_tile_tokens)) +
            " tokens, so a layer keeps " + grouped(full_layer - mlp) +
@@ -516,6 +553,7 @@ class Estimator {
   const SpShape sp_;
   double h_ = 0, hq_ = 0, hkv_ = 0, f_ = 0, vocab_ = 0, layers_ = 0;
   double params_ = 0, embed_params_ = 0, layer_params_ = 0;
+  double moe_layers_ = 0;  // MoE decoder layers (ModelInfo::is_moe_layer)
   int world_ = 1;
   ZeroRequest zero_req_;
   int zero_ = 0;

@@ -10,8 +10,18 @@ double matmul_parameters(const ModelInfo& m) {
   const double h = double(m.hidden_size), d = double(m.head_dim > 0 ? m.head_dim
                                                                     : m.hidden_size / std::max<int64_t>(1, m.num_heads));
   const double q = double(m.num_heads) * d, kv = double(m.num_kv_heads) * d;
-  const double per_layer = h * q + 2 * h * kv + q * h + 3 * h * double(m.intermediate_size);
-  return double(m.num_layers) * per_layer + double(m.vocab_size) * h;
+  const double attn = h * q + 2 * h * kv + q * h;
+  const double dense = 3 * h * double(m.intermediate_size);
+  // An MoE layer: the router, the num_experts_per_tok experts a token goes through, and
+  // Qwen2-MoE's shared expert with its gate.
+  const double sparse = h * double(m.num_experts) +
+                        3 * h * double(m.moe_intermediate_size * m.num_experts_per_tok) +
+                        (m.shared_expert_intermediate_size > 0
+                             ? 3 * h * double(m.shared_expert_intermediate_size) + h
+                             : 0.0);
+  const double moe = double(m.moe_layer_count());
+  return (double(m.num_layers) - moe) * (attn + dense) + moe * (attn + sparse) +
+         double(m.vocab_size) * h;
 }
 
 namespace {

@@ -16,7 +16,7 @@ const std::vector<std::string>& architectures() {
   static const std::vector<std::string> v = {
       "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
       "Phi3ForCausalLM",  "GlmForCausalLM",     "Glm4ForCausalLM",  "Gemma2ForCausalLM",
-      "Gemma3ForCausalLM"};
+      "Gemma3ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"};
   return v;
 }
 
@@ -55,7 +55,7 @@ bool get_ids(const nlohmann::json& j, const char* key, std::vector<int64_t>& out
 
 // Mistral applies sliding_window whenever it is set; Qwen2/Qwen3 only with use_sliding_window.
 bool get_sliding_window(const nlohmann::json& j, ModelInfo& m, std::string& error) {
-  bool use = true;
+  bool use = m.architecture.rfind("Qwen", 0) != 0;  // transformers' Qwen configs: false
   if (!get(j, "use_sliding_window", use, error, false)) return false;
   int64_t window = 0;
   if (!get(j, "sliding_window", window, error, false)) return false;
@@ -180,10 +180,22 @@ bool fill_layer_types(const nlohmann::json& j, ModelInfo& m, std::string& error)
   std::vector<std::string> types;
   if (!get(j, "layer_types", types, error, false)) return false;
   if (types.empty()) {
-    // Older Qwen2 configs: the window applies from layer max_window_layers on (HF derives
-    // layer_types so).
+    // Qwen3-MoE: the window, when in effect, applies in every layer.
+    if (m.architecture == "Qwen3MoeForCausalLM") return true;
     int64_t first = 0;
     if (!get(j, "max_window_layers", first, error, false)) return false;
+    if (m.architecture == "Qwen2MoeForCausalLM") {
+      // Qwen2-MoE derives layer_types differently: even layers below max_window_layers (28).
+      if (!j.contains("max_window_layers")) first = 28;
+      if (m.sliding_window > 0) {
+        m.sliding_layers.assign(size_t(m.num_layers), false);
+        for (int64_t i = 0; i < m.num_layers; ++i)
+          m.sliding_layers[size_t(i)] = (i + 1) % 2 != 0 && i < first;
+      }
+      return true;
+    }
+    // Older Qwen2 configs: the window applies from layer max_window_layers on (HF derives
+    // layer_types so).
     if (m.sliding_window > 0 && j.contains("max_window_layers")) {
       m.sliding_layers.assign(size_t(m.num_layers), false);
       for (int64_t i = first; i < m.num_layers; ++i) m.sliding_layers[size_t(i)] = true;
@@ -237,6 +249,41 @@ bool fill_gemma(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   return true;
 }
 
+// Qwen2-MoE / Qwen3-MoE: the experts, their routing and the auxiliary loss's settings
+// (transformers' Qwen2MoeConfig / Qwen3MoeConfig defaults where a key is absent).
+bool fill_moe(const nlohmann::json& j, ModelInfo& m, std::string& error) {
+  const bool qwen2 = m.architecture == "Qwen2MoeForCausalLM";
+  m.num_experts = qwen2 ? 60 : 128;
+  m.num_experts_per_tok = qwen2 ? 4 : 8;
+  m.moe_intermediate_size = qwen2 ? 1408 : 768;
+  m.shared_expert_intermediate_size = qwen2 ? 5632 : 0;
+  if (!get(j, "num_experts", m.num_experts, error, false) ||
+      !get(j, "num_experts_per_tok", m.num_experts_per_tok, error, false) ||
+      !get(j, "moe_intermediate_size", m.moe_intermediate_size, error, false) ||
+      !get(j, "norm_topk_prob", m.norm_topk_prob, error, false) ||
+      !get(j, "decoder_sparse_step", m.decoder_sparse_step, error, false) ||
+      !get(j, "mlp_only_layers", m.mlp_only_layers, error, false) ||
+      !get(j, "output_router_logits", m.output_router_logits, error, false) ||
+      !get(j, "router_aux_loss_coef", m.router_aux_loss_coef, error, false))
+    return false;
+  if (qwen2 && !get(j, "shared_expert_intermediate_size", m.shared_expert_intermediate_size,
+                    error, false))
+    return false;
+  if (m.num_experts < 0 || m.decoder_sparse_step < 1 || m.moe_intermediate_size < 0 ||
+      m.shared_expert_intermediate_size < 0)
+    return error = "num_experts, moe_intermediate_size and shared_expert_intermediate_size must "
+                   "not be negative, decoder_sparse_step must be at least 1",
+           false;
+  if (m.num_experts > 0 && (m.num_experts_per_tok < 1 || m.num_experts_per_tok > m.num_experts))
+    return error = "num_experts_per_tok (" + std::to_string(m.num_experts_per_tok) +
+                   ") must be between 1 and num_experts (" + std::to_string(m.num_experts) + ")",
+           false;
+  if (m.num_experts > 0 && m.moe_intermediate_size == 0)
+    return error = "moe_intermediate_size must be positive", false;
+  if (m.router_aux_loss_coef < 0) return error = "router_aux_loss_coef must not be negative", false;
+  return true;
+}
+
 bool fill_decoder_fields(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   return get(j, "rms_norm_eps", m.rms_norm_eps, error, false) &&
          get(j, "hidden_act", m.hidden_act, error, false) &&
@@ -279,7 +326,14 @@ bool fill(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   if (a == "MistralForCausalLM") m.qkv_bias = false;
   m.o_bias = m.qkv_bias;
   if (a == "Qwen2ForCausalLM") m.qkv_bias = true, m.o_bias = false;
-  m.qk_norm = a == "Qwen3ForCausalLM" || a == "Gemma3ForCausalLM";
+  if (a == "Qwen2MoeForCausalLM") {  // q/k/v biases with qkv_bias (default true), o_proj none
+    m.qkv_bias = true;
+    if (!get(j, "qkv_bias", m.qkv_bias, error, false)) return false;
+    m.o_bias = false;
+  }
+  m.qk_norm = a == "Qwen3ForCausalLM" || a == "Gemma3ForCausalLM" || a == "Qwen3MoeForCausalLM";
+  if ((a == "Qwen2MoeForCausalLM" || a == "Qwen3MoeForCausalLM") && !fill_moe(j, m, error))
+    return false;
   // Phi-3/Phi-4 have no biases; GLM q/k/v biases with attention_bias (o_proj none); Gemma
   // honours attention_bias on all four.
   if (a == "Phi3ForCausalLM") m.qkv_bias = m.o_bias = false, m.fused_qkv = true;
@@ -310,17 +364,60 @@ bool fill(const nlohmann::json& j, ModelInfo& m, std::string& error) {
 
 }  // namespace
 
-int64_t ModelInfo::parameter_count() const {
-  const int64_t q = num_heads * head_dim, kv = num_kv_heads * head_dim;
-  int64_t attn = hidden_size * q + 2 * hidden_size * kv + q * hidden_size;
-  if (qkv_bias) attn += q + 2 * kv;
-  if (o_bias) attn += hidden_size;
-  if (qk_norm) attn += 2 * head_dim;
-  int64_t mlp = 3 * hidden_size * intermediate_size;
-  if (mlp_bias) mlp += 2 * intermediate_size + hidden_size;
-  const int64_t layer = attn + mlp + norms_per_layer() * hidden_size;
-  const int64_t embed = vocab_size * hidden_size;
-  return embed * (tie_word_embeddings ? 1 : 2) + num_layers * layer + hidden_size;
+bool ModelInfo::is_moe_layer(int64_t layer) const {
+  if (num_experts <= 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end())
+    return false;
+  return (layer + 1) % std::max<int64_t>(1, decoder_sparse_step) == 0;
+}
+
+int64_t ModelInfo::moe_layer_count() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_layers; ++i) n += is_moe_layer(i) ? 1 : 0;
+  return n;
+}
+
+namespace {
+
+// Parameters of one layer (MoE or dense), with `experts` of an MoE layer's experts counted.
+int64_t count_layer(const ModelInfo& m, bool moe, int64_t experts) {
+  const int64_t h = m.hidden_size, q = m.num_heads * m.head_dim, kv = m.num_kv_heads * m.head_dim;
+  int64_t attn = h * q + 2 * h * kv + q * h;
+  if (m.qkv_bias) attn += q + 2 * kv;
+  if (m.o_bias) attn += h;
+  if (m.qk_norm) attn += 2 * m.head_dim;
+  const int64_t norms = m.norms_per_layer() * h;
+  if (!moe) {
+    int64_t dense = 3 * h * m.intermediate_size;
+    if (m.mlp_bias) dense += 2 * m.intermediate_size + h;
+    return attn + dense + norms;
+  }
+  // Router, the experts, the shared expert and its one-output gate.
+  int64_t sparse = m.num_experts * h + experts * 3 * h * m.moe_intermediate_size;
+  if (m.shared_expert_intermediate_size > 0)
+    sparse += 3 * h * m.shared_expert_intermediate_size + h;
+  return attn + sparse + norms;
+}
+
+// Parameters of the model, with `experts` of each MoE layer's experts counted (all of them, or
+// the ones a token passes through).
+int64_t count_parameters(const ModelInfo& m, int64_t experts) {
+  int64_t layers = 0;
+  for (int64_t i = 0; i < m.num_layers; ++i) layers += count_layer(m, m.is_moe_layer(i), experts);
+  const int64_t embed = m.vocab_size * m.hidden_size;
+  return embed * (m.tie_word_embeddings ? 1 : 2) + layers + m.hidden_size;
+}
+
+}  // namespace
+
+int64_t ModelInfo::parameter_count() const { return count_parameters(*this, num_experts); }
+
+int64_t ModelInfo::layer_parameter_count(int64_t layer) const {
+  return count_layer(*this, is_moe_layer(layer), num_experts);
+}
+
+int64_t ModelInfo::active_parameter_count() const {
+  return count_parameters(*this, num_experts_per_tok);
 }
 
 int64_t ModelInfo::rotary_dim() const {
@@ -383,6 +480,15 @@ std::optional<ModelInfo> parse_model_info(const std::string& json_text, std::str
   ModelInfo m;
   if (!fill(j, m, error)) return std::nullopt;
   return m;
+}
+
+std::string format_size(const ModelInfo& m) {
+  std::string out = format_count(m.parameter_count());
+  if (m.is_moe())
+    out += " (" + format_count(m.active_parameter_count()) + " active, top-" +
+           std::to_string(m.num_experts_per_tok) + " of " + std::to_string(m.num_experts) +
+           " experts)";
+  return out;
 }
 
 std::string format_count(int64_t n) {

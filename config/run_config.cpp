@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "enum_names.h"
+#include "studio/config/model_info.h"
 
 namespace studio {
 namespace detail {
@@ -85,6 +86,12 @@ bool reports_to_tensorboard(const RunConfig& c) {
   for (const std::string& t : report_to_targets(c))
     if (t == "tensorboard" || t == "all") return true;
   return false;
+}
+
+double moe_aux_coefficient(const RunConfig& c, const ModelInfo& m) {
+  if (!m.is_moe()) return 0;
+  if (c.moe_aux_loss_coef && *c.moe_aux_loss_coef > 0) return *c.moe_aux_loss_coef;
+  return m.output_router_logits ? m.router_aux_loss_coef : 0;
 }
 
 double stop_grace_seconds(const RunConfig& c, double base) {

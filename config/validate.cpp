@@ -83,6 +83,8 @@ void check_numbers(const RunConfig& c, Checker& ck) {
   ck.require(c.adam_beta2 >= 0 && c.adam_beta2 < 1, "adam_beta2", "must be in [0, 1)");
   ck.require(c.adam_epsilon > 0, "adam_epsilon", "must be positive");
   ck.require(c.max_grad_norm >= 0, "max_grad_norm", "must not be negative (0 turns clipping off)");
+  ck.require(!c.moe_aux_loss_coef || *c.moe_aux_loss_coef >= 0, "moe_aux_loss_coef",
+             "must not be negative (0 leaves it to the model's config.json)");
   ck.require(c.ddp_timeout >= 1, "ddp_timeout", "must be at least 1 second");
   ck.require(c.skip_nonfinite_steps >= 0, "skip_nonfinite_steps", "must not be negative");
   ck.require(c.seed >= 0, "seed", "must not be negative");
@@ -232,6 +234,29 @@ void check_heads(const RunConfig& c, const ModelInfo& m, Checker& ck) {
   }
 }
 
+// Mixture-of-experts settings against the model: what the auxiliary loss will be, and what
+// does not apply to a dense model or to the expert layers.
+void check_moe(const RunConfig& c, const ModelInfo& m, Checker& ck) {
+  const bool asked = c.moe_aux_loss_coef && *c.moe_aux_loss_coef > 0;
+  if (!m.is_moe()) {
+    if (asked)
+      ck.warn("moe_aux_loss_coef", "no effect: " + m.architecture +
+                                       " is not a mixture-of-experts model");
+    return;
+  }
+  const double coef = moe_aux_coefficient(c, m);
+  if (!asked)
+    ck.note(ck.given("moe_aux_loss_coef") ? "moe_aux_loss_coef" : "model_name_or_path",
+            coef > 0 ? "the MoE auxiliary loss is on, coefficient " + num(coef) +
+                           " (config.json: output_router_logits, router_aux_loss_coef)"
+                     : "the MoE auxiliary load-balancing loss is off (config.json's "
+                       "output_router_logits is false); moe_aux_loss_coef: 0.001 turns it on");
+  if (c.tiled_mlp)
+    ck.note("tiled_mlp", "tiles the dense MLP layers only: each of the " +
+                             std::to_string(m.moe_layer_count()) +
+                             " MoE layers runs its experts untiled, on the tokens routed to them");
+}
+
 void check_model(const RunConfig& c, Checker& ck, std::optional<ModelInfo>& model) {
   if (c.model_name_or_path.empty()) return;
   std::string missing;
@@ -257,6 +282,7 @@ void check_model(const RunConfig& c, Checker& ck, std::optional<ModelInfo>& mode
                           "max_position_embeddings (" +
                           std::to_string(model->max_position_embeddings) +
                           ") and it has no rope_scaling");
+  check_moe(c, *model, ck);
   check_heads(c, *model, ck);
 }
 

@@ -55,6 +55,9 @@ struct StepStats {
   double span_term = 0;     // sum of S * (S + 1) over its attention spans (model_flops.h)
   double grad_norm = kNaN;
   std::optional<DpoMetrics> dpo;
+  double micro_batches = 0;  // of the global batch, summed over DP
+  double aux_loss = kNaN;    // MoE: the mean auxiliary loss of its micro-batches
+  double aux_term = 0;       // MoE: what the loss adds for it (coefficient x aux_loss)
   bool skipped = false;  // skip_nonfinite_steps: not finite, so no update was made
 };
 
@@ -220,6 +223,11 @@ struct Trainer::Impl {
   std::string resume_dir;
   std::string last_saved_dir;  // the newest checkpoint this run can go back to ("" when none)
   bool pack_reported = false;
+  // MoE models: the auxiliary loss's coefficient (0: off; studio::moe_aux_coefficient), and the
+  // weight the next policy forward's aux gets (coefficient / micro-batches of the global batch).
+  double aux_coef = 0;
+  double aux_weight = 0;
+  torch::Tensor aux_value;  // the last policy forward's aux (0-dim fp64, no gradient)
 
   explicit Impl(TrainInputs inputs)
       : in(std::move(inputs)),
@@ -321,6 +329,10 @@ struct Trainer::Impl {
         reporter.log("warning", "attention_dropout is set to 0 under sequence parallelism");
     }
     zero_options = ZeroOptions::from(cfg);
+    aux_coef = studio::moe_aux_coefficient(cfg, in.model);
+    if (aux_coef > 0)
+      reporter.log("info", "MoE auxiliary load-balancing loss on, coefficient " +
+                               c10::str(aux_coef) + " (the loss reported includes it)");
     // A checkpoint holds the fp32 masters: the masters are taken as saved, not through bf16.
     const std::string weights = resume_dir.empty() ? in.model_dir : resume_dir;
     model = make_model(weights);
@@ -418,6 +430,28 @@ struct Trainer::Impl {
     return sp_sum(per_slot.index_select(0, torch::tensor(slot_of, torch::kLong).to(device)));
   }
 
+  // The final hidden states of a local batch under `m`. The policy's forwards that train
+  // (gradients on, the MoE auxiliary loss on) record the routing of the micro-batch: its aux,
+  // over the whole sequence of the SP group, goes to aux_value and its gradient into the
+  // backward that follows (end_aux after it).
+  torch::Tensor forward_hidden(CausalLM& m, const Batch& b) {
+    MoeAuxLoss* aux = aux_weight > 0 && m.ptr() == model.ptr() && torch::GradMode::is_enabled()
+                          ? m->moe_aux()
+                          : nullptr;
+    if (aux) aux->begin(b.token_mask.to(device));
+    auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+    if (aux) {
+      dist::Group* sp = par.sequence_parallel() ? par.sp_group() : nullptr;
+      aux_value = aux->finish(aux_weight, [sp](torch::Tensor& t) {
+        if (sp) sp->all_reduce_sum(t, "MoE auxiliary loss counts");
+      });
+    }
+    return hidden;
+  }
+  void end_aux() {
+    if (MoeAuxLoss* aux = model->moe_aux()) aux->end();
+  }
+
   // Per-token target log-probs of this rank's share of `rows` under `m` ([B, S_local], 0 where
   // ignored), with the local batch they were computed on.
   std::pair<torch::Tensor, Batch> target_logprobs(CausalLM& m,
@@ -425,7 +459,7 @@ struct Trainer::Impl {
     Batch b = par.local_batch(m, rows, in.pad_id);
     ShardedState* sharding = m.ptr() == model.ptr() ? zero.get() : ref_zero.get();
     if (sharding) sharding->begin_forward();
-    auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+    auto hidden = forward_hidden(m, b);
     auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets.to(device), 0,
                                     m->info().final_logit_softcapping);
     // Without a backward to come the weights go now (training: after its backward).
@@ -516,6 +550,7 @@ struct Trainer::Impl {
     // accumulation, dp and sp.
     double local_norm = 0, local_spans = 0;
     int64_t local_tokens = 0;
+    const auto local_micro = static_cast<double>(plan.size());
     for (const auto& micro : plan) {
       if (dpo) {
         local_norm += static_cast<double>(micro.size());
@@ -529,11 +564,18 @@ struct Trainer::Impl {
         local_spans += span_term(rows, par.neat_packing, in.model);
       }
     }
-    const auto totals = par.sum(
-        par.dp_group(), {local_norm, static_cast<double>(local_tokens), local_spans}, "batch size");
+    const auto totals =
+        par.sum(par.dp_group(),
+                {local_norm, static_cast<double>(local_tokens), local_spans, local_micro},
+                "batch size");
     st.normaliser = totals[0];
     st.tokens = static_cast<int64_t>(totals[1]);
     st.span_term = totals[2];
+    st.micro_batches = totals[3];
+    // The aux loss of the step: the mean over the global batch's micro-batches (each one's aux
+    // over its whole sequences, whatever SP splits), times the coefficient.
+    aux_weight = aux_coef > 0 && st.micro_batches > 0 ? aux_coef / st.micro_batches : 0;
+    torch::Tensor aux_acc;  // this rank's sum of its micro-batches' aux
 
     // Loss and metric sums stay on the device until the whole step is queued: the host waits
     // for the device once per step, at the end (docs/PERFORMANCE.md, "Host-device syncs").
@@ -556,16 +598,24 @@ struct Trainer::Impl {
         (sum / st.normaliser).backward();
         accumulate(loss_acc, sum);
         accumulate(metric_sums, out.metric_sums);
+        if (aux_weight > 0) {
+          accumulate(aux_acc, aux_value);
+          end_aux();
+        }
       } else {
         auto rows = pick(in.train, micro);
         Batch b = par.local_batch(model, rows, in.pad_id);
-        auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+        auto hidden = forward_hidden(model, b);
         auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
                                 model->info().final_logit_softcapping);
         if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
           sum = sum * std::numeric_limits<double>::quiet_NaN();
         (sum / st.normaliser).backward();
         accumulate(loss_acc, sum);
+        if (aux_weight > 0) {
+          accumulate(aux_acc, aux_value);
+          end_aux();
+        }
       }
       zero->end_backward();
     }
@@ -591,6 +641,12 @@ struct Trainer::Impl {
     // The step's one wait for the device: its loss, metrics and gradient norm, read together.
     const double loss_sum = loss_acc.defined() ? loss_acc.item<double>() : 0.0;
     if (grad_norm.defined()) st.grad_norm = grad_norm.item<double>();
+    if (aux_weight > 0) {
+      // Every rank of an SP group holds the same aux per micro-batch: the mean over DP.
+      const double local_aux = aux_acc.defined() ? aux_acc.item<double>() : 0.0;
+      st.aux_loss = par.sum(par.dp_group(), {local_aux}, "MoE auxiliary loss")[0] / st.micro_batches;
+      st.aux_term = aux_coef * st.aux_loss;
+    }
     // SFT token sums are partial per SP rank (sum over the world); DPO pair losses are the same
     // on every rank of an SP group (sum over DP). Every rank runs these sums, whatever its data.
     if (dpo) {
@@ -852,8 +908,8 @@ struct Trainer::Impl {
 TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   TrainResult result;
   result.eval_loss = kNaN;
-  double window_loss = 0;
-  int64_t window_steps = 0, window_tokens = 0;
+  double window_loss = 0, window_aux = 0;
+  int64_t window_steps = 0, window_tokens = 0, window_aux_steps = 0;
   double window_spans = 0;
   DpoMetrics window_dpo{0, 0, 0, 0, 0, 0};
   double window_start = unix_time_now();
@@ -889,7 +945,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       }
       const double lr = cfg.learning_rate * schedule.factor(state.global_step);
       const StepStats st = train_step(plan[static_cast<size_t>(state.step_in_epoch)]);
-      const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser : kNaN;
+      const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser + st.aux_term : kNaN;
       // Not finite: every rank sees the same global loss and norm, so all decide alike.
       if (st.normaliser > 0 && (!std::isfinite(loss) || !std::isfinite(st.grad_norm))) {
         const std::string what = "step " + std::to_string(state.global_step + 1) + ": " +
@@ -918,6 +974,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       state.tokens_seen += st.tokens;
       result.step_losses.push_back(loss);
       window_loss += std::isnan(loss) ? 0 : loss;
+      if (std::isfinite(st.aux_loss)) window_aux += st.aux_loss, ++window_aux_steps;
       window_steps += std::isnan(loss) ? 0 : 1;
       window_tokens += st.tokens;
       window_spans += st.span_term;
@@ -936,6 +993,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       e.step = state.global_step;
       e.epoch = state.epoch();
       e.loss = window_steps > 0 ? window_loss / static_cast<double>(window_steps) : kNaN;
+      if (window_aux_steps > 0) e.aux_loss = window_aux / static_cast<double>(window_aux_steps);
       e.lr = lr;
       e.grad_norm = st.grad_norm;
       e.tokens = window_tokens;
@@ -963,6 +1021,8 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       if (log_now) {
         window_loss = 0;
         window_steps = 0;
+        window_aux = 0;
+        window_aux_steps = 0;
         window_tokens = 0;
         window_spans = 0;
         window_dpo = DpoMetrics{0, 0, 0, 0, 0, 0};

@@ -31,7 +31,7 @@ QString describe(const studio::CheckResult& check) {
   if (check.model)
     parts << tr("model %1 %2")
                  .arg(QString::fromStdString(check.model->architecture),
-                      QString::fromStdString(format_count(check.model->parameter_count())));
+                      QString::fromStdString(format_size(*check.model)));
   return parts.join(QStringLiteral(", "));
 }
 

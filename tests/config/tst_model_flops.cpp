@@ -33,6 +33,8 @@ class TestModelFlops : public QObject {
   void peakByDeviceName();
   void peakFromTheEnvironment();
   void eventFieldsRoundTrip();
+  void mixtureOfExpertsCountsAllAndActiveParameters_data();
+  void mixtureOfExpertsCountsAllAndActiveParameters();
 };
 
 // Qwen2.5-7B has 7,615,616,512 parameters; of them the embedding (152064 x 3584), 57 norms
@@ -150,6 +152,41 @@ void TestModelFlops::eventFieldsRoundTrip() {
   StepEvent none;
   none.step = 1;
   QVERIFY(!nlohmann::json(none).contains("mfu"));
+}
+
+// The published sizes of Qwen3-30B-A3B (30.5B parameters, 3.3B active) and Qwen1.5-MoE-A2.7B
+// (14.3B, 2.7B), exactly as their checkpoints hold them. The MFU counts the active ones' matrix
+// products: the router, the picked experts, the shared expert and its gate, attention, the head.
+void TestModelFlops::mixtureOfExpertsCountsAllAndActiveParameters_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<qint64>("all");
+  QTest::addColumn<qint64>("active");
+  QTest::addColumn<qint64>("lookups_norms_biases");
+  // Embedding 151936 x 2048, 97 norms of 2048, 48 x 2 q/k norms of 128.
+  QTest::newRow("Qwen3-30B-A3B") << "qwen3-30b-a3b-shape" << qint64(30532122624)
+                                 << qint64(3353032704)
+                                 << qint64(151936LL * 2048 + 97 * 2048 + 96 * 128);
+  // Embedding, 49 norms, 24 x q/k/v biases of 2048 each.
+  QTest::newRow("Qwen1.5-MoE-A2.7B") << "qwen1.5-moe-a2.7b-shape" << qint64(14315784192)
+                                     << qint64(2689173504)
+                                     << qint64(151936LL * 2048 + 49 * 2048 + 24 * 3 * 2048);
+}
+
+void TestModelFlops::mixtureOfExpertsCountsAllAndActiveParameters() {
+  QFETCH(QString, model);
+  QFETCH(qint64, all);
+  QFETCH(qint64, active);
+  QFETCH(qint64, lookups_norms_biases);
+  std::string error;
+  const auto info =
+      read_model_info((QStringLiteral(STUDIO_TEST_DATA_DIR "/models/") + model).toStdString(), error);
+  QVERIFY2(info, error.c_str());
+  QVERIFY(info->is_moe());
+  QCOMPARE(info->moe_layer_count(), info->num_layers);
+  QCOMPARE(info->parameter_count(), all);
+  QCOMPARE(info->active_parameter_count(), active);
+  QCOMPARE(matmul_parameters(*info), double(active - lookups_norms_biases));
+  QCOMPARE(info->sliding_window, int64_t(0));  // use_sliding_window: false
 }
 
 QTEST_GUILESS_MAIN(TestModelFlops)

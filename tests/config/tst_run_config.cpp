@@ -74,6 +74,7 @@ class TestRunConfig : public QObject {
   void everyTableKeyHasHelpAndParses();
   void saveIsAtomicAndReadable();
   void overridesFromCommandLine();
+  void mixtureOfExpertsNotes();
 };
 
 void TestRunConfig::invalidConfigs_data() {
@@ -156,6 +157,8 @@ void TestRunConfig::invalidConfigs_data() {
   QTest::newRow("eval without data") << "eval_strategy: steps\n" << 0 << "eval_strategy" << 5
                                      << "needs evaluation data";
   QTest::newRow("warmup ratio") << "warmup_ratio: 1.5\n" << 0 << "warmup_ratio" << 5 << "[0, 1)";
+  QTest::newRow("moe aux coefficient") << "moe_aux_loss_coef: -0.01\n" << 0 << "moe_aux_loss_coef"
+                                       << 5 << "must not be negative";
   QTest::newRow("report_to a map") << "report_to: {a: 1}\n" << 0 << "report_to" << 5
                                    << "expected a name or a list of names";
   QTest::newRow("val size fraction") << "val_size: 1.5\n" << 0 << "val_size" << 5
@@ -228,6 +231,8 @@ void TestRunConfig::validConfigs_data() {
   QTest::addColumn<int>("warningLine");
 
   QTest::newRow("base") << "" << 0 << "" << 0;
+  QTest::newRow("moe aux loss on a dense model") << "moe_aux_loss_coef: 0.001\n" << 0
+                                                  << "moe_aux_loss_coef" << 5;
   QTest::newRow("sp 4 of 8") << "sequence_parallel_size: 4\n" << 8 << "" << 0;
   QTest::newRow("ulysses 4 scatters kv heads")
       << "sequence_parallel_size: 4\nsequence_parallel_mode: ulysses\n" << 4 << "" << 0;
@@ -516,6 +521,25 @@ void TestRunConfig::overridesFromCommandLine() {
                           "'learning_rate'?"));
   QVERIFY(QString::fromStdString(diags[1].format()).contains("expected true or false"));
   QVERIFY(QString::fromStdString(diags[2].format()).contains("expected key=value"));
+}
+
+// An MoE model: validate says whether the auxiliary loss is on and with which coefficient, and
+// that tiled_mlp leaves the expert layers untiled.
+void TestRunConfig::mixtureOfExpertsNotes() {
+  const QString base = QStringLiteral(
+      "model_name_or_path: models/qwen3-30b-a3b-shape\ndataset: long_docs\ntemplate: qwen3\n"
+      "output_dir: out/x\n");
+  auto off = check(base, options(8));
+  QVERIFY2(!has_errors(off), qPrintable(dump(off)));
+  const Diagnostic* n = find(off, Severity::Note, "model_name_or_path");
+  QVERIFY2(n && QString::fromStdString(n->message).contains("auxiliary load-balancing loss is off"),
+           qPrintable(dump(off)));
+  auto on = check(base + "moe_aux_loss_coef: 0.01\ntiled_mlp: true\n", options(8));
+  QVERIFY2(!has_errors(on), qPrintable(dump(on)));
+  QVERIFY2(!find(on, Severity::Note, "model_name_or_path"), qPrintable(dump(on)));
+  const Diagnostic* t = find(on, Severity::Note, "tiled_mlp");
+  QVERIFY2(t && QString::fromStdString(t->message).contains("48 MoE layers"), qPrintable(dump(on)));
+  QCOMPARE(t->line, 6);
 }
 
 QTEST_MAIN(TestRunConfig)

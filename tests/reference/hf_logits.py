@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
              "Phi3ForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", "Gemma2ForCausalLM",
-             "Gemma3ForCausalLM")
+             "Gemma3ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
 
 
 class Failure(Exception):

@@ -474,17 +474,23 @@ class TestSpEquivalence : public QObject {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<QString>("mode");
     QTest::addColumn<int>("sp");
-    for (const char* arch : {"gemma2", "gemma3", "phi3", "glm4"})
+    QTest::addColumn<int>("zero");
+    for (const char* arch : {"gemma2", "gemma3", "phi3", "glm4", "qwen2moe", "qwen3moe"})
       for (const auto& [mode, sp] : {std::pair<const char*, int>{"zigzag-ring", 4},
                                      {"ulysses", 2}, {"usp", 4}})
         QTest::newRow(qPrintable(QStringLiteral("%1 %2 sp%3").arg(arch, mode).arg(sp)))
-            << QString(arch) << QString(mode) << sp;
+            << QString(arch) << QString(mode) << sp << 0;
+    // The experts sharded over the 4 ranks with the rest of the model states.
+    QTest::newRow("qwen2moe usp sp4, ZeRO-3") << "qwen2moe" << "usp" << 4 << 3;
   }
 
   void architecturesMatchSingleProcess() {
     QFETCH(QString, arch);
     QFETCH(QString, mode);
     QFETCH(int, sp);
+    QFETCH(int, zero);
+    // The MoE models train with the auxiliary loss on (coefficient 0.05, so that it moves the
+    // loss): each micro-batch's aux covers its whole sequences, whatever SP splits.
     static const std::map<QString, const char*> kConfigs = {
         {"gemma2", R"({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
             "hidden_activation": "gelu_pytorch_tanh", "head_dim": 8, "query_pre_attn_scalar": 6,
@@ -500,7 +506,14 @@ class TestSpEquivalence : public QObject {
               "partial_rotary_factor": 0.5, "short_factor": [1.0, 2.0], "long_factor": [1.0, 4.0],
               "original_max_position_embeddings": 32}})"},
         {"glm4", R"({"architectures": ["Glm4ForCausalLM"], "model_type": "glm4",
-            "attention_bias": true, "partial_rotary_factor": 0.5})"}};
+            "attention_bias": true, "partial_rotary_factor": 0.5})"},
+        {"qwen2moe", R"({"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+            "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+            "shared_expert_intermediate_size": 24, "mlp_only_layers": [1],
+            "initializer_range": 0.2})"},
+        {"qwen3moe", R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+            "num_experts": 6, "num_experts_per_tok": 3, "moe_intermediate_size": 12,
+            "norm_topk_prob": true, "head_dim": 8, "initializer_range": 0.2})"}};
     train_runs::TinyModel m;
     m.name = "tiny-" + arch;
     m.hidden = 32;
@@ -515,11 +528,24 @@ class TestSpEquivalence : public QObject {
     QVERIFY2(!model.isEmpty(), "init-model failed");
     const QString saved = model_;
     model_ = model;
-    const QString ref = reference("sft", 64, 10);
-    const QString name = QStringLiteral("%1-%2-sp%3").arg(arch, mode).arg(sp);
-    const QString got = train(name, "sft", 64, sp, 10, sp_keys(mode, sp, sp));
+    const QStringList moe = arch.contains("moe") ? QStringList{"moe_aux_loss_coef: 0.05"}
+                                                 : QStringList{};
+    const QString ref = reference("sft", 64, 10, "demo", moe);
+    const QString name = QStringLiteral("%1-%2-sp%3-z%4").arg(arch, mode).arg(sp).arg(zero);
+    QStringList keys = sp_keys(mode, sp, sp) + moe;
+    if (zero > 0) keys << QStringLiteral("zero_stage: %1").arg(zero);
+    const QString got = train(name, "sft", 64, sp, 10, keys);
     model_ = saved;
     QVERIFY(!ref.isEmpty() && !got.isEmpty());
+    if (!moe.isEmpty()) {  // the aux loss was on in both, and is in the loss compared
+      for (const QString& out : {ref, got}) {
+        std::vector<double> aux;
+        for (const auto& e : events(out))
+          if (e["event"].toString() == "step") aux.push_back(e["aux_loss"].toDouble());
+        QCOMPARE(aux.size(), size_t(10));
+        QVERIFY2(aux.front() > 1.0, qPrintable(QString("aux_loss %1").arg(aux.front())));
+      }
+    }
     compare_losses(ref, got, 10);
   }
 

@@ -135,6 +135,34 @@ void TestDecoder::namesAndCount_data() {
                      "input_layernorm.weight", "post_attention_layernorm.weight",
                      "pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"}
       << true;
+  // The checkpoints' per-expert names (transformers 5 fuses them in memory, and saves these).
+  QTest::newRow("qwen2-moe: router, experts, shared expert and its gate")
+      << "Qwen2MoeForCausalLM"
+      << R"("num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 8,
+            "shared_expert_intermediate_size": 12)"
+      << QStringList{"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                     "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                     "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
+                     "mlp.gate.weight",
+                     "mlp.experts.0.gate_proj.weight", "mlp.experts.0.up_proj.weight",
+                     "mlp.experts.0.down_proj.weight", "mlp.experts.1.gate_proj.weight",
+                     "mlp.experts.1.up_proj.weight", "mlp.experts.1.down_proj.weight",
+                     "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
+                     "mlp.shared_expert.down_proj.weight", "mlp.shared_expert_gate.weight",
+                     "input_layernorm.weight", "post_attention_layernorm.weight"}
+      << false;
+  QTest::newRow("qwen3-moe: q/k norms, router, experts")
+      << "Qwen3MoeForCausalLM"
+      << R"("num_experts": 2, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+            "head_dim": 8)"
+      << QStringList{"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                     "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                     "self_attn.q_norm.weight", "self_attn.k_norm.weight", "mlp.gate.weight",
+                     "mlp.experts.0.gate_proj.weight", "mlp.experts.0.up_proj.weight",
+                     "mlp.experts.0.down_proj.weight", "mlp.experts.1.gate_proj.weight",
+                     "mlp.experts.1.up_proj.weight", "mlp.experts.1.down_proj.weight",
+                     "input_layernorm.weight", "post_attention_layernorm.weight"}
+      << false;
 }
 
 void TestDecoder::namesAndCount() {
@@ -331,6 +359,14 @@ void TestDecoder::finiteDifferenceGradient_data() {
             "partial_rotary_factor": 0.5, "short_factor": [1.0, 2.0], "long_factor": [2.0, 3.0],
             "original_max_position_embeddings": 4, "rope_theta": 100.0})";
   QTest::newRow("glm-4") << "Glm4ForCausalLM" << R"("head_dim": 8, "attention_bias": true)";
+  // The loss adds 0.7 x the auxiliary loss (a padding token left out of it); its gradient
+  // reaches the routers inside the layers' backward.
+  QTest::newRow("qwen2-moe + aux loss") << "Qwen2MoeForCausalLM"
+      << R"("num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+            "shared_expert_intermediate_size": 12, "mlp_only_layers": [0])";
+  QTest::newRow("qwen3-moe + aux loss") << "Qwen3MoeForCausalLM"
+      << R"("num_experts": 4, "num_experts_per_tok": 3, "moe_intermediate_size": 8,
+            "norm_topk_prob": true, "head_dim": 8)";
 }
 
 // L = sum(logits * W) in fp64; dL/dp for a few random elements of several parameters by
@@ -347,7 +383,14 @@ void TestDecoder::finiteDifferenceGradient() {
   }
   const torch::Tensor ids = ids_2x5(), pos = torch::tensor({{0, 1, 2, 3, 4}, {7, 8, 9, 10, 11}});
   const torch::Tensor w = torch::randn({2, 5, 32}, torch::kDouble);
-  auto loss = [&] { return (model->logits(ids, pos) * w).sum(); };
+  MoeAuxLoss* aux = model->moe_aux();
+  const torch::Tensor mask = torch::tensor({{1, 1, 1, 1, 1}, {1, 1, 1, 1, 0}});
+  auto loss = [&] {
+    if (!aux) return (model->logits(ids, pos) * w).sum();
+    aux->begin(mask);  // stays active through the backward that may follow
+    const torch::Tensor l = (model->logits(ids, pos) * w).sum();
+    return l + 0.7 * aux->finish(0.7, {});
+  };
   loss().backward();
   auto params = model->named_parameters();
   torch::NoGradGuard no_grad;
@@ -357,7 +400,9 @@ void TestDecoder::finiteDifferenceGradient() {
         "model.layers.0.self_attn.k_proj.weight", "model.layers.1.self_attn.v_proj.weight",
         "model.layers.1.mlp.down_proj.weight", "model.layers.0.input_layernorm.weight",
         "model.norm.weight", "model.layers.1.self_attn.q_norm.weight",
-        "model.layers.0.self_attn.q_proj.bias"}) {
+        "model.layers.0.self_attn.q_proj.bias", "model.layers.1.mlp.gate.weight",
+        "model.layers.0.mlp.gate.weight", "model.layers.1.mlp.experts.2.up_proj.weight",
+        "model.layers.1.mlp.shared_expert_gate.weight"}) {
     if (!params.contains(name)) continue;
     torch::Tensor flat = params[name].view({-1});
     const torch::Tensor grad = params[name].grad().view({-1});

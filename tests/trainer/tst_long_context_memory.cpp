@@ -27,7 +27,8 @@ constexpr int64_t kTokens = 2048;
 // architecture `arch` (qwen2; qwen3: an RMSNorm over each query and key head; phi3: fused
 // projections, 3/4 of each head rotating; glm4: interleaved half rotary, sandwich norms;
 // gemma2/gemma3: Gemma norms, sandwich norms, GELU, a 512-token window in every layer (the
-// math path), soft caps (gemma2), a second RoPE for the sliding layers (gemma3)).
+// math path), soft caps (gemma2), a second RoPE for the sliding layers (gemma3); qwen2moe:
+// every layer top-2 of 8 experts plus a shared expert; qwen3moe: top-4 of 16, renormalised).
 studio::ModelInfo gqa(int layers, const std::string& arch = "qwen2") {
   std::string types;
   for (int i = 0; i < layers; ++i) types += std::string(i ? ", " : "") + "\"sliding_attention\"";
@@ -42,7 +43,12 @@ studio::ModelInfo gqa(int layers, const std::string& arch = "qwen2") {
       {"gemma3", R"("architectures": ["Gemma3ForCausalLM"], "sliding_window": 512,
           "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}},
-          "layer_types": [)" + types + "]"}};
+          "layer_types": [)" + types + "]"},
+      {"qwen2moe", R"("architectures": ["Qwen2MoeForCausalLM"], "num_experts": 8,
+          "num_experts_per_tok": 2, "moe_intermediate_size": 48,
+          "shared_expert_intermediate_size": 96)"},
+      {"qwen3moe", R"("architectures": ["Qwen3MoeForCausalLM"], "num_experts": 16,
+          "num_experts_per_tok": 4, "moe_intermediate_size": 32, "norm_topk_prob": true)"}};
   const std::string json =
       "{" + extra.at(arch) + R"(, "hidden_size": 64, "intermediate_size": 176, "head_dim": 16,
       "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
@@ -144,6 +150,8 @@ void TestLongContextMemory::layerActivations_data() {
   QTest::newRow("fp32 GLM-4 tiled MLP") << false << true << "glm4";
   QTest::newRow("bf16 Gemma 2 (window, soft caps)") << true << false << "gemma2";
   QTest::newRow("fp32 Gemma 3 tiled MLP") << false << true << "gemma3";
+  QTest::newRow("bf16 Qwen2-MoE (shared expert)") << true << false << "qwen2moe";
+  QTest::newRow("fp32 Qwen3-MoE (renormalised top-k), tiled_mlp on") << false << true << "qwen3moe";
 }
 
 // One layer's saved set: a 3-layer model's forward keeps two layers' more than a 1-layer one.

@@ -3,13 +3,16 @@
 // architecture and RoPE scaling kind must give the same logits (< 1e-4 in fp32); the folders the
 // engine saves (its final model and its checkpoints, bf16 and fp32) must load in transformers with
 // every tensor used and give the logits our engine gives; and a saved checkpoint must load back
-// bit-identically.
+// bit-identically. The mixture-of-experts decoders' training loss with the auxiliary
+// load-balancing loss, and its gradients, must be transformers' (tests/reference/hf_moe_loss.py).
 #include <QtTest>
 
 #include <filesystem>
 
 #include "studio/config/model_info.h"
+#include "studio/trainer/data/batch.h"
 #include "studio/trainer/hf_checkpoint.h"
+#include "studio/trainer/loss.h"
 #include "studio/trainer/model_folder.h"
 #include "studio/trainer/train_loop.h"
 
@@ -42,7 +45,9 @@ torch::Tensor reference_logits(const QString& model_dir) {
 }
 
 // init_model_folder leaves every norm at its identity (1, Gemma's 0), where a norm applied the
-// wrong way round can still agree: the folder's norm weights are redrawn around it.
+// wrong way round can still agree: the folder's norm weights are redrawn around it. Its MoE
+// routers (N(0, 0.02)) give nearly equal probabilities, where rounding alone could change which
+// experts are picked: they are scaled up so that the picks are clear.
 void perturb_norms(const std::string& dir) {
   auto lm = load_model_folder(dir);
   torch::NoGradGuard no_grad;
@@ -50,6 +55,8 @@ void perturb_norms(const std::string& dir) {
   auto state = lm->hf_state();
   for (auto& [name, p] : state)
     if (name.find("norm") != std::string::npos) p.add_(torch::randn_like(p) * 0.3);
+    else if (name.size() > 15 && name.compare(name.size() - 15, 15, "mlp.gate.weight") == 0)
+      p.mul_(40);
   HfSaveOptions opt;
   opt.dtype = torch::kFloat;
   opt.source_dir = dir;
@@ -71,6 +78,8 @@ class TestReferenceLogits : public QObject {
   void savedCheckpointLoadsBitIdentically();
   void engineOutputLoadsInTransformers_data();
   void engineOutputLoadsInTransformers();
+  void moeLossAndGradientsMatchTransformers_data();
+  void moeLossAndGradientsMatchTransformers();
 };
 
 void TestReferenceLogits::initTestCase() {
@@ -98,6 +107,10 @@ void TestReferenceLogits::matchesIndependentImplementation_data() {
       << "tiny-gemma2";
   QTest::newRow("gemma-3: qk norms, window 5, local rope base, linear-scaled global rope")
       << "tiny-gemma3";
+  QTest::newRow("qwen2-moe: top-2 of 8 experts, shared expert, one dense layer")
+      << "tiny-qwen2-moe";
+  QTest::newRow("qwen3-moe: top-3 of 6 renormalised, MoE every 2nd layer, qk norms, biases")
+      << "tiny-qwen3-moe";
 }
 
 void TestReferenceLogits::matchesIndependentImplementation() {
@@ -154,6 +167,8 @@ void TestReferenceLogits::engineOutputLoadsInTransformers_data() {
   QTest::newRow("glm-4, bf16 run") << "tiny-glm4" << true;
   QTest::newRow("gemma-2, fp32 run") << "tiny-gemma2" << false;
   QTest::newRow("gemma-3, bf16 run") << "tiny-gemma3" << true;
+  QTest::newRow("qwen2-moe, fp32 run") << "tiny-qwen2-moe" << false;
+  QTest::newRow("qwen3-moe, bf16 run") << "tiny-qwen3-moe" << true;
 }
 
 void TestReferenceLogits::engineOutputLoadsInTransformers() {
@@ -203,6 +218,118 @@ void TestReferenceLogits::engineOutputLoadsInTransformers() {
     QVERIFY2(err <= 1e-4 * std::max(1.0, scale),
              qPrintable(QString("%1: max |diff| %2 (logits up to %3)")
                             .arg(QString::fromStdString(dir)).arg(err).arg(scale)));
+  }
+}
+
+// Two right-padded rows with a masked prompt, the auxiliary loss on (coefficient 0.5, so that its
+// gradient weighs on the routers as much as the LM loss's): transformers' loss (mean token CE +
+// 0.5 x aux), its aux and the gradients of routers, experts (picked ones and, through the aux,
+// every one), shared experts and attention against ours, with and without recomputed layers.
+void TestReferenceLogits::moeLossAndGradientsMatchTransformers_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<bool>("checkpointing");
+  QTest::addColumn<QStringList>("params");
+  const QStringList qwen2 = {"model.layers.0.mlp.gate.weight",
+                             "model.layers.2.mlp.gate.weight",
+                             "model.layers.0.mlp.experts.1.gate_proj.weight",
+                             "model.layers.2.mlp.experts.6.down_proj.weight",
+                             "model.layers.0.mlp.shared_expert.up_proj.weight",
+                             "model.layers.2.mlp.shared_expert_gate.weight",
+                             "model.layers.1.mlp.down_proj.weight",
+                             "model.layers.0.self_attn.q_proj.weight"};
+  const QStringList qwen3 = {"model.layers.1.mlp.gate.weight",
+                             "model.layers.3.mlp.gate.weight",
+                             "model.layers.3.mlp.experts.2.up_proj.weight",
+                             "model.layers.1.mlp.experts.4.down_proj.weight",
+                             "model.layers.0.mlp.gate_proj.weight",
+                             "model.layers.2.self_attn.k_norm.weight"};
+  QTest::newRow("qwen2-moe") << "tiny-qwen2-moe" << false << qwen2;
+  QTest::newRow("qwen2-moe, gradient checkpointing") << "tiny-qwen2-moe" << true << qwen2;
+  QTest::newRow("qwen3-moe") << "tiny-qwen3-moe" << false << qwen3;
+  QTest::newRow("qwen3-moe, gradient checkpointing") << "tiny-qwen3-moe" << true << qwen3;
+}
+
+void TestReferenceLogits::moeLossAndGradientsMatchTransformers() {
+  QFETCH(QString, model);
+  QFETCH(bool, checkpointing);
+  QFETCH(QStringList, params);
+  QTemporaryDir tmp;
+  const std::string dir = tmp.filePath("m").toStdString();
+  init_model_folder((kModels + "/" + model + "/config.json").toStdString(), dir, 13);
+  perturb_norms(dir);
+  auto lm = load_model_folder(dir);
+  lm->set_gradient_checkpointing(checkpointing);
+  QVERIFY(lm->moe_aux() != nullptr);
+
+  std::vector<TokenizedSample> samples(2);
+  for (size_t r = 0; r < 2; ++r) {
+    const size_t n = r == 0 ? 14 : 9;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t id = kIds[(i * 5 + r * 3) % kIds.size()];
+      samples[r].input_ids.push_back(id);
+      samples[r].labels.push_back(i < 4 ? kIgnoreIndex : id);  // a 4-token prompt
+    }
+  }
+  const Batch b = make_batch({&samples[0], &samples[1]}, /*pad_id=*/0);
+  const double coef = 0.5;
+  MoeAuxLoss& aux = *lm->moe_aux();
+  aux.begin(b.token_mask);
+  auto hidden = lm->hidden_states(b.input_ids, b.position_ids);
+  auto ce = lm_cross_entropy_sum(hidden, lm->lm_head_weight(), b.targets, 0, 0);
+  const double aux_value = aux.finish(coef, {}).item<double>();
+  (ce / double(b.valid_tokens)).backward();
+  aux.end();
+  const double loss = ce.item<double>() / double(b.valid_tokens) + coef * aux_value;
+
+  // The batch as transformers takes it: labels aligned with the inputs, -100 on padding.
+  QJsonArray ids, mask, labels;
+  const int64_t width = b.input_ids.size(1);
+  for (size_t r = 0; r < 2; ++r) {
+    QJsonArray i_row, m_row, l_row;
+    for (int64_t t = 0; t < width; ++t) {
+      const bool real = t < int64_t(samples[r].input_ids.size());
+      i_row.append(qint64(b.input_ids[int64_t(r)][t].item<int64_t>()));
+      m_row.append(real ? 1 : 0);
+      l_row.append(qint64(real ? samples[r].labels[size_t(t)] : kIgnoreIndex));
+    }
+    ids.append(i_row), mask.append(m_row), labels.append(l_row);
+  }
+  QJsonObject req{{"input_ids", ids}, {"attention_mask", mask}, {"labels", labels},
+                  {"coef", coef}, {"params", QJsonArray::fromStringList(params)}};
+  QFile f(tmp.filePath("batch.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(QJsonDocument(req).toJson());
+  f.close();
+  QProcess p;
+  p.start(QStringLiteral(STUDIO_PYTHON),
+          {QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/hf_moe_loss.py"),
+           QString::fromStdString(dir), f.fileName()});
+  QVERIFY2(p.waitForFinished(180000) && p.exitCode() == 0, p.readAllStandardError().constData());
+  const QJsonObject ref = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+
+  const double ref_aux = ref.value("aux_loss").toDouble(), ref_loss = ref.value("loss").toDouble();
+  QVERIFY2(std::abs(aux_value - ref_aux) <= 1e-5 * std::max(1.0, ref_aux),
+           qPrintable(QString("aux %1, transformers %2").arg(aux_value).arg(ref_aux)));
+  QVERIFY2(ref_aux > 1.0, "the routing is uneven: aux above its balanced value 1");
+  QVERIFY2(std::abs(loss - ref_loss) <= 1e-5 * std::max(1.0, ref_loss),
+           qPrintable(QString("loss %1, transformers %2").arg(loss).arg(ref_loss)));
+  std::map<std::string, torch::Tensor> ours;
+  for (const auto& [name, t] : lm->hf_state()) ours[name] = t;
+  const QJsonObject grads = ref.value("grads").toObject();
+  for (const QString& name : params) {
+    QVERIFY2(ours.count(name.toStdString()), qPrintable(name));
+    const torch::Tensor g = ours.at(name.toStdString()).grad();
+    QVERIFY2(g.defined(), qPrintable(name + ": no gradient"));
+    const QJsonArray r = grads.value(name).toArray();
+    QCOMPARE(qsizetype(r.size()), qsizetype(g.numel()));
+    auto want = torch::empty({g.numel()}, torch::kDouble);
+    for (int i = 0; i < r.size(); ++i) want[i] = r.at(i).toDouble();
+    const auto got = g.reshape({-1}).to(torch::kDouble);
+    const double scale = want.abs().max().item<double>();
+    const double err = (got - want).abs().max().item<double>();
+    QVERIFY2(scale > 0, qPrintable(name + ": a zero gradient in transformers"));
+    QVERIFY2(err <= 1e-4 * scale + 1e-8,
+             qPrintable(QString("%1: max |diff| %2, gradient up to %3").arg(name).arg(err).arg(scale)));
   }
 }
 

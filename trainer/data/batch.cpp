@@ -31,6 +31,7 @@ Batch make_batch(const std::vector<const TokenizedSample*>& samples, int64_t pad
   auto tgt = torch::full({B, S}, kIgnoreIndex, torch::kLong);
   auto pos = torch::arange(S, torch::kLong).unsqueeze(0).repeat({B, 1});
   auto seg = torch::full({B, S}, -1, torch::kLong);
+  auto real = torch::zeros({B, S}, torch::kBool);
   auto ids_a = ids.accessor<int64_t, 2>();
   auto tgt_a = tgt.accessor<int64_t, 2>();
   auto pos_a = pos.accessor<int64_t, 2>();
@@ -40,6 +41,7 @@ Batch make_batch(const std::vector<const TokenizedSample*>& samples, int64_t pad
     const auto& s = *samples[static_cast<size_t>(r)];
     const int64_t n = static_cast<int64_t>(s.input_ids.size());
     for (int64_t i = 0; i < n; ++i) ids_a[r][i] = s.input_ids[static_cast<size_t>(i)];
+    real[r].narrow(0, 0, n).fill_(true);
     for (int64_t i = 0; i + 1 < n; ++i) tgt_a[r][i] = s.labels[static_cast<size_t>(i + 1)];
     if (s.segment_lengths.empty()) {
       for (int64_t i = 0; i < n; ++i) seg_a[r][i] = 0;
@@ -63,6 +65,7 @@ Batch make_batch(const std::vector<const TokenizedSample*>& samples, int64_t pad
   b.input_ids = ids;
   b.targets = tgt;
   b.position_ids = pos;
+  b.token_mask = real;
   if (segment_ids) b.segment_ids = seg;
   return b;
 }

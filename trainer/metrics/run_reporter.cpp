@@ -93,6 +93,7 @@ void RunReporter::tensorboard_step(const StepEvent& e) {
   put("train/tokens_per_sec", e.tokens_per_sec);
   put("train/model_tflops", e.model_tflops);
   put("train/mfu", e.mfu);
+  put("train/aux_loss", e.aux_loss);
   if (e.dpo) {
     put("train/rewards/chosen", e.dpo->rewards_chosen);
     put("train/rewards/rejected", e.dpo->rewards_rejected);

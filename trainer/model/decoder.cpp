@@ -85,9 +85,10 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const LayerCont
   return o_proj(out.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
 }
 
-MLPImpl::MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options)
+MLPImpl::MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options,
+                 int64_t intermediate)
     : gelu_(info.hidden_act == "gelu_pytorch_tanh") {
-  const int64_t h = info.hidden_size, i = info.intermediate_size;
+  const int64_t h = info.hidden_size, i = intermediate > 0 ? intermediate : info.intermediate_size;
   if (info.fused_gate_up) {
     gate_up_proj = register_module("gate_up_proj", Linear(h, 2 * i, info.mlp_bias, options));
   } else {
@@ -168,7 +169,10 @@ DecoderLayerImpl::DecoderLayerImpl(const studio::ModelInfo& info,
                                    const torch::TensorOptions& options, int64_t layer) {
   using Layout = studio::ModelInfo::NormLayout;
   self_attn = register_module("self_attn", SelfAttention(info, options, layer));
-  mlp = register_module("mlp", MLP(info, options));
+  if (info.is_moe_layer(layer))
+    moe = register_module("mlp", SparseMoeBlock(info, options));
+  else
+    mlp = register_module("mlp", MLP(info, options));
   const auto norm = [&](const char* name) {
     return register_module(
         name, RMSNorm(info.hidden_size, info.rms_norm_eps, options, info.gemma_norm));
@@ -197,7 +201,8 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const LayerConte
   torch::Tensor a = self_attn(attn_in(x), ctx, layer);
   if (attn_out) a = attn_out(a);
   const torch::Tensor h = x + a;
-  torch::Tensor m = mlp(mlp_in(h), ctx.mlp_tile_tokens);
+  // MoE layers run untiled: each expert only sees the rows routed to it.
+  torch::Tensor m = moe ? moe(mlp_in(h), ctx.moe_aux) : mlp(mlp_in(h), ctx.mlp_tile_tokens);
   if (mlp_out) m = mlp_out(m);
   return h + m;
 }
@@ -279,9 +284,10 @@ torch::Tensor DecoderModelImpl::forward(const torch::Tensor& input_ids, const La
       h = checkpoint(
           [layer, attention = *ctx.attention, cos = ctx.cos, sin = ctx.sin,
            cos_local = ctx.cos_local, sin_local = ctx.sin_local, segments = ctx.segments,
-           tile = ctx.mlp_tile_tokens, index](const torch::Tensor& x) {
+           tile = ctx.mlp_tile_tokens, aux = ctx.moe_aux, index](const torch::Tensor& x) {
             LayerContext c{cos, sin, cos_local, sin_local, &attention, segments};
             c.mlp_tile_tokens = tile;
+            c.moe_aux = aux;
             return layer->forward(x, c, index);
           },
           h, ctx.offload, index);
@@ -319,6 +325,7 @@ CausalLMImpl::CausalLMImpl(const studio::ModelInfo& info, const ModelOptions& op
       freqs_(rope_depends_on_length(info) ? RopeFrequencies{} : rope_frequencies(info)),
       local_freqs_(info.rope_local_theta > 0 ? rope_local_frequencies(info) : RopeFrequencies{}) {
   const auto topts = torch::TensorOptions().dtype(options.dtype).device(options.device);
+  if (info.is_moe()) moe_aux_ = std::make_unique<MoeAuxLoss>();
   model = register_module("model", DecoderModel(info, topts));
   if (!info.tie_word_embeddings)
     lm_head = register_module("lm_head", Linear(info.hidden_size, info.vocab_size, false, topts));
@@ -343,6 +350,7 @@ torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids,
   ctx.attention = &attention_;
   ctx.segments = segments_.defined() ? segments_.to(input_ids.device()) : segments_;
   ctx.hooks = hooks_;
+  ctx.moe_aux = moe_aux_ && moe_aux_->active() ? moe_aux_.get() : nullptr;
   if (long_context_.tiled_mlp)
     ctx.mlp_tile_tokens = studio::tiled_mlp_tile_tokens(
         input_ids.numel(), info_.hidden_size, info_.intermediate_size,

@@ -102,6 +102,7 @@ Batch split_batch(const Batch& global, const SpLayout& l, const std::vector<int6
   b.targets = split_sequence(global.targets, 1, l);
   b.position_ids = split_sequence(global.position_ids, 1, l);
   if (global.segment_ids.defined()) b.segment_ids = split_sequence(global.segment_ids, 1, l);
+  if (global.token_mask.defined()) b.token_mask = split_sequence(global.token_mask, 1, l);
   b.valid_tokens = (b.targets != kIgnoreIndex).sum().item<int64_t>();
   if (row_lengths.empty()) {
     // Equal local lengths: rank s takes the s-th of sp near-equal parts of the count.

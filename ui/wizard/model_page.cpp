@@ -39,11 +39,21 @@ QString trainableText(const studio::ModelInfo& m) {
   if (const std::string why = studio::decoder_support_error(m); !why.empty())
     return ModelPage::tr("No: %1").arg(QString::fromStdString(why));
   const int64_t ulysses = studio::largest_ulysses_degree(m, std::max<int64_t>(1, m.num_heads));
-  return ModelPage::tr("Yes: full-parameter SFT and DPO; sequence parallelism zigzag-ring at any "
-                       "degree, Ulysses up to %1 ranks (%2 query, %3 key/value heads)")
-      .arg(ulysses)
-      .arg(m.num_heads)
-      .arg(m.num_kv_heads);
+  QString text = ModelPage::tr("Yes: full-parameter SFT and DPO; sequence parallelism zigzag-ring "
+                                "at any degree, Ulysses up to %1 ranks (%2 query, %3 key/value "
+                                "heads)")
+                     .arg(ulysses)
+                     .arg(m.num_heads)
+                     .arg(m.num_kv_heads);
+  if (m.is_moe())
+    text += ModelPage::tr("; mixture of experts: %1 of %2 layers route each token to %3 of %4 "
+                          "experts, sharded with the other model states under ZeRO (no expert "
+                          "parallelism); the auxiliary loss with moe_aux_loss_coef")
+                .arg(m.moe_layer_count())
+                .arg(m.num_layers)
+                .arg(m.num_experts_per_tok)
+                .arg(m.num_experts);
+  return text;
 }
 
 QString number(int64_t n) {
@@ -120,7 +130,7 @@ void ModelPage::showModel() {
   const QStringList values =
       m ? QStringList{QString::fromStdString(m->architecture),
                       QStringLiteral("%1 (%2)")
-                          .arg(QString::fromStdString(studio::format_count(m->parameter_count())),
+                          .arg(QString::fromStdString(studio::format_size(*m)),
                                number(m->parameter_count())),
                       number(m->num_layers), number(m->num_heads), number(m->num_kv_heads),
                       number(m->vocab_size), number(m->max_position_embeddings),

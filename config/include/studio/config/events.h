@@ -169,6 +169,9 @@ struct StepEvent {
   double mfu = kNoValue;
   double rss_mib = kNoValue;       // resident memory of the reporting process (CPU runs)
   double peak_rss_mib = kNoValue;  // its high-water mark
+  // MoE models with the auxiliary loss on: its mean over the window's micro-batches (the loss
+  // above includes router_aux_loss_coef x this, as transformers' does).
+  double aux_loss = kNoValue;
   std::optional<DpoMetrics> dpo;  // read as present when any of its six fields is
 };
 

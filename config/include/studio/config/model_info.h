@@ -96,8 +96,36 @@ struct ModelInfo {
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json holds one id or a list
   std::optional<int64_t> pad_token_id;
+  // Mixture of experts (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM); num_experts 0: dense. An MoE
+  // layer's `mlp` is a router (`gate`, [num_experts, hidden]) picking num_experts_per_tok
+  // experts per token by softmax probability (renormalised over the picked ones with
+  // norm_topk_prob), each a gated MLP of moe_intermediate_size; Qwen2-MoE adds a shared expert
+  // of shared_expert_intermediate_size scaled by sigmoid(shared_expert_gate(x)). Layer i is an
+  // MoE layer unless it is in mlp_only_layers or (i + 1) % decoder_sparse_step != 0; the others
+  // keep a dense MLP of intermediate_size.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE only (0: none)
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  // The auxiliary load-balancing loss transformers adds when output_router_logits is true
+  // (LLaMA-Factory's moe_aux_loss_coef sets both): router_aux_loss_coef x aux.
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.001;
 
+  bool is_moe() const { return num_experts > 0; }
+  bool is_moe_layer(int64_t layer) const;
+  int64_t moe_layer_count() const;
+
+  // Every parameter (all experts, for memory).
   int64_t parameter_count() const;
+  // The parameters one token passes through (MoE: num_experts_per_tok experts per layer);
+  // parameter_count() for dense models.
+  int64_t active_parameter_count() const;
+  // The parameters of decoder layer `layer` (an MoE layer with all its experts).
+  int64_t layer_parameter_count(int64_t layer) const;
   // Rotating dimensions of a head: head_dim * partial_rotary_factor (HF's int()).
   int64_t rotary_dim() const;
   // The window layer `layer` attends through (0: the whole causal context).
@@ -122,5 +150,8 @@ std::optional<ModelInfo> parse_model_info(const std::string& json_text, std::str
 
 // "7.62B", "494M", "1.2K"
 std::string format_count(int64_t n);
+// The model's size as people quote it: "7.62B"; MoE: "30.5B (3.35B active, top-8 of 128
+// experts)".
+std::string format_size(const ModelInfo& m);
 
 }  // namespace studio

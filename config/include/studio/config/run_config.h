@@ -144,6 +144,10 @@ struct RunConfig {
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;                  // global-norm clipping; 0 disables
+  // MoE models (LLaMA-Factory's key): > 0 turns the routers' auxiliary load-balancing loss on
+  // with this coefficient (transformers' output_router_logits + router_aux_loss_coef); absent
+  // or 0: as the model's config.json says (moe_aux_coefficient).
+  std::optional<double> moe_aux_loss_coef;
   // A step whose loss or gradient norm is NaN or infinite: 0 stops the run there (status.json
   // names the step and why; nothing of the step is saved); N > 0 skips such steps (no update)
   // and stops at the (N+1)-th in a row.
@@ -209,5 +213,11 @@ double stop_grace_seconds(const RunConfig& c, double base);
 std::vector<std::string> report_to_targets(const RunConfig& c, std::string* error = nullptr);
 // TensorBoard event files too: report_to names tensorboard, or all.
 bool reports_to_tensorboard(const RunConfig& c);
+
+struct ModelInfo;
+// The coefficient of the MoE auxiliary loss a run trains with: moe_aux_loss_coef when > 0, else
+// config.json's router_aux_loss_coef when its output_router_logits is true, else 0 (off; also
+// for dense models).
+double moe_aux_coefficient(const RunConfig& c, const ModelInfo& m);
 
 }  // namespace studio

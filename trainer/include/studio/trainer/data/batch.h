@@ -22,6 +22,7 @@ struct Batch {
                                // restart at 0 for every sample (as LLaMA-Factory's packing)
   torch::Tensor segment_ids;   // [B, S] int64 with segment_ids: the packed sample of each token
                                // (0, 1, ... per row), -1 on padding; undefined otherwise
+  torch::Tensor token_mask;    // [B, S] bool: true on the samples' tokens, false on padding
   int64_t valid_tokens = 0;    // targets != kIgnoreIndex
   int64_t tokens = 0;          // non-padding input tokens
 };

@@ -23,6 +23,7 @@
 #include "studio/trainer/model/activation_checkpoint.h"
 #include "studio/trainer/model/attention.h"
 #include "studio/trainer/model/layers.h"
+#include "studio/trainer/model/moe.h"
 #include "studio/trainer/model/rope.h"
 
 namespace studio::trainer {
@@ -63,6 +64,8 @@ struct LayerContext {
   // Incremental decoding (inference only): each layer appends its keys/values (after RoPE) and
   // attends to everything cached; the attention seam is bypassed. Null: none.
   KVCache* kv_cache = nullptr;
+  // MoE models: the auxiliary loss of this forward (active between its begin and end), or null.
+  MoeAuxLoss* moe_aux = nullptr;
 };
 
 // The long-sequence options of the forward (docs/LONG_CONTEXT.md).
@@ -98,7 +101,9 @@ TORCH_MODULE(SelfAttention);
 // tensor exists whole; the result and gradients are those of the untiled MLP.
 class MLPImpl : public torch::nn::Module {
  public:
-  MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  // `intermediate`: 0 for info.intermediate_size (MoE experts and shared experts pass theirs).
+  MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options,
+          int64_t intermediate = 0);
   torch::Tensor forward(const torch::Tensor& x, int64_t tile_tokens = 0);
   torch::Tensor untiled(const torch::Tensor& x);
 
@@ -110,6 +115,31 @@ class MLPImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MLP);
 
+// A mixture-of-experts MLP (Qwen2-MoE, Qwen3-MoE; ModelInfo's MoE fields): the router `gate`
+// picks num_experts_per_tok experts per token by fp32 softmax probability (renormalised over
+// the picked ones with norm_topk_prob); the output is the picked experts' outputs weighted by
+// those probabilities, plus, for Qwen2-MoE, sigmoid(shared_expert_gate(x)) x shared_expert(x).
+// Tokens are routed independently of each other, so sequence parallelism changes nothing here.
+// Each forward waits once for the device (the experts' token counts). Parameter names are the
+// Hugging Face checkpoints': mlp.gate.weight, mlp.experts.{e}.{gate,up,down}_proj.weight,
+// mlp.shared_expert.*, mlp.shared_expert_gate.weight.
+class SparseMoeBlockImpl : public torch::nn::Module {
+ public:
+  SparseMoeBlockImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  // `aux`: records the routing of this forward and routes the aux loss's gradient (when active).
+  torch::Tensor forward(const torch::Tensor& x, MoeAuxLoss* aux = nullptr);
+
+  Linear gate{nullptr};
+  torch::nn::ModuleList experts{nullptr};
+  MLP shared_expert{nullptr};        // Qwen2-MoE only
+  Linear shared_expert_gate{nullptr};  // Qwen2-MoE only
+
+ private:
+  int64_t top_k_;
+  bool norm_topk_;
+};
+TORCH_MODULE(SparseMoeBlock);
+
 // A residual block per sublayer, the norms as ModelInfo::NormLayout says:
 // x + [attn_out](attn(attn_in(x))), then h + [mlp_out](mlp(mlp_in(h))).
 class DecoderLayerImpl : public torch::nn::Module {
@@ -120,6 +150,7 @@ class DecoderLayerImpl : public torch::nn::Module {
 
   SelfAttention self_attn{nullptr};
   MLP mlp{nullptr};
+  SparseMoeBlock moe{nullptr};  // MoE layers (registered as `mlp`; then mlp is null)
   // Under their HF names: input_layernorm, post_attention_layernorm (PreNorm: before the MLP;
   // Gemma: after attention), post_self_attn_layernorm and post_mlp_layernorm (GLM-4),
   // pre_feedforward_layernorm and post_feedforward_layernorm (Gemma). Null where absent.
@@ -189,6 +220,9 @@ class CausalLMImpl : public torch::nn::Module {
   const LongContextOptions& long_context() const { return long_context_; }
 
   const studio::ModelInfo& info() const { return info_; }
+  // MoE models: the auxiliary loss every forward between its begin() and end() records (the
+  // trainer drives it); null for dense models.
+  MoeAuxLoss* moe_aux() { return moe_aux_.get(); }
 
   DecoderModel model{nullptr};
   Linear lm_head{nullptr};  // null when tied
@@ -206,6 +240,7 @@ class CausalLMImpl : public torch::nn::Module {
   int64_t rope_seq_len_ = 0;
   torch::Tensor segments_;
   LayerHooks* hooks_ = nullptr;
+  std::unique_ptr<MoeAuxLoss> moe_aux_;
   bool checkpointing_ = false;
   LongContextOptions long_context_;
 };
