@@ -268,6 +268,60 @@ V1DatasetList read_v1_datasets(const std::string& value, const std::string& base
   return out;
 }
 
+namespace {
+
+// One dataset value (train_dataset or eval_dataset) relocated; `role` names the rewritten YAML.
+void relocate_one(std::string& value, const std::string& role, const std::string& base_dir,
+                  const std::function<std::string(const std::string&)>& place,
+                  const std::function<std::string(const std::string&, const std::string&)>& write) {
+  std::error_code ec;
+  const fs::path local = under(base_dir, value);
+  const bool yaml = ends_with(value, ".yaml") || ends_with(value, ".yml");
+  if (!fs::exists(local, ec)) return;  // a hub id, or a file only the target has
+  const std::string absolute = fs::absolute(local, ec).lexically_normal().string();
+  if (!yaml) {
+    value = place(absolute);
+    return;
+  }
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(absolute);
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument(absolute + ":" + std::to_string(e.mark.line + 1) +
+                                ": malformed YAML: " + e.msg);
+  }
+  if (!root.IsMap())
+    throw std::invalid_argument(absolute + ": a v1 dataset file maps names to {path, source, ...}");
+  for (auto kv : root) {
+    YAML::Node entry = kv.second;
+    if (!entry.IsMap() || !entry["path"] || !entry["path"].IsScalar()) continue;
+    const std::string source = entry["source"] && entry["source"].IsScalar()
+                                   ? entry["source"].Scalar()
+                                   : std::string("hf_hub");
+    if (source != "local") continue;
+    const fs::path data = under(base_dir, entry["path"].Scalar());
+    if (!fs::exists(data, ec)) continue;  // validation names it at its line
+    entry["path"] = place(fs::absolute(data, ec).lexically_normal().string());
+  }
+  YAML::Emitter out;
+  out << root;
+  value = write(role + ".yaml", "# " + absolute + ", with its local paths relocated\n" +
+                                    std::string(out.c_str()) + "\n");
+}
+
+}  // namespace
+
+void relocate_v1_datasets(
+    RunConfig& cfg, const std::string& base_dir,
+    const std::function<std::string(const std::string&)>& place,
+    const std::function<std::string(const std::string&, const std::string&)>& write_yaml) {
+  if (!cfg.is_v1()) return;
+  if (!cfg.v1.train_dataset.empty())
+    relocate_one(cfg.v1.train_dataset, "train_dataset", base_dir, place, write_yaml);
+  if (cfg.v1.eval_dataset && !cfg.v1.eval_dataset->empty())
+    relocate_one(*cfg.v1.eval_dataset, "eval_dataset", base_dir, place, write_yaml);
+}
+
 TemplateChoice template_for_model(const std::string& model_dir) {
   const fs::path dir(model_dir);
   const std::optional<std::string> jinja = chat_template_text(dir);

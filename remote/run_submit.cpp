@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 
 #include "studio/config/config_io.h"
+#include "studio/config/llamafactory_v1.h"
 #include "studio/config/validate.h"
 #include "studio/data/dataset_info.h"
 #include "studio/remote/sftp_client.h"
@@ -61,6 +62,30 @@ class InputPlan {
 
   const std::vector<Upload>& uploads() const { return uploads_; }
   const std::vector<std::string>& notes() const { return notes_; }
+  // Files written on the remote side from text (a rewritten dataset YAML): {text, remote path}.
+  const std::vector<std::pair<std::string, std::string>>& texts() const { return texts_; }
+
+  // LLaMA-Factory v1: each local data file or folder the config or its dataset YAML names goes
+  // to .inputs like a dataset folder; a dataset YAML is rewritten to name them there and written
+  // into the run folder, the engine's working directory.
+  void v1_datasets(RunConfig& cfg, const std::string& run_dir) {
+    relocate_v1_datasets(
+        cfg, base_.string(),
+        [&](const std::string& absolute) {
+          const fs::path path(absolute);
+          const std::string key = folder_key(path);
+          if (fs::is_directory(path)) {
+            add_tree(path, key, "");
+            return run_relative(key);
+          }
+          add_file(path, key, path.filename().string());
+          return run_relative(key) + "/" + path.filename().string();
+        },
+        [&](const std::string& name, const std::string& text) {
+          texts_.push_back({text, join_path(run_dir, name)});
+          return name;
+        });
+  }
 
   void dataset(RunConfig& cfg) {
     const fs::path dir = local(cfg.dataset_dir);
@@ -205,6 +230,7 @@ class InputPlan {
   std::string remote_root_;
   std::vector<Upload> uploads_;
   std::vector<std::string> notes_;
+  std::vector<std::pair<std::string, std::string>> texts_;
 };
 
 // Writes `text` to a private local temporary file and uploads it (atomically, like any file).
@@ -373,7 +399,10 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   const RemoteRunLayout layout = record.layout();
 
   InputPlan plan(base, record.remote_root);
-  plan.dataset(cfg);
+  if (cfg.is_v1())
+    plan.v1_datasets(cfg, record.run_dir());
+  else
+    plan.dataset(cfg);
   plan.model(cfg.model_name_or_path, "model_name_or_path", request.upload_model);
   if (cfg.ref_model) plan.model(*cfg.ref_model, "ref_model", request.upload_model);
   plan.deepspeed(cfg.deepspeed, record.run_dir());
@@ -405,6 +434,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
     SftpClient(s).mkdir_p(record.run_dir());
     uploader.run(s, plan.uploads(), prefix);
     SftpClient sftp(s);
+    for (const auto& [text, remote] : plan.texts()) upload_text(sftp, text, remote);
     upload_text(sftp, result.remote_config, join_path(record.run_dir(), layout.config_file));
     upload_text(sftp, record.to_json(), join_path(record.run_dir(), kRemoteRecordFileName));
   }

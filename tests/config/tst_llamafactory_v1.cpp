@@ -122,6 +122,7 @@ class TestLlamaFactoryV1 : public QObject {
   void templateFromTheModel_data();
   void templateFromTheModel();
   void datasetYamlRowsAreRead();
+  void relocatedDatasetsLoadFromAnotherFolder();
 };
 
 void TestLlamaFactoryV1::detectsTheForm_data() {
@@ -528,6 +529,68 @@ void TestLlamaFactoryV1::datasetYamlRowsAreRead() {
   QCOMPARE(pairs.train.size(), size_t{3});
   QCOMPARE(answer(pairs.train[0].rejected), QStringLiteral("No.<|im_end|>\n"));
   QVERIFY(prompt(pairs.train[1].chosen).startsWith("<|im_start|>system\nBe kind."));
+}
+
+// The studio starts a run in its own folder (and a remote one on another host): the dataset
+// YAML, whose paths are the working directory's, is rewritten there with each local entry's
+// path placed anew, its other fields kept, and the rows load from any working directory.
+void TestLlamaFactoryV1::relocatedDatasetsLoadFromAnotherFolder() {
+  QTemporaryDir run;
+  RunConfig c = loadFixture("train_full_fsdp2.yaml").config;
+  std::vector<std::string> placed;
+  QString written;
+  relocate_v1_datasets(
+      c, kDir.toStdString(),
+      [&](const std::string& path) {
+        placed.push_back(path);
+        return path;
+      },
+      [&](const std::string& name, const std::string& text) {
+        written = run.filePath(QString::fromStdString(name));
+        QFile f(written);
+        if (f.open(QIODevice::WriteOnly)) f.write(text.c_str());
+        return written.toStdString();
+      });
+  QCOMPARE(QString::fromStdString(c.v1.train_dataset), run.filePath("train_dataset.yaml"));
+  QCOMPARE(placed.size(), size_t{3});
+  for (const auto& p : placed) QVERIFY2(QDir::isAbsolutePath(QString::fromStdString(p)), p.c_str());
+  QFile f(written);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  const QString text = QString::fromUtf8(f.readAll());
+  QVERIFY2(text.contains(kDir + "/data/chat.jsonl") && text.contains("converter: sharegpt") &&
+               text.contains("size: 1"),
+           qPrintable(text));
+
+  // Loaded from the run folder: the same 8 samples as from the fixture's own folder.
+  const QString previous = QDir::currentPath();
+  QVERIFY(QDir::setCurrent(run.path()));
+  auto restore = qScopeGuard([&] { QDir::setCurrent(previous); });
+  c.model_name_or_path = kDemoModel.toStdString();
+  resolve_llamafactory_v1(c, {});
+  const data::Tokenizer tok = data::Tokenizer::load(c.model_name_or_path);
+  data::DatasetOptions opt;
+  opt.use_cache = false;
+  QCOMPARE(data::load_sft_data(c, tok, opt).train.size(), size_t{8});
+
+  // A hub id is left as written; an unreadable dataset YAML is an error naming the file.
+  RunConfig hub = c;
+  hub.v1.train_dataset = "org/some-dataset";
+  relocate_v1_datasets(hub, kDir.toStdString(), [](const std::string& p) { return p; },
+                       [](const std::string&, const std::string&) { return std::string("x"); });
+  QCOMPARE(QString::fromStdString(hub.v1.train_dataset), QStringLiteral("org/some-dataset"));
+  QFile bad(run.filePath("bad.yaml"));
+  QVERIFY(bad.open(QIODevice::WriteOnly));
+  bad.write("a: [unclosed\n");
+  bad.close();
+  RunConfig broken = c;
+  broken.v1.train_dataset = bad.fileName().toStdString();
+  try {
+    relocate_v1_datasets(broken, "", [](const std::string& p) { return p; },
+                         [](const std::string&, const std::string&) { return std::string("x"); });
+    QFAIL("a malformed dataset YAML was accepted");
+  } catch (const std::invalid_argument& e) {
+    QVERIFY2(QString(e.what()).contains(bad.fileName()), e.what());
+  }
 }
 
 QTEST_MAIN(TestLlamaFactoryV1)

@@ -276,6 +276,42 @@ class TestRemoteRun : public QObject {
     cancel_run(session, again.record, 5);
   }
 
+  // A LLaMA-Factory v1 file whose train_dataset is a dataset YAML with paths relative to the
+  // config's folder: the data files go to .inputs, the YAML is rewritten into the run folder to
+  // name them there, and the run on the host reads them and finishes.
+  void llamaFactoryV1DatasetYamlUploaded() {
+    const QDir project(local_.filePath("v1-project"));
+    QVERIFY(project.mkpath("data"));
+    const QString fixtures = QStringLiteral(STUDIO_SOURCE_DIR "/tests/data/configs/v1/data/");
+    for (const char* f : {"sft.yaml", "identity.json", "chat.jsonl", "messages.jsonl"})
+      QVERIFY(QFile::copy(fixtures + f, project.filePath("data/") + f));
+    const QString config = project.filePath("train_v1.yaml");
+    QVERIFY(write_file(config, "model: " + local_.filePath("model").toUtf8() +
+                                   "\ntemplate: qwen\ntrain_dataset: data/sft.yaml\n"
+                                   "output_dir: outputs/v1\nmicro_batch_size: 2\n"
+                                   "cutoff_len: 128\nmax_steps: 3\nlogging_steps: 1\n"));
+    const SshSession session = connect();
+    SubmitRequest r = request(config);
+    r.base_dir = project.path().toStdString();
+    const SubmitResult result = submit_run(session, r);
+    const QString yaml = read_file(remoteFile(result.record, "config.yaml"));
+    QVERIFY2(yaml.contains("train_dataset: train_dataset.yaml"), qPrintable(yaml));
+    const QString dataset = read_file(remoteFile(result.record, "train_dataset.yaml"));
+    QVERIFY2(dataset.contains("path: ../.inputs/chat.jsonl-") && dataset.contains("converter: sharegpt"),
+             qPrintable(dataset));
+
+    Collected got;
+    FollowCursor cursor;
+    FollowOptions options;
+    options.poll_interval = std::chrono::milliseconds(200);
+    std::atomic<bool> stop{false};
+    const auto end = follow_run([this] { return connect(); }, result.record, cursor,
+                                got.callbacks(), options, stop);
+    QVERIFY(end.has_value());
+    QCOMPARE(to_string(end->state), "finished");
+    QVERIFY(contiguous(train_steps(read_file(remoteFile(result.record, "output/events.jsonl"))), 1, 3));
+  }
+
   // LLaMA-Factory as the trainer on the host (its environment from scripts/setup.sh): the YAML
   // uploaded has none of the studio's own keys, `studio-train supervise` runs llamafactory-cli
   // with FORCE_TORCHRUN on 2 processes, and following delivers its trainer_log.jsonl byte for

@@ -47,6 +47,7 @@ class TestStudioLocalRun : public QObject {
   void initTestCase();
   void demoFromWizardToFinishedRun();
   void dpoWithSequenceParallelFromAYaml();
+  void llamaFactoryV1FileWithRelativeDataPaths();
   void runningRunSurvivesTheWindowAndStops();
 
  private:
@@ -166,6 +167,52 @@ void TestStudioLocalRun::dpoWithSequenceParallelFromAYaml() {
   QVERIFY(series->isDpo());
   QCOMPARE(series->values(studio::ui::Metric::RewardsAccuracies).size(), std::size_t(6));
   QVERIFY(std::abs(series->values(studio::ui::Metric::Loss).front() - std::log(2.0)) < 0.01);
+  w->close();
+}
+
+// A LLaMA-Factory v1 file whose train_dataset and dataset YAML use paths relative to the
+// config's folder (as v1's examples, run from their repository root): opened in the wizard and
+// launched, the run (in its own folder, Ulysses cp_size 2 over 2 ranks) reads them and finishes.
+void TestStudioLocalRun::llamaFactoryV1FileWithRelativeDataPaths() {
+  auto w = window();
+  w->demo()->ensureModel();
+  QTRY_VERIFY_WITH_TIMEOUT(w->demo()->isModelReady(), 60000);
+  const QDir project(tmp_.filePath(QStringLiteral("v1-project")));
+  QVERIFY(project.mkpath(QStringLiteral("data")));
+  const QString fixtures = QStringLiteral(STUDIO_SOURCE_DIR "/tests/data/configs/v1/data/");
+  for (const char* f : {"sft.yaml", "identity.json", "chat.jsonl", "messages.jsonl"})
+    QVERIFY(QFile::copy(fixtures + f, project.filePath(QStringLiteral("data/")) + f));
+  const QString path = project.filePath(QStringLiteral("train_v1.yaml"));
+  QFile out(path);
+  QVERIFY(out.open(QIODevice::WriteOnly));
+  out.write("model: " + w->demo()->modelDir().toUtf8() +
+            "\ntemplate: qwen\ncp_mode: ulysses\ncp_size: 2\ntrain_dataset: data/sft.yaml\n"
+            "output_dir: outputs/v1\nmicro_batch_size: 2\ncutoff_len: 128\n"
+            "learning_rate: 1.0e-3\nmax_steps: 4\nlogging_steps: 1\n");
+  out.close();
+
+  QVERIFY(w->openConfigInWizard(path));
+  studio::ui::RunWizard* wizard = w->wizard();
+  QCOMPARE(wizard->target().nproc * wizard->target().nnodes, 2);
+  while (wizard->nextId() != -1) {
+    QTRY_VERIFY2_WITH_TIMEOUT(wizard->currentPage()->isComplete(),
+                              qPrintable(wizard->currentPage()->title()), 20000);
+    wizard->next();
+  }
+  auto* launch = wizard->findChild<QPushButton*>(QStringLiteral("launch"));
+  QTRY_VERIFY_WITH_TIMEOUT(launch && launch->isEnabled(), 20000);
+  launch->click();
+  const QString runDir = w->currentRun();
+  QVERIFY(!runDir.isEmpty());
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Finished),
+                            kRunTimeoutMs);
+  const auto info = w->runStore()->run(runDir);
+  QCOMPARE(info->spSize, 2);
+  QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, runDir), std::size_t(4), 10000);
+  // The run folder holds the dataset YAML it read, its paths absolute.
+  QFile yaml(QDir(runDir).filePath(QStringLiteral("train_dataset.yaml")));
+  QVERIFY(yaml.open(QIODevice::ReadOnly));
+  QVERIFY(yaml.readAll().contains(project.filePath(QStringLiteral("data/chat.jsonl")).toUtf8()));
   w->close();
 }
 

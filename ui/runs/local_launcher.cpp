@@ -16,7 +16,9 @@
 
 #include "studio/ui/local_path.h"
 #include "stop_worker.h"
+#include "studio/config/atomic_file.h"
 #include "studio/config/config_io.h"
+#include "studio/config/llamafactory_v1.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/process_probe.h"
 #include "studio/ui/runs/run_folder.h"
@@ -80,6 +82,18 @@ studio::RunConfig LocalLauncher::configForRun(const studio::RunConfig& config,
   makeAbsolute(cfg.dataset_dir, base);
   makeAbsolute(cfg.deepspeed, base);
   makeAbsolute(cfg.resume_from_checkpoint, base);
+  // LLaMA-Factory v1: the data paths (in the config and in its dataset YAML) are the working
+  // directory's; the run starts in its own folder, so they become absolute, the dataset YAML
+  // rewritten into the run folder.
+  studio::relocate_v1_datasets(
+      cfg, base.absolutePath().toStdString(), [](const std::string& path) { return path; },
+      [&runDir](const std::string& name, const std::string& text) {
+        const std::string path =
+            localPath(QDir(runDir).filePath(QString::fromStdString(name)));
+        if (const std::string error = studio::write_file_atomic(path, text); !error.empty())
+          throw std::invalid_argument(error);
+        return path;
+      });
   cfg.output_dir = runDirPath(runDir).toStdString();
   // The fresh run folder already holds config.yaml, studio-launch.json and train.log when the
   // engine checks it, and has no checkpoint to resume from: without this, the engine would
@@ -150,7 +164,12 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
                                   ? QString()
                                   : tr(" in PATH")));
   }
-  const studio::RunConfig runConfig = configForRun(request.config, request.baseDir, dir);
+  studio::RunConfig runConfig;
+  try {
+    runConfig = configForRun(request.config, request.baseDir, dir);
+  } catch (const std::exception& e) {
+    return abandon(QString::fromStdString(e.what()));
+  }
   if (lf) {
     if (const std::string why = studio::llamafactory_refusal(runConfig); !why.empty())
       return abandon(tr("LLaMA-Factory cannot run this config:\n%1").arg(QString::fromStdString(why)));

@@ -14,10 +14,14 @@
 #include <QPushButton>
 #include <QStandardItemModel>
 #include <QTabWidget>
+#include <QTemporaryDir>
 #include <QVBoxLayout>
 
 #include "latest_job.h"
 #include "studio/ui/local_path.h"
+#include "studio/config/atomic_file.h"
+#include "studio/config/llamafactory_v1.h"
+#include "studio/config/validate.h"
 #include "studio/data/dataset_info.h"
 #include "studio/ui/wizard/dataset_registration.h"
 #include "studio/ui/wizard/field_bindings.h"
@@ -49,6 +53,37 @@ void readRegistration(DatasetListing& l) {
 }
 
 }  // namespace
+
+DatasetListing listV1Datasets(const QString& value, const QString& baseDir, const QString& key) {
+  DatasetListing l;
+  l.path = key;
+  if (value.isEmpty()) {
+    l.error = tr("choose a dataset YAML (name: {path, source: local, converter, ...}) or a data "
+                 "file in LLaMA-Factory v1's messages format");
+    return l;
+  }
+  const studio::V1DatasetList list =
+      studio::read_v1_datasets(value.toStdString(), localPath(baseDir), /*for_training=*/false);
+  l.error = QString::fromStdString(list.error);
+  for (const auto& d : list.problems)
+    if (d.severity == studio::Severity::Error)
+      l.problems << QStringLiteral("%1:%2: %3")
+                      .arg(QString::fromStdString(d.file))
+                      .arg(d.line)
+                      .arg(QString::fromStdString(d.message));
+  for (const auto& e : list.entries) {
+    DatasetListing::Entry entry;
+    entry.name = QString::fromStdString(e.name);
+    QStringList what{QString::fromStdString(e.path)};
+    if (e.source != "local") what << QString::fromStdString(e.source);
+    what << (e.converter.empty() ? tr("messages") : QString::fromStdString(e.converter));
+    if (e.size) what << tr("%1 rows").arg(*e.size);
+    entry.file = what.join(QStringLiteral(", "));
+    entry.ranking = e.converter == "pair";
+    l.entries.push_back(entry);
+  }
+  return l;
+}
 
 DatasetListing listDatasets(const QString& path) {
   DatasetListing l;
@@ -92,6 +127,7 @@ DataPage::DataPage(RunDraft* draft, QWidget* parent)
                   QStringLiteral("mask_history")},
                  parent),
       dir_(bindings()->text("dataset_dir", &studio::RunConfig::dataset_dir)),
+      v1Dataset_(new QLineEdit),
       datasets_(new QStandardItemModel(this)),
       datasetView_(new QListView),
       registration_(new QPlainTextEdit),
@@ -125,7 +161,8 @@ DataPage::DataPage(RunDraft* draft, QWidget* parent)
   tabs->addTab(histogram_, tr("&Lengths"));
 
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(buildDirRow());
+  layout->addWidget(dirRow_ = buildDirRow());
+  layout->addWidget(v1Row_ = buildV1Row());
   layout->addWidget(registrationNote_);
   layout->addWidget(registration_);
   layout->addLayout(middle);
@@ -137,10 +174,15 @@ DataPage::DataPage(RunDraft* draft, QWidget* parent)
   debounce_.setInterval(kDebounceMs);
   connect(&debounce_, &QTimer::timeout, this, &DataPage::startPreview);
   connect(draft, &RunDraft::changed, this, [this] {
+    showForm();
     listIfNeeded();
     schedulePreview();
   });
-  connect(draft, &RunDraft::loaded, this, &DataPage::rebuildDatasetList);
+  connect(draft, &RunDraft::loaded, this, [this] {
+    showForm();
+    rebuildDatasetList();
+  });
+  showForm();
   connect(datasets_, &QStandardItemModel::itemChanged, this, &DataPage::datasetToggled);
   listIfNeeded();
   schedulePreview();
@@ -163,6 +205,51 @@ QWidget* DataPage::buildDirRow() {
   layout->addWidget(folder);
   layout->addWidget(file);
   return row;
+}
+
+QWidget* DataPage::buildV1Row() {
+  v1Dataset_->setObjectName(QStringLiteral("train_dataset"));
+  v1Dataset_->setAccessibleName(tr("train_dataset"));
+  v1Dataset_->setPlaceholderText(tr("a dataset YAML, or a data file or folder (v1 messages)"));
+  connect(v1Dataset_, &QLineEdit::textEdited, this, [this](const QString& text) {
+    draft()->edit([&](studio::RunConfig& c) { c.v1.train_dataset = text.toStdString(); });
+  });
+  auto* browse = new QPushButton(tr("Dataset &YAML..."));
+  connect(browse, &QPushButton::clicked, this, &DataPage::browseV1);
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* label = new QLabel(tr("train_dataset:"));
+  label->setBuddy(v1Dataset_);
+  layout->addWidget(label);
+  layout->addWidget(v1Dataset_, 1);
+  layout->addWidget(browse);
+  return row;
+}
+
+bool DataPage::isV1() const { return draft()->config().is_v1(); }
+
+void DataPage::showForm() {
+  const bool v1 = isV1();
+  dirRow_->setVisible(!v1);
+  v1Row_->setVisible(v1);
+  const QString value = QString::fromStdString(draft()->config().v1.train_dataset);
+  if (v1Dataset_->text() != value) v1Dataset_->setText(value);
+  setSubTitle(v1 ? tr("LLaMA-Factory v1: train_dataset (a dataset YAML or a data file), the chat "
+                      "template, and what training will see. Relative paths are the config "
+                      "folder's; a launched run gets them made absolute.")
+                 : tr("Datasets from a dataset_info.json folder, the chat template, and what "
+                      "training will see."));
+}
+
+void DataPage::browseV1() {
+  const QString file = QFileDialog::getOpenFileName(
+      this, tr("Dataset YAML or data file"),
+      draft()->resolve(draft()->config().v1.train_dataset),
+      tr("Dataset YAML or data (*.yaml *.yml *.json *.jsonl);;All files (*)"));
+  if (file.isEmpty()) return;
+  v1Dataset_->setText(file);
+  draft()->edit([&](studio::RunConfig& c) { c.v1.train_dataset = file.toStdString(); });
 }
 
 QWidget* DataPage::buildSettings() {
@@ -199,6 +286,16 @@ void DataPage::browseFile() {
 }
 
 void DataPage::listIfNeeded() {
+  if (isV1()) {
+    const QString value = QString::fromStdString(draft()->config().v1.train_dataset);
+    const QString base = draft()->baseDir();
+    const QString key = QStringLiteral("v1\n%1\n%2").arg(value, base);
+    if (key == requestedListing_) return;
+    requestedListing_ = key;
+    listingJob_->request([value, base, key] { return listV1Datasets(value, base, key); });
+    refresh();
+    return;
+  }
   const QString path = draft()->resolve(draft()->config().dataset_dir);
   if (path == requestedListing_) return;
   requestedListing_ = path;
@@ -239,6 +336,17 @@ void DataPage::rebuildDatasetList() {
     }
     return tr("%1  (not in dataset_info.json)").arg(name);
   };
+  if (isV1()) {  // the dataset YAML's entries, all of which train
+    if (listing_)
+      for (const auto& e : listing_->entries) {
+        auto* item = new QStandardItem(e.ranking ? tr("%1  (%2, preference pairs)").arg(e.name, e.file)
+                                                 : QStringLiteral("%1  (%2)").arg(e.name, e.file));
+        item->setData(e.name, Qt::UserRole);
+        datasets_->appendRow(item);
+      }
+    rebuilding_ = false;
+    return;
+  }
   QStringList names;
   for (const std::string& n : chosen) {
     const QString name = QString::fromStdString(n);
@@ -253,7 +361,7 @@ void DataPage::rebuildDatasetList() {
 }
 
 void DataPage::datasetToggled() {
-  if (rebuilding_) return;
+  if (rebuilding_ || isV1()) return;
   std::vector<std::string> names;
   for (int row = 0; row < datasets_->rowCount(); ++row) {
     const QStandardItem* item = datasets_->item(row);
@@ -266,15 +374,19 @@ void DataPage::datasetToggled() {
 // Everything data::preview reads; an empty string when a preview cannot be made yet.
 QString DataPage::previewInputs() const {
   const studio::RunConfig& c = draft()->config();
-  if (c.model_name_or_path.empty() || c.dataset.empty() || c.template_name.empty() ||
-      c.cutoff_len < 1)
+  if (c.is_v1()) {  // v1 may leave the template to the model (resolve_llamafactory_v1)
+    if (c.model_name_or_path.empty() || c.v1.train_dataset.empty() || c.cutoff_len < 1) return {};
+  } else if (c.model_name_or_path.empty() || c.dataset.empty() || c.template_name.empty() ||
+             c.cutoff_len < 1) {
     return {};
+  }
   auto join = [](const std::vector<std::string>& names) {
     QStringList out;
     for (const auto& n : names) out << QString::fromStdString(n);
     return out.join(QLatin1Char(','));
   };
   QStringList parts{draft()->modelDir(c.model_name_or_path), draft()->resolve(c.dataset_dir),
+                    QString::fromStdString(c.v1.train_dataset), draft()->baseDir(),
                     join(c.dataset), join(c.eval_dataset),
                     QString::fromStdString(c.template_name), QString::number(c.cutoff_len),
                     c.max_samples ? QString::number(*c.max_samples) : QString(),
@@ -311,9 +423,27 @@ void DataPage::startPreview() {
   const QString modelPath = QString::fromStdString(cfg.model_name_or_path);
   const std::optional<studio::data::Tokenizer> cached =
       modelPath == tokenizerPath_ ? tokenizer_ : std::nullopt;
-  previewJob_->request([cfg, modelPath, cached] {
+  const std::string base = localPath(draft()->baseDir());
+  previewJob_->request([cfg, modelPath, cached, base]() mutable {
     PreviewOutcome out;
     try {
+      // v1: the data paths are the config folder's, not this process's working directory: the
+      // dataset YAML is read through a copy whose paths are absolute; the template is the one
+      // a run would choose.
+      QTemporaryDir relocated;
+      if (cfg.is_v1()) {
+        studio::relocate_v1_datasets(
+            cfg, base, [](const std::string& p) { return p; },
+            [&relocated](const std::string& name, const std::string& text) {
+              const std::string path = localPath(relocated.filePath(QString::fromStdString(name)));
+              if (const std::string e = studio::write_file_atomic(path, text); !e.empty())
+                throw std::invalid_argument(e);
+              return path;
+            });
+        studio::ValidateOptions vo;
+        vo.base_dir = base;
+        studio::resolve_llamafactory_v1(cfg, vo);
+      }
       out.tokenizer = cached ? *cached : studio::data::Tokenizer::load(cfg.model_name_or_path);
       out.tokenizerPath = modelPath;
       // No cache: a preview per keystroke must neither write into the data folder nor replace
@@ -365,7 +495,12 @@ bool DataPage::isBusy() const {
 
 std::vector<InlineMessage> DataPage::pageMessages() const {
   std::vector<InlineMessage> out;
-  if (listing_ && listing_->path == requestedListing_) {
+  if (isV1() && listing_ && listing_->path == requestedListing_) {
+    if (!listing_->error.isEmpty())
+      out.push_back({studio::Severity::Error, tr("train_dataset: %1").arg(listing_->error)});
+    for (const QString& p : listing_->problems)
+      out.push_back({studio::Severity::Error, tr("train_dataset: %1").arg(p)});
+  } else if (listing_ && listing_->path == requestedListing_) {
     if (!listing_->error.isEmpty())
       out.push_back({studio::Severity::Error, tr("dataset_dir: %1").arg(listing_->error)});
     if (listing_->isFile)

@@ -9,6 +9,7 @@
 #include <QTextBlock>
 #include <QtTest>
 
+#include "studio/config/config_io.h"
 #include "studio/ui/wizard/data_page.h"
 #include "studio/ui/wizard/length_histogram.h"
 #include "studio/ui/wizard/sample_preview.h"
@@ -49,6 +50,7 @@ class TestDataPage : public QObject {
   void previewShowsMaskedSpans();
   void cutoffChangesTheHistogram();
   void dpoPreviewShowsChosenAndRejected();
+  void llamaFactoryV1TrainDataset();
 };
 
 void TestDataPage::validation_data() {
@@ -212,6 +214,48 @@ void TestDataPage::dpoPreviewShowsChosenAndRejected() {
   QVERIFY(text.contains(QStringLiteral("chosen:")) && text.contains(QStringLiteral("rejected:")));
   QVERIFY(wizard_test::settled(draft));
   QVERIFY2(page.isComplete(), qPrintable(page.messageText()));
+}
+
+// A LLaMA-Factory v1 file: train_dataset instead of dataset_dir, the dataset YAML's entries
+// listed (off the GUI thread), and a preview read with the YAML's paths taken from the config's
+// folder, not the studio's working directory. A dataset YAML naming hub data is an error.
+void TestDataPage::llamaFactoryV1TrainDataset() {
+  const QString dir = wizard_test::sourcePath(QStringLiteral("tests/data/configs/v1"));
+  studio::LoadResult loaded =
+      studio::load_config_file((dir + QStringLiteral("/train_full_fsdp2.yaml")).toStdString());
+  QVERIFY(loaded.config.is_v1());
+  loaded.config.model_name_or_path = wizard_test::demoModel().toStdString();
+  RunDraft draft;
+  DataPage page(&draft);
+  page.show();
+  QAbstractItemModelTester tester(page.datasetModel(),
+                                  QAbstractItemModelTester::FailureReportingMode::QtTest);
+  draft.load(loaded.config, dir);
+  QVERIFY(QDir::currentPath() != dir);
+  QCOMPARE(page.trainDatasetEdit()->text(), QStringLiteral("data/sft.yaml"));
+  QVERIFY(page.trainDatasetEdit()->isVisible());
+  QVERIFY(!page.datasetDirEdit()->isVisible());
+  QTRY_COMPARE(page.datasetModel()->rowCount(), 3);
+  QCOMPARE(page.datasetModel()->item(0)->text(),
+           QStringLiteral("identity  (data/identity.json, alpaca)"));
+  QCOMPARE(page.datasetModel()->item(1)->text(),
+           QStringLiteral("chat  (data/chat.jsonl, sharegpt, 1 rows)"));
+  QVERIFY(!page.datasetModel()->item(0)->isCheckable());
+  QTRY_VERIFY_WITH_TIMEOUT(page.preview()->report().has_value(), 20000);
+  QVERIFY(!page.preview()->report()->samples.empty());
+  QTRY_VERIFY(!page.isBusy());
+  QVERIFY2(page.isComplete(), qPrintable(page.messageText()));
+
+  // Typed: a dataset YAML of hub data is refused at its line.
+  page.trainDatasetEdit()->setText(QStringLiteral("data/hub.yaml"));
+  emit page.trainDatasetEdit()->textEdited(page.trainDatasetEdit()->text());
+  QCOMPARE(QString::fromStdString(draft.config().v1.train_dataset), QStringLiteral("data/hub.yaml"));
+  QVERIFY(wizard_test::settled(draft));
+  QTRY_VERIFY(!page.isBusy());
+  QTRY_VERIFY2(page.messageText().contains(QStringLiteral("train_dataset: ")) &&
+                   page.messageText().contains(QStringLiteral("hub.yaml:")),
+               qPrintable(page.messageText()));
+  QVERIFY(!page.isComplete());
 }
 
 QTEST_MAIN(TestDataPage)

@@ -5,6 +5,7 @@
 // and writing the config back in v1's own form. docs/LLAMAFACTORY.md explains every choice.
 #include <cstdint>
 #include <limits>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -74,6 +75,19 @@ struct V1DatasetList {
 // error, else a warning (it may exist only on the cluster).
 V1DatasetList read_v1_datasets(const std::string& value, const std::string& base_dir,
                                bool for_training);
+
+// A v1 config's datasets made to run from another working directory (the studio's run folder,
+// a remote host): train_dataset and eval_dataset naming a local data file or folder become
+// place(its absolute path); naming a local dataset YAML, the YAML is rewritten with the `path`
+// of each local entry replaced by place(its absolute path), the rest kept, and the config then
+// names write_yaml(a file name for it, the new text). Relative paths resolve against
+// `base_dir`; hub ids and files that are not here are left as written (validation names them).
+// Throws std::invalid_argument naming the file for a dataset YAML that cannot be read.
+void relocate_v1_datasets(
+    RunConfig& cfg, const std::string& base_dir,
+    const std::function<std::string(const std::string& absolute_path)>& place,
+    const std::function<std::string(const std::string& file_name, const std::string& text)>&
+        write_yaml);
 
 // --- what depends on the files and the world --------------------------------------------------
 

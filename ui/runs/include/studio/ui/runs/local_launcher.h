@@ -63,7 +63,10 @@ class LocalLauncher : public QObject {
 
   // The config as launch() writes it: output_dir = runDir, and every path key that is relative
   // (model_name_or_path, ref_model, dataset_dir, deepspeed, resume_from_checkpoint) made
-  // absolute against baseDir, since the engine runs in the run folder.
+  // absolute against baseDir, since the engine runs in the run folder. A LLaMA-Factory v1
+  // config's local data paths are made absolute too, its dataset YAML rewritten into runDir
+  // (studio::relocate_v1_datasets); throws std::invalid_argument when that YAML cannot be read
+  // or written.
   static studio::RunConfig configForRun(const studio::RunConfig& config, const QString& baseDir,
                                         const QString& runDir);
 

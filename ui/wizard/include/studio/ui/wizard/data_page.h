@@ -44,9 +44,14 @@ struct DatasetListing {
   bool isFile = false;    // dataset_dir names a data file
   QString registration;   // for a data file: what to put into a dataset_info.json
   QString registrationNote;
+  QStringList problems;   // LLaMA-Factory v1: the dataset YAML's problems, "file:line: what"
 };
 // Reads it (blocking: call it off the GUI thread).
 DatasetListing listDatasets(const QString& path);
+// A LLaMA-Factory v1 config's train_dataset (a dataset YAML, or a data file or folder), its
+// relative paths resolved against `baseDir`, as the list shows it (blocking). `key` becomes
+// the listing's path.
+DatasetListing listV1Datasets(const QString& value, const QString& baseDir, const QString& key);
 
 struct PreviewOutcome {
   std::optional<studio::data::PreviewReport> report;
@@ -66,6 +71,9 @@ class DataPage : public WizardPage {
   ~DataPage() override;
 
   QLineEdit* datasetDirEdit() const { return dir_; }
+  // LLaMA-Factory v1 configs: train_dataset, shown instead of dataset_dir and the dataset list's
+  // check boxes (the list then shows the dataset YAML's entries).
+  QLineEdit* trainDatasetEdit() const { return v1Dataset_; }
   // Checkable dataset names (Qt::UserRole: the name; DisplayRole adds the file and kind).
   QStandardItemModel* datasetModel() const { return datasets_; }
   QListView* datasetView() const { return datasetView_; }
@@ -85,6 +93,10 @@ class DataPage : public WizardPage {
 
  private:
   QWidget* buildDirRow();
+  QWidget* buildV1Row();
+  bool isV1() const;
+  void showForm();  // the v0 or the v1 rows, as the draft's form says
+  void browseV1();
   QWidget* buildSettings();
   void browseFolder();
   void browseFile();
@@ -98,6 +110,9 @@ class DataPage : public WizardPage {
   QString previewInputs() const;
 
   QLineEdit* dir_;
+  QLineEdit* v1Dataset_;
+  QWidget* dirRow_ = nullptr;
+  QWidget* v1Row_ = nullptr;
   QStandardItemModel* datasets_;
   QListView* datasetView_;
   QPlainTextEdit* registration_;
