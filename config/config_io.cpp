@@ -52,12 +52,17 @@ void read_key(const std::string& file, const YAML::Node& k, const YAML::Node& v,
     return;
   }
   if (std::string why = refused_extra_key(key, v); !why.empty()) {
+    if (key == "optim") why += ": remove optim, or set it to adamw_torch";
     diags.push_back(at(file, yaml_pos(v), Severity::Error, key, why));
     return;
   }
   cfg.extra_keys.push_back({key, RawYaml{yaml_text(v)}, kp.line});
-  std::string msg = "not used by studio-train; kept as written when the config is saved";
-  if (std::string near = suggest_key(key); !near.empty()) msg += " (did you mean '" + near + "'?)";
+  std::string msg = extra_key_note(key, v);
+  if (msg.empty()) {
+    msg = "not used by studio-train; kept as written when the config is saved";
+    if (std::string near = suggest_key(key); !near.empty())
+      msg += " (did you mean '" + near + "'?)";
+  }
   diags.push_back(at(file, kp, Severity::Warning, key, msg));
 }
 

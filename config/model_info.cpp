@@ -300,6 +300,15 @@ bool fill(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   if (!get(j, "architectures", archs, error, true) || archs.empty())
     return error = error.empty() ? "'architectures' is empty" : error, false;
   m.architecture = archs.front();
+  // A wrapper this engine does not build (a multimodal folder keeps its text model's shapes
+  // under text_config): say which architecture, not which shape key is missing.
+  if (!is_supported_architecture(m.architecture) && !j.contains("hidden_size"))
+    return error = "architecture " + m.architecture + " is not supported (allowed: " +
+                   supported_architectures() + ")" +
+                   (j.contains("text_config") ? "; its text model's settings are under "
+                                                "text_config: a multimodal folder"
+                                              : ""),
+           false;
   bool ok = get(j, "model_type", m.model_type, error, false) &&
             get(j, "hidden_size", m.hidden_size, error, true) &&
             get(j, "intermediate_size", m.intermediate_size, error, true) &&

@@ -119,14 +119,21 @@ void check_precision(const RunConfig& c, Checker& ck) {
   for (size_t i = 1; i < on.size(); ++i)
     ck.error(on[i], "cannot be combined with " + on[0] + ck.at_line(on[0]) + ": set only one of "
                     "bf16, fp16 and pure_bf16 to true");
-  // Keys studio-train does not implement: a warning here, a refusal when training starts (the
-  // run would not be the one the YAML asks for).
+  // Keys studio-train does not implement: a warning in `validate` (LLaMA-Factory, which the
+  // studio can launch, runs them), an error for training (the run would not be the one the YAML
+  // asks for).
+  auto refuse = [&ck](const std::string& key, const std::string& msg) {
+    if (ck.for_training())
+      ck.error(key, msg);
+    else
+      ck.warn(key, msg);
+  };
   if (c.fp16 && on.size() == 1)
-    ck.warn("fp16", "studio-train has no fp16 loss scaling: training refuses this config; use "
-                    "bf16: true");
+    refuse("fp16", "studio-train has no fp16 loss scaling: training refuses this config; use "
+                   "bf16: true");
   if (c.pure_bf16 && on.size() == 1)
-    ck.warn("pure_bf16", "studio-train keeps fp32 master weights and optimizer states (no pure "
-                         "bf16 training): training refuses this config; use bf16: true");
+    refuse("pure_bf16", "studio-train keeps fp32 master weights and optimizer states (no pure "
+                        "bf16 training): training refuses this config; use bf16: true");
 }
 
 void check_scheduler(const RunConfig& c, Checker& ck) {
@@ -312,6 +319,25 @@ void check_datasets(const RunConfig& c, Checker& ck) {
         ck.error(key, "'" + name + "' is not in " + info.string(), names);
         continue;
       }
+      // What the loader refuses (data/dataset/dataset_info.cpp): hub data without a local file,
+      // and a file_name that is not there (the file may exist only on the cluster: missing()).
+      if (it->is_object() && !it->contains("file_name")) {
+        std::string hub;
+        for (const char* k : {"hf_hub_url", "ms_hub_url", "om_hub_url", "script_url",
+                              "cloud_file_name"})
+          if (it->contains(k)) hub = k;
+        ck.error(key, "'" + name + "': " +
+                          (hub.empty() ? "no file_name in " + info.string()
+                                       : "'" + hub + "' datasets are not downloaded here; "
+                                         "download the files and set 'file_name' in " +
+                                             info.string()));
+        continue;
+      }
+      if (it->is_object() && (*it)["file_name"].is_string() &&
+          !fs::exists(dir / (*it)["file_name"].get<std::string>(), ec))
+        ck.missing(key, "'" + name + "': its file_name " +
+                            (dir / (*it)["file_name"].get<std::string>()).string() +
+                            " does not exist");
       const bool ranking = it->is_object() && it->value("ranking", false);
       if (c.stage == Stage::Dpo && !ranking)
         ck.error(key, "'" + name + "' is not a preference dataset (\"ranking\": true), which "

@@ -75,6 +75,7 @@ class TestRunConfig : public QObject {
   void saveIsAtomicAndReadable();
   void overridesFromCommandLine();
   void mixtureOfExpertsNotes();
+  void unimplementedPrecisionIsRefusedForTraining();
 };
 
 void TestRunConfig::invalidConfigs_data() {
@@ -159,6 +160,19 @@ void TestRunConfig::invalidConfigs_data() {
   QTest::newRow("warmup ratio") << "warmup_ratio: 1.5\n" << 0 << "warmup_ratio" << 5 << "[0, 1)";
   QTest::newRow("moe aux coefficient") << "moe_aux_loss_coef: -0.01\n" << 0 << "moe_aux_loss_coef"
                                        << 5 << "must not be negative";
+  // LLaMA-Factory keys whose run would differ from what studio-train trains.
+  QTest::newRow("8-bit AdamW") << "optim: adamw_8bit\n" << 0 << "optim" << 5
+                               << "quantized optimizer states";
+  QTest::newRow("paged 8-bit AdamW") << "optim: paged_adamw_8bit\n" << 0 << "optim" << 5
+                                     << "set it to adamw_torch";
+  QTest::newRow("DFT loss") << "use_dft_loss: true\n" << 0 << "use_dft_loss" << 5
+                            << "this loss is not implemented";
+  QTest::newRow("mixture of depths") << "mixture_of_depths: convert\n" << 0
+                                     << "mixture_of_depths" << 5 << "not implemented";
+  QTest::newRow("hub dataset") << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\n"
+                                  "dataset: hub_only\ntemplate: qwen\noutput_dir: x\n"
+                               << 0 << "dataset" << 2
+                               << "'hf_hub_url' datasets are not downloaded here";
   QTest::newRow("report_to a map") << "report_to: {a: 1}\n" << 0 << "report_to" << 5
                                    << "expected a name or a list of names";
   QTest::newRow("val size fraction") << "val_size: 1.5\n" << 0 << "val_size" << 5
@@ -171,6 +185,11 @@ void TestRunConfig::invalidConfigs_data() {
       << "!full\nmodel_name_or_path: models/gemma-shape\ndataset: long_docs\ntemplate: qwen\n"
          "output_dir: out/x\n"
       << 0 << "model_name_or_path" << 1 << "GemmaForCausalLM is not supported";
+  QTest::newRow("multimodal wrapper names its architecture")
+      << "!full\nmodel_name_or_path: models/multimodal-shape\ndataset: long_docs\ntemplate: qwen\n"
+         "output_dir: out/x\n"
+      << 0 << "model_name_or_path" << 1
+      << "Gemma3ForConditionalGeneration is not supported (allowed: LlamaForCausalLM";
   QTest::newRow("unknown template") << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\n"
                                        "dataset: long_docs\ntemplate: chatglm3\noutput_dir: x\n"
                                     << 0 << "template" << 3 << "qwen | qwen3";
@@ -233,6 +252,9 @@ void TestRunConfig::validConfigs_data() {
   QTest::newRow("base") << "" << 0 << "" << 0;
   QTest::newRow("moe aux loss on a dense model") << "moe_aux_loss_coef: 0.001\n" << 0
                                                   << "moe_aux_loss_coef" << 5;
+  QTest::newRow("paged 32-bit AdamW is AdamW") << "optim: paged_adamw_32bit\n" << 0 << "optim" << 5;
+  QTest::newRow("fp8 computes in bf16") << "bf16: true\nfp8: true\n" << 0 << "fp8" << 6;
+  QTest::newRow("a data file only the cluster has") << "" << 0 << "dataset" << 2;
   QTest::newRow("sp 4 of 8") << "sequence_parallel_size: 4\n" << 8 << "" << 0;
   QTest::newRow("ulysses 4 scatters kv heads")
       << "sequence_parallel_size: 4\nsequence_parallel_mode: ulysses\n" << 4 << "" << 0;
@@ -540,6 +562,18 @@ void TestRunConfig::mixtureOfExpertsNotes() {
   const Diagnostic* t = find(on, Severity::Note, "tiled_mlp");
   QVERIFY2(t && QString::fromStdString(t->message).contains("48 MoE layers"), qPrintable(dump(on)));
   QCOMPARE(t->line, 6);
+}
+
+// fp16 and pure_bf16: a warning in validate (LLaMA-Factory, which the studio can launch, runs
+// them), an error when studio-train is to train the config.
+void TestRunConfig::unimplementedPrecisionIsRefusedForTraining() {
+  for (const char* key : {"fp16", "pure_bf16"}) {
+    const QString yaml = kBase + QString::fromLatin1(key) + ": true\n";
+    QVERIFY2(find(check(yaml, options(0)), Severity::Warning, key), key);
+    const auto diags = check(yaml, options(0, /*for_training=*/true));
+    const Diagnostic* e = find(diags, Severity::Error, key);
+    QVERIFY2(e && e->line == 5, qPrintable(dump(diags)));
+  }
 }
 
 QTEST_MAIN(TestRunConfig)

@@ -38,6 +38,9 @@ const FieldSpec* find_field(std::string_view key);
 // LLaMA-Factory keys outside the table whose values would change what a run means (quantised or
 // adapter training, other optimizers). Returns a non-empty reason when `value` is refused.
 std::string refused_extra_key(std::string_view key, const YAML::Node& value);
+// What the warning says for a key outside the table that is kept (optim: AdamW, fp8, ...); ""
+// for the generic "not used" (with a did-you-mean).
+std::string extra_key_note(std::string_view key, const YAML::Node& value);
 
 // The closest known key to a misspelt one (edit distance <= 2), or empty; the second form
 // chooses among `candidates`.
