@@ -441,6 +441,16 @@ const std::vector<FieldSpec>& config_fields() {
               "with this coefficient (transformers' output_router_logits and "
               "router_aux_loss_coef); absent or 0: as config.json's output_router_logits says",
               range(">= 0")),
+        field("use_dft_loss", "train", &R::use_dft_loss,
+              "stage sft: Dynamic Fine-Tuning, each target token's cross-entropy times its "
+              "probability (taken as a constant), as LLaMA-Factory's dft_loss_func; the logged "
+              "and eval losses are that loss"),
+        field("use_eaft_loss", "train", &R::use_eaft_loss,
+              "stage sft: entropy-adaptive fine-tuning, each target token's cross-entropy times "
+              "(the entropy of the softmax over its 20 largest logits / 3) ^ eaft_alpha, taken "
+              "as a constant, as LLaMA-Factory's eaft_loss_func"),
+        field("eaft_alpha", "train", &R::eaft_alpha, "use_eaft_loss: the power of its weight",
+              range(">= 0")),
         field("skip_nonfinite_steps", "train", &R::skip_nonfinite_steps,
               "a step whose loss or gradient norm is NaN or infinite: 0 stops the run there "
               "(status.json says which step and why); N > 0 skips such steps without updating "
@@ -555,7 +565,7 @@ std::string refused_extra_key(std::string_view key, const YAML::Node& value) {
                 ? std::string(" (quantized optimizer states; studio-train keeps them in fp32)")
                 : std::string());
   // Keys that change the loss or the model: training without them would not be the run asked.
-  if ((key == "use_dft_loss" || key == "use_eaft_loss" || key == "use_asft_loss") && !off)
+  if (key == "use_asft_loss" && !off)
     return "this loss is not implemented (studio-train trains with token cross-entropy); "
            "remove " + std::string(key);
   if (key == "mixture_of_depths" && !unset)
@@ -609,8 +619,8 @@ std::string config_keys_markdown() {
       "not listed are kept as written when a config is saved and reported once as warnings; the\n"
       "few that would change what a run means are errors: `quantization_bit`, other optimizers\n"
       "(`use_galore`, `use_badam`, `use_apollo`, `use_adam_mini`, `use_muon`, an `optim` that is\n"
-      "not plain AdamW such as `adamw_8bit` or `paged_adamw_8bit`), other losses (`use_dft_loss`,\n"
-      "`use_eaft_loss`, `use_asft_loss`), `mixture_of_depths`, `neftune_noise_alpha`,\n"
+      "not plain AdamW such as `adamw_8bit` or `paged_adamw_8bit`), other losses\n"
+      "(`use_asft_loss`), `mixture_of_depths`, `neftune_noise_alpha`,\n"
       "`use_unsloth`. `optim: adamw_torch` (and the fused, paged 32-bit and hf AdamWs) and `fp8`\n"
       "(the run computes in bf16) are warned about with what runs instead.\n";
   std::string_view group;

@@ -83,6 +83,15 @@ void check_numbers(const RunConfig& c, Checker& ck) {
   ck.require(c.adam_beta2 >= 0 && c.adam_beta2 < 1, "adam_beta2", "must be in [0, 1)");
   ck.require(c.adam_epsilon > 0, "adam_epsilon", "must be positive");
   ck.require(c.max_grad_norm >= 0, "max_grad_norm", "must not be negative (0 turns clipping off)");
+  ck.require(!c.use_dft_loss || c.stage == Stage::Sft, "use_dft_loss",
+             "applies to stage sft only (LLaMA-Factory's DFT loss replaces the SFT loss)");
+  ck.require(!c.use_eaft_loss || c.stage == Stage::Sft, "use_eaft_loss",
+             "applies to stage sft only (LLaMA-Factory's EAFT loss replaces the SFT loss)");
+  ck.require(!(c.use_dft_loss && c.use_eaft_loss), "use_eaft_loss",
+             "and use_dft_loss are both set: choose one (LLaMA-Factory would silently use DFT)");
+  ck.require(c.eaft_alpha >= 0, "eaft_alpha", "must not be negative");
+  if (ck.given("eaft_alpha") && !c.use_eaft_loss)
+    ck.warn("eaft_alpha", "no effect without use_eaft_loss: true");
   ck.require(!c.moe_aux_loss_coef || *c.moe_aux_loss_coef >= 0, "moe_aux_loss_coef",
              "must not be negative (0 leaves it to the model's config.json)");
   ck.require(c.ddp_timeout >= 1, "ddp_timeout", "must be at least 1 second");

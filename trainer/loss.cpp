@@ -43,6 +43,9 @@ struct HeadPass {
 
 struct HeadPassWants {
   double softcap = 0.0;  // Gemma 2: the logits are c * tanh(logits / c)
+  // Each row's -log p counts w times, w without gradient (TokenWeighting): the loss sum is
+  // -sum w log p and each row's dL/dlogp is scaled by w.
+  TokenWeighting weighting;
   bool logprobs = false;
   bool grad_x = false, grad_w = false;
   // [T] dL/d log p(target) of every row (ignored rows get none); undefined: no gradients.
@@ -79,6 +82,14 @@ HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::
     }
     const auto valid = (tc != kIgnoreIndex).to(acc);
     const auto safe = tc.clamp_min(0).unsqueeze(1);
+    torch::Tensor weight;  // per row, TokenWeighting's (undefined: 1)
+    if (want.weighting.eaft) {
+      // The entropy of the softmax over the 20 largest logits, / 3, to the power alpha.
+      const auto top = std::get<0>(logits.topk(std::min<int64_t>(20, logits.size(1)), 1));
+      const auto logq = top - top.logsumexp(1, /*keepdim=*/true);
+      const auto entropy = -(logq.exp() * logq).sum(1);
+      weight = (entropy / 3.0).pow(want.weighting.eaft_alpha) * valid;
+    }
     // The log-sum-exp in place (at::logsumexp would take a chunk-sized temporary): the logits
     // become exp(logits - max), whose row sums give the log-sum-exp and, divided by them, the
     // softmax that the gradient needs.
@@ -87,13 +98,16 @@ HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::
     logits.sub_(max).exp_();
     const auto sums = logits.sum(1, /*keepdim=*/true);
     const auto logp = (picked - max.squeeze(1) - sums.log().squeeze(1)) * valid;
-    out.loss_sum.sub_(logp.sum());
+    if (want.weighting.dft) weight = logp.exp() * valid;  // the target's probability
+    out.loss_sum.sub_(weight.defined() ? (logp * weight).sum() : logp.sum());
     if (want.logprobs) out.logprobs.narrow(0, start, len).copy_(logp);
     if (!grads) continue;
     // softmax - onehot, scaled per row by -dL/dlogp: the gradient of the loss w.r.t. the logits.
     logits.div_(sums);
     logits.scatter_add_(1, safe, torch::full({len, 1}, -1.0, logits.options()));
-    logits.mul_((want.dlogp.narrow(0, start, len).to(acc) * valid).neg_().unsqueeze(1));
+    logits.mul_((want.dlogp.narrow(0, start, len).to(acc) * (weight.defined() ? weight : valid))
+                    .neg_()
+                    .unsqueeze(1));
     if (tanh.defined()) logits.mul_(1 - tanh.square_());  // through the soft cap
     if (want.grad_x) {
       auto gx = out.grad_x.narrow(0, start, len);
@@ -114,9 +128,11 @@ bool kernel_applies(const torch::Tensor& x, const torch::Tensor& w) {
 
 // The loss sum of x's rows and, with gradients, those of the sum (dlogp = -1 on every row).
 HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& t,
-                         int64_t chunk, bool grad_x, bool grad_w, double softcap) {
+                         int64_t chunk, bool grad_x, bool grad_w, double softcap,
+                         const TokenWeighting& weighting) {
 #if STUDIO_TRAINER_FUSED_KERNELS
-  if (softcap <= 0 && kernel_applies(x, w)) {  // the kernel has no soft cap
+  // The kernel has no soft cap and no token weights.
+  if (softcap <= 0 && !weighting.any() && kernel_applies(x, w)) {
     auto r = kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(),
                                       {grad_x, grad_w, /*logprobs=*/false}, chunk);
     return {r.loss_sum, torch::Tensor(), grad_x ? r.grad_x : torch::Tensor(),
@@ -125,6 +141,7 @@ HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const t
 #endif
   HeadPassWants want;
   want.softcap = softcap;
+  want.weighting = weighting;
   want.grad_x = grad_x;
   want.grad_w = grad_w;
   if (grad_x || grad_w) want.dlogp = torch::full({x.size(0)}, -1.0, x.options().dtype(accumulation_dtype(x)));
@@ -174,18 +191,24 @@ void scale_rows(torch::Tensor& x, const torch::Tensor& g, int64_t chunk) {
 
 // The backward's result: gradients in their input's dtype (the head's fp32 sum rounds once, as
 // a bf16 autograd graph's GEMM would), none for the non-tensor arguments.
+// `others`: how many non-tensor arguments follow x and w.
 torch::autograd::variable_list input_grads(const torch::Tensor& gx, const torch::Tensor& gw,
-                                           torch::ScalarType x_dtype, torch::ScalarType w_dtype) {
-  return {gx.defined() ? gx.to(x_dtype) : gx, gw.defined() ? gw.to(w_dtype) : gw,
-          torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+                                           torch::ScalarType x_dtype, torch::ScalarType w_dtype,
+                                           size_t others = 5) {
+  torch::autograd::variable_list out{gx.defined() ? gx.to(x_dtype) : gx,
+                                     gw.defined() ? gw.to(w_dtype) : gw};
+  out.resize(2 + others);
+  return out;
 }
 
 // SFT: the forward forms the gradients of the loss sum; the backward scales them.
 struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, const torch::Tensor& t, int64_t chunk,
-                               bool grad_x, bool grad_w, double softcap) {
-    HeadPass r = loss_with_grads(x, w, t, chunk, grad_x, grad_w, softcap);
+                               bool grad_x, bool grad_w, double softcap, bool dft, bool eaft,
+                               double eaft_alpha) {
+    HeadPass r =
+        loss_with_grads(x, w, t, chunk, grad_x, grad_w, softcap, {dft, eaft, eaft_alpha});
     ctx->saved_data["grad_x"] = r.grad_x.defined() ? c10::IValue(r.grad_x) : c10::IValue();
     ctx->saved_data["grad_w"] = r.grad_w.defined() ? c10::IValue(r.grad_w) : c10::IValue();
     ctx->saved_data["chunk"] = chunk;
@@ -201,7 +224,8 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     if (gx.defined()) scale_rows(gx, g, ctx->saved_data["chunk"].toInt());
     if (gw.defined()) gw.mul_(g.to(gw.scalar_type()));  // fp32 (fp64)
     return input_grads(gx, gw, static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()),
-                       static_cast<torch::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
+                       static_cast<torch::ScalarType>(ctx->saved_data["w_dtype"].toInt()),
+                       /*others=*/8);
   }
 };
 
@@ -245,15 +269,17 @@ int64_t lm_loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab, int6
 
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& targets, int64_t chunk_tokens,
-                                   double softcap) {
+                                   double softcap, const TokenWeighting& weighting) {
   auto rows = valid_rows(hidden, targets);
   const int64_t chunk =
       lm_loss_chunk_tokens(rows.hidden.size(0), weight.size(1), weight.size(0), chunk_tokens);
   if (!recording(rows.hidden, weight))
-    return loss_with_grads(rows.hidden, weight, rows.targets, chunk, false, false, softcap)
+    return loss_with_grads(rows.hidden, weight, rows.targets, chunk, false, false, softcap,
+                           weighting)
         .loss_sum;
   return FusedCrossEntropy::apply(rows.hidden, weight, rows.targets, chunk,
-                                  rows.hidden.requires_grad(), weight.requires_grad(), softcap);
+                                  rows.hidden.requires_grad(), weight.requires_grad(), softcap,
+                                  weighting.dft, weighting.eaft, weighting.eaft_alpha);
 }
 
 torch::Tensor lm_target_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,

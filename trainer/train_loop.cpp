@@ -170,10 +170,12 @@ struct Parallel {
 
 namespace {
 
-// Mean loss per valid target token over `samples`, no gradients. Under SP/DP: this DP rank's
-// share of the samples, split along the sequence; sums reduced over the world.
+// Mean loss per valid target token over `samples`, no gradients (`weighting`: the DFT or EAFT
+// loss the run trains with). Under SP/DP: this DP rank's share of the samples, split along the sequence;
+// sums reduced over the world.
 double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<TokenizedSample>& samples,
-                 int64_t batch, int64_t pad_id, const torch::Device& device, const Parallel& par) {
+                 int64_t batch, int64_t pad_id, const torch::Device& device, const Parallel& par,
+                 const TokenWeighting& weighting = {}) {
   torch::NoGradGuard no_grad;
   double sum = 0;
   int64_t valid = 0;
@@ -184,7 +186,7 @@ double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<Toke
     if (sharding) sharding->begin_forward();
     auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
     sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
-                                model->info().final_logit_softcapping)
+                                model->info().final_logit_softcapping, weighting)
                .item<double>();
     if (sharding) sharding->end_forward();
   }
@@ -329,6 +331,12 @@ struct Trainer::Impl {
         reporter.log("warning", "attention_dropout is set to 0 under sequence parallelism");
     }
     zero_options = ZeroOptions::from(cfg);
+    if ((cfg.use_dft_loss || cfg.use_eaft_loss) && dpo)
+      throw std::invalid_argument(std::string(cfg.use_dft_loss ? "use_dft_loss" : "use_eaft_loss") +
+                                  ": applies to stage sft only (it replaces the SFT loss); remove "
+                                  "it for stage dpo");
+    if (cfg.use_dft_loss && cfg.use_eaft_loss)
+      throw std::invalid_argument("use_dft_loss and use_eaft_loss are both set: choose one");
     aux_coef = studio::moe_aux_coefficient(cfg, in.model);
     if (aux_coef > 0)
       reporter.log("info", "MoE auxiliary load-balancing loss on, coefficient " +
@@ -447,6 +455,9 @@ struct Trainer::Impl {
       });
     }
     return hidden;
+  }
+  TokenWeighting token_weighting() const {
+    return {cfg.use_dft_loss, cfg.use_eaft_loss, cfg.eaft_alpha};
   }
   void end_aux() {
     if (MoeAuxLoss* aux = model->moe_aux()) aux->end();
@@ -607,7 +618,7 @@ struct Trainer::Impl {
         Batch b = par.local_batch(model, rows, in.pad_id);
         auto hidden = forward_hidden(model, b);
         auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
-                                model->info().final_logit_softcapping);
+                                        model->info().final_logit_softcapping, token_weighting());
         if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
           sum = sum * std::numeric_limits<double>::quiet_NaN();
         (sum / st.normaliser).backward();
@@ -777,7 +788,7 @@ struct Trainer::Impl {
     if (dpo) return evaluate_pairs();
     if (in.eval.empty()) return kNaN;
     return mean_loss(model, zero.get(), in.eval, cfg.per_device_eval_batch_size, in.pad_id, device,
-                     par);
+                     par, token_weighting());
   }
 
   // Mean preference loss over the eval pairs (this DP rank's share, summed over DP).

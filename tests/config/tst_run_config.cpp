@@ -165,8 +165,12 @@ void TestRunConfig::invalidConfigs_data() {
                                << "quantized optimizer states";
   QTest::newRow("paged 8-bit AdamW") << "optim: paged_adamw_8bit\n" << 0 << "optim" << 5
                                      << "set it to adamw_torch";
-  QTest::newRow("DFT loss") << "use_dft_loss: true\n" << 0 << "use_dft_loss" << 5
-                            << "this loss is not implemented";
+  QTest::newRow("ASFT loss") << "use_asft_loss: true\n" << 0 << "use_asft_loss" << 5
+                             << "this loss is not implemented";
+  QTest::newRow("DFT and EAFT") << "use_dft_loss: true\nuse_eaft_loss: true\n" << 0
+                                << "use_eaft_loss" << 6 << "choose one";
+  QTest::newRow("DFT loss for DPO") << "stage: dpo\nuse_dft_loss: true\n" << 0 << "use_dft_loss"
+                                    << 6 << "applies to stage sft only";
   QTest::newRow("mixture of depths") << "mixture_of_depths: convert\n" << 0
                                      << "mixture_of_depths" << 5 << "not implemented";
   QTest::newRow("hub dataset") << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\n"

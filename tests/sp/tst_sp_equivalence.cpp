@@ -288,6 +288,9 @@ class TestSpEquivalence : public QObject {
       QTest::newRow(p + ", dp2 x zigzag sp2") << "sft" << "zigzag-ring" << 4 << 2 << 256 << "demo" << packing;
     }
     QTest::newRow("neat_packing, long prompts, zigzag sp4") << "sft" << "zigzag-ring" << 4 << 4 << 512 << "long" << "neat_packing";
+    // LLaMA-Factory's DFT loss (use_dft_loss), weighted per token: in both runs.
+    QTest::newRow("sft DFT loss, dp2 x zigzag sp2") << "sft" << "zigzag-ring" << 4 << 2 << 48 << "long" << "";
+    QTest::newRow("sft EAFT loss, usp 2x2") << "sft" << "usp" << 4 << 4 << 48 << "long" << "";
     // DPO packs each micro-batch's sequences (always isolated): the reference is one process
     // WITHOUT packing, the same losses and parameters.
     QTest::newRow("dpo packing, one process") << "dpo" << "zigzag-ring" << 1 << 1 << 160 << "demo" << "packing";
@@ -304,7 +307,10 @@ class TestSpEquivalence : public QObject {
     QFETCH(int, cutoff);
     QFETCH(QString, data);
     QFETCH(QString, packing);
-    const QStringList packed = packing.isEmpty() ? QStringList() : QStringList{packing + ": true"};
+    QStringList packed = packing.isEmpty() ? QStringList() : QStringList{packing + ": true"};
+    if (QByteArray(QTest::currentDataTag()).contains("DFT")) packed << "use_dft_loss: true";
+    if (QByteArray(QTest::currentDataTag()).contains("EAFT"))
+      packed << "use_eaft_loss: true" << "eaft_alpha: 0.5";
     QStringList keys = sp_keys(mode, nproc, sp);
     if (cutoff < 8) keys << "train_on_prompt: true";
     keys << packed;

@@ -129,27 +129,47 @@ void TestTrainingData::plannerShardsOverDataParallel() {
   QCOMPARE(int(seen.size()), (samples + dp - 1) / dp * dp);
 }
 
+// dft: LLaMA-Factory's _dft_cross_entropy, each token's cross-entropy times its target
+// probability computed without gradient.
 void TestTrainingData::lossEqualsReferenceForAnyChunk_data() {
   QTest::addColumn<int>("chunk");
-  QTest::newRow("1") << 1;
-  QTest::newRow("3") << 3;
-  QTest::newRow("all") << 1000;
+  QTest::addColumn<QString>("weighting");  // "", "dft", or "eaft" with alpha 0.7
+  QTest::newRow("1") << 1 << "";
+  QTest::newRow("3") << 3 << "";
+  QTest::newRow("all") << 1000 << "";
+  QTest::newRow("1, DFT loss") << 1 << "dft";
+  QTest::newRow("all, DFT loss") << 1000 << "dft";
+  QTest::newRow("3, EAFT loss") << 3 << "eaft";
+  QTest::newRow("all, EAFT loss") << 1000 << "eaft";
 }
 
 void TestTrainingData::lossEqualsReferenceForAnyChunk() {
   QFETCH(int, chunk);
+  QFETCH(QString, weighting);
+  TokenWeighting tw;
+  tw.dft = weighting == "dft";
+  tw.eaft = weighting == "eaft";
+  tw.eaft_alpha = 0.7;
   torch::manual_seed(3);
+  // 30 words (more than EAFT's top 20).
   auto hidden = torch::randn({2, 5, 8}, torch::kDouble).requires_grad_();
-  auto weight = torch::randn({11, 8}, torch::kDouble).requires_grad_();
-  auto targets = torch::randint(0, 11, {2, 5}, torch::kLong);
+  auto weight = torch::randn({30, 8}, torch::kDouble).requires_grad_();
+  auto targets = torch::randint(0, 30, {2, 5}, torch::kLong);
   targets[0][0] = kIgnoreIndex;
   targets[1][4] = kIgnoreIndex;
-  auto loss = lm_cross_entropy_sum(hidden, weight, targets, chunk);
+  auto loss = lm_cross_entropy_sum(hidden, weight, targets, chunk, 0.0, tw);
   auto grads = torch::autograd::grad({loss}, {hidden, weight});
 
   auto logp = torch::log_softmax(torch::matmul(hidden, weight.t()), -1);
   auto valid = targets != kIgnoreIndex;
-  auto ref = -(logp.gather(2, targets.clamp_min(0).unsqueeze(2)).squeeze(2) * valid).sum();
+  auto picked = logp.gather(2, targets.clamp_min(0).unsqueeze(2)).squeeze(2);
+  // LLaMA-Factory's _eaft_cross_entropy, as it writes it.
+  auto logits = torch::matmul(hidden, weight.t()).detach();
+  auto top = std::get<0>(logits.topk(20, -1));
+  auto logq = top - top.logsumexp(-1, true);
+  auto eaft = (-(logq.exp() * logq).sum(-1) / 3.0).pow(0.7);
+  auto w = tw.dft ? picked.detach().exp() : tw.eaft ? eaft : torch::ones_like(picked);
+  auto ref = -(picked * w * valid).sum();
   auto ref_grads = torch::autograd::grad({ref}, {hidden, weight});
   QVERIFY(std::fabs(loss.item<double>() - ref.item<double>()) < 1e-5);
   QVERIFY(torch::allclose(grads[0].to(torch::kDouble), ref_grads[0], 1e-5, 1e-6));

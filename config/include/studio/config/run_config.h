@@ -148,6 +148,13 @@ struct RunConfig {
   // with this coefficient (transformers' output_router_logits + router_aux_loss_coef); absent
   // or 0: as the model's config.json says (moe_aux_coefficient).
   std::optional<double> moe_aux_loss_coef;
+  // LLaMA-Factory's use_dft_loss (stage sft): Dynamic Fine-Tuning, each target token's
+  // cross-entropy weighted by its (detached) probability.
+  bool use_dft_loss = false;
+  // LLaMA-Factory's use_eaft_loss (stage sft): each target token's cross-entropy weighted by
+  // (entropy of its top-20 softmax / 3) ^ eaft_alpha.
+  bool use_eaft_loss = false;
+  double eaft_alpha = 1.0;
   // A step whose loss or gradient norm is NaN or infinite: 0 stops the run there (status.json
   // names the step and why; nothing of the step is saved); N > 0 skips such steps (no update)
   // and stops at the (N+1)-th in a row.

@@ -15,6 +15,17 @@
 
 namespace studio::trainer {
 
+// LLaMA-Factory's SFT loss variants: each target token's cross-entropy times a weight computed
+// without gradient. dft (use_dft_loss): the target's probability p. eaft (use_eaft_loss): the
+// entropy of the softmax over the token's 20 largest logits, divided by 3, to the power
+// eaft_alpha. Only the ATen path computes them (the CUDA kernel is skipped).
+struct TokenWeighting {
+  bool dft = false;
+  bool eaft = false;
+  double eaft_alpha = 1.0;
+  bool any() const { return dft || eaft; }
+};
+
 // Sum over valid targets of -log softmax(hidden @ weight^T)[target], in fp32 (fp64 for double
 // inputs). Only rows whose target is valid reach the LM head (masked prompt tokens cost
 // nothing). With gradients wanted, the forward forms them as well, chunk by chunk: the
@@ -24,7 +35,8 @@ torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden,   // [B, S, H]
                                    const torch::Tensor& weight,   // [V, H]
                                    const torch::Tensor& targets,  // [B, S], -100 ignored
                                    int64_t chunk_tokens = 0,
-                                   double softcap = 0.0);  // Gemma 2: c * tanh(logits / c)
+                                   double softcap = 0.0,  // Gemma 2: c * tanh(logits / c)
+                                   const TokenWeighting& weighting = {});
 
 // Per-token log-probabilities of the targets ([B, S] fp32 (fp64 for double inputs), 0 where
 // ignored): what `studio-train
