@@ -295,7 +295,8 @@ class Estimator {
     const double moe_layer = layer_bytes() - mlp + (moe_layers_ > 0 ? moe_mlp_bytes() : 0);
     const double dense_layers = layers_ - moe_layers_;
     const double full_layer = dense_layers > 0 ? layer_bytes() : moe_layer;
-    if (cfg_.tiled_mlp) {
+    const bool tiled = cfg_.tiled_mlp && dense_layers > 0;  // MoE layers are never tiled
+    if (tiled) {
       // trainer/model/decoder.cpp TiledMlp: the layer keeps the MLP's input only; one tile at a
       // time recomputes its activations in the backward.
       lc.mlp_tile_tokens = tiled_mlp_tile_tokens(tokens_, m_.hidden_size, m_.intermediate_size,
@@ -304,7 +305,7 @@ class Estimator {
       // In a tile's backward: the recomputed gate, SiLU's output and up, the gradients of the
       // product, of SiLU's output and of up, and the tile's output (6 e f + e h per token).
       lc.mlp_tile = double(lc.mlp_tile_tokens) * (6 * e * f_ + e * h_);
-      lc.layer = t * (dense_layers > 0 ? layer_bytes() - mlp : moe_layer);
+      lc.layer = t * (layer_bytes() - mlp);
     } else {
       lc.layer = t * full_layer;
     }
@@ -356,7 +357,7 @@ class Estimator {
            "and optimizer states count in the model states (" +
            format_count(m_.parameter_count()) + " parameters, " +
            format_count(m_.active_parameter_count()) + " active per token).");
-    if (cfg_.tiled_mlp)
+    if (tiled)
       note("tiled_mlp: the MLP runs over tiles of " + grouped(double(lc.mlp_tile_tokens)) +
            " tokens, so a layer keeps " + grouped(full_layer - mlp) +
            " B per token and one tile's MLP activations and gradients (" +

@@ -257,6 +257,10 @@ bool fill_moe(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   m.num_experts_per_tok = qwen2 ? 4 : 8;
   m.moe_intermediate_size = qwen2 ? 1408 : 768;
   m.shared_expert_intermediate_size = qwen2 ? 5632 : 0;
+  // transformers 5 writes Qwen3-MoE's num_experts as num_local_experts (its attribute_map).
+  if (!j.contains("num_experts") &&
+      !get(j, "num_local_experts", m.num_experts, error, false))
+    return false;
   if (!get(j, "num_experts", m.num_experts, error, false) ||
       !get(j, "num_experts_per_tok", m.num_experts_per_tok, error, false) ||
       !get(j, "moe_intermediate_size", m.moe_intermediate_size, error, false) ||

@@ -51,7 +51,7 @@ const std::vector<std::string>& known_templates() {
       "qwen",   "qwen3",   "qwen3_nothink", "llama3",     "mistral",   "default",
       "alpaca", "empty",   "llama2",        "chatml",     "gemma",     "gemma2",
       "gemma3", "phi",     "phi4",          "glm4",       "deepseek3", "deepseekr1",
-      "qwen3_5", "mistral_small", "ministral", "vicuna",  "yi"};
+      "qwen3_5", "mistral_small", "ministral", "vicuna",  "yi", "qwen3_5_nothink", "qwen3_6"};
   return names;
 }
 
@@ -89,7 +89,9 @@ bool reports_to_tensorboard(const RunConfig& c) {
 }
 
 double moe_aux_coefficient(const RunConfig& c, const ModelInfo& m) {
-  if (!m.is_moe()) return 0;
+  // LLaMA-Factory's DPO trainer drops the labels from the forward, so transformers adds no
+  // auxiliary loss there: neither does studio-train.
+  if (!m.is_moe() || c.stage == Stage::Dpo) return 0;
   if (c.moe_aux_loss_coef && *c.moe_aux_loss_coef > 0) return *c.moe_aux_loss_coef;
   return m.output_router_logits ? m.router_aux_loss_coef : 0;
 }

@@ -260,6 +260,13 @@ void check_moe(const RunConfig& c, const ModelInfo& m, Checker& ck) {
                                        " is not a mixture-of-experts model");
     return;
   }
+  if (c.stage == Stage::Dpo) {
+    if (asked)
+      ck.warn("moe_aux_loss_coef", "no effect for stage dpo: LLaMA-Factory's DPO trainer drops "
+                                   "the labels from the forward, so no auxiliary loss is added; "
+                                   "studio-train does the same");
+    return;
+  }
   const double coef = moe_aux_coefficient(c, m);
   if (!asked)
     ck.note(ck.given("moe_aux_loss_coef") ? "moe_aux_loss_coef" : "model_name_or_path",

@@ -75,9 +75,11 @@ class InputPlan {
           const fs::path path(absolute);
           const std::string key = folder_key(path);
           if (fs::is_directory(path)) {
-            add_tree(path, key, "");
+            // Every file must really lie in the folder (a link out of it is refused).
+            add_tree(path, key, "", &path, absolute);
             return run_relative(key);
           }
+          confine(path, path.parent_path(), absolute);  // as a dataset_dir's files are
           add_file(path, key, path.filename().string());
           return run_relative(key) + "/" + path.filename().string();
         },

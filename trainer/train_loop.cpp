@@ -601,6 +601,8 @@ struct Trainer::Impl {
       // world (the ZeRO stage's reduction) is the gradient of the global batch's loss
       // (= SUM over SP of MEAN-over-DP shares).
       zero->begin_micro_batch(&micro == &plan.back());
+      // The MoE auxiliary loss a forward starts ends with this micro-batch, however it ends.
+      const std::unique_ptr<Impl, void (*)(Impl*)> aux_guard(this, [](Impl* t) { t->end_aux(); });
       if (dpo) {
         auto out = pair_losses(in.train_pairs, micro, ref_train);
         auto sum = out.losses.sum();
@@ -609,10 +611,7 @@ struct Trainer::Impl {
         (sum / st.normaliser).backward();
         accumulate(loss_acc, sum);
         accumulate(metric_sums, out.metric_sums);
-        if (aux_weight > 0) {
-          accumulate(aux_acc, aux_value);
-          end_aux();
-        }
+        if (aux_weight > 0) accumulate(aux_acc, aux_value);
       } else {
         auto rows = pick(in.train, micro);
         Batch b = par.local_batch(model, rows, in.pad_id);
@@ -623,10 +622,7 @@ struct Trainer::Impl {
           sum = sum * std::numeric_limits<double>::quiet_NaN();
         (sum / st.normaliser).backward();
         accumulate(loss_acc, sum);
-        if (aux_weight > 0) {
-          accumulate(aux_acc, aux_value);
-          end_aux();
-        }
+        if (aux_weight > 0) accumulate(aux_acc, aux_value);
       }
       zero->end_backward();
     }

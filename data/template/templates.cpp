@@ -210,6 +210,11 @@ std::vector<ChatTemplate> build_templates() {
   ChatTemplate qwen3_5 = chatml("qwen3_5");  // differs from qwen3 in tool calls only
   qwen3_5.reasoning = true;
   ChatTemplate qwen3_nothink = chatml("qwen3_nothink");
+  // LF's copies for Qwen3.5/3.6 folders: tool calls aside, the renderings of qwen3_nothink and
+  // qwen3 (thoughts).
+  ChatTemplate qwen3_5_nothink = chatml("qwen3_5_nothink");
+  ChatTemplate qwen3_6 = chatml("qwen3_6");
+  qwen3_6.reasoning = true;
 
   ChatTemplate plain_chatml = chatml("chatml");  // LF's "chatml": its own tool role
   plain_chatml.observation = {
@@ -231,7 +236,8 @@ std::vector<ChatTemplate> build_templates() {
   for (ChatTemplate t :
        {qwen, qwen3, qwen3_nothink, llama3(), mistral(), default_template(), alpaca(), empty(),
         llama2(), plain_chatml, gemma("gemma"), gemma2, gemma("gemma3"), phi(), phi4(), glm4(),
-        deepseek("deepseek3"), deepseekr1, qwen3_5, mistral_small(), ministral(), vicuna(), yi})
+        deepseek("deepseek3"), deepseekr1, qwen3_5, mistral_small(), ministral(), vicuna(), yi,
+        qwen3_5_nothink, qwen3_6})
     all.push_back(with_defaults(std::move(t)));
   return all;
 }

@@ -187,6 +187,19 @@ void TestModelFlops::mixtureOfExpertsCountsAllAndActiveParameters() {
   QCOMPARE(info->active_parameter_count(), active);
   QCOMPARE(matmul_parameters(*info), double(active - lookups_norms_biases));
   QCOMPARE(info->sliding_window, int64_t(0));  // use_sliding_window: false
+
+  // transformers 5 saves Qwen3-MoE's expert count as num_local_experts; an MoE architecture
+  // whose every layer is dense (mlp_only_layers) is a dense model.
+  const std::string shape = R"({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 16,
+      "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2,
+      "vocab_size": 32, "moe_intermediate_size": 8, "num_experts_per_tok": 2, )";
+  const auto local = parse_model_info(shape + R"("num_local_experts": 4})", error);
+  QVERIFY2(local, error.c_str());
+  QCOMPARE(local->num_experts, int64_t(4));
+  const auto dense = parse_model_info(shape + R"("num_experts": 4, "mlp_only_layers": [0, 1]})", error);
+  QVERIFY2(dense, error.c_str());
+  QVERIFY(!dense->is_moe());
+  QCOMPARE(dense->parameter_count(), dense->active_parameter_count());
 }
 
 QTEST_GUILESS_MAIN(TestModelFlops)

@@ -566,6 +566,13 @@ void TestRunConfig::mixtureOfExpertsNotes() {
   const Diagnostic* t = find(on, Severity::Note, "tiled_mlp");
   QVERIFY2(t && QString::fromStdString(t->message).contains("48 MoE layers"), qPrintable(dump(on)));
   QCOMPARE(t->line, 6);
+  // DPO: LLaMA-Factory's DPO trainer adds no auxiliary loss, and neither does studio-train.
+  auto dpo = check(QString(base).replace("dataset: long_docs", "dataset: dpo_pairs") +
+                       "stage: dpo\nmoe_aux_loss_coef: 0.01\n",
+                   options(8));
+  const Diagnostic* w = find(dpo, Severity::Warning, "moe_aux_loss_coef");
+  QVERIFY2(w && QString::fromStdString(w->message).contains("no effect for stage dpo"),
+           qPrintable(dump(dpo)));
 }
 
 // fp16 and pure_bf16: a warning in validate (LLaMA-Factory, which the studio can launch, runs

@@ -71,7 +71,7 @@ class TestChatTemplate : public QObject {
         "qwen",  "qwen3",  "qwen3_nothink", "llama3", "mistral",   "default",    "alpaca",
         "empty", "llama2", "chatml",        "gemma",  "gemma2",    "gemma3",     "phi",
         "phi4",  "glm4",   "deepseek3",     "deepseekr1", "qwen3_5", "mistral_small", "ministral",
-        "vicuna", "yi"};
+        "vicuna", "yi", "qwen3_5_nothink", "qwen3_6"};
     QCOMPARE(template_names(), names);
     // studio_config's copy (validation, the wizard's choices) is the same list.
     QCOMPARE(studio::known_templates(), names);
@@ -119,6 +119,10 @@ class TestChatTemplate : public QObject {
     QTest::newRow("qwen3_5") << "qwen3_5" << "qwen2-style"
                              << QStringList{chatml[0], "<think>\n\n</think>\n\nHello!" + end, chatml[2],
                                             "<think>\n\n</think>\n\n4" + end};
+    QTest::newRow("qwen3_6") << "qwen3_6" << "qwen2-style"
+                             << QStringList{chatml[0], "<think>\n\n</think>\n\nHello!" + end, chatml[2],
+                                            "<think>\n\n</think>\n\n4" + end};
+    QTest::newRow("qwen3_5_nothink") << "qwen3_5_nothink" << "qwen2-style" << chatml;
     QTest::newRow("llama2") << "llama2" << "llama2-style"
                             << QStringList{"<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]", "Hello!</s>",
                                            "<s>[INST] Sum 2+2 [/INST]", "4</s>"};
@@ -502,7 +506,7 @@ class TestChatTemplate : public QObject {
       QCOMPARE(QString(e.what()), QString("unknown template 'llama9' (allowed: qwen, qwen3, qwen3_nothink, llama3, "
                                           "mistral, default, alpaca, empty, llama2, chatml, gemma, gemma2, gemma3, "
                                           "phi, phi4, glm4, deepseek3, deepseekr1, qwen3_5, mistral_small, "
-                                          "ministral, vicuna, yi)"));
+                                          "ministral, vicuna, yi, qwen3_5_nothink, qwen3_6)"));
     }
     try {
       encoder("qwen", "llama2-style");

@@ -38,6 +38,36 @@ std::optional<RunState> stateOf(const MainWindow& w, const QString& dir) {
   return info ? std::optional<RunState>(info->state) : std::nullopt;
 }
 
+// Opens `path` in the wizard (which must size the world to `world` ranks), walks every page
+// once it is complete, launches and waits for the run to finish; its folder, or "" on failure.
+QString launchFromWizard(MainWindow& w, const QString& path, int world) {
+  if (!w.openConfigInWizard(path)) return {};
+  studio::ui::RunWizard* wizard = w.wizard();
+  if (wizard->target().nproc * wizard->target().nnodes != world) {
+    qWarning("the wizard sized the world to %d ranks, not %d",
+             wizard->target().nproc * wizard->target().nnodes, world);
+    return {};
+  }
+  while (wizard->nextId() != -1) {
+    if (!QTest::qWaitFor([&] { return wizard->currentPage()->isComplete(); }, 20000)) {
+      qWarning("the wizard page %s never completed", qPrintable(wizard->currentPage()->title()));
+      return {};
+    }
+    wizard->next();
+  }
+  auto* launch = wizard->findChild<QPushButton*>(QStringLiteral("launch"));
+  if (!QTest::qWaitFor([&] { return launch && launch->isEnabled(); }, 20000)) return {};
+  launch->click();
+  const QString runDir = w.currentRun();
+  if (runDir.isEmpty()) return {};
+  if (!QTest::qWaitFor([&] { return stateOf(w, runDir) == std::optional<RunState>(RunState::Finished); },
+                       kRunTimeoutMs)) {
+    qWarning("the run in %s did not finish", qPrintable(runDir));
+    return {};
+  }
+  return runDir;
+}
+
 }  // namespace
 
 class TestStudioLocalRun : public QObject {
@@ -143,21 +173,8 @@ void TestStudioLocalRun::dpoWithSequenceParallelFromAYaml() {
   out.write(yaml);
   out.close();
 
-  QVERIFY(w->openConfigInWizard(path));
-  studio::ui::RunWizard* wizard = w->wizard();
-  QCOMPARE(wizard->target().nproc * wizard->target().nnodes, 2);
-  while (wizard->nextId() != -1) {
-    QTRY_VERIFY2_WITH_TIMEOUT(wizard->currentPage()->isComplete(),
-                              qPrintable(wizard->currentPage()->title()), 20000);
-    wizard->next();
-  }
-  auto* launch = wizard->findChild<QPushButton*>(QStringLiteral("launch"));
-  QTRY_VERIFY_WITH_TIMEOUT(launch && launch->isEnabled(), 20000);
-  launch->click();
-  const QString runDir = w->currentRun();
+  const QString runDir = launchFromWizard(*w, path, 2);
   QVERIFY(!runDir.isEmpty());
-  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Finished),
-                            kRunTimeoutMs);
   const auto info = w->runStore()->run(runDir);
   QCOMPARE(info->stage, QStringLiteral("dpo"));
   QCOMPARE(info->spSize, 2);
@@ -191,21 +208,8 @@ void TestStudioLocalRun::llamaFactoryV1FileWithRelativeDataPaths() {
             "learning_rate: 1.0e-3\nmax_steps: 4\nlogging_steps: 1\n");
   out.close();
 
-  QVERIFY(w->openConfigInWizard(path));
-  studio::ui::RunWizard* wizard = w->wizard();
-  QCOMPARE(wizard->target().nproc * wizard->target().nnodes, 2);
-  while (wizard->nextId() != -1) {
-    QTRY_VERIFY2_WITH_TIMEOUT(wizard->currentPage()->isComplete(),
-                              qPrintable(wizard->currentPage()->title()), 20000);
-    wizard->next();
-  }
-  auto* launch = wizard->findChild<QPushButton*>(QStringLiteral("launch"));
-  QTRY_VERIFY_WITH_TIMEOUT(launch && launch->isEnabled(), 20000);
-  launch->click();
-  const QString runDir = w->currentRun();
+  const QString runDir = launchFromWizard(*w, path, 2);
   QVERIFY(!runDir.isEmpty());
-  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Finished),
-                            kRunTimeoutMs);
   const auto info = w->runStore()->run(runDir);
   QCOMPARE(info->spSize, 2);
   QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, runDir), std::size_t(4), 10000);

@@ -115,7 +115,8 @@ struct ModelInfo {
   bool output_router_logits = false;
   double router_aux_loss_coef = 0.001;
 
-  bool is_moe() const { return num_experts > 0; }
+  // At least one MoE layer (num_experts > 0 and not every layer dense).
+  bool is_moe() const { return moe_layer_count() > 0; }
   bool is_moe_layer(int64_t layer) const;
   int64_t moe_layer_count() const;
 

@@ -224,7 +224,7 @@ bool reports_to_tensorboard(const RunConfig& c);
 struct ModelInfo;
 // The coefficient of the MoE auxiliary loss a run trains with: moe_aux_loss_coef when > 0, else
 // config.json's router_aux_loss_coef when its output_router_logits is true, else 0 (off; also
-// for dense models).
+// for dense models, and for stage dpo, whose LLaMA-Factory trainer adds none).
 double moe_aux_coefficient(const RunConfig& c, const ModelInfo& m);
 
 }  // namespace studio
