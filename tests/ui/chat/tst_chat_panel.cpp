@@ -222,7 +222,7 @@ void TestChatPanel::sendNeedsAPromptAndModels() {
   QStringList expected;
   for (const std::string& n : studio::data::template_names()) expected << QString::fromStdString(n);
   QCOMPARE(names, expected);
-  QVERIFY(names.contains("gemma3") && names.contains("glm4") && names.size() == 23);
+  QVERIFY(names.contains("gemma3") && names.contains("glm4") && names.size() == 25);
   for (QWidget* w : panel.findChildren<QWidget*>())
     if (!w->objectName().isEmpty() && w->objectName().startsWith(QLatin1String("chat")) &&
         w->objectName() != QLatin1String("chatPanes"))
