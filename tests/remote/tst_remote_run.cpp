@@ -171,6 +171,16 @@ class TestRemoteRun : public QObject {
     return write_file(path, yaml) ? path : QString();
   }
 
+  // Follows a run to its end, polling every 200 ms.
+  std::optional<RemoteRunStatus> followToEnd(const RemoteRunRecord& record, Collected& got,
+                                             FollowCursor& cursor) {
+    FollowOptions options;
+    options.poll_interval = std::chrono::milliseconds(200);
+    std::atomic<bool> stop{false};
+    return follow_run([this] { return connect(); }, record, cursor, got.callbacks(), options,
+                      stop);
+  }
+
   SubmitRequest request(const QString& config) const {
     SubmitRequest r;
     r.config_file = config.toStdString();
@@ -252,11 +262,7 @@ class TestRemoteRun : public QObject {
 
     Collected got;
     FollowCursor cursor;
-    FollowOptions options;
-    options.poll_interval = std::chrono::milliseconds(200);
-    std::atomic<bool> stop{false};
-    const auto end = follow_run([this] { return connect(); }, result.record, cursor,
-                                got.callbacks(), options, stop);
+    const auto end = followToEnd(result.record, got, cursor);
     QVERIFY(end.has_value());
     QCOMPARE(to_string(end->state), "finished");
     const QByteArray onDisk = read_file(remoteFile(result.record, "output/events.jsonl"));
@@ -302,11 +308,7 @@ class TestRemoteRun : public QObject {
 
     Collected got;
     FollowCursor cursor;
-    FollowOptions options;
-    options.poll_interval = std::chrono::milliseconds(200);
-    std::atomic<bool> stop{false};
-    const auto end = follow_run([this] { return connect(); }, result.record, cursor,
-                                got.callbacks(), options, stop);
+    const auto end = followToEnd(result.record, got, cursor);
     QVERIFY(end.has_value());
     QCOMPARE(to_string(end->state), "finished");
     QVERIFY(contiguous(train_steps(read_file(remoteFile(result.record, "output/events.jsonl"))), 1, 3));
