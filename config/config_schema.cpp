@@ -328,7 +328,8 @@ const std::vector<FieldSpec>& config_fields() {
         field("trust_remote_code", "model", &R::trust_remote_code,
               "studio-train never runs code shipped with a model", no_effect()),
         field("ref_model", "model", &R::ref_model,
-              "DPO reference model folder; default: a frozen copy of the initial weights"),
+              "the reference model of DPO and of use_asft_loss: a model folder or a hub id; "
+              "default: a frozen copy of the initial weights"),
         field("model_revision", "model", &R::model_revision,
               "the revision (branch, tag or commit) of a hub id in model_name_or_path or "
               "ref_model, looked up in the local Hugging Face cache; nothing is downloaded"),
@@ -451,6 +452,13 @@ const std::vector<FieldSpec>& config_fields() {
               "as a constant, as LLaMA-Factory's eaft_loss_func"),
         field("eaft_alpha", "train", &R::eaft_alpha, "use_eaft_loss: the power of its weight",
               range(">= 0")),
+        field("use_asft_loss", "train", &R::use_asft_loss,
+              "stage sft: anchored SFT, the DFT loss plus asft_alpha x KL(reference || policy) "
+              "over the vocabulary at each target token, the reference a frozen copy of the "
+              "initial weights (or ref_model) run on every micro-batch, as LLaMA-Factory's "
+              "asft_loss_func; the logged and eval losses are that loss"),
+        field("asft_alpha", "train", &R::asft_alpha, "use_asft_loss: the weight of its KL term",
+              range(">= 0")),
         field("skip_nonfinite_steps", "train", &R::skip_nonfinite_steps,
               "a step whose loss or gradient norm is NaN or infinite: 0 stops the run there "
               "(status.json says which step and why); N > 0 skips such steps without updating "
@@ -565,9 +573,6 @@ std::string refused_extra_key(std::string_view key, const YAML::Node& value) {
                 ? std::string(" (quantized optimizer states; studio-train keeps them in fp32)")
                 : std::string());
   // Keys that change the loss or the model: training without them would not be the run asked.
-  if (key == "use_asft_loss" && !off)
-    return "this loss is not implemented (studio-train trains with token cross-entropy); "
-           "remove " + std::string(key);
   if (key == "mixture_of_depths" && !unset)
     return "mixture-of-depths models are not implemented; remove mixture_of_depths";
   if (key == "neftune_noise_alpha" && !off)
@@ -619,9 +624,8 @@ std::string config_keys_markdown() {
       "not listed are kept as written when a config is saved and reported once as warnings; the\n"
       "few that would change what a run means are errors: `quantization_bit`, other optimizers\n"
       "(`use_galore`, `use_badam`, `use_apollo`, `use_adam_mini`, `use_muon`, an `optim` that is\n"
-      "not plain AdamW such as `adamw_8bit` or `paged_adamw_8bit`), other losses\n"
-      "(`use_asft_loss`), `mixture_of_depths`, `neftune_noise_alpha`,\n"
-      "`use_unsloth`. `optim: adamw_torch` (and the fused, paged 32-bit and hf AdamWs) and `fp8`\n"
+      "not plain AdamW such as `adamw_8bit` or `paged_adamw_8bit`), `mixture_of_depths`,\n"
+      "`neftune_noise_alpha`, `use_unsloth`. `optim: adamw_torch` (and the fused, paged 32-bit and hf AdamWs) and `fp8`\n"
       "(the run computes in bf16) are warned about with what runs instead.\n";
   std::string_view group;
   for (const auto& f : config_fields()) {

@@ -126,8 +126,7 @@ class Estimator {
     // prefetched next); DPO's reference adds its own outer weights while it runs.
     // The policy's layers are released when the reference runs; its outer weights are not.
     const double gathered =
-        e * (outer_params_ + 2 * layer_params_) +
-        (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps ? e * outer_params_ : 0);
+        e * (outer_params_ + 2 * layer_params_) + (reference_runs() ? e * outer_params_ : 0);
     const double weights = zero_ >= 3 ? 0 : e * P;
     // Masters: an unsharded fp32 model's weights are its masters.
     const double masters = zero_ == 0 ? (p_.mixed ? 4 * P : 0) : 4 * P / n;
@@ -176,8 +175,8 @@ class Estimator {
            "norm and LM head (" + format_count(static_cast<int64_t>(outer_params_)) +
            " parameters) for each micro-batch, and two decoder layers at a time (" +
            format_count(static_cast<int64_t>(layer_params_)) + " parameters each)" +
-           (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps
-                ? std::string("; while the DPO reference runs, its own embeddings and head and "
+           (reference_runs()
+                ? std::string("; while the reference runs, its own embeddings and head and "
                               "two of its layers")
                 : std::string()) +
            ": " + format_gib(gathered) + ", counted in the weights.");
@@ -191,9 +190,16 @@ class Estimator {
            "the gathered layers are on the GPU.");
   }
 
+  // A frozen reference model runs next to the policy: DPO's (unless its log-probs are
+  // precomputed) and ASFT's.
+  bool asft() const { return cfg_.stage == Stage::Sft && cfg_.use_asft_loss; }
+  bool reference_runs() const {
+    return (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps) || asft();
+  }
+
   void reference() {
-    if (cfg_.stage != Stage::Dpo) return;
-    if (cfg_.precompute_ref_logps) {
+    if (cfg_.stage != Stage::Dpo && !asft()) return;
+    if (cfg_.stage == Stage::Dpo && cfg_.precompute_ref_logps) {
       note(
           "precompute_ref_logps: the reference model computes its log-probs before training "
           "and is then dropped: 0 B during training.");
@@ -204,7 +210,7 @@ class Estimator {
     b().reference = offloaded ? 0 : bytes;
     est_.model_state_bytes += b().reference;
     if (offloaded) est_.offloaded_bytes += bytes;
-    note("DPO reference model: a frozen copy in the compute dtype (" + grouped(p_.value) +
+    note(std::string(asft() ? "ASFT" : "DPO") + " reference model: a frozen copy in the compute dtype (" + grouped(p_.value) +
          " B/param)" +
          (offloaded ? std::string(", its ZeRO-3 pieces in host memory like the weights")
           : sharded ? std::string(", cut into pieces like the weights under ZeRO-3")
@@ -381,12 +387,20 @@ class Estimator {
     const double t = double(tokens_), e = p_.value;
     LongContextCosts& lc = est_.long_context;
     lc.loss_chunk_tokens = loss_chunk_tokens(tokens_, m_.hidden_size, m_.vocab_size);
+    // ASFT holds three [chunk x vocab] buffers (trainer/loss.cpp): a third of the chunk.
+    if (asft()) lc.loss_chunk_tokens = std::max<int64_t>(1, lc.loss_chunk_tokens / 3);
     // One chunk's logits in fp32 (and, under bf16, in the compute dtype as the GEMM returns them
     // and as the gradient GEMMs take them).
     // Gemma 2's final soft cap keeps tanh of the chunk's logits (fp32) for the gradient.
+    // ASFT: the reference's logits (fp32, from a GEMM in the compute dtype) and probabilities.
+    const double low = e < 4 ? e : 0;
     const double chunk = double(lc.loss_chunk_tokens) * vocab_ *
-                         (4 + (e < 4 ? e : 0) + (m_.final_logit_softcapping > 0 ? 4 : 0));
-    const double head_grad = 4 * vocab_ * h_, hidden_grad = e * h_ * t, rows = e * h_ * t;
+                         (4 + low + (m_.final_logit_softcapping > 0 ? 4 : 0) +
+                          (asft() ? 8 + low : 0));
+    // ASFT: the reference's final hidden states and the rows of them the loss reads.
+    const double reference_rows = asft() ? 2 * e * h_ * t : 0;
+    const double head_grad = 4 * vocab_ * h_, hidden_grad = e * h_ * t,
+                 rows = e * h_ * t + reference_rows;
     // SFT forms both gradients in its forward and keeps them; DPO keeps the rows it read and
     // forms the gradients in its backward (the upstream gradient differs per sequence). Either
     // way the peak holds the rows, both gradients and one chunk.
@@ -404,6 +418,11 @@ class Estimator {
       note(
           "Every local token is taken to have a target; masked prompt tokens skip the LM head "
           "and need no logits.");
+    if (asft())
+      note("use_asft_loss: the reference model runs forward on every micro-batch; the loss "
+           "reads its final hidden states (" + format_gib(reference_rows) + " with the rows "
+           "taken from them) and forms its logits and probabilities next to the policy's, over "
+           "a third as many tokens at a time.");
   }
 
   void sp_buffers() {

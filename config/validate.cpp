@@ -89,9 +89,18 @@ void check_numbers(const RunConfig& c, Checker& ck) {
              "applies to stage sft only (LLaMA-Factory's EAFT loss replaces the SFT loss)");
   ck.require(!(c.use_dft_loss && c.use_eaft_loss), "use_eaft_loss",
              "and use_dft_loss are both set: choose one (LLaMA-Factory would silently use DFT)");
+  ck.require(!c.use_asft_loss || c.stage == Stage::Sft, "use_asft_loss",
+             "applies to stage sft only (LLaMA-Factory's ASFT loss replaces the SFT loss)");
+  ck.require(!(c.use_asft_loss && (c.use_dft_loss || c.use_eaft_loss)), "use_asft_loss",
+             std::string("and ") + (c.use_dft_loss ? "use_dft_loss" : "use_eaft_loss") +
+                 " are both set: choose one (LLaMA-Factory would silently use " +
+                 (c.use_dft_loss ? "DFT" : "EAFT") + "; ASFT already contains the DFT loss)");
   ck.require(c.eaft_alpha >= 0, "eaft_alpha", "must not be negative");
   if (ck.given("eaft_alpha") && !c.use_eaft_loss)
     ck.warn("eaft_alpha", "no effect without use_eaft_loss: true");
+  ck.require(c.asft_alpha >= 0, "asft_alpha", "must not be negative");
+  if (ck.given("asft_alpha") && !c.use_asft_loss)
+    ck.warn("asft_alpha", "no effect without use_asft_loss: true");
   ck.require(!c.moe_aux_loss_coef || *c.moe_aux_loss_coef >= 0, "moe_aux_loss_coef",
              "must not be negative (0 leaves it to the model's config.json)");
   ck.require(c.ddp_timeout >= 1, "ddp_timeout", "must be at least 1 second");
@@ -498,8 +507,10 @@ void check_method(const RunConfig& c, Checker& ck) {
       ck.warn("dpo_label_smoothing", "only applies to pref_loss: sigmoid; ignored");
     return;
   }
-  for (const char* key : {"ref_model", "pref_beta", "pref_loss", "pref_ftx",
-                          "dpo_label_smoothing", "precompute_ref_logps"})
+  if (ck.given("ref_model") && !c.use_asft_loss)
+    ck.warn("ref_model", "only used with stage: dpo or use_asft_loss: true; ignored");
+  for (const char* key : {"pref_beta", "pref_loss", "pref_ftx", "dpo_label_smoothing",
+                          "precompute_ref_logps"})
     if (ck.given(key)) ck.warn(key, "only used with stage: dpo; ignored");
 }
 

@@ -46,6 +46,9 @@ struct HeadPassWants {
   // Each row's -log p counts w times, w without gradient (TokenWeighting): the loss sum is
   // -sum w log p and each row's dL/dlogp is scaled by w.
   TokenWeighting weighting;
+  // ASFT: the reference's rows [T, H] (undefined: none), its head, alpha and soft cap.
+  torch::Tensor ref_x, ref_w;
+  double kl_alpha = 0.0, ref_softcap = 0.0;
   bool logprobs = false;
   bool grad_x = false, grad_w = false;
   // [T] dL/d log p(target) of every row (ignored rows get none); undefined: no gradients.
@@ -90,6 +93,19 @@ HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::
       const auto entropy = -(logq.exp() * logq).sum(1);
       weight = (entropy / 3.0).pow(want.weighting.eaft_alpha) * valid;
     }
+    // ASFT: d = r - z, the reference's (capped) logits minus the policy's, while z is still the
+    // logits. KL(q || p) is then formed from d alone (below), so that it stays exact as the two
+    // models agree: from log-sum-exps it would be the difference of two numbers near log(vocab),
+    // off by more than the KL itself.
+    torch::Tensor q, diff;
+    if (want.ref_x.defined()) {
+      const auto rc = want.ref_x.narrow(0, start, len);
+      diff = rc.is_cuda() && rc.scalar_type() == torch::kBFloat16
+                 ? at::mm(rc, want.ref_w.t(), torch::kFloat)
+                 : torch::mm(rc, want.ref_w.t()).to(acc);
+      if (want.ref_softcap > 0) diff.div_(want.ref_softcap).tanh_().mul_(want.ref_softcap);
+      diff.sub_(logits);
+    }
     // The log-sum-exp in place (at::logsumexp would take a chunk-sized temporary): the logits
     // become exp(logits - max), whose row sums give the log-sum-exp and, divided by them, the
     // softmax that the gradient needs.
@@ -101,13 +117,29 @@ HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::
     if (want.weighting.dft) weight = logp.exp() * valid;  // the target's probability
     out.loss_sum.sub_(weight.defined() ? (logp * weight).sum() : logp.sum());
     if (want.logprobs) out.logprobs.narrow(0, start, len).copy_(logp);
+    if (diff.defined()) {
+      // With p = softmax(z) and q = softmax(z + d): log q - log p = d - log sum_v p e^d, and
+      // sum_v p e^d = e^s (1 + c), c = sum_v p expm1(d - s), s = max(0, max d - 20) (no overflow).
+      // So q = p e^(d - s) / (1 + c) and KL(q || p) = sum_v q d - s - log1p(c).
+      const auto shift = (std::get<0>(diff.max(1, /*keepdim=*/true)) - 20).clamp_min_(0);
+      q = (diff - shift).expm1_().mul_(logits);  // exp(z - max) expm1(d - s)
+      const auto c = q.sum(1, /*keepdim=*/true).div_(sums);
+      q.add_(logits).div_(sums * (1 + c));
+      const auto kl = diff.mul_(q).sum(1) - shift.squeeze(1) - c.squeeze(1).log1p();
+      out.loss_sum.add_((kl * valid).sum().mul_(want.kl_alpha));
+    }
     if (!grads) continue;
     // softmax - onehot, scaled per row by -dL/dlogp: the gradient of the loss w.r.t. the logits.
     logits.div_(sums);
+    // ASFT: alpha (p - q) more, scaled like the loss (dlogp = -1: the loss sum's own gradient).
+    if (q.defined())
+      q.sub_(logits).mul_((want.dlogp.narrow(0, start, len).to(acc) * valid * want.kl_alpha)
+                              .unsqueeze(1));
     logits.scatter_add_(1, safe, torch::full({len, 1}, -1.0, logits.options()));
     logits.mul_((want.dlogp.narrow(0, start, len).to(acc) * (weight.defined() ? weight : valid))
                     .neg_()
                     .unsqueeze(1));
+    if (q.defined()) logits.add_(q);
     if (tanh.defined()) logits.mul_(1 - tanh.square_());  // through the soft cap
     if (want.grad_x) {
       auto gx = out.grad_x.narrow(0, start, len);
@@ -129,10 +161,12 @@ bool kernel_applies(const torch::Tensor& x, const torch::Tensor& w) {
 // The loss sum of x's rows and, with gradients, those of the sum (dlogp = -1 on every row).
 HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& t,
                          int64_t chunk, bool grad_x, bool grad_w, double softcap,
-                         const TokenWeighting& weighting) {
+                         const TokenWeighting& weighting, const torch::Tensor& ref_x = {},
+                         const torch::Tensor& ref_w = {}, double kl_alpha = 0,
+                         double ref_softcap = 0) {
 #if STUDIO_TRAINER_FUSED_KERNELS
-  // The kernel has no soft cap and no token weights.
-  if (softcap <= 0 && !weighting.any() && kernel_applies(x, w)) {
+  // The kernel has no soft cap, no token weights and no KL term.
+  if (softcap <= 0 && !weighting.any() && !ref_x.defined() && kernel_applies(x, w)) {
     auto r = kernels::fused_linear_ce(x.contiguous(), w.contiguous(), t.contiguous(),
                                       {grad_x, grad_w, /*logprobs=*/false}, chunk);
     return {r.loss_sum, torch::Tensor(), grad_x ? r.grad_x : torch::Tensor(),
@@ -142,6 +176,10 @@ HeadPass loss_with_grads(const torch::Tensor& x, const torch::Tensor& w, const t
   HeadPassWants want;
   want.softcap = softcap;
   want.weighting = weighting;
+  want.ref_x = ref_x;
+  want.ref_w = ref_w;
+  want.kl_alpha = kl_alpha;
+  want.ref_softcap = ref_softcap;
   want.grad_x = grad_x;
   want.grad_w = grad_w;
   if (grad_x || grad_w) want.dlogp = torch::full({x.size(0)}, -1.0, x.options().dtype(accumulation_dtype(x)));
@@ -206,9 +244,12 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, const torch::Tensor& t, int64_t chunk,
                                bool grad_x, bool grad_w, double softcap, bool dft, bool eaft,
-                               double eaft_alpha) {
-    HeadPass r =
-        loss_with_grads(x, w, t, chunk, grad_x, grad_w, softcap, {dft, eaft, eaft_alpha});
+                               double eaft_alpha, const torch::Tensor& ref_x,
+                               const torch::Tensor& ref_w, double kl_alpha, double ref_softcap) {
+    // No reference comes as empty tensors (autograd's functions take no undefined ones).
+    auto given = [](const torch::Tensor& r) { return r.numel() > 0 ? r : torch::Tensor(); };
+    HeadPass r = loss_with_grads(x, w, t, chunk, grad_x, grad_w, softcap, {dft, eaft, eaft_alpha},
+                                 given(ref_x), given(ref_w), kl_alpha, ref_softcap);
     ctx->saved_data["grad_x"] = r.grad_x.defined() ? c10::IValue(r.grad_x) : c10::IValue();
     ctx->saved_data["grad_w"] = r.grad_w.defined() ? c10::IValue(r.grad_w) : c10::IValue();
     ctx->saved_data["chunk"] = chunk;
@@ -225,7 +266,7 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     if (gw.defined()) gw.mul_(g.to(gw.scalar_type()));  // fp32 (fp64)
     return input_grads(gx, gw, static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()),
                        static_cast<torch::ScalarType>(ctx->saved_data["w_dtype"].toInt()),
-                       /*others=*/8);
+                       /*others=*/12);
   }
 };
 
@@ -262,24 +303,38 @@ bool recording(const torch::Tensor& x, const torch::Tensor& w) {
 
 }  // namespace
 
-int64_t lm_loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab, int64_t chunk_tokens) {
-  return std::max<int64_t>(
-      1, kernels::effective_chunk_tokens({tokens, hidden, vocab}, chunk_tokens));
+int64_t lm_loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab, int64_t chunk_tokens,
+                             bool kl) {
+  const int64_t chunk = kernels::effective_chunk_tokens({tokens, hidden, vocab}, chunk_tokens);
+  return std::max<int64_t>(1, kl && chunk_tokens <= 0 ? chunk / 3 : chunk);
 }
 
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& targets, int64_t chunk_tokens,
-                                   double softcap, const TokenWeighting& weighting) {
+                                   double softcap, const TokenWeighting& weighting,
+                                   const KlReference& kl) {
   auto rows = valid_rows(hidden, targets);
-  const int64_t chunk =
-      lm_loss_chunk_tokens(rows.hidden.size(0), weight.size(1), weight.size(0), chunk_tokens);
+  const int64_t chunk = lm_loss_chunk_tokens(rows.hidden.size(0), weight.size(1), weight.size(0),
+                                             chunk_tokens, kl.any());
+  torch::Tensor ref_x;  // the reference's rows at the policy's valid targets
+  if (kl.any()) {
+    TORCH_CHECK(kl.hidden.sizes() == hidden.sizes() && kl.weight.sizes() == weight.sizes(),
+                "the ASFT loss: the reference model's hidden states or LM head ",
+                kl.hidden.sizes(), " ", kl.weight.sizes(), " differ in shape from the policy's ",
+                hidden.sizes(), " ", weight.sizes());
+    ref_x = kl.hidden.reshape({-1, kl.hidden.size(-1)}).index_select(0, rows.index).detach();
+  }
+  const torch::Tensor ref_w = kl.any() ? kl.weight.detach() : torch::Tensor();
   if (!recording(rows.hidden, weight))
     return loss_with_grads(rows.hidden, weight, rows.targets, chunk, false, false, softcap,
-                           weighting)
+                           weighting, ref_x, ref_w, kl.alpha, kl.softcap)
         .loss_sum;
+  const auto none = torch::empty({0}, rows.hidden.options());
   return FusedCrossEntropy::apply(rows.hidden, weight, rows.targets, chunk,
                                   rows.hidden.requires_grad(), weight.requires_grad(), softcap,
-                                  weighting.dft, weighting.eaft, weighting.eaft_alpha);
+                                  weighting.dft, weighting.eaft, weighting.eaft_alpha,
+                                  kl.any() ? ref_x : none, kl.any() ? ref_w : none, kl.alpha,
+                                  kl.softcap);
 }
 
 torch::Tensor lm_target_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,

@@ -170,12 +170,40 @@ struct Parallel {
 
 namespace {
 
-// Mean loss per valid target token over `samples`, no gradients (`weighting`: the DFT or EAFT
-// loss the run trains with). Under SP/DP: this DP rank's share of the samples, split along the sequence;
-// sums reduced over the world.
+// ASFT's frozen reference (use_asft_loss): its model, its sharding and the KL term's weight.
+struct LossReference {
+  CausalLM* model = nullptr;
+  ShardedState* sharding = nullptr;
+  double alpha = 0;
+
+  // The reference's final hidden states and LM head for `b` (its outer weights stay gathered
+  // until done()), or nothing without a reference.
+  KlReference forward(const Batch& b, const torch::Device& device) const {
+    KlReference kl;
+    if (model == nullptr) return kl;
+    torch::NoGradGuard no_grad;
+    if (sharding) sharding->begin_forward();
+    kl.hidden = (*model)->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+    kl.weight = (*model)->lm_head_weight();
+    kl.alpha = alpha;
+    kl.softcap = (*model)->info().final_logit_softcapping;
+    return kl;
+  }
+  void done() const {
+    if (model && sharding) sharding->end_forward();
+  }
+  // A ZeRO-3 rank with no batch left gathers as a forward would (after the policy's).
+  void idle() const {
+    if (model && sharding) sharding->idle_forward();
+  }
+};
+
+// Mean loss per valid target token over `samples`, no gradients (`weighting`, `reference`: the
+// DFT, EAFT or ASFT loss the run trains with). Under SP/DP: this DP rank's share of the samples,
+// split along the sequence; sums reduced over the world.
 double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<TokenizedSample>& samples,
                  int64_t batch, int64_t pad_id, const torch::Device& device, const Parallel& par,
-                 const TokenWeighting& weighting = {}) {
+                 const TokenWeighting& weighting = {}, const LossReference& reference = {}) {
   torch::NoGradGuard no_grad;
   double sum = 0;
   int64_t valid = 0;
@@ -186,15 +214,19 @@ double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<Toke
     if (sharding) sharding->begin_forward();
     auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
     sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
-                                model->info().final_logit_softcapping, weighting)
+                                model->info().final_logit_softcapping, weighting,
+                                reference.forward(b, device))
                .item<double>();
+    reference.done();
     if (sharding) sharding->end_forward();
   }
   // ZeRO-3 forwards gather over the whole world: every DP rank runs as many.
   if (sharding)
     for (size_t k = par.dp_batches(samples.size(), batch).size();
-         k < par.most_dp_batches(samples.size(), batch); ++k)
+         k < par.most_dp_batches(samples.size(), batch); ++k) {
       sharding->idle_forward();
+      reference.idle();
+    }
   // Token sums are partial per SP rank (sum over the world); counts are per sample (over DP).
   sum = par.sum(par.world_group(), {sum}, "eval loss")[0];
   valid = static_cast<int64_t>(par.sum(par.dp_group(), {static_cast<double>(valid)}, "eval tokens")[0]);
@@ -210,7 +242,7 @@ struct Trainer::Impl {
   bool dpo = false;
   torch::Device device{torch::kCPU};
   CausalLM model{nullptr};
-  CausalLM ref_model{nullptr};  // DPO without precomputed reference log-probs
+  CausalLM ref_model{nullptr};  // DPO without precomputed reference log-probs; ASFT
   // DPO with precompute_ref_logps: per pair (chosen, rejected) reference sums, [n, 2] fp64.
   torch::Tensor ref_train, ref_eval;
   dpo::PrefLossOptions pref;
@@ -331,12 +363,15 @@ struct Trainer::Impl {
         reporter.log("warning", "attention_dropout is set to 0 under sequence parallelism");
     }
     zero_options = ZeroOptions::from(cfg);
-    if ((cfg.use_dft_loss || cfg.use_eaft_loss) && dpo)
-      throw std::invalid_argument(std::string(cfg.use_dft_loss ? "use_dft_loss" : "use_eaft_loss") +
+    if ((cfg.use_dft_loss || cfg.use_eaft_loss || cfg.use_asft_loss) && dpo)
+      throw std::invalid_argument(std::string(cfg.use_dft_loss    ? "use_dft_loss"
+                                              : cfg.use_eaft_loss ? "use_eaft_loss"
+                                                                  : "use_asft_loss") +
                                   ": applies to stage sft only (it replaces the SFT loss); remove "
                                   "it for stage dpo");
-    if (cfg.use_dft_loss && cfg.use_eaft_loss)
-      throw std::invalid_argument("use_dft_loss and use_eaft_loss are both set: choose one");
+    if (int(cfg.use_dft_loss) + int(cfg.use_eaft_loss) + int(cfg.use_asft_loss) > 1)
+      throw std::invalid_argument(
+          "more than one of use_dft_loss, use_eaft_loss and use_asft_loss is set: choose one");
     aux_coef = studio::moe_aux_coefficient(cfg, in.model);
     if (aux_coef > 0)
       reporter.log("info", "MoE auxiliary load-balancing loss on, coefficient " +
@@ -347,10 +382,11 @@ struct Trainer::Impl {
     zero = std::make_unique<ShardedState>(model, device, par.world_group(), zero_options,
                                           AdamWSettings::from(cfg), /*trainable=*/true,
                                           masters_source(weights));
-    if (dpo) build_reference();
+    if (dpo || cfg.use_asft_loss) build_reference();
   }
 
-  // The DPO reference: `ref_model`, else the initial policy (never a resumed checkpoint).
+  // The DPO or ASFT reference: `ref_model`, else the initial policy (never a resumed
+  // checkpoint).
   void build_reference() {
     const std::string dir = cfg.ref_model.value_or(in.model_dir);
     CausalLM ref = make_model(dir);
@@ -359,7 +395,7 @@ struct Trainer::Impl {
     ref_zero = std::make_unique<ShardedState>(ref, device, par.world_group(), zero_options,
                                               AdamWSettings::from(cfg), /*trainable=*/false,
                                               masters_source(dir));
-    if (!cfg.precompute_ref_logps) {
+    if (!dpo || !cfg.precompute_ref_logps) {
       ref_model = ref;
       return;
     }
@@ -456,8 +492,13 @@ struct Trainer::Impl {
     }
     return hidden;
   }
+  // ASFT is the DFT loss plus its KL term (loss_reference()).
   TokenWeighting token_weighting() const {
-    return {cfg.use_dft_loss, cfg.use_eaft_loss, cfg.eaft_alpha};
+    return {cfg.use_dft_loss || cfg.use_asft_loss, cfg.use_eaft_loss, cfg.eaft_alpha};
+  }
+  LossReference loss_reference() {
+    if (!cfg.use_asft_loss || dpo) return {};
+    return {&ref_model, ref_zero.get(), cfg.asft_alpha};
   }
   void end_aux() {
     if (MoeAuxLoss* aux = model->moe_aux()) aux->end();
@@ -616,8 +657,13 @@ struct Trainer::Impl {
         auto rows = pick(in.train, micro);
         Batch b = par.local_batch(model, rows, in.pad_id);
         auto hidden = forward_hidden(model, b);
+        // ASFT: the reference's forward (after the policy's) and its hidden states, gone before
+        // the backward (the loss forms its gradients in the forward).
+        const LossReference reference = loss_reference();
         auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
-                                        model->info().final_logit_softcapping, token_weighting());
+                                        model->info().final_logit_softcapping, token_weighting(),
+                                        reference.forward(b, device));
+        reference.done();
         if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
           sum = sum * std::numeric_limits<double>::quiet_NaN();
         (sum / st.normaliser).backward();
@@ -784,7 +830,7 @@ struct Trainer::Impl {
     if (dpo) return evaluate_pairs();
     if (in.eval.empty()) return kNaN;
     return mean_loss(model, zero.get(), in.eval, cfg.per_device_eval_batch_size, in.pad_id, device,
-                     par, token_weighting());
+                     par, token_weighting(), loss_reference());
   }
 
   // Mean preference loss over the eval pairs (this DP rank's share, summed over DP).
@@ -1006,7 +1052,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       e.tokens = window_tokens;
       e.tokens_per_sec = static_cast<double>(window_tokens) / std::max(1e-9, now - window_start);
       e.model_tflops = training_flops(in.model, static_cast<double>(window_tokens), window_spans,
-                                      dpo && !cfg.precompute_ref_logps) /
+                                      (dpo && !cfg.precompute_ref_logps) || cfg.use_asft_loss) /
                        std::max(1e-9, now - window_start) / par.world() / 1e12;
       e.mfu = peak_tflops_ ? e.model_tflops / *peak_tflops_ : kNaN;
       e.elapsed = now - run_start;

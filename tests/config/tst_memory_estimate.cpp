@@ -263,6 +263,11 @@ void TestMemoryEstimate::parts_data() {
   QTest::newRow("dpo zero3 reference") << llama << bf16 + "stage: dpo\n" << 8 << 3 << ""
                                        << "reference" << 2007565312.0;
   QTest::newRow("sft no reference") << llama << bf16 << 1 << -1 << "" << "reference" << 0.0;
+  // ASFT (use_asft_loss) runs the same frozen reference as DPO, sharded the same way.
+  QTest::newRow("asft reference") << llama << bf16 + "use_asft_loss: true\n" << 1 << -1 << ""
+                                  << "reference" << 16060522496.0;
+  QTest::newRow("asft zero3 reference") << llama << bf16 + "use_asft_loss: true\n" << 8 << 3
+                                        << "" << "reference" << 2007565312.0;
 
   // --- sequence parallelism ---------------------------------------------------------------
   // cutoff 2048 on a world of 4: SP=1 holds 2048 tokens, SP=4 512.

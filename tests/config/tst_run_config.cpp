@@ -165,8 +165,12 @@ void TestRunConfig::invalidConfigs_data() {
                                << "quantized optimizer states";
   QTest::newRow("paged 8-bit AdamW") << "optim: paged_adamw_8bit\n" << 0 << "optim" << 5
                                      << "set it to adamw_torch";
-  QTest::newRow("ASFT loss") << "use_asft_loss: true\n" << 0 << "use_asft_loss" << 5
-                             << "this loss is not implemented";
+  QTest::newRow("ASFT and DFT") << "use_dft_loss: true\nuse_asft_loss: true\n" << 0
+                                << "use_asft_loss" << 6 << "ASFT already contains the DFT loss";
+  QTest::newRow("ASFT loss for DPO") << "stage: dpo\nuse_asft_loss: true\n" << 0
+                                     << "use_asft_loss" << 6 << "applies to stage sft only";
+  QTest::newRow("ASFT alpha") << "use_asft_loss: true\nasft_alpha: -1\n" << 0 << "asft_alpha" << 6
+                              << "must not be negative";
   QTest::newRow("DFT and EAFT") << "use_dft_loss: true\nuse_eaft_loss: true\n" << 0
                                 << "use_eaft_loss" << 6 << "choose one";
   QTest::newRow("DFT loss for DPO") << "stage: dpo\nuse_dft_loss: true\n" << 0 << "use_dft_loss"

@@ -149,6 +149,11 @@ class TestZero : public QObject {
     QTest::newRow("dpo dp2 stage 3 uneven evaluation, precomputed reference")
         << dpo + eval + QStringList{"precompute_ref_logps: true"} << z3 << 2 << 1e-6;
     QTest::newRow("dpo dp2xsp2 stage 3 uneven evaluation") << dpo + grid + eval << z3 << 4 << 1e-6;
+    // ASFT (use_asft_loss): a frozen reference runs after the policy on every micro-batch and
+    // every eval batch; the rank with fewer eval batches runs idle gathers for both.
+    const QStringList asft{"use_asft_loss: true", "asft_alpha: 0.5"};
+    QTest::newRow("sft ASFT dp2 stage 3 uneven evaluation") << asft + eval << z3 << 2 << 1e-6;
+    QTest::newRow("sft ASFT dp2xsp2 stage 3 offload") << asft + grid << z3off << 4 << 1e-6;
     // bf16: the same bf16 weights on every path (stage 3 gathers the masters rounded to bf16,
     // as stage 0 copies them); only the fp32 reduction order differs, amplified by bf16 math.
     QTest::newRow("sft sp2 bf16 stage 3") << sp2 + QStringList{"bf16: true"} << z3 << 2 << 2e-3;
@@ -199,6 +204,10 @@ class TestZero : public QObject {
         << QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"} << 4;
     QTest::newRow("stage 3 dpo (sharded reference)")
         << QStringList{"zero_stage: 3", "stage: dpo", "dataset: demo_dpo"} << 4;
+    QTest::newRow("stage 3 ASFT (sharded reference)")
+        << QStringList{"zero_stage: 3", "use_asft_loss: true"} << 4;
+    QTest::newRow("stage 1 ASFT (whole reference)")
+        << QStringList{"zero_stage: 1", "use_asft_loss: true"} << 2;
     QTest::newRow("stage 1 bf16") << QStringList{"zero_stage: 1", "bf16: true"} << 4;
     QTest::newRow("stage 3 bf16") << QStringList{"zero_stage: 3", "bf16: true"} << 4;
   }
@@ -230,7 +239,8 @@ class TestZero : public QObject {
       QVERIFY2(std::abs(measured - expected_mib) <= 0.05 * expected_mib,
                qPrintable(QString("rank %1: measured %2 MiB, estimated %3 MiB")
                               .arg(o["rank"].toInt()).arg(measured).arg(expected_mib)));
-      if (keys.contains("zero_stage: 3") && !keys.contains("stage: dpo")) {
+      if (keys.contains("zero_stage: 3") && !keys.contains("stage: dpo") &&
+          !keys.contains("use_asft_loss: true")) {
         const double ideal = 16.0 * params / nproc / (1024.0 * 1024.0);
         QVERIFY2(std::abs(measured - ideal) <= 0.02 * ideal,
                  qPrintable(QString("rank %1: %2 MiB, 16/N B/param is %3 MiB")

@@ -133,21 +133,28 @@ void TestTrainingData::plannerShardsOverDataParallel() {
 // probability computed without gradient.
 void TestTrainingData::lossEqualsReferenceForAnyChunk_data() {
   QTest::addColumn<int>("chunk");
-  QTest::addColumn<QString>("weighting");  // "", "dft", or "eaft" with alpha 0.7
-  QTest::newRow("1") << 1 << "";
-  QTest::newRow("3") << 3 << "";
-  QTest::newRow("all") << 1000 << "";
-  QTest::newRow("1, DFT loss") << 1 << "dft";
-  QTest::newRow("all, DFT loss") << 1000 << "dft";
-  QTest::newRow("3, EAFT loss") << 3 << "eaft";
-  QTest::newRow("all, EAFT loss") << 1000 << "eaft";
+  QTest::addColumn<QString>("weighting");  // "", "dft", "eaft" with alpha 0.7, "asft" with 0.3
+  QTest::addColumn<double>("softcap");
+  QTest::newRow("1") << 1 << "" << 0.0;
+  QTest::newRow("3") << 3 << "" << 0.0;
+  QTest::newRow("all") << 1000 << "" << 0.0;
+  QTest::newRow("1, DFT loss") << 1 << "dft" << 0.0;
+  QTest::newRow("all, DFT loss") << 1000 << "dft" << 0.0;
+  QTest::newRow("3, EAFT loss") << 3 << "eaft" << 0.0;
+  QTest::newRow("all, EAFT loss") << 1000 << "eaft" << 0.0;
+  QTest::newRow("1, ASFT loss") << 1 << "asft" << 0.0;
+  QTest::newRow("3, ASFT loss") << 3 << "asft" << 0.0;
+  QTest::newRow("rule, ASFT loss") << 0 << "asft" << 0.0;
+  QTest::newRow("all, ASFT loss, soft cap") << 1000 << "asft" << 2.5;
+  QTest::newRow("all, soft cap") << 1000 << "" << 2.5;
 }
 
 void TestTrainingData::lossEqualsReferenceForAnyChunk() {
   QFETCH(int, chunk);
   QFETCH(QString, weighting);
+  QFETCH(double, softcap);
   TokenWeighting tw;
-  tw.dft = weighting == "dft";
+  tw.dft = weighting == "dft" || weighting == "asft";
   tw.eaft = weighting == "eaft";
   tw.eaft_alpha = 0.7;
   torch::manual_seed(3);
@@ -157,21 +164,39 @@ void TestTrainingData::lossEqualsReferenceForAnyChunk() {
   auto targets = torch::randint(0, 30, {2, 5}, torch::kLong);
   targets[0][0] = kIgnoreIndex;
   targets[1][4] = kIgnoreIndex;
-  auto loss = lm_cross_entropy_sum(hidden, weight, targets, chunk, 0.0, tw);
+  // ASFT's reference: other hidden states and head (a model that has drifted apart).
+  KlReference kl;
+  if (weighting == "asft") {
+    kl.hidden = torch::randn({2, 5, 8}, torch::kDouble);
+    kl.weight = torch::randn({30, 8}, torch::kDouble);
+    kl.alpha = 0.3;
+    kl.softcap = softcap;
+  }
+  auto loss = lm_cross_entropy_sum(hidden, weight, targets, chunk, softcap, tw, kl);
   auto grads = torch::autograd::grad({loss}, {hidden, weight});
 
-  auto logp = torch::log_softmax(torch::matmul(hidden, weight.t()), -1);
+  auto cap = [&](const torch::Tensor& z) { return softcap > 0 ? softcap * torch::tanh(z / softcap) : z; };
+  auto logits = cap(torch::matmul(hidden, weight.t()));
+  auto logp = torch::log_softmax(logits, -1);
   auto valid = targets != kIgnoreIndex;
   auto picked = logp.gather(2, targets.clamp_min(0).unsqueeze(2)).squeeze(2);
   // LLaMA-Factory's _eaft_cross_entropy, as it writes it.
-  auto logits = torch::matmul(hidden, weight.t()).detach();
-  auto top = std::get<0>(logits.topk(20, -1));
+  auto top = std::get<0>(logits.detach().topk(20, -1));
   auto logq = top - top.logsumexp(-1, true);
   auto eaft = (-(logq.exp() * logq).sum(-1) / 3.0).pow(0.7);
   auto w = tw.dft ? picked.detach().exp() : tw.eaft ? eaft : torch::ones_like(picked);
   auto ref = -(picked * w * valid).sum();
+  if (kl.any()) {
+    // LLaMA-Factory's _kl_divergence, as it writes it: F.kl_div(log p, softmax(reference)),
+    // summed over the vocabulary and masked (here as a sum, not a mean over the tokens).
+    auto q = torch::softmax(cap(torch::matmul(kl.hidden, kl.weight.t())), -1);
+    namespace F = torch::nn::functional;
+    auto token_kl = F::kl_div(logp, q, F::KLDivFuncOptions().reduction(torch::kNone)).sum(-1);
+    ref = ref + kl.alpha * (token_kl * valid).sum();
+  }
   auto ref_grads = torch::autograd::grad({ref}, {hidden, weight});
-  QVERIFY(std::fabs(loss.item<double>() - ref.item<double>()) < 1e-5);
+  QVERIFY2(std::fabs(loss.item<double>() - ref.item<double>()) < 1e-5,
+           qPrintable(QString("%1 vs %2").arg(loss.item<double>()).arg(ref.item<double>())));
   QVERIFY(torch::allclose(grads[0].to(torch::kDouble), ref_grads[0], 1e-5, 1e-6));
   QVERIFY(torch::allclose(grads[1].to(torch::kDouble), ref_grads[1], 1e-5, 1e-6));
 }

@@ -80,7 +80,7 @@ struct RunConfig {
   // --- model --------------------------------------------------------------------------------
   std::string model_name_or_path;              // local Hugging Face model folder (required)
   bool trust_remote_code = false;              // accepted; no remote code is ever run
-  std::optional<std::string> ref_model;        // DPO reference; default: frozen initial policy
+  std::optional<std::string> ref_model;        // DPO/ASFT reference; default: frozen initial policy
   // A hub id in model_name_or_path / ref_model is found in the local Hugging Face cache
   // (studio/config/hub_cache.h) at this revision (branch, tag or commit), in cache_dir first.
   std::string model_revision = "main";
@@ -155,6 +155,10 @@ struct RunConfig {
   // (entropy of its top-20 softmax / 3) ^ eaft_alpha.
   bool use_eaft_loss = false;
   double eaft_alpha = 1.0;
+  // LLaMA-Factory's use_asft_loss (stage sft): the DFT loss plus asft_alpha x KL(reference ||
+  // policy) per target token, the reference a frozen copy of the initial model (or ref_model).
+  bool use_asft_loss = false;
+  double asft_alpha = 0.1;
   // A step whose loss or gradient norm is NaN or infinite: 0 stops the run there (status.json
   // names the step and why; nothing of the step is saved); N > 0 skips such steps (no update)
   // and stops at the (N+1)-th in a row.

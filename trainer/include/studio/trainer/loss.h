@@ -26,6 +26,19 @@ struct TokenWeighting {
   bool any() const { return dft || eaft; }
 };
 
+// LLaMA-Factory's ASFT (use_asft_loss): the DFT loss plus, on every valid target token,
+// alpha x KL(q || p), q the softmax of a frozen reference model's logits at that token and p
+// the policy's. The reference's final hidden states come in as `hidden` ([B, S, H], the same
+// shape as the policy's) with its LM head `weight` (soft-capped by `softcap` like the policy's);
+// the reference logits are formed chunk by chunk next to the policy's and need no gradient.
+struct KlReference {
+  torch::Tensor hidden;  // undefined: no KL term
+  torch::Tensor weight;
+  double alpha = 0.1;
+  double softcap = 0.0;
+  bool any() const { return hidden.defined(); }
+};
+
 // Sum over valid targets of -log softmax(hidden @ weight^T)[target], in fp32 (fp64 for double
 // inputs). Only rows whose target is valid reach the LM head (masked prompt tokens cost
 // nothing). With gradients wanted, the forward forms them as well, chunk by chunk: the
@@ -36,7 +49,8 @@ torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden,   // [B, S, H]
                                    const torch::Tensor& targets,  // [B, S], -100 ignored
                                    int64_t chunk_tokens = 0,
                                    double softcap = 0.0,  // Gemma 2: c * tanh(logits / c)
-                                   const TokenWeighting& weighting = {});
+                                   const TokenWeighting& weighting = {},
+                                   const KlReference& kl = {});
 
 // Per-token log-probabilities of the targets ([B, S] fp32 (fp64 for double inputs), 0 where
 // ignored): what `studio-train
@@ -48,8 +62,10 @@ torch::Tensor lm_target_logprobs(const torch::Tensor& hidden, const torch::Tenso
                                  const torch::Tensor& targets, int64_t chunk_tokens = 0,
                                  double softcap = 0.0);
 
-// The chunk the two functions above use for `tokens` rows (tokens > 0).
+// The chunk the two functions above use for `tokens` rows (tokens > 0). With a KL reference
+// (`kl`) the loss holds three [chunk x vocab] buffers instead of one (the policy's logits, the
+// reference's, its probabilities), so its chunk is a third as long: the same memory.
 int64_t lm_loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab,
-                             int64_t chunk_tokens = 0);
+                             int64_t chunk_tokens = 0, bool kl = false);
 
 }  // namespace studio::trainer
