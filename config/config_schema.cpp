@@ -378,6 +378,13 @@ const std::vector<FieldSpec>& config_fields() {
         field("packing", "data", &R::packing, "pack several samples into one sequence"),
         field("neat_packing", "data", &R::neat_packing,
               "packing without attention across sample boundaries"),
+        field("batching_strategy", "data", &R::batching_strategy,
+              "LLaMA-Factory v1's micro-batches (stage sft): normal and padding_free take "
+              "per_device_train_batch_size samples each (padding_free packs them in v1, with the "
+              "same loss; studio-train pads them); dynamic_batching fills each micro-batch, in "
+              "the shuffled order, with as many samples as fit per_device_train_batch_size x "
+              "cutoff_len tokens once padded to the longest, dynamic_padding_free as many as fit "
+              "it unpadded, packed into one row with attention isolated per sample"),
         field("overwrite_cache", "data", &R::overwrite_cache,
               "re-tokenize even when a cache for the same data and settings exists"),
         field("preprocessing_num_workers", "data", &R::preprocessing_num_workers,

@@ -41,6 +41,9 @@ STUDIO_ENUM_INFO(EvalStrategy, "", {EvalStrategy::No, "no"}, {EvalStrategy::Step
                  {EvalStrategy::Epoch, "epoch"})
 STUDIO_ENUM_INFO(SpMode, "", {SpMode::ZigzagRing, "zigzag-ring"}, {SpMode::Ulysses, "ulysses"},
                  {SpMode::Usp, "usp"})
+STUDIO_ENUM_INFO(Batching, "", {Batching::Normal, "normal"}, {Batching::PaddingFree, "padding_free"},
+                 {Batching::Dynamic, "dynamic_batching"},
+                 {Batching::DynamicPaddingFree, "dynamic_padding_free"})
 #undef STUDIO_ENUM_INFO
 
 template <typename E>

@@ -13,6 +13,8 @@ const std::vector<std::string_view>& llamafactory_unknown_keys() {
       // the engine's own
       "precompute_ref_logps", "skip_nonfinite_steps", "save_on_stop", "offload_activations",
       "tiled_mlp", "tiled_mlp_budget_mib",
+      // LLaMA-Factory v1's (its v0 trainer has none)
+      "batching_strategy",
       // 360-LLaMA-Factory's sequence parallelism (upstream has none in its v0 trainer)
       "sequence_parallel_size", "sequence_parallel_mode", "sequence_parallel_ulysses_degree",
       "sequence_parallel_ring_degree", "shuffle_for_sequence_parallel"};

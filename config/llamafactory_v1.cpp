@@ -60,8 +60,9 @@ const std::vector<V1Key>& v1_keys() {
        "dist_config v1 trains in fp32, and so does studio-train; with deepspeed the JSON's "
        "bf16.enabled decides (auto: bf16)"},
       {"batching_strategy", "",
-       "normal; padding_free (the same micro-batches unpadded: the same loss); "
-       "dynamic_batching and dynamic_padding_free are refused"},
+       "normal; padding_free (the same micro-batches unpadded: the same loss, so studio-train "
+       "pads them); dynamic_batching and dynamic_padding_free (micro-batches filled to "
+       "micro_batch_size x cutoff_len tokens, padded or packed)"},
       {"batching_workers", "", "no effect: batches are assembled in-process"},
       {"enable_activation_checkpointing", "gradient_checkpointing", ""},
       {"dist_config", "zero_stage",
@@ -427,17 +428,18 @@ class V1Reader {
                key == "init_config" || key == "optim_config" || key == "lr_scheduler_config") {
       read_plugin(key, plugin_block(v), vp);
     } else if (key == "batching_strategy") {
-      if (value == "padding_free")
+      const std::string name = is_null(v) ? "normal" : value;
+      bool known = false;
+      for (Batching b : {Batching::Normal, Batching::PaddingFree, Batching::Dynamic,
+                         Batching::DynamicPaddingFree})
+        if (to_string(b) == name) cfg_.batching_strategy = b, known = true;
+      if (!known)
+        error("'" + value + "' is not a batching strategy",
+              "normal | padding_free | dynamic_batching | dynamic_padding_free");
+      else if (cfg_.batching_strategy == Batching::PaddingFree)
         problem(Severity::Note, vp, key,
                 "studio-train pads each micro-batch of micro_batch_size samples instead of "
                 "packing it: the same samples per micro-step and the same loss");
-      else if (value == "dynamic_batching" || value == "dynamic_padding_free")
-        error(
-            "micro-batches filled to a token budget are not implemented; use normal or "
-            "padding_free",
-            "normal | padding_free");
-      else if (value != "normal" && !is_null(v))
-        error("'" + value + "' is not a batching strategy", "normal | padding_free");
     } else if (key == "save_epochs") {
       error("checkpoints every N epochs are not implemented: give save_steps instead");
     } else if (key == "ld_alpha") {

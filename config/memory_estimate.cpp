@@ -218,22 +218,36 @@ class Estimator {
          ".");
   }
 
+  // dynamic_padding_free (SFT): each micro-batch is one row of up to batch x cutoff_len tokens,
+  // its samples isolated.
+  bool packed_micro_batches() const {
+    return cfg_.stage == Stage::Sft && cfg_.batching_strategy == Batching::DynamicPaddingFree;
+  }
+
   void tokens() {
-    const int64_t rows =
-        std::max<int64_t>(1, cfg_.per_device_train_batch_size) * (cfg_.stage == Stage::Dpo ? 2 : 1);
+    const int64_t batch = std::max<int64_t>(1, cfg_.per_device_train_batch_size);
+    const int64_t rows = packed_micro_batches() ? 1 : batch * (cfg_.stage == Stage::Dpo ? 2 : 1);
     const int64_t multiple = pad_multiple(sp_);
-    const int64_t cutoff = std::max<int64_t>(1, cfg_.cutoff_len);
+    const int64_t cutoff =
+        std::max<int64_t>(1, cfg_.cutoff_len) * (packed_micro_batches() ? batch : 1);
     const int64_t padded = (cutoff + multiple - 1) / multiple * multiple;
     tokens_ = rows * padded / sp_.sp;
     est_.tokens_per_rank = tokens_;
     std::string text = "Tokens per rank: " + std::to_string(rows) + " row" + (rows > 1 ? "s" : "") +
-                       " of cutoff_len " + std::to_string(cutoff);
+                       (packed_micro_batches() ? " of per_device_train_batch_size x cutoff_len "
+                                               : " of cutoff_len ") +
+                       std::to_string(cutoff);
     if (padded != cutoff)
       text += " (padded to " + std::to_string(padded) + ", a multiple of " +
               std::to_string(multiple) + ", as the engine pads for sequence parallelism)";
     if (sp_.sp > 1) text += " / SP " + std::to_string(sp_.sp);
     text += " = " + grouped(double(tokens_)) + "; every row is taken as full-length";
     if (cfg_.stage == Stage::Dpo) text += " (DPO: the chosen and rejected rows of each pair)";
+    if (cfg_.stage == Stage::Sft && cfg_.dynamic_batching())
+      text += std::string(" (") + std::string(to_string(cfg_.batching_strategy)) +
+              ": each micro-batch holds at most per_device_train_batch_size x cutoff_len = " +
+              grouped(double(batch * std::max<int64_t>(1, cfg_.cutoff_len))) + " tokens" +
+              (packed_micro_batches() ? ", packed into one row" : ", padded") + ")";
     note(text + ".");
   }
 
@@ -272,7 +286,8 @@ class Estimator {
   // Whether the layers' attention runs on the math path (trainer/model/attention.h); for a
   // model whose windows cut only some layers, every layer is counted so (an upper bound).
   bool math_attention() const {
-    const bool segmented = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing);
+    const bool segmented = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing) ||
+                           packed_micro_batches();
     return segmented || shaped_scores() || (!p_.mixed && !opt_.cpu);
   }
 
@@ -459,7 +474,8 @@ class Estimator {
            ".");
     }
     b().sp_buffers = t * per_token;
-    const bool isolated = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing);
+    const bool isolated = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing) ||
+                          packed_micro_batches();
     if (isolated || shaped_scores()) {
       // Sample-isolated, windowed or soft-capped attention blocks run on the math path
       // (trainer/model/attention_block.cpp): fp32 scores of at most 2^25 elements per query

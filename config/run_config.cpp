@@ -32,6 +32,7 @@ STUDIO_NOTHING_REFUSED(LrScheduler)
 STUDIO_NOTHING_REFUSED(FlashAttn)
 STUDIO_NOTHING_REFUSED(EvalStrategy)
 STUDIO_NOTHING_REFUSED(SpMode)
+STUDIO_NOTHING_REFUSED(Batching)
 #undef STUDIO_NOTHING_REFUSED
 }  // namespace detail
 
@@ -42,6 +43,7 @@ std::string_view to_string(FlashAttn v) { return detail::enum_name(v); }
 std::string_view to_string(PrefLoss v) { return detail::enum_name(v); }
 std::string_view to_string(EvalStrategy v) { return detail::enum_name(v); }
 std::string_view to_string(SpMode v) { return detail::enum_name(v); }
+std::string_view to_string(Batching v) { return detail::enum_name(v); }
 
 
 const std::vector<std::string>& known_templates() {

@@ -221,6 +221,17 @@ void check_sequence_parallel(const RunConfig& c, const ValidateOptions& opt, Che
 // Packing: SFT as LLaMA-Factory packs; DPO (which LLaMA-Factory does not pack) packs each
 // micro-batch's sequences, always isolated. Neat packing works with every SP mode.
 void check_packing(const RunConfig& c, Checker& ck) {
+  if (c.dynamic_batching()) {
+    ck.require(c.stage == Stage::Sft, "batching_strategy",
+               std::string(to_string(c.batching_strategy)) +
+                   " applies to stage sft only (a token budget per micro-batch of samples); use "
+                   "normal for stage dpo");
+    if (c.batching_strategy == Batching::DynamicPaddingFree && (c.packing || c.neat_packing))
+      ck.error("batching_strategy",
+               std::string("dynamic_padding_free packs each micro-batch into one row, and ") +
+                   (c.neat_packing ? "neat_packing" : "packing") +
+                   " has packed the samples already: choose one");
+  }
   if (c.stage == Stage::Dpo && c.packing && !c.neat_packing)
     ck.warn("packing", "stage dpo: each micro-batch's chosen and rejected sequences are packed "
                        "into shared rows with attention isolated per sequence (as neat_packing), "

@@ -257,6 +257,7 @@ struct Trainer::Impl {
   std::string resume_dir;
   std::string last_saved_dir;  // the newest checkpoint this run can go back to ("" when none)
   bool pack_reported = false;
+  std::string batching_note;  // dynamic batching: what it made of the first epoch (logged at start)
   // MoE models: the auxiliary loss's coefficient (0: off; studio::moe_aux_coefficient), and the
   // weight the next policy forward's aux gets (coefficient / micro-batches of the global batch).
   double aux_coef = 0;
@@ -274,7 +275,7 @@ struct Trainer::Impl {
     par.layout = sp_layout(cfg, in.comm);
     // Neat packing isolates samples; packed DPO sequences are always isolated (a sequence's
     // log-prob must not depend on its neighbours).
-    par.neat_packing = cfg.neat_packing || pack_pairs();
+    par.neat_packing = cfg.neat_packing || pack_pairs() || pack_micro_batches();
     pref = dpo::PrefLossOptions::from(cfg);
   }
 
@@ -521,6 +522,20 @@ struct Trainer::Impl {
 
   // DPO packs each micro-batch's sequences (always isolated); SFT data come packed already.
   bool pack_pairs() const { return dpo && (cfg.packing || cfg.neat_packing); }
+  // dynamic_padding_free: each SFT micro-batch's samples packed into one row, isolated.
+  bool pack_micro_batches() const {
+    return !dpo && cfg.batching_strategy == Batching::DynamicPaddingFree;
+  }
+  // The rows a micro-batch of SFT samples trains as: the samples, or (pack_micro_batches) one
+  // row holding them all, in `storage`.
+  std::vector<const TokenizedSample*> micro_rows(const std::vector<size_t>& micro,
+                                                 std::vector<TokenizedSample>& storage) const {
+    auto rows = pick(in.train, micro);
+    if (!pack_micro_batches() || rows.size() < 2) return rows;
+    std::vector<std::vector<size_t>> members;
+    storage = pack_samples(rows, sample_tokens(rows), &members);
+    return {&storage.front()};
+  }
 
   // Partial sums of this rank's tokens, summed over the SP group with an identity backward.
   torch::Tensor sp_sum(const torch::Tensor& sums) {
@@ -571,12 +586,36 @@ struct Trainer::Impl {
     s.dp_size = par.dp_size();
     // 360-LLaMA-Factory: under SP, shuffle_for_sequence_parallel: false keeps dataset order.
     s.shuffle = !(par.sequence_parallel() && !cfg.shuffle_for_sequence_parallel);
+    if (cfg.dynamic_batching() && !dpo) {
+      // LLaMA-Factory v1's budget: micro_batch_size rows of cutoff_len tokens.
+      s.token_budget = std::max<int64_t>(1, cfg.cutoff_len) * std::max<int64_t>(1, cfg.per_device_train_batch_size);
+      s.unpadded = cfg.batching_strategy == Batching::DynamicPaddingFree;
+      s.lengths.reserve(in.train.size());
+      for (const auto& sample : in.train) s.lengths.push_back(static_cast<int64_t>(sample.input_ids.size()));
+    }
     planner = std::make_unique<EpochPlanner>(num_train(), s);
     const int64_t per_epoch = planner->steps_per_epoch();
-    const int64_t total =
-        cfg.max_steps > 0
-            ? cfg.max_steps
-            : static_cast<int64_t>(std::ceil(cfg.num_train_epochs * static_cast<double>(per_epoch)));
+    int64_t total = 0;
+    if (cfg.max_steps > 0) {
+      total = cfg.max_steps;
+    } else if (!s.lengths.empty()) {
+      // Dynamic batching: each epoch's own steps, and the fraction of the last one.
+      const auto whole = static_cast<int64_t>(std::floor(cfg.num_train_epochs));
+      for (int64_t e = 0; e < whole; ++e) total += planner->steps_in_epoch(e);
+      const double rest = cfg.num_train_epochs - static_cast<double>(whole);
+      if (rest > 0)
+        total += static_cast<int64_t>(std::ceil(rest * static_cast<double>(planner->steps_in_epoch(whole))));
+    } else {
+      total = static_cast<int64_t>(std::ceil(cfg.num_train_epochs * static_cast<double>(per_epoch)));
+    }
+    if (!s.lengths.empty()) {
+      const auto micro = planner->dynamic_micro_batches(0);
+      batching_note = std::string(to_string(cfg.batching_strategy)) + ": " +
+                      std::to_string(num_train()) + " samples in " + std::to_string(micro.size()) +
+                      " micro-batches of at most " + std::to_string(s.token_budget) + " tokens" +
+                      (s.unpadded ? " (packed)" : " (padded)") + " in the first epoch, " +
+                      std::to_string(per_epoch) + " steps";
+    }
     std::string error;
     schedule = make_lr_schedule(cfg, total, error);
     if (!error.empty()) throw std::invalid_argument(error);
@@ -586,12 +625,13 @@ struct Trainer::Impl {
     if (resume_dir.empty()) return;
     state = load_trainer_state(resume_dir);
     zero->load(resume_dir, /*with_optimizer=*/true);
-    if (state.steps_per_epoch != per_epoch)
+    const int64_t then_per_epoch = planner->steps_in_epoch(state.data_epoch);
+    if (state.steps_per_epoch != then_per_epoch)
       reporter.log("warning", "the data changed since " + resume_dir + " (" +
                                   std::to_string(state.steps_per_epoch) + " steps per epoch then, " +
-                                  std::to_string(per_epoch) + " now): the run does not continue "
+                                  std::to_string(then_per_epoch) + " now): the run does not continue "
                                   "exactly");
-    state.steps_per_epoch = per_epoch;
+    state.steps_per_epoch = then_per_epoch;
     state.total_steps = schedule.total_steps;
   }
 
@@ -611,7 +651,7 @@ struct Trainer::Impl {
         local_spans += span_term(rows, /*isolated=*/false, in.model);
       } else {
         for (size_t i : micro) local_norm += static_cast<double>(count_valid_targets(in.train[i]));
-        const auto rows = pick(in.train, micro);
+        const auto rows = pick(in.train, micro);  // packed or not: the same tokens and spans
         local_tokens += sample_tokens(rows);
         local_spans += span_term(rows, par.neat_packing, in.model);
       }
@@ -654,7 +694,8 @@ struct Trainer::Impl {
         accumulate(metric_sums, out.metric_sums);
         if (aux_weight > 0) accumulate(aux_acc, aux_value);
       } else {
-        auto rows = pick(in.train, micro);
+        std::vector<TokenizedSample> packed;
+        const auto rows = micro_rows(micro, packed);
         Batch b = par.local_batch(model, rows, in.pad_id);
         auto hidden = forward_hidden(model, b);
         // ASFT: the reference's forward (after the policy's) and its hidden states, gone before
@@ -970,9 +1011,11 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   const int64_t eval_every = cfg.eval_steps.value_or(cfg.logging_steps);
   int64_t nonfinite_in_a_row = 0;
   last_saved_dir = resume_dir;
+  if (!batching_note.empty()) reporter.log("info", batching_note);
 
   while (state.global_step < state.total_steps) {
     const auto plan = planner->plan(state.data_epoch);
+    state.steps_per_epoch = std::max<int64_t>(1, static_cast<int64_t>(plan.size()));
     while (state.step_in_epoch < static_cast<int64_t>(plan.size()) &&
            state.global_step < state.total_steps) {
       if (par.comm) par.comm->set_step(state.global_step);

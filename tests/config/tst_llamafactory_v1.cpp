@@ -204,6 +204,10 @@ void TestLlamaFactoryV1::mapsKeys_data() {
                                     << "2.0";
   QTest::newRow("save_steps") << pf << "save_steps"
                               << "50";
+  QTest::newRow("padding_free") << pf << "batching_strategy" << "padding_free";
+  QTest::newRow("dynamic_batching") << "train_full_dynamic_batching.yaml" << "batching_strategy"
+                                    << "dynamic_batching";
+  QTest::newRow("normal by default") << fsdp2 << "batching_strategy" << "normal";
   const QString dpo = "train_full_dpo.yaml";
   QTest::newRow("offload_params") << dpo << "offload_param"
                                   << "true";
@@ -263,9 +267,7 @@ void TestLlamaFactoryV1::validatesOnEightProcesses_data() {
   QTest::newRow("muon") << "train_full_muon.yaml" << false
                         << ":8:9: optim_config: studio-train trains with AdamW; 'muon' is not "
                            "available: remove optim_config";
-  QTest::newRow("dynamic batching") << "train_full_dynamic_batching.yaml" << false
-                                    << ":14:20: batching_strategy: micro-batches filled to a token "
-                                       "budget are not implemented; use normal or padding_free";
+  QTest::newRow("dynamic batching") << "train_full_dynamic_batching.yaml" << true << "valid";
   QTest::newRow("hub dataset") << "train_hub_dataset.yaml" << false
                                << "data/hub.yaml:1:1: orca_pairs.source: hf_hub datasets are "
                                   "downloaded by LLaMA-Factory, never by studio-train";

@@ -169,6 +169,14 @@ void TestRunConfig::invalidConfigs_data() {
                                 << "use_asft_loss" << 6 << "ASFT already contains the DFT loss";
   QTest::newRow("ASFT loss for DPO") << "stage: dpo\nuse_asft_loss: true\n" << 0
                                      << "use_asft_loss" << 6 << "applies to stage sft only";
+  QTest::newRow("dynamic batching for DPO") << "stage: dpo\nbatching_strategy: dynamic_batching\n"
+                                            << 0 << "batching_strategy" << 6
+                                            << "applies to stage sft only";
+  QTest::newRow("dynamic padding-free with packing")
+      << "neat_packing: true\nbatching_strategy: dynamic_padding_free\n" << 0
+      << "batching_strategy" << 6 << "neat_packing has packed the samples already";
+  QTest::newRow("unknown batching strategy") << "batching_strategy: greedy\n" << 0
+                                             << "batching_strategy" << 5 << "dynamic_padding_free";
   QTest::newRow("ASFT alpha") << "use_asft_loss: true\nasft_alpha: -1\n" << 0 << "asft_alpha" << 6
                               << "must not be negative";
   QTest::newRow("DFT and EAFT") << "use_dft_loss: true\nuse_eaft_loss: true\n" << 0

@@ -1,6 +1,7 @@
 // Batches (global label shift, padding), the epoch planner and the chunked LM loss.
 #include <QtTest>
 
+#include <random>
 #include <set>
 
 #include "studio/trainer/data/batch.h"
@@ -23,6 +24,10 @@ class TestTrainingData : public QObject {
   void plannerIsDeterministicPermutation();
   void plannerShardsOverDataParallel_data();
   void plannerShardsOverDataParallel();
+  void dynamicBatchingCutsAsLlamaFactory_data();
+  void dynamicBatchingCutsAsLlamaFactory();
+  void dynamicBatchingCoversEverySampleOnEveryRank_data();
+  void dynamicBatchingCoversEverySampleOnEveryRank();
   void lossEqualsReferenceForAnyChunk_data();
   void lossEqualsReferenceForAnyChunk();
   void logprobsMatchLogSoftmax();
@@ -127,6 +132,113 @@ void TestTrainingData::plannerShardsOverDataParallel() {
   // Every sample is seen; only the padding repeats some.
   QCOMPARE(std::set<size_t>(seen.begin(), seen.end()).size(), size_t(samples));
   QCOMPARE(int(seen.size()), (samples + dp - 1) / dp * dp);
+}
+
+using MicroBatches = std::vector<std::vector<size_t>>;
+Q_DECLARE_METATYPE(MicroBatches)
+
+// Samples of 3, 4, 2, 1, 1, 4, 2, 3 tokens under a budget of 8 (cutoff_len 4 x micro_batch_size
+// 2), in order: LLaMA-Factory v1's _get_dynamic_micro_batch_sizes gives [2, 3, 2] and
+// _get_dynamic_padding_free_micro_batch_sizes [2, 4] (run on these lengths); it keeps the
+// incomplete rest for the next fill, where an epoch here ends with it as a last micro-batch.
+void TestTrainingData::dynamicBatchingCutsAsLlamaFactory_data() {
+  QTest::addColumn<bool>("unpadded");
+  QTest::addColumn<int>("dp");
+  QTest::addColumn<int>("rank");
+  QTest::addColumn<int>("accumulation");
+  QTest::addColumn<MicroBatches>("all");    // the epoch's micro-batches before dealing
+  QTest::addColumn<MicroBatches>("mine");   // this rank's, in step order
+  QTest::addColumn<int>("steps");
+  // Padded: 3,4 (4 x 2 = 8, full) | 2,1,1 (+4 would pad to 16) | 4,2 (full) | 3.
+  const MicroBatches padded{{0, 1}, {2, 3, 4}, {5, 6}, {7}};
+  // Unpadded: 3+4 (+2 = 9) | 2+1+1+4 = 8 (+2 = 10) | 2+3.
+  const MicroBatches unpadded{{0, 1}, {2, 3, 4, 5}, {6, 7}};
+  QTest::newRow("dynamic_batching") << false << 1 << 0 << 1 << padded << padded << 4;
+  QTest::newRow("dynamic_batching, accumulation 3") << false << 1 << 0 << 3 << padded << padded << 2;
+  QTest::newRow("dynamic_batching, dp 2, rank 1")
+      << false << 2 << 1 << 1 << padded << MicroBatches{{2, 3, 4}, {7}} << 2;
+  QTest::newRow("dynamic_padding_free") << true << 1 << 0 << 2 << unpadded << unpadded << 2;
+  // Three micro-batches on two ranks: the first comes again, as samples wrap without dynamic
+  // batching.
+  QTest::newRow("dynamic_padding_free, dp 2, rank 1")
+      << true << 2 << 1 << 1 << unpadded << MicroBatches{{2, 3, 4, 5}, {0, 1}} << 2;
+}
+
+void TestTrainingData::dynamicBatchingCutsAsLlamaFactory() {
+  QFETCH(bool, unpadded);
+  QFETCH(int, dp);
+  QFETCH(int, rank);
+  QFETCH(int, accumulation);
+  QFETCH(MicroBatches, all);
+  QFETCH(MicroBatches, mine);
+  QFETCH(int, steps);
+  SamplerOptions o;
+  o.shuffle = false;
+  o.dp_size = dp;
+  o.dp_rank = rank;
+  o.accumulation = accumulation;
+  o.lengths = {3, 4, 2, 1, 1, 4, 2, 3};
+  o.token_budget = 8;
+  o.unpadded = unpadded;
+  EpochPlanner p(8, o);
+  QCOMPARE(p.dynamic_micro_batches(0), all);
+  const auto plan = p.plan(0);
+  MicroBatches got;
+  for (const auto& step : plan) {
+    QVERIFY(int(step.size()) <= accumulation);
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  QCOMPARE(got, mine);
+  QCOMPARE(int(plan.size()), steps);
+  QCOMPARE(p.steps_per_epoch(), int64_t(steps));
+}
+
+// Shuffled epochs of random lengths: every micro-batch within the budget (a lone sample may
+// fill it), every sample in one micro-batch of the epoch, and every rank with as many steps
+// and micro-batches per step (the collectives of a step are the same on all).
+void TestTrainingData::dynamicBatchingCoversEverySampleOnEveryRank_data() {
+  QTest::addColumn<bool>("unpadded");
+  QTest::addColumn<int>("dp");
+  QTest::newRow("padded, dp 1") << false << 1;
+  QTest::newRow("padded, dp 3") << false << 3;
+  QTest::newRow("unpadded, dp 4") << true << 4;
+}
+
+void TestTrainingData::dynamicBatchingCoversEverySampleOnEveryRank() {
+  QFETCH(bool, unpadded);
+  QFETCH(int, dp);
+  const int64_t budget = 512;
+  SamplerOptions o;
+  o.seed = 7;
+  o.dp_size = dp;
+  o.accumulation = 2;
+  o.token_budget = budget;
+  o.unpadded = unpadded;
+  std::mt19937 rng(11);
+  for (int i = 0; i < 301; ++i) o.lengths.push_back(1 + int64_t(rng() % 256));
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    EpochPlanner whole(o.lengths.size(), o);
+    const auto all = whole.dynamic_micro_batches(epoch);
+    std::multiset<size_t> seen;
+    for (const auto& mb : all) {
+      QVERIFY(!mb.empty());
+      int64_t longest = 0, sum = 0;
+      for (size_t i : mb) longest = std::max(longest, o.lengths[i]), sum += o.lengths[i];
+      QVERIFY(mb.size() == 1 || (unpadded ? sum : longest * int64_t(mb.size())) <= budget);
+      seen.insert(mb.begin(), mb.end());
+    }
+    QCOMPARE(seen.size(), o.lengths.size());
+    QCOMPARE(std::set<size_t>(seen.begin(), seen.end()).size(), o.lengths.size());
+    std::vector<std::vector<size_t>> shape;  // micro-batches per step, of rank 0
+    for (int r = 0; r < dp; ++r) {
+      SamplerOptions ro = o;
+      ro.dp_rank = r;
+      std::vector<size_t> counts;
+      for (const auto& step : EpochPlanner(o.lengths.size(), ro).plan(epoch)) counts.push_back(step.size());
+      if (r == 0) shape.push_back(counts);
+      else QCOMPARE(counts, shape.front());
+    }
+  }
 }
 
 // dft: LLaMA-Factory's _dft_cross_entropy, each token's cross-entropy times its target
@@ -295,8 +407,10 @@ void TestTrainingData::bf16LossMatchesFp32Reference() {
 
 void TestTrainingData::fusedLossNeverHoldsTokensTimesVocab_data() {
   QTest::addColumn<bool>("dpo");
-  QTest::newRow("sft") << false;
-  QTest::newRow("dpo log-probs") << true;
+  QTest::addColumn<bool>("asft");
+  QTest::newRow("sft") << false << false;
+  QTest::newRow("dpo log-probs") << true << false;
+  QTest::newRow("sft ASFT (reference logits alongside)") << false << true;
 }
 
 // 4096 tokens x a 4096-word vocabulary: one [tokens x vocab] fp32 tensor would be 64 MiB. The
@@ -304,27 +418,37 @@ void TestTrainingData::fusedLossNeverHoldsTokensTimesVocab_data() {
 // gradient and their copy, and one chunk's logits: what the memory estimate says, within 5%.
 void TestTrainingData::fusedLossNeverHoldsTokensTimesVocab() {
   QFETCH(bool, dpo);
+  QFETCH(bool, asft);
   install_counting_host_allocator();
   const int64_t T = 4096, H = 64, V = 4096;
   torch::manual_seed(10);
   auto hidden = torch::randn({1, T, H}).requires_grad_();
   auto weight = (torch::randn({V, H}) * 0.1).requires_grad_();
   auto targets = torch::randint(0, V, {1, T}, torch::kLong);
+  KlReference kl;
+  TokenWeighting tw;
+  if (asft) {  // the reference's hidden states exist before the loss (the estimate counts them)
+    kl.hidden = torch::randn({1, T, H});
+    kl.weight = torch::randn({V, H}) * 0.1;
+    tw.dft = true;
+  }
   const int64_t base = host_allocator_stats().allocated;
   reset_host_allocator_peak();
   torch::Tensor out = dpo ? lm_target_logprobs(hidden, weight, targets).sum()
-                          : lm_cross_entropy_sum(hidden, weight, targets);
+                          : lm_cross_entropy_sum(hidden, weight, targets, 0, 0.0, tw, kl);
   const int64_t forward_peak = host_allocator_stats().peak - base;
   const int64_t held = host_allocator_stats().allocated - base;
   reset_host_allocator_peak();
   const int64_t before_backward = host_allocator_stats().allocated;
   out.backward();
   const int64_t backward_peak = host_allocator_stats().peak - before_backward;
-  const int64_t chunk = lm_loss_chunk_tokens(T, H, V);
-  const double predicted_chunk = double(chunk) * V * 4;
+  const int64_t chunk = lm_loss_chunk_tokens(T, H, V, 0, asft);
+  // ASFT: three fp32 [chunk x V] buffers (its chunk a third as long), and the reference's rows.
+  const double predicted_chunk = double(chunk) * V * (asft ? 12 : 4);
   const double peak = double(std::max(forward_peak, held + backward_peak));
   // The estimate's terms (config/memory_estimate.cpp logits()): 4 V H + 2 x 4 T H + chunk.
-  const double predicted = 4.0 * V * H + 2 * 4.0 * T * H + predicted_chunk;
+  const double predicted =
+      4.0 * V * H + 2 * 4.0 * T * H + (asft ? 4.0 * T * H : 0.0) + predicted_chunk;
   qInfo("chunk %lld rows; forward peak %lld, held %lld, backward peak %lld; predicted peak %.0f "
         "(one [T x V] fp32 tensor: %lld)",
         static_cast<long long>(chunk), static_cast<long long>(forward_peak),

@@ -19,6 +19,11 @@ enum class FlashAttn { Auto, Fa2, Sdpa, Disabled };
 enum class PrefLoss { Sigmoid, Ipo, Hinge };
 enum class EvalStrategy { No, Steps, Epoch };
 enum class SpMode { ZigzagRing, Ulysses, Usp };
+// How training samples form micro-batches (LLaMA-Factory v1's batching_strategy): Normal and
+// PaddingFree take per_device_train_batch_size samples each (padding_free's packing into one row
+// gives the same loss, so studio-train pads them); Dynamic and DynamicPaddingFree fill each
+// micro-batch to a budget of per_device_train_batch_size x cutoff_len tokens, padded or packed.
+enum class Batching { Normal, PaddingFree, Dynamic, DynamicPaddingFree };
 
 // A YAML value kept verbatim (as YAML text) because the engine does not interpret it.
 struct RawYaml {
@@ -114,6 +119,11 @@ struct RunConfig {
   bool mask_history = false;                   // learn only the last turn
   bool packing = false;                        // pack several samples into one sequence
   bool neat_packing = false;                   // packing without cross-sample attention
+  Batching batching_strategy = Batching::Normal;
+  bool dynamic_batching() const {
+    return batching_strategy == Batching::Dynamic ||
+           batching_strategy == Batching::DynamicPaddingFree;
+  }
   bool overwrite_cache = false;                // re-tokenize instead of using the cache
   std::optional<int64_t> preprocessing_num_workers;  // tokenizer workers
   std::optional<int64_t> dataloader_num_workers;     // accepted; loading is in-process
@@ -210,6 +220,7 @@ std::string_view to_string(FlashAttn v);
 std::string_view to_string(PrefLoss v);
 std::string_view to_string(EvalStrategy v);
 std::string_view to_string(SpMode v);
+std::string_view to_string(Batching v);
 
 // The chat templates the engine renders, by their LLaMA-Factory names.
 const std::vector<std::string>& known_templates();
