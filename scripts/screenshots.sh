@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Takes the README's screenshots in a real window under Xvfb (a real X server, the xcb platform,
-# not offscreen rendering): every page of the new-run wizard on the demo project, the dashboard of
+# not offscreen rendering): the main window, every page of the new-run wizard on the demo project
+# and every dialog (by tests/ui/tst_window_screenshots, from the screen), the dashboard of
 # a demo run launched from the wizard while it trains, the dashboard with an SP=1 and an SP=2
 # run of the demo overlaid, the Chat tab with an early checkpoint and the final model of a demo run
 # answering the same prompt, and a remote run: the Hosts page testing a throwaway sshd on
@@ -40,8 +41,10 @@ export DISPLAY=$display QT_QPA_PLATFORM=xcb
 export XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data
 runs=$work/runs
 
-echo "== the wizard's pages on the demo project"
-"$bin/studio" --demo --runs-root "$runs" --screenshot-wizard "$out" --screenshot-delay 2500
+echo "== the main window, every wizard page and every dialog, grabbed from a bare X server"
+# tests/ui/tst_window_screenshots starts its own Xvfb (no window manager), checks each window is
+# painted and not clipped, and keeps the screenshots here.
+STUDIO_SCREENSHOT_DIR="$out" "${STUDIO_BUILD_DIR:-$root/build}/tests/ui/tst_window_screenshots"
 
 echo "== a demo run launched from the wizard, its dashboard while it trains"
 "$bin/studio" --demo --launch --runs-root "$runs" --screenshot "$out/dashboard-live.png" \

@@ -171,17 +171,21 @@ QWidget* RunDashboard::buildCharts() {
   }
   auto at = [this](ChartKind kind) { return panels_[static_cast<std::size_t>(kind)]; };
   at(ChartKind::Accuracy)->setFixedValueRange(-0.05, 1.05);
+  // Three columns, two rows above the fold: loss, tokens/s and per-GPU memory, then the learning
+  // rate, the gradient norm and GPU activity, all at once from a 1600 x 1000 screen on (the
+  // window's first size, 1480 x 920, leaves each chart its 240 px minimum height).
   grid->addWidget(at(ChartKind::Loss), 0, 0);
   grid->addWidget(at(ChartKind::TokensPerSec), 0, 1);
+  grid->addWidget(at(ChartKind::Memory), 0, 2);
   grid->addWidget(at(ChartKind::LearningRate), 1, 0);
   grid->addWidget(at(ChartKind::GradNorm), 1, 1);
-  grid->addWidget(at(ChartKind::Memory), 2, 0, 1, 2);
   // Utilisation and power as percentages: util 100 % and power at its limit share one scale.
   at(ChartKind::GpuActivity)->setFixedValueRange(0, 105);
-  grid->addWidget(at(ChartKind::GpuActivity), 3, 0, 1, 2);
+  grid->addWidget(at(ChartKind::GpuActivity), 1, 2);
   // The DPO charts share the last row, so hiding both for an SFT run leaves no hole.
-  grid->addWidget(at(ChartKind::Rewards), 4, 0);
-  grid->addWidget(at(ChartKind::Accuracy), 4, 1);
+  grid->addWidget(at(ChartKind::Rewards), 2, 0);
+  grid->addWidget(at(ChartKind::Accuracy), 2, 1);
+  for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
 
   auto* charts = new QWidget;
   charts->setLayout(grid);

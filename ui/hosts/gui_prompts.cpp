@@ -7,6 +7,7 @@
 #include <QThread>
 
 #include "studio/ui/hosts/host_profile.h"
+#include "studio/ui/window_fit.h"
 
 namespace studio::ui {
 namespace {
@@ -95,6 +96,8 @@ HostKeyDecision GuiPrompts::askHostKey(const HostKeyInfo& info) {
   // Enter or Escape must never trust a key by accident.
   box.setDefaultButton(reject);
   box.setEscapeButton(reject);
+  fitToScreen(&box);
+  paintWhenShown(&box);
   box.exec();
   if (box.clickedButton() == once) return HostKeyDecision::AcceptOnce;
   if (box.clickedButton() == save) return HostKeyDecision::AcceptAndSave;
@@ -109,6 +112,8 @@ std::optional<std::string> GuiPrompts::askSecret(const SecretRequest& request) {
                                                                            : tr("SSH login"));
   dialog.setLabelText(secretLabel(request));
   dialog.setTextEchoMode(request.echo ? QLineEdit::Normal : QLineEdit::Password);
+  fitToScreen(&dialog);
+  paintWhenShown(&dialog);
   if (dialog.exec() != QDialog::Accepted) return std::nullopt;
   QString text = dialog.textValue();
   std::string secret = text.toStdString();

@@ -41,6 +41,7 @@
 #include "studio/version.h"
 
 #include "studio/ui/local_path.h"
+#include "studio/ui/window_fit.h"
 
 namespace studio::ui {
 namespace {
@@ -332,7 +333,10 @@ RunWizard* MainWindow::showWizard() {
           [this] { wizard_->setHosts(hosts_->hosts()); });
   connect(wizard_, &RunWizard::manageHostsRequested, this, &MainWindow::showHostsDialog);
   connect(wizard_, &RunWizard::launchRequested, this, &MainWindow::onLaunchRequested);
+  // Every page shows whole at 1100 x 800 (the model page's facts, the memory page's table).
+  fitToScreen(wizard_, QSize(1100, 800));
   wizard_->show();
+  paintWhenShown(wizard_);
   return wizard_;
 }
 
@@ -575,14 +579,18 @@ void MainWindow::showAttachRemoteDialog() {
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this,
           [this, dialog] { attachRemoteRun(dialog->hostName(), dialog->runId()); });
+  fitToScreen(dialog, QSize(640, 360));
   dialog->open();
+  paintWhenShown(dialog);
   if (!hosts_->hosts().isEmpty()) dialog->listRuns();
 }
 
 void MainWindow::showHostsDialog() {
   auto* dialog = new HostsDialog(hosts_, prompts_, this);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
+  fitToScreen(dialog, QSize(1000, 720));
   dialog->open();
+  paintWhenShown(dialog);
 }
 
 void MainWindow::updateTitle() {
@@ -699,8 +707,10 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 
 void MainWindow::readSettings() {
   QSettings settings = studioSettings();
+  // First start: 1480 x 920 where the screen allows (the dashboard's four charts at once on a
+  // 1600 x 1000 screen), centred.
   if (!restoreGeometry(settings.value(QStringLiteral("mainWindow/geometry")).toByteArray()))
-    resize(1180, 780);
+    fitToScreen(this, QSize(1480, 920));
   restoreState(settings.value(QStringLiteral("mainWindow/state")).toByteArray());
   inspector_->restoreState(settings.value(QStringLiteral("inspector/splitter")).toByteArray());
   const int tab = settings.value(QStringLiteral("mainWindow/tab")).toInt();
