@@ -176,6 +176,21 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
       return run.dir;
     case StateRole:
       return static_cast<int>(run.state);
+    case SortRole:
+      switch (index.column()) {
+        case SpColumn:
+          return run.spSize;
+        case StepColumn:
+          return run.lastStep;
+        case LossColumn:  // runs without a loss yet sort after every number
+          return std::isfinite(run.lastLoss) ? run.lastLoss : std::numeric_limits<double>::max();
+        case StartedColumn:
+          return run.started;
+        case StateColumn:
+          return static_cast<int>(run.state);
+        default:
+          return display(run, index.column()).toString().toLower();
+      }
     default:
       return {};
   }

@@ -14,7 +14,9 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QSettings>
+#include <QApplication>
 #include <QStatusBar>
+#include <QSystemTrayIcon>
 
 #include "studio/config/atomic_file.h"
 #include "studio/config/config_io.h"
@@ -162,6 +164,10 @@ void MainWindow::createMenus() {
   });
   run->addAction(runsPanel_->forgetAction());
   run->addSeparator();
+  run->addAction(runsPanel_->openFolderAction());
+  run->addAction(runsPanel_->openLogAction());
+  run->addAction(runsPanel_->openConfigAction());
+  run->addSeparator();
   run->addAction(tr("&Refresh Runs"), QKeySequence::Refresh, store_, &RunStore::refresh);
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
@@ -194,6 +200,10 @@ void MainWindow::connectRuns() {
   connect(runsPanel_->overlayAction(), &QAction::triggered, this, &MainWindow::overlayCurrentRun);
   connect(store_, &RunStore::runsChanged, this, [this] {
     if (!currentRun_.isEmpty()) runsPanel_->selectRun(currentRun_);
+    notifyEndedRuns();
+  });
+  connect(runsPanel_, &RunsPanel::configRequested, this, [this](const QString& path) {
+    if (openFile(path)) showTab(ConfigTab);
   });
   connect(launcher_, &LocalLauncher::launchFailed, this,
           [this](const QString& dir, const QString& message) {
@@ -591,6 +601,41 @@ void MainWindow::showHostsDialog() {
   fitToScreen(dialog, QSize(1000, 720));
   dialog->open();
   paintWhenShown(dialog);
+}
+
+void MainWindow::notifyEndedRuns() {
+  QHash<QString, int> now;
+  QStringList ended;
+  for (const RunInfo& info : store_->runs()) {
+    now.insert(info.dir, static_cast<int>(info.state));
+    const auto before = lastStates_.find(info.dir);
+    if (before == lastStates_.end()) continue;  // newly listed: nothing ended under our eyes
+    const auto was = static_cast<RunState>(*before);
+    const bool wasAlive = was == RunState::Running || was == RunState::Starting;
+    const bool ends = info.state == RunState::Finished || info.state == RunState::Failed ||
+                      info.state == RunState::Stopped || info.state == RunState::Lost;
+    if (!wasAlive || !ends) continue;
+    // In the foreground the runs list and the dashboard already show it.
+    if (isActiveWindow() && QGuiApplication::applicationState() == Qt::ApplicationActive) continue;
+    const QString message =
+        info.reason.isEmpty() ? tr("Run %1 %2").arg(info.name, info.stateText.toLower())
+                              : tr("Run %1 %2: %3").arg(info.name, info.stateText.toLower(), info.reason);
+    if (QSystemTrayIcon::isSystemTrayAvailable()) {
+      if (!tray_) {
+        tray_ = new QSystemTrayIcon(windowIcon(), this);
+        tray_->setToolTip(QStringLiteral("SeqStudio"));
+      }
+      tray_->show();
+      tray_->showMessage(tr("SeqStudio"), message,
+                         info.state == RunState::Finished ? QSystemTrayIcon::Information
+                                                          : QSystemTrayIcon::Warning);
+    }
+    QApplication::alert(this);
+    log_->appendStudioMessage(message);
+    statusBar()->showMessage(message, kStatusMs);
+    emit runEndedInBackground(info.dir, message);
+  }
+  lastStates_ = std::move(now);
 }
 
 void MainWindow::updateTitle() {

@@ -1,13 +1,23 @@
 #include "studio/ui/shell/runs_panel.h"
 
 #include <QAction>
+#include <QComboBox>
+#include <QDesktopServices>
+#include <QDir>
+#include <QFileInfo>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QSet>
 #include <QTableView>
 #include <QToolBar>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include "studio/ui/runs/run_store.h"
+#include "studio/ui/runs/runs_filter.h"
 #include "studio/ui/runs/runs_model.h"
 
 namespace studio::ui {
@@ -16,6 +26,7 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
     : QWidget(parent),
       store_(store),
       model_(new RunsModel(store, this)),
+      filter_(new RunsFilter(this)),
       view_(new QTableView),
       toolbar_(new QToolBar) {
   // While the model changes (runs found, gone, re-sorted), the view moves its current row by
@@ -38,7 +49,13 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   connect(model_, &QAbstractItemModel::layoutChanged, this, end);
   connect(model_, &QAbstractItemModel::modelAboutToBeReset, this, begin);
   connect(model_, &QAbstractItemModel::modelReset, this, end);
-  view_->setModel(model_);
+  filter_->setSourceModel(model_);
+  view_->setModel(filter_);
+  // Unsorted at first: the model's order, newest first. A header click sorts by that column; a
+  // third click on it clears the sort.
+  view_->horizontalHeader()->setSortIndicatorClearable(true);
+  view_->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
+  view_->setSortingEnabled(true);
   view_->setSelectionBehavior(QAbstractItemView::SelectRows);
   view_->setSelectionMode(QAbstractItemView::SingleSelection);
   view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -64,14 +81,59 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   overlay_->setToolTip(tr("Draw other runs on the same charts as this one (e.g. SP=1 vs SP=4)"));
   forget_ = toolbar_->addAction(tr("Forget"));
   forget_->setToolTip(tr("Remove the selected run from the list (its files stay)"));
-  for (QAction* a : {newRun_, openRun_, stop_, overlay_, forget_})
+  // The run's own files, one click away (also in the list's context menu).
+  openFolder_ = new QAction(tr("Open Run Folder"), this);
+  openFolder_->setObjectName(QStringLiteral("openRunFolder"));
+  openFolder_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+F")));
+  openFolder_->setToolTip(tr("Show the selected run's folder in the file manager"));
+  openLog_ = new QAction(tr("Open Run Log"), this);
+  openLog_->setObjectName(QStringLiteral("openRunLog"));
+  openLog_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+G")));
+  openLog_->setToolTip(tr("Open the selected run's train.log (else its events.jsonl)"));
+  openConfig_ = new QAction(tr("Open Run Config"), this);
+  openConfig_->setObjectName(QStringLiteral("openRunConfig"));
+  openConfig_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+C")));
+  openConfig_->setToolTip(tr("Show the config the selected run was launched with in the Config tab"));
+  for (QAction* a : {newRun_, openRun_, stop_, overlay_, forget_, openFolder_, openLog_, openConfig_})
     a->setShortcutContext(Qt::WindowShortcut);
+  addActions({openFolder_, openLog_, openConfig_});
+  view_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(view_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+    QMenu menu(this);
+    menu.addActions({openFolder_, openLog_, openConfig_});
+    menu.addSeparator();
+    menu.addActions({stop_, overlay_, forget_});
+    menu.exec(view_->viewport()->mapToGlobal(at));
+  });
+  auto openFile = [this](const QString& path) {
+    if (!path.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(path));
+  };
+  connect(openFolder_, &QAction::triggered, this, [this, openFile] { openFile(selectedRun()); });
+  connect(openLog_, &QAction::triggered, this, [this, openFile] {
+    const auto info = store_->run(selectedRun());
+    if (!info) return;
+    const QString events = QDir(info->dir).filePath(QStringLiteral("events.jsonl"));
+    openFile(!info->logPath.isEmpty() ? info->logPath : events);
+  });
+  connect(openConfig_, &QAction::triggered, this, [this] {
+    const auto info = store_->run(selectedRun());
+    if (info && !info->configPath.isEmpty()) emit configRequested(info->configPath);
+  });
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(0);
   layout->addWidget(toolbar_);
+  layout->addWidget(createFilterBar());
   layout->addWidget(view_);
+  setTabOrder(nameFilter_, stateFilter_);
+  setTabOrder(stateFilter_, hostFilter_);
+  setTabOrder(hostFilter_, stageFilter_);
+  setTabOrder(stageFilter_, view_);
+  connect(model_, &QAbstractItemModel::rowsInserted, this, &RunsPanel::updateHostChoices);
+  connect(model_, &QAbstractItemModel::rowsRemoved, this, &RunsPanel::updateHostChoices);
+  connect(model_, &QAbstractItemModel::dataChanged, this, &RunsPanel::updateHostChoices);
+  updateHostChoices();
 
   connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
@@ -89,6 +151,81 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
     if (!dir.isEmpty()) store_->forgetRun(dir);
   });
   updateActions();
+}
+
+QWidget* RunsPanel::createFilterBar() {
+  auto* bar = new QWidget;
+  auto* row = new QHBoxLayout(bar);
+  row->setContentsMargins(2, 2, 2, 2);
+  nameFilter_ = new QLineEdit;
+  nameFilter_->setObjectName(QStringLiteral("filterName"));
+  nameFilter_->setPlaceholderText(tr("Filter by name"));
+  nameFilter_->setClearButtonEnabled(true);
+  nameFilter_->setAccessibleName(tr("Filter runs by name"));
+  stateFilter_ = new QComboBox;
+  stateFilter_->setObjectName(QStringLiteral("filterState"));
+  stateFilter_->setAccessibleName(tr("Filter runs by state"));
+  stateFilter_->addItem(tr("Any state"), -1);
+  for (RunState s : {RunState::Running, RunState::Starting, RunState::Finished, RunState::Failed,
+                     RunState::Stopped, RunState::Lost})
+    stateFilter_->addItem(runStateText(s), static_cast<int>(s));
+  hostFilter_ = new QComboBox;
+  hostFilter_->setObjectName(QStringLiteral("filterHost"));
+  hostFilter_->setAccessibleName(tr("Filter runs by host"));
+  hostFilter_->addItem(tr("Any host"), QString());
+  stageFilter_ = new QComboBox;
+  stageFilter_->setObjectName(QStringLiteral("filterStage"));
+  stageFilter_->setAccessibleName(tr("Filter runs by stage"));
+  stageFilter_->addItem(tr("Any stage"), QString());
+  stageFilter_->addItem(QStringLiteral("sft"), QStringLiteral("sft"));
+  stageFilter_->addItem(QStringLiteral("dpo"), QStringLiteral("dpo"));
+  row->addWidget(nameFilter_, 1);
+  row->addWidget(stateFilter_);
+  row->addWidget(hostFilter_);
+  row->addWidget(stageFilter_);
+  connect(nameFilter_, &QLineEdit::textChanged, this,
+          [this](const QString& text) { refilter([&] { filter_->setNameFilter(text.trimmed()); }); });
+  connect(stateFilter_, &QComboBox::currentIndexChanged, this, [this] {
+    const int state = stateFilter_->currentData().toInt();
+    refilter([&] {
+      filter_->setStateFilter(state < 0 ? std::nullopt : std::optional(static_cast<RunState>(state)));
+    });
+  });
+  connect(hostFilter_, &QComboBox::currentIndexChanged, this, [this] {
+    refilter([&] { filter_->setHostFilter(hostFilter_->currentData().toString()); });
+  });
+  connect(stageFilter_, &QComboBox::currentIndexChanged, this, [this] {
+    refilter([&] { filter_->setStageFilter(stageFilter_->currentData().toString()); });
+  });
+  return bar;
+}
+
+template <class F>
+void RunsPanel::refilter(F change) {
+  ++changing_;
+  change();
+  --changing_;
+  reselect();
+  updateActions();
+}
+
+void RunsPanel::updateHostChoices() {
+  QStringList hosts;
+  for (int row = 0; row < model_->rowCount(); ++row) {
+    const QString host = model_->runAt(row).host;
+    if (!host.isEmpty() && !hosts.contains(host)) hosts << host;
+  }
+  hosts.sort(Qt::CaseInsensitive);
+  QStringList shown;
+  for (int i = 1; i < hostFilter_->count(); ++i) shown << hostFilter_->itemData(i).toString();
+  if (shown == hosts) return;
+  const QString chosen = hostFilter_->currentData().toString();
+  const QSignalBlocker block(hostFilter_);
+  while (hostFilter_->count() > 1) hostFilter_->removeItem(1);
+  for (const QString& h : hosts) hostFilter_->addItem(h, h);
+  // The chosen host stays chosen while it has no run listed (its runs may come back).
+  if (!chosen.isEmpty() && !hosts.contains(chosen)) hostFilter_->addItem(chosen, chosen);
+  hostFilter_->setCurrentIndex(std::max(0, hostFilter_->findData(chosen)));
 }
 
 void RunsPanel::reselect() {
@@ -111,8 +248,8 @@ QString RunsPanel::selectedRun() const {
 }
 
 bool RunsPanel::selectRun(const QString& dir) {
-  for (int row = 0; row < model_->rowCount(); ++row) {
-    const QModelIndex index = model_->index(row, 0);
+  for (int row = 0; row < filter_->rowCount(); ++row) {
+    const QModelIndex index = filter_->index(row, 0);
     if (index.data(Qt::UserRole).toString() != dir) continue;
     if (view_->selectionModel()->currentIndex().row() != row)
       view_->selectionModel()->setCurrentIndex(
@@ -131,6 +268,9 @@ void RunsPanel::updateActions() {
   stop_->setEnabled(alive && (info->local || info->remote));
   overlay_->setEnabled(info.has_value() && store_->runs().size() > 1);
   forget_->setEnabled(info.has_value());
+  openFolder_->setEnabled(info.has_value());
+  openLog_->setEnabled(info.has_value());
+  openConfig_->setEnabled(info && !info->configPath.isEmpty());
 }
 
 }  // namespace studio::ui

@@ -5,6 +5,7 @@
 // reopening the window finds every run again, running or finished; runs on SSH hosts are
 // followed into local mirror folders, reattached at start-up. Geometry, dock layout and the last
 // tab persist in QSettings; colours follow the system palette.
+#include <QHash>
 #include <QMainWindow>
 #include <QPointer>
 
@@ -13,6 +14,7 @@
 class QDockWidget;
 class QProgressBar;
 class QTabWidget;
+class QSystemTrayIcon;
 class QTimer;
 
 namespace studio::ui {
@@ -111,6 +113,10 @@ class MainWindow : public QMainWindow {
   void remoteLaunched(const QString& dir);
   // attachRemoteRun() mirrored the run into `dir`, now followed and selected.
   void remoteAttached(const QString& dir);
+  // A run ended (finished, failed, stopped or lost) while the window was in the background; the
+  // user was told with `message` (a desktop notification where the system has a tray, the
+  // window's alert and the status bar).
+  void runEndedInBackground(const QString& dir, const QString& message);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -118,6 +124,8 @@ class MainWindow : public QMainWindow {
  private:
   void createDocks();
   void createMenus();
+  // Tells the user of runs that ended since the last scan while the window was not active.
+  void notifyEndedRuns();
   void connectRuns();
   void open();
   void openRunDialog();
@@ -165,6 +173,8 @@ class MainWindow : public QMainWindow {
   DemoProject* demo_;
   QPointer<RunWizard> wizard_;
   QString currentRun_;
+  QHash<QString, int> lastStates_;  // each listed run's RunState at the last scan
+  QSystemTrayIcon* tray_ = nullptr;  // for desktop notifications, where the system has a tray
   HostStore* hosts_;
   GuiPrompts* prompts_;
   RemoteRuns* remoteRuns_ = nullptr;

@@ -30,6 +30,7 @@ class RunsModel : public QAbstractTableModel {
   enum Role {
     DirRole = Qt::UserRole,  // QString: the run folder (any column)
     StateRole,               // int: RunState (any column)
+    SortRole,                // what a column sorts by: numbers as numbers, times as times
   };
 
   explicit RunsModel(RunStore* store, QObject* parent = nullptr);

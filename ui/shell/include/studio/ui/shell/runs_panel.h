@@ -1,16 +1,21 @@
 #pragma once
 // The runs dock: every run the studio knows (RunStore) in a table, newest first, with the
-// actions that apply to the selected one.
+// actions that apply to the selected one. A filter bar narrows the list by name, state, host and
+// stage; a click on a column header sorts by it (a third click goes back to newest first); the
+// selected run's folder, log and config are one click (or key) away.
 #include <QWidget>
 
 class QTableView;
 class QToolBar;
 class QAction;
+class QComboBox;
+class QLineEdit;
 
 namespace studio::ui {
 
 class RunStore;
 class RunsModel;
+class RunsFilter;
 
 class RunsPanel : public QWidget {
   Q_OBJECT
@@ -23,14 +28,21 @@ class RunsPanel : public QWidget {
   bool selectRun(const QString& dir);
   QTableView* view() const { return view_; }
   RunsModel* model() const { return model_; }
+  // What the view shows: the model filtered and sorted.
+  RunsFilter* filter() const { return filter_; }
   // The toolbar's actions, for the window's menus.
   QAction* newRunAction() const { return newRun_; }
   QAction* openRunAction() const { return openRun_; }
   QAction* stopAction() const { return stop_; }
   QAction* overlayAction() const { return overlay_; }
   QAction* forgetAction() const { return forget_; }
+  QAction* openFolderAction() const { return openFolder_; }
+  QAction* openLogAction() const { return openLog_; }
+  QAction* openConfigAction() const { return openConfig_; }
 
  signals:
+  // Open Config: the selected run's config file, for the Config tab.
+  void configRequested(const QString& path);
   void runSelected(const QString& dir);
   // The selected run left the list (its folder was deleted or moved, or it was forgotten): the
   // selection is cleared rather than moved to a neighbour, whose run the user did not pick.
@@ -40,9 +52,20 @@ class RunsPanel : public QWidget {
   void updateActions();
   // After a model change: the run selected before, selected again, or reported gone.
   void reselect();
+  QWidget* createFilterBar();
+  // The hosts of the listed runs in the host filter, the chosen one kept.
+  void updateHostChoices();
+  // A filter change, which the view's current row must not turn into a selection.
+  template <class F>
+  void refilter(F change);
 
   RunStore* store_;
   RunsModel* model_;
+  RunsFilter* filter_;
+  QLineEdit* nameFilter_ = nullptr;
+  QComboBox* stateFilter_ = nullptr;
+  QComboBox* hostFilter_ = nullptr;
+  QComboBox* stageFilter_ = nullptr;
   QString selected_;   // the run last emitted by runSelected
   int changing_ = 0;   // model changes under way (rows inserted, removed, moved; reset)
   QTableView* view_;
@@ -52,6 +75,9 @@ class RunsPanel : public QWidget {
   QAction* stop_;
   QAction* overlay_;
   QAction* forget_;
+  QAction* openFolder_;
+  QAction* openLog_;
+  QAction* openConfig_;
 };
 
 }  // namespace studio::ui
