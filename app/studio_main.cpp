@@ -47,6 +47,8 @@ constexpr const char* kUsage =
     "  --nproc N        processes per node the inspected config must fit (default 8)\n"
     "  --nnodes N       nodes for the inspector (default 1)\n"
     "  --overlay DIR    with RUN_DIR: also draw this run on the same charts (e.g. SP=1 vs SP=4)\n"
+    "  --compare DIR    with RUN_DIR: overlay this run and list both runs' losses and the config\n"
+    "                   keys that differ (Run > Compare on runs selected in the list)\n"
     "  --runs-root DIR  where runs launched from the studio are created and found\n"
     "                   (default: ~/.local/share/SeqStudio/studio/runs)\n"
     "  --help           show this help and exit\n"
@@ -63,6 +65,7 @@ struct Options {
   std::optional<int> nnodes;
   std::optional<std::string> runsRoot;
   std::optional<std::string> overlay;
+  std::optional<std::string> compare;  // with RUN_DIR: compare it with this run
   // Hidden, for scripts/screenshots.sh: grab the window (or each wizard page) to PNG and quit.
   std::optional<std::string> screenshot;
   std::optional<std::string> screenshotChart;  // scroll the dashboard to this chart first
@@ -82,7 +85,7 @@ struct Options {
 // errors): those paths must work without a display, so they run before QApplication exists.
 std::optional<int> parse(int argc, char** argv, Options& out) {
   studio::cli::Args args(std::vector<std::string>(argv + 1, argv + argc),
-                         {"--nproc", "--nnodes", "--runs-root", "--overlay", "--screenshot",
+                         {"--nproc", "--nnodes", "--runs-root", "--overlay", "--compare", "--screenshot",
                           "--screenshot-wizard", "--screenshot-delay", "--screenshot-chart",
                           "--screenshot-chat", "--remote-run",
                           "--screenshot-hosts"},
@@ -114,6 +117,7 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   out.launch = args.flag("--launch");
   out.runsRoot = args.value("--runs-root");
   out.overlay = args.value("--overlay");
+  out.compare = args.value("--compare");
   out.screenshot = args.value("--screenshot");
   out.screenshotChart = args.value("--screenshot-chart");
   out.screenshotChat = args.value("--screenshot-chat");
@@ -134,6 +138,10 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   }
   if (out.overlay && !out.target) {
     std::fprintf(stderr, "studio: --overlay needs a RUN_DIR to draw it with\n");
+    return 2;
+  }
+  if (out.compare && !out.target) {
+    std::fprintf(stderr, "studio: --compare needs a RUN_DIR to compare it with\n");
     return 2;
   }
   if (out.screenshotChat && (!out.target || !out.screenshot)) {
@@ -267,6 +275,27 @@ int main(int argc, char** argv) {
     if (QFileInfo(target).isDir()) {
       if (window.openRun(target) && opt.overlay)
         window.overlayRun(QString::fromLocal8Bit(opt.overlay->c_str()));
+      if (opt.compare) {
+        auto* dialog = window.compareRuns({target, QString::fromLocal8Bit(opt.compare->c_str())});
+        if (!dialog) {
+          std::fprintf(stderr, "studio: --compare: %s is not a run folder\n", opt.compare->c_str());
+          return 2;
+        }
+        // With --screenshot: the comparison's own PNG export (the loss chart with both runs
+        // above the table of losses and differing keys), once both runs are read.
+        if (opt.screenshot) {
+          const QString path = QString::fromLocal8Bit(opt.screenshot->c_str());
+          opt.screenshot.reset();
+          QObject::connect(dialog, &studio::ui::ComparisonDialog::loaded, dialog, [dialog, path] {
+            QTimer::singleShot(1500, dialog, [dialog, path] {
+              QString error;
+              const bool ok = dialog->exportPng(path, &error);
+              if (!ok) std::fprintf(stderr, "studio: %s\n", qPrintable(error));
+              QCoreApplication::exit(ok ? 0 : 1);
+            });
+          });
+        }
+      }
     } else if (opt.overlay) {
       std::fprintf(stderr, "studio: --overlay needs a RUN_DIR, not a config file\n");
       return 2;

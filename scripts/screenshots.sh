@@ -65,6 +65,18 @@ cd "$root"
   --set logging_steps=1 >/dev/null 2>&1
 "$bin/studio" "$work/sp1" --overlay "$work/sp2" --runs-root "$runs" \
   --screenshot "$out/dashboard-overlay-sp1-sp2.png" --screenshot-delay 3000
+echo "== a 4-rank run (SP 4) of the demo, and it compared with an SP 1 run at another learning rate"
+"$bin/studio-train" train resources/demo/sft_demo.yaml --set model_name_or_path="$model" \
+  --set output_dir="$work/sp1-lr3e-3" --set logging_steps=1 >/dev/null 2>&1
+"$bin/studio-train" train resources/demo/sft_demo.yaml --nproc 4 --set sequence_parallel_size=4 \
+  --set learning_rate=2.0e-3 --set model_name_or_path="$model" --set output_dir="$work/sp4-lr2e-3" \
+  --set logging_steps=1 >/dev/null 2>&1
+"$bin/studio" "$work/sp4-lr2e-3" --runs-root "$runs" --screenshot "$out/dashboard-4-ranks.png" \
+  --screenshot-delay 3000
+# The comparison's own PNG export: the loss chart with both runs above the losses and the
+# config keys that differ.
+"$bin/studio" "$work/sp1-lr3e-3" --compare "$work/sp4-lr2e-3" --runs-root "$runs" \
+  --screenshot "$out/comparison-lr-sp1-sp4.png"
 echo "== the Chat tab: an early checkpoint and the final model of a longer demo run, one prompt"
 # Real answers from studio-train chat (greedy), the final model on the left, checkpoint-250 on the
 # right.

@@ -72,7 +72,7 @@ void TestGpuSampling::samplesBecomeMemoryPerGpu() {
   dash.flush();
   const auto lines = dash.graphs(ChartKind::Memory, run);
   QCOMPARE(int(lines.size()), 16);  // used (and the empty reserved) of 8 GPUs
-  QCOMPARE(lines[0]->name(), QStringLiteral("lf-run: GPU 0 used"));
+  QCOMPARE(lines[0]->name(), QStringLiteral("lf-run: GPU 0"));
   QCOMPARE(lines[0]->data()->constBegin()->value, 40000.0);
   QVERIFY(dash.chartShown(ChartKind::GpuActivity));
   bool titled = false;

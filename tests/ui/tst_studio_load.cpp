@@ -12,6 +12,7 @@
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QTimer>
+#include <QRegularExpression>
 #include <QtTest>
 
 #include <sys/mount.h>
@@ -255,7 +256,8 @@ class TestStudioLoad : public QObject {
     int inLegend = 0;
     QCustomPlot* memory = w.dashboard()->plot(ChartKind::Memory);
     for (QCPGraph* g : w.dashboard()->graphs(ChartKind::Memory, dir)) {
-      if (!g->name().contains(QStringLiteral("allocated"))) continue;
+      // Allocated lines are named compactly, "RUN: r3"; reserved ones "RUN: rank 3 reserved".
+      if (!QRegularExpression(QStringLiteral(": r\\d+$")).match(g->name()).hasMatch()) continue;
       colours.insert(g->pen().color().rgb());
       inLegend += memory->legend->hasItemWithPlottable(g) ? 1 : 0;
     }

@@ -29,6 +29,7 @@
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/hosts/gui_prompts.h"
 #include "studio/ui/main_window.h"
+#include "studio/ui/shell/comparison_dialog.h"
 #include "studio/ui/wizard/run_wizard.h"
 
 using studio::ui::MainWindow;
@@ -269,6 +270,35 @@ class TestWindowScreenshots : public QObject {
     QWidget* dialog = nullptr;
     QTRY_VERIFY(dialog = QApplication::activeModalWidget());
     check(dialog, QStringLiteral("dialog-attach-remote-run"));
+    dialog->close();
+  }
+
+  // Two runs of the demo (the wizard's launch is not needed: studio-train trains them here)
+  // compared: their losses and the config keys that differ.
+  void comparisonDialog() {
+    QStringList dirs;
+    for (const char* lr : {"3.0e-3", "1.0e-3"}) {
+      const QString out = tmp_.filePath(QStringLiteral("runs/demo-lr-%1").arg(QLatin1String(lr)));
+      QProcess train;
+      train.setWorkingDirectory(QStringLiteral(STUDIO_SOURCE_DIR));
+      train.setProcessChannelMode(QProcess::MergedChannels);
+      train.start(QStringLiteral(STUDIO_TRAIN_EXE),
+                  {QStringLiteral("train"), QStringLiteral("resources/demo/sft_demo.yaml"),
+                   QStringLiteral("--set"), QStringLiteral("model_name_or_path=") + tmp_.filePath(QStringLiteral("data/demo/model")),
+                   QStringLiteral("--set"), QStringLiteral("output_dir=") + out,
+                   QStringLiteral("--set"), QStringLiteral("max_steps=20"),
+                   QStringLiteral("--set"), QStringLiteral("logging_steps=1"),
+                   QStringLiteral("--set"), QStringLiteral("learning_rate=") + QLatin1String(lr)});
+      QVERIFY(train.waitForFinished(240000));
+      QVERIFY2(train.exitCode() == 0, train.readAll().right(2000).constData());
+      dirs << out;
+    }
+    studio::ui::ComparisonDialog* dialog = window_->compareRuns(dirs);
+    QVERIFY(dialog);
+    QTRY_VERIFY_WITH_TIMEOUT(dialog->isLoaded(), 20000);
+    QVERIFY(dialog->comparison().differing.contains(QStringLiteral("learning_rate")));
+    check(dialog, QStringLiteral("dialog-comparison"));
+    check(window_.get(), QStringLiteral("main-window-comparison"));
     dialog->close();
   }
 

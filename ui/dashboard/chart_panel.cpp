@@ -99,6 +99,9 @@ QWidget* ChartPanel::buildTitleBar() {
   QFont bold = title_->font();
   bold.setBold(true);
   title_->setFont(bold);
+  // A long title (the memory chart's) wraps rather than widening its column past the others.
+  title_->setWordWrap(true);
+  title_->setMinimumWidth(120);
   row->addWidget(title_, 1);
   auto addButton = [&](const QString& text, const QString& tip, auto signal) {
     auto* button = new QToolButton;

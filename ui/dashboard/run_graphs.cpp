@@ -192,8 +192,9 @@ QString RunGraphs::lineName(const Line& line) const {
     case Source::Smoothed: what = QStringLiteral("loss (smoothed)"); break;
     case Source::Eval: what = QStringLiteral("eval loss"); break;
     case Source::Allocated:
-      what = sampled_ ? QStringLiteral("GPU %1 used").arg(line.rank)
-                      : QStringLiteral("rank %1 allocated").arg(line.rank);
+      // Compact, one entry per rank (16 ranks in four short rows): the chart's title says solid
+      // is allocated and dashed reserved.
+      what = sampled_ ? QStringLiteral("GPU %1").arg(line.rank) : QStringLiteral("r%1").arg(line.rank);
       break;
     case Source::Reserved: what = QStringLiteral("rank %1 reserved").arg(line.rank); break;
     case Source::Util:

@@ -37,6 +37,7 @@
 #include "studio/ui/runs/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/shell/attach_remote_dialog.h"
+#include "studio/ui/shell/comparison_dialog.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
 #include "studio/ui/wizard/run_wizard.h"
@@ -167,6 +168,7 @@ void MainWindow::createMenus() {
   run->addAction(runsPanel_->openFolderAction());
   run->addAction(runsPanel_->openLogAction());
   run->addAction(runsPanel_->openConfigAction());
+  run->addAction(runsPanel_->compareAction());
   run->addSeparator();
   run->addAction(tr("&Refresh Runs"), QKeySequence::Refresh, store_, &RunStore::refresh);
 
@@ -202,6 +204,7 @@ void MainWindow::connectRuns() {
     if (!currentRun_.isEmpty()) runsPanel_->selectRun(currentRun_);
     notifyEndedRuns();
   });
+  connect(runsPanel_, &RunsPanel::compareRequested, this, [this](const QStringList& dirs) { compareRuns(dirs); });
   connect(runsPanel_, &RunsPanel::configRequested, this, [this](const QString& path) {
     if (openFile(path)) showTab(ConfigTab);
   });
@@ -601,6 +604,26 @@ void MainWindow::showHostsDialog() {
   fitToScreen(dialog, QSize(1000, 720));
   dialog->open();
   paintWhenShown(dialog);
+}
+
+ComparisonDialog* MainWindow::compareRuns(const QStringList& paths) {
+  QStringList dirs;
+  for (const QString& path : paths) {
+    const QString dir = addRunFolder(path);  // "" with the reason in the status bar
+    if (!dir.isEmpty() && !dirs.contains(dir)) dirs << dir;
+  }
+  if (dirs.size() < 2) return nullptr;
+  selectRun(dirs.front());
+  for (const QString& other : dirs.mid(1))
+    if (!dashboard_->runs().contains(other)) overlayRun(other);
+  showTab(DashboardTab);
+  auto* dialog = new ComparisonDialog(dirs, dashboard_->findChild<QWidget*>(QStringLiteral("loss")), this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  fitToScreen(dialog, QSize(900, 560));
+  dialog->show();
+  paintWhenShown(dialog);
+  emit comparisonOpened(dialog);
+  return dialog;
 }
 
 void MainWindow::notifyEndedRuns() {

@@ -39,16 +39,18 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
     if (changing_ > 0) --changing_;
     if (changing_ == 0) reselect();
   };
-  connect(model_, &QAbstractItemModel::rowsAboutToBeInserted, this, begin);
-  connect(model_, &QAbstractItemModel::rowsInserted, this, end);
-  connect(model_, &QAbstractItemModel::rowsAboutToBeRemoved, this, begin);
-  connect(model_, &QAbstractItemModel::rowsRemoved, this, end);
-  connect(model_, &QAbstractItemModel::rowsAboutToBeMoved, this, begin);
-  connect(model_, &QAbstractItemModel::rowsMoved, this, end);
-  connect(model_, &QAbstractItemModel::layoutAboutToBeChanged, this, begin);
-  connect(model_, &QAbstractItemModel::layoutChanged, this, end);
-  connect(model_, &QAbstractItemModel::modelAboutToBeReset, this, begin);
-  connect(model_, &QAbstractItemModel::modelReset, this, end);
+  // The view shows the filter's rows: its signals come once its own mapping follows the model's
+  // change, so these read its rows as the view will.
+  connect(filter_, &QAbstractItemModel::rowsAboutToBeInserted, this, begin);
+  connect(filter_, &QAbstractItemModel::rowsInserted, this, end);
+  connect(filter_, &QAbstractItemModel::rowsAboutToBeRemoved, this, begin);
+  connect(filter_, &QAbstractItemModel::rowsRemoved, this, end);
+  connect(filter_, &QAbstractItemModel::rowsAboutToBeMoved, this, begin);
+  connect(filter_, &QAbstractItemModel::rowsMoved, this, end);
+  connect(filter_, &QAbstractItemModel::layoutAboutToBeChanged, this, begin);
+  connect(filter_, &QAbstractItemModel::layoutChanged, this, end);
+  connect(filter_, &QAbstractItemModel::modelAboutToBeReset, this, begin);
+  connect(filter_, &QAbstractItemModel::modelReset, this, end);
   filter_->setSourceModel(model_);
   view_->setModel(filter_);
   // Unsorted at first: the model's order, newest first. A header click sorts by that column; a
@@ -57,7 +59,8 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   view_->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
   view_->setSortingEnabled(true);
   view_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  view_->setSelectionMode(QAbstractItemView::SingleSelection);
+  // Ctrl/Shift-click selects several runs to compare; the current row is the run shown.
+  view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   view_->verticalHeader()->hide();
   view_->horizontalHeader()->setStretchLastSection(true);
@@ -94,7 +97,19 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   openConfig_->setObjectName(QStringLiteral("openRunConfig"));
   openConfig_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+C")));
   openConfig_->setToolTip(tr("Show the config the selected run was launched with in the Config tab"));
-  for (QAction* a : {newRun_, openRun_, stop_, overlay_, forget_, openFolder_, openLog_, openConfig_})
+  compare_ = toolbar_->addAction(tr("Compare"));
+  compare_->setObjectName(QStringLiteral("compareRuns"));
+  compare_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+M")));
+  compare_->setToolTip(tr("Overlay the selected runs (Ctrl/Shift-click two or more) and list "
+                          "their losses and the config keys that differ"));
+  connect(compare_, &QAction::triggered, this, [this] {
+    const QStringList dirs = selectedRuns();
+    if (dirs.size() >= 2) emit compareRequested(dirs);
+  });
+  connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          &RunsPanel::updateActions);
+  for (QAction* a :
+       {newRun_, openRun_, stop_, overlay_, forget_, openFolder_, openLog_, openConfig_, compare_})
     a->setShortcutContext(Qt::WindowShortcut);
   addActions({openFolder_, openLog_, openConfig_});
   view_->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -102,6 +117,7 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
     QMenu menu(this);
     menu.addActions({openFolder_, openLog_, openConfig_});
     menu.addSeparator();
+    menu.addAction(compare_);
     menu.addActions({stop_, overlay_, forget_});
     menu.exec(view_->viewport()->mapToGlobal(at));
   });
@@ -144,8 +160,8 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
             selected_ = dir;
             emit runSelected(selected_);
           });
-  connect(model_, &QAbstractItemModel::modelReset, this, &RunsPanel::updateActions);
-  connect(model_, &QAbstractItemModel::dataChanged, this, &RunsPanel::updateActions);
+  connect(filter_, &QAbstractItemModel::modelReset, this, &RunsPanel::updateActions);
+  connect(filter_, &QAbstractItemModel::dataChanged, this, &RunsPanel::updateActions);
   connect(forget_, &QAction::triggered, this, [this] {
     const QString dir = selectedRun();
     if (!dir.isEmpty()) store_->forgetRun(dir);
@@ -247,6 +263,19 @@ QString RunsPanel::selectedRun() const {
   return current.isValid() ? current.siblingAtColumn(0).data(Qt::UserRole).toString() : QString();
 }
 
+QStringList RunsPanel::selectedRuns() const {
+  QStringList dirs;
+  const QString current = selectedRun();
+  if (!current.isEmpty() && view_->selectionModel()->isRowSelected(
+                                view_->selectionModel()->currentIndex().row(), QModelIndex()))
+    dirs << current;
+  for (const QModelIndex& index : view_->selectionModel()->selectedRows(0)) {
+    const QString dir = index.data(RunsModel::DirRole).toString();
+    if (!dirs.contains(dir)) dirs << dir;
+  }
+  return dirs;
+}
+
 bool RunsPanel::selectRun(const QString& dir) {
   for (int row = 0; row < filter_->rowCount(); ++row) {
     const QModelIndex index = filter_->index(row, 0);
@@ -271,6 +300,7 @@ void RunsPanel::updateActions() {
   openFolder_->setEnabled(info.has_value());
   openLog_->setEnabled(info.has_value());
   openConfig_->setEnabled(info && !info->configPath.isEmpty());
+  compare_->setEnabled(view_->selectionModel()->selectedRows(0).size() >= 2);
 }
 
 }  // namespace studio::ui

@@ -9,6 +9,7 @@
 #include <QMainWindow>
 #include <QPointer>
 
+#include "studio/ui/shell/comparison_dialog.h"  // a signal's argument: moc needs the type
 #include "studio/ui/wizard/run_wizard.h"  // QPointer<RunWizard> needs the complete type
 
 class QDockWidget;
@@ -72,6 +73,9 @@ class MainWindow : public QMainWindow {
   // Draws another run folder on the dashboard's charts, next to the current run. False, with
   // the reason in the status bar, when it is not a run folder.
   bool overlayRun(const QString& dir);
+  // Compare: the runs overlaid on the dashboard (the first one current) and the comparison
+  // dialog of their losses and differing config keys; nullptr when fewer than two are run folders.
+  ComparisonDialog* compareRuns(const QStringList& dirs);
   // Starts a run on this machine as the wizard describes it (studio-train, or LLaMA-Factory as
   // target.trainer says); returns the run folder or "".
   QString launchLocal(const studio::RunConfig& config, const QString& baseDir,
@@ -117,6 +121,8 @@ class MainWindow : public QMainWindow {
   // user was told with `message` (a desktop notification where the system has a tray, the
   // window's alert and the status bar).
   void runEndedInBackground(const QString& dir, const QString& message);
+  // Compare opened a comparison of these runs (overlaid on the dashboard too).
+  void comparisonOpened(studio::ui::ComparisonDialog* dialog);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -126,6 +132,7 @@ class MainWindow : public QMainWindow {
   void createMenus();
   // Tells the user of runs that ended since the last scan while the window was not active.
   void notifyEndedRuns();
+
   void connectRuns();
   void open();
   void openRunDialog();

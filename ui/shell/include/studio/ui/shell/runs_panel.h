@@ -24,6 +24,8 @@ class RunsPanel : public QWidget {
   explicit RunsPanel(RunStore* store, QWidget* parent = nullptr);
 
   QString selectedRun() const;
+  // Every selected run (Ctrl/Shift-click selects several), the current one first.
+  QStringList selectedRuns() const;
   // Selects the row of `dir` (no signal when it is already selected); false when not listed.
   bool selectRun(const QString& dir);
   QTableView* view() const { return view_; }
@@ -39,10 +41,13 @@ class RunsPanel : public QWidget {
   QAction* openFolderAction() const { return openFolder_; }
   QAction* openLogAction() const { return openLog_; }
   QAction* openConfigAction() const { return openConfig_; }
+  QAction* compareAction() const { return compare_; }
 
  signals:
   // Open Config: the selected run's config file, for the Config tab.
   void configRequested(const QString& path);
+  // Compare: the selected runs (two or more), the current one first.
+  void compareRequested(const QStringList& dirs);
   void runSelected(const QString& dir);
   // The selected run left the list (its folder was deleted or moved, or it was forgotten): the
   // selection is cleared rather than moved to a neighbour, whose run the user did not pick.
@@ -78,6 +83,7 @@ class RunsPanel : public QWidget {
   QAction* openFolder_;
   QAction* openLog_;
   QAction* openConfig_;
+  QAction* compare_;
 };
 
 }  // namespace studio::ui
