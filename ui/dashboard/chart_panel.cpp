@@ -9,6 +9,8 @@
 #include <QMenu>
 #include <QMouseEvent>
 #include <QStackedWidget>
+#include <QTimer>
+#include <QToolTip>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -140,10 +142,31 @@ void ChartPanel::setupPlot() {
   setXAxisMode(mode_);
   applyPalette();
 
-  connect(plot_, &QCustomPlot::mouseWheel, this, [this] { followData_ = false; });
-  connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
-    if (event->buttons() != Qt::NoButton) followData_ = false;
+  connect(plot_, &QCustomPlot::mouseWheel, this, [this] {
+    followData_ = false;
+    // The zoom follows this signal in QCustomPlot's own handler: the range change it makes is
+    // the user's.
+    userAxisChange_ = true;
+    QTimer::singleShot(0, this, [this] { userAxisChange_ = false; });
   });
+  connect(plot_, &QCustomPlot::mousePress, this, [this] { userAxisChange_ = true; });
+  connect(plot_, &QCustomPlot::mouseRelease, this, [this] { userAxisChange_ = false; });
+  connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) {
+    if (event->buttons() != Qt::NoButton) {
+      followData_ = false;
+      return;
+    }
+    // Hover: the exact values under the pointer.
+    const QString text = readoutAt(plot_->xAxis->pixelToCoord(event->position().x()));
+    if (text.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(event->globalPosition().toPoint(), text, plot_);
+  });
+  connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this](const QCPRange& r) {
+            if (userAxisChange_) emit xRangeChangedByUser(r.lower, r.upper);
+          });
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this] { fitAndReplot(); });
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(plot_, &QWidget::customContextMenuRequested, this, &ChartPanel::showContextMenu);
@@ -156,6 +179,35 @@ void ChartPanel::showContextMenu(const QPoint& pos) {
   menu.addSeparator();
   menu.addAction(tr("Fit to data"), this, &ChartPanel::fitAndReplot);
   menu.exec(plot_->mapToGlobal(pos));
+}
+
+void ChartPanel::setIgnoreOutliers(bool on) {
+  ignoreOutliers_ = on;
+  followData_ = true;
+}
+
+void ChartPanel::setLinkedXRange(double lower, double upper) {
+  followData_ = false;
+  plot_->xAxis->setRange(lower, upper);
+}
+
+QString ChartPanel::readoutAt(double key) const {
+  QStringList lines;
+  for (int i = 0; i < plot_->graphCount(); ++i) {
+    const QCPGraph* g = plot_->graph(i);
+    if (!g->visible() || g->data()->isEmpty()) continue;
+    auto it = g->data()->findBegin(key, false);  // the first point at or after key
+    if (it == g->data()->constEnd()) --it;
+    if (it != g->data()->constBegin()) {
+      auto before = it - 1;
+      if (std::abs(before->key - key) < std::abs(it->key - key)) it = before;
+    }
+    if (!std::isfinite(it->value)) continue;
+    lines << QStringLiteral("%1 = %2 (%3 %4)")
+                 .arg(g->name(), QString::number(it->value, 'g', 6), xHeader(),
+                      QString::number(it->key, 'g', 10));
+  }
+  return lines.join(QLatin1Char('\n'));
 }
 
 void ChartPanel::fitAndReplot() {
@@ -250,6 +302,28 @@ void ChartPanel::rescale() {
     if (!has) continue;
     values = found ? QCPRange(std::min(values.lower, r.lower), std::max(values.upper, r.upper)) : r;
     found = true;
+  }
+  if (found && ignoreOutliers_ && !fixedValueRange_) {
+    // The values drawn (enough of them to speak of outliers).
+    std::vector<double> all;
+    for (int i = 0; i < plot_->graphCount(); ++i) {
+      const QCPGraph* g = plot_->graph(i);
+      if (!g->visible()) continue;
+      for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
+        if (std::isfinite(it->value) && (!logScale_ || it->value > 0)) all.push_back(it->value);
+    }
+    if (all.size() >= 20) {
+      auto at = [&all](double q) {
+        auto nth = all.begin() + static_cast<std::ptrdiff_t>(q * double(all.size() - 1));
+        std::nth_element(all.begin(), nth, all.end());
+        return *nth;
+      };
+      // Tukey's far fences: 3 interquartile ranges beyond the quartiles (a spike and the decay
+      // of its smoothed curve stay out; a steady trend stays in), within the values' range.
+      const double q1 = at(0.25), q3 = at(0.75), iqr = q3 - q1;
+      const double lo = std::max(values.lower, q1 - 3 * iqr), hi = std::min(values.upper, q3 + 3 * iqr);
+      if (hi > lo) values = QCPRange(lo, hi);
+    }
   }
   if (found && !logScale_ && values.size() <= std::abs(values.upper) * 1e-9) {
     // All equal: a window of 10% (or 1 around zero) each side; QCustomPlot refuses a zero span.

@@ -57,9 +57,21 @@ class ChartPanel : public QWidget {
   // Colours of series, from a palette that reads on light and dark backgrounds; any index.
   static QColor seriesColor(int index);
 
+  // "Ignore outliers": the value axis fits the drawn values within Tukey's far fences (3
+  // interquartile ranges beyond the quartiles), so one loss spike does not flatten the rest.
+  void setIgnoreOutliers(bool on);
+  // Linked x axes: another chart's x range, set as if the user had zoomed here (the axes stop
+  // following the data until a fit).
+  void setLinkedXRange(double lower, double upper);
+  // The hover read-out at x = `key`: each drawn line's exact value at its point nearest `key`,
+  // one line each ("RUN: loss = 2.3456 (step 120)"); "" when no line has a point.
+  QString readoutAt(double key) const;
+
  signals:
   void exportPngRequested();
   void exportCsvRequested();
+  // The user dragged or zoomed this chart's x axis (the dashboard links the others to it).
+  void xRangeChangedByUser(double lower, double upper);
 
  protected:
   void changeEvent(QEvent* event) override;
@@ -79,6 +91,8 @@ class ChartPanel : public QWidget {
   bool followData_ = true;
   std::optional<std::pair<double, double>> fixedValueRange_;
   std::vector<double> limits_;
+  bool ignoreOutliers_ = false;
+  bool userAxisChange_ = false;  // a mouse drag or wheel of the user's is changing the axes
   QLabel* title_;
   QStackedWidget* stack_;
   QCustomPlot* plot_;

@@ -150,6 +150,12 @@ QWidget* RunDashboard::buildControls() {
   connect(logBox_, &QCheckBox::toggled, this, &RunDashboard::setLogScale);
   row->addSpacing(12);
   row->addWidget(logBox_);
+  auto* outliers = new QCheckBox(tr("Ignore outliers"));
+  outliers->setObjectName(QStringLiteral("ignoreOutliers"));
+  outliers->setToolTip(tr("Fit each chart's value axis to its values without outliers (beyond 3 "
+                          "interquartile ranges), so that a spike does not flatten the rest"));
+  connect(outliers, &QCheckBox::toggled, this, &RunDashboard::setIgnoreOutliers);
+  row->addWidget(outliers);
 
   auto* fit = new QPushButton(tr("Fit to data"));
   fit->setObjectName(QStringLiteral("fitToData"));
@@ -168,6 +174,14 @@ QWidget* RunDashboard::buildCharts() {
     panels_[static_cast<std::size_t>(kind)] = panel;
     connect(panel, &ChartPanel::exportPngRequested, this, [this, kind] { exportWithDialog(kind, true); });
     connect(panel, &ChartPanel::exportCsvRequested, this, [this, kind] { exportWithDialog(kind, false); });
+    // Linked x axes: a drag or zoom on one chart's x axis moves every other chart's too.
+    connect(panel, &ChartPanel::xRangeChangedByUser, this, [this, panel](double lower, double upper) {
+      for (ChartPanel* other : panels_) {
+        if (other == panel || other == nullptr) continue;
+        other->setLinkedXRange(lower, upper);
+        other->plot()->replot(QCustomPlot::rpQueuedReplot);
+      }
+    });
   }
   auto at = [this](ChartKind kind) { return panels_[static_cast<std::size_t>(kind)]; };
   at(ChartKind::Accuracy)->setFixedValueRange(-0.05, 1.05);
@@ -391,6 +405,26 @@ void RunDashboard::scheduleUpdate() {
 
 void RunDashboard::flush() {
   if (pending_) applyUpdate();
+}
+
+void RunDashboard::setIgnoreOutliers(bool on) {
+  ignoreOutliers_ = on;
+  for (ChartPanel* panel : panels_) panel->setIgnoreOutliers(on);
+  if (auto* box = findChild<QCheckBox*>(QStringLiteral("ignoreOutliers"))) {
+    const QSignalBlocker block(box);
+    box->setChecked(on);
+  }
+  applyUpdate();
+}
+
+QString RunDashboard::readoutAt(ChartKind kind, double x) const {
+  return panels_[static_cast<std::size_t>(kind)]->readoutAt(x);
+}
+
+void RunDashboard::setLinkedXRange(ChartKind kind, double lower, double upper) {
+  ChartPanel* panel = panels_[static_cast<std::size_t>(kind)];
+  panel->plot()->xAxis->setRange(lower, upper);  // as a programmatic change: nothing follows
+  emit panel->xRangeChangedByUser(lower, upper);  // as the user's: the others follow
 }
 
 void RunDashboard::fitToData() {

@@ -8,6 +8,7 @@
 #include <QSignalSpy>
 #include <QSlider>
 #include <QTemporaryDir>
+#include <QWheelEvent>
 #include <QtTest>
 #include <qcustomplot.h>
 
@@ -88,6 +89,9 @@ class TestRunDashboard : public QObject {
   void exportPng();
   void exportFailureNamesThePath();
   void logScale();
+  void ignoreOutliers();
+  void linkedXAxes();
+  void hoverReadout();
   void xAxisModes_data();
   void xAxisModes();
   void fewStepsAreVisible_data();
@@ -340,6 +344,75 @@ void TestRunDashboard::logScale() {
   dash.findChild<QCheckBox*>(QStringLiteral("logScale"))->setChecked(false);
   QVERIFY(!dash.logScale());
   QCOMPARE(y->scaleType(), QCPAxis::stLinear);
+}
+
+// One spike (1000) among 60 losses near 2: fitted to it, the rest is a flat line at the bottom;
+// "Ignore outliers" leaves the spike (and the decay of its smoothed curve) out.
+void TestRunDashboard::ignoreOutliers() {
+  RunDashboard dash;
+  std::vector<studio::Event> events;
+  for (int step = 1; step <= 60; ++step)
+    events.push_back(dash_test::stepEvent(step, step == 30 ? 1000.0 : 2.0 + 0.01 * step, step));
+  dash.feed(QStringLiteral("spiky"), events);
+  dash.flush();
+  QCPAxis* y = dash.plot(ChartKind::Loss)->yAxis;
+  QVERIFY2(y->range().upper >= 1000.0, qPrintable(QString::number(y->range().upper)));
+  auto* box = dash.findChild<QCheckBox*>(QStringLiteral("ignoreOutliers"));
+  QVERIFY(box);
+  box->setChecked(true);
+  QVERIFY(dash.ignoresOutliers());
+  QVERIFY2(y->range().upper < 5.0 && y->range().lower > 1.5,
+           qPrintable(QStringLiteral("%1 .. %2").arg(y->range().lower).arg(y->range().upper)));
+  box->setChecked(false);
+  QVERIFY(y->range().upper >= 1000.0);
+}
+
+// A zoom on one chart's x axis moves every other chart's; "Fit to data" brings all back.
+void TestRunDashboard::linkedXAxes() {
+  RunDashboard dash;
+  dash.feed(QStringLiteral("sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  dash.flush();
+  // The user's wheel over the loss chart: QCustomPlot zooms its axes.
+  QCustomPlot* loss = dash.plot(ChartKind::Loss);
+  loss->resize(600, 400);
+  loss->replot();
+  const QCPRange before = loss->xAxis->range();
+  const QPointF at(loss->axisRect()->center());
+  QWheelEvent wheel(at, loss->mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton,
+                    Qt::NoModifier, Qt::NoScrollPhase, false);
+  QApplication::sendEvent(loss, &wheel);
+  const QCPRange zoomed = loss->xAxis->range();
+  QVERIFY2(zoomed.size() < before.size() * 0.9,
+           qPrintable(QStringLiteral("%1 -> %2").arg(before.size()).arg(zoomed.size())));
+  for (ChartKind kind : {ChartKind::TokensPerSec, ChartKind::LearningRate, ChartKind::GradNorm,
+                         ChartKind::Memory}) {
+    const QCPRange r = dash.plot(kind)->xAxis->range();
+    QVERIFY2(std::abs(r.lower - zoomed.lower) < 1e-9 && std::abs(r.upper - zoomed.upper) < 1e-9,
+             qPrintable(chartName(kind)));
+  }
+  // New data does not undo the zoom of a linked chart; Fit to data does.
+  dash.feed(QStringLiteral("sft"), {dash_test::stepEvent(1000, 1.0, 1000)});
+  dash.flush();
+  QCOMPARE(dash.plot(ChartKind::GradNorm)->xAxis->range().upper, zoomed.upper);
+  dash.fitToData();
+  QVERIFY(dash.plot(ChartKind::GradNorm)->xAxis->range().upper >= 1000.0);
+  // Programmatically (what the dashboard does for a user's drag): every chart follows.
+  dash.setLinkedXRange(ChartKind::Memory, 10, 20);
+  QCOMPARE(dash.plot(ChartKind::Loss)->xAxis->range().lower, 10.0);
+  QCOMPARE(dash.plot(ChartKind::Loss)->xAxis->range().upper, 20.0);
+}
+
+// The hover read-out names each line's exact value at the point nearest the pointer.
+void TestRunDashboard::hoverReadout() {
+  RunDashboard dash;
+  std::vector<studio::Event> events;
+  for (int step = 10; step <= 50; step += 10) events.push_back(dash_test::stepEvent(step, step / 7.0, step));
+  dash.feed(QStringLiteral("runs/exact"), events);
+  dash.flush();
+  const QString text = dash.readoutAt(ChartKind::Loss, 31.0);  // nearest: step 30
+  QVERIFY2(text.contains(QStringLiteral("exact: loss = 4.28571 (step 30)")), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("exact: loss (smoothed) = ")), qPrintable(text));
+  QCOMPARE(dash.readoutAt(ChartKind::Loss, 1e9).count(QStringLiteral("(step 50)")), 2);
 }
 
 void TestRunDashboard::xAxisModes_data() {

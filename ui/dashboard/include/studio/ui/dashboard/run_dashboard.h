@@ -74,6 +74,13 @@ class RunDashboard : public QWidget {
   // Loss smoothing, TensorBoard's EMA weight in [0, kMaxSmoothing].
   void setSmoothing(double weight);
   double smoothing() const { return smoothing_; }
+  // Value axes fitted to their values without outliers ("Ignore outliers": Tukey's far fences).
+  void setIgnoreOutliers(bool on);
+  bool ignoresOutliers() const { return ignoreOutliers_; }
+  // The hover read-out of a chart at x (each line's exact value at its nearest point).
+  QString readoutAt(ChartKind kind, double x) const;
+  // A user's zoom or drag of one chart's x axis to [lower, upper]: every chart follows.
+  void setLinkedXRange(ChartKind kind, double lower, double upper);
   // Logarithmic value axis on the loss chart.
   void setLogScale(bool on);
   bool logScale() const { return logScale_; }
@@ -150,6 +157,7 @@ class RunDashboard : public QWidget {
   QScrollArea* scroll_ = nullptr;
   XAxisMode mode_ = XAxisMode::Step;
   double smoothing_ = kDefaultSmoothing;
+  bool ignoreOutliers_ = false;
   bool logScale_ = false;
   bool pending_ = false;
   bool redrawAll_ = false;
