@@ -113,6 +113,10 @@ QWidget* ChartPanel::buildTitleBar() {
     connect(button, &QToolButton::clicked, this, signal);
     row->addWidget(button);
   };
+  addButton(tr("Enlarge"), tr("Show this chart alone, as large as the dashboard (click again for "
+                              "all charts); the context menu moves it among the others"),
+            &ChartPanel::enlargeToggled);
+  row->itemAt(row->count() - 1)->widget()->setObjectName(chartName(kind_) + QStringLiteral("-enlarge"));
   addButton(tr("PNG…"), tr("Save this chart as a PNG image"), &ChartPanel::exportPngRequested);
   addButton(tr("CSV…"), tr("Export the data of this chart as CSV: x first, one column per series"),
             &ChartPanel::exportCsvRequested);
@@ -178,6 +182,10 @@ void ChartPanel::showContextMenu(const QPoint& pos) {
   menu.addAction(tr("Export data as CSV…"), this, &ChartPanel::exportCsvRequested);
   menu.addSeparator();
   menu.addAction(tr("Fit to data"), this, &ChartPanel::fitAndReplot);
+  menu.addSeparator();
+  menu.addAction(tr("Enlarge / show all charts"), this, &ChartPanel::enlargeToggled);
+  menu.addAction(tr("Move earlier"), this, [this] { emit moveRequested(-1); });
+  menu.addAction(tr("Move later"), this, [this] { emit moveRequested(+1); });
   menu.exec(plot_->mapToGlobal(pos));
 }
 

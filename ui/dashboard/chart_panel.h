@@ -72,6 +72,10 @@ class ChartPanel : public QWidget {
   void exportCsvRequested();
   // The user dragged or zoomed this chart's x axis (the dashboard links the others to it).
   void xRangeChangedByUser(double lower, double upper);
+  // The title bar's Enlarge button or the context menu: this chart alone (again: all charts).
+  void enlargeToggled();
+  // The context menu's Move earlier (-1) / Move later (+1): its place among the charts.
+  void moveRequested(int delta);
 
  protected:
   void changeEvent(QEvent* event) override;

@@ -11,6 +11,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGridLayout>
+#include <QSettings>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMessageBox>
@@ -185,24 +186,41 @@ QWidget* RunDashboard::buildCharts() {
   }
   auto at = [this](ChartKind kind) { return panels_[static_cast<std::size_t>(kind)]; };
   at(ChartKind::Accuracy)->setFixedValueRange(-0.05, 1.05);
-  // Three columns, two rows above the fold: loss, tokens/s and per-GPU memory, then the learning
-  // rate, the gradient norm and GPU activity, all at once from a 1600 x 1000 screen on (the
-  // window's first size, 1480 x 920, leaves each chart its 240 px minimum height).
-  grid->addWidget(at(ChartKind::Loss), 0, 0);
-  grid->addWidget(at(ChartKind::TokensPerSec), 0, 1);
-  grid->addWidget(at(ChartKind::Memory), 0, 2);
-  grid->addWidget(at(ChartKind::LearningRate), 1, 0);
-  grid->addWidget(at(ChartKind::GradNorm), 1, 1);
   // Utilisation and power as percentages: util 100 % and power at its limit share one scale.
   at(ChartKind::GpuActivity)->setFixedValueRange(0, 105);
-  grid->addWidget(at(ChartKind::GpuActivity), 1, 2);
-  // The DPO charts share the last row, so hiding both for an SFT run leaves no hole.
-  grid->addWidget(at(ChartKind::Rewards), 2, 0);
-  grid->addWidget(at(ChartKind::Accuracy), 2, 1);
+  for (ChartKind kind : kAllCharts) {
+    ChartPanel* panel = at(kind);
+    connect(panel, &ChartPanel::enlargeToggled, this, [this, kind] {
+      setEnlargedChart(enlarged_ == kind ? std::nullopt : std::optional<ChartKind>(kind));
+    });
+    connect(panel, &ChartPanel::moveRequested, this, [this, kind](int delta) { moveChart(kind, delta); });
+  }
+  // Three columns, two rows above the fold by default: loss, tokens/s and per-GPU memory, then
+  // the learning rate, the gradient norm and GPU activity, all at once from a 1600 x 1000 screen
+  // on (the window's first size, 1480 x 920, leaves each chart its 240 px minimum height); the
+  // DPO charts after them. The user's order and enlarged chart come back from the settings.
+  order_ = {ChartKind::Loss,     ChartKind::TokensPerSec, ChartKind::Memory,
+            ChartKind::LearningRate, ChartKind::GradNorm, ChartKind::GpuActivity,
+            ChartKind::Rewards,  ChartKind::Accuracy};
+  QSettings settings;
+  std::vector<ChartKind> saved;
+  for (const QString& name : settings.value(QStringLiteral("dashboard/order")).toStringList())
+    for (ChartKind kind : kAllCharts)
+      if (chartName(kind) == name && std::find(saved.begin(), saved.end(), kind) == saved.end())
+        saved.push_back(kind);
+  for (ChartKind kind : order_)  // charts the saved order lacks (a newer studio's) go last
+    if (std::find(saved.begin(), saved.end(), kind) == saved.end()) saved.push_back(kind);
+  order_ = saved;
+  const QString enlarged = settings.value(QStringLiteral("dashboard/enlarged")).toString();
+  for (ChartKind kind : kAllCharts)
+    if (chartName(kind) == enlarged) enlarged_ = kind;
+  wanted_.fill(true);
+  grid_ = grid;
   for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
 
   auto* charts = new QWidget;
   charts->setLayout(grid);
+  relayout();  // the panels have their parent now: hiding one never makes it a window
   auto* scroll = new QScrollArea;
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
@@ -501,11 +519,13 @@ void RunDashboard::updateChartStates() {
     for (const GpuSeries& gpu : s.gpus()) anyActivity = anyActivity || gpu.hasActivity();
     collectCapacities(s, capacities);
   }
-  panels_[static_cast<std::size_t>(ChartKind::Rewards)]->setVisible(anyDpo);
-  panels_[static_cast<std::size_t>(ChartKind::Accuracy)]->setVisible(anyDpo);
   // NVML's figures exist for GPU runs on hosts with the driver's library only.
+  const std::array<bool, kChartCount> before = wanted_;
+  wanted_[static_cast<std::size_t>(ChartKind::Rewards)] = anyDpo;
+  wanted_[static_cast<std::size_t>(ChartKind::Accuracy)] = anyDpo;
+  wanted_[static_cast<std::size_t>(ChartKind::GpuActivity)] = anyActivity;
+  if (wanted_ != before) relayout();
   ChartPanel* activity = panels_[static_cast<std::size_t>(ChartKind::GpuActivity)];
-  activity->setVisible(anyActivity);
   activity->setTitle(tr("GPU utilisation per rank (solid, %) and power draw (dashed, % of its limit)"));
 
   ChartPanel* memory = panels_[static_cast<std::size_t>(ChartKind::Memory)];
@@ -637,7 +657,49 @@ QCustomPlot* RunDashboard::plot(ChartKind kind) const {
 }
 
 bool RunDashboard::chartShown(ChartKind kind) const {
-  return !panels_[static_cast<std::size_t>(kind)]->isHidden();
+  return wanted_[static_cast<std::size_t>(kind)];
+}
+
+void RunDashboard::relayout() {
+  for (ChartPanel* panel : panels_) grid_->removeWidget(panel);
+  int index = 0;
+  for (ChartKind kind : order_) {
+    ChartPanel* panel = panels_[static_cast<std::size_t>(kind)];
+    const bool show = wanted_[static_cast<std::size_t>(kind)] && (!enlarged_ || *enlarged_ == kind);
+    panel->setVisible(show);
+    if (!show) continue;
+    if (enlarged_)
+      grid_->addWidget(panel, 0, 0, 1, 3);
+    else
+      grid_->addWidget(panel, index / 3, index % 3);
+    ++index;
+  }
+}
+
+void RunDashboard::saveLayout() const {
+  QStringList names;
+  for (ChartKind kind : order_) names << chartName(kind);
+  QSettings settings;
+  settings.setValue(QStringLiteral("dashboard/order"), names);
+  settings.setValue(QStringLiteral("dashboard/enlarged"), enlarged_ ? chartName(*enlarged_) : QString());
+}
+
+void RunDashboard::moveChart(ChartKind kind, int delta) {
+  const auto it = std::find(order_.begin(), order_.end(), kind);
+  if (it == order_.end()) return;
+  const auto from = static_cast<int>(it - order_.begin());
+  const int to = std::clamp(from + delta, 0, static_cast<int>(order_.size()) - 1);
+  if (to == from) return;
+  std::swap(order_[static_cast<std::size_t>(from)], order_[static_cast<std::size_t>(to)]);
+  relayout();
+  saveLayout();
+}
+
+void RunDashboard::setEnlargedChart(std::optional<ChartKind> kind) {
+  enlarged_ = kind;
+  relayout();
+  saveLayout();
+  replot();
 }
 
 bool RunDashboard::chartHasPlot(ChartKind kind) const {

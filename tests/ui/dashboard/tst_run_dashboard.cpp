@@ -9,6 +9,10 @@
 #include <QSlider>
 #include <QTemporaryDir>
 #include <QWheelEvent>
+#include <QSettings>
+#include <QGridLayout>
+#include <QAbstractButton>
+#include <QScopeGuard>
 #include <QtTest>
 #include <qcustomplot.h>
 
@@ -92,6 +96,7 @@ class TestRunDashboard : public QObject {
   void ignoreOutliers();
   void linkedXAxes();
   void hoverReadout();
+  void rearrangeAndEnlarge();
   void xAxisModes_data();
   void xAxisModes();
   void fewStepsAreVisible_data();
@@ -413,6 +418,46 @@ void TestRunDashboard::hoverReadout() {
   QVERIFY2(text.contains(QStringLiteral("exact: loss = 4.28571 (step 30)")), qPrintable(text));
   QVERIFY2(text.contains(QStringLiteral("exact: loss (smoothed) = ")), qPrintable(text));
   QCOMPARE(dash.readoutAt(ChartKind::Loss, 1e9).count(QStringLiteral("(step 50)")), 2);
+}
+
+// Charts moved from their context menu and enlarged from their title bar: the grid follows, and
+// the next dashboard (the next start) comes back the same.
+void TestRunDashboard::rearrangeAndEnlarge() {
+  QSettings().remove(QStringLiteral("dashboard"));
+  auto cleanup = qScopeGuard([] { QSettings().remove(QStringLiteral("dashboard")); });
+  auto position = [](RunDashboard& dash, ChartKind kind) {
+    QWidget* panel = dash.plot(kind)->parentWidget()->parentWidget();  // plot, stack, panel
+    auto* grid = qobject_cast<QGridLayout*>(panel->parentWidget()->layout());
+    int row = -1, col = -1, rs = 0, cs = 0;
+    if (grid) grid->getItemPosition(grid->indexOf(panel), &row, &col, &rs, &cs);
+    return QPoint(col, row);
+  };
+  {
+    RunDashboard dash;
+    dash.feed(QStringLiteral("sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+    dash.flush();
+    QCOMPARE(position(dash, ChartKind::Memory), QPoint(2, 0));
+    QCOMPARE(position(dash, ChartKind::LearningRate), QPoint(0, 1));
+    dash.moveChart(ChartKind::Memory, -1);  // before tokens/s
+    QCOMPARE(position(dash, ChartKind::Memory), QPoint(1, 0));
+    QCOMPARE(position(dash, ChartKind::TokensPerSec), QPoint(2, 0));
+    // Enlarge from the title bar: the memory chart alone, across the whole width.
+    auto* enlarge = dash.findChild<QAbstractButton*>(QStringLiteral("memory-enlarge"));
+    QVERIFY(enlarge);
+    enlarge->click();
+    QCOMPARE(dash.enlargedChart(), std::optional<ChartKind>(ChartKind::Memory));
+    QVERIFY(dash.plot(ChartKind::Memory)->isVisibleTo(&dash));
+    QVERIFY(!dash.plot(ChartKind::Loss)->parentWidget()->parentWidget()->isVisibleTo(&dash));
+    QVERIFY(dash.chartShown(ChartKind::Loss));  // hidden by the user, not by the run's kind
+  }
+  {
+    RunDashboard again;  // the next start
+    QCOMPARE(again.enlargedChart(), std::optional<ChartKind>(ChartKind::Memory));
+    QCOMPARE(again.chartOrder()[1], ChartKind::Memory);
+    again.setEnlargedChart(std::nullopt);
+    QCOMPARE(position(again, ChartKind::Memory), QPoint(1, 0));
+    QVERIFY(again.plot(ChartKind::Loss)->parentWidget()->parentWidget()->isVisibleTo(&again));
+  }
 }
 
 void TestRunDashboard::xAxisModes_data() {

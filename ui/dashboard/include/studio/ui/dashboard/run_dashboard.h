@@ -6,6 +6,7 @@
 // (fewer when an update takes longer than half the interval: the next waits twice as long as it
 // took, up to kMaxCoalesceMs).
 #include <array>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,8 @@ class QCustomPlot;
 class QLabel;
 class QScrollArea;
 class QSlider;
+
+class QGridLayout;
 
 namespace studio::ui {
 
@@ -77,6 +80,13 @@ class RunDashboard : public QWidget {
   // Value axes fitted to their values without outliers ("Ignore outliers": Tukey's far fences).
   void setIgnoreOutliers(bool on);
   bool ignoresOutliers() const { return ignoreOutliers_; }
+  // The charts' order (three a row) and the one shown alone, if any: rearranged from each chart's
+  // context menu, enlarged from its title bar; kept in the settings ("dashboard/order",
+  // "dashboard/enlarged") for the next start.
+  std::vector<ChartKind> chartOrder() const { return order_; }
+  void moveChart(ChartKind kind, int delta);
+  void setEnlargedChart(std::optional<ChartKind> kind);
+  std::optional<ChartKind> enlargedChart() const { return enlarged_; }
   // The hover read-out of a chart at x (each line's exact value at its nearest point).
   QString readoutAt(ChartKind kind, double x) const;
   // A user's zoom or drag of one chart's x axis to [lower, upper]: every chart follows.
@@ -154,6 +164,12 @@ class RunDashboard : public QWidget {
   std::vector<std::unique_ptr<Run>> runs_;
   int nextSlot_ = 0;
   std::array<ChartPanel*, kChartCount> panels_{};
+  std::vector<ChartKind> order_;
+  std::optional<ChartKind> enlarged_;
+  std::array<bool, kChartCount> wanted_{};  // shown as the runs' contents say (DPO, NVML)
+  QGridLayout* grid_ = nullptr;
+  void relayout();
+  void saveLayout() const;
   QScrollArea* scroll_ = nullptr;
   XAxisMode mode_ = XAxisMode::Step;
   double smoothing_ = kDefaultSmoothing;
