@@ -101,10 +101,17 @@ if(STUDIO_BUILD_ENGINE AND (TARGET torch_cuda OR TARGET c10_cuda))
 endif()
 
 # --- studio: Qt 6 Widgets, QCustomPlot, libssh ----------------------------------------------
+# Core and Test first and on their own: the engine's tests need nothing more, and a machine
+# without the OpenGL development files (a GPU node, scripts/gpu-check.sh) must still find them
+# when the Gui component cannot be configured there.
+find_package(Qt6 QUIET COMPONENTS Core Test)
 # PrintSupport: QCustomPlotQt6's imported target links Qt6::PrintSupport without finding it.
-find_package(Qt6 QUIET COMPONENTS Core Gui Widgets PrintSupport Concurrent Test)
-find_package(QCustomPlotQt6 QUIET)
-find_package(libssh QUIET)
+# Not looked for at all with -DSTUDIO_BUILD_GUI=OFF.
+if(NOT DEFINED STUDIO_BUILD_GUI OR STUDIO_BUILD_GUI)
+  find_package(Qt6 QUIET COMPONENTS Gui Widgets PrintSupport Concurrent)
+  find_package(QCustomPlotQt6 QUIET)
+  find_package(libssh QUIET)
+endif()
 set(_gui_found OFF)
 if(Qt6Widgets_FOUND AND QCustomPlotQt6_FOUND AND libssh_FOUND)
   set(_gui_found ON)

@@ -4,7 +4,13 @@
 # multi-rank NCCL sequence parallelism against SP=1 (where the machine has the GPUs for it), and the
 # GPU benchmarks; writes one report, $OUT/gpu-check.md, plus the logs beside it.
 #
-#   scripts/gpu-check.sh [--out DIR] [--build-dir DIR] [--jobs N] [--skip-bench]
+#   scripts/gpu-check.sh [--out DIR] [--build-dir DIR] [--jobs N] [--skip-bench] [--quick]
+#                        [--budget SECONDS]
+#   --quick     for a short lease (one 10-minute command): builds only the CUDA tests and the
+#               benchmarks, skips the engine's whole test suite on the GPU and the fp32 twins of
+#               the bf16 comparisons; every skipped step is a 'not run' row of the report
+#   --budget S  starts no step once S seconds have passed (a 'not run' row each), so that the
+#               report is written before the lease's limit
 #   scripts/gpu-check.sh --here      # on a machine without a GPU (CI): check that this script's
 #                                    # targets exist in the normal build and that it parses; no run
 #
@@ -28,21 +34,26 @@ DEVICE_DEBS="libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libpcre2-dev libp
  libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libicu-dev libicu72 libgloo-dev libgloo0
  qt6-base-dev qt6-base-dev-tools qmake6 qmake6-bin libqt6core6 libqt6test6 libqt6gui6 libqt6widgets6 libqt6network6
  libqt6concurrent6 libqt6printsupport6 libqt6dbus6 libqt6sql6 libqt6opengl6 libqt6xml6
- libqt6openglwidgets6 libdouble-conversion3 libb2-1 libmd4c0 libproxy1v5 libxkbcommon0"
+ libqt6openglwidgets6 libdouble-conversion3 libb2-1 libmd4c0 libproxy1v5 libxkbcommon0
+ libglib2.0-0 libffi8 libmount1 libselinux1 libblkid1"
 
 out=${OUT:-$root/out/gpu-check}
 build=$root/build-gpu
 jobs=$(nproc)
 here=0
 bench=1
+quick=0
+budget=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift ;;
     --build-dir) build=$2; shift ;;
     --jobs) jobs=$2; shift ;;
     --skip-bench) bench=0 ;;
+    --quick) quick=1 ;;
+    --budget) budget=$2; shift ;;
     --here) here=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -74,9 +85,24 @@ python=${STUDIO_PYTHON:-python3}
 failed=0
 rows=()
 
+# The steps --quick runs (the others are 'not run' rows).
+QUICK_STEPS=" configure build_engine build_tests cuda_tests sft_fp32_cuda_vs_cpu sft_bf16_cuda_vs_cpu
+ dpo_bf16_cuda_vs_cpu sp4_usp_gloo_shared_gpu sp4_usp_nccl sp2_zigzag-ring_gloo_bf16
+ sp2_ulysses_gloo_bf16 sp2_zigzag-ring_nccl_bf16 sp2_ulysses_nccl_bf16 zero_gloo_bf16
+ zero_nccl_bf16 long_options_bf16 longest_sequence_1gpu bench_train_step_bf16 bench_attention "
+
 # step NAME COMMAND...: runs it with its output in $out/NAME.log; a row of the report.
 step() {
   local name=$1; shift
+  if [ $quick -eq 1 ] && [[ " ${QUICK_STEPS//$'\n'/ } " != *" $name "* ]]; then
+    rows+=("| $name | not run | - | --quick |")
+    return 1
+  fi
+  if [ "$budget" -gt 0 ] && [ $SECONDS -ge "$budget" ]; then
+    rows+=("| $name | not run | - | the time budget (--budget $budget s) was spent |")
+    echo "== $name: not run, the time budget was spent" >&2
+    return 1
+  fi
   local t0=$SECONDS
   echo "== $name" >&2
   "$@" >"$out/$name.log" 2>&1
@@ -117,7 +143,12 @@ compile_tests() {
     echo "the tests and benchmarks are not configured: Qt 6 Test was not found (pack DEVICE_DEBS)"
     return 1
   fi
-  cmake --build "$build" -j "$jobs"
+  if [ $quick -eq 1 ]; then
+    cmake --build "$build" -j "$jobs" --target tst_rmsnorm_cuda tst_fused_linear_ce_cuda \
+      tst_rmsnorm_torch tst_fused_linear_ce_torch bench_train_step bench_attention
+  else
+    cmake --build "$build" -j "$jobs"
+  fi
 }
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 step configure configure && step build_engine compile_engine
@@ -127,7 +158,7 @@ bin=$build/app/studio-train
 step cuda_tests ctest --test-dir "$build" --output-on-failure -L cuda
 # The engine's own test suites, which train on cuda:0 wherever a GPU is visible (Trainer picks it):
 # the train loop (bf16, accumulation, resume, checkpoints), attention, DPO, SP over Gloo.
-# Tests labelled hf need transformers/TRL/safetensors in the Python, which the GPU machine lacks.
+# Tests labelled hf need TRL in the Python, which the GPU machine lacks.
 step trainer_tests_on_gpu ctest --test-dir "$build" --output-on-failure -L "trainer|sp" -LE hf -j 4
 
 # compare_losses REF_EVENTS GOT_EVENTS TOLERANCE LABEL: the two runs' per-step losses, the worst
@@ -310,6 +341,14 @@ EOF2
   cutoff=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["longest_cutoff_len"] or 0)' "$d/estimate.json")
   echo "longest cutoff_len the estimate fits in $gib GiB: $cutoff"
   [ "$cutoff" -gt 0 ] || return 1
+  # Capped (GPU_CHECK_MAX_CUTOFF; 131072, 32768 with --quick; 0: no cap): at the longest fit (2.2M
+  # tokens on an H100) one step of the 1.5B model's attention alone takes over an hour.
+  local cap=${GPU_CHECK_MAX_CUTOFF:-131072}
+  [ $quick -eq 1 ] && cap=${GPU_CHECK_MAX_CUTOFF:-32768}
+  if [ "$cap" -gt 0 ] && [ "$cutoff" -gt "$cap" ]; then
+    echo "capped at $cap tokens (GPU_CHECK_MAX_CUTOFF): measured against the estimate there"
+    cutoff=$cap
+  fi
   "$python" - "$d/data/longest.json" "$cutoff" <<'EOF2'
 import json, random, sys
 words = "alpha beta gamma delta river stone cloud paper seven green table light".split()

@@ -20,9 +20,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${STUDIO_BUILD_DIR:-$root/build}
+# The project's Python environment (torch, transformers: scripts/setup.sh), unless the caller names
+# another in STUDIO_PYTHON (scripts/gpu-check.sh: the GPU machine's own python3).
+given_python=${STUDIO_PYTHON:-}
 # shellcheck source=../../scripts/python-env.sh
 . "$root/scripts/python-env.sh"
-python=$STUDIO_PYTHON  # the project's Python environment: torch, transformers (scripts/setup.sh)
+python=${given_python:-$STUDIO_PYTHON}
 record=0
 threads=$(nproc)
 warmup=3
