@@ -22,6 +22,7 @@
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/hosts/hosts_dialog.h"
 #include "studio/ui/main_window.h"
+#include "studio/ui/shell/app_theme.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/wizard/run_wizard.h"
 #include "studio/version.h"
@@ -49,6 +50,7 @@ constexpr const char* kUsage =
     "  --overlay DIR    with RUN_DIR: also draw this run on the same charts (e.g. SP=1 vs SP=4)\n"
     "  --compare DIR    with RUN_DIR: overlay this run and list both runs' losses and the config\n"
     "                   keys that differ (Run > Compare on runs selected in the list)\n"
+    "  --theme T        system, light or dark for this session (View > Theme saves a choice)\n"
     "  --runs-root DIR  where runs launched from the studio are created and found\n"
     "                   (default: ~/.local/share/SeqStudio/studio/runs)\n"
     "  --help           show this help and exit\n"
@@ -74,6 +76,7 @@ struct Options {
   std::optional<std::string> screenshotChat;
   std::optional<std::string> wizardScreenshots;
   int screenshotDelayMs = 1500;
+  std::optional<studio::ui::ThemeChoice> theme;  // --theme: this session's, not saved
   bool launch = false;  // with --demo: press Launch as soon as the demo model is ready
   // Hidden, for scripts/screenshots.sh: attach a run on a saved host ("HOST/RUN_ID"); grab the
   // Hosts dialog after a Test connection of the first saved host.
@@ -88,7 +91,7 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
                          {"--nproc", "--nnodes", "--runs-root", "--overlay", "--compare", "--screenshot",
                           "--screenshot-wizard", "--screenshot-delay", "--screenshot-chart",
                           "--screenshot-chat", "--remote-run",
-                          "--screenshot-hosts"},
+                          "--screenshot-hosts", "--theme"},
                          {"--help", "-h", "--version", "--demo", "--inspect", "--launch"});
   if (args.ok() && (args.flag("--help") || args.flag("-h"))) {
     std::fputs(kUsage, stdout);
@@ -124,6 +127,14 @@ std::optional<int> parse(int argc, char** argv, Options& out) {
   out.wizardScreenshots = args.value("--screenshot-wizard");
   out.remoteRun = args.value("--remote-run");
   out.hostsScreenshot = args.value("--screenshot-hosts");
+  if (const auto theme = args.value("--theme")) {
+    studio::ui::ThemeChoice choice;
+    if (!studio::ui::parseThemeChoice(QString::fromStdString(*theme), &choice)) {
+      std::fprintf(stderr, "studio: --theme takes system, light or dark, not '%s'\n", theme->c_str());
+      return 2;
+    }
+    out.theme = choice;
+  }
   if (out.remoteRun && out.remoteRun->find('/') == std::string::npos) {
     std::fprintf(stderr, "studio: --remote-run takes HOST/RUN_ID (HOST: a saved host's name)\n");
     return 2;
@@ -247,6 +258,7 @@ int main(int argc, char** argv) {
   studio::ui::StudioPaths paths;
   if (opt.runsRoot) paths.runsRoot = QDir(QString::fromLocal8Bit(opt.runsRoot->c_str())).absolutePath();
   studio::ui::MainWindow window(paths);
+  if (opt.theme) window.theme()->setChoice(*opt.theme, /*save=*/false);
   studio::ui::ConfigInspector* inspector = window.inspector();
   if (opt.nproc) inspector->setProcessesPerNode(*opt.nproc);
   if (opt.nnodes) inspector->setNodes(*opt.nnodes);

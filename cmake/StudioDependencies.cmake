@@ -108,17 +108,17 @@ find_package(Qt6 QUIET COMPONENTS Core Test)
 # PrintSupport: QCustomPlotQt6's imported target links Qt6::PrintSupport without finding it.
 # Not looked for at all with -DSTUDIO_BUILD_GUI=OFF.
 if(NOT DEFINED STUDIO_BUILD_GUI OR STUDIO_BUILD_GUI)
-  find_package(Qt6 QUIET COMPONENTS Gui Widgets PrintSupport Concurrent)
+  find_package(Qt6 QUIET COMPONENTS Gui Widgets PrintSupport Concurrent DBus)
   find_package(QCustomPlotQt6 QUIET)
   find_package(libssh QUIET)
 endif()
 set(_gui_found OFF)
-if(Qt6Widgets_FOUND AND QCustomPlotQt6_FOUND AND libssh_FOUND)
+if(Qt6Widgets_FOUND AND Qt6DBus_FOUND AND QCustomPlotQt6_FOUND AND libssh_FOUND)
   set(_gui_found ON)
 endif()
 option(STUDIO_BUILD_GUI "Build the desktop studio; needs Qt 6 Widgets, QCustomPlot (Qt 6) and libssh" ${_gui_found})
 if(STUDIO_BUILD_GUI AND NOT _gui_found)
-  message(FATAL_ERROR "STUDIO_BUILD_GUI is ON but Qt 6 Widgets, QCustomPlotQt6 or libssh is missing: "
+  message(FATAL_ERROR "STUDIO_BUILD_GUI is ON but Qt 6 Widgets or DBus, QCustomPlotQt6 or libssh is missing: "
                       "run scripts/setup.sh, or pass -DSTUDIO_BUILD_GUI=OFF")
 endif()
 if(STUDIO_BUILD_GUI)

@@ -24,6 +24,8 @@ PACKAGES=(
   qt6-base-dev qt6-base-dev-tools qt6-qpa-plugins libqcustomplot-dev libssh-dev
   # tests: a real OpenSSH server on 127.0.0.1, a real X server for windows and screenshots
   openssh-server openssh-client xvfb xauth fonts-dejavu-core
+  # tests: a private D-Bus session bus for the desktop portal's colour-scheme setting (tst_app_theme)
+  dbus-daemon
   # fuzzing (scripts/fuzz.sh, run by the tests too): clang with libFuzzer and the sanitizers
   clang libclang-rt-14-dev
   # tests: a single-node Slurm (slurmctld, slurmd, munged in a temp dir on loopback) for tst_slurm_live

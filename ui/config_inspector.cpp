@@ -44,6 +44,7 @@ ConfigInspector::ConfigInspector(QWidget* parent)
       summaryIcon_(new QLabel),
       splitter_(new QSplitter(Qt::Vertical)) {
   editor_->setObjectName(QStringLiteral("editor"));
+  editor_->setAccessibleName(tr("Training config YAML"));
   highlighter_->setPalette(editor_->palette());
   buildTable();
   splitter_->addWidget(editor_);
@@ -110,6 +111,7 @@ void ConfigInspector::setSummary(const QString& text, std::optional<QStyle::Stan
 
 void ConfigInspector::buildTable() {
   table_->setObjectName(QStringLiteral("diagnostics"));
+  table_->setAccessibleName(tr("Problems"));
   table_->setModel(model_);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);

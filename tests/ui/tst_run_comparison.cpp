@@ -148,12 +148,16 @@ class TestRunComparison : public QObject {
     QFile f(csv);
     QVERIFY(f.open(QIODevice::ReadOnly));
     QCOMPARE(QString::fromUtf8(f.readAll()), dialog->comparison().toCsv());
+    QWidget* chart = window.dashboard()->findChild<QWidget*>(QStringLiteral("loss"));
+    QVERIFY(chart);
+    const QSize onDashboard = chart->size();
     const QString png = out.filePath(QStringLiteral("comparison.png"));
     QVERIFY2(dialog->exportPng(png, &error), qPrintable(error));
     const QImage image(png);
     QVERIFY(!image.isNull());
-    QWidget* chart = window.dashboard()->findChild<QWidget*>(QStringLiteral("loss"));
-    QVERIFY(chart);
+    // Drawn off screen at a readable size: the chart on the dashboard keeps its own.
+    QCOMPARE(chart->size(), onDashboard);
+    QVERIFY2(image.width() >= 720, qPrintable(QString::number(image.width())));
     // The loss chart above the whole table.
     QVERIFY(image.width() >= chart->width());
     QVERIFY(image.height() > chart->height() + table->rowCount() * table->verticalHeader()->defaultSectionSize());

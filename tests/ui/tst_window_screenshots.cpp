@@ -8,12 +8,14 @@
 // With STUDIO_SCREENSHOT_DIR set the screenshots are written there (scripts/screenshots.sh:
 // docs/screenshots).
 #include <QAbstractButton>
+#include <QAccessible>
 #include <QAbstractScrollArea>
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
 #include <QImage>
 #include <QLabel>
+#include <QGroupBox>
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QProcess>
@@ -22,6 +24,7 @@
 #include <QTemporaryDir>
 #include <QWizard>
 #include <QtTest>
+#include <functional>
 #include <memory>
 
 #include "studio/remote/host_key.h"
@@ -29,6 +32,7 @@
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/hosts/gui_prompts.h"
 #include "studio/ui/main_window.h"
+#include "studio/ui/shell/app_theme.h"
 #include "studio/ui/shell/comparison_dialog.h"
 #include "studio/ui/wizard/run_wizard.h"
 
@@ -161,6 +165,81 @@ QStringList clippedControls(QWidget* top) {
   return out;
 }
 
+bool tabFocusable(QWidget* w, QWidget* top) {
+  return w && w != top && w->window() == top && w->isVisibleTo(top) && w->isEnabled() &&
+         (w->focusPolicy() & Qt::TabFocus) && !w->focusProxy();
+}
+
+// What a screen reader says a control is called: its accessible name, else its text or its
+// buddy label's (Qt's accessibility fills the name from those).
+QString accessibleName(QWidget* w) {
+  QAccessibleInterface* iface = QAccessible::queryAccessibleInterface(w);
+  return iface ? iface->text(QAccessible::Name).trimmed() : QString();
+}
+
+// The window's controls that Tab reaches, in the order it reaches them.
+QList<QWidget*> tabOrder(QWidget* top) {
+  QList<QWidget*> order;
+  QWidget* w = top;
+  for (int i = 0; i < 5000; ++i) {
+    w = w->nextInFocusChain();
+    if (!w || w == top) break;
+    if (tabFocusable(w, top) && !order.contains(w)) order << w;
+  }
+  return order;
+}
+
+QString rectText(const QRect& r) {
+  return QStringLiteral("(%1,%2 %3x%4)").arg(r.x()).arg(r.y()).arg(r.width()).arg(r.height());
+}
+
+// Keyboard and accessibility basics of the window `top`: every control Tab can reach has an
+// accessible name, and Tab moves in reading order: it goes from a control to one wholly above it
+// and not to its right (back up the same column, or up and to the left) only once, where the
+// cycle wraps from the last control to the first.
+QStringList accessibilityProblems(QWidget* top) {
+  QStringList out;
+  const QList<QWidget*> order = tabOrder(top);
+  for (QWidget* w : top->findChildren<QWidget*>())
+    if (tabFocusable(w, top) && !order.contains(w))
+      out << describe(w) + QStringLiteral(" is never reached by Tab");
+  for (QWidget* w : order)
+    if (accessibleName(w).isEmpty())
+      out << describe(w) + QStringLiteral(" has no accessible name (a text, a buddy label or "
+                                          "setAccessibleName)");
+  QStringList backwards;
+  for (int i = 1; i <= order.size() && order.size() > 1; ++i) {
+    QWidget* from = order[i - 1];
+    QWidget* to = order[i % order.size()];
+    const QRect a(from->mapToGlobal(QPoint(0, 0)), from->size());
+    const QRect b(to->mapToGlobal(QPoint(0, 0)), to->size());
+    if (b.bottom() < a.top() && b.left() <= a.left() + 2)
+      backwards << QStringLiteral("Tab goes back up from %1 %2 to %3 %4")
+                       .arg(describe(from), rectText(a), describe(to), rectText(b));
+  }
+  if (backwards.size() > 1) out << backwards;
+  // Alt+letter: each mnemonic of the window's shown buttons, buddied labels, checkable group boxes
+  // and menu bar belongs to one control (two make both ambiguous: Qt then does nothing).
+  QMultiHash<QString, QString> owners;
+  auto add = [&](const QString& text, const QString& who) {
+    const QKeySequence mnemonic = QKeySequence::mnemonic(text);
+    if (!mnemonic.isEmpty()) owners.insert(mnemonic.toString(), who);
+  };
+  if (auto* main = qobject_cast<QMainWindow*>(top))
+    for (QAction* a : main->menuBar()->actions())
+      if (a->isVisible()) add(a->text(), QStringLiteral("menu ") + a->text());
+  for (QWidget* w : top->findChildren<QWidget*>()) {
+    if (w->window() != top || !w->isVisibleTo(top)) continue;
+    if (auto* b = qobject_cast<QAbstractButton*>(w)) add(b->text(), describe(w));
+    else if (auto* l = qobject_cast<QLabel*>(w); l && l->buddy()) add(l->text(), describe(w));
+    else if (auto* g = qobject_cast<QGroupBox*>(w); g && g->isCheckable()) add(g->title(), describe(w));
+  }
+  for (const QString& key : owners.uniqueKeys())
+    if (owners.count(key) > 1)
+      out << QStringLiteral("%1 is the mnemonic of %2").arg(key, QStringList(owners.values(key)).join(QStringLiteral(" and ")));
+  return out;
+}
+
 }  // namespace
 
 class TestWindowScreenshots : public QObject {
@@ -181,6 +260,9 @@ class TestWindowScreenshots : public QObject {
     QVERIFY2(painted.isEmpty(), qPrintable(name + QStringLiteral(": not painted: ") + painted));
     const QStringList clipped = clippedControls(w);
     QVERIFY2(clipped.isEmpty(), qPrintable(name + QStringLiteral(": clipped:\n  ") + clipped.join(QStringLiteral("\n  "))));
+    const QStringList keyboard = accessibilityProblems(w);
+    QVERIFY2(keyboard.isEmpty(), qPrintable(name + QStringLiteral(": keyboard and accessibility:\n  ") +
+                                            keyboard.join(QStringLiteral("\n  "))));
   }
 
   QAction* menuAction(const QString& text) {
@@ -224,6 +306,54 @@ class TestWindowScreenshots : public QObject {
                               .arg(QLatin1String(chart), QVariant(r).toString(),
                                    QVariant(area->viewport()->rect()).toString())));
     }
+    // The other tabs, whose controls Tab reaches once they are shown.
+    window_->showTab(MainWindow::ConfigTab);
+    check(window_.get(), QStringLiteral("main-window-config"));
+    window_->showTab(MainWindow::ChatTab);
+    check(window_.get(), QStringLiteral("main-window-chat"));
+    window_->showTab(MainWindow::DashboardTab);
+  }
+
+  // Every action of the main window from the keyboard: each menu of the menu bar and each item
+  // of every menu has a mnemonic of its own within its menu (Alt+letter, then the letter), and
+  // every action the window holds (the runs list's buttons, the docks' toggles) is in a menu or
+  // has a shortcut.
+  void everyActionFromTheKeyboard() {
+    QStringList problems;
+    QSet<QAction*> inMenus;
+    std::function<void(QMenu*, const QString&)> walk = [&](QMenu* menu, const QString& path) {
+      QHash<QString, QString> letters;
+      for (QAction* a : menu->actions()) {
+        if (a->isSeparator() || !a->isVisible()) continue;
+        inMenus.insert(a);
+        const QString name = path + QStringLiteral(" > ") + QString(a->text()).remove(QLatin1Char('&'));
+        const QKeySequence m = QKeySequence::mnemonic(a->text());
+        if (m.isEmpty())
+          problems << name + QStringLiteral(" has no mnemonic");
+        else if (letters.contains(m.toString()))
+          problems << name + QStringLiteral(" and ") + letters[m.toString()] +
+                          QStringLiteral(" share ") + m.toString();
+        else
+          letters.insert(m.toString(), name);
+        if (a->menu()) walk(a->menu(), name);
+      }
+    };
+    QHash<QString, QString> top;
+    for (QAction* a : window_->menuBar()->actions()) {
+      const QKeySequence m = QKeySequence::mnemonic(a->text());
+      if (m.isEmpty()) problems << QStringLiteral("the %1 menu has no mnemonic").arg(a->text());
+      else if (top.contains(m.toString())) problems << a->text() + QStringLiteral(" and ") + top[m.toString()] + QStringLiteral(" share ") + m.toString();
+      else top.insert(m.toString(), a->text());
+      inMenus.insert(a);
+      if (a->menu()) walk(a->menu(), QString(a->text()).remove(QLatin1Char('&')));
+    }
+    for (QAction* a : window_->findChildren<QAction*>()) {
+      if (a->isSeparator() || a->text().isEmpty() || inMenus.contains(a)) continue;
+      if (qobject_cast<QMenu*>(a->parent())) continue;  // a menu's own action, walked above
+      if (a->shortcut().isEmpty())
+        problems << QStringLiteral("'%1' is in no menu and has no shortcut").arg(a->text());
+    }
+    QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
   }
 
   // File > New Run from Demo: the demo model is created, the wizard opens on it; each page.
@@ -300,6 +430,53 @@ class TestWindowScreenshots : public QObject {
     check(dialog, QStringLiteral("dialog-comparison"));
     check(window_.get(), QStringLiteral("main-window-comparison"));
     dialog->close();
+  }
+
+  // Qt's own dialogs as the studio opens them from its menus: the About box and the file
+  // dialogs (Qt's widget dialogs on a bare X server, where no desktop provides native ones).
+  void standardDialogs_data() {
+    QTest::addColumn<QString>("action");
+    QTest::addColumn<QString>("name");
+    QTest::newRow("about") << "&About SeqStudio" << "dialog-about";
+    QTest::newRow("open config") << "Open Config in &Wizard..." << "dialog-open-config";
+    QTest::newRow("open run folder") << "&Open Run..." << "dialog-open-run-folder";
+    QTest::newRow("export normalised YAML") << "&Export Normalised YAML..." << "dialog-export-yaml";
+  }
+  void standardDialogs() {
+    QFETCH(QString, action);
+    QFETCH(QString, name);
+    QAction* a = menuAction(action);
+    QVERIFY2(a, qPrintable(action));
+    bool checked = false;
+    QTimer::singleShot(0, this, [&] {
+      QWidget* dialog = nullptr;
+      QTRY_VERIFY(dialog = QApplication::activeModalWidget());
+      check(dialog, name);
+      checked = true;
+      dialog->close();
+    });
+    a->trigger();
+    QVERIFY(checked);
+  }
+
+  // The dark theme (View > Theme > Dark): every control drawn in it, the charts too.
+  void darkTheme() {
+    auto* dark = window_->findChild<QAction*>(QStringLiteral("theme-dark"));
+    QVERIFY(dark);
+    dark->trigger();
+    QVERIFY(window_->theme()->isDark());
+    QTest::qWait(200);
+    check(window_.get(), QStringLiteral("main-window-dark"));
+    const QImage img = screenGrab(window_.get());
+    qint64 sum = 0;
+    for (int y = 0; y < img.height(); y += 4)
+      for (int x = 0; x < img.width(); x += 4) sum += QColor(img.pixel(x, y)).lightness();
+    const double mean = double(sum) / ((img.height() + 3) / 4) / ((img.width() + 3) / 4);
+    QVERIFY2(mean < 90, qPrintable(QStringLiteral("the dark window's mean lightness is %1").arg(mean)));
+    auto* system = window_->findChild<QAction*>(QStringLiteral("theme-system"));
+    QVERIFY(system);
+    system->trigger();
+    QVERIFY(!window_->theme()->isDark());
   }
 
   // The questions an SSH connection asks (modal: grabbed from inside their own event loop).

@@ -153,10 +153,10 @@ QWidget* ChatPanel::createSettings() {
   addSetting(grid, 2, tr("Top-&k:"), topK_, QStringLiteral("chatTopK"));
   addSetting(grid, 3, tr("Max &new tokens:"), maxNewTokens_, QStringLiteral("chatMaxNewTokens"));
   addSetting(grid, 4, tr("See&d:"), seed_, QStringLiteral("chatSeed"));
-  addSetting(grid, 5, tr("&Repetition penalty:"), repetitionPenalty_,
+  addSetting(grid, 5, tr("Repet&ition penalty:"), repetitionPenalty_,
              QStringLiteral("chatRepetitionPenalty"));
-  addSetting(grid, 6, tr("Te&mplate:"), template_, QStringLiteral("chatTemplate"));
-  addSetting(grid, 7, tr("De&vice:"), device_, QStringLiteral("chatDevice"));
+  addSetting(grid, 6, tr("Templ&ate:"), template_, QStringLiteral("chatTemplate"));
+  addSetting(grid, 7, tr("Devi&ce:"), device_, QStringLiteral("chatDevice"));
   auto* systemLabel = new QLabel(tr("S&ystem prompt:"));
   systemLabel->setBuddy(system_);
   grid->addWidget(systemLabel, 2, 0);

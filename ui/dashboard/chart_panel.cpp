@@ -5,6 +5,7 @@
 
 #include <QEvent>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QMenu>
 #include <QMouseEvent>
@@ -174,18 +175,84 @@ void ChartPanel::setupPlot() {
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this] { fitAndReplot(); });
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(plot_, &QWidget::customContextMenuRequested, this, &ChartPanel::showContextMenu);
+  // Reachable with Tab: panned, zoomed, fitted, read and its menu opened from the keyboard.
+  plot_->setFocusPolicy(Qt::StrongFocus);
+  plot_->setAccessibleName(chartTitle(kind_));
+  plot_->setAccessibleDescription(keyboardHelp());
+  plot_->installEventFilter(this);
+}
+
+QString ChartPanel::keyboardHelp() {
+  return tr("Left and Right, Up and Down pan; + and - zoom the x axis; 0 or Home fits to the data; "
+            "Space reads the values at the middle; the menu key opens the chart's menu");
+}
+
+bool ChartPanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == plot_) {
+    if (event->type() == QEvent::KeyPress && handleKey(static_cast<QKeyEvent*>(event))) return true;
+    if (event->type() == QEvent::FocusIn || event->type() == QEvent::FocusOut) {
+      // Where the keyboard is: the title in the highlight colour while the plot has the focus.
+      QPalette p = title_->palette();
+      if (event->type() == QEvent::FocusIn)
+        p.setColor(QPalette::WindowText, palette().color(QPalette::Highlight));
+      else
+        p = palette();
+      title_->setPalette(p);
+    }
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
+bool ChartPanel::handleKey(QKeyEvent* event) {
+  if (event->modifiers() & (Qt::ControlModifier | Qt::AltModifier | Qt::MetaModifier)) return false;
+  QCPRange x = plot_->xAxis->range();
+  QCPRange y = plot_->yAxis->range();
+  const double dx = x.size() / 10, dy = y.size() / 10;
+  bool xChanged = false;
+  switch (event->key()) {
+    case Qt::Key_Left: x += -dx; xChanged = true; break;
+    case Qt::Key_Right: x += dx; xChanged = true; break;
+    case Qt::Key_Up: plot_->yAxis->setRange(y + dy); break;
+    case Qt::Key_Down: plot_->yAxis->setRange(y + (-dy)); break;
+    case Qt::Key_Plus:
+    case Qt::Key_Equal:
+      x = QCPRange(x.center() - x.size() * 0.4, x.center() + x.size() * 0.4);
+      xChanged = true;
+      break;
+    case Qt::Key_Minus:
+      x = QCPRange(x.center() - x.size() * 0.625, x.center() + x.size() * 0.625);
+      xChanged = true;
+      break;
+    case Qt::Key_0:
+    case Qt::Key_Home: fitAndReplot(); return true;
+    case Qt::Key_Space: {
+      const QString text = readoutAt(x.center());
+      const QPoint at = plot_->mapToGlobal(plot_->axisRect()->rect().center());
+      QToolTip::showText(at, text.isEmpty() ? tr("no values here") : text, plot_);
+      return true;
+    }
+    default: return false;
+  }
+  followData_ = false;
+  if (xChanged) {
+    userAxisChange_ = true;  // as a drag would: the linked charts follow
+    plot_->xAxis->setRange(x);
+    userAxisChange_ = false;
+  }
+  plot_->replot();
+  return true;
 }
 
 void ChartPanel::showContextMenu(const QPoint& pos) {
   QMenu menu(this);
-  menu.addAction(tr("Save as PNG…"), this, &ChartPanel::exportPngRequested);
-  menu.addAction(tr("Export data as CSV…"), this, &ChartPanel::exportCsvRequested);
+  menu.addAction(tr("Save as &PNG…"), this, &ChartPanel::exportPngRequested);
+  menu.addAction(tr("Export data as &CSV…"), this, &ChartPanel::exportCsvRequested);
   menu.addSeparator();
-  menu.addAction(tr("Fit to data"), this, &ChartPanel::fitAndReplot);
+  menu.addAction(tr("&Fit to data"), this, &ChartPanel::fitAndReplot);
   menu.addSeparator();
-  menu.addAction(tr("Enlarge / show all charts"), this, &ChartPanel::enlargeToggled);
-  menu.addAction(tr("Move earlier"), this, [this] { emit moveRequested(-1); });
-  menu.addAction(tr("Move later"), this, [this] { emit moveRequested(+1); });
+  menu.addAction(tr("&Enlarge / show all charts"), this, &ChartPanel::enlargeToggled);
+  menu.addAction(tr("Move e&arlier"), this, [this] { emit moveRequested(-1); });
+  menu.addAction(tr("Move &later"), this, [this] { emit moveRequested(+1); });
   menu.exec(plot_->mapToGlobal(pos));
 }
 
@@ -224,7 +291,10 @@ void ChartPanel::fitAndReplot() {
   plot_->replot();
 }
 
-void ChartPanel::setTitle(const QString& title) { title_->setText(title); }
+void ChartPanel::setTitle(const QString& title) {
+  title_->setText(title);
+  plot_->setAccessibleName(title);
+}
 
 void ChartPanel::setEmptyText(const QString& text) {
   emptyText_->setText(text);

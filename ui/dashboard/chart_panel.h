@@ -66,6 +66,10 @@ class ChartPanel : public QWidget {
   // The hover read-out at x = `key`: each drawn line's exact value at its point nearest `key`,
   // one line each ("RUN: loss = 2.3456 (step 120)"); "" when no line has a point.
   QString readoutAt(double key) const;
+  // The keyboard, once Tab has put the focus on the plot: Left/Right and Up/Down pan by a tenth,
+  // + and - zoom the x axis, 0 or Home fits to the data, Space shows the read-out at the middle
+  // of the x range, the menu key (or Shift+F10) opens the chart's menu.
+  static QString keyboardHelp();
 
  signals:
   void exportPngRequested();
@@ -79,6 +83,7 @@ class ChartPanel : public QWidget {
 
  protected:
   void changeEvent(QEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   QWidget* buildTitleBar();
@@ -88,6 +93,7 @@ class ChartPanel : public QWidget {
   void fitAndReplot();
   void padKeyRange();
   void padValueRange();
+  bool handleKey(QKeyEvent* event);
 
   ChartKind kind_;
   XAxisMode mode_ = XAxisMode::Step;

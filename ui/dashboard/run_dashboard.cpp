@@ -129,7 +129,9 @@ QWidget* RunDashboard::buildControls() {
   connect(xAxisBox_, &QComboBox::currentIndexChanged, this, [this](int index) {
     setXAxis(static_cast<XAxisMode>(xAxisBox_->itemData(index).toInt()));
   });
-  row->addWidget(new QLabel(tr("X axis:")));
+  auto* xLabel = new QLabel(tr("&X axis:"));
+  xLabel->setBuddy(xAxisBox_);
+  row->addWidget(xLabel);
   row->addWidget(xAxisBox_);
 
   smoothingSlider_ = new QSlider(Qt::Horizontal);
@@ -142,23 +144,25 @@ QWidget* RunDashboard::buildControls() {
   connect(smoothingSlider_, &QSlider::valueChanged, this,
           [this](int value) { setSmoothing(double(value) / kSmoothingSteps); });
   row->addSpacing(12);
-  row->addWidget(new QLabel(tr("Smoothing:")));
+  auto* smoothingLabel = new QLabel(tr("S&moothing:"));
+  smoothingLabel->setBuddy(smoothingSlider_);
+  row->addWidget(smoothingLabel);
   row->addWidget(smoothingSlider_, 1);
   row->addWidget(smoothingValue_);
 
-  logBox_ = new QCheckBox(tr("Log-scale loss"));
+  logBox_ = new QCheckBox(tr("Lo&g-scale loss"));
   logBox_->setObjectName(QStringLiteral("logScale"));
   connect(logBox_, &QCheckBox::toggled, this, &RunDashboard::setLogScale);
   row->addSpacing(12);
   row->addWidget(logBox_);
-  auto* outliers = new QCheckBox(tr("Ignore outliers"));
+  auto* outliers = new QCheckBox(tr("Ignore &outliers"));
   outliers->setObjectName(QStringLiteral("ignoreOutliers"));
   outliers->setToolTip(tr("Fit each chart's value axis to its values without outliers (beyond 3 "
                           "interquartile ranges), so that a spike does not flatten the rest"));
   connect(outliers, &QCheckBox::toggled, this, &RunDashboard::setIgnoreOutliers);
   row->addWidget(outliers);
 
-  auto* fit = new QPushButton(tr("Fit to data"));
+  auto* fit = new QPushButton(tr("Fi&t to data"));
   fit->setObjectName(QStringLiteral("fitToData"));
   fit->setToolTip(tr("Show all the data again on every chart after dragging or zooming "
                      "(double-click a chart to fit that one)"));
@@ -222,6 +226,8 @@ QWidget* RunDashboard::buildCharts() {
   charts->setLayout(grid);
   relayout();  // the panels have their parent now: hiding one never makes it a window
   auto* scroll = new QScrollArea;
+  scroll->setObjectName(QStringLiteral("chartsArea"));
+  scroll->setAccessibleName(tr("Charts"));
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
   scroll->setWidget(charts);

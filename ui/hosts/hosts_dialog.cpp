@@ -124,6 +124,7 @@ QWidget* HostsDialog::createList() {
   layout->setContentsMargins(0, 0, 0, 0);
   list_ = new QListWidget(box);
   list_->setObjectName(QStringLiteral("hostList"));
+  list_->setAccessibleName(tr("Saved hosts"));
   connect(list_, &QListWidget::currentTextChanged, this, [this](const QString& name) {
     if (const HostProfile* p = store_->host(name)) showProfile(*p);
   });
@@ -147,9 +148,10 @@ QWidget* HostsDialog::createEditor() {
   remoteRoot_ = lineEdit("remoteRootEdit", tr("relative to the login directory, or absolute"), box);
   form->addRow(tr("&Name:"), name_);
   form->addRow(tr("&Target:"), target_);
-  form->addRow(tr("Identity file:"), withBrowse(identity_, tr("Identity file"), box));
+  identity_->setAccessibleName(tr("Identity file"));
+  form->addRow(tr("Identit&y file:"), withBrowse(identity_, tr("Identity file"), box));
   form->addRow(tr("&Engine:"), engine_);
-  form->addRow(tr("Remote &root:"), remoteRoot_);
+  form->addRow(tr("Remote r&oot:"), remoteRoot_);
 
   slurm_ = new QGroupBox(tr("Submit with &Slurm (sbatch)"), box);
   slurm_->setObjectName(QStringLiteral("slurmGroup"));
@@ -166,7 +168,7 @@ QWidget* HostsDialog::createEditor() {
   extraNodes_ =
       lineEdit("extraNodesEdit", tr("multi-node without Slurm: other nodes' targets"), box);
   masterAddr_ = lineEdit("masterAddrEdit", tr("rank 0's address as the other nodes reach it"), box);
-  form->addRow(tr("Extra &nodes:"), extraNodes_);
+  form->addRow(tr("Extra no&des:"), extraNodes_);
   form->addRow(tr("&Master address:"), masterAddr_);
 
   auto* advanced = new QGroupBox(tr("Advanced"), box);
@@ -180,8 +182,8 @@ QWidget* HostsDialog::createEditor() {
 
   auto* actions = new QHBoxLayout;
   actions->addStretch(1);
-  actions->addWidget(button(tr("&Save"), "saveHost", &HostsDialog::saveProfile, box));
-  testButton_ = button(tr("&Test connection"), "testConnection", &HostsDialog::testConnection, box);
+  actions->addWidget(button(tr("Sa&ve"), "saveHost", &HostsDialog::saveProfile, box));
+  testButton_ = button(tr("Test connect&ion"), "testConnection", &HostsDialog::testConnection, box);
   actions->addWidget(testButton_);
   form->addRow(actions);
   return box;

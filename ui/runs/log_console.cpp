@@ -14,6 +14,8 @@
 namespace studio::ui {
 
 LogConsole::LogConsole(QWidget* parent) : QWidget(parent), view_(new QPlainTextEdit(this)) {
+  view_->setObjectName(QStringLiteral("logView"));
+  view_->setAccessibleName(tr("Log"));
   view_->setReadOnly(true);
   view_->setUndoRedoEnabled(false);
   view_->setLineWrapMode(QPlainTextEdit::NoWrap);

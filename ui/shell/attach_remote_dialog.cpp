@@ -26,6 +26,7 @@ AttachRemoteDialog::AttachRemoteDialog(HostStore* hosts, RemoteRuns* remoteRuns,
   setWindowTitle(tr("Attach Remote Run"));
   host_->setObjectName(QStringLiteral("host"));
   runId_->setObjectName(QStringLiteral("runId"));
+  runId_->setAccessibleName(tr("Run"));
   list_->setObjectName(QStringLiteral("list"));
   status_->setObjectName(QStringLiteral("status"));
   status_->setWordWrap(true);

@@ -1,5 +1,7 @@
 #include "studio/ui/shell/comparison_dialog.h"
 
+#include <qcustomplot.h>
+
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFutureWatcher>
@@ -121,13 +123,29 @@ bool ComparisonDialog::exportPng(const QString& path, QString* error) const {
   // The chart with the runs overlaid above the whole table (every row, not just those in view).
   const int tableWidth = table_->verticalHeader()->width() + table_->horizontalHeader()->length() + 4;
   // The chart drawn at a readable size (at least 720 x 400, as wide as the table), whatever its
-  // column on the dashboard measures; then back to its place.
+  // column on the dashboard measures: its plot rendered off screen at that size (the widget on
+  // the dashboard keeps its own), under the chart's title.
   QPixmap chart;
   if (chart_) {
-    const QSize old = chart_->size();
-    chart_->resize(std::max(720, tableWidth), std::max(400, old.height()));
-    chart = chart_->grab();
-    chart_->resize(old);
+    auto* plot = qobject_cast<QCustomPlot*>(chart_.data());
+    if (!plot) plot = chart_->findChild<QCustomPlot*>();
+    const int width = std::max(720, tableWidth);
+    if (plot) {
+      const QPixmap drawn = plot->toPixmap(width, std::max(400, plot->height()));
+      const QString title = tr("Loss");  // the dashboard's loss chart (MainWindow::compareRuns)
+      QFont bold = font();
+      bold.setBold(true);
+      const int titleHeight = QFontMetrics(bold).height() + 6;
+      chart = QPixmap(drawn.width(), drawn.height() + titleHeight);
+      chart.fill(palette().color(QPalette::Window));
+      QPainter p(&chart);
+      p.setFont(bold);
+      p.setPen(palette().color(QPalette::WindowText));
+      p.drawText(QRect(4, 0, drawn.width() - 8, titleHeight), Qt::AlignLeft | Qt::AlignVCenter, title);
+      p.drawPixmap(0, titleHeight, drawn);
+    } else {
+      chart = chart_->grab();
+    }
   }
   const int tableHeight = table_->horizontalHeader()->height() + table_->verticalHeader()->length() + 4;
   QImage image(std::max(chart.width(), tableWidth), chart.height() + tableHeight + summary_->height(),

@@ -1,6 +1,7 @@
 #include "studio/ui/main_window.h"
 
 #include <QAction>
+#include <QActionGroup>
 #include <QCursor>
 #include <QMenu>
 #include <QCloseEvent>
@@ -37,6 +38,7 @@
 #include "studio/ui/runs/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/shell/attach_remote_dialog.h"
+#include "studio/ui/shell/app_theme.h"
 #include "studio/ui/shell/comparison_dialog.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
@@ -65,6 +67,7 @@ QSettings studioSettings() {
 MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
     : QMainWindow(parent),
       paths_(paths),
+      theme_(new AppTheme(qobject_cast<QApplication*>(QCoreApplication::instance()), this)),
       tabs_(new QTabWidget),
       inspector_(new ConfigInspector),
       dashboard_(new RunDashboard),
@@ -178,8 +181,26 @@ void MainWindow::createMenus() {
   view->addAction(tr("&Config"), QKeySequence(QStringLiteral("Ctrl+2")), this,
                   [this] { showTab(ConfigTab); });
   view->addSeparator();
+  // The docks' own toggles, with mnemonics (their titles, which they take by default, have none).
+  runsDock_->toggleViewAction()->setText(tr("&Runs List"));
+  logDock_->toggleViewAction()->setText(tr("&Log"));
   view->addAction(runsDock_->toggleViewAction());
   view->addAction(logDock_->toggleViewAction());
+  view->addSeparator();
+  QMenu* themeMenu = view->addMenu(tr("&Theme"));
+  themeMenu->setObjectName(QStringLiteral("themeMenu"));
+  auto* themes = new QActionGroup(this);
+  const std::pair<ThemeChoice, QString> choices[] = {{ThemeChoice::System, tr("Follow &System")},
+                                                     {ThemeChoice::Light, tr("&Light")},
+                                                     {ThemeChoice::Dark, tr("&Dark")}};
+  for (const auto& [choice, text] : choices) {
+    QAction* a = themeMenu->addAction(text);
+    a->setObjectName(QStringLiteral("theme-") + themeChoiceName(choice));
+    a->setCheckable(true);
+    a->setChecked(theme_->choice() == choice);
+    themes->addAction(a);
+    connect(a, &QAction::triggered, this, [this, choice = choice] { theme_->setChoice(choice); });
+  }
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About SeqStudio"), this, &MainWindow::about);

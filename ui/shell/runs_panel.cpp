@@ -66,38 +66,39 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   view_->horizontalHeader()->setStretchLastSection(true);
   view_->setAlternatingRowColors(true);
   view_->setObjectName(QStringLiteral("runsView"));
+  view_->setAccessibleName(tr("Runs"));
 
-  newRun_ = toolbar_->addAction(tr("New Run..."));
+  newRun_ = toolbar_->addAction(tr("&New Run..."));
   newRun_->setShortcut(QKeySequence::New);
   newRun_->setToolTip(tr("Build a run with the wizard (Ctrl+N)"));
-  openRun_ = toolbar_->addAction(tr("Open Run..."));
+  openRun_ = toolbar_->addAction(tr("&Open Run..."));
   openRun_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+O")));
   openRun_->setToolTip(tr("Add a run folder (holding events.jsonl) to the list"));
   toolbar_->addSeparator();
-  stop_ = toolbar_->addAction(tr("Stop"));
+  stop_ = toolbar_->addAction(tr("&Stop"));
   stop_->setShortcut(QKeySequence(QStringLiteral("Ctrl+.")));
   stop_->setToolTip(
       tr("Stop the selected run: SIGTERM, then SIGKILL after a grace period (on its host for a "
          "remote run)"));
-  overlay_ = toolbar_->addAction(tr("Overlay"));
+  overlay_ = toolbar_->addAction(tr("&Overlay"));
   overlay_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+L")));
   overlay_->setToolTip(tr("Draw other runs on the same charts as this one (e.g. SP=1 vs SP=4)"));
-  forget_ = toolbar_->addAction(tr("Forget"));
+  forget_ = toolbar_->addAction(tr("&Forget"));
   forget_->setToolTip(tr("Remove the selected run from the list (its files stay)"));
   // The run's own files, one click away (also in the list's context menu).
-  openFolder_ = new QAction(tr("Open Run Folder"), this);
+  openFolder_ = new QAction(tr("Open Run Fol&der"), this);
   openFolder_->setObjectName(QStringLiteral("openRunFolder"));
   openFolder_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+F")));
   openFolder_->setToolTip(tr("Show the selected run's folder in the file manager"));
-  openLog_ = new QAction(tr("Open Run Log"), this);
+  openLog_ = new QAction(tr("Open Run &Log"), this);
   openLog_->setObjectName(QStringLiteral("openRunLog"));
   openLog_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+G")));
   openLog_->setToolTip(tr("Open the selected run's train.log (else its events.jsonl)"));
-  openConfig_ = new QAction(tr("Open Run Config"), this);
+  openConfig_ = new QAction(tr("Open Run Confi&g"), this);
   openConfig_->setObjectName(QStringLiteral("openRunConfig"));
   openConfig_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+C")));
   openConfig_->setToolTip(tr("Show the config the selected run was launched with in the Config tab"));
-  compare_ = toolbar_->addAction(tr("Compare"));
+  compare_ = toolbar_->addAction(tr("Co&mpare"));
   compare_->setObjectName(QStringLiteral("compareRuns"));
   compare_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+M")));
   compare_->setToolTip(tr("Overlay the selected runs (Ctrl/Shift-click two or more) and list "

@@ -143,6 +143,7 @@ DataPage::DataPage(RunDraft* draft, QWidget* parent)
   setSubTitle(tr("Datasets from a dataset_info.json folder, the chat template, and what training "
                  "will see."));
   datasetView_->setObjectName(QStringLiteral("datasets"));
+  datasetView_->setAccessibleName(tr("Datasets"));
   datasetView_->setModel(datasets_);
   datasetView_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   registration_->setObjectName(QStringLiteral("registration"));
@@ -194,7 +195,7 @@ DataPage::~DataPage() = default;
 QWidget* DataPage::buildDirRow() {
   dir_->setPlaceholderText(tr("folder with dataset_info.json"));
   auto* folder = new QPushButton(tr("&Folder..."));
-  auto* file = new QPushButton(tr("Data &file..."));
+  auto* file = new QPushButton(tr("D&ata file..."));
   connect(folder, &QPushButton::clicked, this, &DataPage::browseFolder);
   connect(file, &QPushButton::clicked, this, &DataPage::browseFile);
   auto* row = new QWidget;

@@ -25,10 +25,13 @@ FieldBindings::FieldBindings(RunDraft* draft, QObject* parent) : QObject(parent)
 
 void FieldBindings::prepare(QWidget* widget, const char* key) {
   widget->setObjectName(QString::fromLatin1(key));
+  // What a screen reader names it: the config key its label shows, and the key's help.
+  widget->setAccessibleName(QString::fromLatin1(key));
   if (const studio::FieldSpec* f = studio::find_field(key)) {
     QString tip = QString::fromUtf8(f->help.data(), static_cast<int>(f->help.size()));
     if (!f->allowed.empty()) tip += tr(" (allowed: %1)").arg(QString::fromStdString(f->allowed));
     widget->setToolTip(QStringLiteral("%1: %2").arg(QString::fromLatin1(key), tip));
+    widget->setAccessibleDescription(tip);
   }
 }
 

@@ -40,7 +40,7 @@ HyperparametersPage::HyperparametersPage(RunDraft* draft, QWidget* parent)
   setSubTitle(tr("LLaMA-Factory's defaults, as its YAML keys name them."));
   output_ = bindings()->text("output_dir", &RunConfig::output_dir);
   output_->setPlaceholderText(tr("saves/my-run"));
-  auto* browse = new QPushButton(tr("&Browse..."));
+  auto* browse = new QPushButton(tr("B&rowse..."));
   connect(browse, &QPushButton::clicked, this, &HyperparametersPage::browseOutput);
   auto* outRow = new QHBoxLayout;
   outRow->addWidget(new QLabel(tr("output_dir:")));

@@ -87,6 +87,7 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   setTitle(tr("Memory"));
   setSubTitle(tr("What one GPU will hold, estimated from the model's shape and the settings."));
   gpu_->setObjectName(QStringLiteral("gpuMemory"));
+  gpu_->setAccessibleName(tr("GPU memory"));
   gpu_->setRange(1, 4096);
   gpu_->setDecimals(0);
   gpu_->setSuffix(tr(" GiB"));
@@ -101,12 +102,14 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
     label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   }
   notes_->setObjectName(QStringLiteral("notes"));
+  notes_->setAccessibleName(tr("Memory notes"));
   notes_->setReadOnly(true);
   notes_->setMaximumHeight(notes_->fontMetrics().height() * 6);
 
   longest_->setObjectName(QStringLiteral("longest"));
   longest_->setWordWrap(true);
   gains_->setObjectName(QStringLiteral("optionGains"));
+  gains_->setAccessibleName(tr("What each option saves"));
   gains_->setHorizontalHeaderLabels(
       {tr("Option"), tr("Now"), tr("Longest cutoff_len switched")});
   gains_->horizontalHeader()->setStretchLastSection(true);
@@ -127,7 +130,9 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   longLayout->addWidget(gains_);
 
   auto* top = new QHBoxLayout;
-  top->addWidget(new QLabel(tr("GPU memory:")));
+  auto* gpuLabel = new QLabel(tr("&GPU memory:"));
+  gpuLabel->setBuddy(gpu_);
+  top->addWidget(gpuLabel);
   top->addWidget(gpu_);
   top->addStretch(1);
   top->addWidget(smallest_);

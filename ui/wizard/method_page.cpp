@@ -42,7 +42,7 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
                  "on chosen/rejected pairs. Full-parameter training."));
   FieldBindings* b = bindings();
   reference_->setPlaceholderText(tr("none: a frozen copy of the initial model"));
-  auto* browse = new QPushButton(tr("&Browse..."));
+  auto* browse = new QPushButton(tr("B&rowse..."));
   auto* refRow = new QHBoxLayout;
   refRow->addWidget(reference_, 1);
   refRow->addWidget(browse);

@@ -74,7 +74,7 @@ ModelPage::ModelPage(RunDraft* draft, QWidget* parent)
                  "*.safetensors), or a hub id found in the local Hugging Face cache. What the "
                  "model is, and whether studio-train can train it, shows here first."));
   path_->setPlaceholderText(tr("/models/Qwen2.5-7B-Instruct"));
-  auto* browse = new QPushButton(tr("&Browse..."));
+  auto* browse = new QPushButton(tr("B&rowse..."));
   demo_->setObjectName(QStringLiteral("demoModel"));
   demo_->hide();
 

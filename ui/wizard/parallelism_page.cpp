@@ -90,7 +90,7 @@ ParallelismPage::ParallelismPage(RunDraft* draft, QWidget* parent)
     label->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);  // the form's full width
   }
   deepspeed_->setPlaceholderText(tr("none (no ZeRO)"));
-  auto* browse = new QPushButton(tr("&Browse..."));
+  auto* browse = new QPushButton(tr("B&rowse..."));
   auto* dsRow = new QHBoxLayout;
   dsRow->addWidget(deepspeed_, 1);
   dsRow->addWidget(browse);

@@ -41,9 +41,11 @@ ReviewPage::ReviewPage(RunDraft* draft, QWidget* parent)
   setTitle(tr("Review"));
   setSubTitle(tr("The run config as it will be written, and every problem found in it."));
   editor_->setObjectName(QStringLiteral("yaml"));
+  editor_->setAccessibleName(tr("Run config YAML"));
   editor_->setReadOnly(true);
   highlighter_->setPalette(editor_->palette());
   table_->setObjectName(QStringLiteral("diagnostics"));
+  table_->setAccessibleName(tr("Problems"));
   table_->setModel(model_);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);

@@ -18,6 +18,7 @@ void writeSequence(QTextCursor& cursor, const studio::data::PreviewSequence& seq
 
 SamplePreview::SamplePreview(QWidget* parent) : QTextBrowser(parent) {
   setObjectName(QStringLiteral("samplePreview"));
+  setAccessibleName(tr("Sample preview"));
   setOpenLinks(false);
   setLineWrapMode(QTextEdit::WidgetWidth);
 }

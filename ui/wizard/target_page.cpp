@@ -33,7 +33,7 @@ TargetPage::TargetPage(RunDraft* draft, QWidget* parent)
       ssh_(new QRadioButton(tr("An &SSH host:"))),
       host_(new QComboBox),
       manage_(new QPushButton(tr("&Manage hosts..."))),
-      slurm_(new QCheckBox(tr("Submit as a Slurm &batch job"))),
+      slurm_(new QCheckBox(tr("Submit as a Slurm batch &job"))),
       partition_(new QLineEdit),
       account_(new QLineEdit),
       time_(new QLineEdit),
@@ -43,6 +43,7 @@ TargetPage::TargetPage(RunDraft* draft, QWidget* parent)
   local_->setObjectName(QStringLiteral("local"));
   ssh_->setObjectName(QStringLiteral("ssh"));
   host_->setObjectName(QStringLiteral("host"));
+  host_->setAccessibleName(tr("SSH host"));
   host_->setEditable(true);
   // Typed hosts are used as typed, never added to the saved hosts by pressing Enter.
   host_->setInsertPolicy(QComboBox::NoInsert);

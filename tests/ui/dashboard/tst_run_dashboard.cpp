@@ -17,6 +17,7 @@
 #include <qcustomplot.h>
 
 #include "dashboard_test_support.h"
+#include "studio/ui/dashboard/chart_kind.h"
 #include "studio/ui/dashboard/event_tailer.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 
@@ -96,6 +97,8 @@ class TestRunDashboard : public QObject {
   void ignoreOutliers();
   void linkedXAxes();
   void hoverReadout();
+  void keyboardOnTheCharts_data();
+  void keyboardOnTheCharts();
   void rearrangeAndEnlarge();
   void xAxisModes_data();
   void xAxisModes();
@@ -405,6 +408,58 @@ void TestRunDashboard::linkedXAxes() {
   dash.setLinkedXRange(ChartKind::Memory, 10, 20);
   QCOMPARE(dash.plot(ChartKind::Loss)->xAxis->range().lower, 10.0);
   QCOMPARE(dash.plot(ChartKind::Loss)->xAxis->range().upper, 20.0);
+}
+
+// Tab reaches each chart (named as its title, its keys in its description); the keys pan and
+// zoom it like a drag or a wheel (the other charts' x axes follow) and 0 fits it again.
+void TestRunDashboard::keyboardOnTheCharts_data() {
+  QTest::addColumn<int>("key");
+  QTest::addColumn<double>("lowerShift");  // of the x range, in tenths of its size
+  QTest::addColumn<double>("sizeFactor");
+  QTest::newRow("Right pans right") << int(Qt::Key_Right) << 1.0 << 1.0;
+  QTest::newRow("Left pans left") << int(Qt::Key_Left) << -1.0 << 1.0;
+  QTest::newRow("+ zooms in") << int(Qt::Key_Plus) << 1.0 << 0.8;
+  QTest::newRow("= zooms in (unshifted +)") << int(Qt::Key_Equal) << 1.0 << 0.8;
+  QTest::newRow("- zooms out") << int(Qt::Key_Minus) << -1.25 << 1.25;
+}
+void TestRunDashboard::keyboardOnTheCharts() {
+  QFETCH(int, key);
+  QFETCH(double, lowerShift);
+  QFETCH(double, sizeFactor);
+  RunDashboard dash;
+  dash.feed(QStringLiteral("sft"), dash_test::loadEvents(QStringLiteral("sft-cpu")));
+  dash.flush();
+  QCustomPlot* loss = dash.plot(ChartKind::Loss);
+  QVERIFY(loss->focusPolicy() & Qt::TabFocus);
+  QCOMPARE(loss->accessibleName(), chartTitle(ChartKind::Loss));
+  QVERIFY(loss->accessibleDescription().contains(QStringLiteral("menu key")));
+  QCOMPARE(loss->contextMenuPolicy(), Qt::CustomContextMenu);  // the menu key opens it
+  loss->resize(600, 400);
+  loss->replot();
+  const QCPRange before = loss->xAxis->range();
+  QTest::keyClick(loss, Qt::Key(key));
+  const QCPRange after = loss->xAxis->range();
+  QVERIFY2(std::abs(after.size() - before.size() * sizeFactor) < 1e-9 * before.size(),
+           qPrintable(QStringLiteral("%1 -> %2").arg(before.size()).arg(after.size())));
+  QVERIFY2(std::abs((after.lower - before.lower) - lowerShift * before.size() / 10) < 1e-9 * before.size(),
+           qPrintable(QStringLiteral("%1 -> %2").arg(before.lower).arg(after.lower)));
+  const QCPRange linked = dash.plot(ChartKind::GradNorm)->xAxis->range();
+  QCOMPARE(linked.lower, after.lower);
+  QCOMPARE(linked.upper, after.upper);
+  // New data does not undo it (the user moved the chart); 0 fits it to the data again.
+  dash.feed(QStringLiteral("sft"), {dash_test::stepEvent(1000, 1.0, 1000)});
+  dash.flush();
+  QCOMPARE(loss->xAxis->range().upper, after.upper);
+  QTest::keyClick(loss, Qt::Key_0);
+  QVERIFY(loss->xAxis->range().upper >= 1000.0);
+  // Up moves the value axis, not the x axis.
+  const QCPRange x = loss->xAxis->range(), y = loss->yAxis->range();
+  QTest::keyClick(loss, Qt::Key_Up);
+  QCOMPARE(loss->xAxis->range().lower, x.lower);
+  QVERIFY(std::abs(loss->yAxis->range().lower - (y.lower + y.size() / 10)) < 1e-9 * y.size());
+  // Keys with Ctrl are the window's shortcuts, not the chart's.
+  QTest::keyClick(loss, Qt::Key_Right, Qt::ControlModifier);
+  QCOMPARE(loss->xAxis->range().lower, x.lower);
 }
 
 // The hover read-out names each line's exact value at the point nearest the pointer.

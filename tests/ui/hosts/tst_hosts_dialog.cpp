@@ -357,7 +357,7 @@ class TestHostsDialog : public QObject {
     settings.sync();
     QFile stored(settings.fileName());
     const QByteArray settingsText = stored.open(QIODevice::ReadOnly) ? stored.readAll() : QByteArray();
-    for (const QByteArray secret : {QByteArray("correct horse"), QByteArray("battery staple")}) {
+    for (const QByteArray& secret : {QByteArray("correct horse"), QByteArray("battery staple")}) {
       QVERIFY2(!settingsText.contains(secret), qPrintable(settings.fileName()));
       for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
         if (pid.toInt() <= 0) continue;

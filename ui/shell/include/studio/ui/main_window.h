@@ -20,6 +20,7 @@ class QTimer;
 
 namespace studio::ui {
 
+class AppTheme;
 class ChatPanel;
 class ConfigInspector;
 class GpuSampler;
@@ -106,6 +107,8 @@ class MainWindow : public QMainWindow {
   RemoteRuns* remoteRuns() const { return remoteRuns_; }
   RemoteSubmitter* remoteSubmitter() const { return submitter_; }
   QString currentRun() const { return currentRun_; }
+  // The colour theme (View > Theme): light, dark or the system's.
+  AppTheme* theme() const { return theme_; }
 
   // Tab indices of the central area.
   enum Tab { DashboardTab = 0, ConfigTab = 1, ChatTab = 2 };
@@ -164,6 +167,7 @@ class MainWindow : public QMainWindow {
   QString dialogDir() const;
 
   StudioPaths paths_;
+  AppTheme* theme_;
   QTabWidget* tabs_;
   ConfigInspector* inspector_;
   RunDashboard* dashboard_;
