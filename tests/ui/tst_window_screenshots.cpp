@@ -19,6 +19,7 @@
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QProcess>
+#include <QScopeGuard>
 #include <QScreen>
 #include <QSet>
 #include <QTemporaryDir>
@@ -265,6 +266,22 @@ class TestWindowScreenshots : public QObject {
                                             keyboard.join(QStringLiteral("\n  "))));
   }
 
+  // Runs `open`, which shows a modal dialog and waits in its event loop; the dialog is checked
+  // (and saved as `name`) from inside that loop, then closed. False when it was never checked.
+  bool checkModal(const QString& name, const std::function<void()>& open) {
+    bool checked = false;
+    QTimer::singleShot(0, this, [&] {
+      QWidget* dialog = nullptr;
+      QTRY_VERIFY(dialog = QApplication::activeModalWidget());
+      // Closed however the check ends, so that a failing check does not leave `open` waiting.
+      const auto close = qScopeGuard([dialog] { dialog->close(); });
+      check(dialog, name);
+      checked = !QTest::currentTestFailed();
+    });
+    open();
+    return checked;
+  }
+
   QAction* menuAction(const QString& text) {
     for (QAction* menu : window_->menuBar()->actions())
       if (menu->menu())
@@ -447,16 +464,7 @@ class TestWindowScreenshots : public QObject {
     QFETCH(QString, name);
     QAction* a = menuAction(action);
     QVERIFY2(a, qPrintable(action));
-    bool checked = false;
-    QTimer::singleShot(0, this, [&] {
-      QWidget* dialog = nullptr;
-      QTRY_VERIFY(dialog = QApplication::activeModalWidget());
-      check(dialog, name);
-      checked = true;
-      dialog->close();
-    });
-    a->trigger();
-    QVERIFY(checked);
+    QVERIFY(checkModal(name, [a] { a->trigger(); }));
   }
 
   // The dark theme (View > Theme > Dark): every control drawn in it, the charts too.
@@ -489,25 +497,18 @@ class TestWindowScreenshots : public QObject {
     QFETCH(QString, question);
     studio::ui::GuiPrompts prompts;
     prompts.setDialogParent(window_.get());
-    bool checked = false;
-    QTimer::singleShot(0, this, [&] {
-      QWidget* dialog = nullptr;
-      QTRY_VERIFY(dialog = QApplication::activeModalWidget());
-      check(dialog, question);
-      checked = true;
-      dialog->close();
-    });
-    if (question == QLatin1String("dialog-host-key")) {
-      studio::remote::HostKeyInfo info{"gpu-node-07.cluster.example", 22, "ssh-ed25519",
-                                       "SHA256:mVZ6n1v0Jp3rVxPr9wQm4yHc1bDqGm0o1bJkzq5yq7E"};
-      QCOMPARE(prompts.askHostKey(info), studio::remote::HostKeyDecision::RejectKey);
-    } else {
-      studio::remote::SecretRequest request;
-      request.kind = studio::remote::SecretRequest::Kind::Password;
-      request.subject = "alice@gpu-node-07.cluster.example:22";
-      QVERIFY(!prompts.askSecret(request).has_value());
-    }
-    QVERIFY(checked);
+    QVERIFY(checkModal(question, [&] {
+      if (question == QLatin1String("dialog-host-key")) {
+        studio::remote::HostKeyInfo info{"gpu-node-07.cluster.example", 22, "ssh-ed25519",
+                                         "SHA256:mVZ6n1v0Jp3rVxPr9wQm4yHc1bDqGm0o1bJkzq5yq7E"};
+        QCOMPARE(prompts.askHostKey(info), studio::remote::HostKeyDecision::RejectKey);
+      } else {
+        studio::remote::SecretRequest request;
+        request.kind = studio::remote::SecretRequest::Kind::Password;
+        request.subject = "alice@gpu-node-07.cluster.example:22";
+        QVERIFY(!prompts.askSecret(request).has_value());
+      }
+    }));
   }
 
   void cleanupTestCase() {
