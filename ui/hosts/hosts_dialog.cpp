@@ -357,7 +357,10 @@ void HostsDialog::showProbe(const HostProbeResult& result) {
 
 void HostsDialog::showStatus(const QString& text, bool error) {
   status_->setText(text);
-  status_->setStyleSheet(error ? QStringLiteral("color: #b00020;") : QString());
+  // A red that reads on the window's colour: dark red on a light theme, light red on a dark one.
+  const bool dark = palette().color(QPalette::Window).lightness() < 128;
+  status_->setStyleSheet(error ? (dark ? QStringLiteral("color: #ff7b72;") : QStringLiteral("color: #b00020;"))
+                               : QString());
 }
 
 QPushButton* HostsDialog::button(const QString& text, const char* objectName,
