@@ -56,6 +56,7 @@ class TestZero : public QObject {
  private:
   QTemporaryDir dir_;
   QString model_;
+  QString vocabModel_;  // peakIsTheEstimate's: tied embeddings, most of its weights
   std::map<QString, QString> reference_;  // unsharded run key -> output dir
 
   QString write_config(const QString& name, const QStringList& extra) {
@@ -191,6 +192,61 @@ class TestZero : public QObject {
   // Every rank's model states as measured (events: gpus[].model_states_mib) against the
   // estimate's model_state_bytes + offloaded_bytes (5%); stage 3 at 16/N B/param (2%), and
   // with offload nothing of it on the device side.
+  // The whole step's measured peak (the CPU allocator's count outside offload, what a GPU run's
+  // max_memory_allocated is) against the estimate's total, on a model whose tied embeddings are
+  // most of its weights: the end of the backward (their gradient's reduction) is the peak there.
+  void peakIsTheEstimate_data() {
+    QTest::addColumn<QStringList>("keys");
+    QTest::addColumn<int>("nproc");
+    const QStringList longContext{"bf16: true", "gradient_checkpointing: true",
+                                  "offload_activations: true", "tiled_mlp: true"};
+    QTest::newRow("stage 3 offload, one process")
+        << longContext + QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"} << 1;
+    // Not yet with two or more processes: there the peak is a constant ~2 B per embedding
+    // parameter above the estimate (22% on this model, whatever the number of ranks; not found).
+    QTest::newRow("stage 3, one process") << longContext + QStringList{"zero_stage: 3"} << 1;
+  }
+
+  void peakIsTheEstimate() {
+    QFETCH(QStringList, keys);
+    QFETCH(int, nproc);
+    if (vocabModel_.isEmpty()) {
+      train_runs::TinyModel m;
+      m.name = "vocab-heavy";
+      m.hidden = 128;
+      m.tied = true;
+      m.overrides = QJsonObject{{"vocab_size", 32768}, {"intermediate_size", 256},
+                                {"max_position_embeddings", 4096}, {"torch_dtype", "bfloat16"}};
+      vocabModel_ = train_runs::make_tiny_model(dir_.path(), m);
+      QVERIFY(!vocabModel_.isEmpty());
+    }
+    const QString name = QString("peak-%1").arg(QTest::currentDataTag()).replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
+    const QString out = train(name, keys + QStringList{"model_name_or_path: " + vocabModel_,
+                                                       "cutoff_len: 256", "max_steps: 2",
+                                                       "gradient_accumulation_steps: 1"}, nproc);
+    QVERIFY(!out.isEmpty());
+    const auto steps = events(out, "step");
+    QCOMPARE(int(steps.size()), 2);
+    const auto loaded = studio::load_config_file(dir_.filePath(name + ".yaml").toStdString());
+    QVERIFY(loaded.ok());
+    std::string error;
+    const auto info = studio::read_model_info(vocabModel_.toStdString(), error);
+    QVERIFY2(info, error.c_str());
+    studio::EstimateOptions opt;
+    opt.nproc_per_node = nproc;
+    opt.cpu = true;
+    const auto est = studio::estimate_memory(loaded.config, *info, opt);
+    const double estimated = est.bytes.total() / (1024.0 * 1024.0);
+    // The second step: the first one's peak also holds the loading of the model.
+    for (const auto& g : steps.back()["gpus"].toArray()) {
+      const QJsonObject o = g.toObject();
+      const double peak = o["peak_mib"].toDouble();
+      QVERIFY2(peak <= estimated * 1.05 && peak >= estimated * 0.8,
+               qPrintable(QString("rank %1: measured peak %2 MiB, estimated %3 MiB (%4)")
+                              .arg(o["rank"].toInt()).arg(peak).arg(estimated).arg(peak / estimated)));
+    }
+  }
+
   void modelStatesAreTheEstimate_data() {
     QTest::addColumn<QStringList>("keys");
     QTest::addColumn<int>("nproc");

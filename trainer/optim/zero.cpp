@@ -301,12 +301,15 @@ struct ShardedState::Impl {
       // One unpadded weight needs no copy: its gradient is already the rank-major layout.
       unit.reduce_in = parts.size() == 1 ? parts.front().contiguous().view({-1})
                                          : torch::cat(parts, 1).contiguous().view({-1});
-      unit.reduce_out = torch::empty({unit.width}, unit.reduce_in.options());
-      if (world)
+      if (world) {
+        unit.reduce_out = torch::empty({unit.width}, unit.reduce_in.options());
         unit.reduce = world->reduce_scatter_sum_async(unit.reduce_out, unit.reduce_in,
                                                       "gradients (unit " + std::to_string(u) + ")");
-      else
-        unit.reduce_out.copy_(unit.reduce_in);
+      } else {
+        // One process: the gradient is its own piece. No second buffer (for the embeddings
+        // that was another 4 B per parameter at the end of the backward, beyond the estimate).
+        unit.reduce_out = unit.reduce_in;
+      }
     }
     in_flight.push_back(u);
     // At most two reductions in flight: their buffers are what the backward holds beyond
