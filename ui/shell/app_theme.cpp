@@ -142,9 +142,13 @@ AppTheme::AppTheme(QApplication* app, QObject* parent, const QString& bus)
 }
 
 AppTheme::~AppTheme() {
-  if (!overridden_) return;
+  if (overridden_) restorePlatform();
+}
+
+void AppTheme::restorePlatform() {
   if (!platformStyle_.isEmpty()) QApplication::setStyle(platformStyle_);
   QApplication::setPalette(platformPalette_);
+  overridden_ = false;
 }
 
 void AppTheme::setChoice(ThemeChoice choice, bool save) {
@@ -203,9 +207,7 @@ void AppTheme::apply() {
     QApplication::setPalette(dark ? darkPalette() : QApplication::style()->standardPalette());
     overridden_ = true;
   } else if (overridden_) {
-    if (!platformStyle_.isEmpty()) QApplication::setStyle(platformStyle_);
-    QApplication::setPalette(platformPalette_);
-    overridden_ = false;
+    restorePlatform();
   }
   if (dark != dark_) {
     dark_ = dark;

@@ -75,6 +75,8 @@ class AppTheme : public QObject {
   void askPortal();
   void setPortalScheme(ColorScheme scheme);
   void apply();
+  // The platform's own style and palette again.
+  void restorePlatform();
 
   QApplication* app_;
   QString bus_;
