@@ -105,7 +105,8 @@ nlohmann::json to_json(const MemoryEstimate& est, const Capacity& cap,
                        {"offloaded_activations", whole(lc.offloaded_activations)},
                        {"layer", whole(lc.layer)},
                        {"mlp_tile_tokens", lc.mlp_tile_tokens},
-                       {"mlp_tile", whole(lc.mlp_tile)}};
+                       {"mlp_tile", whole(lc.mlp_tile)},
+                       {"attention_backward", whole(lc.attention_backward)}};
   j["longest_cutoff_len"] = longest ? nlohmann::json(*longest) : nlohmann::json();
   j["valid_sp_sizes"] = sizes;
   j["smallest_fitting_sp"] = smallest ? nlohmann::json(*smallest) : nlohmann::json();

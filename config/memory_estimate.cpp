@@ -334,8 +334,18 @@ class Estimator {
     // lc.layer becomes the largest one's (the one a backward or a recompute holds at a time).
     const double all_layers = dense_layers * lc.layer + moe_layers_ * t * moe_layer;
     if (moe_layers_ > 0) lc.layer = std::max(lc.layer, t * moe_layer);
-    // One layer's whole set while its backward runs.
-    const double running = lc.layer + lc.mlp_tile;
+    // CUDA's FlashAttention-2 backward (at::_scaled_dot_product_flash_attention_backward,
+    // flash_api.cpp mha_bwd) allocates, while one layer's attention backward runs: an fp32 dq
+    // accumulator [S, heads, D]; under GQA the gradients of K and V expanded to every query
+    // head [S, heads, D] each (the model dtype), summed per group afterwards; its fp32
+    // softmax_d [heads, S]. Per local token (Ulysses: S x heads / SP is the same product).
+    if (!opt_.cpu && !math_attention())
+      lc.attention_backward =
+          t * (4 * hq_ + (m_.num_kv_heads < m_.num_heads ? 2 * e * hq_ : 0) +
+               4 * double(m_.num_heads));
+    // One layer's whole set while its backward runs, and the larger of a tile's MLP backward
+    // and the attention backward's workspace (they run one after the other).
+    const double running = lc.layer + std::max(lc.mlp_tile, lc.attention_backward);
     // Outside the layers: RoPE's cos and sin of every position, the final norm and the hidden
     // states it returns (read by the LM head).
     // (The rotating dimensions only; Gemma 3's sliding layers have a second cos/sin pair, and
@@ -357,7 +367,7 @@ class Estimator {
       b().activations = lc.checkpoints + (offload ? 2 * e * h_ * t : 0) + running + outside;
       recompute_ = running;
     } else {
-      b().activations = all_layers + lc.mlp_tile + outside;
+      b().activations = all_layers + std::max(lc.mlp_tile, lc.attention_backward) + outside;
     }
     est_.host_activation_bytes = lc.offloaded_activations;
     const double model_hkv = double(m_.num_kv_heads * m_.head_dim);
@@ -384,6 +394,14 @@ class Estimator {
            " B per token and one tile's MLP activations and gradients (" +
            format_gib(lc.mlp_tile) + ") exist at a time, instead of " + format_gib(t * mlp) +
            " kept for the whole sequence.");
+    if (lc.attention_backward > 0)
+      note("FlashAttention-2's backward works in " + format_gib(lc.attention_backward) +
+           " while one layer's attention backward runs (an fp32 dq accumulator" +
+           std::string(m_.num_kv_heads < m_.num_heads
+                           ? " and the K and V gradients of every query head before they are "
+                             "summed per KV head"
+                           : "") +
+           ").");
     if (cfg_.gradient_checkpointing)
       note("gradient_checkpointing: each of the " + grouped(layers_) +
            " layers keeps only its input (" + grouped(e * h_) + " B per token" +
@@ -666,7 +684,9 @@ int64_t loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab) {
   const int64_t want = (tokens + vocab_per_hidden - 1) / vocab_per_hidden;
   int64_t pow2 = 1;
   while (pow2 < want) pow2 *= 2;
-  return std::min(pow2, tokens);
+  int64_t floor_rows = 1;  // the most rows whose fp32 logits fit kLossChunkLogitsFloorBytes
+  while (floor_rows * 2 * vocab * 4 <= kLossChunkLogitsFloorBytes) floor_rows *= 2;
+  return std::min(std::max(pow2, floor_rows), tokens);
 }
 
 std::optional<int64_t> longest_fitting_cutoff(const RunConfig& cfg, const ModelInfo& model,

@@ -41,7 +41,9 @@ std::int64_t fused_linear_ce_chunk_tokens(LinearCeShape s) {
   if (s.tokens <= 0) return 0;
   const std::int64_t vocab_per_hidden = (s.vocab + s.hidden - 1) / s.hidden;
   const std::int64_t want = (s.tokens + vocab_per_hidden - 1) / vocab_per_hidden;
-  return std::min(next_power_of_two(want), s.tokens);
+  std::int64_t floor_rows = 1;
+  while (floor_rows * 2 * s.vocab * 4 <= kChunkLogitsFloorBytes) floor_rows *= 2;
+  return std::min(std::max(next_power_of_two(want), floor_rows), s.tokens);
 }
 
 void validate_linear_ce_shape(LinearCeShape s, std::int64_t chunk_tokens,

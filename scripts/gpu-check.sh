@@ -5,10 +5,25 @@
 # GPU benchmarks; writes one report, $OUT/gpu-check.md, plus the logs beside it.
 #
 #   scripts/gpu-check.sh [--out DIR] [--build-dir DIR] [--jobs N] [--skip-bench] [--quick]
-#                        [--budget SECONDS]
+#                        [--perf [--rehearse]] [--budget SECONDS]
 #   --quick     for a short lease (one 10-minute command): builds only the CUDA tests and the
 #               benchmarks, skips the engine's whole test suite on the GPU and the fp32 twins of
 #               the bf16 comparisons; every skipped step is a 'not run' row of the report
+#   --perf      the speed and memory check (under 8 minutes from a cold machine, build included;
+#               budget 420 s unless --budget says otherwise): bench/train_step against
+#               transformers (SDPA, fused AdamW, its loss; and with Liger's kernels when
+#               .device-wheels/ holds the liger-kernel wheel: `pip download --no-deps -d
+#               .device-wheels liger-kernel` here, carry .device-wheels) in bf16 for the
+#               Qwen2.5-0.5B and 1.5B shapes at 8x1024, 1x8192, 1x16384 and (checkpointed)
+#               1x32768; fp32 and bf16 loss agreement over 20 steps; attention; the memory
+#               estimate against the measured peak at 8k and 32k tokens. Leaves under OUT/profile/
+#               a Kineto trace of two steps per case (Perfetto), its per-kernel table
+#               (trace_table.py: top kernels, launches per step, host waits, idle gaps) and CUDA
+#               allocator snapshots with their history, replayed to the peak (memory_table.py),
+#               so the analysis continues without the GPU
+#   --rehearse  with --perf, on a machine without a GPU: the same steps on the CPU with the
+#               demo model's shape and short cases, so that everything but the CUDA calls is
+#               exercised before a lease
 #   --budget S  starts no step once S seconds have passed (a 'not run' row each), so that the
 #               report is written before the lease's limit
 #   scripts/gpu-check.sh --here      # on a machine without a GPU (CI): check that this script's
@@ -43,6 +58,8 @@ jobs=$(nproc)
 here=0
 bench=1
 quick=0
+perf=0
+rehearse=0
 budget=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,13 +68,18 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift ;;
     --skip-bench) bench=0 ;;
     --quick) quick=1 ;;
+    --perf) perf=1 ;;
+    --rehearse) rehearse=1 ;;
     --budget) budget=$2; shift ;;
     --here) here=1 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+
+[ $rehearse -eq 1 ] && [ $perf -eq 0 ] && { echo "gpu-check.sh: --rehearse goes with --perf" >&2; exit 2; }
+[ $perf -eq 1 ] && [ "$budget" -eq 0 ] && budget=420
 
 # The build targets the run needs; --here checks that the normal build defines every one of them.
 TARGETS=(studio-train bench_train_step bench_attention tst_rmsnorm_cuda tst_fused_linear_ce_cuda tst_rmsnorm_torch
@@ -115,6 +137,48 @@ step() {
   return $rc
 }
 
+write_report() {
+{
+  cat "$report.head"
+  echo
+  echo "| step | result | time | last line of its log |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  # MFU and peak memory of the train-step runs (run.sh's table has tokens/s and the ratio): the
+  # engine's model FLOPs (bench_train_step's model_tflops_per_s) over the GPU's dense bf16 peak.
+  "$python" - "$out" "$gpu_name" <<'EOF3' || true
+import glob, os, re, sys
+out, gpu = sys.argv[1], sys.argv[2]
+peak = 989.4 if ("H100" in gpu or "H200" in gpu) else None  # dense bf16 TFLOP/s, SXM
+rows = []
+for path in sorted(glob.glob(os.path.join(out, "bench_train_step_*.log")) +
+                   glob.glob(os.path.join(out, "perf_train_step_*.log"))):
+    for line in open(path):
+        if not line.startswith("RESULT"):
+            continue
+        f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+        rows.append(f)
+if rows:
+    print("\n## train step: peak memory and MFU\n")
+    print("| impl | case | dtype | tokens/s | peak MiB | model TFLOP/s | MFU (bf16 dense peak) |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for f in rows:
+        tf = f.get("model_tflops_per_s")
+        mfu = f"{100 * float(tf) / peak:.1f}%" if tf and peak else "-"
+        print(f"| {f.get('impl')} | {f.get('case')} | {f.get('dtype')} | {f.get('tokens_per_s')} | "
+              f"{f.get('peak_mib')} | {tf or '-'} | {mfu} |")
+EOF3
+  for f in "$out"/bench_*.log "$out"/perf_*.log; do
+    [ -f "$f" ] || continue
+    echo
+    echo "## $(basename "$f" .log)"
+    echo
+    grep -v '^==' "$f"
+  done
+} >"$report"
+rm -f "$report.head"
+}
+
 gpu_count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n1)
 {
@@ -130,6 +194,10 @@ gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,
 # RelWithDebInfo, as scripts/build.sh: the same compiler flags as the development build, so ccache
 # serves a rehearsal of this script on a development machine from that build's objects.
 configure() {
+  if [ $rehearse -eq 1 ] && [ -f "$build/build.ninja" ]; then
+    echo "rehearsal: the existing build in $build"
+    return 0
+  fi
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTUDIO_BUILD_GUI=OFF \
     -DSTUDIO_PYTHON="$(command -v "$python")" -DSTUDIO_CUDA=ON -DSTUDIO_CUDA_ARCHITECTURES=90a
 }
@@ -143,7 +211,9 @@ compile_tests() {
     echo "the tests and benchmarks are not configured: Qt 6 Test was not found (pack DEVICE_DEBS)"
     return 1
   fi
-  if [ $quick -eq 1 ]; then
+  if [ $perf -eq 1 ]; then
+    cmake --build "$build" -j "$jobs" --target bench_train_step bench_attention
+  elif [ $quick -eq 1 ]; then
     cmake --build "$build" -j "$jobs" --target tst_rmsnorm_cuda tst_fused_linear_ce_cuda \
       tst_rmsnorm_torch tst_fused_linear_ce_torch bench_train_step bench_attention
   else
@@ -154,6 +224,78 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHD
 step configure configure && step build_engine compile_engine
 step build_tests compile_tests
 bin=$build/app/studio-train
+
+# long_run_setup DIR SHAPE_CONFIG [bf16]: a random-weight model of that shape in DIR/model (the demo's
+# tokenizer), a one-sample dataset writer (long_run_data DIR TOKENS) and DIR/run.yaml: SFT with
+# every long-sequence option on (checkpointing, offloaded activations, the tiled MLP, ZeRO-3 with
+# optimizer and parameter offload), 2 steps.
+long_run_setup() {
+  local d=$1 shape=$2 bf16=${3:-true}
+  rm -rf "$d"
+  mkdir -p "$d/shape" "$d/data"
+  cp "$shape" "$d/shape/config.json"
+  cp "$root/resources/demo/model/tokenizer.json" "$root/resources/demo/model/tokenizer_config.json" "$d/shape/"
+  "$bin" init-model --config "$d/shape/config.json" --out "$d/model" --dtype bfloat16 >/dev/null || return 1
+  cat >"$d/run.yaml" <<EOF2
+model_name_or_path: $d/model
+stage: sft
+do_train: true
+finetuning_type: full
+dataset: longest
+dataset_dir: $d/data
+template: qwen
+cutoff_len: 1024
+output_dir: $d/run
+overwrite_output_dir: true
+per_device_train_batch_size: 1
+learning_rate: 1.0e-5
+max_steps: 2
+logging_steps: 1
+save_steps: 1000000
+bf16: $bf16
+gradient_checkpointing: true
+offload_activations: true
+tiled_mlp: true
+zero_stage: 3
+offload_optimizer: true
+offload_param: true
+EOF2
+  echo '{"longest": {"file_name": "longest.json"}}' >"$d/data/dataset_info.json"
+}
+long_run_data() {
+  "$python" - "$1/data/longest.json" "$2" <<'EOF2'
+import json, random, sys
+words = "alpha beta gamma delta river stone cloud paper seven green table light".split()
+rng = random.Random(1)
+json.dump([{"instruction": "Continue the list.", "input": "",
+            "output": " ".join(rng.choice(words) for _ in range(int(sys.argv[2])))}],
+          open(sys.argv[1], "w"))
+EOF2
+}
+# measured_vs_estimate ESTIMATE.json EVENTS.jsonl: the run's peak allocated memory against the estimate.
+measured_vs_estimate() {
+  "$python" - "$1" "$2" <<'EOF2'
+import json, sys
+est = json.load(open(sys.argv[1]))
+peaks = [g.get("peak_mib") or 0 for l in open(sys.argv[2]) if '"event":"step"' in l
+         for g in json.loads(l).get("gpus", [])]
+if not peaks:
+    print(f"no GPU peak in the events (a CPU run); estimated {est['total'] / 2**20:.0f} MiB")
+    sys.exit(0)
+peak = max(peaks)
+print(f"measured peak {peak:.0f} MiB; estimated {est['total'] / 2**20:.0f} MiB "
+      f"(ratio {peak / (est['total'] / 2**20):.3f})")
+EOF2
+}
+# The report: the steps' rows, the train-step MFU table and every benchmark's log (write_report
+# is defined at the end of this file; --perf calls it early).
+if [ $perf -eq 1 ]; then
+  # shellcheck source=gpu-check-perf.sh
+  . "$root/scripts/gpu-check-perf.sh"
+  perf_main
+  write_report
+  exit $failed
+fi
 
 step cuda_tests ctest --test-dir "$build" --output-on-failure -L cuda
 # The engine's own test suites, which train on cuda:0 wherever a GPU is visible (Trainer picks it):
@@ -303,39 +445,10 @@ long_compare() {
 }
 longest_run() {
   local d=$demo/longest
-  rm -rf "$d"
-  mkdir -p "$d/shape" "$d/data"
-  cp "$root/resources/model-shapes/qwen2.5-1.5b/config.json" "$d/shape/"
-  cp "$root/resources/demo/model/tokenizer.json" "$root/resources/demo/model/tokenizer_config.json" "$d/shape/"
-  "$bin" init-model --config "$d/shape/config.json" --out "$d/model" --dtype bfloat16 >/dev/null || return 1
+  long_run_setup "$d" "$root/resources/model-shapes/qwen2.5-1.5b/config.json" || return 1
   local total_mib
   total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -n1)
   local gib=$(( total_mib / 1024 - 2 ))
-  cat >"$d/run.yaml" <<EOF2
-model_name_or_path: $d/model
-stage: sft
-do_train: true
-finetuning_type: full
-dataset: longest
-dataset_dir: $d/data
-template: qwen
-cutoff_len: 1024
-output_dir: $d/run
-overwrite_output_dir: true
-per_device_train_batch_size: 1
-learning_rate: 1.0e-5
-max_steps: 2
-logging_steps: 1
-save_steps: 1000000
-bf16: true
-gradient_checkpointing: true
-offload_activations: true
-tiled_mlp: true
-zero_stage: 3
-offload_optimizer: true
-offload_param: true
-EOF2
-  echo '{"longest": {"file_name": "longest.json"}}' >"$d/data/dataset_info.json"
   "$bin" estimate "$d/run.yaml" --gpu-memory "$gib" --json >"$d/estimate.json" || return 1
   local cutoff
   cutoff=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["longest_cutoff_len"] or 0)' "$d/estimate.json")
@@ -349,25 +462,11 @@ EOF2
     echo "capped at $cap tokens (GPU_CHECK_MAX_CUTOFF): measured against the estimate there"
     cutoff=$cap
   fi
-  "$python" - "$d/data/longest.json" "$cutoff" <<'EOF2'
-import json, random, sys
-words = "alpha beta gamma delta river stone cloud paper seven green table light".split()
-rng = random.Random(1)
-json.dump([{"instruction": "Continue the list.", "input": "",
-            "output": " ".join(rng.choice(words) for _ in range(int(sys.argv[2])))}],
-          open(sys.argv[1], "w"))
-EOF2
+  long_run_data "$d" "$cutoff"
   "$bin" estimate "$d/run.yaml" --gpu-memory "$gib" --set cutoff_len="$cutoff" | sed -n '/^Memory per GPU/,/host memory/p'
   "$bin" estimate "$d/run.yaml" --gpu-memory "$gib" --set cutoff_len="$cutoff" --json >"$d/estimate-at.json"
   "$bin" train "$d/run.yaml" --set cutoff_len="$cutoff" || return 1
-  "$python" - "$d/estimate-at.json" "$d/run/events.jsonl" <<'EOF2'
-import json, sys
-est = json.load(open(sys.argv[1]))
-peak = max(g.get("peak_mib") or 0 for l in open(sys.argv[2]) if '"event":"step"' in l
-           for g in json.loads(l).get("gpus", []))
-print(f"measured peak {peak:.0f} MiB; estimated {est['total'] / 2**20:.0f} MiB "
-      f"(ratio {peak / (est['total'] / 2**20):.3f})")
-EOF2
+  measured_vs_estimate "$d/estimate-at.json" "$d/run/events.jsonl"
 }
 if [ -x "$bin" ]; then
   step long_options_fp32 long_compare fp32
@@ -391,44 +490,7 @@ if [ $bench -eq 1 ] && [ -x "$build/bench/attention/bench_attention" ]; then
     --case 1x32x8x4096x128 --case 1x32x8x16384x128 --case 4x16x16x2048x64
 fi
 
-{
-  cat "$report.head"
-  echo
-  echo "| step | result | time | last line of its log |"
-  echo "|---|---|---|---|"
-  printf '%s\n' "${rows[@]}"
-  # MFU and peak memory of the train-step runs (run.sh's table has tokens/s and the ratio): the
-  # engine's model FLOPs (bench_train_step's model_tflops_per_s) over the GPU's dense bf16 peak.
-  "$python" - "$out" "$gpu_name" <<'EOF3' || true
-import glob, os, re, sys
-out, gpu = sys.argv[1], sys.argv[2]
-peak = 989.4 if ("H100" in gpu or "H200" in gpu) else None  # dense bf16 TFLOP/s, SXM
-rows = []
-for path in sorted(glob.glob(os.path.join(out, "bench_train_step_*.log"))):
-    for line in open(path):
-        if not line.startswith("RESULT"):
-            continue
-        f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-        rows.append(f)
-if rows:
-    print("\n## train step: peak memory and MFU\n")
-    print("| impl | case | dtype | tokens/s | peak MiB | model TFLOP/s | MFU (bf16 dense peak) |")
-    print("|---|---|---|---:|---:|---:|---:|")
-    for f in rows:
-        tf = f.get("model_tflops_per_s")
-        mfu = f"{100 * float(tf) / peak:.1f}%" if tf and peak else "-"
-        print(f"| {f.get('impl')} | {f.get('case')} | {f.get('dtype')} | {f.get('tokens_per_s')} | "
-              f"{f.get('peak_mib')} | {tf or '-'} | {mfu} |")
-EOF3
-  for f in "$out"/bench_*.log; do
-    [ -f "$f" ] || continue
-    echo
-    echo "## $(basename "$f" .log)"
-    echo
-    grep -v '^==' "$f"
-  done
-} >"$report"
-rm -f "$report.head"
+write_report
 echo "gpu-check: report in $report" >&2
 cat "$report"
 exit $failed

@@ -16,6 +16,10 @@ namespace {
 // of none, so the LM head runs and receives a (zero) gradient on every rank: the autograd graph,
 // and with it every collective of the backward, never depends on where a rank's targets
 // happen to fall (docs/SEQUENCE_PARALLEL.md, "Collective discipline").
+// Targets on the host with hidden states on a device (what the train loop passes): the rows
+// are found on the host and only their indices and targets travel, from pinned memory without
+// waiting: no .item() or nonzero() on the device, whose results the host would have to wait
+// for behind the whole forward.
 struct ValidRows {
   torch::Tensor hidden, targets, index;
 };
@@ -26,7 +30,16 @@ ValidRows valid_rows(const torch::Tensor& hidden, const torch::Tensor& targets) 
               "the loss: a target is negative but not ", kIgnoreIndex, " (the ignore index)");
   auto idx = (t != kIgnoreIndex).nonzero().squeeze(1);
   if (idx.numel() == 0) idx = torch::zeros({1}, t.options());
-  return {h.index_select(0, idx), t.index_select(0, idx), idx};
+  auto picked = t.index_select(0, idx);
+  if (t.device() != h.device()) {
+    const bool pin = !t.is_cuda() && h.is_cuda();
+    auto move = [&](const torch::Tensor& x) {
+      return (pin ? x.pin_memory() : x).to(h.device(), /*non_blocking=*/pin);
+    };
+    idx = move(idx);
+    picked = move(picked);
+  }
+  return {h.index_select(0, idx), picked, idx};
 }
 
 torch::ScalarType accumulation_dtype(const torch::Tensor& x) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "studio/trainer/host_allocator.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/metrics/gpu_activity.h"
+#include "studio/trainer/metrics/profile_capture.h"
 #include "studio/trainer/metrics/run_reporter.h"
 #include "studio/trainer/model/decoder.h"
 #include "studio/trainer/model_folder.h"
@@ -213,7 +215,7 @@ double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<Toke
     Batch b = par.local_batch(model, rows, pad_id);
     if (sharding) sharding->begin_forward();
     auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
+    sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets, 0,
                                 model->info().final_logit_softcapping, weighting,
                                 reference.forward(b, device))
                .item<double>();
@@ -513,7 +515,7 @@ struct Trainer::Impl {
     ShardedState* sharding = m.ptr() == model.ptr() ? zero.get() : ref_zero.get();
     if (sharding) sharding->begin_forward();
     auto hidden = forward_hidden(m, b);
-    auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets.to(device), 0,
+    auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets, 0,
                                     m->info().final_logit_softcapping);
     // Without a backward to come the weights go now (training: after its backward).
     if (sharding && !torch::GradMode::is_enabled()) sharding->end_forward();
@@ -701,7 +703,7 @@ struct Trainer::Impl {
         // ASFT: the reference's forward (after the policy's) and its hidden states, gone before
         // the backward (the loss forms its gradients in the forward).
         const LossReference reference = loss_reference();
-        auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets.to(device), 0,
+        auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets, 0,
                                         model->info().final_logit_softcapping, token_weighting(),
                                         reference.forward(b, device));
         reference.done();
@@ -999,6 +1001,42 @@ struct Trainer::Impl {
   TrainResult run(const std::atomic<bool>* stop);
 };
 
+// See STUDIO_CUDA_MEMORY_SNAPSHOT in Trainer::Impl::run.
+class CudaMemorySnapshot {
+ public:
+  CudaMemorySnapshot(const torch::Device& device, int rank, int64_t save_after) {
+    const char* path = std::getenv("STUDIO_CUDA_MEMORY_SNAPSHOT");
+    if (!path || !*path || !device.is_cuda()) return;
+    path_ = std::string(path) + (rank > 0 ? ".rank" + std::to_string(rank) : std::string());
+    save_after_ = save_after;
+    std::string error;
+    if (!start_cuda_memory_history(error)) {
+      std::fprintf(stderr, "STUDIO_CUDA_MEMORY_SNAPSHOT: not recorded: %s\n", error.c_str());
+      path_.clear();
+    }
+  }
+  ~CudaMemorySnapshot() { save(nullptr); }
+  void after_step(int64_t step, RunReporter& reporter) {
+    if (step >= save_after_) save(&reporter);
+  }
+
+ private:
+  void save(RunReporter* reporter) {
+    if (path_.empty()) return;
+    std::string error;
+    const bool ok = save_cuda_memory_snapshot(path_, error);
+    const std::string line = ok ? "CUDA allocator snapshot written to " + path_
+                                : "CUDA allocator snapshot not written: " + error;
+    if (reporter)
+      reporter->log(ok ? "info" : "warning", line);
+    else
+      std::fprintf(stderr, "%s\n", line.c_str());
+    path_.clear();
+  }
+  std::string path_;
+  int64_t save_after_ = 0;
+};
+
 TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   TrainResult result;
   result.eval_loss = kNaN;
@@ -1012,6 +1050,12 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   int64_t nonfinite_in_a_row = 0;
   last_saved_dir = resume_dir;
   if (!batching_note.empty()) reporter.log("info", batching_note);
+
+  // STUDIO_CUDA_MEMORY_SNAPSHOT=PATH (CUDA): the allocator's history over the first two steps,
+  // saved as a snapshot at PATH (rank r > 0: PATH.rank<r>) for bench/profile/memory_table.py:
+  // what is live at the peak, by the engine function that allocated it (scripts/gpu-check.sh
+  // --perf compares it with the memory estimate).
+  CudaMemorySnapshot snapshot(device, par.rank(), state.global_step + 2);
 
   while (state.global_step < state.total_steps) {
     const auto plan = planner->plan(state.data_epoch);
@@ -1041,6 +1085,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       }
       const double lr = cfg.learning_rate * schedule.factor(state.global_step);
       const StepStats st = train_step(plan[static_cast<size_t>(state.step_in_epoch)]);
+      snapshot.after_step(state.global_step + 1, reporter);
       const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser + st.aux_term : kNaN;
       // Not finite: every rank sees the same global loss and norm, so all decide alike.
       if (st.normaliser > 0 && (!std::isfinite(loss) || !std::isfinite(st.grad_norm))) {

@@ -8,6 +8,17 @@
 //
 //   bench_train_step [--config CONFIG.json] [--seed N] [--case BxS]... [--warmup W] [--steps N]
 //                    [--threads T] [--save-model DIR] [--device cpu|cuda] [--dtype fp32|bf16]
+//                    [--profile DIR] [--profile-steps N] [--gradient-checkpointing]
+//
+// --gradient-checkpointing: every layer keeps only its input and runs again in the backward
+// (the engine's gradient_checkpointing: true), for the long cases.
+// A case that runs out of memory prints its RESULT line with error=oom and tokens_per_s=0.
+//
+// --profile DIR: after the timed steps, N more (default 2) under LibTorch's Kineto profiler,
+// written to DIR/trace-<device>-<dtype>-<BxS>.json (Perfetto; bench/profile/trace_table.py makes
+// the per-kernel table), and on CUDA the allocator's snapshot with the history of those steps,
+// DIR/memory-<device>-<dtype>-<BxS>.pickle (bench/profile/memory_table.py: what is live at the
+// peak). They are not in the timings.
 //
 // Each case prints one `RESULT key=value ...` line (see bench/README.md). --save-model writes the
 // initial weights as a Hugging Face folder (what `studio-train init-model` writes for the seed),
@@ -17,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -24,12 +36,14 @@
 #include <string>
 #include <vector>
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
 #include "studio/trainer/data/batch.h"
 #include "studio/trainer/loss.h"
+#include "studio/trainer/metrics/profile_capture.h"
 #include "studio/trainer/model/decoder.h"
 #include "studio/trainer/model_folder.h"
 #include "studio/trainer/optim/zero.h"
@@ -54,6 +68,9 @@ struct Options {
   std::string save_model;
   std::string device = "cpu";
   std::string dtype = "fp32";
+  std::string profile;  // folder for traces and snapshots; empty: none
+  int profile_steps = 2;
+  bool checkpointing = false;
 };
 
 // The demo's hyper-parameters (resources/demo/sft_demo.yaml) and LLaMA-Factory's clipping.
@@ -118,6 +135,18 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// Every step's loss, warm-up included, comma-separated (gpu-check --perf compares them step by
+// step with the reference's).
+std::string joined(const std::vector<double>& v) {
+  std::string out;
+  char buf[32];
+  for (double x : v) {
+    std::snprintf(buf, sizeof buf, "%.6f", x);
+    out += (out.empty() ? "" : ",") + std::string(buf);
+  }
+  return out;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -139,25 +168,63 @@ StepTimes train_step(CausalLM& model, ShardedState& states, const Batch& b, doub
                      double lr, const torch::Device& dev) {
   StepTimes t;
   auto t0 = Clock::now();
-  states.begin_micro_batch(/*last=*/true);
-  auto hidden = model->hidden_states(b.input_ids, b.position_ids);
-  auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets, 0,
-                                  model->info().final_logit_softcapping);
-  auto loss = sum / static_cast<double>(b.valid_tokens);
-  sync(dev);
+  torch::Tensor loss;
+  {
+    RECORD_USER_SCOPE("step::forward_and_loss");
+    states.begin_micro_batch(/*last=*/true);
+    auto hidden = model->hidden_states(b.input_ids, b.position_ids);
+    auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets, 0,
+                                    model->info().final_logit_softcapping);
+    loss = sum / static_cast<double>(b.valid_tokens);
+    sync(dev);
+  }
   t.forward_ms = ms_since(t0);
   t0 = Clock::now();
-  loss.backward();
-  states.end_backward();
-  sync(dev);
+  {
+    RECORD_USER_SCOPE("step::backward");
+    loss.backward();
+    states.end_backward();
+    sync(dev);
+  }
   t.backward_ms = ms_since(t0);
   t0 = Clock::now();
-  states.clip_gradients(max_norm);
-  states.step(lr);
-  sync(dev);
+  {
+    RECORD_USER_SCOPE("step::clip_and_adamw");
+    states.clip_gradients(max_norm);
+    states.step(lr);
+    sync(dev);
+  }
   t.optimizer_ms = ms_since(t0);
   t.loss = loss.item<double>();
   return t;
+}
+
+// The profiled steps after the timed ones: a Kineto trace of them and, on CUDA, the allocator's
+// history over them (its snapshot shows every block live at the peak, with its C++ stack).
+void profile_steps(CausalLM& model, ShardedState& states, const std::vector<Batch>& batches,
+                   const Options& o, const Case& c, const studio::RunConfig& cfg,
+                   const torch::Device& dev) {
+  const std::string tag = o.device + "-" + o.dtype + "-" + std::to_string(c.batch) + "x" +
+                          std::to_string(c.seq);
+  std::string error;
+  const bool history = dev.is_cuda() && start_cuda_memory_history(error);
+  if (dev.is_cuda() && !history)
+    std::fprintf(stderr, "bench_train_step: no allocator history: %s\n", error.c_str());
+  start_trace(dev.is_cuda());
+  for (int k = o.warmup + o.steps; k < o.warmup + o.steps + o.profile_steps; ++k) {
+    RECORD_USER_SCOPE("step");
+    train_step(model, states, batches[size_t(k)], cfg.max_grad_norm, cfg.learning_rate, dev);
+  }
+  const std::string trace = o.profile + "/trace-" + tag + ".json";
+  save_trace(trace);
+  std::printf("# trace of %d steps: %s\n", o.profile_steps, trace.c_str());
+  if (history) {
+    const std::string snap = o.profile + "/memory-" + tag + ".pickle";
+    if (save_cuda_memory_snapshot(snap, error))
+      std::printf("# allocator snapshot: %s\n", snap.c_str());
+    else
+      std::fprintf(stderr, "bench_train_step: no allocator snapshot: %s\n", error.c_str());
+  }
 }
 
 void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
@@ -168,15 +235,18 @@ void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
   mo.dtype = o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat;
   CausalLM model(info, mo);
   model->init_weights(o.seed);  // the same weights as init-model's for the seed, on any device
+  model->set_gradient_checkpointing(o.checkpointing);
   const auto cfg = step_config();
   // Stage 0 of the engine's sharded states (one process: nothing is sharded).
   ShardedState states(model, dev, nullptr, ZeroOptions{}, AdamWSettings::from(cfg));
 
   std::vector<Batch> batches;
-  for (int k = 0; k < o.warmup + o.steps; ++k) {
+  const int profiled = o.profile.empty() ? 0 : o.profile_steps;
+  for (int k = 0; k < o.warmup + o.steps + profiled; ++k) {
     Batch b = make_step_batch(k, c, info.vocab_size);
     b.input_ids = b.input_ids.to(dev);
-    b.targets = b.targets.to(dev);
+    // The targets stay on the host, as the train loop keeps them: the loss finds the valid
+    // rows there without waiting for the device.
     b.position_ids = b.position_ids.to(dev);
     batches.push_back(std::move(b));
   }
@@ -198,6 +268,10 @@ void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
     optim.push_back(t.optimizer_ms);
   }
   const double cpu = (process_cpu_seconds() - cpu0) / o.steps;
+  double peak_mib = 0;
+  if (dev.is_cuda())
+    if (const auto m = cuda_memory_stats(dev.index())) peak_mib = m->peak_allocated_mib;
+  if (profiled > 0) profile_steps(model, states, batches, o, c, cfg, dev);
   const double med = median(step_ms);
   // Model FLOPs per token (PaLM's MFU convention): 6 x the parameters that multiply (everything
   // but the embedding lookup; a tied head multiplies with the embedding's matrix), plus the
@@ -210,17 +284,15 @@ void run_case(const studio::ModelInfo& info, const Options& o, const Case& c) {
                                                          static_cast<double>(info.hidden_size) *
                                                          static_cast<double>(c.seq);
   const double tokens_per_s = static_cast<double>(c.batch * c.seq) / (med / 1000);
-  double peak_mib = 0;
-  if (dev.is_cuda())
-    if (const auto m = cuda_memory_stats(dev.index())) peak_mib = m->peak_allocated_mib;
   std::printf(
       "RESULT impl=engine torch=%s blas=%s case=%lldx%lld device=%s dtype=%s threads=%d warmup=%d "
       "steps=%d tokens_per_s=%.1f step_ms=%.2f forward_ms=%.2f backward_ms=%.2f optimizer_ms=%.2f "
-      "cpu_s_per_step=%.4f peak_mib=%.1f model_tflops_per_s=%.3f loss_first=%.6f loss_last=%.6f\n",
+      "cpu_s_per_step=%.4f peak_mib=%.1f model_tflops_per_s=%.3f loss_first=%.6f loss_last=%.6f "
+      "losses=%s\n",
       TORCH_VERSION, dev.is_cuda() ? "cuda" : loaded_blas().c_str(), static_cast<long long>(c.batch),
       static_cast<long long>(c.seq), o.device.c_str(), o.dtype.c_str(), torch::get_num_threads(),
       o.warmup, o.steps, tokens_per_s, med, median(fwd), median(bwd), median(optim), cpu, peak_mib,
-      tokens_per_s * flops_per_token / 1e12, losses.front(), losses.back());
+      tokens_per_s * flops_per_token / 1e12, losses.front(), losses.back(), joined(losses).c_str());
   std::fflush(stdout);
 }
 
@@ -255,12 +327,17 @@ Options parse(int argc, char** argv) {
     else if (a == "--save-model") o.save_model = value();
     else if (a == "--device") o.device = value();
     else if (a == "--dtype") o.dtype = value();
+    else if (a == "--profile") o.profile = value();
+    else if (a == "--profile-steps") o.profile_steps = std::stoi(value());
+    else if (a == "--gradient-checkpointing") o.checkpointing = true;
     else throw std::invalid_argument("unknown option " + a + " (see bench/README.md)");
   }
   if (o.cases.empty()) o.cases = {{16, 96}, {1, 1024}};
   if (o.warmup < 0 || o.steps < 1) throw std::invalid_argument("--warmup >= 0 and --steps >= 1");
   if (o.device != "cpu" && o.device != "cuda") throw std::invalid_argument("--device cpu|cuda");
   if (o.dtype != "fp32" && o.dtype != "bf16") throw std::invalid_argument("--dtype fp32|bf16");
+  if (o.profile_steps < 1) throw std::invalid_argument("--profile-steps >= 1");
+  if (!o.profile.empty()) std::filesystem::create_directories(o.profile);
   if (o.device == "cuda") {
     if (!torch::cuda::is_available()) throw std::runtime_error("--device cuda: no usable CUDA device");
     select_cuda_device(0);
@@ -284,7 +361,21 @@ int main(int argc, char** argv) {
                 static_cast<long long>(info->hidden_size), static_cast<long long>(info->vocab_size),
                 static_cast<unsigned long long>(o.seed), o.dtype.c_str(), o.device.c_str(),
                 TORCH_VERSION, torch::get_num_threads());
-    for (const Case& c : o.cases) run_case(*info, o, c);
+    for (const Case& c : o.cases) {
+      try {
+        run_case(*info, o, c);
+      } catch (const c10::OutOfMemoryError& e) {
+        // The row says so and the next case runs (its memory is free again).
+        std::printf("RESULT impl=engine torch=%s case=%lldx%lld device=%s dtype=%s error=oom "
+                    "tokens_per_s=0 step_ms=0 forward_ms=0 backward_ms=0 optimizer_ms=0 "
+                    "cpu_s_per_step=0 peak_mib=0 loss_first=nan loss_last=nan\n",
+                    TORCH_VERSION, static_cast<long long>(c.batch), static_cast<long long>(c.seq),
+                    o.device.c_str(), o.dtype.c_str());
+        std::fflush(stdout);
+        std::cerr << "bench_train_step: " << c.batch << "x" << c.seq << ": out of memory: "
+                  << std::string(e.what()).substr(0, 300) << "\n";
+      }
+    }
   } catch (const std::exception& e) {
     std::cerr << "bench_train_step: " << e.what() << "\n";
     return 1;

@@ -11,6 +11,7 @@ lr 3e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, then zero_grad.
 
     $STUDIO_PYTHON hf_reference.py [--weights DIR | --config CONFIG.json --seed N] [--case BxS]...
                                    [--warmup W] [--steps N] [--threads T] [--adamw fused|for-loop]
+                                   [--gradient-checkpointing] [--liger]
 
 --weights is a Hugging Face folder (config.json + model.safetensors; bench_train_step --save-model
 writes the engine's initial weights there), so the losses of the two implementations can be
@@ -18,7 +19,13 @@ compared step by step. Without it the model is built from --config and initialis
 (torch.manual_seed(--seed)): the timings still compare, the losses do not. --adamw picks
 torch.optim.AdamW's implementation: "fused" (the default; what the Trainer's default optimizer,
 adamw_torch_fused, uses with torch >= 2.8) or "for-loop" (what the engine's LibTorch AdamW does).
-Prints one `RESULT key=value ...` line per case, in bench_train_step's format.
+--gradient-checkpointing: the Trainer's gradient_checkpointing=True (non-reentrant, as
+LLaMA-Factory sets it). --liger: Liger Kernel's fused kernels applied to the model as the
+Trainer's use_liger_kernel (LLaMA-Factory's enable_liger_kernel) does: RMSNorm, SwiGLU, RoPE and
+the fused linear cross-entropy; the row is impl=transformers+liger, or error=unavailable when the
+liger-kernel package does not import.
+Prints one `RESULT key=value ...` line per case, in bench_train_step's format; a case that runs
+out of memory prints error=oom and tokens_per_s=0.
 """
 
 import argparse
@@ -97,7 +104,13 @@ def load_model(args):
     if model.config.tie_word_embeddings and model.get_output_embeddings().weight is not \
             model.get_input_embeddings().weight:
         raise SystemExit("hf_reference.py: tie_word_embeddings is set but lm_head is not tied")
-    return model.to(args.device).train()
+    model = model.to(args.device).train()
+    if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if args.liger:
+        from liger_kernel.transformers import _apply_liger_kernel_to_instance
+        _apply_liger_kernel_to_instance(model=model)
+    return model
 
 
 def make_optimizer(model, adamw):
@@ -139,7 +152,27 @@ def train_step(model, opt, batch, device, dtype):
     return (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, loss.item()
 
 
+def impl_name(args):
+    return "transformers+liger" if args.liger else "transformers"
+
+
+def failed_case(args, batch, seq, error):
+    print(f"RESULT impl={impl_name(args)} torch={torch.__version__} transformers={transformers.__version__} "
+          f"adamw={args.adamw} case={batch}x{seq} device={args.device} dtype={args.dtype} error={error} "
+          f"tokens_per_s=0 step_ms=0 forward_ms=0 backward_ms=0 optimizer_ms=0 cpu_s_per_step=0 "
+          f"peak_mib=0 loss_first=nan loss_last=nan", flush=True)
+
+
 def run_case(args, batch, seq):
+    try:
+        timed_case(args, batch, seq)
+    except torch.OutOfMemoryError as e:
+        print(f"hf_reference.py: {batch}x{seq}: out of memory: {str(e)[:300]}", file=sys.stderr)
+        failed_case(args, batch, seq, "oom")
+        torch.cuda.empty_cache()
+
+
+def timed_case(args, batch, seq):
     model = load_model(args)
     opt = make_optimizer(model, args.adamw)
     vocab = model.config.vocab_size
@@ -165,13 +198,14 @@ def run_case(args, batch, seq):
     med = statistics.median(step_ms)
     peak = torch.cuda.max_memory_allocated() / 2**20 if args.device == "cuda" else 0.0
     blas = "cuda" if args.device == "cuda" else loaded_blas()
-    print(f"RESULT impl=transformers torch={torch.__version__} transformers={transformers.__version__} "
+    print(f"RESULT impl={impl_name(args)} torch={torch.__version__} transformers={transformers.__version__} "
           f"adamw={args.adamw} blas={blas} case={batch}x{seq} device={args.device} dtype={args.dtype} "
           f"peak_mib={peak:.1f} threads={torch.get_num_threads()} "
           f"warmup={args.warmup} steps={args.steps} tokens_per_s={batch * seq / (med / 1e3):.1f} "
           f"step_ms={med:.2f} forward_ms={statistics.median(fwd):.2f} "
           f"backward_ms={statistics.median(bwd):.2f} optimizer_ms={statistics.median(optim):.2f} "
-          f"cpu_s_per_step={cpu:.4f} loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f}",
+          f"cpu_s_per_step={cpu:.4f} loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f} "
+          f"losses={','.join(f'{x:.6f}' for x in losses)}",
           flush=True)
 
 
@@ -200,6 +234,10 @@ def main():
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
                         help="bf16: the Trainer's bf16=True (autocast, fp32 master weights)")
+    parser.add_argument("--gradient-checkpointing", action="store_true",
+                        help="the Trainer's gradient_checkpointing=True (non-reentrant)")
+    parser.add_argument("--liger", action="store_true",
+                        help="Liger Kernel's fused kernels on the model (use_liger_kernel)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no usable CUDA device")
@@ -208,6 +246,14 @@ def main():
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     transformers.utils.logging.disable_progress_bar()  # "Loading weights" bars on every case
+    if args.liger:
+        try:
+            import liger_kernel.transformers  # noqa: F401
+        except Exception as e:  # not installed, or no Triton for this device
+            print(f"hf_reference.py: --liger: liger-kernel does not import here: {e}", file=sys.stderr)
+            for batch, seq in args.case or [(16, 96), (1, 1024)]:
+                failed_case(args, batch, seq, "unavailable")
+            return 0
     config = AutoConfig.from_pretrained(args.weights or args.config, local_files_only=True)
     print(f"# hf_reference: transformers {transformers.__version__} {config.architectures[0]} "
           f"(sdpa), {config.num_hidden_layers} layers, hidden {config.hidden_size}, vocab "

@@ -8,6 +8,12 @@
 #   bench/train_step/run.sh [--record] [--build-dir DIR] [--threads T] [--warmup W] [--steps N]
 #                           [--case BxS]... [--rounds R] [--adamw fused|for-loop] [--blas DIR]
 #                           [--device cpu|cuda] [--dtype fp32|bf16] [--config CONFIG.json]
+#                           [--gradient-checkpointing] [--liger] [--profile DIR]
+#
+# --gradient-checkpointing: on both sides (long cases). --liger: a third side, transformers with
+# Liger Kernel's fused kernels (what LLaMA-Factory's enable_liger_kernel turns on), when the
+# liger-kernel package imports. --profile DIR: the engine's Kineto trace and (CUDA) allocator
+# snapshot of two more steps per case, into DIR (bench_train_step --profile).
 #
 # --config: another model shape than the demo's (e.g. resources/model-shapes/qwen2.5-0.5b/config.json,
 # with its initial weights written once as a Hugging Face folder for the reference).
@@ -37,6 +43,9 @@ dtype=fp32
 model_config=
 blas_dir=
 adamw=fused
+checkpointing=()
+liger=0
+profile=()
 command_line="bench/train_step/run.sh $*"
 
 while [ $# -gt 0 ]; do
@@ -53,7 +62,10 @@ while [ $# -gt 0 ]; do
     --device) device=$2; shift ;;
     --config) model_config=$2; shift ;;
     --dtype) dtype=$2; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --gradient-checkpointing) checkpointing=(--gradient-checkpointing) ;;
+    --liger) liger=1 ;;
+    --profile) profile=(--profile "$2"); shift ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -86,7 +98,8 @@ pressure_total() { sed -n 's/^some .*total=\([0-9]*\).*/\1/p' /proc/pressure/cpu
 stall0=$(pressure_total)
 wall0=$(date +%s%N)
 
-common=(--threads "$threads" --warmup "$warmup" --steps "$steps" --device "$device" --dtype "$dtype")
+common=(--threads "$threads" --warmup "$warmup" --steps "$steps" --device "$device" --dtype "$dtype"
+        "${checkpointing[@]}")
 results=()
 saved=0
 for ((round = 0; round < rounds; ++round)); do
@@ -97,10 +110,14 @@ for ((round = 0; round < rounds; ++round)); do
     [ $saved -eq 1 ] || save=(--save-model "$model")
     engine_config=()
     [ -z "$model_config" ] || engine_config=(--config "$model_config")
-    results+=("$("$bench" "${common[@]}" "${engine_config[@]}" --case "$c" "${save[@]}" | grep '^RESULT')")
+    results+=("$("$bench" "${common[@]}" "${engine_config[@]}" --case "$c" "${save[@]}" "${profile[@]}" | grep '^RESULT')")
     saved=1
     results+=("$("$python" "$root/bench/train_step/hf_reference.py" "${common[@]}" --case "$c" \
                    --weights "$model" --adamw "$adamw" | grep '^RESULT')")
+    if [ $liger -eq 1 ]; then
+      results+=("$("$python" "$root/bench/train_step/hf_reference.py" "${common[@]}" --case "$c" \
+                     --weights "$model" --adamw "$adamw" --liger | grep '^RESULT')")
+    fi
   done
 done
 
@@ -124,23 +141,32 @@ table=$(printf '%s\n' "${results[@]}" | awk -v date="$(date -u '+%Y-%m-%d %H:%M 
   {
     c = field($0, "case"); impl = field($0, "impl"); version[impl] = field($0, "torch"); blas[impl] = field($0, "blas")
     if (impl == "transformers") { hf = field($0, "transformers"); adamw = field($0, "adamw") }
+    if (field($0, "error") != "") err[c, impl] = field($0, "error")
+    if (impl == "transformers+liger") has_liger = 1
     if (!(c in seen)) { seen[c] = 1; order[++n] = c }
     if ((c, impl) in tps && field($0, "tokens_per_s") + 0 <= tps[c, impl] + 0) next  # keep the best
     tps[c, impl] = field($0, "tokens_per_s")
     phases[c, impl] = field($0, "forward_ms") " / " field($0, "backward_ms") " / " field($0, "optimizer_ms")
     cpus[c, impl] = field($0, "cpu_s_per_step")
+    peak[c, impl] = field($0, "peak_mib")
     first[c, impl] = field($0, "loss_first"); last[c, impl] = field($0, "loss_last")
   }
   END {
     printf "### %s: %s, %d thread%s\n\n", date, machine, threads, (threads == 1 ? "" : "s")
     printf "Command: `%s`%s; engine: LibTorch %s; reference: transformers %s on torch %s (AdamW %s); BLAS (engine / transformers): `%s` / `%s`; CPU pressure (PSI some) during the run: %s.\n\n", cmd, (rounds > 1 ? " (each side: its best of " rounds " rounds)" : ""), version["engine"], hf, version["transformers"], adamw, blas["engine"], blas["transformers"], pressure
-    print "| case (BxS) | engine tok/s | transformers tok/s | engine / transformers | engine fwd / bwd / optim ms | transformers fwd / bwd / optim ms | CPU s per step (engine / transformers) | loss at first, last step (engine / transformers) |"
-    print "|---|---:|---:|---:|---|---|---|---|"
+    print "| case (BxS) | engine tok/s | transformers tok/s | engine / transformers | engine fwd / bwd / optim ms | transformers fwd / bwd / optim ms | CPU s per step (engine / transformers) | loss at first, last step (engine / transformers) | peak MiB (engine / transformers) |" (has_liger ? " transformers+liger tok/s | engine / liger |" : "")
+    print "|---|---:|---:|---:|---|---|---|---|---|" (has_liger ? "---:|---:|" : "")
     for (i = 1; i <= n; ++i) {
-      c = order[i]; e = tps[c, "engine"]; r = tps[c, "transformers"]
-      printf "| %s | %.0f | %.0f | %.2f | %s | %s | %s / %s | %s, %s / %s, %s |\n", c, e, r,
-             (r > 0 ? e / r : 0), phases[c, "engine"], phases[c, "transformers"], cpus[c, "engine"],
-             cpus[c, "transformers"], first[c, "engine"], last[c, "engine"], first[c, "transformers"], last[c, "transformers"]
+      c = order[i]; e = tps[c, "engine"]; r = tps[c, "transformers"]; l = tps[c, "transformers+liger"]
+      es = ((c, "engine") in err) ? err[c, "engine"] : sprintf("%.0f", e)
+      rs = ((c, "transformers") in err) ? err[c, "transformers"] : sprintf("%.0f", r)
+      ls = ((c, "transformers+liger") in err) ? err[c, "transformers+liger"] : sprintf("%.0f", l)
+      printf "| %s | %s | %s | %s | %s | %s | %s / %s | %s, %s / %s, %s | %s / %s |%s\n", c, es, rs,
+             (r > 0 && e > 0 ? sprintf("%.2f", e / r) : "-"), phases[c, "engine"], phases[c, "transformers"], cpus[c, "engine"],
+             cpus[c, "transformers"], first[c, "engine"], last[c, "engine"], first[c, "transformers"], last[c, "transformers"],
+             peak[c, "engine"], peak[c, "transformers"],
+             (has_liger ? sprintf(" %s | %s |", ls, (l > 0 && e > 0 ? sprintf("%.2f", e / l) : "-")) : "")
+      if (((c, "engine") in err) || ((c, "transformers") in err)) continue
       d = first[c, "engine"] - first[c, "transformers"]; if (d < 0) d = -d
       if (d > 1e-3 * (first[c, "transformers"] < 0 ? -first[c, "transformers"] : first[c, "transformers"]))
         warn = warn "\nWARNING: " c ": the first-step losses differ: the two models are not the same."

@@ -118,65 +118,71 @@ void TestMemoryEstimate::parts_data() {
   // One layer per token, bf16: norms 2*(2h + 4) = 16,392; projection inputs 2*2h = 16,384;
   // q, k, v 2*(h + 2h_kv) = 12,288; output and lse 2h + 4*32 = 8,320; MLP 8f = 114,688
   // -> 168,072. Outside: cos, sin 2*2*128 = 512, final norm 2h + 4, its output 2h -> 16,900.
-  // One token, no checkpointing: 32 x 168,072 + 16,900 = 5,395,204.
+  // While a layer's attention backward runs, FlashAttention-2's workspace: the fp32 dq
+  // accumulator 4h_q = 16,384, K and V gradients expanded to the 32 query heads (GQA) 2*2h_q =
+  // 16,384, softmax_d 4*32 = 128 -> 32,896.
+  // One token, no checkpointing: 32 x 168,072 + 32,896 + 16,900 = 5,428,100.
   QTest::newRow("llama 1 token, no checkpointing")
       << llama << bf16 + "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
-      << "activations" << 5395204.0;
-  // 1024 tokens with checkpointing: 1024 x (32 x 2h + 168,072 + 16,900 = 447,116)
-  // = 457,846,784.
+      << "activations" << 5428100.0;
+  // 1024 tokens with checkpointing: 1024 x (32 x 2h + 168,072 + 32,896 + 16,900 = 480,012)
+  // = 491,532,288.
   QTest::newRow("llama 1024 tokens, checkpointing")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "activations" << 457846784.0;
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "activations" << 491532288.0;
   // fp32 doubles every value: norms 2*(4h + 4) = 32,776; projection inputs 2*4h = 32,768;
   // q, k, v 4*(h + 2h_kv) = 24,576; output and lse 4h + 4*32 = 16,512; on CUDA fp32 attention
   // takes the math path, whose output is copied for o_proj, 4h = 16,384; MLP 16f = 229,376
-  // -> 352,392 per layer; outside 2*4*128 + 4h + 4 + 4h = 33,796.
-  // 32 x 352,392 + 33,796 = 11,310,340.
+  // -> 352,392 per layer; outside 2*4*128 + 4h + 4 + 4h = 33,796; the math path has no
+  // FlashAttention workspace. 32 x 352,392 + 33,796 = 11,310,340.
   QTest::newRow("llama fp32 1 token, no checkpointing")
       << llama << "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
       << "activations" << 11310340.0;
   // Qwen3-8B (h 4096, f 12288, 36 layers, 32 heads, 8 KV heads of 128) adds the per-head q/k
   // RMSNorms, their inputs and 1/rms: 2*(4096 + 1024) + 4*(32 + 8) = 10,400 to
-  // 12h + 4h_kv + 8f + 4*32 + 8 = 151,688 -> 162,088 per layer; 36 x 162,088 + 16,900
-  // = 5,852,068.
+  // 12h + 4h_kv + 8f + 4*32 + 8 = 151,688 -> 162,088 per layer; 36 x 162,088 + 32,896
+  // (attention backward, as Llama's) + 16,900 = 5,884,964.
   QTest::newRow("qwen3 qk-norm 1 token, no checkpointing")
       << "qwen3-8b" << bf16 + "cutoff_len: 1\ngradient_checkpointing: false\n" << 1 << -1 << ""
-      << "activations" << 5852068.0;
+      << "activations" << 5884964.0;
   // tiled_mlp: a layer keeps 8f less (168,072 - 114,688 = 53,384 per token) and one tile of
-  // n = 2h x 1024 / 8f = 73 tokens holds 73 x (12f + 2h) = 13,156,352 in its backward:
-  // 1024 x (262,144 + 53,384 + 16,900) + 13,156,352 = 353,562,624.
+  // n = 2h x 1024 / 8f = 73 tokens holds 73 x (12f + 2h) = 13,156,352 in its backward, less
+  // than the attention backward's 1024 x 32,896 = 33,685,504 (they run one after the other):
+  // 1024 x (262,144 + 53,384 + 16,900) + 33,685,504 = 374,091,776.
   QTest::newRow("llama 1024 tokens, checkpointing, tiled MLP")
       << llama << bf16 + "cutoff_len: 1024\ntiled_mlp: true\n" << 1 << -1 << "" << "activations"
-      << 353562624.0;
+      << 374091776.0;
   // offload_activations: the 32 inputs leave for host memory, two come back in the backward:
-  // 1024 x (2 x 2h + 168,072 + 16,900) = 206,188,544 on the GPU, 1024 x 32 x 2h = 268,435,456
-  // in host memory.
+  // 1024 x (2 x 2h + 168,072 + 32,896 + 16,900) = 239,874,048 on the GPU, 1024 x 32 x 2h =
+  // 268,435,456 in host memory.
   QTest::newRow("llama 1024 tokens, activations offloaded")
       << llama << bf16 + "cutoff_len: 1024\noffload_activations: true\n" << 1 << -1 << ""
-      << "activations" << 206188544.0;
+      << "activations" << 239874048.0;
   QTest::newRow("llama 1024 tokens, offloaded activations in host memory")
       << llama << bf16 + "cutoff_len: 1024\noffload_activations: true\n" << 1 << -1 << ""
       << "host_activation_bytes" << 268435456.0;
 
   // --- logits (the fused loss) -------------------------------------------------------------
-  // 1024 tokens: chunks of 1024 / ceil(V / h) = 1024 / 32 = 32 rows. The peak: the head's fp32
-  // gradient 4Vh = 2,101,346,304, the hidden states' gradient and the rows read 2 x 2h x 1024
-  // = 16,777,216, one chunk's logits in fp32 and bf16 32 x 6V = 24,625,152: 2,142,748,672.
+  // 1024 tokens: 1024 / ceil(V / h) = 1024 / 32 = 32 rows by the ratio, but the floor's 2048
+  // rows (2048 x 4V = 1,050,673,152 <= 1 GiB) take all 1024. The peak: the head's fp32 gradient
+  // 4Vh = 2,101,346,304, the hidden states' gradient and the rows read 2 x 2h x 1024 =
+  // 16,777,216, one chunk's logits in fp32 and bf16 1024 x 6V = 788,004,864: 2,906,128,384.
   QTest::newRow("llama loss peak 1024 tokens")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "loss_peak" << 2142748672.0;
-  // 8192 tokens: chunks of 256 rows; 2,101,346,304 + 134,217,728 + 197,001,216.
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "loss_peak" << 2906128384.0;
+  // 8192 tokens: 256 rows by the ratio, 2048 by the floor; 2,101,346,304 + 134,217,728 +
+  // 2048 x 6V = 1,576,009,728.
   QTest::newRow("llama loss peak 8192 tokens")
-      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "loss_peak" << 2432565248.0;
+      << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "loss_peak" << 3811573760.0;
   // The layers' backward comes after the loss, and its working set (the layer recomputed,
-  // 1024 x 168,072 = 172,105,728, one layer's gradient reduction, 2,181,120,000, and the head's
-  // bf16 gradient waiting for its own, 2Vh = 1,050,673,152) is larger than the loss's peak: the
-  // loss needs nothing beyond it.
+  // 1024 x 168,072 = 172,105,728, the attention backward's 33,685,504, one layer's gradient
+  // reduction, 2,181,120,000, and the head's bf16 gradient waiting for its own, 2Vh =
+  // 1,050,673,152) is larger than the loss's peak: the loss needs nothing beyond it.
   QTest::newRow("bf16 1024 tokens: the backward covers the loss")
       << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 0.0;
-  // fp32 on one GPU has no reduction buffers: the loss's peak 4Vh + 2 x 4h x 1024 + 32 x 4V
-  // = 2,151,317,504 exceeds the recomputed layer's 1024 x 352,392 = 360,849,408 by
-  // 1,790,468,096.
+  // fp32 on one GPU has no reduction buffers: the loss's peak 4Vh + 2 x 4h x 1024 + 1024 x 4V
+  // = 2,660,237,312 exceeds the recomputed layer's 1024 x 352,392 = 360,849,408 by
+  // 2,299,387,904.
   QTest::newRow("fp32 1024 tokens: the loss beyond the backward")
-      << llama << "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 1790468096.0;
+      << llama << "cutoff_len: 1024\n" << 1 << -1 << "" << "logits" << 2299387904.0;
 
   // --- model states -----------------------------------------------------------------------
   // Llama-3.1-8B: P = 8,030,261,248. bf16, no ZeRO: weights 2P = 16,060,522,496; fp32
@@ -248,9 +254,9 @@ void TestMemoryEstimate::parts_data() {
   // Chosen + rejected: 2 rows x 1024 = 2048 tokens per rank.
   QTest::newRow("dpo doubles tokens") << llama << bf16 + "stage: dpo\ncutoff_len: 1024\n" << 1
                                       << -1 << "" << "tokens_per_rank" << 2048.0;
-  // 2048 tokens: 2048 x 447,116 = 915,693,568.
+  // 2048 tokens: 2048 x 480,012 = 983,064,576.
   QTest::newRow("dpo activations") << llama << bf16 + "stage: dpo\ncutoff_len: 1024\n" << 1 << -1
-                                   << "" << "activations" << 915693568.0;
+                                   << "" << "activations" << 983064576.0;
   // Reference model: 2 B/param -> 2P = 16,060,522,496; fp32: 4P = 32,121,044,992.
   QTest::newRow("dpo reference") << llama << bf16 + "stage: dpo\n" << 1 << -1 << ""
                                  << "reference" << 16060522496.0;
@@ -271,20 +277,20 @@ void TestMemoryEstimate::parts_data() {
 
   // --- sequence parallelism ---------------------------------------------------------------
   // cutoff 2048 on a world of 4: SP=1 holds 2048 tokens, SP=4 512.
-  // Activations 2048 x 447,116 = 915,693,568 vs 512 x 447,116 = 228,923,392 (a quarter).
+  // Activations 2048 x 480,012 = 983,064,576 vs 512 x 480,012 = 245,766,144 (a quarter).
   QTest::newRow("sp1 activations") << llama << bf16 + "cutoff_len: 2048\n" << 4 << -1 << ""
-                                   << "activations" << 915693568.0;
+                                   << "activations" << 983064576.0;
   QTest::newRow("sp4 activations")
       << llama << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\n" << 4 << -1 << ""
-      << "activations" << 228923392.0;
-  // The loss's per-token part a quarter too (the head's gradient 4Vh = 2,101,346,304 stays):
-  // 2048 tokens, chunks of 64: 2 x 2h x 2048 + 64 x 6V = 82,804,736; 512 tokens, chunks of 16:
-  // 20,701,184.
+      << "activations" << 245766144.0;
+  // The loss's per-token part a quarter too (the head's gradient 4Vh = 2,101,346,304 stays);
+  // the floor takes every token into one chunk: 2048 tokens, 2 x 2h x 2048 + 2048 x 6V =
+  // 1,609,564,160; 512 tokens: 402,391,040.
   QTest::newRow("sp1 loss peak") << llama << bf16 + "cutoff_len: 2048\n" << 4 << -1 << ""
-                                 << "loss_peak" << 2184151040.0;
+                                 << "loss_peak" << 3710910464.0;
   QTest::newRow("sp4 loss peak")
       << llama << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 4\n" << 4 << -1 << ""
-      << "loss_peak" << 2122047488.0;
+      << "loss_peak" << 2503737344.0;
   // Padding: zigzag over 4 pads to a multiple of 8: 1001 -> 1008, / 4 = 252; Ulysses pads to
   // a multiple of 4: 1001 -> 1004, / 4 = 251.
   QTest::newRow("zigzag pads to 2 x sp")
@@ -316,8 +322,9 @@ void TestMemoryEstimate::parts_data() {
       << 4 << -1 << "" << "sp_buffers" << 62914560.0;
   // Ulysses over 16 with 8 KV heads repeats each twice: K/V count 2 x 1024 from the all-to-all
   // on. 2048 / 16 = 128 tokens. Buffers 2*2*(2*4096 + 2*2048) = 49,152 x 128 = 6,291,456;
-  // a layer keeps 168,072 + 2*2*1024 = 172,168; 128 x (32*8,192 + 172,168 + 16,900)
-  // = 57,755,136.
+  // a layer keeps 168,072 + 2*2*1024 = 172,168; the attention backward works on 2 query heads
+  // of the full sequence per rank, the same 32,896 per local token (GQA: 2 heads over 1 KV head);
+  // 128 x (32*8,192 + 172,168 + 32,896 + 16,900) = 61,965,824.
   QTest::newRow("ulysses kv replication buffers")
       << llama
       << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 16\nsequence_parallel_mode: ulysses\n"
@@ -325,7 +332,7 @@ void TestMemoryEstimate::parts_data() {
   QTest::newRow("ulysses kv replication activations")
       << llama
       << bf16 + "cutoff_len: 2048\nsequence_parallel_size: 16\nsequence_parallel_mode: ulysses\n"
-      << 16 << -1 << "" << "activations" << 57755136.0;
+      << 16 << -1 << "" << "activations" << 61965824.0;
 
   // --- gradient reductions and the optimizer step -------------------------------------------
   // One GPU, bf16: a layer's gradients in bf16, their fp32 copy and the flat buffer,
@@ -348,28 +355,28 @@ void TestMemoryEstimate::parts_data() {
       << "qwen2.5-0.5b" << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "zero_buffers"
       << 692700412.0;
   // The step on one GPU: AdamW's two fp32 temporaries of the embeddings 8 x 525,336,576 =
-  // 4,202,692,608, beyond the backward's 447,116 + 3,231,793,152: 970,452,340.
+  // 4,202,692,608, beyond the backward's 480,012 + 3,231,793,152: 970,419,444.
   QTest::newRow("one token: the step is the peak")
-      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "optimizer_step" << 970452340.0;
+      << llama << bf16 + "cutoff_len: 1\n" << 1 << -1 << "" << "optimizer_step" << 970419444.0;
   // ZeRO-1 over 2: AdamW on half pieces 2,101,346,304 + the all-gather of two units in flight,
   // the largest being the embeddings and the LM head (525,336,576 each): 2 x 2 x 525,336,576
-  // x 3/2 = 3,152,019,456; 5,253,365,760 beyond the backward's 3,232,240,268: 2,021,125,492.
+  // x 3/2 = 3,152,019,456; 5,253,365,760 beyond the backward's 3,232,273,164: 2,021,092,596.
   QTest::newRow("zero1 on two ranks: the step's all-gather")
-      << llama << bf16 + "cutoff_len: 1\n" << 2 << 1 << "" << "optimizer_step" << 2021125492.0;
-  // 8192 tokens: the backward (8192 x 447,116 + 3,231,793,152) exceeds the step's
-  // 4,202,692,608; at 1024 tokens (457,846,784 + 3,231,793,152) it does not.
+      << llama << bf16 + "cutoff_len: 1\n" << 2 << 1 << "" << "optimizer_step" << 2021092596.0;
+  // 8192 tokens: the backward (8192 x 480,012 + 3,231,793,152) exceeds the step's
+  // 4,202,692,608; at 1024 tokens (491,532,288 + 3,231,793,152) it does not.
   QTest::newRow("8192 tokens: the backward is the peak")
       << llama << bf16 + "cutoff_len: 8192\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
   QTest::newRow("1024 tokens: the step is the peak")
-      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step" << 513052672.0;
+      << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "optimizer_step" << 479367168.0;
   QTest::newRow("long run: the backward is the peak")
       << llama << bf16 + "cutoff_len: 131072\n" << 1 << -1 << "" << "optimizer_step" << 0.0;
   // ZeRO-3 with offload: the update runs on the CPU; nothing on the GPU.
   QTest::newRow("zero3 offload: the step needs nothing on the GPU")
       << llama << bf16 + "cutoff_len: 1\n" << 8 << 3 << "both" << "optimizer_step" << 0.0;
-  // The total is the sum of the parts, the peak of the backward (activations 457,846,784,
-  // gradient buffers 3,231,793,152) and of the step (513,052,672 beyond): 16,060,522,496 +
-  // 32,121,044,992 + 96,363,134,976 + 457,846,784 + 3,231,793,152 + 513,052,672 =
+  // The total is the sum of the parts, the peak of the backward (activations 491,532,288,
+  // gradient buffers 3,231,793,152) and of the step (479,367,168 beyond): 16,060,522,496 +
+  // 32,121,044,992 + 96,363,134,976 + 491,532,288 + 3,231,793,152 + 479,367,168 =
   // 148,747,395,072.
   QTest::newRow("total") << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "total"
                          << 148747395072.0;
@@ -454,29 +461,30 @@ void TestMemoryEstimate::smallestFittingSp_data() {
   //   233,057,792 = 4,428,098,048, and the LM head's bf16 gradient 2Vh = 1,089,994,752 until its
   //   reduction: 5,518,092,800 (the embeddings' end-of-backward reduction is smaller).
   //   Per token: 28 layers x 2h (200,704) + one layer (12h + 4h_kv + 8f + 4*28 + 8 = 196,728)
-  //   + outside 512 + 4h + 4 (14,852) = 412,284; zigzag buffers 68,608 per token (forward:
-  //   18 x 3584 + 8 x 512). The fused loss's peak (4Vh = 2,180,014,080 + 2 x 2h x T + one
-  //   chunk's 6V per row) stays below the backward's working set (the recomputed layer, the
-  //   SP and gradient buffers): logits 0.
-  //   SP 1: 3,112,227,840 + 131072 x 412,284 + 5,518,092,800 = 62,669,209,088 (58.37 GiB)
-  //   SP 2: 3,112,227,840 + 65536 x (412,284 + 68,608) + 5,518,092,800 = 40,146,058,752 (37.39)
-  //   SP 4: 24,388,189,696 (22.71); SP 8: 16,509,255,168 (15.38).
+  //   + outside 512 + 4h + 4 (14,852) + FlashAttention-2's backward workspace (4h_q + 2*2h_q
+  //   + 4*28 = 28,784, GQA) = 441,068; zigzag buffers 68,608 per token (forward: 18 x 3584 +
+  //   8 x 512). The fused loss's peak (4Vh = 2,180,014,080 + 2 x 2h x T + one chunk's 6V per
+  //   row) stays below the backward's working set (the recomputed layer, the SP and gradient
+  //   buffers): logits 0.
+  //   SP 1: 3,112,227,840 + 131072 x 441,068 + 5,518,092,800 = 66,441,985,536 (61.88 GiB)
+  //   SP 2: 3,112,227,840 + 65536 x (441,068 + 68,608) + 5,518,092,800 = 42,032,446,976 (39.15)
+  //   SP 4: 25,331,383,808 (23.59); SP 8: 16,980,852,224 (15.81).
   QTest::newRow("80 GiB") << "zigzag-ring" << 80.0 << 1;
   QTest::newRow("58 GiB") << "zigzag-ring" << 58.0 << 2;
   QTest::newRow("37 GiB") << "zigzag-ring" << 37.0 << 4;
   QTest::newRow("22 GiB") << "zigzag-ring" << 22.0 << 8;
-  QTest::newRow("15.5 GiB") << "zigzag-ring" << 15.5 << 8;
-  QTest::newRow("15 GiB: none") << "zigzag-ring" << 15.0 << -1;
+  QTest::newRow("16 GiB") << "zigzag-ring" << 16.0 << 8;
+  QTest::newRow("15.5 GiB: none") << "zigzag-ring" << 15.5 << -1;
   QTest::newRow("capacity unknown") << "zigzag-ring" << 0.0 << -1;
-  // Ulysses cannot use 8 (28 heads), so 15.5 GiB has no answer there. At SP 4 its buffers,
+  // Ulysses cannot use 8 (28 heads), so 16 GiB has no answer there. At SP 4 its buffers,
   // 2*2*(2*3584 + 2*512) = 32,768 B per token x 32,768 tokens = 1,073,741,824 instead of the
-  // ring's, give a total of 23,213,784,576 (21.62 GiB): it fits 22 GiB.
-  QTest::newRow("ulysses 15.5 GiB: none") << "ulysses" << 15.5 << -1;
-  QTest::newRow("ulysses 22 GiB") << "ulysses" << 22.0 << 4;
+  // ring's, give a total of 24,156,978,688 (22.50 GiB): it fits 23 GiB.
+  QTest::newRow("ulysses 16 GiB: none") << "ulysses" << 16.0 << -1;
+  QTest::newRow("ulysses 23 GiB") << "ulysses" << 23.0 << 4;
   // usp takes the largest Ulysses degree that splits the heads (4 for SP 8: 28 / 8 fails) and
   // rings the rest (2): SP 8 holds 16384 tokens with both kinds of buffers, (68,608 + 32,768)
-  // x 16384 = 1,660,944,384: total 17,046,126,080 (15.88 GiB) fits 16 GiB.
-  QTest::newRow("usp 16 GiB") << "usp" << 16.0 << 8;
+  // x 16384 = 1,660,944,384: total 17,517,723,136 (16.31 GiB) fits 16.5 GiB.
+  QTest::newRow("usp 16.5 GiB") << "usp" << 16.5 << 8;
 }
 
 void TestMemoryEstimate::smallestFittingSp() {
@@ -550,16 +558,16 @@ void TestMemoryEstimate::textTableShowsPartsAndVerdict() {
   const QString fits = text("sequence_parallel_size: 2\n", 80);
   QVERIFY2(fits.contains("world 8, sequence parallel 2 (zigzag-ring), 65,536 tokens per rank"),
            qPrintable(fits));
-  // The fused loss needs nothing beyond the backward; total 40,146,058,752 B = 37.39 GiB, 42.61
+  // The fused loss needs nothing beyond the backward; total 42,032,446,976 B = 39.15 GiB, 40.85
   // spare.
   QVERIFY2(fits.contains("  logits                   0.00 GiB\n"), qPrintable(fits));
-  QVERIFY2(fits.contains("37.39 GiB of 80.00 GiB: fits, 42.61 GiB spare"), qPrintable(fits));
+  QVERIFY2(fits.contains("39.15 GiB of 80.00 GiB: fits, 40.85 GiB spare"), qPrintable(fits));
   QVERIFY2(fits.contains("Notes:\n  - bf16:"), qPrintable(fits));
-  // 62,669,209,088 B = 58.37 GiB: 18.37 short of 40.
+  // 66,441,985,536 B = 61.88 GiB: 21.88 short of 40.
   const QString tight = text("", 40);
-  QVERIFY2(tight.contains("58.37 GiB of 40.00 GiB: short by 18.37 GiB"), qPrintable(tight));
+  QVERIFY2(tight.contains("61.88 GiB of 40.00 GiB: short by 21.88 GiB"), qPrintable(tight));
   const QString unknown = text("", 0);
-  QVERIFY2(unknown.contains("58.37 GiB (GPU capacity unknown)"), qPrintable(unknown));
+  QVERIFY2(unknown.contains("61.88 GiB (GPU capacity unknown)"), qPrintable(unknown));
 }
 
 void TestMemoryEstimate::longestFittingCutoff_data() {

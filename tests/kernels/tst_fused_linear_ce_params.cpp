@@ -78,16 +78,22 @@ void TestFusedLinearCeParams::chunkRule_data() {
   QTest::addColumn<qint64>("chunk");
   QTest::newRow("no tokens") << qint64(0) << qint64(4096) << qint64(128256) << qint64(0);
   QTest::newRow("one token") << qint64(1) << qint64(4096) << qint64(128256) << qint64(1);
-  // ceil(128256 / 4096) = 32 -> 32768 / 32 = 1024 tokens of logits ~ 32768 tokens of hidden.
+  // ceil(128256 / 4096) = 32 -> 32768 / 32 = 1024 tokens of logits ~ 32768 tokens of hidden; the
+  // floor is more: 2048 rows x 128256 x 4 B = 1.0 GB <= 1 GiB (4096 rows would be 2.1 GB).
   QTest::newRow("Llama-3 8B, 32k tokens")
-      << qint64(32768) << qint64(4096) << qint64(128256) << qint64(1024);
-  // ceil(151936 / 3584) = 43 -> ceil(131072 / 43) = 3049 -> power of two 4096.
+      << qint64(32768) << qint64(4096) << qint64(128256) << qint64(2048);
+  // ceil(151936 / 3584) = 43 -> ceil(131072 / 43) = 3049 -> power of two 4096, above the
+  // floor's 1024 rows.
   QTest::newRow("Qwen2 7B, 128k tokens")
       << qint64(131072) << qint64(3584) << qint64(151936) << qint64(4096);
+  // The rule alone gives 64 rows (8192 / ceil(151936 / 896) = 49 -> 64): 128 chunks, each a
+  // pass over the 545 MB fp32 head gradient; the floor makes it 1024 rows, 8 chunks.
+  QTest::newRow("Qwen2.5-0.5B, 8k tokens: the floor")
+      << qint64(8192) << qint64(896) << qint64(151936) << qint64(1024);
   QTest::newRow("vocab below hidden: one chunk")
       << qint64(300) << qint64(64) << qint64(7) << qint64(300);
-  QTest::newRow("rounded up but capped at tokens")
-      << qint64(37) << qint64(16) << qint64(20) << qint64(32);
+  QTest::newRow("small vocabulary: the floor takes every token")
+      << qint64(37) << qint64(16) << qint64(20) << qint64(37);
 }
 
 void TestFusedLinearCeParams::chunkRule() {
@@ -99,8 +105,12 @@ void TestFusedLinearCeParams::chunkRule() {
   QCOMPARE(fused_linear_ce_chunk_tokens(s), chunk);
   QCOMPARE(effective_chunk_tokens(s, 0), chunk);
   // The point of the rule: one chunk's logits are within 2x of the hidden-state elements
-  // (power-of-two rounding) unless the whole batch fits in one chunk.
-  if (chunk > 0 && chunk < tokens) QVERIFY(chunk * vocab <= 2 * tokens * hidden + 2 * vocab);
+  // (power-of-two rounding), or within the floor, unless the whole batch fits in one chunk.
+  if (chunk > 0 && chunk < tokens)
+    QVERIFY(chunk * vocab <= std::max<qint64>(2 * tokens * hidden + 2 * vocab,
+                                              kChunkLogitsFloorBytes / 4));
+  // The floor: never fewer rows than fill it, unless the tokens run out.
+  if (chunk > 0 && chunk < tokens) QVERIFY(2 * chunk * vocab * 4 > kChunkLogitsFloorBytes);
   // An explicit chunk wins, capped at the token count.
   QCOMPARE(effective_chunk_tokens(s, 5), std::min<qint64>(5, tokens));
 }
@@ -120,8 +130,9 @@ void TestFusedLinearCeParams::workspaceSize_data() {
   QTest::newRow("bf16 grads") << qint64(10) << qint64(3) << b16 << true << qint64(1280 + 768 + 256);
   QTest::newRow("bf16 log-probs only")
       << qint64(10) << qint64(3) << b16 << false << qint64(1280 + 256);
-  // Automatic chunk: ceil(100/4) = 25 -> ceil(10/25) = 1 token per chunk: 400 -> 512.
-  QTest::newRow("automatic chunk") << qint64(10) << qint64(0) << f32 << true << qint64(512 + 256);
+  // Automatic chunk: ceil(100/4) = 25 -> ceil(10/25) = 1 token per chunk by the ratio, but the
+  // 1 GiB floor takes all 10 tokens: 10*100*4 = 4000 -> 4096.
+  QTest::newRow("automatic chunk") << qint64(10) << qint64(0) << f32 << true << qint64(4096 + 256);
 }
 
 void TestFusedLinearCeParams::workspaceSize() {

@@ -434,15 +434,18 @@ void TestTrainingData::fusedLossNeverHoldsTokensTimesVocab() {
   }
   const int64_t base = host_allocator_stats().allocated;
   reset_host_allocator_peak();
-  torch::Tensor out = dpo ? lm_target_logprobs(hidden, weight, targets).sum()
-                          : lm_cross_entropy_sum(hidden, weight, targets, 0, 0.0, tw, kl);
+  // 256-row chunks: the automatic rule's floor (1 GiB of logits) would take all 4096 rows of
+  // this small vocabulary at once, which is right for it but would not show the bound.
+  const int64_t rows = 256;
+  torch::Tensor out = dpo ? lm_target_logprobs(hidden, weight, targets, rows).sum()
+                          : lm_cross_entropy_sum(hidden, weight, targets, rows, 0.0, tw, kl);
   const int64_t forward_peak = host_allocator_stats().peak - base;
   const int64_t held = host_allocator_stats().allocated - base;
   reset_host_allocator_peak();
   const int64_t before_backward = host_allocator_stats().allocated;
   out.backward();
   const int64_t backward_peak = host_allocator_stats().peak - before_backward;
-  const int64_t chunk = lm_loss_chunk_tokens(T, H, V, 0, asft);
+  const int64_t chunk = lm_loss_chunk_tokens(T, H, V, rows, asft);
   // ASFT: three fp32 [chunk x V] buffers (its chunk a third as long), and the reference's rows.
   const double predicted_chunk = double(chunk) * V * (asft ? 12 : 4);
   const double peak = double(std::max(forward_peak, held + backward_peak));

@@ -34,8 +34,10 @@ bool cpu_flash_applies(const torch::Tensor& q, const torch::Tensor& k, const tor
          flash_mask_applies(q, k, m);
 }
 
-// The flash backward ops return gradients in the inputs' dtype; the block API wants fp32.
-AttnBlockGrads fp32_grads(const std::tuple<at::Tensor, at::Tensor, at::Tensor>& g) {
+// The flash backward ops return gradients in the inputs' dtype; the block API wants fp32
+// unless the caller asked for them as they come (`native`).
+AttnBlockGrads block_grads(const std::tuple<at::Tensor, at::Tensor, at::Tensor>& g, bool native) {
+  if (native) return {std::get<0>(g), std::get<1>(g), std::get<2>(g)};
   return {std::get<0>(g).to(at::kFloat), std::get<1>(g).to(at::kFloat),
           std::get<2>(g).to(at::kFloat)};
 }
@@ -50,11 +52,11 @@ AttnBlockOut cpu_flash_forward(const torch::Tensor& q, const torch::Tensor& k,
 AttnBlockGrads cpu_flash_backward(const torch::Tensor& dout, const torch::Tensor& q,
                                   const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& out, const torch::Tensor& lse, bool causal,
-                                  double scale) {
+                                  double scale, bool native) {
   const auto t = q.scalar_type();
-  return fp32_grads(at::_scaled_dot_product_flash_attention_for_cpu_backward(
+  return block_grads(at::_scaled_dot_product_flash_attention_for_cpu_backward(
       dout.to(t).contiguous(), q, k, v, out.to(t).contiguous(), lse.to(at::kFloat).contiguous(),
-      /*dropout_p=*/0.0, causal, /*attn_mask=*/{}, scale));
+      /*dropout_p=*/0.0, causal, /*attn_mask=*/{}, scale), native);
 }
 
 #if STUDIO_WITH_TORCH_CUDA
@@ -80,12 +82,16 @@ AttnBlockOut flash_forward(const torch::Tensor& q, const torch::Tensor& k, const
 AttnBlockGrads flash_backward(const torch::Tensor& dout, const torch::Tensor& q,
                               const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& out, const torch::Tensor& lse, bool causal,
-                              double scale) {
+                              double scale, bool native) {
   const at::Tensor none;  // cum_seq_q/k: only nested (varlen) batches have them
   const at::Tensor philox = at::zeros({}, q.options().dtype(at::kLong));
-  return fp32_grads(at::_scaled_dot_product_flash_attention_backward(
-      dout.contiguous(), q, k, v, out, lse.to(at::kFloat).contiguous(), none, none, q.size(2),
-      k.size(2), /*dropout_p=*/0.0, causal, philox, philox, scale));
+  // dout as it comes: the op reads it as [B, S, H, D] (a transpose) and copies it only when
+  // that is not contiguous. The decoder's gradient arrives in that layout (the forward's output
+  // is [B, S, H, D] in memory), so a .contiguous() here would make the op copy it back.
+  const auto dt = dout.scalar_type() == q.scalar_type() ? dout : dout.to(q.scalar_type());
+  return block_grads(at::_scaled_dot_product_flash_attention_backward(
+      dt, q, k, v, out, lse.to(at::kFloat).contiguous(), none, none, q.size(2),
+      k.size(2), /*dropout_p=*/0.0, causal, philox, philox, scale), native);
 }
 #endif
 
@@ -152,7 +158,7 @@ AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch::Tensor
 AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::Tensor& q,
                                         const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& out, const torch::Tensor& lse,
-                                        const BlockMask& block_mask, double scale) {
+                                        const BlockMask& block_mask, double scale, bool native) {
   const WindowedBlock w = simplify(block_mask, q.size(2), k.size(2));
   if (w.empty) {
     const auto opts = q.options().dtype(q.scalar_type() == torch::kDouble ? torch::kDouble
@@ -163,9 +169,11 @@ AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::
   const BlockMask& mask = w.mask;
   switch (pick_kernel(q, k, v, mask)) {
 #if STUDIO_WITH_TORCH_CUDA
-    case Kernel::CudaFlash: return flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
+    case Kernel::CudaFlash:
+      return flash_backward(dout, q, k, v, out, lse, mask.causal, scale, native);
 #endif
-    case Kernel::CpuFlash: return cpu_flash_backward(dout, q, k, v, out, lse, mask.causal, scale);
+    case Kernel::CpuFlash:
+      return cpu_flash_backward(dout, q, k, v, out, lse, mask.causal, scale, native);
     default: return math_block_backward(dout, q, k, v, out, lse, mask, scale);
   }
 }
@@ -200,8 +208,10 @@ torch::autograd::variable_list LocalAttention::backward(torch::autograd::Autogra
   BlockMask mask{ctx->saved_data["causal"].toBool(), 0, 0, segments, segments};
   mask.window = ctx->saved_data["window"].toInt();
   mask.softcap = ctx->saved_data["softcap"].toDouble();
+  // In the kernel's dtype: they leave in q's anyway (no fp32 round trip for bf16).
   const AttnBlockGrads g = attention_block_backward(grads[0], q, k, v, saved[3], saved[4], mask,
-                                                    ctx->saved_data["scale"].toDouble());
+                                                    ctx->saved_data["scale"].toDouble(),
+                                                    /*native=*/true);
   return {g.dq.to(q.scalar_type()), g.dk.to(k.scalar_type()), g.dv.to(v.scalar_type()),
           torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
 }

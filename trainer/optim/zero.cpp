@@ -1,6 +1,8 @@
 #include "studio/trainer/optim/zero.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
+#include <ATen/record_function.h>
 #include <ATen/cpu/vec/vec.h>
 
 #include <algorithm>
@@ -50,22 +52,25 @@ std::string optimizer_file_name(int rank, int shards) {
 void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
                   const torch::Tensor& grad, double lr, const AdamWSettings& s, double decay,
                   int64_t step) {
+  std::vector<torch::Tensor> p{param}, m{exp_avg}, v{exp_avg_sq}, g{grad};
+  adamw_update_many(p, m, v, g, lr, s, decay, step);
+}
+
+namespace {
+
+bool host_update_applies(const torch::Tensor& p, const torch::Tensor& m, const torch::Tensor& v) {
+  return !p.is_cuda() && p.is_contiguous() && m.is_contiguous() && v.is_contiguous() &&
+         p.scalar_type() == torch::kFloat;
+}
+
+// One pass over memory per tensor: p, m, v read and written, g read.
+void host_adamw(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
+                const torch::Tensor& grad, double lr, const AdamWSettings& s, double decay,
+                int64_t step) {
   const double bc1 = 1.0 - std::pow(s.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(s.beta2, static_cast<double>(step));
   const double step_size = lr / bc1;
   const double bc2_sqrt = std::sqrt(bc2);
-  torch::NoGradGuard no_grad;
-  const bool host = !param.is_cuda() && param.is_contiguous() && exp_avg.is_contiguous() &&
-                    exp_avg_sq.is_contiguous() && param.scalar_type() == torch::kFloat;
-  if (!host) {
-    // Device tensors: the same formula as torch's single-tensor AdamW, in tensor ops.
-    const auto g = grad.to(param.device(), torch::kFloat);
-    param.mul_(1.0 - lr * decay);
-    exp_avg.mul_(s.beta1).add_(g, 1.0 - s.beta1);
-    exp_avg_sq.mul_(s.beta2).addcmul_(g, g, 1.0 - s.beta2);
-    param.addcdiv_(exp_avg, (exp_avg_sq.sqrt() / bc2_sqrt).add_(s.eps), -step_size);
-    return;
-  }
   const torch::Tensor g = grad.to(torch::kCPU, torch::kFloat).contiguous();
   float* p = param.data_ptr<float>();
   float* m = exp_avg.data_ptr<float>();
@@ -94,6 +99,42 @@ void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& e
       p[i] = p[i] * keep - ss * m[i] / (std::sqrt(v[i]) * inv_bc2 + eps);
     }
   });
+}
+
+}  // namespace
+
+void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avgs,
+                       std::vector<torch::Tensor>& exp_avg_sqs, std::vector<torch::Tensor>& grads,
+                       double lr, const AdamWSettings& s, double decay, int64_t step,
+                       AdamWKernel kernel) {
+  TORCH_CHECK(exp_avgs.size() == params.size() && exp_avg_sqs.size() == params.size() &&
+                  grads.size() == params.size(),
+              "adamw_update_many: ", params.size(), " parameters but ", exp_avgs.size(), ", ",
+              exp_avg_sqs.size(), " and ", grads.size(), " states and gradients");
+  if (params.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> fp, fm, fv, fg;  // the fused kernel's share
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (kernel != AdamWKernel::Fused && host_update_applies(params[i], exp_avgs[i], exp_avg_sqs[i])) {
+      host_adamw(params[i], exp_avgs[i], exp_avg_sqs[i], grads[i], lr, s, decay, step);
+      continue;
+    }
+    fp.push_back(params[i]);
+    fm.push_back(exp_avgs[i]);
+    fv.push_back(exp_avg_sqs[i]);
+    // The kernel wants the gradient where the parameter is, in its dtype (the engine's are fp32
+    // on the same device already: no copy).
+    fg.push_back(grads[i].to(params[i].device(), params[i].scalar_type()));
+  }
+  if (fp.empty()) return;
+  // torch.optim.AdamW(fused=True)'s kernel: one multi-tensor launch for the whole list, the
+  // same formula in fp32. It reads the step (after increment) from a tensor per parameter;
+  // one tensor serves them all.
+  const auto steps = torch::full({}, static_cast<double>(step),
+                                 torch::TensorOptions().dtype(torch::kFloat).device(fp.front().device()));
+  const std::vector<torch::Tensor> state_steps(fp.size(), steps);
+  at::_fused_adamw_(fp, fg, fm, fv, /*max_exp_avg_sqs=*/{}, state_steps, lr, s.beta1, s.beta2,
+                    decay, s.eps, /*amsgrad=*/false, /*maximize=*/false);
 }
 
 namespace {
@@ -197,6 +238,7 @@ struct ShardedState::Impl {
   }
   // Issues the all-gather of unit u's weights from every rank's pieces (in the model dtype).
   void launch_gather(size_t u) {
+    RECORD_USER_SCOPE("zero::gather");
     Unit& unit = units[u];
     std::vector<torch::Tensor> parts;
     for (size_t i : unit.params) parts.push_back(gather_source(params[i]));
@@ -269,38 +311,65 @@ struct ShardedState::Impl {
   void reduce_unit(size_t u) {
     Unit& unit = units[u];
     if (unit.reduced || unit.params.empty()) return;
+    RECORD_USER_SCOPE("zero::reduce");
     unit.reduced = true;
     torch::NoGradGuard no_grad;
+    // Gradients arrive in the model dtype and are summed in fp32: each is converted on its way
+    // into the fp32 buffer it ends in (add_ and copy_ convert inside their kernels), with no
+    // fp32 temporary per parameter and no concatenation.
+    const auto fp32_on_comm = torch::TensorOptions().dtype(torch::kFloat).device(comm_device());
     if (opt.stage <= 1) {
       if (!last_micro || !distributed()) {
         for (size_t i : unit.params) {
           Param& q = params[i];
-          auto g = take_grad(q).to(torch::kFloat).reshape({-1});
-          q.grad = q.grad.defined() ? q.grad.add_(g) : g;
+          auto g = take_grad(q).reshape({-1});
+          q.grad = q.grad.defined() ? q.grad.add_(g) : g.to(torch::kFloat);
         }
         return;
       }
-      std::vector<torch::Tensor> parts;
-      for (size_t i : unit.params) {
-        Param& q = params[i];
-        auto g = take_grad(q).to(torch::kFloat).reshape({-1});
-        parts.push_back(q.grad.defined() ? q.grad + g : g);
-        q.grad = torch::Tensor();
+      Param& first = params[unit.params.front()];
+      if (unit.params.size() == 1 && !first.grad.defined() &&
+          first.p.scalar_type() == torch::kFloat) {
+        unit.reduce_in = take_grad(first).reshape({-1}).contiguous();  // fp32 already: no copy
+      } else {
+        unit.reduce_in = torch::empty({unit.width}, fp32_on_comm);
+        for (size_t i : unit.params) {
+          Param& q = params[i];
+          auto g = take_grad(q).reshape({-1});
+          auto slot = unit.reduce_in.narrow(0, q.offset, q.n);
+          if (q.grad.defined())
+            torch::add_out(slot, q.grad, g);
+          else
+            slot.copy_(g);
+          q.grad = torch::Tensor();
+        }
       }
-      unit.reduce_in = parts.size() == 1 ? parts.front().contiguous() : torch::cat(parts).contiguous();
       unit.reduce = world->all_reduce_sum_async(unit.reduce_in,
                                                 "gradients (unit " + std::to_string(u) + ")");
     } else {
-      std::vector<torch::Tensor> parts;
-      for (size_t i : unit.params) {
-        Param& q = params[i];
-        auto g = take_grad(q).to(torch::kFloat).reshape({-1});
-        if (q.k * shards != q.n) g = torch::constant_pad_nd(g, {0, q.k * shards - q.n});
-        parts.push_back(g.view({shards, q.k}));
+      const size_t only = unit.params.front();
+      if (unit.params.size() == 1 && params[only].k * shards == params[only].n &&
+          params[only].p.scalar_type() == torch::kFloat) {
+        // One unpadded fp32 weight: its gradient is already the rank-major layout, no copy.
+        unit.reduce_in = take_grad(params[only]).reshape({-1}).contiguous();
+      } else {
+        // Rank-major: rank r's pieces of the unit side by side in row r, each parameter's
+        // elements [r*k, (r+1)*k) in its columns, the last piece's padding zero.
+        unit.reduce_in = torch::empty({unit.width * shards}, fp32_on_comm);
+        const auto rows = unit.reduce_in.view({shards, unit.width});
+        for (size_t i : unit.params) {
+          Param& q = params[i];
+          auto g = take_grad(q).reshape({-1});
+          auto dst = rows.narrow(1, q.offset, q.k);  // [shards, k]
+          const int64_t whole = q.n / q.k, rest = q.n - whole * q.k;
+          if (whole > 0) dst.narrow(0, 0, whole).copy_(g.narrow(0, 0, whole * q.k).view({whole, q.k}));
+          if (whole < shards) {
+            auto tail = dst.narrow(0, whole, shards - whole);
+            tail.zero_();
+            if (rest > 0) tail.select(0, 0).narrow(0, 0, rest).copy_(g.narrow(0, whole * q.k, rest));
+          }
+        }
       }
-      // One unpadded weight needs no copy: its gradient is already the rank-major layout.
-      unit.reduce_in = parts.size() == 1 ? parts.front().contiguous().view({-1})
-                                         : torch::cat(parts, 1).contiguous().view({-1});
       if (world) {
         unit.reduce_out = torch::empty({unit.width}, unit.reduce_in.options());
         unit.reduce = world->reduce_scatter_sum_async(unit.reduce_out, unit.reduce_in,
@@ -347,17 +416,27 @@ struct ShardedState::Impl {
   // AdamW on unit u's pieces, then its gradients cleared (stages 0-1 drop them, 2-3 zero the
   // accumulator).
   void update_unit(size_t u, double lr, int64_t step) {
+    RECORD_USER_SCOPE("zero::adamw");
     torch::NoGradGuard no_grad;
+    // One multi-tensor update per weight decay (decayed weights; biases and norms).
+    struct Group {
+      double decay = 0;
+      std::vector<torch::Tensor> p, m, v, g;
+    };
+    std::vector<Group> groups;
     for (size_t i : units[u].params) {
       Param& q = params[i];
-      if (q.len > 0) {
-        auto g = owned_grad(q);
-        auto master = q.master.narrow(0, 0, opt.stage == 0 ? q.n : q.len);
-        auto m = q.exp_avg.narrow(0, 0, master.numel());
-        auto v = q.exp_avg_sq.narrow(0, 0, master.numel());
-        adamw_update(master, m, v, g, lr, adam, q.decay, step);
-      }
+      if (q.len == 0) continue;
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const Group& g) { return g.decay == q.decay; });
+      if (it == groups.end()) it = groups.insert(groups.end(), Group{q.decay, {}, {}, {}, {}});
+      const int64_t n = opt.stage == 0 ? q.n : q.len;
+      it->p.push_back(q.master.narrow(0, 0, n));
+      it->m.push_back(q.exp_avg.narrow(0, 0, n));
+      it->v.push_back(q.exp_avg_sq.narrow(0, 0, n));
+      it->g.push_back(owned_grad(q));
     }
+    for (Group& g : groups) adamw_update_many(g.p, g.m, g.v, g.g, lr, adam, g.decay, step);
     clear_gradients(u);
   }
 
@@ -375,7 +454,10 @@ struct ShardedState::Impl {
     auto promises = std::make_shared<std::vector<std::promise<void>>>(units.size());
     updated.assign(units.size(), {});
     for (size_t u = 0; u < units.size(); ++u) updated[u] = (*promises)[u].get_future().share();
-    updater = std::thread([this, promises, lr, step] {
+    // The caller's thread-local state (as the autograd engine hands its workers): with it the
+    // profiler, when on, records this thread's zero::adamw ranges too.
+    updater = std::thread([this, promises, lr, step, tls = at::ThreadLocalState()] {
+      const at::ThreadLocalStateGuard guard(tls);
       size_t done = 0;
       const auto order = update_order();
       try {
@@ -546,26 +628,29 @@ void ShardedState::end_backward() {
 }
 
 torch::Tensor ShardedState::clip_gradients(double max_norm) {
+  RECORD_USER_SCOPE("zero::clip");
   Impl& s = *impl_;
   s.wait_updates();
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> norms;
+  std::vector<torch::Tensor> grads;
   for (auto& q : s.params)
-    if (q.grad.defined()) norms.push_back(q.grad.norm(2).to(torch::kDouble));
-  if (norms.empty()) return torch::zeros({}, torch::kDouble);
+    if (q.grad.defined()) grads.push_back(q.grad);
+  if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  // clip_grad_norm_'s kernels: every gradient's norm in one multi-tensor launch, one scale in
+  // another (on the CPU, the same per-tensor ops).
+  const torch::Tensor norms = torch::stack(at::_foreach_norm(grads, 2)).to(torch::kDouble);
   torch::Tensor total;
   if (s.opt.stage >= 2 && s.distributed()) {
     // Each rank holds its pieces: the squares are summed over the world.
-    auto sq = torch::stack(norms).pow(2).sum().reshape({1}).to(s.comm_device());
+    auto sq = norms.pow(2).sum().reshape({1}).to(s.comm_device());
     s.world->all_reduce_sum(sq, "gradient norm");
     total = sq.sqrt().reshape({});
   } else {
-    total = torch::stack(norms).norm(2);  // full gradients, the same on every rank
+    total = norms.norm(2);  // full gradients, the same on every rank
   }
   if (std::isfinite(max_norm)) {
     const torch::Tensor coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0);
-    for (auto& q : s.params)
-      if (q.grad.defined()) q.grad.mul_(coef.to(q.grad.device(), torch::kFloat));
+    at::_foreach_mul_(grads, coef.to(grads.front().device(), torch::kFloat));
   }
   return total;
 }

@@ -76,6 +76,9 @@ struct LongContextCosts {
   double layer = 0;         // one decoder layer's saved activations (tiled MLP: without its MLP)
   int64_t mlp_tile_tokens = 0;  // tiled_mlp: rows per tile (0: untiled)
   double mlp_tile = 0;      // tiled_mlp: one tile's recomputed activations and gradients
+  // CUDA: FlashAttention-2's backward workspace while one layer's attention backward runs (its
+  // fp32 dq accumulator, K and V gradients expanded to every query head under GQA, softmax_d).
+  double attention_backward = 0;
 };
 
 struct MemoryEstimate {
@@ -112,8 +115,10 @@ std::optional<int64_t> longest_fitting_cutoff(const RunConfig& cfg, const ModelI
                                               const EstimateOptions& opt);
 
 // The fused loss's chunk rule (kernels/fused_linear_ce.h, fused_linear_ce_chunk_tokens, which a
-// test keeps equal): about as many logits per chunk as the hidden states have values, a power
-// of two, at most `tokens`.
+// test keeps equal): about as many logits per chunk as the hidden states have values, but at
+// least as many rows as fill kLossChunkLogitsFloorBytes of fp32 logits, a power of two, at most
+// `tokens`.
+inline constexpr int64_t kLossChunkLogitsFloorBytes = int64_t{1} << 30;
 int64_t loss_chunk_tokens(int64_t tokens, int64_t hidden, int64_t vocab);
 
 // SP sizes the world allows for `cfg`'s mode on `model`: divisors of the world size whose head

@@ -34,9 +34,15 @@ struct LinearCeShape {
 
 // Chunk rule: one chunk's logits should take about as many elements as the hidden states
 // (chunk * V ~ T * H), so the extra memory is bounded by the activations the caller already
-// holds. Hence chunk = T / ceil(V / H), rounded up to a power of two (GEMM-friendly row counts)
-// and clamped to [1, T]. For T = 32k, H = 4096, V = 128k: chunk = 1024 (a ~0.5 GB fp32 buffer
-// instead of ~17 GB of fp32 logits). T == 0 gives 0.
+// holds: chunk = T / ceil(V / H), rounded up to a power of two (GEMM-friendly row counts).
+// But never fewer rows than fill kChunkLogitsFloorBytes of fp32 logits (the largest power of
+// two that fits it): every chunk re-reads the head and reads and writes its whole fp32
+// gradient [V x H], so at short sequences tiny chunks would spend the step on that traffic
+// (Qwen2.5-0.5B at 8k tokens: 64 rows, 128 passes over 545 MB, instead of 1024 rows and 8).
+// Clamped to [1, T]. For T = 32k, H = 4096, V = 128k: chunk = 2048 by the floor (a 1 GiB
+// fp32 buffer instead of ~17 GB of fp32 logits); for T = 128k, H = 3584, V = 152k: 4096 by the
+// ratio. T == 0 gives 0. config/memory_estimate.cpp counts the same chunk.
+inline constexpr std::int64_t kChunkLogitsFloorBytes = std::int64_t{1} << 30;
 std::int64_t fused_linear_ce_chunk_tokens(LinearCeShape shape);
 
 // Throws std::invalid_argument naming the argument: tokens < 0, hidden or vocab <= 0, vocab or

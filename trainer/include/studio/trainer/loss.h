@@ -44,6 +44,8 @@ struct KlReference {
 // nothing). With gradients wanted, the forward forms them as well, chunk by chunk: the
 // gradient of the hidden states [valid rows x H] in their dtype and the head's [V x H] in fp32
 // are kept until the backward, which only scales them by the upstream gradient.
+// `targets` may be on the host while `hidden` is on a device (what the train loop passes): the
+// valid rows are then found on the host, with no wait for the device.
 torch::Tensor lm_cross_entropy_sum(const torch::Tensor& hidden,   // [B, S, H]
                                    const torch::Tensor& weight,   // [V, H]
                                    const torch::Tensor& targets,  // [B, S], -100 ignored

@@ -70,11 +70,13 @@ inline AttnBlockOut attention_block_forward(const torch::Tensor& q, const torch:
 }
 
 // Gradients of the block for the upstream gradient `dout`, with P = exp(scale q k^T - lse) and
-// D = rowsum(dout * out) taken from the given out/lse (a ring passes the merged ones).
+// D = rowsum(dout * out) taken from the given out/lse (a ring passes the merged ones). In fp32
+// (what a ring sums its blocks in), or, with `native`, in the dtype the kernel produced them
+// (the flash kernels: q's; the math path: fp32) for a caller that wants q's dtype anyway.
 AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::Tensor& q,
                                         const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& out, const torch::Tensor& lse,
-                                        const BlockMask& mask, double scale);
+                                        const BlockMask& mask, double scale, bool native = false);
 inline AttnBlockGrads attention_block_backward(const torch::Tensor& dout, const torch::Tensor& q,
                                                const torch::Tensor& k, const torch::Tensor& v,
                                                const torch::Tensor& out, const torch::Tensor& lse,

@@ -56,11 +56,24 @@ struct AdamWSettings {
 };
 
 // One AdamW update (torch.optim.AdamW's formula) of n fp32 elements in place; `step` is the
-// step number after increment (1 for the first). Host memory: vectorised and multi-threaded;
-// device tensors go through tensor ops. `decay` is the weight decay for these elements.
+// step number after increment (1 for the first). `decay` is the weight decay for these elements.
 void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
                   const torch::Tensor& grad, double lr, const AdamWSettings& s, double decay,
                   int64_t step);
+
+// How adamw_update_many updates: Auto takes the host loop for contiguous fp32 host tensors and
+// the fused kernel elsewhere; Fused takes the fused kernel for all (its CPU version too: how the
+// tests hold the CUDA path to the host loop on a machine without a GPU).
+enum class AdamWKernel { Auto, Fused };
+
+// AdamW on many tensors with one weight decay. Host memory (offloaded states): each through one
+// vectorised, multi-threaded pass. Device tensors: all of them in one launch of PyTorch's fused
+// multi-tensor AdamW (at::_fused_adamw_, what torch.optim.AdamW(fused=True) runs), instead of
+// ~10 single-op kernels per tensor.
+void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avgs,
+                       std::vector<torch::Tensor>& exp_avg_sqs, std::vector<torch::Tensor>& grads,
+                       double lr, const AdamWSettings& s, double decay, int64_t step,
+                       AdamWKernel kernel = AdamWKernel::Auto);
 
 // What a rank holds, in bytes, by kind (for the memory estimate's tests and the events).
 struct ZeroBytes {
