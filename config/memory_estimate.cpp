@@ -574,24 +574,21 @@ class Estimator {
   }
 
   void optimizer_step() {
-    const double n = zero_ >= 1 ? world_ : 1;
     const bool off_opt = zero_ >= 1 && zero_req_.offload_optimizer;
-    // AdamW on the GPU: sqrt(v) and its quotient, one piece at a time (the CPU update of
-    // offloaded states needs none on the GPU).
-    const double largest = std::max({embed_params_, f_ * h_, hq_ * h_});
-    const double adam = off_opt ? 0 : 8 * largest / n;
+    // AdamW updates in place and needs nothing more: on the GPU one fused multi-tensor kernel
+    // per unit (at::_fused_adamw_), on the host one vectorised pass (trainer/optim/zero.cpp).
     // Stages 1-2 gather the updated pieces into the weights, two units in flight.
     const double gather = zero_ == 1 || zero_ == 2
                               ? 2 * p_.value * unit_params_ * (1 + 1 / double(world_))
                               : 0;
-    const double step = adam + gather;
+    const double step = gather;
     const double backward = b().activations + b().logits + b().sp_buffers + b().zero_buffers;
     b().optimizer_step = std::max(0.0, step - backward);
     note("The optimizer step needs " + format_gib(step) + " beyond the model states (" +
          (gather > 0 ? std::string("the all-gather of the updated pieces, two units at a time; ")
                      : std::string()) +
          (off_opt ? std::string("the update itself runs on the CPU")
-                  : std::string("AdamW temporaries of the largest piece")) +
+                  : std::string("AdamW updates in place, in one fused kernel per unit")) +
          ") once the backward's " + format_gib(backward) + " are freed" +
          (b().optimizer_step > 0 ? ": the step is the peak, and the difference is counted"
                                  : ": the backward is the peak") +
