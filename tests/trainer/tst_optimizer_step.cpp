@@ -54,14 +54,18 @@ class TestOptimizerStep : public QObject {
   void fusedKernelMatchesHostLoop_data() {
     QTest::addColumn<QList<qint64>>("sizes");
     QTest::addColumn<double>("decay");
-    QTest::newRow("one element, decayed") << QList<qint64>{1} << 0.01;
-    QTest::newRow("odd sizes, decayed") << QList<qint64>{7, 1000, 33 * 17} << 0.1;
-    QTest::newRow("vector tails, no decay") << QList<qint64>{15, 17, 4099} << 0.0;
+    QTest::addColumn<double>("coef");  // the clipping coefficient (0: none)
+    QTest::newRow("one element, decayed") << QList<qint64>{1} << 0.01 << 0.0;
+    QTest::newRow("odd sizes, decayed") << QList<qint64>{7, 1000, 33 * 17} << 0.1 << 0.0;
+    QTest::newRow("vector tails, no decay") << QList<qint64>{15, 17, 4099} << 0.0 << 0.0;
+    QTest::newRow("clipped inside the update") << QList<qint64>{15, 1000, 4099} << 0.01 << 0.37;
   }
   void fusedKernelMatchesHostLoop() {
     QFETCH(QList<qint64>, sizes);
     QFETCH(double, decay);
+    QFETCH(double, coef);
     const AdamWSettings s{0.9, 0.999, 1e-8, decay};
+    const torch::Tensor c = coef > 0 ? torch::full({}, coef, torch::kFloat) : torch::Tensor();
     const double lr = 3e-3;
     torch::manual_seed(3);
     std::vector<torch::Tensor> p_host, m_host, v_host, p_fused, m_fused, v_fused, p_ref;
@@ -77,9 +81,12 @@ class TestOptimizerStep : public QObject {
     for (int64_t step = 1; step <= 4; ++step) {
       std::vector<torch::Tensor> g;
       for (qint64 n : sizes) g.push_back(torch::randn({n}) * (step == 2 ? 100.0 : 0.01));
-      adamw_update_many(p_host, m_host, v_host, g, lr, s, decay, step, AdamWKernel::Auto);
-      adamw_update_many(p_fused, m_fused, v_fused, g, lr, s, decay, step, AdamWKernel::Fused);
-      for (size_t i = 0; i < g.size(); ++i) p_ref[i].mutable_grad() = g[i].clone();
+      // The reference is given the gradients already scaled, as clip_grad_norm_ leaves them
+      // (set first: the fused kernel writes the scaled gradients back, as AMP's unscaling does).
+      for (size_t i = 0; i < g.size(); ++i)
+        p_ref[i].mutable_grad() = coef > 0 ? g[i] * coef : g[i].clone();
+      adamw_update_many(p_host, m_host, v_host, g, lr, s, decay, step, AdamWKernel::Auto, c);
+      adamw_update_many(p_fused, m_fused, v_fused, g, lr, s, decay, step, AdamWKernel::Fused, c);
       ref.step();
     }
     for (size_t i = 0; i < p_host.size(); ++i) {

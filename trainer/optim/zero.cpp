@@ -16,6 +16,7 @@
 #include <regex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "studio/config/validate.h"
 #include "studio/trainer/host_allocator.h"
@@ -66,7 +67,7 @@ bool host_update_applies(const torch::Tensor& p, const torch::Tensor& m, const t
 // One pass over memory per tensor: p, m, v read and written, g read.
 void host_adamw(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
                 const torch::Tensor& grad, double lr, const AdamWSettings& s, double decay,
-                int64_t step) {
+                int64_t step, float coef) {
   const double bc1 = 1.0 - std::pow(s.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(s.beta2, static_cast<double>(step));
   const double step_size = lr / bc1;
@@ -77,15 +78,19 @@ void host_adamw(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp
   float* v = exp_avg_sq.data_ptr<float>();
   const float* gp = g.data_ptr<float>();
   using V = at::vec::Vectorized<float>;
+  // The clipping coefficient folds into the gradient's two weights: m gets (1 - b1) c g and
+  // v gets (1 - b2) (c g)^2, as if g had been scaled first.
   const float keep = static_cast<float>(1.0 - lr * decay), b1 = static_cast<float>(s.beta1),
               b2 = static_cast<float>(s.beta2), c1 = static_cast<float>(1.0 - s.beta1),
               c2 = static_cast<float>(1.0 - s.beta2), inv_bc2 = static_cast<float>(1.0 / bc2_sqrt),
+              gc = coef,
               eps = static_cast<float>(s.eps), ss = static_cast<float>(step_size);
   at::parallel_for(0, param.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
     int64_t i = begin;
-    const V vkeep(keep), vb1(b1), vb2(b2), vc1(c1), vc2(c2), vinv(inv_bc2), veps(eps), vss(ss);
+    const V vkeep(keep), vb1(b1), vb2(b2), vc1(c1), vc2(c2), vinv(inv_bc2), veps(eps), vss(ss),
+        vgc(gc);
     for (; i + V::size() <= end; i += V::size()) {
-      const V gi = V::loadu(gp + i);
+      const V gi = V::loadu(gp + i) * vgc;
       const V mi = vb1 * V::loadu(m + i) + vc1 * gi;
       const V vi = vb2 * V::loadu(v + i) + vc2 * gi * gi;
       const V pi = V::loadu(p + i) * vkeep - vss * mi / (vi.sqrt() * vinv + veps);
@@ -94,8 +99,9 @@ void host_adamw(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp
       pi.store(p + i);
     }
     for (; i < end; ++i) {
-      m[i] = b1 * m[i] + c1 * gp[i];
-      v[i] = b2 * v[i] + c2 * gp[i] * gp[i];
+      const float g = gp[i] * gc;
+      m[i] = b1 * m[i] + c1 * g;
+      v[i] = b2 * v[i] + c2 * g * g;
       p[i] = p[i] * keep - ss * m[i] / (std::sqrt(v[i]) * inv_bc2 + eps);
     }
   });
@@ -106,17 +112,23 @@ void host_adamw(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp
 void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avgs,
                        std::vector<torch::Tensor>& exp_avg_sqs, std::vector<torch::Tensor>& grads,
                        double lr, const AdamWSettings& s, double decay, int64_t step,
-                       AdamWKernel kernel) {
+                       AdamWKernel kernel, const torch::Tensor& grad_coef) {
   TORCH_CHECK(exp_avgs.size() == params.size() && exp_avg_sqs.size() == params.size() &&
                   grads.size() == params.size(),
               "adamw_update_many: ", params.size(), " parameters but ", exp_avgs.size(), ", ",
               exp_avg_sqs.size(), " and ", grads.size(), " states and gradients");
   if (params.empty()) return;
   torch::NoGradGuard no_grad;
+  float host_coef = 1.0f;  // read once, where the host loop needs it (no device wait for host grads)
+  bool host_coef_read = false;
   std::vector<torch::Tensor> fp, fm, fv, fg;  // the fused kernel's share
   for (size_t i = 0; i < params.size(); ++i) {
     if (kernel != AdamWKernel::Fused && host_update_applies(params[i], exp_avgs[i], exp_avg_sqs[i])) {
-      host_adamw(params[i], exp_avgs[i], exp_avg_sqs[i], grads[i], lr, s, decay, step);
+      if (grad_coef.defined() && !host_coef_read) {
+        host_coef = grad_coef.item<float>();
+        host_coef_read = true;
+      }
+      host_adamw(params[i], exp_avgs[i], exp_avg_sqs[i], grads[i], lr, s, decay, step, host_coef);
       continue;
     }
     fp.push_back(params[i]);
@@ -133,8 +145,12 @@ void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Te
   const auto steps = torch::full({}, static_cast<double>(step),
                                  torch::TensorOptions().dtype(torch::kFloat).device(fp.front().device()));
   const std::vector<torch::Tensor> state_steps(fp.size(), steps);
+  // Its grad_scale divides every gradient (AMP's unscaling): 1 / coef applies the clipping.
+  std::optional<torch::Tensor> grad_scale;
+  if (grad_coef.defined())
+    grad_scale = grad_coef.to(fp.front().device(), torch::kFloat).reciprocal();
   at::_fused_adamw_(fp, fg, fm, fv, /*max_exp_avg_sqs=*/{}, state_steps, lr, s.beta1, s.beta2,
-                    decay, s.eps, /*amsgrad=*/false, /*maximize=*/false);
+                    decay, s.eps, /*amsgrad=*/false, /*maximize=*/false, grad_scale);
 }
 
 namespace {
@@ -206,6 +222,7 @@ struct ShardedState::Impl {
   std::vector<Unit> units;  // the decoder layers, then one per outer weight (see `layers`)
   bool last_micro = true;
   std::deque<size_t> in_flight;  // units whose reduction is pending, oldest first
+  torch::Tensor clip_coef;  // from clip_gradients, for the next step's AdamW (undefined: none)
 
   Impl(CausalLM m, torch::Device d) : model(std::move(m)), device(d) {}
 
@@ -415,7 +432,7 @@ struct ShardedState::Impl {
 
   // AdamW on unit u's pieces, then its gradients cleared (stages 0-1 drop them, 2-3 zero the
   // accumulator).
-  void update_unit(size_t u, double lr, int64_t step) {
+  void update_unit(size_t u, double lr, int64_t step, const torch::Tensor& coef) {
     RECORD_USER_SCOPE("zero::adamw");
     torch::NoGradGuard no_grad;
     // One multi-tensor update per weight decay (decayed weights; biases and norms).
@@ -436,7 +453,8 @@ struct ShardedState::Impl {
       it->v.push_back(q.exp_avg_sq.narrow(0, 0, n));
       it->g.push_back(owned_grad(q));
     }
-    for (Group& g : groups) adamw_update_many(g.p, g.m, g.v, g.g, lr, adam, g.decay, step);
+    for (Group& g : groups)
+      adamw_update_many(g.p, g.m, g.v, g.g, lr, adam, g.decay, step, AdamWKernel::Auto, coef);
     clear_gradients(u);
   }
 
@@ -450,19 +468,19 @@ struct ShardedState::Impl {
   // The offloaded update on a worker thread; each unit's future is ready once it is updated.
   std::vector<std::shared_future<void>> updated;
   std::thread updater;
-  void start_updates(double lr, int64_t step) {
+  void start_updates(double lr, int64_t step, torch::Tensor coef) {
     auto promises = std::make_shared<std::vector<std::promise<void>>>(units.size());
     updated.assign(units.size(), {});
     for (size_t u = 0; u < units.size(); ++u) updated[u] = (*promises)[u].get_future().share();
     // The caller's thread-local state (as the autograd engine hands its workers): with it the
     // profiler, when on, records this thread's zero::adamw ranges too.
-    updater = std::thread([this, promises, lr, step, tls = at::ThreadLocalState()] {
+    updater = std::thread([this, promises, lr, step, coef, tls = at::ThreadLocalState()] {
       const at::ThreadLocalStateGuard guard(tls);
       size_t done = 0;
       const auto order = update_order();
       try {
         for (size_t u : order) {
-          update_unit(u, lr, step);
+          update_unit(u, lr, step, coef);
           (*promises)[u].set_value();
           ++done;
         }
@@ -636,8 +654,8 @@ torch::Tensor ShardedState::clip_gradients(double max_norm) {
   for (auto& q : s.params)
     if (q.grad.defined()) grads.push_back(q.grad);
   if (grads.empty()) return torch::zeros({}, torch::kDouble);
-  // clip_grad_norm_'s kernels: every gradient's norm in one multi-tensor launch, one scale in
-  // another (on the CPU, the same per-tensor ops).
+  // clip_grad_norm_'s kernel: every gradient's norm in one multi-tensor launch (on the CPU, the
+  // same per-tensor ops).
   const torch::Tensor norms = torch::stack(at::_foreach_norm(grads, 2)).to(torch::kDouble);
   torch::Tensor total;
   if (s.opt.stage >= 2 && s.distributed()) {
@@ -648,10 +666,9 @@ torch::Tensor ShardedState::clip_gradients(double max_norm) {
   } else {
     total = norms.norm(2);  // full gradients, the same on every rank
   }
-  if (std::isfinite(max_norm)) {
-    const torch::Tensor coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0);
-    at::_foreach_mul_(grads, coef.to(grads.front().device(), torch::kFloat));
-  }
+  // clip_grad_norm_'s coefficient, applied by the step's AdamW as it reads each gradient.
+  if (std::isfinite(max_norm))
+    s.clip_coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0).to(grads.front().device(), torch::kFloat);
   return total;
 }
 
@@ -665,10 +682,11 @@ void ShardedState::step(double lr) {
   // weights are needed next (stages 1-2: this step's all-gather below; stage 3: the next
   // forward's gathers), so the update of one unit overlaps the transfers of the ones before.
   // Elsewhere the update runs here (on CUDA its kernels are queued, not waited for).
+  const torch::Tensor coef = std::exchange(s.clip_coef, torch::Tensor());
   if (s.opt.offload_optimizer) {
-    s.start_updates(lr, step);
+    s.start_updates(lr, step, coef);
   } else {
-    for (size_t u : s.update_order()) s.update_unit(u, lr, step);
+    for (size_t u : s.update_order()) s.update_unit(u, lr, step, coef);
   }
   // The weights: stage 0 copies bf16 weights from the masters; stages 1-2 all-gather every
   // rank's updated pieces; stage 3 gathers when a layer runs.
@@ -694,6 +712,7 @@ void ShardedState::step(double lr) {
 void ShardedState::skip_step() {
   Impl& s = *impl_;
   s.wait_updates();
+  s.clip_coef = torch::Tensor();
   torch::NoGradGuard no_grad;
   for (size_t u = 0; u < s.units.size(); ++u) s.clear_gradients(u);
 }

@@ -70,10 +70,13 @@ enum class AdamWKernel { Auto, Fused };
 // vectorised, multi-threaded pass. Device tensors: all of them in one launch of PyTorch's fused
 // multi-tensor AdamW (at::_fused_adamw_, what torch.optim.AdamW(fused=True) runs), instead of
 // ~10 single-op kernels per tensor.
+// `grad_coef` (a 0-dim fp32 tensor where the gradients are; undefined: 1) multiplies every
+// gradient inside the update, which is how clipping is applied without a pass of its own.
 void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avgs,
                        std::vector<torch::Tensor>& exp_avg_sqs, std::vector<torch::Tensor>& grads,
                        double lr, const AdamWSettings& s, double decay, int64_t step,
-                       AdamWKernel kernel = AdamWKernel::Auto);
+                       AdamWKernel kernel = AdamWKernel::Auto,
+                       const torch::Tensor& grad_coef = {});
 
 // What a rank holds, in bytes, by kind (for the memory estimate's tests and the events).
 struct ZeroBytes {
@@ -118,6 +121,8 @@ class ShardedState : public LayerHooks {
   void end_backward();
   // Global 2-norm of the gradients (over every rank's pieces), clipped to max_norm (infinite:
   // no clipping) like torch.nn.utils.clip_grad_norm_. A device tensor: no host wait.
+  // The scale is applied by the next step() inside its AdamW (no pass over the gradients of its
+  // own; skip_step() drops it with the gradients).
   torch::Tensor clip_gradients(double max_norm);
   // AdamW on this rank's pieces, then the weights updated everywhere (stages 1-2 all-gather);
   // clears the gradients.
