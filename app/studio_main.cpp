@@ -15,7 +15,6 @@
 
 #include "cli_args.h"
 #include "cmd_remote.h"
-#include "studio/ui/window_fit.h"
 #include "studio/ui/chat/chat_panel.h"
 #include "studio/ui/config_inspector.h"
 #include "studio/ui/dashboard/chart_kind.h"
@@ -264,7 +263,6 @@ int main(int argc, char** argv) {
   if (opt.nnodes) inspector->setNodes(*opt.nnodes);
   if (opt.screenshot || opt.wizardScreenshots) window.resize(1400, 900);  // the same picture always
   window.show();
-  studio::ui::paintWhenShown(&window);
 
   // The scripted paths (screenshots, --launch) act on the wizard once it is open and filled in.
   auto automate = [&opt](studio::ui::RunWizard* wizard) {

@@ -42,8 +42,8 @@ export XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data
 runs=$work/runs
 
 echo "== the main window, every wizard page and every dialog, grabbed from a bare X server"
-# tests/ui/tst_window_screenshots starts its own Xvfb (no window manager), checks each window is
-# painted and not clipped, and keeps the screenshots here.
+# tests/ui/tst_window_screenshots starts its own Xvfb (no window manager), checks that the screen
+# shows each window as it renders itself and that nothing is clipped, and keeps the screenshots here.
 STUDIO_SCREENSHOT_DIR="$out" "${STUDIO_BUILD_DIR:-$root/build}/tests/ui/tst_window_screenshots"
 
 echo "== a demo run launched from the wizard, its dashboard while it trains"

@@ -20,10 +20,13 @@ PACKAGES=(
   libpcre2-dev libicu-dev
   # the Python environment (python3 -m venv)
   python3 python3-venv
-  # studio: Qt 6 Widgets + Test, QCustomPlot built for Qt 6, libssh
-  qt6-base-dev qt6-base-dev-tools qt6-qpa-plugins libqcustomplot-dev libssh-dev
-  # tests: a real OpenSSH server on 127.0.0.1, a real X server for windows and screenshots
-  openssh-server openssh-client xvfb xauth fonts-dejavu-core
+  # studio: Qt 6 Widgets + Test, QCustomPlot built for Qt 6, libssh, libxcb (the windows' colormap
+  # on X11: ui/shell/include/studio/ui/shell/screen_colormap.h)
+  qt6-base-dev qt6-base-dev-tools qt6-qpa-plugins libqcustomplot-dev libssh-dev libxcb1-dev
+  # tests: a real OpenSSH server on 127.0.0.1, a real X server for windows and screenshots, read
+  # with xwd (x11-apps), bare and under a window manager (openbox; xprop from x11-utils says when
+  # it manages the screen)
+  openssh-server openssh-client xvfb xauth fonts-dejavu-core x11-apps x11-utils openbox
   # tests: a private D-Bus session bus for the desktop portal's colour-scheme setting (tst_app_theme)
   dbus-daemon
   # fuzzing (scripts/fuzz.sh, run by the tests too): clang with libFuzzer and the sanitizers

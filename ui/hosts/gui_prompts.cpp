@@ -97,7 +97,6 @@ HostKeyDecision GuiPrompts::askHostKey(const HostKeyInfo& info) {
   box.setDefaultButton(reject);
   box.setEscapeButton(reject);
   fitToScreen(&box);
-  paintWhenShown(&box);
   box.exec();
   if (box.clickedButton() == once) return HostKeyDecision::AcceptOnce;
   if (box.clickedButton() == save) return HostKeyDecision::AcceptAndSave;
@@ -113,7 +112,6 @@ std::optional<std::string> GuiPrompts::askSecret(const SecretRequest& request) {
   dialog.setLabelText(secretLabel(request));
   dialog.setTextEchoMode(request.echo ? QLineEdit::Normal : QLineEdit::Password);
   fitToScreen(&dialog);
-  paintWhenShown(&dialog);
   if (dialog.exec() != QDialog::Accepted) return std::nullopt;
   QString text = dialog.textValue();
   std::string secret = text.toStdString();

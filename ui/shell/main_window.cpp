@@ -42,6 +42,7 @@
 #include "studio/ui/shell/comparison_dialog.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
+#include "studio/ui/shell/screen_colormap.h"
 #include "studio/ui/wizard/run_wizard.h"
 #include "studio/version.h"
 
@@ -79,6 +80,8 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
       demo_(nullptr),
       hosts_(new HostStore(this)),
       prompts_(new GuiPrompts(this)) {
+  // Screen grabbers that read X11 visual by visual see the wizard and the dialogs as they are.
+  useScreenColormap(qGuiApp);
   prompts_->setDialogParent(this);
   if (paths_.engine.isEmpty()) paths_.engine = findEngineProgram();
   if (paths_.resources.isEmpty()) paths_.resources = findResourcesDir();
@@ -370,7 +373,6 @@ RunWizard* MainWindow::showWizard() {
   // Every page shows whole at 1100 x 800 (the model page's facts, the memory page's table).
   fitToScreen(wizard_, QSize(1100, 800));
   wizard_->show();
-  paintWhenShown(wizard_);
   return wizard_;
 }
 
@@ -615,7 +617,6 @@ void MainWindow::showAttachRemoteDialog() {
           [this, dialog] { attachRemoteRun(dialog->hostName(), dialog->runId()); });
   fitToScreen(dialog, QSize(640, 360));
   dialog->open();
-  paintWhenShown(dialog);
   if (!hosts_->hosts().isEmpty()) dialog->listRuns();
 }
 
@@ -624,7 +625,6 @@ void MainWindow::showHostsDialog() {
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   fitToScreen(dialog, QSize(1000, 720));
   dialog->open();
-  paintWhenShown(dialog);
 }
 
 ComparisonDialog* MainWindow::compareRuns(const QStringList& paths) {
@@ -642,7 +642,6 @@ ComparisonDialog* MainWindow::compareRuns(const QStringList& paths) {
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   fitToScreen(dialog, QSize(900, 560));
   dialog->show();
-  paintWhenShown(dialog);
   emit comparisonOpened(dialog);
   return dialog;
 }

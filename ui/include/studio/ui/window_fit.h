@@ -1,12 +1,10 @@
 #pragma once
 // Top-level windows and dialogs open at a size that fits their content and the screen, over
-// their parent (or centred on the screen), and paint on first show. With no window manager (a
-// bare X server, as in VNC or xpra sessions on a cluster's login node) nothing else sizes or
-// places a window: a QDialog would map at Qt's default 500 x 360 in the top-left corner.
+// their parent (or centred on the screen). With no window manager (a bare X server, as in VNC or
+// xpra sessions on a cluster's login node) nothing else sizes or places a window: a QDialog would
+// map at Qt's default 500 x 360 in the top-left corner.
 #include <QGuiApplication>
-#include <QPointer>
 #include <QScreen>
-#include <QTimer>
 #include <QWidget>
 #include <algorithm>
 
@@ -29,17 +27,6 @@ inline void fitToScreen(QWidget* w, QSize preferred = {}) {
   g.moveLeft(std::clamp(g.left(), avail.left(), std::max(avail.left(), avail.right() - g.width() + 1)));
   g.moveTop(std::clamp(g.top(), avail.top(), std::max(avail.top(), avail.bottom() - g.height() + 1)));
   w->move(g.topLeft());
-}
-
-// Paints `w` again once its window is on the screen: without a window manager the X server can
-// expose a new window before Qt's first frame reaches it, and then never again until something
-// resizes it (the window stays black while the event loop idles).
-inline void paintWhenShown(QWidget* w) {
-  QPointer<QWidget> guard(w);
-  for (int ms : {0, 100, 500})
-    QTimer::singleShot(ms, w, [guard] {
-      if (guard && guard->isVisible()) guard->repaint();
-    });
 }
 
 }  // namespace studio::ui
