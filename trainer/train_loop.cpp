@@ -1001,42 +1001,6 @@ struct Trainer::Impl {
   TrainResult run(const std::atomic<bool>* stop);
 };
 
-// See STUDIO_CUDA_MEMORY_SNAPSHOT in Trainer::Impl::run.
-class CudaMemorySnapshot {
- public:
-  CudaMemorySnapshot(const torch::Device& device, int rank, int64_t save_after) {
-    const char* path = std::getenv("STUDIO_CUDA_MEMORY_SNAPSHOT");
-    if (!path || !*path || !device.is_cuda()) return;
-    path_ = std::string(path) + (rank > 0 ? ".rank" + std::to_string(rank) : std::string());
-    save_after_ = save_after;
-    std::string error;
-    if (!start_cuda_memory_history(error)) {
-      std::fprintf(stderr, "STUDIO_CUDA_MEMORY_SNAPSHOT: not recorded: %s\n", error.c_str());
-      path_.clear();
-    }
-  }
-  ~CudaMemorySnapshot() { save(nullptr); }
-  void after_step(int64_t step, RunReporter& reporter) {
-    if (step >= save_after_) save(&reporter);
-  }
-
- private:
-  void save(RunReporter* reporter) {
-    if (path_.empty()) return;
-    std::string error;
-    const bool ok = save_cuda_memory_snapshot(path_, error);
-    const std::string line = ok ? "CUDA allocator snapshot written to " + path_
-                                : "CUDA allocator snapshot not written: " + error;
-    if (reporter)
-      reporter->log(ok ? "info" : "warning", line);
-    else
-      std::fprintf(stderr, "%s\n", line.c_str());
-    path_.clear();
-  }
-  std::string path_;
-  int64_t save_after_ = 0;
-};
-
 TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   TrainResult result;
   result.eval_loss = kNaN;
@@ -1051,11 +1015,11 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   last_saved_dir = resume_dir;
   if (!batching_note.empty()) reporter.log("info", batching_note);
 
-  // STUDIO_CUDA_MEMORY_SNAPSHOT=PATH (CUDA): the allocator's history over the first two steps,
-  // saved as a snapshot at PATH (rank r > 0: PATH.rank<r>) for bench/profile/memory_table.py:
-  // what is live at the peak, by the engine function that allocated it (scripts/gpu-check.sh
-  // --perf compares it with the memory estimate).
-  CudaMemorySnapshot snapshot(device, par.rank(), state.global_step + 2);
+  // STUDIO_CUDA_MEMORY_SNAPSHOT (metrics/profile_capture.h): the first two steps' allocations.
+  CudaMemorySnapshot snapshot(device, par.rank(), state.global_step + 2,
+                              [this](const std::string& level, const std::string& line) {
+                                reporter.log(level, line);
+                              });
 
   while (state.global_step < state.total_steps) {
     const auto plan = planner->plan(state.data_epoch);
@@ -1085,7 +1049,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       }
       const double lr = cfg.learning_rate * schedule.factor(state.global_step);
       const StepStats st = train_step(plan[static_cast<size_t>(state.step_in_epoch)]);
-      snapshot.after_step(state.global_step + 1, reporter);
+      snapshot.after_step(state.global_step + 1);
       const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser + st.aux_term : kNaN;
       // Not finite: every rank sees the same global loss and norm, so all decide alike.
       if (st.normaliser > 0 && (!std::isfinite(loss) || !std::isfinite(st.grad_norm))) {

@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -81,6 +83,38 @@ bool save_cuda_memory_snapshot(const std::string& path, std::string& error) {
   error = "this build has no CUDA (LibTorch without CUDA)";
   return false;
 #endif
+}
+
+CudaMemorySnapshot::CudaMemorySnapshot(const torch::Device& device, int rank, int64_t save_after,
+                                       Log log)
+    : save_after_(save_after), log_(std::move(log)) {
+  const char* path = std::getenv("STUDIO_CUDA_MEMORY_SNAPSHOT");
+  if (!path || !*path || !device.is_cuda()) return;
+  path_ = std::string(path) + (rank > 0 ? ".rank" + std::to_string(rank) : std::string());
+  std::string error;
+  if (!start_cuda_memory_history(error)) {
+    std::fprintf(stderr, "STUDIO_CUDA_MEMORY_SNAPSHOT: not recorded: %s\n", error.c_str());
+    path_.clear();
+  }
+}
+
+CudaMemorySnapshot::~CudaMemorySnapshot() { save(/*to_log=*/false); }
+
+void CudaMemorySnapshot::after_step(int64_t step) {
+  if (step >= save_after_) save(/*to_log=*/true);
+}
+
+void CudaMemorySnapshot::save(bool to_log) {
+  if (path_.empty()) return;
+  std::string error;
+  const bool ok = save_cuda_memory_snapshot(path_, error);
+  const std::string line = ok ? "CUDA allocator snapshot written to " + path_
+                              : "CUDA allocator snapshot not written: " + error;
+  if (to_log && log_)
+    log_(ok ? "info" : "warning", line);
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
+  path_.clear();
 }
 
 }  // namespace studio::trainer
