@@ -22,16 +22,13 @@ namespace studio::event_fields {
 
 using json = nlohmann::json;
 
-// One line of JSON; false with "invalid JSON: ..." for parse errors and numbers too large for a
-// double (nlohmann throws out_of_range for those, not parse_error).
+// One line of JSON, NaN, Infinity and -Infinity included (json_file.h); false with
+// "invalid JSON at column C: ..." otherwise.
 inline bool parse_json_line(std::string_view line, json& out, std::string& error) {
-  try {
-    out = json::parse(line.begin(), line.end());
-  } catch (const json::exception& e) {
-    error = "invalid JSON: " + json_error_text(e.what());
-    return false;
-  }
-  return true;
+  JsonSyntaxError syntax;
+  if (parse_json_text(line, out, syntax)) return true;
+  error = "invalid JSON at column " + std::to_string(syntax.column) + ": " + syntax.what;
+  return false;
 }
 
 [[noreturn]] inline void fail(const std::string& field, const char* expected, const json& got) {
@@ -207,6 +204,19 @@ class Fields {
     } else {
       wrong(key, "a number", *v);
     }
+  }
+  // A step's value, which a diverged run writes as NaN, Infinity or -Infinity (or the same as
+  // text): read as above, and marked in step.not_finite when it was written so.
+  void get(const char* key, double& out, StepEvent& step, StepValue bit) const {
+    get(key, out);
+    const json* v = find(key);
+    if (v == nullptr) return;
+    bool written = v->is_number_float() && !std::isfinite(v->get<double>());
+    if (!written && v->is_string() && issues_) {
+      const auto d = number_in_text(v->get<std::string>());
+      written = d && !std::isfinite(*d);
+    }
+    if (written) step.set_not_finite(bit);
   }
   void get(const char* key, std::int64_t& out) const {
     const json* v = find(key);

@@ -65,23 +65,26 @@ void read_gpu(const json& j, const std::string& prefix, GpuMemory& v, Issues* is
 }
 
 // The DPO metrics sit flat in the step object under the names TRL logs them with.
-constexpr std::pair<const char*, double DpoMetrics::*> kDpoFields[] = {
-    {"rewards/chosen", &DpoMetrics::rewards_chosen},
-    {"rewards/rejected", &DpoMetrics::rewards_rejected},
-    {"rewards/accuracies", &DpoMetrics::rewards_accuracies},
-    {"rewards/margins", &DpoMetrics::rewards_margins},
-    {"logps/chosen", &DpoMetrics::logps_chosen},
-    {"logps/rejected", &DpoMetrics::logps_rejected},
+struct DpoField {
+  const char* key;
+  double DpoMetrics::*member;
+  StepValue bit;
+};
+constexpr DpoField kDpoFields[] = {
+    {"rewards/chosen", &DpoMetrics::rewards_chosen, StepValue::RewardsChosen},
+    {"rewards/rejected", &DpoMetrics::rewards_rejected, StepValue::RewardsRejected},
+    {"rewards/accuracies", &DpoMetrics::rewards_accuracies, StepValue::RewardsAccuracies},
+    {"rewards/margins", &DpoMetrics::rewards_margins, StepValue::RewardsMargins},
+    {"logps/chosen", &DpoMetrics::logps_chosen, StepValue::LogpsChosen},
+    {"logps/rejected", &DpoMetrics::logps_rejected, StepValue::LogpsRejected},
 };
 
-std::optional<DpoMetrics> read_dpo(const Fields& f) {
-  std::optional<DpoMetrics> dpo;
-  for (const auto& [key, member] : kDpoFields) {
-    if (!f.find(key)) continue;
-    if (!dpo) dpo.emplace();
-    f.get(key, (*dpo).*member);
+void read_dpo(const Fields& f, StepEvent& step) {
+  for (const DpoField& d : kDpoFields) {
+    if (!f.find(d.key)) continue;
+    if (!step.dpo) step.dpo.emplace();
+    f.get(d.key, (*step.dpo).*d.member, step, d.bit);
   }
-  return dpo;
 }
 
 // A nested object or array of a wrong type costs the field (strict: throws).
@@ -134,21 +137,21 @@ void read_step(const json& j, StepEvent& v, Issues* issues) {
   Fields f(j, "", issues);
   f.get_required("step", v.step);
   f.get("epoch", v.epoch);
-  f.get("loss", v.loss);
-  f.get("lr", v.lr);
-  f.get("grad_norm", v.grad_norm);
+  f.get("loss", v.loss, v, StepValue::Loss);
+  f.get("lr", v.lr, v, StepValue::Lr);
+  f.get("grad_norm", v.grad_norm, v, StepValue::GradNorm);
   f.get("tokens", v.tokens);
-  f.get("tokens_per_sec", v.tokens_per_sec);
+  f.get("tokens_per_sec", v.tokens_per_sec, v, StepValue::TokensPerSec);
   f.get("elapsed", v.elapsed);
   f.get("time", v.time);
-  f.get("model_tflops", v.model_tflops);
-  f.get("mfu", v.mfu);
+  f.get("model_tflops", v.model_tflops, v, StepValue::ModelTflops);
+  f.get("mfu", v.mfu, v, StepValue::Mfu);
   f.get("total_steps", v.total_steps);
   v.gpus = read_gpus(f);
   f.get("rss_mib", v.rss_mib);
   f.get("peak_rss_mib", v.peak_rss_mib);
-  f.get("aux_loss", v.aux_loss);
-  v.dpo = read_dpo(f);
+  f.get("aux_loss", v.aux_loss, v, StepValue::AuxLoss);
+  read_dpo(f, v);
 }
 
 void read_eval(const json& j, EvalEvent& v, Issues* issues) {
@@ -261,7 +264,7 @@ std::string serialize_event(const json& event) {
   constexpr auto kReplace = json::error_handler_t::replace;
   json rest = event;
   rest.erase("event");
-  std::string body = rest.dump(-1, ' ', false, kReplace);
+  std::string body = dump_json_python(rest);
   std::string line = "{\"event\":" + event.at("event").dump(-1, ' ', false, kReplace);
   line += body.size() > 2 ? "," + body.substr(1) : "}";
   line += '\n';
@@ -421,6 +424,24 @@ EventKind event_kind_from_name(std::string_view name) {
 
 // --- to_json / from_json -------------------------------------------------------------------
 
+namespace {
+
+// A value that is not known: null (the line is written with NaN and Infinity for values that
+// were not finite, so an unknown NaN must not be left as a number).
+json known_or_null(double v) {
+  if (std::isnan(v)) return nullptr;
+  return v;
+}
+
+// A step's value: NaN, Infinity or -Infinity when the step had it so (StepEvent::not_finite),
+// null when it had none.
+json step_value(const StepEvent& step, double v, StepValue bit) {
+  if (std::isnan(v) && !step.written_not_finite(bit)) return nullptr;
+  return v;
+}
+
+}  // namespace
+
 void to_json(json& j, const ModelSummary& v) {
   j = json{{"architecture", v.architecture}, {"parameters", v.parameters}, {"layers", v.layers},
            {"hidden_size", v.hidden_size},   {"heads", v.heads},           {"kv_heads", v.kv_heads},
@@ -434,10 +455,10 @@ void from_json(const json& j, ModelSummary& v) {
 void to_json(json& j, const GpuMemory& v) {
   j = json{{"rank", v.rank},
            {"device", v.device},
-           {"allocated_mib", v.allocated_mib},
-           {"reserved_mib", v.reserved_mib},
-           {"peak_mib", v.peak_mib},
-           {"total_mib", v.total_mib}};
+           {"allocated_mib", known_or_null(v.allocated_mib)},
+           {"reserved_mib", known_or_null(v.reserved_mib)},
+           {"peak_mib", known_or_null(v.peak_mib)},
+           {"total_mib", known_or_null(v.total_mib)}};
   if (std::isfinite(v.model_states_mib)) j["model_states_mib"] = v.model_states_mib;
   if (std::isfinite(v.offloaded_mib)) j["offloaded_mib"] = v.offloaded_mib;
   if (std::isfinite(v.util_percent)) j["util_percent"] = v.util_percent;
@@ -451,7 +472,7 @@ void from_json(const json& j, GpuMemory& v) {
 
 void to_json(json& j, const StartEvent& v) {
   j = json{{"event", "start"},
-           {"time", v.time},
+           {"time", known_or_null(v.time)},
            {"config", v.config},
            {"world_size", v.world_size},
            {"sequence_parallel_size", v.sequence_parallel_size},
@@ -460,7 +481,7 @@ void to_json(json& j, const StartEvent& v) {
            {"model", v.model}};
   if (v.total_steps > 0) j["total_steps"] = v.total_steps;
   if (!v.device_name.empty()) j["device_name"] = v.device_name;
-  j["peak_tflops"] = v.peak_tflops;  // null when not known
+  j["peak_tflops"] = known_or_null(v.peak_tflops);  // null when not known
 }
 
 void from_json(const json& j, StartEvent& v) {
@@ -468,20 +489,28 @@ void from_json(const json& j, StartEvent& v) {
 }
 
 void to_json(json& j, const StepEvent& v) {
-  j = json{{"event", "step"},      {"step", v.step},
-           {"epoch", v.epoch},     {"loss", v.loss},
-           {"lr", v.lr},           {"grad_norm", v.grad_norm},
-           {"tokens", v.tokens},   {"tokens_per_sec", v.tokens_per_sec},
-           {"elapsed", v.elapsed}, {"time", v.time},
+  j = json{{"event", "step"},
+           {"step", v.step},
+           {"epoch", known_or_null(v.epoch)},
+           {"loss", step_value(v, v.loss, StepValue::Loss)},
+           {"lr", step_value(v, v.lr, StepValue::Lr)},
+           {"grad_norm", step_value(v, v.grad_norm, StepValue::GradNorm)},
+           {"tokens", v.tokens},
+           {"tokens_per_sec", step_value(v, v.tokens_per_sec, StepValue::TokensPerSec)},
+           {"elapsed", known_or_null(v.elapsed)},
+           {"time", known_or_null(v.time)},
            {"gpus", v.gpus}};
   if (!std::isnan(v.rss_mib)) j["rss_mib"] = v.rss_mib;
   if (!std::isnan(v.peak_rss_mib)) j["peak_rss_mib"] = v.peak_rss_mib;
-  if (!std::isnan(v.aux_loss)) j["aux_loss"] = v.aux_loss;
-  if (!std::isnan(v.model_tflops)) j["model_tflops"] = v.model_tflops;
-  if (!std::isnan(v.model_tflops)) j["mfu"] = v.mfu;  // null when the peak is not known
+  if (!std::isnan(v.aux_loss) || v.written_not_finite(StepValue::AuxLoss))
+    j["aux_loss"] = v.aux_loss;
+  if (!std::isnan(v.model_tflops) || v.written_not_finite(StepValue::ModelTflops)) {
+    j["model_tflops"] = v.model_tflops;
+    j["mfu"] = step_value(v, v.mfu, StepValue::Mfu);  // null when the peak is not known
+  }
   if (v.total_steps > 0) j["total_steps"] = v.total_steps;
   if (!v.dpo) return;
-  for (const auto& [key, member] : kDpoFields) j[key] = (*v.dpo).*member;
+  for (const DpoField& d : kDpoFields) j[d.key] = step_value(v, (*v.dpo).*d.member, d.bit);
 }
 
 void from_json(const json& j, StepEvent& v) {
@@ -1054,10 +1083,16 @@ bool RunStatus::parse(const std::string& text, RunStatus& out, std::string& erro
     return false;
   }
   Issues found;
+  json doc;
+  JsonSyntaxError syntax;
+  if (!parse_json_text(text, doc, syntax)) {
+    error = "the run status file is not valid JSON: " + syntax.describe();
+    return false;
+  }
   try {
-    read_status(json::parse(text), out, &found);
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    error = "the run status file is not valid JSON: " + json_error_text(e.what());
+    read_status(doc, out, &found);
+  } catch (const json::exception& e) {  // only if a check of read_status has a gap
+    error = "malformed run status: " + json_error_text(e.what());
     return false;
   } catch (const EventFormatError& e) {
     error = std::string("malformed run status: ") + e.what();

@@ -16,6 +16,21 @@ void get_gib_as_mib(const Fields& f, const char* key, double& out) {
   if (!std::isnan(gib)) out = gib * 1024.0;
 }
 
+// A step with DPO metrics: one of them has a value, or was written as a non-finite one.
+bool dpo_seen(const DpoMetrics& dpo, const StepEvent& step) {
+  constexpr std::uint32_t kDpoBits =
+      static_cast<std::uint32_t>(StepValue::RewardsChosen) |
+      static_cast<std::uint32_t>(StepValue::RewardsRejected) |
+      static_cast<std::uint32_t>(StepValue::RewardsAccuracies) |
+      static_cast<std::uint32_t>(StepValue::RewardsMargins) |
+      static_cast<std::uint32_t>(StepValue::LogpsChosen) |
+      static_cast<std::uint32_t>(StepValue::LogpsRejected);
+  return !std::isnan(dpo.rewards_chosen) || !std::isnan(dpo.rewards_rejected) ||
+         !std::isnan(dpo.rewards_accuracies) || !std::isnan(dpo.rewards_margins) ||
+         !std::isnan(dpo.logps_chosen) || !std::isnan(dpo.logps_rejected) ||
+         (step.not_finite & kDpoBits) != 0;
+}
+
 }  // namespace
 
 bool parse_trainer_log_line(std::string_view line, std::vector<Event>& out, std::string& error) {
@@ -32,16 +47,17 @@ bool parse_trainer_log_line(std::string_view line, std::vector<Event>& out, std:
     Fields f(j, "", &issues);
     f.get_required("current_steps", step.step);
     f.get("total_steps", step.total_steps);
-    f.get("loss", step.loss);
-    f.get("lr", step.lr);
+    f.get("loss", step.loss, step, StepValue::Loss);
+    f.get("lr", step.lr, step, StepValue::Lr);
+    f.get("grad_norm", step.grad_norm, step, StepValue::GradNorm);
     f.get("epoch", step.epoch);
-    f.get("throughput", step.tokens_per_sec);
+    f.get("throughput", step.tokens_per_sec, step, StepValue::TokensPerSec);
     f.get_duration("elapsed_time", step.elapsed);
     f.get("eval_loss", eval_loss);
     DpoMetrics dpo;
-    f.get("reward", dpo.rewards_chosen);
-    f.get("accuracy", dpo.rewards_accuracies);
-    if (!std::isnan(dpo.rewards_chosen) || !std::isnan(dpo.rewards_accuracies)) step.dpo = dpo;
+    f.get("reward", dpo.rewards_chosen, step, StepValue::RewardsChosen);
+    f.get("accuracy", dpo.rewards_accuracies, step, StepValue::RewardsAccuracies);
+    if (dpo_seen(dpo, step)) step.dpo = dpo;
     GpuMemory gpu;
     gpu.rank = 0;
     gpu.device = 0;
@@ -80,9 +96,10 @@ bool parse_trainer_log_line(std::string_view line, std::vector<Event>& out, std:
 
 bool parse_trainer_state(std::string_view text, std::vector<Event>& out, std::string& error,
                          ReadProblems& problems) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    error = "not valid JSON (a trainer_state.json being written, or damaged)";
+  json doc;
+  JsonSyntaxError syntax;
+  if (!parse_json_text(text, doc, syntax)) {
+    error = "not valid JSON (a trainer_state.json being written, or damaged): " + syntax.describe();
     return false;
   }
   if (!doc.is_object()) {
@@ -111,22 +128,19 @@ bool parse_trainer_state(std::string_view text, std::vector<Event>& out, std::st
     try {
       Fields f(entry, "", &issues);
       f.get_required("step", step.step);
-      f.get("loss", step.loss);
-      f.get("learning_rate", step.lr);
-      f.get("grad_norm", step.grad_norm);
+      f.get("loss", step.loss, step, StepValue::Loss);
+      f.get("learning_rate", step.lr, step, StepValue::Lr);
+      f.get("grad_norm", step.grad_norm, step, StepValue::GradNorm);
       f.get("epoch", step.epoch);
       f.get("eval_loss", eval_loss);
       DpoMetrics dpo;
-      f.get("rewards/chosen", dpo.rewards_chosen);
-      f.get("rewards/rejected", dpo.rewards_rejected);
-      f.get("rewards/accuracies", dpo.rewards_accuracies);
-      f.get("rewards/margins", dpo.rewards_margins);
-      f.get("logps/chosen", dpo.logps_chosen);
-      f.get("logps/rejected", dpo.logps_rejected);
-      if (!std::isnan(dpo.rewards_chosen) || !std::isnan(dpo.rewards_rejected) ||
-          !std::isnan(dpo.rewards_accuracies) || !std::isnan(dpo.rewards_margins) ||
-          !std::isnan(dpo.logps_chosen) || !std::isnan(dpo.logps_rejected))
-        step.dpo = dpo;
+      f.get("rewards/chosen", dpo.rewards_chosen, step, StepValue::RewardsChosen);
+      f.get("rewards/rejected", dpo.rewards_rejected, step, StepValue::RewardsRejected);
+      f.get("rewards/accuracies", dpo.rewards_accuracies, step, StepValue::RewardsAccuracies);
+      f.get("rewards/margins", dpo.rewards_margins, step, StepValue::RewardsMargins);
+      f.get("logps/chosen", dpo.logps_chosen, step, StepValue::LogpsChosen);
+      f.get("logps/rejected", dpo.logps_rejected, step, StepValue::LogpsRejected);
+      if (dpo_seen(dpo, step)) step.dpo = dpo;
     } catch (const EventFormatError& e) {
       problems.count_bad_line(index, where + ": " + e.what());
       continue;

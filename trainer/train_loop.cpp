@@ -1006,6 +1006,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   result.eval_loss = kNaN;
   double window_loss = 0, window_aux = 0;
   int64_t window_steps = 0, window_tokens = 0, window_aux_steps = 0;
+  int64_t window_diverged = 0;  // steps of the window whose loss was not finite
   double window_spans = 0;
   DpoMetrics window_dpo{0, 0, 0, 0, 0, 0};
   double window_start = unix_time_now();
@@ -1081,6 +1082,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       window_loss += std::isnan(loss) ? 0 : loss;
       if (std::isfinite(st.aux_loss)) window_aux += st.aux_loss, ++window_aux_steps;
       window_steps += std::isnan(loss) ? 0 : 1;
+      window_diverged += st.normaliser > 0 && !std::isfinite(loss) ? 1 : 0;
       window_tokens += st.tokens;
       window_spans += st.span_term;
       if (st.dpo) {
@@ -1101,6 +1103,9 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       if (window_aux_steps > 0) e.aux_loss = window_aux / static_cast<double>(window_aux_steps);
       e.lr = lr;
       e.grad_norm = st.grad_norm;
+      // A diverged step's loss or norm is written as such (NaN, Infinity), not as "no value".
+      if (window_diverged > 0 && !std::isfinite(e.loss)) e.set_not_finite(StepValue::Loss);
+      if (st.normaliser > 0 && !std::isfinite(st.grad_norm)) e.set_not_finite(StepValue::GradNorm);
       e.tokens = window_tokens;
       e.tokens_per_sec = static_cast<double>(window_tokens) / std::max(1e-9, now - window_start);
       e.model_tflops = training_flops(in.model, static_cast<double>(window_tokens), window_spans,
@@ -1126,6 +1131,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       if (log_now) {
         window_loss = 0;
         window_steps = 0;
+        window_diverged = 0;
         window_aux = 0;
         window_aux_steps = 0;
         window_tokens = 0;

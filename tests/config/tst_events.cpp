@@ -18,6 +18,7 @@
 #include <cstdio>
 
 #include "studio/config/events.h"
+#include "studio/config/json_file.h"
 
 using nlohmann::json;
 using namespace studio;
@@ -198,6 +199,8 @@ class TestEvents : public QObject {
   void splitAnywhere_data();
   void splitAnywhere();
   void truncatedLastLine();
+  void pythonJson_data();
+  void pythonJson();
   void garbageLines_data();
   void garbageLines();
   void fieldIssuesKeepTheLine_data();
@@ -378,7 +381,9 @@ void TestEvents::missingAndNullValues() {
   StepEvent s;
   s.step = 9;
   s.loss = std::numeric_limits<double>::infinity();  // an overflowed step
-  s.grad_norm = std::nan("");
+  s.grad_norm = std::nan("");  // not known: null
+  s.lr = std::nan("");         // a diverged step's: NaN, as Python writes it
+  s.set_not_finite(StepValue::Lr);
   QTemporaryDir dir;
   const std::string path = events_path(dir.path().toStdString());
   EventWriter writer;
@@ -386,14 +391,23 @@ void TestEvents::missingAndNullValues() {
   QCOMPARE(qs(writer.write(s)), QString());
   QCOMPARE(qs(writer.write(json::parse(R"({"event":"step","step":10})"))), QString());
   writer.close();
-  QVERIFY(read_all(qs(path)).contains("\"grad_norm\":null"));
+  const QString text = read_all(qs(path));
+  QVERIFY2(text.contains("\"grad_norm\":null"), qPrintable(text));
+  QVERIFY2(text.contains("\"loss\":Infinity"), qPrintable(text));
+  QVERIFY2(text.contains("\"lr\":NaN"), qPrintable(text));
+  QVERIFY2(text.contains("\"epoch\":null"), qPrintable(text));
 
   EventFileReader reader(path);
   std::vector<Event> events = reader.poll().events;
   QCOMPARE(int(events.size()), 2);
   const auto* first = events[0].get<StepEvent>();
-  QVERIFY(std::isnan(first->loss));
+  QCOMPARE(first->loss, std::numeric_limits<double>::infinity());
+  QVERIFY(first->written_not_finite(StepValue::Loss));
   QVERIFY(std::isnan(first->grad_norm));
+  QVERIFY(!first->written_not_finite(StepValue::GradNorm));
+  QVERIFY(std::isnan(first->lr));
+  QVERIFY(first->written_not_finite(StepValue::Lr));
+  QCOMPARE(first->not_finite, std::uint32_t(StepValue::Loss) | std::uint32_t(StepValue::Lr));
   const auto* bare = events[1].get<StepEvent>();
   QCOMPARE(bare->step, std::int64_t{10});
   QVERIFY(std::isnan(bare->loss));
@@ -509,7 +523,7 @@ void TestEvents::garbageLines_data() {
                                << "invalid JSON";
   // nlohmann throws out_of_range for this, not parse_error: it must not escape the reader.
   QTest::newRow("number too large for a double")
-      << QByteArray(R"({"event":"step","step":1,"loss":1e999999})") << "invalid JSON: number overflow";
+      << QByteArray(R"({"event":"step","step":1,"loss":1e999999})") << "invalid JSON at column 33: the number '1e999999' is too large for a double";
   QTest::newRow("array") << QByteArray("[1,2]") << "not a JSON object but array";
   QTest::newRow("string") << QByteArray(R"("step")") << "not a JSON object but string";
   QTest::newRow("no event") << QByteArray(R"({"step":1,"loss":2})") << "no \"event\" field";
@@ -674,7 +688,8 @@ void TestEvents::problemSummary() {
                "events.jsonl: 2 lines had fields not as the format says, kept without them or "
                "converted (2 fields converted, 1 dropped; first: line 2: field "
                "'gpus[0].device': expected an integer device index, got string \"cuda:0\": "
-               "read as 0); 2 lines skipped whole (first: line 3: invalid JSON: "),
+               "read as 0); 2 lines skipped whole (first: line 3: invalid JSON at column 1: found 'g', "
+                             "which is not a JSON value"),
            qPrintable(summary));
   QVERIFY2(summary.contains("; last: line 5: \"eval\" event: missing field 'step')"),
            qPrintable(summary));
@@ -982,7 +997,7 @@ void TestEvents::statusMalformed_data() {
   QTest::newRow("unknown state") << QByteArray(R"({"state":"paused"})")
                                  << "field 'state': expected one of running|finished|failed|";
   QTest::newRow("number too large") << QByteArray(R"({"state":"running","pid":1e999999})")
-                                    << "not valid JSON: number overflow";
+                                    << "not valid JSON: line 1, column 26: the number '1e999999' is too large for a double";
   QTest::newRow("state a number") << QByteArray(R"({"state":1})")
                                   << "field 'state': expected a string, got number";
 }
@@ -1093,4 +1108,71 @@ void TestEvents::concurrentWriters() {
 }
 
 QTEST_MAIN(TestEvents)
+// The JSON reader every file of Python's goes through (json_file.h): NaN, Infinity and
+// -Infinity as Python's json writes them are numbers, anywhere a value may stand and nowhere
+// else (not in a string, not as a key, not glued to other text); a text that is not JSON is
+// told in our words with its line and column.
+void TestEvents::pythonJson_data() {
+  QTest::addColumn<QByteArray>("text");
+  QTest::addColumn<QString>("dumped");  // parsed and written back as Python writes it; "" if bad
+  QTest::addColumn<QString>("error");   // JsonSyntaxError::describe()
+  QTest::newRow("words as values")
+      << QByteArray(R"({"a": NaN, "b": [Infinity, -Infinity, 1.5], "c": "NaN"})")
+      << R"({"a":NaN,"b":[Infinity,-Infinity,1.5],"c":"NaN"})" << "";
+  QTest::newRow("strings with the words and escapes stay text")
+      << QByteArray(R"({"m": "say \"NaN\" -Infinity", "Infinity": NaN})")
+      << R"({"Infinity":NaN,"m":"say \"NaN\" -Infinity"})" << "";
+  QTest::newRow("a bare word at the top") << QByteArray("-Infinity") << "-Infinity" << "";
+  QTest::newRow("no words: as before") << QByteArray(R"([1, 2.5, null, true])")
+                                       << "[1,2.5,null,true]" << "";
+  QTest::newRow("a word as a key")
+      << QByteArray("{\n  NaN: 1}") << ""
+      << "line 2, column 3: found the word for a non-finite number where a key in double quotes "
+         "should be";
+  QTest::newRow("glued to other text")
+      << QByteArray(R"({"a": NaNa})") << ""
+      << "line 1, column 7: found 'N', which is not a JSON value (text needs double quotes; true, "
+         "false and null are lower case)";
+  QTest::newRow("lower case nan is not Python's")
+      << QByteArray(R"({"a": nan})") << ""
+      << "line 1, column 7: found 'na', which is not a JSON value (text needs double quotes; true, "
+         "false and null are lower case)";
+  QTest::newRow("cut short")
+      << QByteArray("{\"a\": [1,\n 2") << ""
+      << "line 2, column 3: the text ends inside an array: it was cut short (a file still being "
+         "written, or truncated)";
+  QTest::newRow("a comma too many")
+      << QByteArray("{\"a\": 1,\n}") << ""
+      << "line 2, column 1: found '}' where a key in double quotes should be (a comma too many "
+         "before it?)";
+  QTest::newRow("a missing comma")
+      << QByteArray(R"({"a": 1 "b": 2})") << ""
+      << "line 1, column 9: found string literal where ',' or '}' should be";
+  QTest::newRow("two values")
+      << QByteArray("{}\n{}") << ""
+      << "line 2, column 1: found '{' where the end of the text (one JSON value per text: a "
+         "bracket or a value too many?) should be";
+  QTest::newRow("too large") << QByteArray(R"({"a": 1e400})") << ""
+                             << "line 1, column 7: the number '1e400' is too large for a double";
+}
+
+void TestEvents::pythonJson() {
+  QFETCH(QByteArray, text);
+  QFETCH(QString, dumped);
+  QFETCH(QString, error);
+  json j;
+  JsonSyntaxError syntax;
+  const bool ok = parse_json_text(view(text), j, syntax);
+  QCOMPARE(ok, error.isEmpty());
+  if (!ok) {
+    QCOMPARE(qs(syntax.describe()), error);
+    return;
+  }
+  QCOMPARE(qs(dump_json_python(j)), dumped);
+  // Written back, read again: the same numbers (NaN compared as NaN).
+  json again;
+  QVERIFY(parse_json_text(dump_json_python(j), again, syntax));
+  QCOMPARE(qs(dump_json_python(again)), dumped);
+}
+
 #include "tst_events.moc"

@@ -11,6 +11,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <limits>
 
 #include "studio/config/events.h"
 
@@ -82,6 +83,8 @@ class TestTrainerLog : public QObject {
   void trainerStateDocuments_data();
   void trainerStateDocuments();
   void trainerStateFolder();
+  void pythonNonFinite_data();
+  void pythonNonFinite();
 };
 
 // LLaMA-Factory's trainer_log.jsonl lines as written by its LogCallback (keys as in
@@ -258,7 +261,8 @@ void TestTrainerLog::trainerStateDocuments_data() {
       << "" << nan << nan << "" << "no log_history array: not a Hugging Face Trainer state";
   QTest::newRow("cut short while written")
       << trainerState(3, 10).left(200) << "" << nan << nan << ""
-      << "not valid JSON (a trainer_state.json being written, or damaged)";
+      << "not valid JSON (a trainer_state.json being written, or damaged): line 9, column 39: a "
+         "string in double quotes is not valid: missing closing quote";
   QTest::newRow("not an object") << QByteArray("[1, 2]") << "" << nan << nan << ""
                                  << "not a JSON object but array";
 }
@@ -367,4 +371,79 @@ void TestTrainerLog::trainerStateFolder() {
 }
 
 QTEST_MAIN(TestTrainerLog)
+// What Python's json writes for a diverged step (NaN, Infinity, -Infinity as bare words): read
+// as those numbers, the step marked as written non-finite, and the rest of the line (the
+// learning rate) or of the file (every other entry) kept. Before, such a trainer_state.json was
+// rejected whole and such a trainer_log.jsonl line skipped whole.
+void TestTrainerLog::pythonNonFinite_data() {
+  QTest::addColumn<QByteArray>("text");
+  QTest::addColumn<bool>("state");        // a trainer_state.json; else trainer_log.jsonl lines
+  QTest::addColumn<QString>("key");       // the field written non-finite
+  QTest::addColumn<double>("value");      // as read
+  QTest::addColumn<int>("steps");         // step events read
+  QTest::addColumn<double>("lr");         // the first step's learning rate
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  QTest::newRow("trainer_log: loss NaN")
+      << QByteArray(R"({"current_steps": 12, "total_steps": 100, "loss": NaN, "lr": 4.5e-05, "elapsed_time": "0:00:10"})"
+                    "\n" R"({"current_steps": 13, "total_steps": 100, "loss": 2.0, "lr": 4e-05})")
+      << false << "loss" << nan << 2 << 4.5e-05;
+  QTest::newRow("trainer_log: loss Infinity")
+      << QByteArray(R"({"current_steps": 12, "loss": Infinity, "lr": 1e-05})") << false << "loss"
+      << inf << 1 << 1e-05;
+  QTest::newRow("trainer_log: reward -Infinity")
+      << QByteArray(R"({"current_steps": 12, "loss": 0.7, "reward": -Infinity, "lr": 1e-06})")
+      << false << "reward" << -inf << 1 << 1e-06;
+  QTest::newRow("trainer_state: grad_norm NaN, the rest of the history kept")
+      << QByteArray(R"({"global_step": 3, "max_steps": 3, "log_history": [)"
+                    R"({"epoch": 0.3, "grad_norm": 1.5, "learning_rate": 1e-05, "loss": 2.5, "step": 1},)"
+                    R"({"epoch": 0.6, "grad_norm": NaN, "learning_rate": 2e-05, "loss": 2.4, "step": 2, "note": "NaN and Infinity in a string stay text"},)"
+                    R"({"epoch": 0.9, "grad_norm": Infinity, "learning_rate": 3e-05, "loss": 2.3, "step": 3}],)"
+                    R"( "best_metric": null})")
+      << true << "grad_norm" << nan << 3 << 2e-05;
+}
+
+void TestTrainerLog::pythonNonFinite() {
+  QFETCH(QByteArray, text);
+  QFETCH(bool, state);
+  QFETCH(QString, key);
+  QFETCH(double, value);
+  QFETCH(int, steps);
+  QFETCH(double, lr);
+  std::vector<Event> events;
+  if (state) {
+    std::string why;
+    ReadProblems problems;
+    QVERIFY2(parse_trainer_state(view(text), events, why, problems), why.c_str());
+    QCOMPARE(problems.bad_lines, std::uint64_t{0});
+    QCOMPARE(qs(events[1].raw.value("note", std::string())),
+             QString("NaN and Infinity in a string stay text"));
+  } else {
+    EventStreamParser parser(EventStreamParser::kDefaultMaxLineBytes, LineFormat::TrainerLog);
+    events = parser.feed(view(text + "\n"));
+    QCOMPARE(parser.bad_lines(), std::uint64_t{0});
+    QCOMPARE(parser.problems().lines_with_issues, std::uint64_t{0});
+  }
+  QCOMPARE(int(events.size()), steps);
+  // The diverged step: the first one in a log, the second in the state's history.
+  const auto* step = events[state ? 1 : 0].get<StepEvent>();
+  QVERIFY(step != nullptr);
+  QCOMPARE(step->lr, lr);
+  const StepValue bit = key == "loss"        ? StepValue::Loss
+                        : key == "grad_norm" ? StepValue::GradNorm
+                                             : StepValue::RewardsChosen;
+  const double read = key == "loss"        ? step->loss
+                      : key == "grad_norm" ? step->grad_norm
+                                           : step->dpo.value_or(DpoMetrics{}).rewards_chosen;
+  QVERIFY(step->written_not_finite(bit));
+  QCOMPARE(step->not_finite, std::uint32_t(bit));
+  if (std::isnan(value))
+    QVERIFY(std::isnan(read));
+  else
+    QCOMPARE(read, value);
+  // The steps around it are not marked.
+  for (const Event& e : events)
+    if (&e != &events[state ? 1 : 0] && e.get<StepEvent>() && !(state && e.line == 3))
+      QCOMPARE(e.get<StepEvent>()->not_finite, std::uint32_t{0});
+}
+
 #include "tst_trainer_log.moc"

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "studio/config/json_file.h"
 #include "studio/trainer/hf_checkpoint.h"
 
 namespace train_runs {
@@ -105,13 +106,21 @@ inline QString write_yaml(const QString& path, QStringList lines, const QStringL
   return path;
 }
 
-// Every event line of a run folder, in order.
+// Every event line of a run folder, in order. A diverged step's values are written as Python
+// writes them (NaN, Infinity), which QJsonDocument does not read: the lines go through the
+// studio's reader, and such a value is null here.
 inline std::vector<QJsonObject> events(const QString& dir) {
   std::vector<QJsonObject> out;
   QFile f(dir + "/events.jsonl");
   if (!f.open(QIODevice::ReadOnly)) return out;
-  for (const QByteArray& line : f.readAll().split('\n'))
-    if (!line.trimmed().isEmpty()) out.push_back(QJsonDocument::fromJson(line).object());
+  for (const QByteArray& line : f.readAll().split('\n')) {
+    if (line.trimmed().isEmpty()) continue;
+    nlohmann::json j;
+    studio::JsonSyntaxError error;
+    if (!studio::parse_json_text(std::string_view(line.constData(), std::size_t(line.size())), j, error))
+      j = nlohmann::json::object();
+    out.push_back(QJsonDocument::fromJson(QByteArray::fromStdString(j.dump())).object());
+  }
   return out;
 }
 

@@ -302,6 +302,12 @@ class TestFaults : public QObject {
                     "step 3: the loss is nan and the gradient norm "
                     "is nan: skipped, no update");
     QVERIFY(warned);
+    // The skipped step's line says it diverged, as Python writes it (not null: "no value").
+    QFile lines(out + "/events.jsonl");
+    QVERIFY(lines.open(QIODevice::ReadOnly));
+    const QByteArray text = lines.readAll();
+    QVERIFY2(text.contains(R"("grad_norm":NaN)") && text.contains(R"("loss":NaN)"),
+             text.left(3000).constData());
     // The steps before the skipped one are the uninterrupted run's; the final parameters are
     // finite (no NaN reached the weights).
     const auto ref = step_losses(reference(setup));

@@ -1,5 +1,7 @@
 #include "chart_export.h"
 
+#include "chart_panel.h"
+
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -50,11 +52,13 @@ QByteArray chartCsv(const QCustomPlot& plot, const QString& xHeader) {
   std::string out;
   appendField(out, xHeader);
   std::vector<Cursor> cursors;
+  std::vector<bool> marks;  // a column of steps written non-finite: the word, as Python writes it
   for (int i = 0; i < plot.graphCount(); ++i) {
     const QCPGraph* graph = plot.graph(i);
     out += ',';
     appendField(out, graph->name());
     cursors.push_back({graph->data()->constBegin(), graph->data()->constEnd()});
+    marks.push_back(ChartPanel::isMarks(graph));
   }
   out += '\n';
 
@@ -65,10 +69,14 @@ QByteArray chartCsv(const QCustomPlot& plot, const QString& xHeader) {
     if (std::isinf(x)) break;
     appendNumber(out, x);
     // One point per graph per row: a graph with two points at one x gets two rows.
-    for (Cursor& c : cursors) {
+    for (std::size_t i = 0; i < cursors.size(); ++i) {
+      Cursor& c = cursors[i];
       out += ',';
       if (c.it != c.end && c.it->key == x) {
-        appendNumber(out, c.it->value);
+        if (marks[i])
+          out += ChartPanel::notFiniteMarkText(c.it->value).toStdString();
+        else
+          appendNumber(out, c.it->value);
         ++c.it;
       }
     }

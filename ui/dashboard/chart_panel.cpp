@@ -277,6 +277,13 @@ QString ChartPanel::readoutAt(double key) const {
       auto before = it - 1;
       if (std::abs(before->key - key) < std::abs(it->key - key)) it = before;
     }
+    if (isMarks(g)) {
+      if (std::abs(it->key - key) > 0.5 * std::abs(plot_->xAxis->range().size()) / 100) continue;
+      lines << QStringLiteral("%1: %2 (%3 %4)")
+                   .arg(g->name(), notFiniteMarkText(it->value), xHeader(),
+                        QString::number(it->key, 'g', 10));
+      continue;
+    }
     if (!std::isfinite(it->value)) continue;
     lines << QStringLiteral("%1 = %2 (%3 %4)")
                  .arg(g->name(), QString::number(it->value, 'g', 6), xHeader(),
@@ -368,13 +375,14 @@ void ChartPanel::rescale() {
     anyPoint = !plot_->graph(i)->data()->isEmpty();
   if (!anyPoint) return;
   plot_->rescaleAxes(true);
+  marksAxis()->setRange(0.0, 1.0);  // the marks' axis stays as it is
   // QCustomPlot keeps the axis's old span when all values are equal (a constant learning rate
   // drawn at 0 +- 30000); the values' own range lets padValueRange open a window around them.
   bool found = false;
   QCPRange values;
   for (int i = 0; i < plot_->graphCount(); ++i) {
     QCPGraph* g = plot_->graph(i);
-    if (!g->visible()) continue;
+    if (!g->visible() || isMarks(g)) continue;
     bool has = false;
     const QCPRange r = g->getValueRange(has, logScale_ ? QCP::sdPositive : QCP::sdBoth);
     if (!has) continue;
@@ -386,7 +394,7 @@ void ChartPanel::rescale() {
     std::vector<double> all;
     for (int i = 0; i < plot_->graphCount(); ++i) {
       const QCPGraph* g = plot_->graph(i);
-      if (!g->visible()) continue;
+      if (!g->visible() || isMarks(g)) continue;
       for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
         if (std::isfinite(it->value) && (!logScale_ || it->value > 0)) all.push_back(it->value);
     }
@@ -453,6 +461,32 @@ void ChartPanel::padValueRange() {
   if (kind_ == ChartKind::Memory) lower = 0.0;
   for (double limit : limits_) upper = std::max(upper, limit * 1.05);
   y->setRange(lower, upper);
+}
+
+QCPAxis* ChartPanel::marksAxis() const {
+  QCPAxis* axis = plot_->yAxis2;
+  if (axis->range() != QCPRange(0.0, 1.0)) axis->setRange(0.0, 1.0);
+  return axis;
+}
+
+namespace {
+constexpr double kMarkY = 0.035;  // the marks' height on their [0, 1] axis
+constexpr double kMarkCode = 1e-4;
+}  // namespace
+
+double ChartPanel::notFiniteMarkY(double value) {
+  if (std::isinf(value)) return value > 0 ? kMarkY + kMarkCode : kMarkY - kMarkCode;
+  return kMarkY;
+}
+
+QString ChartPanel::notFiniteMarkText(double y) {
+  if (y > kMarkY + kMarkCode / 2) return QStringLiteral("Infinity");
+  if (y < kMarkY - kMarkCode / 2) return QStringLiteral("-Infinity");
+  return QStringLiteral("NaN");
+}
+
+bool ChartPanel::isMarks(const QCPGraph* graph) {
+  return graph->valueAxis() == graph->parentPlot()->yAxis2;
 }
 
 QColor ChartPanel::seriesColor(int index) {

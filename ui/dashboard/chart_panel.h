@@ -14,7 +14,9 @@
 #include "studio/ui/dashboard/chart_kind.h"
 #include "studio/ui/dashboard/run_series.h"
 
+class QCPAxis;
 class QCPAxisTicker;
+class QCPGraph;
 class QCPRange;
 class QCustomPlot;
 class QLabel;
@@ -53,6 +55,15 @@ class ChartPanel : public QWidget {
   void setFollowsData(bool on);
   // Fits the axes to the data with margins, when following it.
   void rescale();
+
+  // The hidden value axis of [0, 1] that marks of steps written non-finite (NaN, Infinity,
+  // -Infinity: a diverged run) sit on, at the foot of the chart whatever the values' scale.
+  QCPAxis* marksAxis() const;
+  // A mark's height on that axis, which keeps the word it stands for (a difference of a
+  // ten-thousandth, not to be seen), and that word back from a mark's height.
+  static double notFiniteMarkY(double value);
+  static QString notFiniteMarkText(double y);
+  static bool isMarks(const QCPGraph* graph);
 
   // Colours of series, from a palette that reads on light and dark backgrounds; any index.
   static QColor seriesColor(int index);

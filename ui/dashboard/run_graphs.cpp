@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <qcustomplot.h>
 
@@ -104,7 +105,7 @@ void RunGraphs::sync(const RunSeries& series, const SeriesChanges& changes,
   addMissingLines(series);
   for (Line& line : lines_) {
     append(line, series, options.mode);
-    if (line.source != Source::Eval && !isRawLoss(line)) {
+    if (line.source != Source::Eval && line.source != Source::NotFinite && !isRawLoss(line)) {
       // Markers for a few points only: a million scatter symbols would stall every replot.
       const bool few = line.graph->data()->size() <= kMarkerLimit;
       line.graph->setScatterStyle(few ? QCPScatterStyle(QCPScatterStyle::ssDisc, 5)
@@ -128,7 +129,8 @@ void RunGraphs::resmooth(const RunSeries& series, const PlotOptions& options) {
 bool RunGraphs::hasLine(Source source, Metric metric, int rank) const {
   for (const Line& line : lines_) {
     if (line.source != source) continue;
-    if (source == Source::Metric && line.metric != metric) continue;
+    if ((source == Source::Metric || source == Source::NotFinite) && line.metric != metric)
+      continue;
     if ((source == Source::Allocated || source == Source::Reserved || source == Source::Util ||
          source == Source::Power) &&
         line.rank != rank)
@@ -142,7 +144,9 @@ void RunGraphs::addLine(ChartKind chart, int colorIndex, Source source, Metric m
   if (hasLine(source, metric, rank)) return;
   ChartPanel* panel = panels_[static_cast<std::size_t>(chart)];
   QCustomPlot* plot = panel->plot();
-  Line line{chart, source, metric, rank, plot->addGraph(), 0};
+  QCPGraph* graph = source == Source::NotFinite ? plot->addGraph(plot->xAxis, panel->marksAxis())
+                                                : plot->addGraph();
+  Line line{chart, source, metric, rank, graph, 0};
   lines_.push_back(line);
   line.graph->setName(lineName(line));
   if (!inLegend(line)) line.graph->removeFromLegend();
@@ -154,6 +158,10 @@ void RunGraphs::addMissingLines(const RunSeries& series) {
   // by the run's slot to keep the runs of an overlay apart.
   auto metricLine = [&](ChartKind chart, Metric metric, int colorIndex) {
     if (series.has(metric)) addLine(chart, colorIndex, Source::Metric, metric);
+  };
+  // Marks of diverged steps, drawn after (over) every line of the run.
+  auto marks = [&](ChartKind chart, Metric metric, int colorIndex) {
+    if (series.hasNotFinite(metric)) addLine(chart, colorIndex, Source::NotFinite, metric);
   };
   // Drawing order: the faint raw loss below its smoothed curve, the eval markers on top.
   metricLine(ChartKind::Loss, Metric::Loss, slot_);
@@ -183,6 +191,15 @@ void RunGraphs::addMissingLines(const RunSeries& series) {
   metricLine(ChartKind::Rewards, Metric::RewardsRejected, rewards + 1);
   metricLine(ChartKind::Rewards, Metric::RewardsMargins, rewards + 2);
   metricLine(ChartKind::Accuracy, Metric::RewardsAccuracies, slot_);
+  marks(ChartKind::Loss, Metric::Loss, slot_);
+  marks(ChartKind::TokensPerSec, Metric::TokensPerSec, slot_);
+  marks(ChartKind::LearningRate, Metric::LearningRate, slot_);
+  marks(ChartKind::GradNorm, Metric::GradNorm, slot_);
+  if (series.gpus().empty()) marks(ChartKind::Memory, Metric::RssMib, slot_);
+  marks(ChartKind::Rewards, Metric::RewardsChosen, rewards);
+  marks(ChartKind::Rewards, Metric::RewardsRejected, rewards + 1);
+  marks(ChartKind::Rewards, Metric::RewardsMargins, rewards + 2);
+  marks(ChartKind::Accuracy, Metric::RewardsAccuracies, slot_);
 }
 
 QString RunGraphs::lineName(const Line& line) const {
@@ -202,6 +219,9 @@ QString RunGraphs::lineName(const Line& line) const {
       break;
     case Source::Power:
       what = QStringLiteral("%1 %2 power").arg(sampled_ ? "GPU" : "rank").arg(line.rank);
+      break;
+    case Source::NotFinite:
+      what = QStringLiteral("%1 not finite (NaN or Infinity)").arg(metricName(line.metric));
       break;
   }
   return label_ + QStringLiteral(": ") + what;
@@ -237,6 +257,12 @@ void RunGraphs::styleLine(const Line& line, const QColor& color) {
     case Source::Util: break;
     case Source::Reserved:
     case Source::Power: pen.setStyle(Qt::DashLine); break;
+    case Source::NotFinite:
+      // A bold triangle at the foot of the chart, in the run's colour, at each such step.
+      line.graph->setLineStyle(QCPGraph::lsNone);
+      line.graph->setScatterStyle(
+          QCPScatterStyle(QCPScatterStyle::ssTriangle, QPen(color, 1.5), QBrush(color), 9));
+      break;
   }
   line.graph->setPen(pen);
 }
@@ -247,7 +273,8 @@ void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
   const std::vector<double>* ys = nullptr;
   const std::vector<double>* limits = nullptr;  // power: drawn as a share of its limit
   switch (line.source) {
-    case Source::Metric: ys = &series.values(line.metric); break;
+    case Source::Metric:
+    case Source::NotFinite: ys = &series.values(line.metric); break;
     case Source::Smoothed: ys = &series.values(Metric::Loss); break;
     case Source::Eval: ys = &series.evalLoss(); break;
     case Source::Allocated:
@@ -267,6 +294,11 @@ void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
     }
   }
   if (ys->size() != xs.size() || line.shown >= xs.size()) return;
+  // The metric whose rows may hold steps written non-finite (marked, not a gap in the line).
+  const std::optional<Metric> divergent =
+      line.source == Source::Metric || line.source == Source::NotFinite
+          ? std::optional<Metric>(line.metric)
+          : line.source == Source::Smoothed ? std::optional<Metric>(Metric::Loss) : std::nullopt;
 
   QVector<QCPGraphData> points;
   points.reserve(static_cast<qsizetype>(xs.size() - line.shown));
@@ -282,6 +314,13 @@ void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
     if (limits) y = (*limits)[i] > 0 ? 100.0 * y / (*limits)[i] : kNoValue;
     const double x = xs[i];
     if (!std::isfinite(x)) continue;  // no time for this row: it cannot be placed on this axis
+    const bool notFinite = divergent && series.notFiniteAt(*divergent, i) > 0;
+    if (line.source == Source::NotFinite) {
+      if (!notFinite) continue;
+      y = ChartPanel::notFiniteMarkY((*ys)[i]);
+    } else if (notFinite && !std::isfinite(y)) {
+      continue;  // marked: the line goes on from the finite rows around it
+    }
     sorted = sorted && x >= lastKey;
     lastKey = x;
     points.append(QCPGraphData(x, y));

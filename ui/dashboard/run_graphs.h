@@ -56,7 +56,10 @@ class RunGraphs {
   std::vector<QCPGraph*> graphs(ChartKind chart) const;
 
  private:
-  enum class Source { Metric, Smoothed, Eval, Allocated, Reserved, Util, Power };
+  // NotFinite: marks at the foot of the chart for the rows of `metric` with steps written as
+  // NaN, Infinity or -Infinity; the metric's own line and its smoothed curve go on through the
+  // finite rows around them instead of breaking there.
+  enum class Source { Metric, Smoothed, Eval, Allocated, Reserved, Util, Power, NotFinite };
   struct Line {
     ChartKind chart;
     Source source;

@@ -53,6 +53,7 @@ void RunSeries::clear() {
   relative_.clear();
   for (auto& column : metrics_) column.clear();
   for (auto& column : finite_) column.clear();
+  for (auto& column : notFinite_) column.clear();
   rowSteps_.clear();
   stride_ = 1;
   gpus_.clear();
@@ -72,6 +73,17 @@ const std::vector<double>& RunSeries::x(XAxisMode mode) const {
 
 const std::vector<double>& RunSeries::values(Metric metric) const {
   return metrics_[index(metric)];
+}
+
+std::uint32_t RunSeries::notFiniteAt(Metric metric, std::size_t row) const {
+  const std::vector<std::uint32_t>& column = notFinite_[index(metric)];
+  return row < column.size() ? column[row] : 0;
+}
+
+void RunSeries::countNotFinite(Metric metric, std::size_t row) {
+  std::vector<std::uint32_t>& column = notFinite_[index(metric)];
+  if (column.size() <= row) column.resize(row + 1, 0);
+  ++column[row];
 }
 
 const std::vector<double>& RunSeries::evalX(XAxisMode mode) const {
@@ -103,20 +115,22 @@ namespace {
 
 // Every per-step scalar a StepEvent carries, with the series it goes to: one list for adding,
 // merging and amending rows alike.
+// f(metric, value, whether the step wrote it as NaN, Infinity or -Infinity).
 template <class F>
 void forEachStepMetric(const StepEvent& step, F&& f) {
-  f(Metric::Loss, step.loss);
-  f(Metric::LearningRate, step.lr);
-  f(Metric::GradNorm, step.grad_norm);
-  f(Metric::TokensPerSec, step.tokens_per_sec);
-  f(Metric::RssMib, step.rss_mib);
+  auto written = [&](StepValue v) { return step.written_not_finite(v); };
+  f(Metric::Loss, step.loss, written(StepValue::Loss));
+  f(Metric::LearningRate, step.lr, written(StepValue::Lr));
+  f(Metric::GradNorm, step.grad_norm, written(StepValue::GradNorm));
+  f(Metric::TokensPerSec, step.tokens_per_sec, written(StepValue::TokensPerSec));
+  f(Metric::RssMib, step.rss_mib, std::isinf(step.rss_mib));
   const DpoMetrics dpo = step.dpo.value_or(DpoMetrics{});
-  f(Metric::RewardsChosen, dpo.rewards_chosen);
-  f(Metric::RewardsRejected, dpo.rewards_rejected);
-  f(Metric::RewardsMargins, dpo.rewards_margins);
-  f(Metric::RewardsAccuracies, dpo.rewards_accuracies);
-  f(Metric::ModelTflops, step.model_tflops);
-  f(Metric::Mfu, step.mfu);
+  f(Metric::RewardsChosen, dpo.rewards_chosen, written(StepValue::RewardsChosen));
+  f(Metric::RewardsRejected, dpo.rewards_rejected, written(StepValue::RewardsRejected));
+  f(Metric::RewardsMargins, dpo.rewards_margins, written(StepValue::RewardsMargins));
+  f(Metric::RewardsAccuracies, dpo.rewards_accuracies, written(StepValue::RewardsAccuracies));
+  f(Metric::ModelTflops, step.model_tflops, written(StepValue::ModelTflops));
+  f(Metric::Mfu, step.mfu, written(StepValue::Mfu));
 }
 
 }  // namespace
@@ -185,7 +199,9 @@ void RunSeries::addStep(const StepEvent& step) {
   wall_.push_back(step.time);
   relative_.push_back(relativeTime(step));
 
-  forEachStepMetric(step, [this](Metric m, double v) { pushMetric(m, v); });
+  forEachStepMetric(step, [this](Metric m, double v, bool notFinite) {
+    pushMetric(m, v, notFinite);
+  });
   pushGpus(step.gpus);
 }
 
@@ -224,9 +240,18 @@ void RunSeries::amendStep(const StepEvent& step) {
   // A row is kept by its last step; a merged row (stride > 1) covers the steps up to it.
   const std::size_t row = lowerBound(steps_, key);
   if (row == steps_.size() || (stride_ == 1 && steps_[row] != key)) return;  // not read
-  auto fill = [&](Metric metric, double value) {
-    if (!std::isfinite(value)) return;
+  auto fill = [&](Metric metric, double value, bool notFinite) {
     std::vector<double>& column = metrics_[index(metric)];
+    if (notFinite) {
+      // A diverged step's value the log lacked: the row is marked, unless it already has one.
+      if (notFiniteAt(metric, row) > 0) return;
+      if (column.empty()) column.assign(steps_.size(), kNoValue);
+      if (std::isfinite(column[row]) && stride_ == 1) return;
+      if (stride_ == 1) column[row] = value;
+      countNotFinite(metric, row);
+      return;
+    }
+    if (!std::isfinite(value)) return;
     if (stride_ > 1) {
       // Added to the row's mean like one more step's value, while fewer of the row's steps
       // have one than it holds (the log lacked it); a row whose every step had it is kept.
@@ -258,6 +283,8 @@ void RunSeries::truncateRows(std::size_t rows) {
   if (!rowSteps_.empty()) rowSteps_.resize(rows);
   for (auto& column : finite_)
     if (column.size() > rows) column.resize(rows);
+  for (auto& column : notFinite_)
+    if (column.size() > rows) column.resize(rows);
   steps_.resize(rows);
   wall_.resize(rows);
   relative_.resize(rows);
@@ -282,12 +309,13 @@ void RunSeries::truncateEvals(std::size_t evals) {
   changes_.evalsFrom = std::min(changes_.evalsFrom, evals);
 }
 
-void RunSeries::pushMetric(Metric metric, double value) {
+void RunSeries::pushMetric(Metric metric, double value, bool notFinite) {
   std::vector<double>& column = metrics_[index(metric)];
   std::vector<std::uint32_t>& finite = finite_[index(metric)];
+  if (notFinite) countNotFinite(metric, steps_.size() - 1);
   if (column.empty()) {
     // A metric the run never reported stays absent rather than a column of NaN.
-    if (!std::isfinite(value)) {
+    if (!std::isfinite(value) && !notFinite) {
       finite.clear();
       return;
     }
@@ -325,7 +353,16 @@ void RunSeries::mergeStep(const StepEvent& step) {
   wall_[row] = step.time;
   relative_[row] = relativeTime(step);
   ++rowSteps_[row];
-  forEachStepMetric(step, [this, row](Metric m, double v) { mergeMetric(m, row, v, 1); });
+  forEachStepMetric(step, [this, row](Metric m, double v, bool notFinite) {
+    if (notFinite) {
+      if (metrics_[index(m)].empty()) {
+        metrics_[index(m)].assign(steps_.size(), kNoValue);
+        finite_[index(m)].assign(steps_.size(), 0);
+      }
+      countNotFinite(m, row);
+    }
+    mergeMetric(m, row, v, 1);
+  });
   for (const GpuMemory& memory : step.gpus) {
     GpuSeries& column = gpuColumn(memory.rank, /*rowPushed=*/true);
     auto higher = [](double& kept, double v) {
@@ -354,6 +391,14 @@ void RunSeries::mergePairs() {
     }
   }
   const std::size_t half = (n + 1) / 2;
+  for (auto& column : notFinite_) {
+    if (column.empty()) continue;
+    column.resize(n, 0);
+    for (std::size_t i = 0; i < half; ++i) {
+      const std::size_t a = 2 * i, b = a + 1;
+      column[i] = column[a] + (b < n ? column[b] : 0);
+    }
+  }
   for (std::size_t i = 0; i < half; ++i) {
     const std::size_t a = 2 * i, b = std::min(a + 1, n - 1);
     const bool pair = b != a;

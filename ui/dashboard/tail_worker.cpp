@@ -102,17 +102,28 @@ void TailWorker::amendFromTrainerState(studio::EventPollResult& result) {
       const auto* step = event.get<studio::StepEvent>();
       if (step == nullptr) continue;
       const studio::DpoMetrics dpo = step->dpo.value_or(studio::DpoMetrics{});
-      if (std::isnan(step->grad_norm) && std::isnan(dpo.rewards_rejected) &&
-          std::isnan(dpo.rewards_margins))
-        continue;
+      // A value, or one written as NaN or Infinity (a diverged step's, marked as such).
+      auto seen = [&](double v, studio::StepValue bit) {
+        return !std::isnan(v) || step->written_not_finite(bit);
+      };
+      const bool norm = seen(step->grad_norm, studio::StepValue::GradNorm);
+      const bool rejected = seen(dpo.rewards_rejected, studio::StepValue::RewardsRejected);
+      const bool margins = seen(dpo.rewards_margins, studio::StepValue::RewardsMargins);
+      if (!norm && !rejected && !margins) continue;
       studio::StepEvent only;  // what the log lacks, and nothing it has
       only.step = step->step;
       only.grad_norm = step->grad_norm;
-      if (!std::isnan(dpo.rewards_rejected) || !std::isnan(dpo.rewards_margins)) {
+      if (step->written_not_finite(studio::StepValue::GradNorm))
+        only.set_not_finite(studio::StepValue::GradNorm);
+      if (rejected || margins) {
         studio::DpoMetrics extra;
         extra.rewards_rejected = dpo.rewards_rejected;
         extra.rewards_margins = dpo.rewards_margins;
         only.dpo = extra;
+        if (step->written_not_finite(studio::StepValue::RewardsRejected))
+          only.set_not_finite(studio::StepValue::RewardsRejected);
+        if (step->written_not_finite(studio::StepValue::RewardsMargins))
+          only.set_not_finite(studio::StepValue::RewardsMargins);
       }
       stateSteps_.push_back(std::move(only));
     }

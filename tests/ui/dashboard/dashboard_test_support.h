@@ -1,5 +1,6 @@
 #pragma once
 // Recorded events files and small event builders shared by the dashboard tests.
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,18 @@ inline studio::Event parsed(const nlohmann::json& object) {
   std::string error;
   if (!studio::parse_event_line(object.dump(), event, error)) throw std::runtime_error(error);
   return event;
+}
+
+// Event lines as written (NaN and Infinity included, which a json object cannot carry to dump()).
+inline std::vector<studio::Event> parsedLines(std::initializer_list<const char*> lines) {
+  std::vector<studio::Event> out;
+  for (const char* line : lines) {
+    studio::Event event;
+    std::string error;
+    if (!studio::parse_event_line(line, event, error)) throw std::runtime_error(error);
+    out.push_back(std::move(event));
+  }
+  return out;
 }
 
 inline studio::Event stepEvent(std::int64_t step, double loss, double time = studio::kNoValue) {

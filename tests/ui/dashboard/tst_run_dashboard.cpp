@@ -97,6 +97,7 @@ class TestRunDashboard : public QObject {
   void ignoreOutliers();
   void linkedXAxes();
   void hoverReadout();
+  void divergedStepsAreMarked();
   void keyboardOnTheCharts_data();
   void keyboardOnTheCharts();
   void rearrangeAndEnlarge();
@@ -473,6 +474,67 @@ void TestRunDashboard::hoverReadout() {
   QVERIFY2(text.contains(QStringLiteral("exact: loss = 4.28571 (step 30)")), qPrintable(text));
   QVERIFY2(text.contains(QStringLiteral("exact: loss (smoothed) = ")), qPrintable(text));
   QCOMPARE(dash.readoutAt(ChartKind::Loss, 1e9).count(QStringLiteral("(step 50)")), 2);
+}
+
+// A diverged run's steps (NaN and Infinity, as Python writes them) are marks at the foot of
+// their chart, in the run's colour, with a read-out and a CSV cell that say which word it was;
+// the line and the smoothed curve go on through the finite steps around them, unbroken, and the
+// value axis fits the finite values only.
+void TestRunDashboard::divergedStepsAreMarked() {
+  const std::vector<studio::Event> events = dash_test::parsedLines({
+      R"({"event":"step","step":1,"loss":2.0,"grad_norm":1.0,"time":100})",
+      R"({"event":"step","step":2,"loss":NaN,"grad_norm":NaN,"time":101})",
+      R"({"event":"step","step":3,"loss":1.8,"grad_norm":1.2,"time":102})",
+      R"({"event":"step","step":4,"loss":Infinity,"grad_norm":Infinity,"time":103})",
+      R"({"event":"step","step":5,"loss":1.6,"grad_norm":0.9,"time":104})",
+  });
+  RunDashboard dash;
+  dash.resize(1200, 800);
+  dash.feed(QStringLiteral("runs/diverged"), events);
+  dash.flush();
+  for (ChartKind kind : {ChartKind::Loss, ChartKind::GradNorm}) {
+    const auto graphs = dash.graphs(kind, QStringLiteral("runs/diverged"));
+    std::vector<QCPGraph*> marks, lines;
+    for (QCPGraph* g : graphs) (g->valueAxis() == g->parentPlot()->yAxis2 ? marks : lines).push_back(g);
+    QCOMPARE(int(marks.size()), 1);
+    QVERIFY(!lines.empty());
+    // The marks: steps 2 and 4, at the foot of the chart, a filled triangle in the line's colour.
+    QCOMPARE(marks[0]->data()->size(), 2);
+    QCOMPARE(marks[0]->data()->at(0)->key, 2.0);
+    QCOMPARE(marks[0]->data()->at(1)->key, 4.0);
+    QVERIFY(marks[0]->data()->at(0)->value < 0.1);
+    QCOMPARE(marks[0]->lineStyle(), QCPGraph::lsNone);
+    QCOMPARE(marks[0]->scatterStyle().shape(), QCPScatterStyle::ssTriangle);
+    QCOMPARE(marks[0]->scatterStyle().brush().color().rgb(), lines[0]->pen().color().rgb());
+    QVERIFY(!marks[0]->parentPlot()->yAxis2->visible());
+    QCOMPARE(marks[0]->parentPlot()->yAxis2->range(), QCPRange(0.0, 1.0));
+    // The lines: every finite step, and nothing that would break them.
+    for (QCPGraph* line : lines) {
+      QCOMPARE(line->data()->size(), 3);
+      for (auto it = line->data()->constBegin(); it != line->data()->constEnd(); ++it)
+        QVERIFY2(std::isfinite(it->value), qPrintable(line->name()));
+    }
+    // The value axis fits the finite values (an infinite one would flatten them).
+    QVERIFY(marks[0]->parentPlot()->yAxis->range().upper < 3.0);
+  }
+  const QString at2 = dash.readoutAt(ChartKind::GradNorm, 2.0);
+  QVERIFY2(at2.contains(QStringLiteral("diverged: grad norm not finite (NaN or Infinity): NaN (step 2)")),
+           qPrintable(at2));
+  const QString at4 = dash.readoutAt(ChartKind::Loss, 4.0);
+  QVERIFY2(at4.contains(QStringLiteral("diverged: loss not finite (NaN or Infinity): Infinity (step 4)")),
+           qPrintable(at4));
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("grad.csv"));
+  QString error;
+  QVERIFY2(dash.exportCsv(ChartKind::GradNorm, path, &error), qPrintable(error));
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  const QStringList rows = QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
+  QCOMPARE(rows.size(), 6);
+  QCOMPARE(rows[0], QStringLiteral("step,diverged: grad norm,diverged: grad norm not finite (NaN or Infinity)"));
+  QCOMPARE(rows[2], QStringLiteral("2,,NaN"));
+  QCOMPARE(rows[4], QStringLiteral("4,,Infinity"));
+  QCOMPARE(rows[5], QStringLiteral("5,0.9,"));
 }
 
 // Charts moved from their context menu and enlarged from their title bar: the grid follows, and

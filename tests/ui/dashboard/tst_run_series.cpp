@@ -114,6 +114,8 @@ class TestRunSeries : public QObject {
   void resumedStepsReplacePoints_data();
   void resumedStepsReplacePoints();
   void nanLeavesGaps();
+  void nonFiniteStepsAreCounted_data();
+  void nonFiniteStepsAreCounted();
   void changesSinceLastTake();
   void timeOriginWithoutStartEvent();
   void rowsAreCapped_data();
@@ -298,6 +300,74 @@ void TestRunSeries::nanLeavesGaps() {
   // Without a time the row has no place on a time axis.
   QVERIFY(std::isnan(s.wallTime()[0]));
   QVERIFY(std::isnan(s.relativeTime()[0]));
+}
+
+// Steps written NaN, Infinity or -Infinity (a diverged run: `"loss": NaN` as Python writes it)
+// are not gaps: each row counts them, merged rows add them up, a metric whose first value is
+// such still gets its column, and the trainer_state.json amendment marks a row too.
+void TestRunSeries::nonFiniteStepsAreCounted_data() {
+  QTest::addColumn<int>("maxRows");
+  QTest::addColumn<QList<double>>("loss");          // per row
+  QTest::addColumn<QList<int>>("lossNotFinite");    // per row
+  QTest::addColumn<QList<int>>("normNotFinite");    // per row
+  const double inf = std::numeric_limits<double>::infinity();
+  QTest::newRow("a row per step") << 64 << QList<double>{2.0, kNaN, 1.5, inf, kNaN, 1.0, 0.9, 0.8}
+                                  << QList<int>{0, 1, 0, 1, 0, 0, 0, 0}
+                                  << QList<int>{1, 1, 0, 0, 0, 0, 0, 1};
+  // 8 steps in 4 rows of 2: each row the mean of its finite losses, and the sum of its marks.
+  QTest::newRow("merged rows") << 4 << QList<double>{2.0, 1.5, 1.0, 0.85}
+                               << QList<int>{1, 1, 0, 0} << QList<int>{2, 0, 0, 1};
+}
+
+void TestRunSeries::nonFiniteStepsAreCounted() {
+  QFETCH(int, maxRows);
+  QFETCH(QList<double>, loss);
+  QFETCH(QList<int>, lossNotFinite);
+  QFETCH(QList<int>, normNotFinite);
+  // grad_norm: NaN at steps 1 and 2 (its first values), then finite, -Infinity at step 8.
+  const std::vector<studio::Event> events = dash_test::parsedLines({
+      R"({"event":"step","step":1,"loss":2.0,"grad_norm":NaN})",
+      R"({"event":"step","step":2,"loss":NaN,"grad_norm":NaN})",
+      R"({"event":"step","step":3,"loss":1.5,"grad_norm":1.0})",
+      R"({"event":"step","step":4,"loss":Infinity,"grad_norm":1.0})",
+      R"({"event":"step","step":5,"loss":null,"grad_norm":1.0})",
+      R"({"event":"step","step":6,"loss":1.0,"grad_norm":1.0})",
+      R"({"event":"step","step":7,"loss":0.9})",
+      R"({"event":"step","step":8,"loss":0.8,"grad_norm":-Infinity})",
+  });
+  RunSeries s(static_cast<std::size_t>(maxRows));
+  s.ingest(events);
+  QCOMPARE(int(s.size()), loss.size());
+  QCOMPARE(s.values(Metric::Loss).size(), std::size_t(loss.size()));
+  for (int row = 0; row < loss.size(); ++row) {
+    const double v = s.values(Metric::Loss)[std::size_t(row)];
+    QVERIFY2(std::isnan(loss[row]) ? std::isnan(v) : v == loss[row] || std::abs(v - loss[row]) < 1e-12,
+             qPrintable(QStringLiteral("row %1: %2").arg(row).arg(v)));
+    QCOMPARE(int(s.notFiniteAt(Metric::Loss, std::size_t(row))), lossNotFinite[row]);
+    QCOMPARE(int(s.notFiniteAt(Metric::GradNorm, std::size_t(row))), normNotFinite[row]);
+  }
+  QVERIFY(s.has(Metric::GradNorm));  // although its first value was NaN
+  QVERIFY(s.hasNotFinite(Metric::Loss) && s.hasNotFinite(Metric::GradNorm));
+  QVERIFY(!s.hasNotFinite(Metric::LearningRate));
+
+  // The gradient norm of trainer_state.json fills in what a log lacked: a NaN one marks the row.
+  RunSeries lf;
+  lf.ingest({dash_test::stepEvent(1, 2.0), dash_test::stepEvent(2, 1.9)});
+  studio::Event amend;
+  amend.kind = studio::EventKind::Step;
+  studio::StepEvent only;
+  only.step = 2;
+  only.grad_norm = kNaN;
+  only.set_not_finite(studio::StepValue::GradNorm);
+  amend.payload = only;
+  amend.amends = true;
+  lf.ingest({amend});
+  QVERIFY(lf.has(Metric::GradNorm));
+  QCOMPARE(int(lf.notFiniteAt(Metric::GradNorm, 0)), 0);
+  QCOMPARE(int(lf.notFiniteAt(Metric::GradNorm, 1)), 1);
+  // A resume that replaces the rows drops their marks.
+  lf.ingest({dash_test::stepEvent(2, 1.8)});
+  QVERIFY(!lf.hasNotFinite(Metric::GradNorm));
 }
 
 void TestRunSeries::changesSinceLastTake() {

@@ -149,6 +149,23 @@ struct DpoMetrics {
   double logps_rejected = kNoValue;
 };
 
+// A step's values that a diverged run makes non-finite, as bits of StepEvent::not_finite.
+enum class StepValue : std::uint32_t {
+  Loss = 1u << 0,
+  Lr = 1u << 1,
+  GradNorm = 1u << 2,
+  TokensPerSec = 1u << 3,
+  ModelTflops = 1u << 4,
+  Mfu = 1u << 5,
+  AuxLoss = 1u << 6,
+  RewardsChosen = 1u << 7,
+  RewardsRejected = 1u << 8,
+  RewardsAccuracies = 1u << 9,
+  RewardsMargins = 1u << 10,
+  LogpsChosen = 1u << 11,
+  LogpsRejected = 1u << 12,
+};
+
 struct StepEvent {
   std::int64_t step = 0;  // required when reading: the de-duplication key
   double epoch = kNoValue;
@@ -173,6 +190,15 @@ struct StepEvent {
   // above includes router_aux_loss_coef x this, as transformers' does).
   double aux_loss = kNoValue;
   std::optional<DpoMetrics> dpo;  // read as present when any of its six fields is
+  // The values written as NaN, Infinity or -Infinity (Python writes a diverged step's loss or
+  // gradient norm so), as StepValue bits: such a value is a diverged step's, to be shown as
+  // one. A value that is NaN without its bit was not reported at all. The writer writes a value
+  // with its bit (or an infinite one) as Python would, and one without as null.
+  std::uint32_t not_finite = 0;
+  bool written_not_finite(StepValue v) const {
+    return (not_finite & static_cast<std::uint32_t>(v)) != 0;
+  }
+  void set_not_finite(StepValue v) { not_finite |= static_cast<std::uint32_t>(v); }
 };
 
 struct EvalEvent {

@@ -1,15 +1,43 @@
 #pragma once
-// Reading a JSON file with an error that names the file and, for malformed JSON, the line.
+// JSON as the tools around us write it, read with errors in our words that say where.
+//
+// Python's json module (Hugging Face's Trainer, LLaMA-Factory, DeepSpeed, datasets) writes a
+// float that is not finite as the bare words NaN, Infinity and -Infinity unless told otherwise,
+// and reads them back; strict JSON has no such words. Every reader here takes them as the
+// doubles they name, so a diverged run's `"grad_norm": NaN` is a value, not a broken file.
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 namespace studio {
 
+// Where a text stopped being JSON, and why, in words for a user.
+struct JsonSyntaxError {
+  std::size_t line = 0;    // 1-based
+  std::size_t column = 0;  // 1-based, in bytes
+  std::string what;        // e.g. "found '}' where a value should be (a comma too many before it?)"
+  // "line L, column C: what"
+  std::string describe() const;
+};
+
+// Parses one JSON value (the whole text), NaN, Infinity and -Infinity included.
+bool parse_json_text(std::string_view text, nlohmann::json& out, JsonSyntaxError& error);
+
+// Reads and parses a file; on failure `error` says "path:line:column: malformed JSON: ...", or
+// why the file could not be read.
 bool read_json_file(const std::string& path, nlohmann::json& out, std::string& error);
+
+// The same JSON written back as Python writes it: non-finite floats as NaN, Infinity and
+// -Infinity (nlohmann's dump writes them as null, which reads back as "no value"). Compact, keys
+// in the object's order; invalid UTF-8 in strings is replaced.
+std::string dump_json_python(const nlohmann::json& value);
 
 // nlohmann's exception text without its "[json.exception.parse_error.101] " prefix, which says
 // nothing to a user.
 std::string json_error_text(const char* what);
+
+// What a parse error of nlohmann's says, in our words (no position: the caller has that).
+std::string json_syntax_words(const nlohmann::json::exception& e);
 
 }  // namespace studio

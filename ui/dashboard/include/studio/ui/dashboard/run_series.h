@@ -5,7 +5,10 @@
 // Rows are the run's step events in step order, one per step: a resumed run re-emits the steps
 // after its last checkpoint, and a step that is already present replaces its row and drops the
 // rows after it (the old timeline), as TensorBoard shows a resumed run. Every metric column is
-// parallel to the rows; NaN marks a step without a value, which a chart draws as a gap.
+// parallel to the rows; NaN marks a step without a value, which a chart draws as a gap. A value
+// the run wrote as NaN, Infinity or -Infinity (a diverged step, StepEvent::not_finite) is not a
+// gap: notFiniteAt() counts such steps per row, and a chart marks the row and draws its curve
+// on through the finite rows around it.
 //
 // Memory and drawing stay bounded however long the run: at most kMaxRows rows are kept. When
 // they are full, neighbouring rows are merged in pairs and each row from then on covers twice as
@@ -14,6 +17,7 @@
 // memory, the highest allocated and reserved (a peak is never averaged away) with the last
 // capacity. The newest row fills up step by step, changing in place (rowsFrom then points at
 // it). A resume whose step falls inside a merged row drops that row with the rows after it.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -125,6 +129,14 @@ class RunSeries {
   // no rewards, a GPU run no RSS): charts then leave the metric out.
   const std::vector<double>& values(Metric metric) const;
   bool has(Metric metric) const { return !values(metric).empty(); }
+  // How many of a row's steps wrote the metric as NaN, Infinity or -Infinity (0 for most). The
+  // row's value is the mean of its finite values, or the non-finite one when it has none.
+  std::uint32_t notFiniteAt(Metric metric, std::size_t row) const;
+  // Whether any row has such a step.
+  bool hasNotFinite(Metric metric) const {
+    const auto& column = notFinite_[static_cast<std::size_t>(metric)];
+    return std::any_of(column.begin(), column.end(), [](std::uint32_t n) { return n > 0; });
+  }
 
   // Evaluations, in step order, one per step (a repeated step replaces the earlier one). Their
   // times are those of the last step row at or before the evaluated step (an eval event has no
@@ -157,7 +169,8 @@ class RunSeries {
   void addEnd(const EndEvent& end);
   void truncateRows(std::size_t rows);
   void truncateEvals(std::size_t evals);
-  void pushMetric(Metric metric, double value);
+  void pushMetric(Metric metric, double value, bool notFinite);
+  void countNotFinite(Metric metric, std::size_t row);
   void pushGpus(const std::vector<GpuMemory>& gpus);
   // The step joins the last row (which covers fewer than stride_ steps).
   void mergeStep(const StepEvent& step);
@@ -183,6 +196,9 @@ class RunSeries {
   // weight of its mean); empty while stride_ is 1 (nothing merged yet).
   std::vector<std::uint32_t> rowSteps_;
   std::array<std::vector<std::uint32_t>, kMetricCount> finite_;
+  // Per row, per metric: steps written non-finite. Shorter than the rows (down to empty) where
+  // the rows after have none.
+  std::array<std::vector<std::uint32_t>, kMetricCount> notFinite_;
   std::size_t maxRows_;
   std::size_t stride_ = 1;
 
