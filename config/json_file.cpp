@@ -24,26 +24,14 @@ struct PythonWord {
   double value;
 };
 
-struct WordSpelling {
-  std::string_view word;
-  std::string_view stand_in;  // a string literal of the same length: positions stay as they are
-  double value;
-};
+}  // namespace
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr WordSpelling kWords[] = {
-    {"-Infinity", "\"-Infini\"", -kInf},
-    {"Infinity", "\"Infini\"", kInf},
-    {"NaN", "\"N\"", std::numeric_limits<double>::quiet_NaN()},
-};
-static_assert(kWords[0].word.size() == kWords[0].stand_in.size() &&
-              kWords[1].word.size() == kWords[1].stand_in.size() &&
-              kWords[2].word.size() == kWords[2].stand_in.size());
-
-bool word_char(char c) {
+bool json_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '.' || c == '+' || c == '-';
 }
+
+namespace {
 
 // Finds Python's words outside string literals and writes into `copy` the text with each
 // replaced by a string literal of the same length, noting which string literal each became.
@@ -63,11 +51,11 @@ bool mark_python_words(std::string_view text, std::string& copy, std::vector<Pyt
       continue;
     }
     if (c != 'N' && c != 'I' && c != '-') continue;
-    if (i > 0 && word_char(text[i - 1])) continue;
-    for (const WordSpelling& w : kWords) {
+    if (i > 0 && json_word_char(text[i - 1])) continue;
+    for (const PythonJsonWord& w : kPythonJsonWords) {
       if (text.substr(i, w.word.size()) != w.word) continue;
       const std::size_t end = i + w.word.size();
-      if (end < text.size() && word_char(text[end])) continue;
+      if (end < text.size() && json_word_char(text[end])) continue;
       if (words.empty()) copy.assign(text);
       copy.replace(i, w.word.size(), w.stand_in);
       words.push_back({strings++, i, w.value});
@@ -300,8 +288,10 @@ std::string json_syntax_words(const json::exception& e) {
     else if (expected == "end of input")
       want = "the end of the text (one JSON value per text: a bracket or a value too many?)";
     std::string words = "found " + found + " where " + want + " should be";
-    if ((found == "'}'" || found == "']'") && (want == "a value" || want == "a key in double quotes"))
+    if ((found == "'}'" || found == "']'") && want == "a key in double quotes")
       words += " (a comma too many before it?)";
+    else if ((found == "'}'" || found == "']'") && want == "a value")
+      words += " (a value missing, or a comma too many before it?)";
     return words;
   }
   return detail.empty() ? s : detail;

@@ -5,10 +5,18 @@
 #include <optional>
 #include <vector>
 
+#include "studio/config/json_file.h"
 #include "studio/data/dataset_info.h"
 
 namespace studio::data::detail {
 namespace {
+
+using studio::json_syntax_words;
+using studio::json_word_char;
+using studio::JsonSyntaxError;
+using studio::kPythonJsonWords;
+using studio::parse_json_text;
+using studio::PythonJsonWord;
 
 using nlohmann::json;
 
@@ -35,6 +43,12 @@ ParseProblem split_parse_error(const std::string& what) {
   }
   const std::size_t colon = what.find(": ", at);
   if (colon != std::string::npos) p.what = what.substr(colon + 2);
+  return p;
+}
+
+ParseProblem parse_problem(const nlohmann::detail::exception& e) {
+  ParseProblem p = split_parse_error(e.what());
+  p.what = json_syntax_words(static_cast<const json::exception&>(e));
   return p;
 }
 
@@ -76,11 +90,9 @@ int64_t read_json_lines(std::istream& in, const std::string& path, const RowSink
     if (line == 1 && text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     json value;
-    try {
-      value = json::parse(text);
-    } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-      const ParseProblem p = split_parse_error(e.what());
-      on_malformed(line, p.column, "malformed JSON: " + p.what);
+    JsonSyntaxError syntax;  // NaN, Infinity and -Infinity as Python writes them are numbers
+    if (!parse_json_text(text, value, syntax)) {
+      on_malformed(line, static_cast<int64_t>(syntax.column), "malformed JSON: " + syntax.what);
       continue;
     }
     if (!on_row(RawRow{std::move(value), line, ++rows})) break;
@@ -120,28 +132,135 @@ class CountingIterator {
   CountingSource* source_ = nullptr;
 };
 
+// The characters of CountingIterator with Python's words for non-finite floats (NaN, Infinity,
+// -Infinity, outside strings and standing alone) swapped for string literals of the same
+// length; `words` gets, for each, its index among the text's string literals and its value, in
+// order, before the parser reads past it.
+struct PythonWordsSource {
+  explicit PythonWordsSource(CountingIterator from) : in(from) {}
+
+  CountingIterator in;
+  std::vector<std::pair<std::size_t, double>> words;
+  std::string pending;  // characters to hand out before reading on
+  std::size_t at = 0;
+  std::size_t strings = 0;
+  bool in_string = false;
+  bool escaped = false;
+  char previous = 0;
+
+  bool end() {
+    fill();
+    return at == pending.size();
+  }
+  char get() {
+    fill();
+    return pending[at];
+  }
+  void next() { ++at; }
+
+ private:
+  void fill() {
+    if (at < pending.size()) return;
+    pending.clear();
+    at = 0;
+    if (in == CountingIterator()) return;
+    const char c = *in;
+    ++in;
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      pending = c;
+      previous = c;
+      return;
+    }
+    if (c == '"') {
+      ++strings;
+      in_string = true;
+    }
+    pending = c;
+    if ((c == 'N' || c == 'I' || c == '-') && !json_word_char(previous)) {
+      // Read on while the characters could begin a word; a whole word standing alone becomes
+      // its stand-in, anything else is handed out as it was read.
+      auto begins_a_word = [](const std::string& text) {
+        for (const PythonJsonWord& w : kPythonJsonWords)
+          if (w.word.substr(0, text.size()) == text) return true;
+        return false;
+      };
+      while (in != CountingIterator() && begins_a_word(pending + *in)) {
+        pending += *in;
+        ++in;
+      }
+      const bool alone = in == CountingIterator() || !json_word_char(*in);
+      for (const PythonJsonWord& w : kPythonJsonWords) {
+        if (w.word != pending || !alone) continue;
+        pending = std::string(w.stand_in);
+        words.emplace_back(strings++, w.value);
+        break;
+      }
+    }
+    previous = pending.back();
+  }
+};
+
+class PythonWordsIterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = char;
+
+  PythonWordsIterator() = default;
+  explicit PythonWordsIterator(PythonWordsSource* source) : source_(source) {}
+  char operator*() const { return source_->get(); }
+  PythonWordsIterator& operator++() {
+    source_->next();
+    return *this;
+  }
+  bool operator==(const PythonWordsIterator& other) const { return at_end() == other.at_end(); }
+  bool operator!=(const PythonWordsIterator& other) const { return !(*this == other); }
+
+ private:
+  bool at_end() const { return source_ == nullptr || source_->end(); }
+  PythonWordsSource* source_ = nullptr;
+};
+
 // Builds each element of the top-level array as a json value and hands it over when complete.
 class RowBuilder {
  public:
-  RowBuilder(const CountingSource& source, const RowSink& sink) : source_(source), sink_(sink) {}
+  RowBuilder(const CountingSource& source, const PythonWordsSource& words, const RowSink& sink)
+      : source_(source), words_(words), sink_(sink) {}
 
   bool null() { return value(json(nullptr)); }
   bool boolean(bool v) { return value(json(v)); }
   bool number_integer(json::number_integer_t v) { return value(json(v)); }
   bool number_unsigned(json::number_unsigned_t v) { return value(json(v)); }
   bool number_float(json::number_float_t v, const std::string&) { return value(json(v)); }
-  bool string(std::string& v) { return value(json(std::move(v))); }
+  bool string(std::string& v) {
+    if (const auto word = next_word()) return value(json(*word));
+    return value(json(std::move(v)));
+  }
   bool binary(json::binary_t& v) { return value(json(std::move(v))); }
   bool start_object(std::size_t) { return open(json::object()); }
   bool start_array(std::size_t) { return open(json::array()); }
   bool end_object() { return close(); }
   bool end_array() { return close(); }
   bool key(std::string& k) {
+    if (next_word()) {
+      error_ = ParseProblem{source_.line, 0,
+                            "found the word for a non-finite number where a key in double quotes "
+                            "should be"};
+      return false;
+    }
     key_ = std::move(k);
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-    error_ = split_parse_error(e.what());
+    error_ = parse_problem(e);
     return false;
   }
 
@@ -203,7 +322,18 @@ class RowBuilder {
     return true;
   }
 
+  // The value of the string literal just read when it stood for one of Python's words.
+  std::optional<double> next_word() {
+    const std::size_t index = strings_++;
+    if (word_ < words_.words.size() && words_.words[word_].first == index)
+      return words_.words[word_++].second;
+    return std::nullopt;
+  }
+
   const CountingSource& source_;
+  const PythonWordsSource& words_;
+  std::size_t strings_ = 0;
+  std::size_t word_ = 0;
   const RowSink& sink_;
   std::vector<json*> stack_;
   std::string key_;
@@ -218,8 +348,9 @@ class RowBuilder {
 
 int64_t read_json_array(std::istream& in, const std::string& path, const RowSink& on_row) {
   CountingSource source{in.rdbuf(), 1};
-  RowBuilder builder(source, on_row);
-  json::sax_parse(CountingIterator(&source), CountingIterator(), &builder);
+  PythonWordsSource words{CountingIterator(&source)};
+  RowBuilder builder(source, words, on_row);
+  json::sax_parse(PythonWordsIterator(&words), PythonWordsIterator(), &builder);
   if (builder.stopped()) return builder.rows();
   if (const auto& e = builder.error()) fail(path, e->line, e->column, "malformed JSON: " + e->what);
   if (builder.top_level_not_array()) fail(path, 1, 0, "expected a JSON array of rows");

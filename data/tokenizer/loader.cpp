@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "json_node.h"
+#include "studio/config/json_file.h"
 #include "tokenizer_impl.h"
 
 namespace studio::data {
@@ -15,15 +16,12 @@ using detail::JsonNode;
 namespace fs = std::filesystem;
 
 nlohmann::json parse_json(std::string_view text, const std::string& origin) {
-  try {
-    return nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    const std::size_t offset = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(offset), '\n');
-    throw TokenizerError(origin + ":" + std::to_string(line) + ": malformed JSON: " + e.what());
-  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
-    throw TokenizerError(origin + ": malformed JSON: " + e.what());
-  }
+  nlohmann::json out;
+  JsonSyntaxError syntax;
+  if (!parse_json_text(text, out, syntax))
+    throw TokenizerError(origin + ":" + std::to_string(syntax.line) + ":" +
+                         std::to_string(syntax.column) + ": malformed JSON: " + syntax.what);
+  return out;
 }
 
 std::string read_text(const fs::path& file) {

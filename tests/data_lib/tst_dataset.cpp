@@ -207,8 +207,26 @@ class TestDataset : public QObject {
     QTest::newRow("BOM and CRLF lines") << "\xEF\xBB\xBF" + row + "\r\n\r\n" + row + "\r\n" << 2 << "";
     QTest::newRow("BOM and a JSON array") << "\xEF\xBB\xBF [\r\n" + row + "\r\n]" << 1 << "";
     QTest::newRow("malformed line") << row + "\n{\"instruction\": \"x\", \"output\": }\n" << -1
-                                    << "data.json:2:32: malformed JSON: syntax error";
-    QTest::newRow("malformed array") << "[" + row + ",\n{oops}]" << -1 << "data.json:2:2: malformed JSON";
+                                    << "data.json:2:32: malformed JSON: found '}' where a value "
+                                       "should be (a value missing, or a comma too many before it?)";
+    QTest::newRow("malformed array") << "[" + row + ",\n{oops}]" << -1
+                                     << "data.json:2:2: malformed JSON: found 'o', which is not a "
+                                        "JSON value";
+    // Python's json writes a float column's NaN and infinities as bare words: rows, not errors.
+    QTest::newRow("NaN and Infinity in a column, JSON lines")
+        << row + "\n" + R"({"instruction": "x", "output": "y", "score": NaN, "w": [-Infinity, Infinity]})"
+        << 2 << "";
+    QTest::newRow("NaN and Infinity in a column, JSON array")
+        << "[" + row + ",\n" + R"({"instruction": "x", "output": "y", "score": NaN, "w": [-Infinity, Infinity]}])"
+        << 2 << "";
+    QTest::newRow("NaN spelt in a string, JSON array")
+        << "[" + row + ",\n" + "{\"instruction\": \"NaN -Infinity \\\"NaN\\\"\", \"output\": \"Infinity\"}]" << 2 << "";
+    QTest::newRow("NaN as a key, JSON array")
+        << "[" + row + ",\n{NaN: 1}]" << -1
+        << "data.json:2: malformed JSON: found the word for a non-finite number where a key";
+    QTest::newRow("nan in lower case, JSON array")
+        << "[" + row + ",\n" + R"({"instruction": "x", "output": "y", "score": nan}])" << -1
+        << "data.json:2:47: malformed JSON: found 'na', which is not a JSON value";
     QTest::newRow("wrong type") << QByteArray(R"({"instruction": "x", "output": 5})") << -1
                                 << "row 1 column 'output' is a number, expected a string";
     QTest::newRow("row not an object") << QByteArray("[1]") << -1 << "row 1 is a number, expected a JSON object";

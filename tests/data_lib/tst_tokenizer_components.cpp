@@ -396,6 +396,19 @@ class TestTokenizerComponents : public QObject {
     row(
         "negative id", [](json& t) { t["model"]["vocab"]["a"] = -3; },
         "model.vocab.a: expected a token id");
+    // Issue 35: an id past int32 is refused, not cut to 32 bits (4294967299 would be id 3).
+    row(
+        "special token id past 32 bits",
+        [](json& t) {
+          t["post_processor"] = {
+              {"type", "TemplateProcessing"},
+              {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                      {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+              {"special_tokens",
+               {{"<s>", {{"id", "<s>"}, {"ids", {4294967299ULL}}, {"tokens", {"<s>"}}}}}}};
+        },
+        "post_processor.special_tokens.<s>.ids[0]: 4294967299 is too large (at most "
+        "2147483647)");
     row(
         "bad regex",
         [](json& t) { t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a"; },
@@ -421,7 +434,9 @@ class TestTokenizerComponents : public QObject {
   void malformed_json_names_file_and_line() {
     const QString error =
         load_error(dir_, "{\n  \"version\": \"1.0\",\n  \"model\": {\"vocab\": {\"a\": 0,}}\n}");
-    QVERIFY2(error.startsWith(dir_.filePath("broken/tokenizer.json") + ":3: malformed JSON"),
+    QVERIFY2(error.startsWith(dir_.filePath("broken/tokenizer.json") +
+                              ":3:30: malformed JSON: found '}' where a key in double quotes should "
+                              "be (a comma too many before it?)"),
              qPrintable(error));
   }
 

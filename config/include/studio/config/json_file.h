@@ -5,6 +5,7 @@
 // float that is not finite as the bare words NaN, Infinity and -Infinity unless told otherwise,
 // and reads them back; strict JSON has no such words. Every reader here takes them as the
 // doubles they name, so a diverged run's `"grad_norm": NaN` is a value, not a broken file.
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,26 @@ struct JsonSyntaxError {
   // "line L, column C: what"
   std::string describe() const;
 };
+
+// Python's words and how a reader reads them: each is swapped for a string literal of the same
+// length (positions stay), which the reader's SAX handler takes back as `value` (it knows which
+// string literals stood for words). For readers that stream (dataset rows); parse_json_text
+// does it for a text in memory.
+struct PythonJsonWord {
+  std::string_view word;      // NaN, Infinity, -Infinity
+  std::string_view stand_in;  // "N", "Infini", "-Infini" (quotes included)
+  double value;
+};
+inline constexpr PythonJsonWord kPythonJsonWords[] = {
+    {"-Infinity", "\"-Infini\"", -std::numeric_limits<double>::infinity()},
+    {"Infinity", "\"Infini\"", std::numeric_limits<double>::infinity()},
+    {"NaN", "\"N\"", std::numeric_limits<double>::quiet_NaN()},
+};
+static_assert(kPythonJsonWords[0].word.size() == kPythonJsonWords[0].stand_in.size() &&
+              kPythonJsonWords[1].word.size() == kPythonJsonWords[1].stand_in.size() &&
+              kPythonJsonWords[2].word.size() == kPythonJsonWords[2].stand_in.size());
+// A character that may be part of a word or number: the words only count standing alone.
+bool json_word_char(char c);
 
 // Parses one JSON value (the whole text), NaN, Infinity and -Infinity included.
 bool parse_json_text(std::string_view text, nlohmann::json& out, JsonSyntaxError& error);
