@@ -105,9 +105,18 @@ int64_t read_json_lines(std::istream& in, const std::string& path, const RowSink
 struct CountingSource {
   std::streambuf* buf = nullptr;
   int64_t line = 1;
+
+  bool end() const { return buf->sgetc() == std::char_traits<char>::eof(); }
+  char get() const { return std::char_traits<char>::to_char_type(buf->sgetc()); }
+  void next() {
+    if (buf->sbumpc() == '\n') ++line;
+  }
 };
 
-class CountingIterator {
+// An input iterator over a source of characters (end(), get(), next()), as nlohmann's parser
+// pulls them; any two iterators at the end compare equal.
+template <class Source>
+class PullIterator {
  public:
   using iterator_category = std::input_iterator_tag;
   using value_type = char;
@@ -115,22 +124,21 @@ class CountingIterator {
   using pointer = const char*;
   using reference = char;
 
-  CountingIterator() = default;
-  explicit CountingIterator(CountingSource* source) : source_(source) {}
-  char operator*() const { return std::char_traits<char>::to_char_type(source_->buf->sgetc()); }
-  CountingIterator& operator++() {
-    if (source_->buf->sbumpc() == '\n') ++source_->line;
+  PullIterator() = default;
+  explicit PullIterator(Source* source) : source_(source) {}
+  char operator*() const { return source_->get(); }
+  PullIterator& operator++() {
+    source_->next();
     return *this;
   }
-  bool operator==(const CountingIterator& other) const { return at_end() == other.at_end(); }
-  bool operator!=(const CountingIterator& other) const { return !(*this == other); }
+  bool operator==(const PullIterator& other) const { return at_end() == other.at_end(); }
+  bool operator!=(const PullIterator& other) const { return !(*this == other); }
 
  private:
-  bool at_end() const {
-    return source_ == nullptr || source_->buf->sgetc() == std::char_traits<char>::eof();
-  }
-  CountingSource* source_ = nullptr;
+  bool at_end() const { return source_ == nullptr || source_->end(); }
+  Source* source_ = nullptr;
 };
+using CountingIterator = PullIterator<CountingSource>;
 
 // The characters of CountingIterator with Python's words for non-finite floats (NaN, Infinity,
 // -Infinity, outside strings and standing alone) swapped for string literals of the same
@@ -206,28 +214,7 @@ struct PythonWordsSource {
   }
 };
 
-class PythonWordsIterator {
- public:
-  using iterator_category = std::input_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = char;
-
-  PythonWordsIterator() = default;
-  explicit PythonWordsIterator(PythonWordsSource* source) : source_(source) {}
-  char operator*() const { return source_->get(); }
-  PythonWordsIterator& operator++() {
-    source_->next();
-    return *this;
-  }
-  bool operator==(const PythonWordsIterator& other) const { return at_end() == other.at_end(); }
-  bool operator!=(const PythonWordsIterator& other) const { return !(*this == other); }
-
- private:
-  bool at_end() const { return source_ == nullptr || source_->end(); }
-  PythonWordsSource* source_ = nullptr;
-};
+using PythonWordsIterator = PullIterator<PythonWordsSource>;
 
 // Builds each element of the top-level array as a json value and hands it over when complete.
 class RowBuilder {
