@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "studio/config/json_file.h"
+
 namespace studio::ui {
 namespace {
 
@@ -42,7 +44,9 @@ DatasetRegistration datasetRegistration(const QString& filePath, const QByteArra
   DatasetRegistration r;
   r.name = file.completeBaseName();
   nlohmann::ordered_json entry = {{"file_name", file.fileName().toStdString()}};
-  const nlohmann::json row = nlohmann::json::parse(firstObject(head), nullptr, false);
+  nlohmann::json row;  // a row of Python's may hold NaN or Infinity (studio::parse_json_text)
+  studio::JsonSyntaxError syntax;
+  if (!studio::parse_json_text(firstObject(head), row, syntax)) row = nullptr;
   if (!row.is_object()) {
     r.guess = tr("Its first row could not be read as a JSON object: give \"formatting\" and "
                  "\"columns\" as docs/datasets.md describes.");

@@ -42,6 +42,11 @@ void TestDatasetRegistration::entry_data() {
                     "\"history\": []}]")
       << R"("pairs.v2": {"file_name":"pairs.v2.json","ranking":true,"columns":{"history":"history"}})"
       << "Guessed from its first row (alpaca, chosen/rejected: preference pairs).";
+  // A row of Python's json with a float column's NaN (the rest of the row is as good as ever).
+  QTest::newRow("alpaca lines with NaN in a score")
+      << "/data/scored.jsonl"
+      << QByteArray("{\"instruction\": \"Add\", \"output\": \"3\", \"score\": NaN}\n")
+      << R"("scored": {"file_name":"scored.jsonl"})" << "Guessed from its first row (alpaca).";
   QTest::newRow("not JSON") << "/data/table.csv" << QByteArray("a,b,c\n1,2,3\n")
                             << R"("table": {"file_name":"table.csv"})"
                             << "Its first row could not be read as a JSON object";
