@@ -76,7 +76,7 @@ class TestCommunicator : public QObject {
     QTest::newRow("usp u2 x ring2") << 4 << 4 << 2;
     QTest::newRow("single") << 1 << 1 << 1;
   }
-  // Group membership follows sequence-parallel.md: contiguous SP groups, strided DP groups,
+  // Group membership follows docs/SEQUENCE_PARALLEL.md ("Process groups"): contiguous SP groups, strided DP groups,
   // Ulysses ranks contiguous inside an SP group; every group's all-reduce sums its members.
   void grid() {
     QFETCH(int, world);

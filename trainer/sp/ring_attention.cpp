@@ -1,5 +1,5 @@
 // Zigzag ring attention over the block functions of model/attention.h. The block schedule is
-// the one of sequence-parallel.md; forward and backward walk it identically, so every block's
+// the one of docs/SEQUENCE_PARALLEL.md ("Attention"); forward and backward walk it identically, so every block's
 // gradient is computed from the global (merged) out and lse and is exact.
 #include "studio/trainer/sp/ring_attention.h"
 

@@ -2,7 +2,7 @@
 // The training loop of one rank (SFT or DPO): optimizer steps over planned micro-batches, the
 // loss normalised over the whole global batch, gradients summed over the world, clipping on the
 // global norm, the schedule, evaluation, checkpoints, resume, and the run's events. With a
-// Communicator the rank is one cell of the dp x sp grid (sequence-parallel.md): its SP group
+// Communicator the rank is one cell of the dp x sp grid (docs/SEQUENCE_PARALLEL.md): its SP group
 // shares each sample (split along the sequence, attention through the SP mode), its DP group
 // shares the data. Without one it is an ordinary single-process trainer.
 #include <atomic>

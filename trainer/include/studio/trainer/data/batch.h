@@ -1,7 +1,7 @@
 #pragma once
 // Token batches as the engine trains on them. Labels follow LLaMA-Factory (aligned with the input,
 // -100 where masked); the batch shifts them once, globally, before any sequence-parallel split:
-// target[i] is what position i predicts, i.e. labels[i + 1] (see sequence-parallel.md).
+// target[i] is what position i predicts, i.e. labels[i + 1] (docs/SEQUENCE_PARALLEL.md, "The data path").
 #include <cstdint>
 #include <vector>
 

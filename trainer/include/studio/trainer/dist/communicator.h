@@ -1,7 +1,7 @@
 #pragma once
 // Process groups for data and sequence parallelism, over c10d: a TCPStore rendezvous, Gloo on
-// CPU, NCCL on CUDA. The world is a dp x sp grid (sequence-parallel.md): ranks
-// [i*sp, ..., i*sp+sp-1] form SP group i; the DP groups are the strided ranks with the same
+// CPU, NCCL on CUDA. The world is a dp x sp grid (docs/SEQUENCE_PARALLEL.md, "Process
+// groups"): ranks [i*sp, ..., i*sp+sp-1] form SP group i; the DP groups are the strided ranks with the same
 // position inside their SP group. With usp, an SP group is further a ring_degree x ulysses_degree
 // grid: SP-local rank s = ring_index * ulysses_degree + ulysses_index, so the Ulysses ranks of a
 // ring piece are contiguous (inside a node).

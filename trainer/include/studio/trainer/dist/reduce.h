@@ -11,8 +11,9 @@ namespace studio::trainer::dist {
 
 // Sums `t` over `group` in the forward pass; the backward passes the gradient through unchanged
 // (identity). This is the SP reduction of partial sequence log-prob sums for DPO
-// (sequence-parallel.md): every rank then computes the same loss from the global sums, and each
-// rank's partial sum receives dL/dS, which is exactly the gradient of its own tokens.
+// (docs/SEQUENCE_PARALLEL.md, "Losses and gradients"): every rank then computes the same loss
+// from the global sums, and each rank's partial sum receives dL/dS, which is exactly the
+// gradient of its own tokens.
 torch::Tensor all_reduce_sum_identity_grad(const torch::Tensor& t, Group& group,
                                            const std::string& what);
 

@@ -3,7 +3,7 @@
 //  1. block functions: one (q block) x (k/v block) attention that also returns the row
 //     log-sum-exp, and its backward computed from a GIVEN out and lse. These are the pieces the
 //     zigzag ring composes: the ring merges block outputs with their lse and later passes the
-//     global out/lse back, so every block's gradient is exact (docs: sequence-parallel.md).
+//     global out/lse back, so every block's gradient is exact (docs/SEQUENCE_PARALLEL.md).
 //     fp32/bf16 on CPU: ATen's CPU flash-attention kernel (forward and backward, with the lse).
 //     fp16/bf16 on CUDA: ATen's FlashAttention forward/backward ops.
 //     Everything else (double, fp32 on CUDA, masks the kernels cannot express) and whatever

@@ -1,7 +1,7 @@
 #pragma once
-// Which tokens of a sequence each rank of a sequence-parallel group holds (sequence-parallel.md,
-// "Data preparation"). The global batch is shifted and padded first (make_batch with
-// sp_pad_multiple); this file only cuts it.
+// Which tokens of a sequence each rank of a sequence-parallel group holds
+// (docs/SEQUENCE_PARALLEL.md, "The data path"). The global batch is shifted and padded first
+// (make_batch with sp_pad_multiple); this file only cuts it.
 //
 // One rule covers all three modes. With ring degree g and Ulysses degree u (g * u = sp), cut the
 // sequence into 2g equal chunks c_0..c_{2g-1}; ring rank r holds the piece c_r ++ c_{2g-1-r}

@@ -1,5 +1,5 @@
 #pragma once
-// Zigzag ring attention (sequence-parallel.md, "Zigzag ring attention"): causal attention over a
+// Zigzag ring attention (docs/SEQUENCE_PARALLEL.md, "Attention"): causal attention over a
 // sequence whose 2n chunks are spread over the n ranks of a ring, rank r holding [c_r ; c_{2n-1-r}]
 // (layout.h). K/V travel around the ring for n-1 steps, the next block arriving while the current
 // one is computed; block outputs are merged with their log-sum-exp in fp32 (fp64 for double).

@@ -1,5 +1,5 @@
 #pragma once
-// Ulysses sequence parallelism (sequence-parallel.md, "Ulysses"): an all-to-all trades the
+// Ulysses sequence parallelism (docs/SEQUENCE_PARALLEL.md, "Attention"): an all-to-all trades the
 // sequence split for a head split, attention runs over the whole (gathered) sequence for H/u heads,
 // and the reverse all-to-all restores the sequence split. Each all-to-all's backward is the other.
 #include <cstdint>
