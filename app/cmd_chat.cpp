@@ -21,6 +21,7 @@
 #include "studio/config/config_io.h"
 #include "studio/config/json_file.h"
 #include "studio/config/model_info.h"
+#include "studio/config/whole_number.h"
 #include "studio/data/chat_template.h"
 #include "studio/trainer/generate.h"
 #include "studio/trainer/hf_checkpoint.h"
@@ -78,11 +79,16 @@ trainer::StopCriteria stop_criteria(const data::TemplateEncoder& encoder, const 
   if (fs::exists(model_dir / "generation_config.json") &&
       read_json_file((model_dir / "generation_config.json").string(), gen, error) &&
       gen.is_object() && gen.contains("eos_token_id")) {
+    // Ids that are no token id (not whole, or past int32) are left out, not cut to one.
+    auto add = [&ids](const json& x) {
+      int32_t id = 0;
+      if (json_whole(x, id).empty()) ids.insert(id);
+    };
     const json& e = gen["eos_token_id"];
-    if (e.is_number_integer()) ids.insert(e.get<int32_t>());
-    else if (e.is_array())
-      for (const json& x : e)
-        if (x.is_number_integer()) ids.insert(x.get<int32_t>());
+    if (e.is_array())
+      for (const json& x : e) add(x);
+    else
+      add(e);
   }
   std::vector<std::string> words = encoder.chat_template().stop_words;
   words.insert(words.end(), extra_words.begin(), extra_words.end());

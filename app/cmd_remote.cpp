@@ -16,6 +16,7 @@
 
 #include "cli_args.h"
 #include "studio/config/events.h"
+#include "studio/config/whole_number.h"
 #include "studio/remote/remote_run.h"
 #include "studio/remote/run_follow.h"
 #include "studio/remote/run_submit.h"
@@ -328,7 +329,7 @@ int runs(Args& args, const Connection& conn) {
       long long step = -1;
       try {
         const auto j = nlohmann::json::parse(status.status_json);
-        if (j.contains("step") && j["step"].is_number_integer()) step = j["step"].get<long long>();
+        if (j.contains("step")) json_whole(j["step"], step);  // stays -1 unless whole
       } catch (const std::exception&) {
       }
       if (as_json) {

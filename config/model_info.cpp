@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "studio/config/json_file.h"
+#include "studio/config/whole_number.h"
 
 namespace studio {
 namespace {
@@ -20,12 +21,34 @@ const std::vector<std::string>& architectures() {
   return v;
 }
 
+// Sizes, counts and token ids: what transformers and the tokenizer hold them in (torch takes
+// int64 shapes, but no model has a dimension or an id past int32).
+constexpr WholeRange kConfigWhole = WholeRange::of<int32_t>();
+
 template <typename T>
 bool get(const nlohmann::json& j, const char* key, T& out, std::string& error, bool required) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) {
     if (required) error = std::string("'") + key + "' is missing";
     return !required;
+  }
+  // Whole numbers exactly and within range (get<int64_t>() would truncate 4096.5 and wrap
+  // 2^64 - 1 to -1).
+  auto whole = [&](const nlohmann::json& v, int64_t& into, const std::string& where) {
+    std::string problem = json_whole(v, into, kConfigWhole);
+    if (!problem.empty()) error = "'" + where + "': " + problem;
+    return problem.empty();
+  };
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return whole(*it, out, key);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    if (!it->is_array())
+      return error = std::string("'") + key + "' has the wrong type (" + it->type_name() + ")",
+             false;
+    out.assign(it->size(), 0);
+    for (size_t i = 0; i < it->size(); ++i)
+      if (!whole((*it)[i], out[i], std::string(key) + "[" + std::to_string(i) + "]")) return false;
+    return true;
   }
   try {
     out = it->get<T>();
@@ -49,8 +72,9 @@ bool get_ids(const nlohmann::json& j, const char* key, std::vector<int64_t>& out
              std::string& error) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return true;
-  if (it->is_number_integer()) return out = {it->get<int64_t>()}, true;
-  return get(j, key, out, error, false);
+  if (!it->is_number()) return get(j, key, out, error, false);
+  out.assign(1, 0);
+  return get(j, key, out.front(), error, false);
 }
 
 // Mistral applies sliding_window whenever it is set; Qwen2/Qwen3 only with use_sliding_window.

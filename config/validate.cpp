@@ -15,6 +15,7 @@
 #include "studio/config/config_io.h"
 #include "studio/config/config_schema.h"
 #include "studio/config/llamafactory_v1.h"
+#include "studio/config/whole_number.h"
 
 namespace fs = std::filesystem;
 
@@ -576,9 +577,8 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
     if (!zero->is_object()) return fail("zero_optimization is not an object");
     for (const auto& [key, v] : zero->items()) {
       if (key == "stage") {
-        if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() > 3)
-          return fail("zero_optimization.stage must be 0, 1, 2 or 3");
-        req.zero_stage = v.get<int>();
+        if (std::string problem = json_whole(v, req.zero_stage, {0, 3}); !problem.empty())
+          return fail("zero_optimization.stage must be 0, 1, 2 or 3: " + problem);
       } else if (key == "offload_optimizer" || key == "offload_param") {
         if (!v.is_object()) return fail("zero_optimization." + key + " is not an object");
         if (v.contains("device") && !v["device"].is_string())

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "studio/config/events.h"
+#include "studio/config/whole_number.h"
 #include "studio/remote/remote_error.h"
 #include "studio/remote/sftp_client.h"
 #include "studio/remote/shell_quote.h"
@@ -365,7 +366,13 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
     auto get = [&](const json& obj, const char* name, auto& out) {
       key = name;
       if (!obj.contains(name)) throw std::invalid_argument("missing");
-      obj.at(name).get_to(out);
+      if constexpr (std::is_same_v<std::decay_t<decltype(out)>, int>) {
+        // get_to would cut 4294967304 to 8.
+        if (std::string problem = studio::json_whole(obj.at(name), out); !problem.empty())
+          throw std::invalid_argument(problem);
+      } else {
+        obj.at(name).get_to(out);
+      }
     };
     get(j, "version", r.version);
     if (r.version != 1) {

@@ -9,6 +9,7 @@
 
 #include "studio/config/atomic_file.h"
 #include "studio/config/json_file.h"
+#include "studio/config/whole_number.h"
 #include "studio/trainer/hf_checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -28,18 +29,22 @@ nlohmann::json to_json(const TrainerState& s) {
 
 TrainerState from_json(const nlohmann::json& j, const std::string& path) {
   TrainerState s;
-  try {
-    s.global_step = j.at("global_step").get<int64_t>();
-    s.total_steps = j.at("total_steps").get<int64_t>();
-    s.data_epoch = j.at("data_epoch").get<int64_t>();
-    s.step_in_epoch = j.at("step_in_epoch").get<int64_t>();
-    s.steps_per_epoch = j.at("steps_per_epoch").get<int64_t>();
-    s.seed = j.at("seed").get<uint64_t>();
-    s.tokens_seen = j.value("tokens_seen", int64_t{0});
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": " + e.what() + " (the checkpoint is incomplete: resume "
-                             "from an earlier one)");
-  }
+  auto read = [&](const char* key, int64_t& into, bool required = true) {
+    const auto it = j.find(key);
+    std::string problem = it == j.end() ? (required ? "missing" : "") : json_whole(*it, into);
+    if (!problem.empty())
+      throw std::runtime_error(path + ": " + key + ": " + problem +
+                               " (the checkpoint is incomplete: resume from an earlier one)");
+  };
+  read("global_step", s.global_step);
+  read("total_steps", s.total_steps);
+  read("data_epoch", s.data_epoch);
+  read("step_in_epoch", s.step_in_epoch);
+  read("steps_per_epoch", s.steps_per_epoch);
+  int64_t seed = 0;
+  read("seed", seed);  // the config's seed: 0 to int64's largest
+  s.seed = static_cast<uint64_t>(seed);
+  read("tokens_seen", s.tokens_seen, false);
   return s;
 }
 

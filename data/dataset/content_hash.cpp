@@ -9,6 +9,7 @@
 
 #include "studio/config/atomic_file.h"
 #include "studio/config/json_file.h"
+#include "studio/config/whole_number.h"
 #include "studio/data/dataset_info.h"
 
 namespace studio::data::detail {
@@ -99,9 +100,14 @@ FileHashIndex::FileHashIndex(std::string index_path) : index_path_(std::move(ind
   std::string error;
   if (!std::filesystem::exists(index_path_) || !read_json_file(index_path_, doc, error)) return;
   if (!doc.is_object()) return;
+  // An entry that cannot be read is hashed again, as a missing one is.
   for (const auto& [path, e] : doc.items()) {
-    if (!e.is_object() || !e.contains("size") || !e.contains("mtime") || !e.contains("hash")) continue;
-    entries_[path] = {e["size"].get<uint64_t>(), e["mtime"].get<int64_t>(), e["hash"].get<std::string>()};
+    int64_t size = 0, mtime = 0;
+    if (!e.is_object() || !e.contains("size") || !e.contains("mtime") || !e.contains("hash") ||
+        !e["hash"].is_string() || !json_whole(e["size"], size, {0, INT64_MAX}).empty() ||
+        !json_whole(e["mtime"], mtime).empty())
+      continue;
+    entries_[path] = {static_cast<uint64_t>(size), mtime, e["hash"].get<std::string>()};
   }
 }
 

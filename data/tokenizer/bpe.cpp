@@ -106,12 +106,10 @@ void BpeModel::load_vocab(const JsonNode& vocab) {
   vocab.require_object();
   vocab_.reserve(vocab.size());
   for (const auto& [token, id_value] : vocab.raw().items()) {
-    if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 ||
-        id_value.get<int64_t>() > INT32_MAX) {
+    int32_t id = 0;
+    if (!id_value.is_number_integer() || !json_whole(id_value, id, {0, INT32_MAX}).empty())
       vocab[token.c_str()].fail("expected a token id (a non-negative integer), got " +
                                 id_value.dump());
-    }
-    const auto id = static_cast<int32_t>(id_value.get<int64_t>());
     const std::string& stored = storage_.emplace_back(token);
     vocab_.emplace(stored, id);
     if (static_cast<std::size_t>(id) >= tokens_by_id_.size()) tokens_by_id_.resize(id + 1, nullptr);

@@ -166,9 +166,7 @@ class Sequence final : public Decoder {
 };
 
 std::size_t count(const JsonNode& node) {
-  const int64_t value = node.is_null() ? 0 : node.integer();
-  if (value < 0) node.fail("must not be negative");
-  return static_cast<std::size_t>(value);
+  return node.is_null() ? 0 : static_cast<std::size_t>(node.integer({0, INT64_MAX}));
 }
 
 std::unique_ptr<Decoder> metaspace_from_json(const JsonNode& node) {

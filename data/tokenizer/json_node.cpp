@@ -56,10 +56,12 @@ bool JsonNode::boolean() const {
   return value_->get<bool>();
 }
 
-int64_t JsonNode::integer() const {
+int64_t JsonNode::integer(WholeRange range) const {
   if (!value_->is_number_integer())
     fail(std::string("expected an integer, got ") + value_->type_name());
-  return value_->get<int64_t>();
+  int64_t v = 0;
+  if (std::string problem = json_whole(*value_, v, range); !problem.empty()) fail(problem);
+  return v;
 }
 
 char32_t JsonNode::character() const {

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "studio/config/whole_number.h"
+
 namespace studio::data::detail {
 
 class JsonNode {
@@ -29,7 +31,7 @@ class JsonNode {
   // Typed reads that fail with "expected a string, got number" at this node's path.
   std::string string() const;
   bool boolean() const;
-  int64_t integer() const;
+  int64_t integer(WholeRange range = {}) const;  // fails when outside `range` too
   char32_t character() const;  // a string of exactly one character
   std::string string_or(std::string fallback) const { return is_null() ? fallback : string(); }
   bool boolean_or(bool fallback) const { return is_null() ? fallback : boolean(); }

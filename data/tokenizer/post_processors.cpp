@@ -15,7 +15,7 @@ std::vector<int32_t> special_token_ids(const JsonNode& special_tokens, const Jso
   ids.require_array();
   std::vector<int32_t> out;
   for (std::size_t i = 0; i < ids.size(); ++i)
-    out.push_back(static_cast<int32_t>(ids[i].integer()));
+    out.push_back(static_cast<int32_t>(ids[i].integer({0, INT32_MAX})));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "studio/ui/local_path.h"
 #include "studio/config/config_io.h"
 #include "studio/config/events.h"
+#include "studio/config/whole_number.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/process_probe.h"
 #include "studio/ui/runs/remote_mirror.h"
@@ -51,8 +52,9 @@ void readLayout(RunInfo& info, const RunEventDigest& digest, const LaunchRecord*
     info.spMode = QString::fromStdString(start->sequence_parallel_mode);
     info.worldSize = start->world_size;
     const auto maxSteps = start->config.find("max_steps");
-    if (maxSteps != start->config.end() && maxSteps->is_number_integer())
-      info.maxSteps = std::max<qint64>(0, maxSteps->get<qint64>());
+    int64_t steps = 0;
+    if (maxSteps != start->config.end() && json_whole(*maxSteps, steps).empty())
+      info.maxSteps = std::max<qint64>(0, steps);
     return;
   }
   if (launch) info.worldSize = launch->nproc;
