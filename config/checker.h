@@ -48,6 +48,9 @@ class Checker {
     int l = line(key);
     return l > 0 ? " (line " + std::to_string(l) + ")" : "";
   }
+  // The key table's `key` as the file spells it (a v1 file: micro_batch_size, cp_size, ...), for
+  // naming another key inside a message.
+  const std::string& spelled(const std::string& key) const { return cfg_.source.spelling(key); }
   std::filesystem::path resolve(const std::string& p) const {
     std::filesystem::path path(p);
     if (path.is_absolute() || opt_.base_dir.empty()) return path;

@@ -13,6 +13,7 @@
 #include "studio/config/atomic_file.h"
 #include "studio/config/config_schema.h"
 #include "yaml_entries.h"
+#include "yaml_load.h"
 
 namespace studio {
 namespace {
@@ -99,7 +100,11 @@ LoadResult load_config_string(std::string_view yaml, const std::string& display_
   res.config.source.file = display_name;
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(yaml));
+    root = detail::load_yaml(std::string(yaml));
+  } catch (const detail::YamlShapeError& e) {
+    res.diagnostics.push_back(
+        at(display_name, {e.mark.line + 1, e.mark.column + 1}, Severity::Error, "", e.msg));
+    return res;
   } catch (const YAML::ParserException& e) {
     SourcePos p{e.mark.line + 1, e.mark.column + 1};
     std::string msg = explain_yaml_error(e.msg);
@@ -166,7 +171,10 @@ std::vector<Diagnostic> apply_overrides(RunConfig& cfg, const std::vector<std::s
     auto value_of = [&]() -> const YAML::Node* {
       if (!parsed) {
         try {
-          parsed = YAML::Load(set.substr(eq + 1));
+          parsed = detail::load_yaml(set.substr(eq + 1));
+        } catch (const detail::YamlShapeError& e) {
+          fail(e.msg);
+          return nullptr;
         } catch (const YAML::Exception& e) {
           fail("the value is not valid YAML: " + std::string(e.what()));
           return nullptr;
@@ -288,11 +296,11 @@ nlohmann::json yaml_to_json(const YAML::Node& n) {
   if (n.Tag() == "!") return s;  // quoted in the source: a string whatever it looks like
   if (s == "true" || s == "false") return s == "true";
   if (s == "~" || s == "null") return nullptr;
-  double d = 0;
-  if (parse_double(s, d)) {
-    if (s.find_first_of(".eE") == std::string::npos) return static_cast<int64_t>(d);
-    return d;
-  }
+  int64_t whole = 0;
+  if (s.find_first_of(".eE") == std::string::npos && parse_whole(s, {}, whole).empty())
+    return whole;
+  double d = 0;  // a fraction, or a whole number past int64
+  if (parse_double(s, d)) return d;
   return s;
 }
 

@@ -9,19 +9,13 @@
 #include <set>
 
 #include "enum_names.h"
+#include "yaml_load.h"
 #include "studio/config/llamafactory_v1.h"
 
 namespace studio {
 namespace {
 
-std::string kind_of(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Null: return "nothing";
-    default: return "'" + n.Scalar() + "'";
-  }
-}
+using detail::yaml_kind;
 
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -61,11 +55,11 @@ struct Codec;
 template <>
 struct Codec<bool> {
   static std::string parse(const YAML::Node& n, bool& out) {
-    if (!n.IsScalar()) return "expected true or false, got " + kind_of(n);
+    if (!n.IsScalar()) return "expected true or false, got " + yaml_kind(n);
     const std::string s = lower(trim(n.Scalar()));
     if (s == "true" || s == "yes" || s == "on" || s == "y" || s == "1") return out = true, "";
     if (s == "false" || s == "no" || s == "off" || s == "n" || s == "0") return out = false, "";
-    return "expected true or false, got " + kind_of(n);
+    return "expected true or false, got " + yaml_kind(n);
   }
   static YAML::Node to_node(bool v) { return YAML::Node(v ? "true" : "false"); }
   static std::string allowed() { return "true | false"; }
@@ -75,23 +69,20 @@ template <>
 struct Codec<double> {
   static std::string parse(const YAML::Node& n, double& out) {
     if (!n.IsScalar() || !parse_double(n.Scalar(), out))
-      return "expected a number (e.g. 5.0e-6), got " + kind_of(n);
+      return "expected a number (e.g. 5.0e-6), got " + yaml_kind(n);
     return "";
   }
   static YAML::Node to_node(double v) { return YAML::Node(format_double(v)); }
   static std::string allowed() { return ""; }
 };
 
+// Whole numbers are read exactly (not through a double), within the field's range.
 template <>
 struct Codec<int64_t> {
-  static std::string parse(const YAML::Node& n, int64_t& out) {
-    double d = 0;
-    if (!n.IsScalar() || !parse_double(n.Scalar(), d))
-      return "expected a whole number, got " + kind_of(n);
-    if (d != std::floor(d) || std::fabs(d) > 9.0e15)
-      return "expected a whole number, got " + kind_of(n);
-    out = static_cast<int64_t>(d);
-    return "";
+  static std::string parse(const YAML::Node& n, int64_t& out,
+                           WholeRange range = kWholeKeyRange) {
+    if (!n.IsScalar()) return "expected a whole number, got " + yaml_kind(n);
+    return parse_whole(n.Scalar(), range, out);
   }
   static YAML::Node to_node(int64_t v) { return YAML::Node(std::to_string(v)); }
   static std::string allowed() { return ""; }
@@ -100,7 +91,7 @@ struct Codec<int64_t> {
 template <>
 struct Codec<std::string> {
   static std::string parse(const YAML::Node& n, std::string& out) {
-    if (!n.IsScalar()) return "expected text, got " + kind_of(n);
+    if (!n.IsScalar()) return "expected text, got " + yaml_kind(n);
     out = n.Scalar();
     return "";
   }
@@ -116,7 +107,7 @@ struct Codec<std::vector<std::string>> {
     std::vector<std::string> items;
     if (n.IsSequence()) {
       for (const auto& item : n) {
-        if (!item.IsScalar()) return "expected names, got a list holding " + kind_of(item);
+        if (!item.IsScalar()) return "expected names, got a list holding " + yaml_kind(item);
         items.push_back(item.Scalar());
       }
     } else if (n.IsScalar()) {
@@ -129,7 +120,7 @@ struct Codec<std::vector<std::string>> {
         start = comma + 1;
       }
     } else {
-      return "expected a comma-separated list of names, got " + kind_of(n);
+      return "expected a comma-separated list of names, got " + yaml_kind(n);
     }
     for (auto& item : items) {
       item = trim(item);
@@ -155,17 +146,17 @@ struct Codec<std::map<std::string, double>> {
     YAML::Node map = n;
     if (n.IsScalar()) {
       try {
-        map = YAML::Load(n.Scalar());
+        map = detail::load_yaml(n.Scalar());
       } catch (const YAML::Exception&) {
-        return "expected a mapping such as {\"min_lr_rate\": 0.1}, got " + kind_of(n);
+        return "expected a mapping such as {\"min_lr_rate\": 0.1}, got " + yaml_kind(n);
       }
     }
     if (map.IsNull()) return "";
-    if (!map.IsMap()) return "expected a mapping such as {\"min_lr_rate\": 0.1}, got " + kind_of(n);
+    if (!map.IsMap()) return "expected a mapping such as {\"min_lr_rate\": 0.1}, got " + yaml_kind(n);
     for (const auto& kv : map) {
       double v = 0;
       if (!kv.second.IsScalar() || !parse_double(kv.second.Scalar(), v))
-        return "'" + kv.first.Scalar() + "' must be a number, got " + kind_of(kv.second);
+        return "'" + kv.first.Scalar() + "' must be a number, got " + yaml_kind(kv.second);
       out[kv.first.Scalar()] = v;
     }
     return "";
@@ -193,7 +184,7 @@ struct Codec<RawYaml> {
 template <typename E>
 struct Codec<E, std::enable_if_t<std::is_enum_v<E>>> {
   static std::string parse(const YAML::Node& n, E& out) {
-    if (!n.IsScalar()) return "expected one of the values below, got " + kind_of(n);
+    if (!n.IsScalar()) return "expected one of the values below, got " + yaml_kind(n);
     const std::string s = trim(n.Scalar());
     for (const auto& [value, name] : detail::EnumInfo<E>::names())
       if (name == s) return out = value, "";
@@ -208,10 +199,11 @@ struct Codec<E, std::enable_if_t<std::is_enum_v<E>>> {
 
 template <typename T>
 struct Codec<std::optional<T>> {
-  static std::string parse(const YAML::Node& n, std::optional<T>& out) {
+  template <typename... Limits>
+  static std::string parse(const YAML::Node& n, std::optional<T>& out, Limits... limits) {
     if (n.IsNull()) return out.reset(), "";
     T v{};
-    std::string err = Codec<T>::parse(n, v);
+    std::string err = Codec<T>::parse(n, v, limits...);
     if (err.empty()) out = std::move(v);
     return err;
   }
@@ -237,6 +229,7 @@ struct FieldOptions {
   KeySupport support = KeySupport::Used;
   bool required = false;
   std::string allowed;  // overrides the codec's list (ranges, template names)
+  WholeRange whole = kWholeKeyRange;  // what a whole-number key is read within
 };
 
 FieldOptions required(std::string allowed = {}) {
@@ -255,6 +248,20 @@ FieldOptions range(std::string allowed) {
   o.allowed = std::move(allowed);
   return o;
 }
+FieldOptions range(std::string allowed, WholeRange whole) {
+  FieldOptions o = range(std::move(allowed));
+  o.whole = whole;
+  return o;
+}
+
+// A whole-number field is read within its own range.
+template <typename T>
+std::string parse_value(const YAML::Node& n, T& out, WholeRange whole) {
+  if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, std::optional<int64_t>>)
+    return Codec<T>::parse(n, out, whole);
+  else
+    return static_cast<void>(whole), Codec<T>::parse(n, out);
+}
 
 template <typename T>
 FieldSpec field(std::string_view key, std::string_view group, T RunConfig::*member,
@@ -266,7 +273,7 @@ FieldSpec field(std::string_view key, std::string_view group, T RunConfig::*memb
   f.support = opt.support;
   f.required = opt.required;
   f.allowed = opt.allowed.empty() ? Codec<T>::allowed() : opt.allowed;
-  f.parse = [member](const YAML::Node& n, RunConfig& cfg) -> std::string {
+  f.parse = [member, whole = opt.whole](const YAML::Node& n, RunConfig& cfg) -> std::string {
     if (n.IsNull()) {
       if constexpr (AcceptsNull<T>::value) {
         cfg.*member = T{};
@@ -275,7 +282,7 @@ FieldSpec field(std::string_view key, std::string_view group, T RunConfig::*memb
         return "needs a value";
       }
     }
-    return Codec<T>::parse(n, cfg.*member);
+    return parse_value(n, cfg.*member, whole);
   };
   f.to_node = [member](const RunConfig& cfg) { return Codec<T>::to_node(cfg.*member); };
   f.is_default = [member](const RunConfig& cfg) {
@@ -372,7 +379,8 @@ const std::vector<FieldSpec>& config_fields() {
               required(templates)),
         field("cutoff_len", "data", &R::cutoff_len, "tokens per sequence",
               range(">= 1")),
-        field("max_samples", "data", &R::max_samples, "at most this many samples per dataset"),
+        field("max_samples", "data", &R::max_samples, "at most this many samples per dataset",
+              range("", WholeRange::of<int64_t>())),
         field("train_on_prompt", "data", &R::train_on_prompt, "also train on prompt tokens"),
         field("mask_history", "data", &R::mask_history, "train on the last turn only"),
         field("packing", "data", &R::packing, "pack several samples into one sequence"),
@@ -498,7 +506,7 @@ const std::vector<FieldSpec>& config_fields() {
               "flash kernels where they apply (CUDA bf16/fp16, CPU fp32/bf16)"),
         field("ddp_timeout", "train", &R::ddp_timeout,
               "seconds before a collective counts as hung", range(">= 1")),
-        field("seed", "train", &R::seed, "random seed", range(">= 0")),
+        field("seed", "train", &R::seed, "random seed", range(">= 0", WholeRange::of<int64_t>())),
         field("resume_from_checkpoint", "train", &R::resume_from_checkpoint,
               "checkpoint folder to continue from"),
         // evaluation
@@ -620,7 +628,7 @@ std::string suggest_key(std::string_view unknown) {
 }
 
 bool yaml_bool(const YAML::Node& n, bool& out) { return Codec<bool>::parse(n, out).empty(); }
-bool yaml_whole(const YAML::Node& n, int64_t& out) { return Codec<int64_t>::parse(n, out).empty(); }
+std::string yaml_whole(const YAML::Node& n, int64_t& out) { return Codec<int64_t>::parse(n, out); }
 
 std::string config_keys_markdown() {
   const RunConfig defaults;
@@ -633,7 +641,11 @@ std::string config_keys_markdown() {
       "(`use_galore`, `use_badam`, `use_apollo`, `use_adam_mini`, `use_muon`, an `optim` that is\n"
       "not plain AdamW such as `adamw_8bit` or `paged_adamw_8bit`), `mixture_of_depths`,\n"
       "`neftune_noise_alpha`, `use_unsloth`. `optim: adamw_torch` (and the fused, paged 32-bit and hf AdamWs) and `fp8`\n"
-      "(the run computes in bf16) are warned about with what runs instead.\n";
+      "(the run computes in bf16) are warned about with what runs instead.\n\n"
+      "Files are read as PyYAML (LLaMA-Factory's loader) reads them: merge keys (`<<: *anchor`,\n"
+      "`<<: [*a, *b]`) are resolved, keys of the mapping itself winning. Whole-number keys are\n"
+      "read exactly, from -2147483648 to 2147483647 (`max_samples` and `seed`: int64's range); a\n"
+      "value beyond is refused as too large, never cut or rounded.\n";
   std::string_view group;
   for (const auto& f : config_fields()) {
     if (f.group != group) {

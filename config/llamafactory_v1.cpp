@@ -10,6 +10,7 @@
 #include "enum_names.h"
 #include "studio/config/config_schema.h"
 #include "yaml_entries.h"
+#include "yaml_load.h"
 
 namespace studio {
 namespace {
@@ -151,7 +152,7 @@ bool is_null(const YAML::Node& n) {
 YAML::Node plugin_block(const YAML::Node& v) {
   if (v.IsScalar() && !v.Scalar().empty() && v.Scalar().front() == '{') {
     try {
-      return YAML::Load(v.Scalar());
+      return detail::load_yaml(v.Scalar());
     } catch (const YAML::Exception&) {
     }
   }
@@ -409,7 +410,8 @@ class V1Reader {
     if (key == "global_batch_size") {
       if (is_null(v)) return;
       int64_t n = 0;
-      if (!yaml_whole(v, n) || n < 1) return error("expected a whole number of sequences, >= 1");
+      if (std::string err = yaml_whole(v, n); !err.empty()) return error(err, ">= 1");
+      if (n < 1) return error("expected a whole number of sequences, >= 1");
       cfg_.v1.global_batch_size = n;
       return;
     }
@@ -450,7 +452,8 @@ class V1Reader {
       warn("llamafactory-cli chat's setting: no effect on training");
     } else if (key == "dp_size") {
       int64_t n = 0;
-      if (!yaml_whole(v, n) || n < 1) error("expected a whole number of data-parallel ranks");
+      if (std::string err = yaml_whole(v, n); !err.empty()) error(err, ">= 1");
+      else if (n < 1) error("expected a whole number of data-parallel ranks");
     } else if (key == "mp_replicate_size" || key == "mp_shard_size") {
       warn("FSDP2's device-mesh layout: no effect (studio-train shards over every rank)");
     } else if (key == "batching_workers" || key == "full_determinism" || key == "save_ckpt_as_hf") {

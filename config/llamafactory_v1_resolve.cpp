@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checker.h"
+#include "yaml_load.h"
 #include "studio/config/config_schema.h"
 #include "studio/config/json_file.h"
 #include "studio/config/llamafactory_v1.h"
@@ -62,7 +63,9 @@ class DatasetYamlReader {
       } else if (field == "size") {
         int64_t n = 0;
         if (v.IsNull()) continue;
-        if (!yaml_whole(v, n) || n < 1)
+        if (std::string err = yaml_whole(v, n); !err.empty())
+          problem(Severity::Error, e.pos[field], where, err);
+        else if (n < 1)
           problem(Severity::Error, e.pos[field], where, "expected a whole number of samples, >= 1");
         else
           e.size = n;
@@ -227,15 +230,13 @@ V1DatasetList read_v1_datasets(const std::string& value, const std::string& base
     out.yaml = local.string();
     YAML::Node root;
     try {
-      root = YAML::LoadFile(out.yaml);
+      root = detail::load_yaml_file(out.yaml);
+    } catch (const YAML::ParserException& e) {
+      out.problems.push_back({Severity::Error, out.yaml, e.mark.line + 1, e.mark.column + 1, "",
+                              detail::yaml_error_message(e), {}});
+      return out;
     } catch (const YAML::Exception& e) {
-      out.problems.push_back({Severity::Error,
-                              out.yaml,
-                              e.mark.line + 1,
-                              e.mark.column + 1,
-                              "",
-                              "malformed YAML: " + e.msg,
-                              {}});
+      out.problems.push_back({Severity::Error, out.yaml, 1, 1, "", e.what(), {}});
       return out;
     }
     if (!root.IsMap() || root.size() == 0) {
@@ -285,10 +286,12 @@ void relocate_one(std::string& value, const std::string& role, const std::string
   }
   YAML::Node root;
   try {
-    root = YAML::LoadFile(absolute);
+    root = detail::load_yaml_file(absolute);
+  } catch (const YAML::ParserException& e) {
+    throw std::invalid_argument(absolute + ":" + std::to_string(e.mark.line + 1) + ": " +
+                                detail::yaml_error_message(e));
   } catch (const YAML::Exception& e) {
-    throw std::invalid_argument(absolute + ":" + std::to_string(e.mark.line + 1) +
-                                ": malformed YAML: " + e.msg);
+    throw std::invalid_argument(absolute + ": " + e.what());
   }
   if (!root.IsMap())
     throw std::invalid_argument(absolute + ": a v1 dataset file maps names to {path, source, ...}");
@@ -456,7 +459,7 @@ void check_llamafactory_v1(const RunConfig& c, Checker& ck) {
   const int64_t dp = world / sp;
   for (const auto& x : c.extra_keys) {
     int64_t n = 0;
-    if (x.key == "dp_size" && yaml_whole(YAML::Load(x.value.text), n) && n != dp)
+    if (x.key == "dp_size" && yaml_whole(YAML::Load(x.value.text), n).empty() && n != dp)
       ck.error("dp_size",
                std::to_string(n) + " data-parallel ranks, but the world of " +
                    std::to_string(world) + " with cp_size " + std::to_string(sp) + " has " +

@@ -204,19 +204,19 @@ void check_sequence_parallel(const RunConfig& c, const ValidateOptions& opt, Che
     if (u * r != sp)
       ck.error(ck.given("sequence_parallel_ulysses_degree") ? "sequence_parallel_ulysses_degree"
                                                             : "sequence_parallel_mode",
-               "usp needs sequence_parallel_ulysses_degree x sequence_parallel_ring_degree = "
-               "sequence_parallel_size, got " + std::to_string(u) + " x " + std::to_string(r) +
-                   " != " + std::to_string(sp));
+               "usp needs sequence_parallel_ulysses_degree x sequence_parallel_ring_degree = " +
+                   ck.spelled("sequence_parallel_size") + ", got " + std::to_string(u) + " x " +
+                   std::to_string(r) + " != " + std::to_string(sp));
   } else {
     for (const auto& [key, degree] : {std::pair{"sequence_parallel_ulysses_degree", u},
                                       std::pair{"sequence_parallel_ring_degree", r}})
       if (ck.given(key) && degree != 1)
-        ck.warn(key, "only used with sequence_parallel_mode: usp; ignored");
+        ck.warn(key, "only used with " + ck.spelled("sequence_parallel_mode") + ": usp; ignored");
   }
   if (sp == 1 && ck.given("shuffle_for_sequence_parallel") && !c.shuffle_for_sequence_parallel)
     ck.warn("shuffle_for_sequence_parallel",
-            "only used with sequence_parallel_size > 1 (as in 360-LLaMA-Factory); without SP "
-            "the samples are shuffled every epoch");
+            "only used with " + ck.spelled("sequence_parallel_size") +
+                " > 1 (as in 360-LLaMA-Factory); without SP the samples are shuffled every epoch");
 }
 
 // Packing: SFT as LLaMA-Factory packs; DPO (which LLaMA-Factory does not pack) packs each
@@ -413,8 +413,9 @@ void check_deepspeed(const RunConfig& c, const DeepSpeedRequest& ds, const std::
                           (world > 0 ? static_cast<double>(world / std::max<int64_t>(1, c.sequence_parallel_size)) : 0.0);
       if (world > 0 && std::abs(value - want) > 1e-9)
         ck.error("deepspeed", path + ": train_batch_size is " + num(value) + " but the run's "
-                              "global batch is " + num(want) + " (per_device_train_batch_size x "
-                              "gradient_accumulation_steps x data-parallel ranks): set it to "
+                              "global batch is " + num(want) + " (" +
+                              ck.spelled("per_device_train_batch_size") +
+                              " x gradient_accumulation_steps x data-parallel ranks): set it to "
                               "\"auto\"");
       continue;
     }
@@ -422,9 +423,9 @@ void check_deepspeed(const RunConfig& c, const DeepSpeedRequest& ds, const std::
     if (it == yaml.end()) continue;
     const auto& [key, mine] = it->second;
     if (std::abs(value - mine) > 1e-12 * std::max(1.0, std::abs(mine)))
-      ck.error("deepspeed", path + ": " + dotted + " is " + num(value) + " but " + key + " is " +
-                                num(mine) + ck.at_line(key) + ": make them agree or set the JSON "
-                                "value to \"auto\"");
+      ck.error("deepspeed", path + ": " + dotted + " is " + num(value) + " but " +
+                                ck.spelled(key) + " is " + num(mine) + ck.at_line(key) +
+                                ": make them agree or set the JSON value to \"auto\"");
   }
   if (c.zero_stage && *c.zero_stage != ds.zero_stage)
     ck.error("zero_stage", "is " + std::to_string(*c.zero_stage) + " but " + path +
@@ -468,8 +469,8 @@ void check_zero(const RunConfig& c, Checker& ck) {
 void check_long_context(const RunConfig& c, Checker& ck) {
   if (c.offload_activations && !c.gradient_checkpointing)
     ck.error("offload_activations",
-             "needs gradient_checkpointing: true (what goes to host memory are the checkpointed "
-             "layer inputs)" + ck.at_line("gradient_checkpointing"));
+             "needs " + ck.spelled("gradient_checkpointing") + ": true (what goes to host memory "
+             "are the checkpointed layer inputs)" + ck.at_line("gradient_checkpointing"));
   if (ck.given("tiled_mlp_budget_mib") && !c.tiled_mlp)
     ck.warn("tiled_mlp_budget_mib", "no effect without tiled_mlp: true");
 }

@@ -410,6 +410,16 @@ void TestStudioTrainCli::llamaFactoryV1Files_data() {
   QTest::newRow("hub dataset") << "train_hub_dataset.yaml" << 2
                                << "data/hub.yaml:1:1: orca_pairs.source: hf_hub datasets are "
                                   "downloaded by LLaMA-Factory, never by studio-train";
+  // Issue 35's reproducers.
+  QTest::newRow("global batch past int32")
+      << "train_huge_batch.yaml" << 2
+      << "train_huge_batch.yaml:5:20: global_batch_size: 9223372036854775807 is too large (at "
+         "most 2147483647)";
+  QTest::newRow("deepspeed conflict in v1 spelling")
+      << "train_deepspeed_conflict.yaml" << 2
+      << "train_micro_batch_size_per_gpu is 4 but micro_batch_size is 2 (line 7)";
+  QTest::newRow("dataset yaml with merge keys") << "train_merged_datasets.yaml" << 0
+                                                << "valid: LLaMA-Factory v1";
 }
 
 void TestStudioTrainCli::llamaFactoryV1Files() {

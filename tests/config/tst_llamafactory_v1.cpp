@@ -122,6 +122,8 @@ class TestLlamaFactoryV1 : public QObject {
   void templateFromTheModel_data();
   void templateFromTheModel();
   void datasetYamlRowsAreRead();
+  void datasetYamlMergeKeys_data();
+  void datasetYamlMergeKeys();
   void relocatedDatasetsLoadFromAnotherFolder();
 };
 
@@ -277,6 +279,53 @@ void TestLlamaFactoryV1::validatesOnEightProcesses_data() {
                                    "2 = 8 (allowed: multiples of 8)";
   QTest::newRow("cp_size") << "train_bad_cp.yaml" << false
                            << ":5:10: cp_size: 3 does not divide the world size 8";
+  // Issue 35: a number past what it is read into is too large, not "not a whole number".
+  QTest::newRow("global batch past int32")
+      << "train_huge_batch.yaml" << false
+      << ":5:20: global_batch_size: 9223372036854775807 is too large (at most 2147483647)";
+  // A conflict with the DeepSpeed JSON names the key as the file spells it.
+  QTest::newRow("deepspeed conflict in v1 spelling")
+      << "train_deepspeed_conflict.yaml" << false
+      << "mismatch.json: train_micro_batch_size_per_gpu is 4 but micro_batch_size is 2 (line 7)";
+  // Merge keys in the dataset YAML resolve as PyYAML resolves them.
+  QTest::newRow("dataset yaml with merge keys") << "train_merged_datasets.yaml" << true << "valid";
+  QTest::newRow("dataset yaml merging a path")
+      << "train_bad_merge.yaml" << false
+      << "data/bad_merge.yaml:4:3: `<<` merges a mapping or a list of mappings (`<<: *name` or "
+         "`<<: [*a, *b]`), got 'data/chat.jsonl'";
+}
+
+// data/merged.yaml: an anchored entry merged whole, and a list of two mappings under an own key.
+void TestLlamaFactoryV1::datasetYamlMergeKeys_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<QString>("path");
+  QTest::addColumn<QString>("converter");
+  QTest::addColumn<int>("sourceLine");  // where `source` was written: merged keys keep their line
+  QTest::newRow("the anchored entry") << "identity" << "data/identity.json" << "alpaca" << 4;
+  QTest::newRow("own keys win over merged ones")
+      << "chat" << "data/chat.jsonl" << "sharegpt" << 4;
+  QTest::newRow("earlier mappings of a list win, an own null too")
+      << "messages" << "data/messages.jsonl" << "" << 4;
+}
+
+void TestLlamaFactoryV1::datasetYamlMergeKeys() {
+  QFETCH(QString, name);
+  QFETCH(QString, path);
+  QFETCH(QString, converter);
+  QFETCH(int, sourceLine);
+  const V1DatasetList list = read_v1_datasets("data/merged.yaml", kDir.toStdString(), false);
+  QVERIFY2(list.error.empty() && list.problems.empty(),
+           (list.error + format_all(list.problems)).c_str());
+  QCOMPARE(list.entries.size(), size_t{3});
+  for (const auto& e : list.entries) {
+    if (QString::fromStdString(e.name) != name) continue;
+    QCOMPARE(QString::fromStdString(e.path), path);
+    QCOMPARE(QString::fromStdString(e.source), QStringLiteral("local"));
+    QCOMPARE(QString::fromStdString(e.converter), converter);
+    QCOMPARE(e.pos.at("source").line, sourceLine);
+    return;
+  }
+  QFAIL(qPrintable("no entry " + name));
 }
 
 void TestLlamaFactoryV1::validatesOnEightProcesses() {

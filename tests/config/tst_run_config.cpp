@@ -65,6 +65,8 @@ class TestRunConfig : public QObject {
   void realisticFileIsValidWithEightProcesses();
   void yamlNumbersInEveryForm_data();
   void yamlNumbersInEveryForm();
+  void mergeKeysResolveAsPyYaml_data();
+  void mergeKeysResolveAsPyYaml();
   void roundTripKeepsUnknownKeysAndOrder();
   void fullStyleRoundTripsEveryKey();
   void emittedFloatsReadBackByPyYaml();
@@ -233,6 +235,49 @@ void TestRunConfig::invalidConfigs_data() {
                                                   << "offload_optimizer" << 5
                                                   << "needs ZeRO stage 1 or more";
   QTest::newRow("zero_stage out of range") << "zero_stage: 4\n" << 0 << "zero_stage" << 5 << "0, 1, 2 or 3";
+  // Issue 35: whole numbers are read exactly and within what they are read into; past that they
+  // are too large (or small), never cut to 32 bits or rounded through a double.
+  QTest::newRow("deepspeed stage past 32 bits")
+      << "deepspeed: deepspeed/stage_4294967299.json\n" << 0 << "deepspeed" << 5
+      << "zero_optimization.stage must be 0, 1, 2 or 3: 4294967299 is too large (at most 3)";
+  QTest::newRow("deepspeed stage 2^32") << "deepspeed: deepspeed/stage_4294967296.json\n" << 0
+                                        << "deepspeed" << 5 << "4294967296 is too large";
+  QTest::newRow("zero_stage past 32 bits")
+      << "zero_stage: 4294967299\n" << 0 << "zero_stage" << 5
+      << "4294967299 is too large (at most 2147483647)";
+  QTest::newRow("batch size int64's largest")
+      << "per_device_train_batch_size: 9223372036854775807\n" << 0
+      << "per_device_train_batch_size" << 5 << "9223372036854775807 is too large";
+  QTest::newRow("steps past int64") << "max_steps: 99999999999999999999\n" << 0 << "max_steps"
+                                    << 5 << "99999999999999999999 is too large";
+  QTest::newRow("steps below int32") << "max_steps: -9999999999\n" << 0 << "max_steps" << 5
+                                     << "-9999999999 is too small (at least -2147483648)";
+  QTest::newRow("2^53 + 1 not rounded") << "cutoff_len: 9007199254740993\n" << 0 << "cutoff_len"
+                                        << 5 << "9007199254740993 is too large";
+  QTest::newRow("seed past int64") << "seed: 9223372036854775808\n" << 0 << "seed" << 5
+                                   << "too large (at most 9223372036854775807)";
+  // Merge keys: what is not a mapping cannot be merged, and a merged key's problem is reported
+  // where the anchored mapping wrote it.
+  QTest::newRow("merge of a scalar") << "<<: 5\n" << 0 << "" << 5
+                                     << "`<<` merges a mapping or a list of mappings";
+  QTest::newRow("merge of a list holding a scalar")
+      << "defaults: &d {seed: 1}\n<<: [*d, 7]\n" << 0 << "" << 6 << "got a list holding '7'";
+  QTest::newRow("merge given twice") << "<<: {seed: 1}\n<<: {seed: 3}\n" << 0 << "" << 6
+                                     << "`<<` is given twice in this mapping (first at line 5)";
+  QTest::newRow("merged key at its anchor's line")
+      << "defaults: &d\n  per_device_train_batch_size: 0\n<<: *d\n" << 0
+      << "per_device_train_batch_size" << 6 << "at least 1";
+  // Nesting past yaml-cpp's depth guard: said so, under the key that holds it.
+  QTest::newRow("5000-deep flow value")
+      << "lr_scheduler_kwargs: " + QString(5000, '[') + QString(5000, ']') + "\n" << 0 << ""
+      << 5 << "nests too deeply: lists and mappings inside one another go deeper here than the "
+              "YAML reader follows (in the value of 'lr_scheduler_kwargs', line 5)";
+  QString deepBlock = "lr_scheduler_kwargs:\n";
+  for (int depth = 1; depth <= 5000; ++depth) deepBlock += QString(2 * depth, ' ') + "k:\n";
+  QTest::newRow("5000-deep block value") << deepBlock << 0 << "" << 503
+                                         << "nests too deeply: lists and mappings inside one "
+                                            "another go deeper here than the YAML reader follows "
+                                            "(in the value of 'lr_scheduler_kwargs', line 5)";
   QTest::newRow("not a mapping") << "!full\n- a\n- b\n" << 0 << "" << 1 << "mapping";
   QTest::newRow("empty file") << "!full\n" << 0 << "" << 1 << "empty";
 }
@@ -396,6 +441,57 @@ void TestRunConfig::yamlNumbersInEveryForm() {
   QCOMPARE(res.config.learning_rate, value);
 }
 
+// YAML 1.1 merge keys, as PyYAML (LLaMA-Factory's loader) resolves them: keys of the mapping
+// itself win, then the mappings of a `<<` list in their order; merges inside merged mappings
+// and inside values resolve too.
+void TestRunConfig::mergeKeysResolveAsPyYaml_data() {
+  QTest::addColumn<QString>("yaml");
+  QTest::addColumn<QString>("key");
+  QTest::addColumn<QString>("value");  // as the key table writes it
+  const QString anchors = QStringLiteral(
+      "defaults: &defaults\n  template: qwen\n  cutoff_len: 512\n  seed: 7\n"
+      "small: &small {cutoff_len: 64, logging_steps: 3}\n");
+  const QString rest = QStringLiteral(
+      "model_name_or_path: models/qwen2.5-7b-shape\ndataset: long_docs\noutput_dir: out/x\n");
+  QTest::newRow("merged key") << anchors + rest + "<<: *defaults\n" << "template" << "qwen";
+  QTest::newRow("own key wins") << anchors + rest + "<<: *defaults\ncutoff_len: 1024\n"
+                                << "cutoff_len" << "1024";
+  QTest::newRow("own key wins, written before the merge")
+      << anchors + rest + "cutoff_len: 1024\n<<: *defaults\n" << "cutoff_len" << "1024";
+  QTest::newRow("earlier mapping of a list wins")
+      << anchors + rest + "<<: [*small, *defaults]\n" << "cutoff_len" << "64";
+  QTest::newRow("later mapping of a list fills in")
+      << anchors + rest + "<<: [*small, *defaults]\n" << "seed" << "7";
+  QTest::newRow("merge inside a merged mapping")
+      << anchors + "both: &both {<<: *small, seed: 9}\n" + rest + "template: qwen\n<<: *both\n"
+      << "logging_steps" << "3";
+  QTest::newRow("merge inside a value")
+      << rest + "template: qwen\nlr_scheduler_type: cosine_with_min_lr\n"
+                "base: &b {min_lr_rate: 0.1}\nlr_scheduler_kwargs: {<<: *b}\n"
+      << "lr_scheduler_kwargs" << "{min_lr_rate: 0.1}";
+  QTest::newRow("a mapping merging itself is itself")
+      << rest + "template: qwen\nlr_scheduler_type: cosine_with_min_lr\n"
+                "lr_scheduler_kwargs: &k\n  min_lr_rate: 0.1\n  <<: *k\n"
+      << "lr_scheduler_kwargs" << "{min_lr_rate: 0.1}";
+}
+
+void TestRunConfig::mergeKeysResolveAsPyYaml() {
+  QFETCH(QString, yaml);
+  QFETCH(QString, key);
+  QFETCH(QString, value);
+  const LoadResult res = load_config_string(yaml.toStdString(), "merge.yaml");
+  QVERIFY2(res.ok(), qPrintable(dump(res.diagnostics)));
+  for (const auto& d : res.diagnostics)
+    QVERIFY2(d.key != "<<" && d.key != key.toStdString(), qPrintable(dump(res.diagnostics)));
+  QCOMPARE(QString::fromStdString(yaml_text(find_field(key.toStdString())->to_node(res.config))),
+           value);
+  // What is saved loads again to the same value, with no merge key left in it.
+  const LoadResult again = load_config_string(to_yaml(res.config), "saved.yaml");
+  QVERIFY2(again.ok(), qPrintable(dump(again.diagnostics)));
+  QCOMPARE(QString::fromStdString(yaml_text(find_field(key.toStdString())->to_node(again.config))),
+           value);
+}
+
 void TestRunConfig::roundTripKeepsUnknownKeysAndOrder() {
   const std::string yaml =
       "# a comment users write\n"
@@ -483,8 +579,9 @@ void TestRunConfig::emittedFloatsReadBackByPyYaml() {
            qPrintable(full));
 }
 
-// SP pads each batch to a multiple of its split (sequence-parallel.md), so the cutoff the user
-// chose is the one trained, with or without SP (360-LLaMA-Factory rounds it up instead).
+// SP pads each batch to a multiple of its split (docs/SEQUENCE_PARALLEL.md, "The data path"), so
+// the cutoff the user chose is the one trained, with or without SP (360-LLaMA-Factory rounds it
+// up instead).
 void TestRunConfig::normalizedKeepsCutoffUnderSequenceParallelism() {
   LoadResult a = load_config_string(kBase.toStdString() +
                                     "cutoff_len: 1000\nsequence_parallel_size: 8\n");

@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "studio/config/run_config.h"
+#include "studio/config/whole_number.h"
 
 namespace studio {
 
@@ -53,9 +54,15 @@ std::string config_keys_markdown();
 // Parses "5e-5", "1.0e-5", ".5", "3" strictly (the whole text must be a finite number).
 bool parse_double(std::string_view text, double& out);
 
-// A scalar read as the key table reads a bool or a whole number (false when it is not one).
+// Whole-number keys are counts, sizes, steps and seconds: the engine narrows some to int and
+// multiplies pairs of them, so each is read within int32's range (max_samples and seed within
+// int64's), and a larger value is refused as too large rather than cut or rounded.
+inline constexpr WholeRange kWholeKeyRange = WholeRange::of<int32_t>();
+
+// A scalar read as the key table reads a bool (false when it is not one) or a whole number (""
+// with `out` set, else what is wrong, e.g. "9223372036854775807 is too large (at most ...)").
 bool yaml_bool(const YAML::Node& n, bool& out);
-bool yaml_whole(const YAML::Node& n, int64_t& out);
+std::string yaml_whole(const YAML::Node& n, int64_t& out);
 
 // Where a parsed node stands in its file (1-based), and a node as YAML text.
 SourcePos yaml_pos(const YAML::Node& n);
