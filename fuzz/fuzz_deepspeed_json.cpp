@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -17,11 +18,15 @@
 
 namespace {
 
-// One folder for the run: the JSON under test and the configs naming it.
+// One folder for the run, removed at its end: the JSON under test and the configs naming it.
 const std::string& folder() {
+  static char name[] = "/tmp/studio-fuzz-deepspeed-XXXXXX";
   static const std::string dir = [] {
-    char name[] = "/tmp/studio-fuzz-deepspeed-XXXXXX";
     if (!::mkdtemp(name)) std::abort();
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(name, ec);
+    });
     return std::string(name);
   }();
   return dir;
