@@ -274,19 +274,25 @@ std::string to_yaml(const RunConfig& cfg, YamlStyle style) {
 
 namespace {
 
-nlohmann::json yaml_to_json(const YAML::Node& n) {
+// Deeper than any value a config holds; reached by an alias inside its own anchor (`&x [*x]`,
+// legal YAML: a list that holds itself), which has no JSON form.
+constexpr int kMaxJsonDepth = 256;
+struct NoJsonForm {};
+
+nlohmann::json yaml_to_json(const YAML::Node& n, int depth = 0) {
+  if (depth > kMaxJsonDepth) throw NoJsonForm{};
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
       return nullptr;
     case YAML::NodeType::Sequence: {
       auto arr = nlohmann::json::array();
-      for (const auto& item : n) arr.push_back(yaml_to_json(item));
+      for (const auto& item : n) arr.push_back(yaml_to_json(item, depth + 1));
       return arr;
     }
     case YAML::NodeType::Map: {
       auto obj = nlohmann::json::object();
-      for (const auto& kv : n) obj[kv.first.Scalar()] = yaml_to_json(kv.second);
+      for (const auto& kv : n) obj[kv.first.Scalar()] = yaml_to_json(kv.second, depth + 1);
       return obj;
     }
     case YAML::NodeType::Scalar:
@@ -308,8 +314,19 @@ nlohmann::json yaml_to_json(const YAML::Node& n) {
 
 nlohmann::json config_to_json(const RunConfig& cfg) {
   auto out = nlohmann::json::object();
-  for (const auto& f : config_fields()) out[std::string(f.key)] = yaml_to_json(f.to_node(cfg));
-  for (const auto& x : cfg.extra_keys) out[x.key] = yaml_to_json(YAML::Load(x.value.text));
+  // A value with no JSON form (it holds itself) is given as its YAML text.
+  auto as_json = [](const YAML::Node& node, const std::string& text) -> nlohmann::json {
+    try {
+      return yaml_to_json(node);
+    } catch (const NoJsonForm&) {
+      return text;
+    }
+  };
+  for (const auto& f : config_fields()) {
+    const YAML::Node node = f.to_node(cfg);
+    out[std::string(f.key)] = as_json(node, node.IsScalar() ? node.Scalar() : YAML::Dump(node));
+  }
+  for (const auto& x : cfg.extra_keys) out[x.key] = as_json(YAML::Load(x.value.text), x.value.text);
   if (cfg.is_v1()) {  // a v1 file's data and batch keys, as it spells them
     out["train_dataset"] = cfg.v1.train_dataset;
     out["eval_dataset"] = cfg.v1.eval_dataset ? nlohmann::json(*cfg.v1.eval_dataset) : nullptr;

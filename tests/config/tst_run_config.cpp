@@ -68,6 +68,7 @@ class TestRunConfig : public QObject {
   void mergeKeysResolveAsPyYaml_data();
   void mergeKeysResolveAsPyYaml();
   void roundTripKeepsUnknownKeysAndOrder();
+  void selfReferentialAliasInAnUnknownKey();
   void fullStyleRoundTripsEveryKey();
   void emittedFloatsReadBackByPyYaml();
   void normalizedKeepsCutoffUnderSequenceParallelism();
@@ -490,6 +491,26 @@ void TestRunConfig::mergeKeysResolveAsPyYaml() {
   QVERIFY2(again.ok(), qPrintable(dump(again.diagnostics)));
   QCOMPARE(QString::fromStdString(yaml_text(find_field(key.toStdString())->to_node(again.config))),
            value);
+}
+
+// An unknown key whose value is an alias of itself (`&x [1, *x]`: legal YAML, a list that holds
+// itself) is kept as written; the JSON of the config (the start event's) holds its text rather
+// than recursing without end, and the config saves and loads back.
+void TestRunConfig::selfReferentialAliasInAnUnknownKey() {
+  const std::string yaml =
+      "output_dir: out\nmodel_name_or_path: m\ndataset: d\ntemplate: qwen\n"
+      "my_extra: &x [1, *x]\n";
+  LoadResult a = load_config_string(yaml, "a.yaml");
+  QVERIFY2(a.ok(), qPrintable(dump(a.diagnostics)));
+  QCOMPARE(a.config.extra_keys.size(), size_t{1});
+  const nlohmann::json j = config_to_json(a.config);
+  QVERIFY2(j["my_extra"].is_string(), j["my_extra"].dump().c_str());
+  QVERIFY2(QString::fromStdString(j["my_extra"].get<std::string>()).contains("[1, *"),
+           j["my_extra"].dump().c_str());
+  const std::string saved = to_yaml(a.config);
+  LoadResult b = load_config_string(saved, "b.yaml");
+  QVERIFY2(b.ok(), qPrintable(dump(b.diagnostics) + QString::fromStdString("\n" + saved)));
+  QCOMPARE(b.config.extra_keys.size(), size_t{1});
 }
 
 void TestRunConfig::roundTripKeepsUnknownKeysAndOrder() {
