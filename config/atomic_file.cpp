@@ -1,10 +1,11 @@
 #include "studio/config/atomic_file.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,6 +16,51 @@ namespace {
 
 std::string sys_error(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + std::strerror(errno);
+}
+
+// Reads the rest of `fd` into `out`, stopping once it holds more than `limit` bytes (so that a
+// file longer than the limit shows as out.size() > limit). false on a read error, errno set.
+bool read_to_end(int fd, std::size_t limit, std::string& out) {
+  out.clear();
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+    out.reserve(std::min<std::uintmax_t>(static_cast<std::uintmax_t>(st.st_size), limit));
+  char buf[1 << 16];
+  while (out.size() <= limit) {
+    const std::size_t left = limit - out.size();
+    const std::size_t want = left < sizeof buf ? left + 1 : sizeof buf;
+    const ssize_t n = ::read(fd, buf, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+// " (a link to TARGET)" when `path` is a symbolic link, else "".
+std::string leads_to(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return {};
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (!real) return {};
+  const std::string target(real);
+  std::free(real);
+  return " (a link to " + target + ")";
+}
+
+std::string too_big(const std::string& path, const std::string& size, std::size_t max_bytes) {
+  return path + ": " + size + " bytes, more than the " + std::to_string(max_bytes) +
+         " a file of its kind may hold";
 }
 
 std::string parent_dir(const std::string& path) {
@@ -76,19 +122,56 @@ std::string write_file_atomic(const std::string& path, std::string_view content)
 }
 
 bool read_file(const std::string& path, std::string& out, std::string& error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     error = sys_error("cannot open", path);
     return false;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    error = sys_error("cannot read", path);
-    return false;
+  const bool ok = read_to_end(fd, SIZE_MAX, out);
+  if (!ok) error = sys_error("cannot read", path);
+  ::close(fd);
+  return ok;
+}
+
+int open_regular_file(const std::string& path, std::string& error) {
+  // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    const int why = errno;
+    error = sys_error("cannot open", path);
+    errno = why;
+    return -1;
   }
-  out = ss.str();
-  return true;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    error = sys_error("cannot read", path);
+  else if (!S_ISREG(st.st_mode))
+    error = path + ": " + file_kind(st.st_mode) + leads_to(path) + ", not a regular file";
+  else
+    return fd;
+  ::close(fd);
+  errno = EINVAL;
+  return -1;
+}
+
+bool read_small_file(const std::string& path, std::size_t max_bytes, std::string& out,
+                     std::string& error) {
+  const int fd = open_regular_file(path, error);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool ok = false;
+  if (::fstat(fd, &st) != 0)
+    error = sys_error("cannot read", path);
+  else if (static_cast<std::uintmax_t>(st.st_size) > max_bytes)
+    error = too_big(path, std::to_string(st.st_size), max_bytes);
+  else if (!read_to_end(fd, max_bytes, out))
+    error = sys_error("cannot read", path);
+  else if (out.size() > max_bytes)  // it grew while read
+    error = too_big(path, "over " + std::to_string(max_bytes), max_bytes);
+  else
+    ok = true;
+  ::close(fd);
+  return ok;
 }
 
 }  // namespace studio

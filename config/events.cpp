@@ -794,10 +794,11 @@ struct FdCloser {
 EventPollResult EventFileReader::poll(std::size_t max_bytes) {
   if (parser_.format() == LineFormat::TrainerState) return poll_trainer_state();
   EventPollResult result;
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // Only a regular file: a FIFO or a link to /dev/zero in a run folder would block or never end.
+  int fd = open_regular_file(path_, result.error);
   if (fd < 0) {
     // The engine creates the file when it starts; before that there is simply nothing yet.
-    if (errno != ENOENT) result.error = sys_error("cannot open", path_);
+    if (errno == ENOENT) result.error.clear();
     return result;
   }
   FdCloser closer{fd};
@@ -818,9 +819,9 @@ EventPollResult EventFileReader::poll_trainer_state() {
   // A later checkpoint (or the end of training) has written a newer one by now.
   std::string file = newest_trainer_state(state_root_);
   if (file.empty()) file = path_;
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open_regular_file(file, result.error);
   if (fd < 0) {
-    if (errno != ENOENT) result.error = sys_error("cannot open", file);
+    if (errno == ENOENT) result.error.clear();
     return result;
   }
   FdCloser closer{fd};
@@ -1068,7 +1069,7 @@ std::string RunStatus::write(const std::string& path) const {
 bool RunStatus::read(const std::string& path, RunStatus& out, std::string& error,
                      std::vector<FieldIssue>* issues) {
   std::string text;
-  if (!read_file(path, text, error)) return false;
+  if (!read_small_file(path, kRunMetadataMaxBytes, text, error)) return false;
   if (!parse(text, out, error, issues)) {
     error = path + ": " + error;
     return false;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <system_error>
+
+#include "studio/config/atomic_file.h"
 
 namespace studio {
 namespace fs = std::filesystem;
@@ -49,6 +51,53 @@ std::string repo_folder(const std::string& id) {
   return name;
 }
 
+// A ref holds a commit hash (40 characters, no newline as huggingface_hub writes it).
+constexpr std::size_t kRefMaxBytes = 4096;
+
+// `text` in quotes as a message shows it: bytes that are not printable ASCII as escapes, cut
+// after 64 characters.
+std::string quoted(const std::string& text) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (std::size_t i = 0; i < text.size() && i < 64; ++i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (text[i] == '\n')
+      out += "\\n";
+    else if (u < 0x20 || u >= 0x7f)
+      out += std::string("\\x") + hex[u >> 4] + hex[u & 15];
+    else
+      out += text[i];
+  }
+  return out + (text.size() > 64 ? "...'" : "'");
+}
+
+// The revision refs/REV names, or nullopt with why not (and what to do) added to `searched`.
+std::optional<std::string> read_ref(const fs::path& ref, const std::string& id,
+                                    const std::string& rev, std::vector<std::string>& searched) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(ref, ec))) {
+    searched.push_back(ref.string() + ": no such revision (the cache has no '" + rev + "' of it)");
+    return std::nullopt;
+  }
+  const std::string fix = "; a ref holds the commit hash of a snapshot: delete it and fetch " + id +
+                          " again, or set model_revision to the commit hash of one of its "
+                          "snapshots";
+  std::string text, error;
+  if (!read_small_file(ref.string(), kRefMaxBytes, text, error)) {
+    searched.push_back(error + fix);
+    return std::nullopt;
+  }
+  // huggingface_hub writes no newline; an editor or `echo` adds one.
+  while (!text.empty() &&
+         (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
+    text.pop_back();
+  if (const std::string why = revision_problem(text); !why.empty()) {
+    searched.push_back(ref.string() + ": holds " + why + ", not a revision" + fix);
+    return std::nullopt;
+  }
+  return text;
+}
+
 }  // namespace
 
 bool looks_like_hub_id(const std::string& text) {
@@ -82,10 +131,38 @@ std::vector<std::string> hub_cache_dirs(const std::string& cache_dir) {
   return dirs;
 }
 
+std::string revision_problem(const std::string& text) {
+  if (text.empty()) return "nothing";
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f)
+      return quoted(text) + ", with a line break or another control character in it";
+  }
+  if (text[0] == '/') return quoted(text) + ", an absolute path";
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('/', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..")
+      return quoted(text) + ", a path with '" + (part.empty() ? "//" : part) + "' in it";
+    start = end + 1;
+  }
+  return {};
+}
+
 HubLookup find_in_hub_cache(const std::string& id, const std::string& revision,
                             const std::string& cache_dir) {
   HubLookup out;
   const std::string rev = revision.empty() ? "main" : revision;
+  // Both name places in the cache: what is not a hub id or a revision could lead out of it.
+  if (!looks_like_hub_id(id)) {
+    out.searched.push_back(quoted(id) + ": not a hub id (ORG/NAME)");
+    return out;
+  }
+  if (const std::string why = revision_problem(rev); !why.empty()) {
+    out.searched.push_back("revision " + why + ": not a branch, tag or commit hash");
+    return out;
+  }
   std::error_code ec;
   for (const std::string& cache : hub_cache_dirs(cache_dir)) {
     const fs::path repo = fs::path(cache) / repo_folder(id);
@@ -96,15 +173,9 @@ HubLookup find_in_hub_cache(const std::string& id, const std::string& revision,
     std::string commit = rev;
     if (!is_commit_hash(rev)) {
       const fs::path ref = repo / "refs" / rev;
-      std::ifstream in(ref);
-      std::string line;
-      if (!in || !std::getline(in, line)) {
-        out.searched.push_back(ref.string() + ": no such revision (the cache has no '" + rev +
-                               "' of it)");
-        continue;
-      }
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-      commit = line;
+      const std::optional<std::string> held = read_ref(ref, id, rev, out.searched);
+      if (!held) continue;
+      commit = *held;
     }
     const fs::path snapshot = repo / "snapshots" / commit;
     if (!fs::is_regular_file(snapshot / "config.json", ec)) {

@@ -220,7 +220,7 @@ bool parse_json_text(std::string_view text, json& out, JsonSyntaxError& error) {
 
 bool read_json_file(const std::string& path, json& out, std::string& error) {
   std::string text;
-  if (!read_file(path, text, error)) return false;
+  if (!read_small_file(path, kJsonMetadataMaxBytes, text, error)) return false;
   JsonSyntaxError syntax;
   if (parse_json_text(text, out, syntax)) return true;
   error = path + ":" + std::to_string(syntax.line) + ":" + std::to_string(syntax.column) +

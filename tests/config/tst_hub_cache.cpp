@@ -3,18 +3,23 @@
 // refs/REVISION -> snapshots/HASH with branches, commit hashes, incomplete downloads and missing
 // revisions, each lookup checked against huggingface_hub and transformers themselves
 // (tests/reference/hf_cache_lookup.py); then validate, estimate's model and the paths the engine
-// loads (resolve_hub_models), with the messages for what is not there.
+// loads (resolve_hub_models), with the messages for what is not there; and refs that are not
+// what huggingface_hub writes (a link to /dev/zero, a FIFO, a path), refused in time with the
+// file named.
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 
+#include "hostile_files.h"
 #include "studio/config/config_io.h"
 #include "studio/config/hub_cache.h"
 #include "studio/config/validate.h"
@@ -231,6 +236,95 @@ class TestHubCache : public QObject {
   // model is read from the snapshot; the config's cache_dir is searched first; model_revision
   // picks the snapshot; what is not there is an error at train time naming the id, the revision
   // and each place looked at, and a warning in `validate` (the cluster may have it).
+  // refs/main (or the revision asked for) as a damaged or hostile cache may hold it: each is a
+  // reason naming the ref, returned at once; the lookup neither blocks on a FIFO, nor reads
+  // /dev/zero for ever, nor follows a path out of the repo's snapshots.
+  void damagedRefs_data() {
+    QTest::addColumn<QString>("kind");        // how refs/main is made (makeHostileFile)
+    QTest::addColumn<QByteArray>("content");  // the link's target or the file's bytes; $CACHE
+    QTest::addColumn<QString>("revision");    // asked for
+    QTest::addColumn<bool>("found");          // the snapshot of hash('1')
+    QTest::addColumn<QString>("why");         // in `searched` (with "REF: " for refs/main)
+    const QByteArray good = "../../models--Org--Good/snapshots/" + hash('1').toLatin1();
+    QTest::newRow("a link to /dev/zero")
+        << "link" << QByteArray("/dev/zero") << "main" << false
+        << "a character device (a link to /dev/zero), not a regular file; a ref holds the "
+           "commit hash of a snapshot: delete it and fetch";
+    QTest::newRow("a FIFO") << "fifo" << QByteArray() << "main" << false
+                            << "a FIFO (named pipe), not a regular file";
+    QTest::newRow("a folder") << "folder" << QByteArray() << "main" << false
+                              << "a folder, not a regular file";
+    QTest::newRow("a megabyte") << "file" << QByteArray(1 << 20, 'a') << "main" << false
+                                << "1048576 bytes, more than the 4096";
+    QTest::newRow("a gigabyte (sparse: refused unread)")
+        << "sparse" << QByteArray("1073741824") << "main" << false
+        << "1073741824 bytes, more than the 4096";
+    QTest::newRow("an absolute path")
+        << "file"
+        << "$CACHE/models--Org--Good/snapshots/" + hash('1').toLatin1() << "main" << false
+        << "an absolute path, not a revision";
+    QTest::newRow("a path with ..")
+        << "file" << good << "main" << false << "a path with '..' in it, not a revision";
+    QTest::newRow("../..") << "file" << QByteArray("../..") << "main" << false
+                           << "holds '../..', a path with '..' in it, not a revision";
+    QTest::newRow("two lines") << "file" << (hash('1') + "\n" + hash('2')).toLatin1() << "main"
+                               << false << "with a line break or another control character in it";
+    QTest::newRow("a NUL byte") << "file" << hash('1').toLatin1() + QByteArray(1, '\0') + "x"
+                                << "main" << false
+                                << "\\x00x', with a line break or another control character";
+    QTest::newRow("empty") << "file" << QByteArray() << "main" << false
+                           << "holds nothing, not a revision";
+    QTest::newRow("a trailing newline (echo writes one)") << "file" << hash('1').toLatin1() + "\n"
+                                                          << "main" << true << "";
+    QTest::newRow("a link to a ref file")
+        << "link" << QByteArray("../../models--Org--Good/refs/main") << "main" << true << "";
+    QTest::newRow("a revision that is a path")
+        << "file" << hash('1').toLatin1() << "../../models--Org--Good/refs/main" << false
+        << "revision '../../models--Org--Good/refs/main', a path with '..' in it: not a branch, "
+           "tag or commit hash";
+  }
+  void damagedRefs() {
+    QFETCH(QString, kind);
+    QFETCH(QByteArray, content);
+    QFETCH(QString, revision);
+    QFETCH(bool, found);
+    QFETCH(QString, why);
+    const QString cache = tmp_.filePath("damaged");
+    content.replace("$CACHE", cache.toUtf8());
+    const QString id = "Damaged/" + QString::fromLatin1(QTest::currentDataTag())
+                                        .replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
+    addRepo(cache, id, {}, {{hash('1'), {"config.json"}}});
+    if (!QFileInfo::exists(cache + "/models--Org--Good"))
+      addRepo(cache, "Org/Good", {{"main", hash('1')}}, {{hash('1'), {"config.json"}}});
+    const QString repo = cache + "/models--" + QString(id).replace("/", "--");
+    const QString ref = repo + "/refs/main";
+    QVERIFY(makeHostileFile(ref, kind, content));
+
+    const EnvScope scope({{"HOME", tmp_.filePath("home")}, {"HF_HUB_CACHE", cache}});
+    using namespace std::chrono_literals;
+    const HubLookup lookup = within(5s, "the hub cache lookup", [&] {
+      return find_in_hub_cache(id.toStdString(), revision.toStdString());
+    });
+    QCOMPARE(QString::fromStdString(lookup.path),
+             found ? repo + "/snapshots/" + hash('1') : QString());
+    if (found) return;
+    QStringList searched;
+    for (const auto& s : lookup.searched) searched << QString::fromStdString(s);
+    const QString said = searched.join('|');
+    QVERIFY2(said.contains(why) && (revision != "main" || said.contains(ref + ": ")),
+             qPrintable(said));
+    // What validate says: the reason, and what to do.
+    std::string error;
+    const auto dir = within(5s, "resolve_model_dir", [&] {
+      return resolve_model_dir(id.toStdString(), tmp_.path().toStdString(), revision.toStdString(),
+                               {}, error);
+    });
+    QVERIFY(!dir);
+    QVERIFY2(QString::fromStdString(error).contains(why) &&
+                 QString::fromStdString(error).contains("huggingface-cli download " + id),
+             error.c_str());
+  }
+
   void validateAndEngineSee() {
     const EnvScope scope({{"HOME", tmp_.filePath("home")}, {"HF_HUB_CACHE", cache_}});
     const std::string base = "dataset: demo_sft\ndataset_dir: " STUDIO_SOURCE_DIR

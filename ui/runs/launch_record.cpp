@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -39,11 +38,11 @@ QString LaunchRecord::write(const QString& runDir) const {
 
 bool LaunchRecord::read(const QString& runDir, LaunchRecord& out, QString* error) {
   const QString path = runFile(runDir, kLaunchRecordFileName);
-  QFile file(path);
-  if (!file.open(QIODevice::ReadOnly))
-    return fail(error, QStringLiteral("cannot open %1: %2").arg(path, file.errorString()));
+  std::string text, readError;
+  if (!studio::read_small_file(localPath(path), studio::kRunMetadataMaxBytes, text, readError))
+    return fail(error, QString::fromStdString(readError));
   QJsonParseError parse;
-  const QJsonDocument doc = QJsonDocument::fromJson(file.readAll(), &parse);
+  const QJsonDocument doc = QJsonDocument::fromJson(QByteArray::fromStdString(text), &parse);
   if (parse.error != QJsonParseError::NoError)
     return fail(error, QStringLiteral("%1 is not valid JSON: %2 at byte %3")
                            .arg(path, parse.errorString())

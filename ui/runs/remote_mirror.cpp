@@ -41,6 +41,15 @@ QString writeAtomic(const QString& path, const QByteArray& bytes) {
       studio::write_file_atomic(localPath(path), std::string_view(bytes.data(), bytes.size())));
 }
 
+// A small metadata file of the mirror (the record, the follow state) whole; throws with the
+// reason (not there, not a regular file, too large) naming the file.
+std::string readRunFile(const QString& path) {
+  std::string text, error;
+  if (!studio::read_small_file(localPath(path), studio::kRunMetadataMaxBytes, text, error))
+    throw std::invalid_argument(error);
+  return text;
+}
+
 }  // namespace
 
 QString connectionText(Connection connection) {
@@ -167,19 +176,13 @@ QString RemoteMirror::create(const QString& runsRoot, const studio::remote::Subm
 
 studio::remote::RemoteRunRecord RemoteMirror::readRecord() const {
   const QString path = file(studio::remote::kRemoteRecordFileName);
-  std::string text, error;
-  if (!studio::read_file(localPath(path), text, error)) throw std::invalid_argument(error);
-  return studio::remote::RemoteRunRecord::from_json(text, localPath(path));
+  return studio::remote::RemoteRunRecord::from_json(readRunFile(path), localPath(path));
 }
 
 std::optional<RemoteFollowState> RemoteMirror::readFollowState() const {
   const QString path = file(kRemoteFollowFileName);
-  QFile f(path);
-  if (!f.exists()) return std::nullopt;
-  if (!f.open(QIODevice::ReadOnly))
-    throw std::invalid_argument(
-        QStringLiteral("%1: cannot be read: %2").arg(path, f.errorString()).toStdString());
-  return RemoteFollowState::fromJson(f.readAll(), path);
+  if (!QFileInfo::exists(path)) return std::nullopt;
+  return RemoteFollowState::fromJson(QByteArray::fromStdString(readRunFile(path)), path);
 }
 
 const char* RemoteMirror::eventsFileName() const {

@@ -3,12 +3,16 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QSaveFile>
+
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "studio/config/atomic_file.h"
 #include "studio/config/events.h"
 #include "studio/ui/local_path.h"
 
@@ -78,9 +82,14 @@ ComparedRun readComparedRun(const QString& dir) {
   run.dir = dir;
   run.name = QFileInfo(dir).fileName();
   const std::string file = studio::run_events_file(localPath(dir));
+  // Only a regular file: a FIFO or a link to /dev/zero in its place would hang the comparison.
+  std::string why;
+  const int fd = studio::open_regular_file(file, why);
+  if (fd >= 0) ::close(fd);
   std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    run.error = QStringLiteral("cannot read %1").arg(QString::fromStdString(file));
+  if (fd < 0 || !in) {
+    run.error = fd < 0 ? QString::fromStdString(why)
+                       : QStringLiteral("cannot read %1").arg(QString::fromStdString(file));
     return run;
   }
   const bool trainerLog = studio::line_format_of(file) == studio::LineFormat::TrainerLog;

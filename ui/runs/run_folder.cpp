@@ -2,13 +2,17 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
 
+#include "studio/config/atomic_file.h"
 #include "studio/config/events.h"
 #include "studio/remote/remote_run.h"
+#include "studio/ui/local_path.h"
 
 namespace studio::ui {
 
@@ -44,10 +48,16 @@ QString runFile(const QString& dir, const char* name) {
 
 QString lastLogLine(const QString& logPath) {
   constexpr qint64 kTail = 4096;
-  QFile file(logPath);
-  if (!file.open(QIODevice::ReadOnly)) return {};
+  // Only a regular file, and only its tail: a FIFO would block the open, /dev/zero never end.
+  std::string error;
+  const int fd = studio::open_regular_file(localPath(logPath), error);
+  QFile file;
+  if (fd < 0 || !file.open(fd, QIODevice::ReadOnly, QFileDevice::AutoCloseHandle)) {
+    if (fd >= 0) ::close(fd);
+    return {};
+  }
   file.seek(std::max<qint64>(0, file.size() - kTail));
-  const QStringList lines = QString::fromUtf8(file.readAll()).split(QLatin1Char('\n'));
+  const QStringList lines = QString::fromUtf8(file.read(kTail)).split(QLatin1Char('\n'));
   for (auto it = lines.crbegin(); it != lines.crend(); ++it)
     if (!it->trimmed().isEmpty()) return it->trimmed().left(300);
   return {};

@@ -3,13 +3,15 @@
 // give; what the runs list makes of a mirror in every state; and RemoteRuns against a host that
 // refuses connections: reattach at start-up picks the unfinished mirrors only, the mirror says
 // "connection lost ... retrying", a cancel fails naming the host, and the manager lets go of its
-// threads within about a second.
+// threads within about a second. A record or follow state that is a FIFO or a link to /dev/zero
+// is an error naming the file, in time.
 #include <unistd.h>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../../config/hostile_files.h"
 #include "runs_test_support.h"
 #include "studio/remote/remote_run.h"
 #include "studio/ui/runs/remote_follower.h"
@@ -69,6 +71,8 @@ class TestRemoteMirror : public QObject {
   void followStateRoundTrip_data();
   void followStateRoundTrip();
   void badFollowStateNamesTheFile();
+  void hostileFiles_data();
+  void hostileFiles();
   void runInfo_data();
   void runInfo();
   void unreachableHostRetriesAndLetsGo();
@@ -178,6 +182,44 @@ void TestRemoteMirror::badFollowStateNamesTheFile() {
     QVERIFY2(message.startsWith(QStringLiteral("/runs/r/remote-follow.json: ")),
              qPrintable(message));
   }
+}
+
+void TestRemoteMirror::hostileFiles_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("what");
+  for (const char* file :
+       {studio::remote::kRemoteRecordFileName, studio::ui::kRemoteFollowFileName}) {
+    QTest::addRow("%s as a link to /dev/zero", file)
+        << QString::fromLatin1(file) << "link"
+        << "a character device (a link to /dev/zero), not a regular file";
+    QTest::addRow("%s as a FIFO", file) << QString::fromLatin1(file) << "fifo"
+                                        << "a FIFO (named pipe), not a regular file";
+  }
+}
+
+void TestRemoteMirror::hostileFiles() {
+  QFETCH(QString, file);
+  QFETCH(QString, kind);
+  QFETCH(QString, what);
+  QTemporaryDir root;
+  const QString dir = create(root.path(), submitted("r-hostile", RemoteRunKind::Detached));
+  const QString path = studio::ui::runFile(dir, file.toUtf8().constData());
+  QVERIFY(QFile::remove(path) && makeHostileFile(path, kind, "/dev/zero"));
+  const RemoteMirror mirror(dir);
+  using namespace std::chrono_literals;
+  const QString message = within(5s, "the mirror's reader", [&] {
+    try {
+      if (file == studio::ui::kRemoteFollowFileName)
+        (void)mirror.readFollowState();
+      else
+        (void)mirror.readRecord();
+    } catch (const std::invalid_argument& e) {
+      return QString::fromUtf8(e.what());
+    }
+    return QString();
+  });
+  QCOMPARE(message, path + ": " + what);
 }
 
 void TestRemoteMirror::runInfo_data() {

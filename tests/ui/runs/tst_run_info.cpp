@@ -1,9 +1,11 @@
 // readRunInfo: what the studio makes of a run folder, whatever state the files are in, and the
-// digest that keeps rescans of a huge events.jsonl cheap.
+// digest that keeps rescans of a huge events.jsonl cheap; and a folder whose files are a FIFO, a
+// link to /dev/zero or a folder, read in time.
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../../config/hostile_files.h"
 #include "runs_test_support.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/run_event_digest.h"
@@ -24,6 +26,8 @@ class TestRunInfo : public QObject {
   void folder();
   void hugeEventsReadIncrementally();
   void replacedEventsStartOver();
+  void hostileFiles_data();
+  void hostileFiles();
 
  private:
   qint64 livePid();
@@ -298,6 +302,45 @@ void TestRunInfo::replacedEventsStartOver() {
   const RunInfo truncated = studio::ui::readRunInfo(dir, digest);
   QCOMPARE(truncated.lastStep, qint64{0});
   QCOMPARE(truncated.spSize, 0);
+}
+
+// The runs list reads every folder under its roots: one whose status.json, launch record,
+// events.jsonl or train.log is a FIFO, a link to /dev/zero or a folder must neither block the
+// scan nor fill its memory. What status.json is instead is the run's reason.
+void TestRunInfo::hostileFiles_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("reason");  // a part of it, after "DIR/"
+  const std::pair<const char*, const char*> kinds[] = {
+      {"link", "a character device (a link to /dev/zero), not a regular file"},
+      {"fifo", "a FIFO (named pipe), not a regular file"},
+      {"folder", "a folder, not a regular file"}};
+  for (const char* file : {studio::kStatusFileName, studio::ui::kLaunchRecordFileName,
+                           studio::kEventsFileName, studio::ui::kTrainLogFileName})
+    for (const auto& [kind, what] : kinds)
+      QTest::addRow("%s as a %s", file, kind)
+          << QString::fromLatin1(file) << QString::fromLatin1(kind)
+          << (file == std::string(studio::kStatusFileName)
+                  ? QStringLiteral("%1: %2").arg(file, what)
+                  : QString());
+}
+
+void TestRunInfo::hostileFiles() {
+  QFETCH(QString, file);
+  QFETCH(QString, kind);
+  QFETCH(QString, reason);
+  QTemporaryDir run;  // the run folder itself
+  const QString dir = run.path();
+  setUp(QStringLiteral("launched, dead"), dir);
+  writeStatus(dir, studio::RunState::Failed, 4242, QStringLiteral("gpu-node-7"), "it failed");
+  appendEvents(dir, startEvent(1717171717.0));
+  const QString path = QDir(dir).filePath(file);
+  QVERIFY(QFile::remove(path));
+  QVERIFY(makeHostileFile(path, kind, "/dev/zero"));
+  using namespace std::chrono_literals;
+  const RunInfo info = within(5s, "readRunInfo", [&] { return studio::ui::readRunInfo(dir); });
+  if (!reason.isEmpty())
+    QVERIFY2(info.reason.contains(dir + "/" + reason), qPrintable(info.reason));
 }
 
 QTEST_MAIN(TestRunInfo)

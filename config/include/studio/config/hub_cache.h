@@ -24,6 +24,12 @@ bool looks_like_hub_id(const std::string& text);
 // Duplicates are dropped.
 std::vector<std::string> hub_cache_dirs(const std::string& cache_dir = {});
 
+// Why `text` cannot be a revision, as a message completes it ("'/etc', an absolute path"): a
+// revision (a commit hash, or a branch or tag name such as main or refs/pr/1) names a place under
+// refs/ and snapshots/, so it is not empty, not absolute, has no empty, '.' or '..' part and no
+// control character. "" when it can be one.
+std::string revision_problem(const std::string& text);
+
 struct HubLookup {
   std::string path;                   // the snapshot folder; "" when not found
   std::string cache;                  // the cache it was found in
@@ -32,7 +38,10 @@ struct HubLookup {
 };
 
 // Finds `id` at `revision` ("main" when empty: a branch or tag name under refs/, or a commit
-// hash) in hub_cache_dirs(cache_dir). A snapshot counts only when it holds config.json.
+// hash) in hub_cache_dirs(cache_dir). A snapshot counts only when it holds config.json. A ref is
+// read only when it is a small regular file, and what it holds only followed when it is a
+// revision (revision_problem): a ref that is a link to /dev/zero, a FIFO, or that holds a path,
+// is a reason in `searched`, as is an id or revision that could lead out of the cache.
 HubLookup find_in_hub_cache(const std::string& id, const std::string& revision,
                             const std::string& cache_dir = {});
 

@@ -46,7 +46,10 @@ bool json_word_char(char c);
 bool parse_json_text(std::string_view text, nlohmann::json& out, JsonSyntaxError& error);
 
 // Reads and parses a file; on failure `error` says "path:line:column: malformed JSON: ...", or
-// why the file could not be read.
+// why the file could not be read. The JSON files read whole are metadata (a model's config.json
+// and index, dataset_info.json, a DeepSpeed config that every worker reads): a regular file of
+// at most kJsonMetadataMaxBytes (read_small_file), so that a link to /dev/zero or a FIFO is an
+// error rather than a hang.
 bool read_json_file(const std::string& path, nlohmann::json& out, std::string& error);
 
 // The same JSON written back as Python writes it: non-finite floats as NaN, Infinity and
