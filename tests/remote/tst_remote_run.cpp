@@ -644,7 +644,8 @@ class TestRemoteRun : public QObject {
                                           "field converted, 0 dropped; first: line %1: field "
                                           "'gpus[0].device': expected an integer device index, got "
                                           "string \"cuda:0\": read as 0); 1 line skipped whole "
-                                          "(first: line %2: invalid JSON: ")
+                                          "(first: line %2: invalid JSON at column 1: found 'no', "
+                                          "which is not a JSON value")
                                 .arg(lines + 1)
                                 .arg(lines + 2)),
              err.constData());
