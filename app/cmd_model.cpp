@@ -4,7 +4,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/model_folder.h"
 

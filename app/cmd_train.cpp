@@ -18,8 +18,8 @@
 #include "studio/launch/dist_env.h"
 #include "studio/launch/launch_options.h"
 #include "studio/launch/launcher.h"
-#include "studio/trainer/data/batch.h"
-#include "studio/trainer/dist/communicator.h"
+#include "studio/trainer/batching/batch.h"
+#include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/runtime_info.h"
 #include "studio/trainer/train_loop.h"
 

@@ -6,7 +6,7 @@ function(studio_add_test name)
   target_link_libraries(${name} PRIVATE Qt6::Test Qt6::Core studio_warnings ${T_LIBS})
   target_compile_definitions(${name} PRIVATE
     STUDIO_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    STUDIO_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
+    STUDIO_TEST_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures"
     STUDIO_BINARY_DIR="${PROJECT_BINARY_DIR}"
     # The interpreter of the Python environment with the Hugging Face references (transformers,
     # tokenizers, trl, torch): scripts/setup.sh installs it, StudioDependencies.cmake finds it.

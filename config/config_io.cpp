@@ -1,6 +1,6 @@
 #include "studio/config/config_io.h"
 #include "studio/config/llamafactory_target.h"
-#include "studio/config/llamafactory_v1.h"
+#include "studio/config/config_dialect.h"
 
 #include <algorithm>
 #include <climits>
@@ -131,8 +131,8 @@ LoadResult load_config_string(std::string_view yaml, const std::string& display_
                                  "a run config is a mapping of 'key: value' lines"));
     return res;
   }
-  if (is_llamafactory_v1(root)) {
-    read_llamafactory_v1(root, res);
+  if (const ConfigDialect* dialect = dialect_of_file(root)) {
+    dialect->read(root, res);
   } else {
     std::map<std::string, int> seen;
     for (const auto& kv : root) read_key(display_name, kv.first, kv.second, res, seen);
@@ -182,10 +182,11 @@ std::vector<Diagnostic> apply_overrides(RunConfig& cfg, const std::vector<std::s
       }
       return &*parsed;
     };
-    if (cfg.is_v1()) {  // v1's own names first (cp_size, micro_batch_size, dist_config, ...)
-      const YAML::Node* v1_value = value_of();
-      if (!v1_value) continue;
-      if (apply_llamafactory_v1_override(cfg, key, *v1_value, "--set " + set, diags)) continue;
+    // A dialect's own names first (v1: cp_size, micro_batch_size, dist_config, ...).
+    if (const ConfigDialect* dialect = dialect_of(cfg)) {
+      const YAML::Node* dialect_value = value_of();
+      if (!dialect_value) continue;
+      if (dialect->apply_override(cfg, key, *dialect_value, "--set " + set, diags)) continue;
     }
     const FieldSpec* f = find_field(key);
     if (!f) {
@@ -266,8 +267,8 @@ std::string detail::write_yaml_entries(const std::vector<YamlEntry>& entries) {
 }
 
 std::string to_yaml(const RunConfig& cfg, YamlStyle style) {
-  if (cfg.is_v1() && style != YamlStyle::LlamaFactory)
-    return llamafactory_v1_yaml(cfg, style == YamlStyle::Full);
+  if (const ConfigDialect* dialect = dialect_of(cfg); dialect && style != YamlStyle::LlamaFactory)
+    return dialect->write_yaml(cfg, style == YamlStyle::Full);
   return style == YamlStyle::Full ? to_yaml_full(cfg)
                                   : to_yaml_minimal(cfg, style == YamlStyle::LlamaFactory);
 }

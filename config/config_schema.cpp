@@ -10,7 +10,7 @@
 
 #include "enum_names.h"
 #include "yaml_load.h"
-#include "studio/config/llamafactory_v1.h"
+#include "studio/config/config_dialect.h"
 
 namespace studio {
 namespace {
@@ -669,7 +669,8 @@ std::string config_keys_markdown() {
     out += "| `" + std::string(f.key) + "` | " + cell(def) + " | " + cell(f.allowed) + " | " +
            cell(help) + " |\n";
   }
-  return out + llamafactory_v1_keys_markdown();
+  for (const ConfigDialect* dialect : config_dialects()) out += dialect->keys_markdown();
+  return out;
 }
 
 }  // namespace studio

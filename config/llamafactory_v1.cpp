@@ -7,7 +7,9 @@
 #include <climits>
 #include <set>
 
+#include "checker.h"
 #include "enum_names.h"
+#include "studio/config/config_dialect.h"
 #include "studio/config/config_schema.h"
 #include "yaml_entries.h"
 #include "yaml_load.h"
@@ -713,6 +715,21 @@ std::string llamafactory_v1_keys_markdown() {
            " |\n";
   }
   return out;
+}
+
+const ConfigDialect& llamafactory_v1_dialect() {
+  static const ConfigDialect dialect{
+      "LLaMA-Factory v1",
+      ConfigForm::LlamaFactoryV1,
+      is_llamafactory_v1,
+      read_llamafactory_v1,
+      apply_llamafactory_v1_override,
+      llamafactory_v1_yaml,
+      resolve_llamafactory_v1,
+      detail::check_llamafactory_v1,
+      llamafactory_v1_keys_markdown,
+  };
+  return dialect;
 }
 
 }  // namespace studio

@@ -43,7 +43,7 @@ const std::vector<Tokenizer>& shipped() {
     for (const char* name : {"qwen2-style", "llama2-style", "llama3-style",
                              "mistral-metaspace-style", "tiny-byte-fallback", "tiny-added-tokens"})
       out.push_back(
-          Tokenizer::load(std::string(STUDIO_SOURCE_DIR "/tests/data/tokenizers/") + name));
+          Tokenizer::load(std::string(STUDIO_SOURCE_DIR "/tests/fixtures/tokenizers/") + name));
     return out;
   }();
   return all;

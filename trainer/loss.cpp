@@ -1,7 +1,7 @@
 #include "studio/trainer/loss.h"
 
 #include "studio/kernels/fused_linear_ce.h"
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 
 #if STUDIO_TRAINER_FUSED_KERNELS
 #include "studio/kernels/fused_linear_ce_torch.h"

@@ -1,6 +1,6 @@
 #include "studio/trainer/runtime_info.h"
 
-#include "studio/trainer/torch_compat.h"
+#include "studio/trainer/tensors/torch_compat.h"
 
 #include <torch/cuda.h>
 

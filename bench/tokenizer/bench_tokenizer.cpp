@@ -4,8 +4,8 @@
 //
 //   bench_tokenizer [--tokenizer PATH]... [--megabytes N] [--threads N] [--no-reference]
 //
-// Without --tokenizer it runs the trained fixtures in tests/data/tokenizers (Qwen2-, LLaMA-3- and
-// LLaMA-2-style). The documents are generated from tests/data/tokenizers/corpus.txt with a fixed
+// Without --tokenizer it runs the trained fixtures in tests/fixtures/tokenizers (Qwen2-, LLaMA-3- and
+// LLaMA-2-style). The documents are generated from tests/fixtures/tokenizers/corpus.txt with a fixed
 // seed: its lines recombined, words shuffled and numbers redrawn, so that the word cache sees a
 // realistic mix of repeated and new words. See bench/README.md.
 #include <algorithm>
@@ -53,12 +53,12 @@ double thread_cpu_seconds() {
 }
 
 std::vector<std::string> corpus_lines() {
-  std::ifstream in(STUDIO_SOURCE_DIR "/tests/data/tokenizers/corpus.txt");
+  std::ifstream in(STUDIO_SOURCE_DIR "/tests/fixtures/tokenizers/corpus.txt");
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty()) lines.push_back(line);
   }
-  if (lines.empty()) throw std::runtime_error("cannot read tests/data/tokenizers/corpus.txt");
+  if (lines.empty()) throw std::runtime_error("cannot read tests/fixtures/tokenizers/corpus.txt");
   return lines;
 }
 
@@ -244,7 +244,7 @@ Options parse(int argc, char** argv) {
   }
   if (options.tokenizers.empty()) {
     for (const char* name : {"qwen2-style", "llama3-style", "llama2-style"}) {
-      options.tokenizers.push_back(std::string(STUDIO_SOURCE_DIR "/tests/data/tokenizers/") + name);
+      options.tokenizers.push_back(std::string(STUDIO_SOURCE_DIR "/tests/fixtures/tokenizers/") + name);
     }
   }
   return options;

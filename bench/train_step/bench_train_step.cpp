@@ -41,7 +41,7 @@
 
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/metrics/profile_capture.h"
 #include "studio/trainer/model/decoder.h"

@@ -19,7 +19,7 @@ struct Run {
   QString err;
 };
 
-Run run(const QStringList& args, const QString& workdir = QStringLiteral(STUDIO_TEST_DATA_DIR
+Run run(const QStringList& args, const QString& workdir = QStringLiteral(STUDIO_TEST_FIXTURES_DIR
                                                                          "/configs")) {
   QProcess p;
   p.setWorkingDirectory(workdir);
@@ -380,7 +380,7 @@ void TestStudioTrainCli::hubIdFromTheLocalCache() {
            qPrintable(r.err));
 }
 
-// LLaMA-Factory v1 files (tests/data/configs/v1, after its examples/v1), validated as users run
+// LLaMA-Factory v1 files (tests/fixtures/configs/v1, after its examples/v1), validated as users run
 // `studio-train validate FILE --nproc 8` from the folder their relative paths start at.
 void TestStudioTrainCli::llamaFactoryV1Files_data() {
   QTest::addColumn<QString>("file");
@@ -426,13 +426,13 @@ void TestStudioTrainCli::llamaFactoryV1Files() {
   QFETCH(QString, file);
   QFETCH(int, code);
   QFETCH(QString, fragment);
-  const Run r = run({"validate", file, "--nproc", "8"}, QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1"));
+  const Run r = run({"validate", file, "--nproc", "8"}, QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs/v1"));
   QCOMPARE(r.code, code);
   QVERIFY2((code == 0 ? r.out : r.err).contains(fragment), qPrintable(r.out + r.err));
 }
 
 void TestStudioTrainCli::llamaFactoryV1PrintConfigKeepsTheForm() {
-  const QString dir = QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1");
+  const QString dir = QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs/v1");
   const Run r = run({"print-config", "train_full_ulysses_cp.yaml", "--nproc", "8"}, dir);
   QVERIFY2(r.code == 0, qPrintable(r.err));
   for (const char* line : {"model: ../../../../resources/demo/model\n", "cp_size: 2\n",
@@ -449,7 +449,7 @@ void TestStudioTrainCli::llamaFactoryV1PrintConfigKeepsTheForm() {
 
 void TestStudioTrainCli::llamaFactoryV1PreviewReadsTheDatasetYaml() {
   const Run r = run({"preview", "train_full_fsdp2.yaml", "--n", "3"},
-                    QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1"));
+                    QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs/v1"));
   QVERIFY2(r.code == 0, qPrintable(r.err));
   // 4 alpaca rows, a two-answer conversation as two samples, two v1 message rows.
   QVERIFY2(r.out.contains("8 training samples"), qPrintable(r.out));
@@ -499,7 +499,7 @@ void TestStudioTrainCli::llamaFactoryV1TrainsAsWritten() {
   // The dataset YAML and its files, at the paths it names from the working directory.
   QVERIFY(QDir().mkpath(dir.filePath("data")));
   for (const char* f : {"sft.yaml", "identity.json", "chat.jsonl", "messages.jsonl"})
-    QVERIFY(QFile::copy(QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1/data/") + f,
+    QVERIFY(QFile::copy(QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs/v1/data/") + f,
                         dir.filePath("data/") + f));
   QFile cfg(dir.filePath("v1.yaml"));
   QVERIFY(cfg.open(QIODevice::WriteOnly));

@@ -1,4 +1,4 @@
-// LLaMA-Factory v1 configs (config/llamafactory_v1*.cpp): the files of tests/data/configs/v1,
+// LLaMA-Factory v1 configs (config/llamafactory_v1*.cpp): the files of tests/fixtures/configs/v1,
 // written as LLaMA-Factory's examples/v1 are, load unchanged; their keys land on the run config;
 // what is refused says so at the key's line; the world decides the accumulation; the model's chat
 // template decides the template; the dataset YAML's rows are read; and a config saves back in v1
@@ -22,7 +22,7 @@ using namespace studio;
 
 namespace {
 
-const QString kDir = QStringLiteral(STUDIO_TEST_DATA_DIR "/configs/v1");
+const QString kDir = QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs/v1");
 const QString kDemoModel = QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/model");
 
 LoadResult loadFixture(const QString& name) {
@@ -460,7 +460,7 @@ void TestLlamaFactoryV1::overridesTakeV1Names() {
 }
 
 void TestLlamaFactoryV1::v0FilesStayV0() {
-  const LoadResult r = load_config_file(STUDIO_TEST_DATA_DIR "/configs/qwen2.5-7b-sft-sp8.yaml");
+  const LoadResult r = load_config_file(STUDIO_TEST_FIXTURES_DIR "/configs/qwen2.5-7b-sft-sp8.yaml");
   QVERIFY(!r.config.is_v1());
   const std::string out = to_yaml(r.config);
   QVERIFY(out.rfind("model_name_or_path: ", 0) == 0);

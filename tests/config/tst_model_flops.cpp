@@ -15,7 +15,7 @@ namespace {
 
 ModelInfo qwen25_7b() {
   std::string error;
-  const auto info = read_model_info(STUDIO_TEST_DATA_DIR "/models/qwen2.5-7b-shape", error);
+  const auto info = read_model_info(STUDIO_TEST_FIXTURES_DIR "/models/qwen2.5-7b-shape", error);
   if (!info) qFatal("%s", error.c_str());
   return *info;
 }
@@ -179,7 +179,7 @@ void TestModelFlops::mixtureOfExpertsCountsAllAndActiveParameters() {
   QFETCH(qint64, lookups_norms_biases);
   std::string error;
   const auto info =
-      read_model_info((QStringLiteral(STUDIO_TEST_DATA_DIR "/models/") + model).toStdString(), error);
+      read_model_info((QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/models/") + model).toStdString(), error);
   QVERIFY2(info, error.c_str());
   QVERIFY(info->is_moe());
   QCOMPARE(info->moe_layer_count(), info->num_layers);

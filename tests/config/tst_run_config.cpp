@@ -22,7 +22,7 @@ ValidateOptions options(int nproc, bool for_training = false) {
   ValidateOptions opt;
   opt.nproc_per_node = nproc;
   opt.for_training = for_training;
-  opt.base_dir = STUDIO_TEST_DATA_DIR;
+  opt.base_dir = STUDIO_TEST_FIXTURES_DIR;
   return opt;
 }
 
@@ -390,7 +390,7 @@ void TestRunConfig::validConfigs() {
 }
 
 void TestRunConfig::realisticFileIsValidWithEightProcesses() {
-  const QString dir = QStringLiteral(STUDIO_TEST_DATA_DIR "/configs");
+  const QString dir = QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs");
   ValidateOptions opt = options(8);
   opt.base_dir = dir.toStdString();
   const CheckResult res = check_config_file((dir + "/qwen2.5-7b-sft-sp8.yaml").toStdString(), opt);

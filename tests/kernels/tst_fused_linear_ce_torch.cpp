@@ -10,7 +10,7 @@
 #include "torch_test_support.h"
 
 #include "studio/kernels/fused_linear_ce_torch.h"
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 #include "studio/trainer/loss.h"
 
 using namespace studio;

@@ -288,7 +288,7 @@ class TestRemoteRun : public QObject {
   void llamaFactoryV1DatasetYamlUploaded() {
     const QDir project(local_.filePath("v1-project"));
     QVERIFY(project.mkpath("data"));
-    const QString fixtures = QStringLiteral(STUDIO_SOURCE_DIR "/tests/data/configs/v1/data/");
+    const QString fixtures = QStringLiteral(STUDIO_SOURCE_DIR "/tests/fixtures/configs/v1/data/");
     for (const char* f : {"sft.yaml", "identity.json", "chat.jsonl", "messages.jsonl"})
       QVERIFY(QFile::copy(fixtures + f, project.filePath("data/") + f));
     const QString config = project.filePath("train_v1.yaml");

@@ -3,7 +3,7 @@
 // input's and the tied embedding's, and really recomputes instead of keeping activations. The
 // long-sequence options change where things are kept, not what is computed: the checkpointed
 // inputs offloaded to host memory, and the MLP over sequence tiles.
-#include "studio/trainer/host_allocator.h"
+#include "studio/trainer/tensors/host_allocator.h"
 #include "studio/trainer/model/activation_checkpoint.h"
 #include "studio/trainer/model/decoder.h"
 

@@ -11,8 +11,8 @@
 #include <functional>
 #include <thread>
 
-#include "studio/trainer/dist/communicator.h"
-#include "studio/trainer/dist/reduce.h"
+#include "studio/trainer/parallel/communicator.h"
+#include "studio/trainer/parallel/reduce.h"
 
 using namespace studio::trainer::dist;
 

@@ -22,7 +22,7 @@ Q_DECLARE_METATYPE(std::vector<int64_t>)
 
 namespace {
 
-const QString kModels = QStringLiteral(STUDIO_TEST_DATA_DIR "/models");
+const QString kModels = QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/models");
 const QString kDemoModel = QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/model");
 const float kInf = std::numeric_limits<float>::infinity();
 

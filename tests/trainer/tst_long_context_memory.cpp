@@ -14,7 +14,7 @@
 #include "studio/config/memory_estimate.h"
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
-#include "studio/trainer/host_allocator.h"
+#include "studio/trainer/tensors/host_allocator.h"
 #include "studio/trainer/model/decoder.h"
 
 using namespace studio::trainer;

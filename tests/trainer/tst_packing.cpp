@@ -8,7 +8,7 @@
 
 #include <QtTest>
 
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/model/decoder.h"
 

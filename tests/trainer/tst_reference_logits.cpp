@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "studio/config/model_info.h"
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/model_folder.h"
@@ -20,7 +20,7 @@ using namespace studio::trainer;
 
 namespace {
 
-const QString kModels = QStringLiteral(STUDIO_TEST_DATA_DIR "/models");
+const QString kModels = QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/models");
 const QString kScript = QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/hf_logits.py");
 const std::vector<int64_t> kIds = {1, 17, 5, 63, 42, 42, 3, 60, 11, 0, 58, 23, 7, 50, 31, 2,
                                    61, 9, 37, 14, 29, 33, 45, 40};

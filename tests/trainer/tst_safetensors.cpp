@@ -1,7 +1,7 @@
 // The safetensors reader and writer on real files: bit-exact round trips, the layout the Python
 // library produces, zero-copy reads, and malformed files (made by corrupting a valid one) that
 // must each give a CheckpointError naming the file and the tensor, never a crash.
-#include "studio/trainer/safetensors.h"
+#include "studio/trainer/tensors/safetensors.h"
 
 #include <torch/torch.h>
 

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kConfig = STUDIO_TEST_DATA_DIR "/models/tiny-qwen2/config.json";
+const std::string kConfig = STUDIO_TEST_FIXTURES_DIR "/models/tiny-qwen2/config.json";
 
 std::vector<TokenizedSample> memorisation_samples(int count, uint64_t seed) {
   torch::manual_seed(seed);

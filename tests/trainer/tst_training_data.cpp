@@ -4,11 +4,11 @@
 #include <random>
 #include <set>
 
-#include "studio/trainer/data/batch.h"
-#include "studio/trainer/data/sampler.h"
+#include "studio/trainer/batching/batch.h"
+#include "studio/trainer/batching/sampler.h"
 #include "studio/config/memory_estimate.h"
 #include "studio/kernels/fused_linear_ce.h"
-#include "studio/trainer/host_allocator.h"
+#include "studio/trainer/tensors/host_allocator.h"
 #include "studio/trainer/loss.h"
 
 using namespace studio::trainer;

@@ -5,9 +5,9 @@
 #include <QTextBlock>
 #include <QtTest>
 
-#include "studio/ui/code_editor.h"
-#include "studio/ui/config_inspector.h"
-#include "studio/ui/diagnostics_model.h"
+#include "studio/ui/editor/code_editor.h"
+#include "studio/ui/editor/config_inspector.h"
+#include "studio/ui/editor/diagnostics_model.h"
 #include "ui_test_support.h"
 
 using studio::Severity;

@@ -3,7 +3,7 @@
 #include <QDir>
 #include <QtTest>
 
-#include "studio/ui/config_validator.h"
+#include "studio/ui/editor/config_validator.h"
 #include "ui_test_support.h"
 
 using studio::Severity;

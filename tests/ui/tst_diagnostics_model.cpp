@@ -3,7 +3,7 @@
 #include <QIcon>
 #include <QtTest>
 
-#include "studio/ui/diagnostics_model.h"
+#include "studio/ui/editor/diagnostics_model.h"
 
 using studio::Diagnostic;
 using studio::Severity;

@@ -7,8 +7,8 @@
 
 #include "studio/ui/chat/chat_pane.h"
 #include "studio/ui/chat/chat_panel.h"
-#include "studio/ui/code_editor.h"
-#include "studio/ui/config_inspector.h"
+#include "studio/ui/editor/code_editor.h"
+#include "studio/ui/editor/config_inspector.h"
 #include "studio/ui/main_window.h"
 #include "ui_test_support.h"
 

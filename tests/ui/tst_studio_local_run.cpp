@@ -196,7 +196,7 @@ void TestStudioLocalRun::llamaFactoryV1FileWithRelativeDataPaths() {
   QTRY_VERIFY_WITH_TIMEOUT(w->demo()->isModelReady(), 60000);
   const QDir project(tmp_.filePath(QStringLiteral("v1-project")));
   QVERIFY(project.mkpath(QStringLiteral("data")));
-  const QString fixtures = QStringLiteral(STUDIO_SOURCE_DIR "/tests/data/configs/v1/data/");
+  const QString fixtures = QStringLiteral(STUDIO_SOURCE_DIR "/tests/fixtures/configs/v1/data/");
   for (const char* f : {"sft.yaml", "identity.json", "chat.jsonl", "messages.jsonl"})
     QVERIFY(QFile::copy(fixtures + f, project.filePath(QStringLiteral("data/")) + f));
   const QString path = project.filePath(QStringLiteral("train_v1.yaml"));

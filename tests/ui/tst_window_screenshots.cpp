@@ -40,7 +40,7 @@
 #include "studio/remote/host_key.h"
 #include "studio/remote/ssh_auth.h"
 #include "studio/ui/dashboard/run_dashboard.h"
-#include "studio/ui/hosts/gui_prompts.h"
+#include "studio/ui/remote/gui_prompts.h"
 #include "studio/ui/main_window.h"
 #include "studio/ui/shell/app_theme.h"
 #include "studio/ui/shell/comparison_dialog.h"

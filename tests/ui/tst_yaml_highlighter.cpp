@@ -5,7 +5,7 @@
 #include <QTextLayout>
 #include <QtTest>
 
-#include "studio/ui/yaml_highlighter.h"
+#include "studio/ui/editor/yaml_highlighter.h"
 
 using studio::ui::YamlHighlighter;
 using Token = YamlHighlighter::Token;

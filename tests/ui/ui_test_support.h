@@ -9,7 +9,7 @@ namespace ui_test {
 
 // The SP 8 Qwen2.5-7B fixture; its relative paths resolve against configsDir().
 inline QString configsDir() {
-  return QStringLiteral(STUDIO_TEST_DATA_DIR "/configs");
+  return QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs");
 }
 inline QString fixturePath() {
   return configsDir() + QStringLiteral("/qwen2.5-7b-sft-sp8.yaml");

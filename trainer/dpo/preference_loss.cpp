@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 
 namespace studio::trainer::dpo {
 namespace {

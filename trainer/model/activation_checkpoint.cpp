@@ -1,7 +1,7 @@
 #include "studio/trainer/model/activation_checkpoint.h"
 
-#include "studio/trainer/host_allocator.h"
-#include "studio/trainer/torch_compat.h"
+#include "studio/trainer/tensors/host_allocator.h"
+#include "studio/trainer/tensors/torch_compat.h"
 
 #if STUDIO_WITH_TORCH_CUDA
 #include <ATen/cuda/CUDAEvent.h>

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <limits>
 
-#include "studio/trainer/torch_compat.h"
+#include "studio/trainer/tensors/torch_compat.h"
 
 namespace studio::trainer {
 namespace {

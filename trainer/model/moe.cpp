@@ -2,8 +2,6 @@
 
 #include <stdexcept>
 
-#include "studio/trainer/model/decoder.h"
-
 namespace studio::trainer {
 
 namespace {

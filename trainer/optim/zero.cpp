@@ -18,10 +18,10 @@
 #include <thread>
 #include <utility>
 
-#include "studio/config/validate.h"
-#include "studio/trainer/host_allocator.h"
+#include "studio/config/deepspeed.h"
+#include "studio/trainer/tensors/host_allocator.h"
 #include "studio/trainer/optim/adamw.h"
-#include "studio/trainer/safetensors.h"
+#include "studio/trainer/tensors/safetensors.h"
 
 namespace fs = std::filesystem;
 

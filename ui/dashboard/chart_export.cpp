@@ -12,7 +12,7 @@
 #include <QPixmap>
 #include <qcustomplot.h>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/atomic_file.h"
 
 namespace studio::ui {

@@ -3,7 +3,7 @@
 #include <QDir>
 #include <QFile>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "tail_worker.h"
 
 namespace studio::ui {

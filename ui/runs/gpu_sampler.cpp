@@ -3,7 +3,7 @@
 #include <QProcess>
 #include <QSet>
 
-#include "studio/config/nvidia_smi.h"
+#include "studio/ui/runs/nvidia_smi.h"
 #include "studio/remote/shell_quote.h"
 #include "studio/remote/ssh_session.h"
 #include "studio/ui/runs/remote_mirror.h"

@@ -6,7 +6,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/atomic_file.h"
 #include "studio/ui/runs/run_folder.h"
 

@@ -14,7 +14,7 @@
 
 #include <signal.h>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "stop_worker.h"
 #include "studio/config/atomic_file.h"
 #include "studio/config/config_io.h"

@@ -5,7 +5,7 @@
 
 #include <sys/stat.h>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 
 namespace studio::ui {
 

@@ -10,7 +10,7 @@
 
 #include "studio/config/atomic_file.h"
 #include "studio/config/events.h"
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/ui/runs/run_folder.h"
 
 namespace studio::ui {

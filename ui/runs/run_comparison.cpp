@@ -14,7 +14,7 @@
 
 #include "studio/config/atomic_file.h"
 #include "studio/config/events.h"
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 
 namespace studio::ui {
 namespace {

@@ -7,7 +7,7 @@
 #include <QDir>
 #include <QFileInfo>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/config_io.h"
 #include "studio/config/events.h"
 #include "studio/config/whole_number.h"

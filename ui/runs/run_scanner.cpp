@@ -4,7 +4,7 @@
 
 #include <QDir>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/events.h"
 #include "studio/ui/runs/run_folder.h"
 

@@ -13,7 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/config_io.h"
 #include "studio/config/events.h"
 #include "studio/ui/runs/launch_record.h"

@@ -10,8 +10,8 @@
 #include <QVBoxLayout>
 
 #include "studio/remote/remote_run.h"
-#include "studio/ui/hosts/host_profile.h"
-#include "studio/ui/runs/remote_follower.h"
+#include "studio/ui/remote/host_profile.h"
+#include "studio/ui/remote/remote_follower.h"
 
 namespace studio::ui {
 

@@ -27,15 +27,15 @@
 #include "studio/ui/chat/chat_panel.h"
 #include "studio/ui/runs/run_folder.h"
 #include "studio/ui/runs/gpu_sampler.h"
-#include "studio/ui/config_inspector.h"
+#include "studio/ui/editor/config_inspector.h"
 #include "studio/ui/dashboard/run_dashboard.h"
-#include "studio/ui/hosts/gui_prompts.h"
-#include "studio/ui/hosts/host_profile.h"
-#include "studio/ui/hosts/hosts_dialog.h"
+#include "studio/ui/remote/gui_prompts.h"
+#include "studio/ui/remote/host_profile.h"
+#include "studio/ui/remote/hosts_dialog.h"
 #include "studio/ui/runs/local_launcher.h"
 #include "studio/ui/runs/log_console.h"
-#include "studio/ui/runs/remote_follower.h"
-#include "studio/ui/runs/remote_submitter.h"
+#include "studio/ui/remote/remote_follower.h"
+#include "studio/ui/remote/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/shell/attach_remote_dialog.h"
 #include "studio/ui/shell/app_theme.h"
@@ -46,8 +46,8 @@
 #include "studio/ui/wizard/run_wizard.h"
 #include "studio/version.h"
 
-#include "studio/ui/local_path.h"
-#include "studio/ui/window_fit.h"
+#include "studio/ui/base/local_path.h"
+#include "studio/ui/base/window_fit.h"
 
 namespace studio::ui {
 namespace {

@@ -18,7 +18,7 @@
 #include <QVBoxLayout>
 
 #include "latest_job.h"
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/atomic_file.h"
 #include "studio/config/llamafactory_v1.h"
 #include "studio/config/validate.h"

@@ -13,7 +13,7 @@
 #include <QVBoxLayout>
 
 #include "latest_job.h"
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/validate.h"
 #include "studio/ui/wizard/field_bindings.h"
 #include "studio/ui/wizard/memory_bar.h"

@@ -17,14 +17,14 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/config_io.h"
-#include "studio/ui/code_editor.h"
-#include "studio/ui/diagnostics_model.h"
+#include "studio/ui/editor/code_editor.h"
+#include "studio/ui/editor/diagnostics_model.h"
 #include "studio/config/llamafactory_target.h"
 #include "studio/ui/wizard/launch_command.h"
 #include "studio/ui/wizard/run_draft.h"
-#include "studio/ui/yaml_highlighter.h"
+#include "studio/ui/editor/yaml_highlighter.h"
 
 namespace studio::ui {
 

@@ -1,5 +1,5 @@
 #include "studio/config/hub_cache.h"
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/ui/wizard/run_draft.h"
 
 #include <algorithm>
@@ -8,8 +8,8 @@
 #include <QFileInfo>
 
 #include "studio/config/config_io.h"
-#include "studio/ui/config_validator.h"
-#include "studio/ui/diagnostics_model.h"
+#include "studio/ui/editor/config_validator.h"
+#include "studio/ui/editor/diagnostics_model.h"
 
 namespace studio::ui {
 

@@ -4,7 +4,7 @@
 #include <QFileInfo>
 #include <QStandardPaths>
 
-#include "studio/ui/local_path.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/config/config_io.h"
 #include "studio/ui/wizard/data_page.h"
 #include "studio/ui/wizard/hyperparameters_page.h"

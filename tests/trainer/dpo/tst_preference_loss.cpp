@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "../central_difference.h"
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 
 using namespace studio::trainer;
 using namespace studio::trainer::dpo;

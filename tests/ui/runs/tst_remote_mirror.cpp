@@ -14,7 +14,7 @@
 #include "../../config/hostile_files.h"
 #include "runs_test_support.h"
 #include "studio/remote/remote_run.h"
-#include "studio/ui/runs/remote_follower.h"
+#include "studio/ui/remote/remote_follower.h"
 #include "studio/ui/runs/remote_mirror.h"
 #include "studio/ui/runs/run_folder.h"
 #include "studio/ui/runs/run_info.h"

@@ -6,7 +6,7 @@
 #include <QtTest>
 
 #include "studio/config/run_config.h"
-#include "studio/ui/runs/remote_submitter.h"
+#include "studio/ui/remote/remote_submitter.h"
 
 using studio::ui::RemoteSubmitter;
 

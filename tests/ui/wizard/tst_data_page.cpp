@@ -220,7 +220,7 @@ void TestDataPage::dpoPreviewShowsChosenAndRejected() {
 // listed (off the GUI thread), and a preview read with the YAML's paths taken from the config's
 // folder, not the studio's working directory. A dataset YAML naming hub data is an error.
 void TestDataPage::llamaFactoryV1TrainDataset() {
-  const QString dir = wizard_test::sourcePath(QStringLiteral("tests/data/configs/v1"));
+  const QString dir = wizard_test::sourcePath(QStringLiteral("tests/fixtures/configs/v1"));
   studio::LoadResult loaded =
       studio::load_config_file((dir + QStringLiteral("/train_full_fsdp2.yaml")).toStdString());
   QVERIFY(loaded.config.is_v1());

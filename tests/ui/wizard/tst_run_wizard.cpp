@@ -20,8 +20,8 @@
 #include "studio/config/llamafactory_target.h"
 
 #include "studio/config/validate.h"
-#include "studio/ui/code_editor.h"
-#include "studio/ui/diagnostics_model.h"
+#include "studio/ui/editor/code_editor.h"
+#include "studio/ui/editor/diagnostics_model.h"
 #include "studio/ui/wizard/data_page.h"
 #include "studio/ui/wizard/hyperparameters_page.h"
 #include "studio/ui/wizard/method_page.h"

@@ -11,7 +11,7 @@
 
 #include <torch/torch.h>
 
-#include "studio/trainer/safetensors.h"
+#include "studio/trainer/tensors/safetensors.h"
 
 namespace studio::trainer {
 

@@ -16,7 +16,7 @@
 //       passes it on to every worker)
 //   stall     this rank stops itself (SIGSTOP) at the start of the step: stalled, not dead, as
 //       under a debugger or a frozen node; its peers time out after ddp_timeout and the watchdog
-//       names it (trainer/dist/watchdog.h)
+//       names it (trainer/parallel/watchdog.h)
 #include <cstdint>
 
 namespace studio::trainer {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "studio/trainer/safetensors.h"
+#include "studio/trainer/tensors/safetensors.h"
 
 namespace studio::trainer {
 

@@ -13,8 +13,8 @@
 
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
-#include "studio/trainer/data/batch.h"
-#include "studio/trainer/dist/communicator.h"
+#include "studio/trainer/batching/batch.h"
+#include "studio/trainer/parallel/communicator.h"
 
 namespace studio::trainer {
 

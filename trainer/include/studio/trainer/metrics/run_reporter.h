@@ -11,7 +11,7 @@
 #include "studio/config/events.h"
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
-#include "studio/config/tensorboard_writer.h"
+#include "studio/trainer/metrics/tensorboard_writer.h"
 #include "studio/trainer/metrics/progress.h"
 
 namespace studio::trainer {

@@ -23,6 +23,7 @@
 #include "studio/trainer/model/activation_checkpoint.h"
 #include "studio/trainer/model/attention.h"
 #include "studio/trainer/model/layers.h"
+#include "studio/trainer/model/mlp.h"
 #include "studio/trainer/model/moe.h"
 #include "studio/trainer/model/rope.h"
 
@@ -49,7 +50,7 @@ class LayerHooks {
   virtual void after_backward(int64_t layer) = 0;
 };
 
-class KVCache;  // studio/trainer/generate.h
+class KVCache;  // studio/trainer/model/kv_cache.h
 
 // Everything a layer's forward needs besides its input, shared by all layers of one forward.
 struct LayerContext {
@@ -94,51 +95,6 @@ class SelfAttentionImpl : public torch::nn::Module {
   bool local_rope_;  // Gemma 3 sliding layer: LayerContext::cos_local/sin_local
 };
 TORCH_MODULE(SelfAttention);
-
-// down(act(gate(x)) * up(x)), act silu or GELU-tanh, gate and up fused in gate_up_proj for
-// Phi-3/GLM. With tile_tokens > 0 and more rows than that, the rows go through in tiles of
-// tile_tokens, forward and (recomputing each tile) backward, so no [rows x intermediate]
-// tensor exists whole; the result and gradients are those of the untiled MLP.
-class MLPImpl : public torch::nn::Module {
- public:
-  // `intermediate`: 0 for info.intermediate_size (MoE experts and shared experts pass theirs).
-  MLPImpl(const studio::ModelInfo& info, const torch::TensorOptions& options,
-          int64_t intermediate = 0);
-  torch::Tensor forward(const torch::Tensor& x, int64_t tile_tokens = 0);
-  torch::Tensor untiled(const torch::Tensor& x);
-
-  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-  Linear gate_up_proj{nullptr};  // Phi-3, GLM (then gate_proj and up_proj are null)
-
- private:
-  bool gelu_;
-};
-TORCH_MODULE(MLP);
-
-// A mixture-of-experts MLP (Qwen2-MoE, Qwen3-MoE; ModelInfo's MoE fields): the router `gate`
-// picks num_experts_per_tok experts per token by fp32 softmax probability (renormalised over
-// the picked ones with norm_topk_prob); the output is the picked experts' outputs weighted by
-// those probabilities, plus, for Qwen2-MoE, sigmoid(shared_expert_gate(x)) x shared_expert(x).
-// Tokens are routed independently of each other, so sequence parallelism changes nothing here.
-// Each forward waits once for the device (the experts' token counts). Parameter names are the
-// Hugging Face checkpoints': mlp.gate.weight, mlp.experts.{e}.{gate,up,down}_proj.weight,
-// mlp.shared_expert.*, mlp.shared_expert_gate.weight.
-class SparseMoeBlockImpl : public torch::nn::Module {
- public:
-  SparseMoeBlockImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
-  // `aux`: records the routing of this forward and routes the aux loss's gradient (when active).
-  torch::Tensor forward(const torch::Tensor& x, MoeAuxLoss* aux = nullptr);
-
-  Linear gate{nullptr};
-  torch::nn::ModuleList experts{nullptr};
-  MLP shared_expert{nullptr};        // Qwen2-MoE only
-  Linear shared_expert_gate{nullptr};  // Qwen2-MoE only
-
- private:
-  int64_t top_k_;
-  bool norm_topk_;
-};
-TORCH_MODULE(SparseMoeBlock);
 
 // A residual block per sublayer, the norms as ModelInfo::NormLayout says:
 // x + [attn_out](attn(attn_in(x))), then h + [mlp_out](mlp(mlp_in(h))).

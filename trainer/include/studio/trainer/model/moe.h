@@ -20,6 +20,10 @@
 #include <cstdint>
 #include <functional>
 
+#include "studio/config/model_info.h"
+#include "studio/trainer/model/layers.h"
+#include "studio/trainer/model/mlp.h"
+
 namespace studio::trainer {
 
 class MoeAuxLoss {
@@ -55,5 +59,30 @@ class MoeAuxLoss {
   torch::Tensor counts_, sums_; // [E] fp64
   torch::Tensor grad_;          // [E] fp32
 };
+
+// A mixture-of-experts MLP (Qwen2-MoE, Qwen3-MoE; ModelInfo's MoE fields): the router `gate`
+// picks num_experts_per_tok experts per token by fp32 softmax probability (renormalised over
+// the picked ones with norm_topk_prob); the output is the picked experts' outputs weighted by
+// those probabilities, plus, for Qwen2-MoE, sigmoid(shared_expert_gate(x)) x shared_expert(x).
+// Tokens are routed independently of each other, so sequence parallelism changes nothing here.
+// Each forward waits once for the device (the experts' token counts). Parameter names are the
+// Hugging Face checkpoints': mlp.gate.weight, mlp.experts.{e}.{gate,up,down}_proj.weight,
+// mlp.shared_expert.*, mlp.shared_expert_gate.weight.
+class SparseMoeBlockImpl : public torch::nn::Module {
+ public:
+  SparseMoeBlockImpl(const studio::ModelInfo& info, const torch::TensorOptions& options);
+  // `aux`: records the routing of this forward and routes the aux loss's gradient (when active).
+  torch::Tensor forward(const torch::Tensor& x, MoeAuxLoss* aux = nullptr);
+
+  Linear gate{nullptr};
+  torch::nn::ModuleList experts{nullptr};
+  MLP shared_expert{nullptr};        // Qwen2-MoE only
+  Linear shared_expert_gate{nullptr};  // Qwen2-MoE only
+
+ private:
+  int64_t top_k_;
+  bool norm_topk_;
+};
+TORCH_MODULE(SparseMoeBlock);
 
 }  // namespace studio::trainer

@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "studio/config/run_config.h"
-#include "studio/trainer/safetensors.h"
+#include "studio/trainer/tensors/safetensors.h"
 
 namespace studio::trainer {
 

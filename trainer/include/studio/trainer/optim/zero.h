@@ -36,7 +36,7 @@
 #include <torch/torch.h>
 
 #include "studio/config/run_config.h"
-#include "studio/trainer/dist/communicator.h"
+#include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/model/decoder.h"
 
 namespace studio::trainer {

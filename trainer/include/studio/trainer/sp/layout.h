@@ -16,7 +16,7 @@
 #include <torch/torch.h>
 
 #include "studio/config/run_config.h"
-#include "studio/trainer/data/batch.h"
+#include "studio/trainer/batching/batch.h"
 
 namespace studio::trainer::sp {
 

@@ -7,7 +7,7 @@
 // visiting block's dk/dv around a second ring, home after the full cycle.
 #include <torch/torch.h>
 
-#include "studio/trainer/dist/communicator.h"
+#include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/model/attention.h"
 
 namespace studio::trainer::sp {

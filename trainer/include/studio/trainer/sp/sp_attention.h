@@ -4,7 +4,7 @@
 // the ring over the gathered ring pieces).
 #include <cstdint>
 
-#include "studio/trainer/dist/communicator.h"
+#include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/model/attention.h"
 #include "studio/trainer/sp/layout.h"
 

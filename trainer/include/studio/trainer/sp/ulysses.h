@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include "studio/trainer/dist/communicator.h"
+#include "studio/trainer/parallel/communicator.h"
 
 namespace studio::trainer::sp {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Samples a host's GPUs with nvidia-smi (studio/config/nvidia_smi.h) for the runs that do not
+// Samples a host's GPUs with nvidia-smi (studio/ui/runs/nvidia_smi.h) for the runs that do not
 // report their own memory (LLaMA-Factory runs): on this machine, or over SSH on the host of a
 // remote run (its saved record's target; only hosts already in known_hosts, no prompt). Every
 // sample runs on the sampler's own thread; results come back as signals.

@@ -9,7 +9,7 @@
 #include <QWizard>
 
 #include "studio/config/run_config.h"
-#include "studio/ui/hosts/host_profile.h"
+#include "studio/ui/remote/host_profile.h"
 #include "studio/ui/wizard/launch_target.h"
 
 namespace studio::ui {

@@ -5,7 +5,7 @@
 // is typed. "Manage hosts..." asks the studio to open the Hosts page.
 #include <QVector>
 
-#include "studio/ui/hosts/host_profile.h"
+#include "studio/ui/remote/host_profile.h"
 #include "studio/ui/wizard/launch_target.h"
 #include "studio/ui/wizard/wizard_page.h"
 

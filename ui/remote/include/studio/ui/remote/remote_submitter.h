@@ -1,0 +1,54 @@
+#pragma once
+// Submits a run to a remote host off the GUI thread: writes the wizard's config (relative paths
+// made absolute) to a staging file, connects with the GUI prompts, runs remote::submit_run
+// (uploads with progress, then the start), and creates the run's local mirror folder under the
+// runs root. RemoteRuns then follows it like any other mirror.
+#include <memory>
+
+#include <QObject>
+#include <QPointer>
+#include <QString>
+#include <QThread>
+
+#include "studio/config/run_config.h"
+#include "studio/remote/run_submit.h"
+#include "studio/ui/remote/remote_prompts.h"
+
+namespace studio::ui {
+
+class WorkerLink;
+
+class RemoteSubmitter : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit RemoteSubmitter(RemotePrompts prompts = {}, QObject* parent = nullptr);
+  // Waits about a second for a submit in flight, then leaves it to finish alone (its result is
+  // then not reported; the mirror folder, if it got that far, is found by the next scan).
+  ~RemoteSubmitter() override;
+
+  void setPrompts(RemotePrompts prompts) { prompts_ = std::move(prompts); }
+
+  // Starts a submit; returns false (nothing started) while another one is in flight.
+  // `request.config_file` is replaced by the staged copy of `config`, whose relative paths are
+  // made absolute against `baseDir`; `request.run_name` empty: the config's output_dir name.
+  bool submit(const studio::RunConfig& config, const QString& baseDir,
+              studio::remote::SubmitRequest request, const QString& runsRoot);
+  bool isBusy() const { return busy_; }
+
+ signals:
+  // Each step of the submit: `text` says what ("uploading data/train.jsonl", "starting", ...);
+  // fileIndex/fileCount and bytes/total are set while a file uploads.
+  void progress(const QString& text, int fileIndex, int fileCount, qint64 bytes, qint64 total);
+  // The run started; `dir` is its mirror folder.
+  void submitted(const QString& dir);
+  void failed(const QString& error);
+
+ private:
+  RemotePrompts prompts_;
+  std::shared_ptr<WorkerLink> link_;
+  QPointer<QThread> thread_;
+  bool busy_ = false;
+};
+
+}  // namespace studio::ui

@@ -1,0 +1,92 @@
+#include "studio/ui/remote/remote_submitter.h"
+
+#include <QDeadlineTimer>
+#include <QFileInfo>
+#include <QTemporaryDir>
+
+#include "studio/config/config_io.h"
+#include "studio/ui/base/local_path.h"
+#include "studio/ui/runs/local_launcher.h"
+#include "studio/ui/runs/remote_mirror.h"
+#include "worker_link.h"
+
+namespace studio::ui {
+namespace {
+
+constexpr int kJoinMs = 1000;
+
+QString runName(const studio::RunConfig& config) {
+  const QString name = QFileInfo(QString::fromStdString(config.output_dir)).fileName();
+  return name.isEmpty() ? QStringLiteral("run") : name;
+}
+
+}  // namespace
+
+RemoteSubmitter::RemoteSubmitter(RemotePrompts prompts, QObject* parent)
+    : QObject(parent), prompts_(std::move(prompts)), link_(std::make_shared<WorkerLink>()) {
+  auto done = [this] { busy_ = false; };
+  connect(this, &RemoteSubmitter::submitted, this, done);
+  connect(this, &RemoteSubmitter::failed, this, done);
+}
+
+RemoteSubmitter::~RemoteSubmitter() {
+  link_->cut();
+  waitBriefly(thread_, QDeadlineTimer(kJoinMs));
+}
+
+bool RemoteSubmitter::submit(const studio::RunConfig& config, const QString& baseDir,
+                             studio::remote::SubmitRequest request, const QString& runsRoot) {
+  if (busy_) return false;
+  busy_ = true;
+  if (request.run_name.empty()) request.run_name = runName(config).toStdString();
+  auto link = link_;
+  thread_ = startWorkerThread(
+      [this, link, config, baseDir, request, runsRoot, prompts = prompts_]() mutable {
+        auto report = [&](auto&& emitIt) { link->call(emitIt); };
+        try {
+          // submit_run reads a config file; the staged copy lives only as long as the submit.
+          QTemporaryDir staging;
+          if (!staging.isValid())
+            throw std::runtime_error("cannot create a temporary folder to stage the config: " +
+                                     staging.errorString().toStdString());
+          const QString staged =
+              staging.filePath(QString::fromStdString(request.run_name) + QStringLiteral(".yaml"));
+          const std::string saved = studio::save_config_file(
+              LocalLauncher::configForRun(config, baseDir, staging.path()), localPath(staged));
+          if (!saved.empty()) throw std::runtime_error(saved);
+          request.config_file = localPath(staged);
+
+          report([&] {
+            emit progress(tr("connecting to %1").arg(QString::fromStdString(request.host.target)),
+                          0, 0, 0, 0);
+          });
+          const studio::remote::SshSession session = connectRemote(request.host, prompts);
+          const studio::remote::SubmitResult result = studio::remote::submit_run(
+              session, request,
+              [&](const studio::remote::SubmitProgress& p) {
+                const QString text = QString::fromStdString(p.what) +
+                                     (p.skipped ? tr(" (unchanged, skipped)") : QString());
+                report([&] {
+                  emit progress(text, p.file_index, p.file_count, static_cast<qint64>(p.bytes),
+                                static_cast<qint64>(p.total));
+                });
+              },
+              nodeConnector(prompts));
+          QString error;
+          const QString dir = RemoteMirror::create(runsRoot, result, &error);
+          if (dir.isEmpty())
+            throw std::runtime_error(
+                tr("the run %1 started on %2, but its local folder could not be written: %3")
+                    .arg(QString::fromStdString(result.record.run_id),
+                         QString::fromStdString(result.record.host.target), error)
+                    .toStdString());
+          report([&] { emit submitted(dir); });
+        } catch (const std::exception& e) {
+          const QString error = QString::fromStdString(e.what());
+          report([&] { emit failed(error); });
+        }
+      });
+  return true;
+}
+
+}  // namespace studio::ui
