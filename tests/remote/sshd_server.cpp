@@ -153,15 +153,59 @@ void SshdServer::stop() {
   log_ += QString::fromUtf8(process_.readAll());
 }
 
-studio::remote::SshOptions SshdServer::client_options(const QString& user_key,
-                                                      const QString& known_hosts,
-                                                      const QString& no_config) const {
-  studio::remote::SshOptions o;
-  o.target = studio::remote::SshTarget{user(), "127.0.0.1", port_};
-  o.identity_file = user_key.toStdString();
-  o.known_hosts_file = known_hosts.toStdString();
-  o.ssh_config_file = no_config.toStdString();
+namespace {
+
+const QString kHostKey = QStringLiteral("host_ed25519");
+
+}  // namespace
+
+QString SshdFixture::set_up(const QString& client_dir, const QString& extra_config) {
+  client_dir_ = client_dir;
+  extra_config_ = extra_config;
+  qunsetenv("SSH_AUTH_SOCK");
+  host_key_ = make_key(kHostKey, "ed25519");
+  user_key_ = make_key("user_ed25519", "ed25519");
+  if (host_key_.isEmpty() || user_key_.isEmpty()) return "ssh-keygen could not make the keys";
+  if (!authorize(user_key_)) return "cannot authorize " + user_key_;
+  if (const QString error = start(kHostKey, extra_config); !error.isEmpty()) return error;
+  // What `ssh` writes after a "yes": "[host]:port type base64", the key's comment left out.
+  QFile pub(host_key_ + ".pub");
+  QFile known(client_file("known_hosts"));
+  if (!pub.open(QIODevice::ReadOnly) || !known.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+    return "cannot write " + known.fileName();
+  }
+  const QByteArray line = "[127.0.0.1]:" + QByteArray::number(port()) + " " +
+                          pub.readAll().split(' ').mid(0, 2).join(' ') + "\n";
+  if (known.write(line) != line.size()) return "cannot write " + known.fileName();
+  return {};
+}
+
+QString SshdFixture::restart(const QString& extra_config) {
+  return start(kHostKey, extra_config);
+}
+
+std::string SshdFixture::target() const {
+  return user() + "@127.0.0.1:" + std::to_string(port());
+}
+
+studio::remote::RemoteHostRef SshdFixture::host_ref() const {
+  studio::remote::RemoteHostRef host;
+  host.target = target();
+  host.identity_file = user_key_.toStdString();
+  host.known_hosts_file = client_file("known_hosts").toStdString();
+  host.ssh_config_file = client_file("no_config").toStdString();
+  return host;
+}
+
+studio::remote::SshOptions SshdFixture::options(const QString& known_hosts) const {
+  studio::remote::RemoteHostRef host = host_ref();
+  host.known_hosts_file = client_file(known_hosts).toStdString();
+  studio::remote::SshOptions o = host.ssh_options();
   o.connect_timeout_s = 5;
   o.operation_timeout_s = 10;
   return o;
+}
+
+studio::remote::SshSession SshdFixture::connect() const {
+  return studio::remote::SshSession::connect(options(), studio::remote::reject_unknown_host_keys());
 }

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "studio/remote/remote_run.h"
 #include "studio/remote/ssh_session.h"
 
 class SshdServer {
@@ -31,11 +32,6 @@ class SshdServer {
   static QString fingerprint(const QString& key_path);
 
   int port() const { return port_; }
-  // How a test client reaches this server: the current user at 127.0.0.1:port() with the key
-  // `user_key`, host keys checked against `known_hosts`, no ssh config (`no_config` names a file
-  // that does not exist), short timeouts.
-  studio::remote::SshOptions client_options(const QString& user_key, const QString& known_hosts,
-                                            const QString& no_config) const;
   QString path(const QString& name) const { return dir_.filePath(name); }
   static std::string user();            // the current user's login name
   QString log() const { return log_; }  // sshd's stderr so far, for failure messages
@@ -45,4 +41,40 @@ class SshdServer {
   QProcess process_;
   int port_ = 0;
   QString log_;
+};
+
+// The set-up of every test that logs in, in one place. set_up() puts the developer's agent out of
+// the way (SSH_AUTH_SOCK unset: only the test's keys may log in), makes an ed25519 host key and an
+// authorized ed25519 user key, starts sshd, and writes the client's known_hosts trusting it in a
+// folder of the test's, beside where its ssh config would be (a file that does not exist). A
+// test's own cases go through SshdServer: start() with another host key or sshd_config lines,
+// make_key() and authorize() for other users' keys, stop().
+class SshdFixture : public SshdServer {
+ public:
+  // `extra_config` as for start(). Returns an empty string or why it could not.
+  QString set_up(const QString& client_dir, const QString& extra_config = {});
+  // Starts sshd again on the same port with set_up()'s host key and sshd_config lines, or with
+  // `extra_config` instead of those lines: after stop(), or after a start() with another key.
+  QString restart() { return restart(extra_config_); }
+  QString restart(const QString& extra_config);
+
+  QString host_key() const { return host_key_; }  // the private key; its ".pub" beside it
+  QString user_key() const { return user_key_; }
+  // "user@127.0.0.1:port", as a host profile or a run record names this server.
+  std::string target() const;
+  // How a test client logs in: the current user at 127.0.0.1:port() with the user key, host keys
+  // checked against the file `known_hosts` in the client folder, no ssh config, short timeouts.
+  studio::remote::SshOptions options(const QString& known_hosts = "known_hosts") const;
+  // This server as the host of a run: the user key, the trusting known_hosts, no ssh config.
+  studio::remote::RemoteHostRef host_ref() const;
+  // A session with options(), refusing any host key the known_hosts file does not hold.
+  studio::remote::SshSession connect() const;
+
+ private:
+  QString client_file(const QString& name) const { return client_dir_ + '/' + name; }
+
+  QString client_dir_;
+  QString extra_config_;
+  QString host_key_;
+  QString user_key_;
 };

@@ -43,7 +43,7 @@ class TestHostInventory : public QObject {
   Q_OBJECT
 
  private:
-  SshdServer server_;
+  SshdFixture server_;
   QTemporaryDir local_;
   std::optional<SshSession> session_;
 
@@ -243,16 +243,9 @@ class TestHostInventory : public QObject {
   // quoting.
   void initTestCase() {
     QVERIFY(local_.isValid());
-    qunsetenv("SSH_AUTH_SOCK");
-    QVERIFY(!server_.make_key("host_ed25519", "ed25519").isEmpty());
-    const QString user_key = server_.make_key("user_ed25519", "ed25519");
-    QVERIFY(server_.authorize(user_key));
-    const QString error = server_.start("host_ed25519");
+    const QString error = server_.set_up(local_.path());
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    const SshOptions o = server_.client_options(user_key, local_.filePath("known_hosts"),
-                                                local_.filePath("no_config"));
-    session_.emplace(
-        SshSession::connect(o, [](const HostKeyInfo&) { return HostKeyDecision::AcceptOnce; }));
+    session_.emplace(server_.connect());
   }
 
   void probeThisMachine() {

@@ -142,9 +142,8 @@ class TestRemoteRun : public QObject {
   Q_OBJECT
 
  private:
-  SshdServer server_;
+  SshdFixture server_;
   QTemporaryDir local_;
-  QString userKey_;
   QString root_;  // the remote root: a path a careless shell line would break on
   RemoteHostRef host_;
 
@@ -196,7 +195,7 @@ class TestRemoteRun : public QObject {
   }
 
   QStringList cliConnection() const {
-    return {"--host", QString::fromStdString(host_.target), "--identity", userKey_,
+    return {"--host", QString::fromStdString(host_.target), "--identity", server_.user_key(),
             "--known-hosts", QString::fromStdString(host_.known_hosts_file), "--ssh-config",
             QString::fromStdString(host_.ssh_config_file), "--remote-root", root_, "--batch"};
   }
@@ -217,20 +216,9 @@ class TestRemoteRun : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY(local_.isValid());
-    qunsetenv("SSH_AUTH_SOCK");
-    const QString hostKey = server_.make_key("host_ed25519", "ed25519");
-    QVERIFY(!hostKey.isEmpty());
-    userKey_ = server_.make_key("user_ed25519", "ed25519");
-    QVERIFY(server_.authorize(userKey_));
-    const QString error = server_.start("host_ed25519");
+    const QString error = server_.set_up(local_.path());
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    const QByteArray pub = read_file(hostKey + ".pub").split(' ').mid(0, 2).join(' ');
-    QVERIFY(write_file(local_.filePath("known_hosts"),
-                       "[127.0.0.1]:" + QByteArray::number(server_.port()) + " " + pub + "\n"));
-    host_.target = SshdServer::user() + "@127.0.0.1:" + std::to_string(server_.port());
-    host_.identity_file = userKey_.toStdString();
-    host_.known_hosts_file = local_.filePath("known_hosts").toStdString();
-    host_.ssh_config_file = local_.filePath("no_ssh_config").toStdString();
+    host_ = server_.host_ref();
     root_ = local_.filePath("remote root 'q' $HOME `echo x`; y\nz");
 
     QProcess init;
@@ -466,7 +454,7 @@ class TestRemoteRun : public QObject {
     server_.stop();  // every session is cut; the engine, detached, trains on
     QTRY_VERIFY_WITH_TIMEOUT(got.disconnected.load() >= 2, 20000);
     QThread::msleep(1500);
-    const QString error = server_.start("host_ed25519");
+    const QString error = server_.restart();
     QVERIFY2(error.isEmpty(), qPrintable(error));
     QTRY_VERIFY_WITH_TIMEOUT(got.connected.load() >= 2, 20000);
     finish.dismiss();
@@ -683,7 +671,7 @@ class TestRemoteRun : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT((err += attach.readAllStandardError()).contains("connection lost"),
                              20000);
     QThread::msleep(1500);
-    const QString error = server_.start("host_ed25519");
+    const QString error = server_.restart();
     QVERIFY2(error.isEmpty(), qPrintable(error));
     QVERIFY(attach.waitForFinished(240000));
     out += attach.readAllStandardOutput();

@@ -42,7 +42,7 @@ class TestSftpClient : public QObject {
   Q_OBJECT
 
  private:
-  SshdServer server_;
+  SshdFixture server_;
   QTemporaryDir remote_;  // what the server writes into, read back directly
   QTemporaryDir local_;
   std::optional<SshSession> session_;
@@ -53,16 +53,9 @@ class TestSftpClient : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY(remote_.isValid() && local_.isValid());
-    qunsetenv("SSH_AUTH_SOCK");
-    QVERIFY(!server_.make_key("host_ed25519", "ed25519").isEmpty());
-    const QString user_key = server_.make_key("user_ed25519", "ed25519");
-    QVERIFY(server_.authorize(user_key));
-    const QString error = server_.start("host_ed25519");
+    const QString error = server_.set_up(local_.path());
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    const SshOptions o = server_.client_options(user_key, local_.filePath("known_hosts"),
-                                                local_.filePath("no_config"));
-    session_.emplace(
-        SshSession::connect(o, [](const HostKeyInfo&) { return HostKeyDecision::AcceptOnce; }));
+    session_.emplace(server_.connect());
     sftp_.emplace(*session_);
   }
 

@@ -298,21 +298,13 @@ class TestSlurmLive : public QObject {
     QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
 #else
     using namespace studio::remote;
-    SshdServer sshd;
-    QVERIFY(!sshd.make_key("host", "ed25519").isEmpty());
-    const QString user_key = sshd.make_key("user", "ed25519");
-    QVERIFY(sshd.authorize(user_key));
+    SshdFixture sshd;
     // The login shells find this test's cluster the way a cluster's users find theirs.
-    const QString error = sshd.start("host", "SetEnv SLURM_CONF=" + conf_);
+    const QString error = sshd.set_up(tmp_.path(), "SetEnv SLURM_CONF=" + conf_);
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    RemoteHostRef host;
-    host.target = SshdServer::user() + "@127.0.0.1:" + std::to_string(sshd.port());
-    host.identity_file = user_key.toStdString();
-    host.known_hosts_file = tmp_.filePath("known_hosts").toStdString();
-    host.ssh_config_file = tmp_.filePath("no_ssh_config").toStdString();
+    const RemoteHostRef host = sshd.host_ref();
     auto connect = [&] {
-      return SshSession::connect(host.ssh_options(),
-                                 [](const HostKeyInfo&) { return HostKeyDecision::AcceptOnce; });
+      return SshSession::connect(host.ssh_options(), reject_unknown_host_keys());
     };
 
     QProcess init;

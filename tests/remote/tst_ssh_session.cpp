@@ -42,20 +42,13 @@ class TestSshSession : public QObject {
   Q_OBJECT
 
  private:
-  SshdServer server_;
-  QString host_key_;
-  QString user_key_;
+  SshdFixture server_;
   QTemporaryDir client_;
-
-  SshOptions options(const QString& known_hosts = "known_hosts") const {
-    return server_.client_options(user_key_, client_.filePath(known_hosts),
-                                  client_.filePath("no_config"));
-  }
 
   // Records the server key in `known_hosts` by accepting and saving it.
   void trust_server(const QString& known_hosts) {
     RecordingPolicy save{HostKeyDecision::AcceptAndSave};
-    SshSession::connect(options(known_hosts), save.policy());
+    SshSession::connect(server_.options(known_hosts), save.policy());
   }
 
   template <typename F>
@@ -72,21 +65,16 @@ class TestSshSession : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY(client_.isValid());
-    qunsetenv("SSH_AUTH_SOCK");  // the developer's agent must not log the test in
-    host_key_ = server_.make_key("host_ed25519", "ed25519");
-    user_key_ = server_.make_key("user_ed25519", "ed25519");
-    QVERIFY(!host_key_.isEmpty() && !user_key_.isEmpty());
-    QVERIFY(server_.authorize(user_key_));
-    const QString error = server_.start("host_ed25519");
+    // Its known_hosts trusts the server, for the tests about anything but host keys.
+    const QString error = server_.set_up(client_.path());
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    trust_server("trusted");  // for the tests about anything but host keys
   }
 
   void unknown_host_key_is_rejected_with_its_fingerprint() {
-    const QString expected = SshdServer::fingerprint(host_key_ + ".pub");
+    const QString expected = SshdServer::fingerprint(server_.host_key() + ".pub");
     QVERIFY(expected.startsWith("SHA256:"));
-    RemoteError e =
-        expect_error([&] { SshSession::connect(options("reject"), reject_unknown_host_keys()); });
+    RemoteError e = expect_error(
+        [&] { SshSession::connect(server_.options("reject"), reject_unknown_host_keys()); });
     QCOMPARE(e.kind(), Kind::HostKeyUnknown);
     QVERIFY2(contains(e.what(), expected), e.what());
     QVERIFY2(contains(e.what(), "ssh -p " + QString::number(server_.port()) + " 127.0.0.1"),
@@ -97,35 +85,35 @@ class TestSshSession : public QObject {
 
   void accept_once_connects_without_saving() {
     RecordingPolicy once{HostKeyDecision::AcceptOnce};
-    SshSession session = SshSession::connect(options("once"), once.policy());
+    SshSession session = SshSession::connect(server_.options("once"), once.policy());
     QCOMPARE(once.calls, 1);
     QCOMPARE(once.seen.host, std::string("127.0.0.1"));
     QCOMPARE(once.seen.port, server_.port());
     QCOMPARE(once.seen.key_type, std::string("ssh-ed25519"));
     QCOMPARE(QString::fromStdString(once.seen.fingerprint),
-             SshdServer::fingerprint(host_key_ + ".pub"));
+             SshdServer::fingerprint(server_.host_key() + ".pub"));
     QCOMPARE(session.exec("echo once").std_out, std::string("once\n"));
     QVERIFY(!QFile::exists(client_.filePath("once")));
     // Not saved, so the next connection asks again.
-    SshSession::connect(options("once"), once.policy());
+    SshSession::connect(server_.options("once"), once.policy());
     QCOMPARE(once.calls, 2);
   }
 
   void accept_and_save_makes_the_next_connect_silent() {
     RecordingPolicy save{HostKeyDecision::AcceptAndSave};
-    SshSession::connect(options("saved"), save.policy());
+    SshSession::connect(server_.options("saved"), save.policy());
     QCOMPARE(save.calls, 1);
     QFile file(client_.filePath("saved"));
     QVERIFY(file.open(QIODevice::ReadOnly));
     QVERIFY(file.readAll().contains("ssh-ed25519"));
     RecordingPolicy never{HostKeyDecision::RejectKey};
-    SshSession session = SshSession::connect(options("saved"), never.policy());
+    SshSession session = SshSession::connect(server_.options("saved"), never.policy());
     QCOMPARE(never.calls, 0);
     QCOMPARE(session.exec("true").exit_status, 0);
   }
 
   void right_key_logs_in_and_names_the_host() {
-    SshSession session = SshSession::connect(options("trusted"), reject_unknown_host_keys());
+    SshSession session = server_.connect();
     QCOMPARE(QString::fromStdString(session.where()),
              QString::fromStdString(SshdServer::user()) +
                  "@127.0.0.1:" + QString::number(server_.port()));
@@ -134,7 +122,7 @@ class TestSshSession : public QObject {
 
   void wrong_key_is_refused_clearly() {
     const QString stranger = server_.make_key("stranger", "ed25519");
-    SshOptions o = options("trusted");
+    SshOptions o = server_.options();
     o.identity_file = stranger.toStdString();
     RemoteError e = expect_error([&] { SshSession::connect(o, reject_unknown_host_keys()); });
     QCOMPARE(e.kind(), Kind::Auth);
@@ -156,10 +144,10 @@ class TestSshSession : public QObject {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("SSH_AUTH_SOCK", socket);
     add.setProcessEnvironment(env);
-    add.start("ssh-add", {"-q", user_key_});
+    add.start("ssh-add", {"-q", server_.user_key()});
     QVERIFY(add.waitForFinished(10000) && add.exitCode() == 0);
 
-    SshOptions o = options("trusted");
+    SshOptions o = server_.options();
     o.identity_file = server_.make_key("refused_with_agent", "ed25519").toStdString();
     qputenv("SSH_AUTH_SOCK", socket.toUtf8());
     std::optional<SshSession> session;
@@ -190,7 +178,7 @@ class TestSshSession : public QObject {
     const QString key =
         server_.make_key("locked_" + QString::number(questions), "ed25519", "correct horse");
     QVERIFY(server_.authorize(key));
-    SshOptions o = options("trusted");
+    SshOptions o = server_.options();
     o.identity_file = key.toStdString();
     int asked = 0;
     SecretPrompt prompt = [&](const SecretRequest& request) -> std::optional<std::string> {
@@ -216,7 +204,7 @@ class TestSshSession : public QObject {
   void encrypted_key_without_prompt_is_explained() {
     const QString key = server_.make_key("locked_noprompt", "ed25519", "secret words");
     QVERIFY(server_.authorize(key));
-    SshOptions o = options("trusted");
+    SshOptions o = server_.options();
     o.identity_file = key.toStdString();
     RemoteError e = expect_error([&] { SshSession::connect(o, reject_unknown_host_keys()); });
     QCOMPARE(e.kind(), Kind::Auth);
@@ -233,9 +221,9 @@ class TestSshSession : public QObject {
           << "  HostName 127.0.0.1\n"
           << "  Port 1\n"
           << "  User " << SshdServer::user() << "\n"
-          << "  IdentityFile " << user_key_.toStdString() << "\n";
+          << "  IdentityFile " << server_.user_key().toStdString() << "\n";
     }
-    SshOptions o = options("trusted");
+    SshOptions o = server_.options();
     o.target = SshTarget{"", "studio-test-alias", server_.port()};
     o.identity_file.clear();
     o.ssh_config_file = config.toStdString();
@@ -269,7 +257,7 @@ class TestSshSession : public QObject {
     QFETCH(QString, out);
     QFETCH(QString, err);
     QFETCH(bool, err_exact);
-    SshSession session = SshSession::connect(options("trusted"), reject_unknown_host_keys());
+    SshSession session = server_.connect();
     ExecResult r = session.exec(command.toStdString());
     QCOMPARE(r.exit_status, status);
     QCOMPARE(QString::fromStdString(r.std_out), out);
@@ -281,7 +269,7 @@ class TestSshSession : public QObject {
   }
 
   void hung_command_times_out_naming_host_and_command() {
-    SshSession session = SshSession::connect(options("trusted"), reject_unknown_host_keys());
+    SshSession session = server_.connect();
     const auto start = std::chrono::steady_clock::now();
     // A pipeline, so stopping only the shell would leave its children running.
     RemoteError e =
@@ -307,7 +295,7 @@ class TestSshSession : public QObject {
     QVERIFY(probe.listen(QHostAddress::LocalHost, 0));
     const int port = probe.serverPort();
     probe.close();  // nothing listens there now
-    SshOptions o = options();
+    SshOptions o = server_.options();
     o.target.port = port;
     RemoteError e = expect_error([&] { SshSession::connect(o, reject_unknown_host_keys()); });
     QCOMPARE(e.kind(), Kind::Connect);
@@ -318,7 +306,7 @@ class TestSshSession : public QObject {
     // Accepts TCP connections (the kernel does, from the backlog) but never says a word.
     QTcpServer silent;
     QVERIFY(silent.listen(QHostAddress::LocalHost, 0));
-    SshOptions o = options();
+    SshOptions o = server_.options();
     o.target.port = silent.serverPort();
     o.connect_timeout_s = 1;
     const auto start = std::chrono::steady_clock::now();
@@ -333,9 +321,9 @@ class TestSshSession : public QObject {
     // A real login by password would need this user's system password changed, which a test must
     // not do; so this checks the password path up to the server's refusal: the prompt is asked
     // kSecretAttempts times for this host and the message reports it.
-    const QString error = server_.start("host_ed25519", "PasswordAuthentication yes");
+    const QString error = server_.restart("PasswordAuthentication yes");
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    SshOptions o = options("trusted");
+    SshOptions o = server_.options();
     o.identity_file = server_.make_key("stranger_pw", "ed25519").toStdString();
     std::vector<SecretRequest> asked;
     SecretPrompt prompt = [&](const SecretRequest& request) -> std::optional<std::string> {
@@ -379,12 +367,13 @@ class TestSshSession : public QObject {
       known.write("otherhost.example " + pub.readAll());
     }
     trust_server("changed");
-    const QString old_print = SshdServer::fingerprint(host_key_ + ".pub");
+    const QString old_print = SshdServer::fingerprint(server_.host_key() + ".pub");
     const QString other = server_.make_key("host_ed25519_new", "ed25519");
     const QString error = server_.start("host_ed25519_new");
     QVERIFY2(error.isEmpty(), qPrintable(error));
     RecordingPolicy policy{HostKeyDecision::AcceptAndSave};
-    RemoteError e = expect_error([&] { SshSession::connect(options("changed"), policy.policy()); });
+    RemoteError e =
+        expect_error([&] { SshSession::connect(server_.options("changed"), policy.policy()); });
     QCOMPARE(e.kind(), Kind::HostKeyChanged);
     QCOMPARE(policy.calls, 0);  // never a prompt
     QVERIFY2(contains(e.what(), "HAS CHANGED"), e.what());
@@ -394,14 +383,15 @@ class TestSshSession : public QObject {
   }
 
   void key_of_another_type_is_refused() {
-    const QString error = server_.start("host_ed25519");
+    const QString error = server_.restart();
     QVERIFY2(error.isEmpty(), qPrintable(error));
     trust_server("other");
     const QString ecdsa = server_.make_key("host_ecdsa", "ecdsa");
     const QString restart = server_.start("host_ecdsa");
     QVERIFY2(restart.isEmpty(), qPrintable(restart));
     RecordingPolicy policy{HostKeyDecision::AcceptAndSave};
-    RemoteError e = expect_error([&] { SshSession::connect(options("other"), policy.policy()); });
+    RemoteError e =
+        expect_error([&] { SshSession::connect(server_.options("other"), policy.policy()); });
     QCOMPARE(e.kind(), Kind::HostKeyOtherType);
     QCOMPARE(policy.calls, 0);
     QVERIFY2(contains(e.what(), SshdServer::fingerprint(ecdsa + ".pub")), e.what());

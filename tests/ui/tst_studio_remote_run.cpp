@@ -145,7 +145,7 @@ class TestStudioRemoteRun : public QObject {
   // Submits the wizard's demo config, changed by `edit`, to the saved host; the mirror folder.
   QString launch(MainWindow& w, const std::function<void(studio::RunConfig&)>& edit);
 
-  SshdServer server_;
+  SshdFixture server_;
   QTemporaryDir tmp_;
   StudioPaths paths_;
   studio::ui::HostProfile host_;
@@ -153,32 +153,20 @@ class TestStudioRemoteRun : public QObject {
 
 void TestStudioRemoteRun::initTestCase() {
   QVERIFY(tmp_.isValid());
-  qunsetenv("SSH_AUTH_SOCK");  // the test's key only, never the developer's agent
-  const QString hostKey =
-      server_.make_key(QStringLiteral("host_ed25519"), QStringLiteral("ed25519"));
-  QVERIFY(!hostKey.isEmpty());
-  const QString userKey =
-      server_.make_key(QStringLiteral("user_ed25519"), QStringLiteral("ed25519"));
-  QVERIFY(server_.authorize(userKey));
-  const QString error = server_.start(QStringLiteral("host_ed25519"));
+  const QString error = server_.set_up(tmp_.path());
   QVERIFY2(error.isEmpty(), qPrintable(error));
-  QFile knownHosts(tmp_.filePath(QStringLiteral("known_hosts")));
-  QVERIFY(knownHosts.open(QIODevice::WriteOnly));
-  knownHosts.write("[127.0.0.1]:" + QByteArray::number(server_.port()) + " " +
-                   readAll(hostKey + QStringLiteral(".pub")).split(' ').mid(0, 2).join(' ') + "\n");
-  knownHosts.close();
 
   paths_.engine = QStringLiteral(STUDIO_TRAIN_EXE);
   paths_.resources = QStringLiteral(STUDIO_SOURCE_DIR "/resources");
   paths_.runsRoot = tmp_.filePath(QStringLiteral("runs"));
   paths_.dataDir = tmp_.filePath(QStringLiteral("data"));
 
+  const studio::remote::RemoteHostRef sshd = server_.host_ref();
   host_.name = kHostName;
-  host_.target = QString::fromStdString(SshdServer::user()) +
-                 QStringLiteral("@127.0.0.1:%1").arg(server_.port());
-  host_.identityFile = userKey;
-  host_.knownHostsFile = knownHosts.fileName();
-  host_.sshConfigFile = tmp_.filePath(QStringLiteral("no_ssh_config"));
+  host_.target = QString::fromStdString(sshd.target);
+  host_.identityFile = QString::fromStdString(sshd.identity_file);
+  host_.knownHostsFile = QString::fromStdString(sshd.known_hosts_file);
+  host_.sshConfigFile = QString::fromStdString(sshd.ssh_config_file);
   host_.engine = QStringLiteral(STUDIO_TRAIN_EXE);
   host_.remoteRoot = tmp_.filePath(QStringLiteral("remote runs"));
   auto w = window();
@@ -296,7 +284,7 @@ void TestStudioRemoteRun::connectionLostAndRegained() {
   QCOMPARE(stateOf(*w, dir), std::optional<RunState>(RunState::Running));
   QTRY_VERIFY_WITH_TIMEOUT(
       w->statusBar()->currentMessage().contains(QStringLiteral("connection lost")), 10000);
-  const QString error = server_.start(QStringLiteral("host_ed25519"));  // the same port
+  const QString error = server_.restart();  // the same port
   QVERIFY2(error.isEmpty(), qPrintable(error));
   QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Finished),
                             kRunTimeoutMs);
