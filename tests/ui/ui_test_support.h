@@ -1,5 +1,5 @@
 #pragma once
-// Fixtures and look-ups shared by the studio_ui tests.
+// Fixtures and look-ups shared by the studio tests of tests/ui.
 #include <QFile>
 #include <QString>
 

@@ -33,8 +33,10 @@
 #include "studio/ui/remote/host_profile.h"
 #include "studio/ui/remote/hosts_dialog.h"
 #include "studio/ui/runs/local_launcher.h"
+#include "studio/ui/runs/local_run_backend.h"
 #include "studio/ui/runs/log_console.h"
 #include "studio/ui/remote/remote_follower.h"
+#include "studio/ui/remote/remote_run_backend.h"
 #include "studio/ui/remote/remote_submitter.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/shell/attach_remote_dialog.h"
@@ -52,7 +54,7 @@
 namespace studio::ui {
 namespace {
 
-constexpr int kStatusMs = 8000;
+constexpr int kStatusMs = kNoticeMs;
 
 QString yamlFilter() {
   return QObject::tr("YAML files (*.yaml *.yml);;All files (*)");
@@ -74,7 +76,6 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
       dashboard_(new RunDashboard),
       chat_(new ChatPanel),
       store_(new RunStore(this)),
-      launcher_(new LocalLauncher(this)),
       log_(new LogConsole),
       runsPanel_(nullptr),
       demo_(nullptr),
@@ -86,9 +87,8 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
   if (paths_.engine.isEmpty()) paths_.engine = findEngineProgram();
   if (paths_.resources.isEmpty()) paths_.resources = findResourcesDir();
   if (!paths_.runsRoot.isEmpty()) store_->setRoot(paths_.runsRoot);
-  launcher_->setEngineProgram(paths_.engine);
   chat_->setEngineProgram(paths_.engine);
-  launcher_->setRunsRoot(store_->root());
+  createBackends();
   demo_ = new DemoProject(paths_.resources, paths_.engine, paths_.dataDir, this);
 
   tabs_->setObjectName(QStringLiteral("centralTabs"));
@@ -116,14 +116,14 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
   createDocks();
   createMenus();
   connectRuns();
-  createRemote();
+  for (RunBackend* backend : backends_) connectBackend(backend);
   statusBar();  // created now, so the window does not change height at the first message
   connect(inspector_, &ConfigInspector::modificationChanged, this, &QWidget::setWindowModified);
   updateTitle();
   readSettings();
   store_->refresh();
-  // Reattach: remote runs that were followed when the studio last closed go on being followed.
-  remoteRuns_->followAll(store_->root());
+  // Reattach: runs that were followed when the studio last closed go on being followed.
+  for (RunBackend* backend : backends_) backend->followAll(store_->root());
 }
 
 MainWindow::~MainWindow() = default;
@@ -232,21 +232,6 @@ void MainWindow::connectRuns() {
   connect(runsPanel_, &RunsPanel::configRequested, this, [this](const QString& path) {
     if (openFile(path)) showTab(ConfigTab);
   });
-  connect(launcher_, &LocalLauncher::launchFailed, this,
-          [this](const QString& dir, const QString& message) {
-            log_->appendStudioMessage(tr("Launch of %1 failed: %2").arg(dir, message));
-            statusBar()->showMessage(message, kStatusMs);
-          });
-  connect(launcher_, &LocalLauncher::stopFailed, this,
-          [this](const QString& dir, const QString& message) {
-            log_->appendStudioMessage(tr("Cannot stop %1: %2").arg(dir, message));
-            statusBar()->showMessage(message, kStatusMs);
-          });
-  connect(launcher_, &LocalLauncher::stopFinished, this, [this](const QString& dir, bool killed) {
-    log_->appendStudioMessage(killed ? tr("%1 did not stop in time and was killed").arg(dir)
-                                     : tr("%1 stopped").arg(dir));
-    store_->refresh();
-  });
   connect(dashboard_, &RunDashboard::runEnded, this, [this](const QString& dir, const QString& state) {
     statusBar()->showMessage(tr("%1: %2").arg(QFileInfo(dir).fileName(), state), kStatusMs);
     store_->refresh();
@@ -325,14 +310,9 @@ void MainWindow::openRunDialog() {
 void MainWindow::stopCurrentRun() {
   const QString dir = runsPanel_->selectedRun();
   if (dir.isEmpty()) return;
-  if (const auto info = store_->run(dir); info && info->remote) {
-    cancelRemoteRun(dir);
-    return;
-  }
-  log_->appendStudioMessage(
-      tr("Stopping %1 (SIGTERM; SIGKILL after 20 s, plus ddp_timeout when it saves on stop)")
-          .arg(dir));
-  launcher_->stop(dir);
+  RunBackend* backend = backendOf(dir);
+  log_->appendStudioMessage(backend->stopDescription(dir));
+  backend->stop(dir);
 }
 
 // A menu of the other runs, each checked while it is drawn on the dashboard: toggling one adds or
@@ -424,60 +404,77 @@ void MainWindow::openDemoWizard() {
 
 void MainWindow::onLaunchRequested(const studio::RunConfig& config, const QString& baseDir,
                                    const LaunchTarget& target) {
-  if (target.kind == LaunchTarget::Ssh) {
-    launchRemote(config, baseDir, target);  // the wizard closes once the run has started
-    return;
+  startRun(config, baseDir, target);  // the wizard closes once the run has started
+}
+
+bool MainWindow::startRun(const studio::RunConfig& config, const QString& baseDir,
+                          const LaunchTarget& target) {
+  RunBackend* backend = backendFor(target);
+  if (!backend->start(config, baseDir, target, store_->root())) {
+    statusBar()->showMessage(backend->busyMessage(), kStatusMs);
+    return false;
   }
-  const QString dir = launchLocal(config, baseDir, target);
-  if (!dir.isEmpty() && wizard_) wizard_->close();
+  return true;
 }
 
 QString MainWindow::launchLocal(const studio::RunConfig& config, const QString& baseDir,
                                 const LaunchTarget& target) {
-  LaunchRequest request;
-  request.config = config;
-  request.baseDir = baseDir;
-  request.name = QFileInfo(QString::fromStdString(config.output_dir)).fileName();
-  if (request.name.isEmpty()) request.name = QStringLiteral("run");
-  request.nproc = target.nproc;
-  if (target.trainer == LaunchTarget::LlamaFactory) {
-    request.trainer = LaunchRequest::Trainer::LlamaFactory;
-    request.llamafactoryCli = target.llamafactoryCli;
-  }
-  QString error;
-  const QString dir = launcher_->launch(request, &error);
-  if (dir.isEmpty()) {
-    QMessageBox::warning(this, tr("Launch failed"), error);
-    return {};
-  }
-  log_->appendStudioMessage(tr("Launched %1").arg(dir));
-  store_->refresh();  // it is under the store's root: listed as Starting from the next scan
-  selectRun(dir);
-  return dir;
+  return localRuns_->launch(config, baseDir, target, store_->root());
 }
 
-void MainWindow::createRemote() {
-  const RemotePrompts prompts{prompts_->hostKeyPolicy(), prompts_->secretPrompt()};
-  remoteRuns_ = new RemoteRuns(prompts, this);
-  submitter_ = new RemoteSubmitter(prompts, this);
+bool MainWindow::launchRemote(const studio::RunConfig& config, const QString& baseDir,
+                              const LaunchTarget& target) {
+  return startRun(config, baseDir, target);
+}
+
+LocalLauncher* MainWindow::launcher() const { return localRuns_->launcher(); }
+RemoteRuns* MainWindow::remoteRuns() const { return remoteRuns_->runs(); }
+RemoteSubmitter* MainWindow::remoteSubmitter() const { return remoteRuns_->submitter(); }
+
+void MainWindow::createBackends() {
+  localRuns_ = new LocalRunBackend(this);
+  localRuns_->launcher()->setEngineProgram(paths_.engine);
+  localRuns_->launcher()->setRunsRoot(store_->root());
+  remoteRuns_ = new RemoteRunBackend(
+      RemotePrompts{prompts_->hostKeyPolicy(), prompts_->secretPrompt()}, this);
+  backends_ = {localRuns_, remoteRuns_};
+  connect(remoteRuns_, &RemoteRunBackend::attached, this, [this](const QString& dir) {
+    selectRun(dir);
+    emit remoteAttached(dir);
+  });
   submitProgress_ = new QProgressBar;
   submitProgress_->setObjectName(QStringLiteral("submitProgress"));
   submitProgress_->setMaximumWidth(220);
   submitProgress_->setTextVisible(false);
   submitProgress_->hide();
-  statusBar()->addPermanentWidget(submitProgress_);
-  connectRemote();
 }
 
-void MainWindow::connectRemote() {
-  auto report = [this](const QString& text) {
-    log_->appendStudioMessage(text);
-    statusBar()->showMessage(text, kStatusMs);
-  };
-  auto name = [](const QString& dir) { return QFileInfo(dir).fileName(); };
-  // While the submit runs, the bar shows the bytes of the file being uploaded (busy otherwise)
+RunBackend* MainWindow::backendFor(const LaunchTarget& target) const {
+  for (RunBackend* backend : backends_)
+    if (backend->startsOn(target)) return backend;
+  return localRuns_;
+}
+
+RunBackend* MainWindow::backendOf(const QString& dir) const {
+  if (const std::optional<RunInfo> info = store_->run(dir)) {
+    for (RunBackend* backend : backends_)
+      if (backend->owns(*info)) return backend;
+  }
+  return localRuns_;
+}
+
+void MainWindow::connectBackend(RunBackend* backend) {
+  if (submitProgress_->parent() == nullptr) statusBar()->addPermanentWidget(submitProgress_);
+  connect(backend, &RunBackend::notice, this, [this](const QString& text, bool log, int statusMs) {
+    if (log) log_->appendStudioMessage(text);
+    if (statusMs < 0)
+      statusBar()->showMessage(text);
+    else if (statusMs > 0)
+      statusBar()->showMessage(text, statusMs);
+  });
+  // While a start uploads, the bar shows the bytes of the file being uploaded (busy otherwise)
   // and the log gets one line per step.
-  connect(submitter_, &RemoteSubmitter::progress, this,
+  connect(backend, &RunBackend::startProgress, this,
           [this](const QString& text, int fileIndex, int fileCount, qint64 bytes, qint64 total) {
             const QString step =
                 fileCount > 0 ? tr("%1 (file %2 of %3)").arg(text).arg(fileIndex).arg(fileCount)
@@ -491,110 +488,31 @@ void MainWindow::connectRemote() {
             if (total > 0) submitProgress_->setValue(static_cast<int>(bytes * 1000 / total));
             submitProgress_->show();
           });
-  connect(submitter_, &RemoteSubmitter::submitted, this, &MainWindow::onRemoteSubmitted);
-  connect(submitter_, &RemoteSubmitter::failed, this, [this, report](const QString& error) {
+  connect(backend, &RunBackend::started, this,
+          [this, backend](const QString& dir) { onRunStarted(backend, dir); });
+  connect(backend, &RunBackend::startFailed, this, [this, backend](const QString& error) {
     submitProgress_->hide();
     submitStep_.clear();
-    report(tr("Remote launch failed: %1").arg(error));
+    if (backend->startFailureIsModal()) {
+      QMessageBox::warning(this, tr("Launch failed"), error);
+      return;
+    }
+    log_->appendStudioMessage(error);
+    statusBar()->showMessage(error, kStatusMs);
   });
-  // Every change of a mirror's files is a change of the runs list.
-  connect(remoteRuns_, &RemoteRuns::statusChanged, store_, &RunStore::refresh);
-  connect(remoteRuns_, &RemoteRuns::disconnected, this,
-          [this, name](const QString& dir, const QString& error, int attempt, int retryInMs) {
-            statusBar()->showMessage(
-                tr("%1: connection lost: %2; retrying in %3 s (attempt %4)")
-                    .arg(name(dir), error)
-                    .arg((retryInMs + 999) / 1000)
-                    .arg(attempt),
-                retryInMs + kStatusMs);
-          });
-  connect(remoteRuns_, &RemoteRuns::connected, this, [this, name](const QString& dir) {
-    statusBar()->showMessage(tr("%1: following on its host").arg(name(dir)), kStatusMs);
-  });
-  connect(remoteRuns_, &RemoteRuns::ended, this,
-          [this, report, name](const QString& dir, const QString& state) {
-            report(tr("%1 on its host: %2, every event mirrored").arg(name(dir), state));
-            store_->refresh();
-          });
-  connect(remoteRuns_, &RemoteRuns::followFailed, this,
-          [report, name](const QString& dir, const QString& error) {
-            report(tr("Cannot follow %1: %2").arg(name(dir), error));
-          });
-  connect(remoteRuns_, &RemoteRuns::cancelFinished, this,
-          [this, name](const QString& dir, const QStringList& lines) {
-            log_->appendStudioMessage(
-                tr("%1: %2").arg(name(dir), lines.join(QStringLiteral("; "))));
-            store_->refresh();
-          });
-  connect(remoteRuns_, &RemoteRuns::attached, this, [this](const QString& dir) {
-    log_->appendStudioMessage(tr("Following %1 into %2").arg(QFileInfo(dir).fileName(), dir));
-    store_->refresh();
-    selectRun(dir);
-    emit remoteAttached(dir);
-  });
-  connect(remoteRuns_, &RemoteRuns::attachFailed, this,
-          [report](const QString& runId, const QString& error) {
-            report(tr("Cannot attach %1: %2").arg(runId, error));
-          });
-  connect(remoteRuns_, &RemoteRuns::cancelFailed, this,
-          [report, name](const QString& dir, const QString& error) {
-            report(tr("Cannot stop %1: %2").arg(name(dir), error));
-          });
+  connect(backend, &RunBackend::runsChanged, store_, &RunStore::refresh);
 }
 
-bool MainWindow::launchRemote(const studio::RunConfig& config, const QString& baseDir,
-                              const LaunchTarget& target) {
-  studio::remote::SubmitRequest request;
-  request.host.target = target.sshTarget.toStdString();
-  request.host.identity_file = localPath(target.identityFile);
-  request.host.known_hosts_file = localPath(target.knownHostsFile);
-  request.host.ssh_config_file = localPath(target.sshConfigFile);
-  if (!target.remoteRoot.isEmpty()) request.remote_root = target.remoteRoot.toStdString();
-  if (!target.engine.isEmpty()) request.engine = target.engine.toStdString();
-  request.nproc = target.nproc;
-  request.upload_model = target.uploadModel;
-  if (target.trainer == LaunchTarget::LlamaFactory)
-    request.llamafactory_cli = target.llamafactoryCli.toStdString();
-  if (target.useSlurm) {
-    studio::remote::SbatchOptions slurm;
-    slurm.nodes = target.nnodes;
-    slurm.gpus_per_node = target.nproc;
-    slurm.partition = target.partition.toStdString();
-    slurm.account = target.account.toStdString();
-    slurm.time = target.timeLimit.toStdString();
-    request.slurm = slurm;
-  } else if (target.nnodes > 1) {
-    for (const QString& node : target.extraNodes) request.extra_nodes.push_back(node.toStdString());
-    request.master_addr = target.masterAddr.toStdString();
+void MainWindow::onRunStarted(RunBackend* backend, const QString& dir) {
+  if (submitProgress_->isVisible()) {
+    submitProgress_->hide();
+    statusBar()->clearMessage();
   }
-  if (!submitter_->submit(config, baseDir, request, store_->root())) {
-    statusBar()->showMessage(tr("A remote launch is already in progress"), kStatusMs);
-    return false;
-  }
-  log_->appendStudioMessage(tr("Launching on %1 ...").arg(target.sshTarget));
-  return true;
-}
-
-void MainWindow::onRemoteSubmitted(const QString& dir) {
-  submitProgress_->hide();
   submitStep_.clear();
-  log_->appendStudioMessage(tr("Launched %1 on its host; following it into %2")
-                                .arg(QFileInfo(dir).fileName(), dir));
-  statusBar()->clearMessage();
-  remoteRuns_->follow(dir);
-  store_->refresh();
+  store_->refresh();  // it is under the store's root: listed as Starting from the next scan
   selectRun(dir);
   if (wizard_) wizard_->close();
-  emit remoteLaunched(dir);
-}
-
-void MainWindow::cancelRemoteRun(const QString& dir) {
-  log_->appendStudioMessage(
-      tr("Stopping %1 on its host (SIGTERM, SIGKILL after %2 s, plus ddp_timeout when it saves "
-         "on stop; scancel for Slurm)")
-          .arg(dir)
-          .arg(studio::remote::kDefaultCancelGraceSeconds));
-  remoteRuns_->cancel(dir);
+  if (backend == remoteRuns_) emit remoteLaunched(dir);
 }
 
 bool MainWindow::attachRemoteRun(const QString& hostName, const QString& runId) {
@@ -611,7 +529,7 @@ bool MainWindow::attachRemoteRun(const QString& hostName, const QString& runId) 
 }
 
 void MainWindow::showAttachRemoteDialog() {
-  auto* dialog = new AttachRemoteDialog(hosts_, remoteRuns_, this);
+  auto* dialog = new AttachRemoteDialog(hosts_, remoteRuns_->runs(), this);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this,
           [this, dialog] { attachRemoteRun(dialog->hostName(), dialog->runId()); });

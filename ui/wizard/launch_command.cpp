@@ -10,13 +10,6 @@
 
 namespace studio::ui {
 
-QString defaultLlamaFactoryCli() {
-  const QString env = qEnvironmentVariable("STUDIO_LLAMAFACTORY_CLI");
-  if (!env.isEmpty()) return env;
-  const QString found = QStandardPaths::findExecutable(QStringLiteral("llamafactory-cli"));
-  return found.isEmpty() ? QStringLiteral("llamafactory-cli") : found;
-}
-
 QString trainCommandLine(const QString& engine, const QString& configFile, const QString& workDir,
                          const LaunchTarget& target) {
   std::vector<std::string> argv{engine.toStdString(), "train", configFile.toStdString()};

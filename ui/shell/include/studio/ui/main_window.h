@@ -31,6 +31,9 @@ class LocalLauncher;
 class LogConsole;
 class RemoteRuns;
 class RemoteSubmitter;
+class RunBackend;
+class LocalRunBackend;
+class RemoteRunBackend;
 class RunDashboard;
 class RunStore;
 class RunsPanel;
@@ -95,7 +98,7 @@ class MainWindow : public QMainWindow {
   RunDashboard* dashboard() const { return dashboard_; }
   ChatPanel* chat() const { return chat_; }
   RunStore* runStore() const { return store_; }
-  LocalLauncher* launcher() const { return launcher_; }
+  LocalLauncher* launcher() const;
   LogConsole* logConsole() const { return log_; }
   RunsPanel* runsPanel() const { return runsPanel_; }
   DemoProject* demo() const { return demo_; }
@@ -103,9 +106,12 @@ class MainWindow : public QMainWindow {
   // The remote hosts (File > Hosts...) and the GUI's answers to SSH questions from workers.
   HostStore* hosts() const { return hosts_; }
   GuiPrompts* prompts() const { return prompts_; }
-  // The followers of remote runs and the remote submit.
-  RemoteRuns* remoteRuns() const { return remoteRuns_; }
-  RemoteSubmitter* remoteSubmitter() const { return submitter_; }
+  // The run backends the window starts, stops and follows runs through: this machine's, then
+  // SSH hosts' (plain or Slurm).
+  const QList<RunBackend*>& runBackends() const { return backends_; }
+  // The remote backend's followers of remote runs and its submitter.
+  RemoteRuns* remoteRuns() const;
+  RemoteSubmitter* remoteSubmitter() const;
   QString currentRun() const { return currentRun_; }
   // The colour theme (View > Theme): light, dark or the system's.
   AppTheme* theme() const { return theme_; }
@@ -144,11 +150,16 @@ class MainWindow : public QMainWindow {
   bool saveAs();
   void exportNormalized();
   void stopCurrentRun();
-  // Remote runs: followers, submit progress, cancel.
-  void createRemote();
-  void connectRemote();
-  void onRemoteSubmitted(const QString& dir);
-  void cancelRemoteRun(const QString& dir);
+  // The run backends and what the window shows of them (log, status bar, start progress).
+  void createBackends();
+  void connectBackend(RunBackend* backend);
+  void onRunStarted(RunBackend* backend, const QString& dir);
+  // The backend that starts runs on `target`, and the one that owns the run folder `dir` (this
+  // machine's for a folder the runs list does not know).
+  RunBackend* backendFor(const LaunchTarget& target) const;
+  RunBackend* backendOf(const QString& dir) const;
+  bool startRun(const studio::RunConfig& config, const QString& baseDir,
+                const LaunchTarget& target);
   void showHostsDialog();
   void showAttachRemoteDialog();
   void overlayCurrentRun();
@@ -176,7 +187,6 @@ class MainWindow : public QMainWindow {
   GpuSampler* gpuSampler_ = nullptr;
   QTimer* gpuSampleTimer_ = nullptr;
   RunStore* store_;
-  LocalLauncher* launcher_;
   LogConsole* log_;
   RunsPanel* runsPanel_;
   QDockWidget* runsDock_ = nullptr;
@@ -188,10 +198,11 @@ class MainWindow : public QMainWindow {
   QSystemTrayIcon* tray_ = nullptr;  // for desktop notifications, where the system has a tray
   HostStore* hosts_;
   GuiPrompts* prompts_;
-  RemoteRuns* remoteRuns_ = nullptr;
-  RemoteSubmitter* submitter_ = nullptr;
-  QProgressBar* submitProgress_ = nullptr;  // in the status bar while a submit runs
-  QString submitStep_;                      // the submit step last logged
+  LocalRunBackend* localRuns_ = nullptr;
+  RemoteRunBackend* remoteRuns_ = nullptr;
+  QList<RunBackend*> backends_;
+  QProgressBar* submitProgress_ = nullptr;  // in the status bar while a start uploads
+  QString submitStep_;                      // the start step last logged
 };
 
 }  // namespace studio::ui

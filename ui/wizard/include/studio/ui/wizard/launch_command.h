@@ -9,7 +9,7 @@
 // train CONFIG.yaml` (several nodes: NODE_RANK, MASTER_ADDR, MASTER_PORT exported on each).
 #include <QString>
 
-#include "studio/ui/wizard/launch_target.h"
+#include "studio/ui/runs/launch_target.h"
 
 namespace studio::ui {
 

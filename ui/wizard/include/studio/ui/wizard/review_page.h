@@ -8,7 +8,7 @@
 #include <QString>
 
 #include "studio/config/config_io.h"
-#include "studio/ui/wizard/launch_target.h"
+#include "studio/ui/runs/launch_target.h"
 #include "studio/ui/wizard/wizard_page.h"
 
 class QComboBox;

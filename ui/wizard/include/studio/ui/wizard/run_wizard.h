@@ -10,7 +10,7 @@
 
 #include "studio/config/run_config.h"
 #include "studio/ui/remote/host_profile.h"
-#include "studio/ui/wizard/launch_target.h"
+#include "studio/ui/runs/launch_target.h"
 
 namespace studio::ui {
 

@@ -6,7 +6,7 @@
 #include <QVector>
 
 #include "studio/ui/remote/host_profile.h"
-#include "studio/ui/wizard/launch_target.h"
+#include "studio/ui/runs/launch_target.h"
 #include "studio/ui/wizard/wizard_page.h"
 
 class QCheckBox;
