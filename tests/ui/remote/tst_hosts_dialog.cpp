@@ -97,7 +97,7 @@ class TestHostsDialog : public QObject {
   Q_OBJECT
 
  private:
-  SshdServer server_;
+  SshdFixture server_;
   QTemporaryDir local_;
   QString hostKey_;
   QString userKey_;
@@ -145,18 +145,15 @@ class TestHostsDialog : public QObject {
     QCoreApplication::setOrganizationName(QStringLiteral("SeqStudioTest"));
     QCoreApplication::setApplicationName(QStringLiteral("tst_hosts_dialog"));
     QVERIFY(local_.isValid());
-    qunsetenv("SSH_AUTH_SOCK");
-    hostKey_ = server_.make_key(QStringLiteral("host_ed25519"), QStringLiteral("ed25519"));
-    userKey_ = server_.make_key(QStringLiteral("user_ed25519"), QStringLiteral("ed25519"));
-    QVERIFY(!hostKey_.isEmpty() && !userKey_.isEmpty());
-    QVERIFY(server_.authorize(userKey_));
-    const QString error = server_.start(QStringLiteral("host_ed25519"));
+    // sshd on 127.0.0.1 with our keys; local_/known_hosts trusts it.
+    const QString error = server_.set_up(local_.path());
     QVERIFY2(error.isEmpty(), qPrintable(error));
+    hostKey_ = server_.host_key();
+    userKey_ = server_.user_key();
     engine_ = local_.filePath(QStringLiteral("studio-train"));
     QVERIFY(
         writeFile(engine_, "#!/bin/sh\necho 'studio-train 0.1.0'\necho 'CUDA: not available'\n"));
     QVERIFY(QFile::setPermissions(engine_, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
-    QVERIFY(writeFile(local_.filePath(QStringLiteral("trusted")), knownHostsLine(hostKey_)));
   }
 
   void init() { QSettings().clear(); }
@@ -170,7 +167,7 @@ class TestHostsDialog : public QObject {
     QCOMPARE(list->count(), 0);
 
     // An invalid profile is refused with the reason, and nothing is stored.
-    HostProfile p = profile(QStringLiteral("trusted"));
+    HostProfile p = profile(QStringLiteral("known_hosts"));
     fill(dialog, p);
     child<QLineEdit>(&dialog, "targetEdit")->setText(QStringLiteral("-oProxyCommand=x"));
     child<QPushButton>(&dialog, "saveHost")->click();
@@ -219,9 +216,9 @@ class TestHostsDialog : public QObject {
   void testConnectionShowsInventory() {
     HostStore store;
     GuiPrompts prompts;
-    QCOMPARE(store.save(profile(QStringLiteral("trusted"))), QString());
+    QCOMPARE(store.save(profile(QStringLiteral("known_hosts"))), QString());
     HostsDialog dialog(&store, &prompts);
-    QVERIFY(dialog.editedProfile() == profile(QStringLiteral("trusted")));
+    QVERIFY(dialog.editedProfile() == profile(QStringLiteral("known_hosts")));
     auto* table = child<QTableWidget>(&dialog, "gpuTable");
     QAbstractItemModelTester tester(table->model());
     QSignalSpy finished(&dialog, &HostsDialog::testFinished);
@@ -325,7 +322,7 @@ class TestHostsDialog : public QObject {
     HostStore store;
     GuiPrompts prompts;
     HostsDialog dialog(&store, &prompts);
-    HostProfile p = profile(QStringLiteral("trusted"));
+    HostProfile p = profile(QStringLiteral("known_hosts"));
     p.identityFile = locked;
     fill(dialog, p);
     QSignalSpy finished(&dialog, &HostsDialog::testFinished);
@@ -372,7 +369,7 @@ class TestHostsDialog : public QObject {
   void invalidProfileIsNotTried() {
     HostStore store;
     HostsDialog dialog(&store, nullptr);
-    fill(dialog, profile(QStringLiteral("trusted")));
+    fill(dialog, profile(QStringLiteral("known_hosts")));
     child<QLineEdit>(&dialog, "engineEdit")->clear();
     QSignalSpy finished(&dialog, &HostsDialog::testFinished);
     child<QPushButton>(&dialog, "testConnection")->click();
@@ -394,7 +391,7 @@ class TestHostsDialog : public QObject {
   }
 
   void mainWindowOpensHosts() {
-    const HostProfile p = profile(QStringLiteral("trusted"));
+    const HostProfile p = profile(QStringLiteral("known_hosts"));
     QCOMPARE(HostStore().save(p), QString());  // stored by an earlier session
     MainWindow window;
     QVERIFY(window.hosts()->host(p.name) != nullptr);
@@ -433,14 +430,13 @@ class TestHostsDialog : public QObject {
       QVERIFY(writeFile(path, script));
       QVERIFY(QFile::setPermissions(path, QFile::ReadOwner | QFile::ExeOwner));
     }
-    const QString error = server_.start(QStringLiteral("host_ed25519"),
-                                        QStringLiteral("SetEnv PATH=%1:/usr/bin:/bin\n").arg(bin));
+    const QString error = server_.restart(QStringLiteral("SetEnv PATH=%1:/usr/bin:/bin\n").arg(bin));
     QVERIFY2(error.isEmpty(), qPrintable(error));
 
     HostStore store;
     GuiPrompts prompts;
     HostsDialog dialog(&store, &prompts);
-    HostProfile p = profile(QStringLiteral("trusted"));
+    HostProfile p = profile(QStringLiteral("known_hosts"));
     p.engine = QStringLiteral("studio-train");  // found in the PATH
     fill(dialog, p);
     auto* table = child<QTableWidget>(&dialog, "gpuTable");
