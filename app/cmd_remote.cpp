@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_args.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/whole_number.h"
 #include "studio/remote/remote_run.h"
 #include "studio/remote/run_follow.h"

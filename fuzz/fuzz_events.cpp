@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/json_file.h"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/remote/shell_quote.h"
 #include "remote_text.h"
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/whole_number.h"
 #include "studio/remote/remote_error.h"
 #include "studio/remote/sftp_client.h"

@@ -121,7 +121,7 @@ def strongly_connected(nodes, edges):
     return out
 
 
-LIBRARY_ROOTS = ('config', 'data', 'kernels', 'trainer', 'remote', 'ui', 'app')
+LIBRARY_ROOTS = ('config', 'runs', 'data', 'kernels', 'trainer', 'remote', 'ui', 'app')
 TABLE_ROW = re.compile(r'^\|\s*`([^`]+)/`\s*\|')
 
 

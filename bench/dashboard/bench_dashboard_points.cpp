@@ -24,7 +24,7 @@
 #include <QStringList>
 #include <qcustomplot.h>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/dashboard/run_series.h"
 #include "step_lines.h"

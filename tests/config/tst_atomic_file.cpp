@@ -14,7 +14,7 @@
 
 #include "hostile_files.h"
 #include "studio/config/atomic_file.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/json_file.h"
 
 using namespace studio;

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/model_flops.h"
 #include "studio/config/model_info.h"
 

@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/launch/dist_env.h"
 
 namespace {

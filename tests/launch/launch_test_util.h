@@ -11,7 +11,7 @@
 #include <QStringList>
 #include <QtGlobal>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/launch/dist_env.h"
 
 namespace launch_test {

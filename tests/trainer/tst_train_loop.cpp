@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/model_info.h"
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/model_folder.h"

@@ -27,7 +27,7 @@
 
 #include "stall_probe.h"
 #include "step_lines.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/ui/dashboard/event_tailer.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/dashboard/run_series.h"

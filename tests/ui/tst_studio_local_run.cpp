@@ -9,7 +9,7 @@
 #include <cmath>
 #include <memory>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/run_config.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/dashboard/run_series.h"

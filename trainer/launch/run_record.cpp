@@ -7,7 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 namespace studio::launch {
 namespace {

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/launch/launcher.h"
 
 namespace studio::launch {

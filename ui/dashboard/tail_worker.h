@@ -9,7 +9,7 @@
 #include <QObject>
 #include <QString>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 class QTimer;
 

@@ -9,7 +9,7 @@
 #include <QJsonObject>
 
 #include "studio/config/atomic_file.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/ui/base/local_path.h"
 #include "studio/ui/runs/run_folder.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "studio/config/atomic_file.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/ui/base/local_path.h"
 
 namespace studio::ui {

@@ -10,7 +10,7 @@
 #include <QRegularExpression>
 
 #include "studio/config/atomic_file.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/remote/remote_run.h"
 #include "studio/ui/base/local_path.h"
 

@@ -5,7 +5,7 @@
 #include <QDir>
 
 #include "studio/ui/base/local_path.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/ui/runs/run_folder.h"
 
 namespace studio::ui {

@@ -15,7 +15,7 @@
 
 #include "studio/ui/base/local_path.h"
 #include "studio/config/config_io.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/process_probe.h"
 #include "studio/ui/runs/run_folder.h"

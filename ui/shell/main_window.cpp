@@ -22,7 +22,7 @@
 #include "studio/config/atomic_file.h"
 #include "studio/config/config_io.h"
 #include "studio/config/validate.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/run_config.h"
 #include "studio/ui/chat/chat_panel.h"
 #include "studio/ui/runs/run_folder.h"

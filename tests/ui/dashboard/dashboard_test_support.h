@@ -7,7 +7,7 @@
 #include <QFile>
 #include <QString>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 namespace dash_test {
 

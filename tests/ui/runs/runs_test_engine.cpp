@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "studio/config/config_io.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 namespace {
 

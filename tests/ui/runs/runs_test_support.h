@@ -7,7 +7,7 @@
 #include <QProcess>
 #include <QString>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/ui/runs/process_probe.h"
 
 namespace runs_test {

@@ -10,7 +10,7 @@
 
 #include <torch/torch.h>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/run_config.h"
 
 namespace studio::trainer::dpo {

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/model_info.h"
 #include "studio/config/run_config.h"
 #include "studio/trainer/metrics/tensorboard_writer.h"

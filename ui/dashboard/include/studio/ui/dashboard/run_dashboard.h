@@ -15,7 +15,7 @@
 #include <QTimer>
 #include <QWidget>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/ui/dashboard/chart_kind.h"
 #include "studio/ui/dashboard/run_series.h"
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 namespace studio::ui {
 

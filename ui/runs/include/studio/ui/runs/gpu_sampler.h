@@ -11,7 +11,7 @@
 #include <QString>
 #include <QThread>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 Q_DECLARE_METATYPE(std::vector<studio::GpuMemory>)
 

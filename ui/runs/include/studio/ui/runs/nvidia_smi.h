@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 namespace studio {
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 namespace studio::ui {
 

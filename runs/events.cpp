@@ -1,4 +1,4 @@
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,7 +1,7 @@
 #pragma once
 // Tolerant typed access to the fields of a JSON object, shared by the readers of events.jsonl,
 // status.json (events.cpp) and LLaMA-Factory's trainer_log.jsonl (trainer_log.cpp). Private to
-// studio_config.
+// studio_run_contract.
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/json_file.h"
 
 namespace studio::event_fields {

@@ -17,7 +17,7 @@
 
 #include <cstdio>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 #include "studio/config/json_file.h"
 
 using nlohmann::json;

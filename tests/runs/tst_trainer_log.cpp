@@ -1,4 +1,4 @@
-// LLaMA-Factory's trainer_log.jsonl read as events (config/trainer_log.cpp): LogCallback's lines,
+// LLaMA-Factory's trainer_log.jsonl read as events (runs/trainer_log.cpp): LogCallback's lines,
 // odd fields under the same tolerant rule as events.jsonl, and the file picked by its name.
 // Hugging Face's trainer_state.json (its log_history) read the same way, found in a run folder
 // or its newest checkpoint-N, and read again whole as each checkpoint writes a newer one.
@@ -13,7 +13,7 @@
 #include <cmath>
 #include <limits>
 
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 using namespace studio;
 

@@ -1,7 +1,7 @@
 // LLaMA-Factory's trainer_log.jsonl, read as the studio's step and eval events, with the same
 // tolerance as events.jsonl (event_fields.h).
 #include "event_fields.h"
-#include "studio/config/events.h"
+#include "studio/runs/events.h"
 
 namespace studio {
 
