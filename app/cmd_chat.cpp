@@ -23,6 +23,7 @@
 #include "studio/config/model_info.h"
 #include "studio/config/whole_number.h"
 #include "studio/data/chat_template.h"
+#include "studio/runs/chat_protocol.h"
 #include "studio/trainer/generate.h"
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/model_folder.h"
@@ -31,6 +32,7 @@ namespace studio::app {
 namespace {
 
 namespace fs = std::filesystem;
+namespace protocol = studio::chat;  // the lines of --json
 using nlohmann::json;
 
 struct TemplateChoice {
@@ -166,10 +168,6 @@ bool choose_device(const std::optional<std::string>& device_text,
   return true;
 }
 
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 // One conversation with one model; messages alternate user, assistant.
 class ChatModel {
  public:
@@ -213,116 +211,94 @@ class ChatModel {
   bool enable_thinking_;
 };
 
-data::Role role_of(const std::string& name) {
-  if (name == "user") return data::Role::User;
-  if (name == "assistant") return data::Role::Assistant;
-  throw std::invalid_argument("message role '" + name + "' is not user or assistant");
-}
-
-// A request line of the JSON protocol (docs/CHAT.md).
+// A request of the JSON protocol over the command line's choices.
 struct Request {
   std::vector<data::Message> messages;
   std::string system;
   trainer::SamplingOptions options;
 };
 
-Request parse_request(const json& j, const trainer::SamplingOptions& defaults,
-                      const std::string& default_system) {
+// Throws std::invalid_argument for sampling choices out of range.
+Request to_request(const protocol::Request& in, const trainer::SamplingOptions& defaults,
+                   const std::string& default_system) {
   Request r;
+  for (const protocol::Message& m : in.messages)  // roles checked by the reader
+    r.messages.push_back({m.role == "user" ? data::Role::User : data::Role::Assistant, m.content});
+  r.system = in.system.value_or(default_system);
   r.options = defaults;
-  r.system = default_system;
-  if (!j.is_object()) throw std::invalid_argument("a request is a JSON object");
-  if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
-    throw std::invalid_argument("\"messages\" must be a non-empty array of {role, content}");
-  for (const json& m : j["messages"]) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-        !m.contains("content") || !m["content"].is_string())
-      throw std::invalid_argument("every message needs a string \"role\" and \"content\"");
-    r.messages.push_back({role_of(m["role"].get<std::string>()), m["content"].get<std::string>()});
-  }
-  for (std::size_t i = 0; i < r.messages.size(); ++i)
-    if ((r.messages[i].role == data::Role::User) != (i % 2 == 0))
-      throw std::invalid_argument("messages must alternate user, assistant, user, ... (message " +
-                                  std::to_string(i + 1) + " does not)");
-  if (j.contains("system")) {
-    if (!j["system"].is_string()) throw std::invalid_argument("\"system\" must be a string");
-    r.system = j["system"].get<std::string>();
-  }
-  const auto number = [&](const char* key, auto& field) {
-    if (!j.contains(key)) return;
-    if (!j[key].is_number())
-      throw std::invalid_argument(std::string("\"") + key + "\" must be a number");
-    field = j[key].get<std::decay_t<decltype(field)>>();
-  };
-  number("max_new_tokens", r.options.max_new_tokens);
-  number("temperature", r.options.temperature);
-  number("top_p", r.options.top_p);
-  number("top_k", r.options.top_k);
-  number("repetition_penalty", r.options.repetition_penalty);
-  number("seed", r.options.seed);
-  if (const std::string why = trainer::sampling_options_error(r.options); !why.empty())
+  trainer::SamplingOptions& o = r.options;
+  o.max_new_tokens = in.max_new_tokens.value_or(o.max_new_tokens);
+  o.temperature = in.temperature.value_or(o.temperature);
+  o.top_p = in.top_p.value_or(o.top_p);
+  o.top_k = in.top_k.value_or(o.top_k);
+  o.repetition_penalty = in.repetition_penalty.value_or(o.repetition_penalty);
+  o.seed = in.seed.value_or(o.seed);
+  if (const std::string why = trainer::sampling_options_error(o); !why.empty())
     throw std::invalid_argument(why);
   return r;
 }
 
-json done_event(const trainer::Generation& g, const std::vector<int32_t>& prompt) {
+protocol::Answer answer_of(const trainer::Generation& g, const std::vector<int32_t>& prompt) {
+  protocol::Answer a;
+  a.text = g.text;
+  a.ids.assign(g.ids.begin(), g.ids.end());
+  a.prompt_ids.assign(prompt.begin(), prompt.end());
+  a.prompt_tokens = g.prompt_tokens;
+  a.new_tokens = static_cast<int64_t>(g.ids.size());
+  a.stop = trainer::stop_reason_name(g.stop);
+  a.seconds = g.seconds;
+  a.prefill_seconds = g.prefill_seconds;
+  // decoding speed: the first token comes out of the prefill
   const double decode = g.seconds - g.prefill_seconds;
   const auto n = static_cast<double>(g.ids.size());
-  return {{"event", "done"},
-          {"text", g.text},
-          {"ids", g.ids},
-          {"prompt_ids", prompt},
-          {"prompt_tokens", g.prompt_tokens},
-          {"new_tokens", g.ids.size()},
-          {"stop", trainer::stop_reason_name(g.stop)},
-          {"seconds", g.seconds},
-          {"prefill_seconds", g.prefill_seconds},
-          // decoding speed: the first token comes out of the prefill
-          {"tokens_per_sec", n > 1 && decode > 0 ? (n - 1) / decode : 0.0}};
+  a.tokens_per_sec = n > 1 && decode > 0 ? (n - 1) / decode : 0.0;
+  return a;
 }
 
 // --json without --prompt: requests from stdin, read on a thread of their own so that
 // {"cancel": true} reaches the answer being generated.
 int serve_json(ChatModel& chat, const trainer::SamplingOptions& defaults,
                const std::string& system) {
+  // A request line read, waiting for its turn; a cancel that came before its turn marks it.
+  struct Waiting {
+    protocol::RequestLine line;
+    bool cancelled = false;
+  };
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::optional<json>> queue;  // nullopt: end of input
+  std::deque<std::optional<Waiting>> queue;  // nullopt: end of input
   std::atomic<bool> cancel{false}, busy{false};
   std::mutex out_mu;
-  const auto send = [&](const json& j) {
+  const auto send = [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(out_mu);
-    std::cout << dump(j) << '\n' << std::flush;
+    std::cout << line << std::flush;
   };
   std::thread reader([&] {
-    std::string line;
+    std::string text;
     int64_t number = 0;
-    while (std::getline(std::cin, line)) {
-      ++number;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded()) {
-        send({{"event", "error"},
-              {"message", "stdin line " + std::to_string(number) + " is not JSON: " +
-                              line.substr(0, 200)}});
+    while (std::getline(std::cin, text)) {
+      protocol::RequestLine line = protocol::read_request_line(text, ++number);
+      if (line.kind == protocol::RequestLine::Kind::Blank) continue;
+      if (line.kind == protocol::RequestLine::Kind::NotJson) {
+        send(protocol::error_line(line.error));
         continue;
       }
       std::lock_guard<std::mutex> lock(mu);
-      if (j.is_object() && j.value("cancel", false)) {
+      if (line.kind == protocol::RequestLine::Kind::Cancel) {
         // The answer being generated, else the next one waiting (sent before the model was
         // ready, or before the request was picked up); nothing when nothing waits.
         if (busy.load()) {
           cancel.store(true);
         } else {
           for (auto& waiting : queue)
-            if (waiting && waiting->is_object()) {
-              (*waiting)["__cancelled"] = true;
+            if (waiting) {
+              waiting->cancelled = true;
               break;
             }
         }
         continue;
       }
-      queue.emplace_back(std::move(j));
+      queue.push_back(Waiting{std::move(line)});
       cv.notify_one();
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -330,32 +306,30 @@ int serve_json(ChatModel& chat, const trainer::SamplingOptions& defaults,
     cv.notify_one();
   });
   while (true) {
-    std::optional<json> next;
+    std::optional<Waiting> next;
     {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return !queue.empty(); });
       next = std::move(queue.front());
       queue.pop_front();
       // Under the reader's lock: a cancel from now on reaches this answer.
-      const bool cancelled = next && next->is_object() && next->value("__cancelled", false);
-      if (next && next->is_object()) next->erase("__cancelled");
-      cancel.store(cancelled);
+      cancel.store(next && next->cancelled);
       busy.store(next.has_value());
     }
     if (!next) break;
     try {
-      const Request req = parse_request(*next, defaults, system);
+      if (next->line.kind == protocol::RequestLine::Kind::Invalid)
+        throw std::invalid_argument(next->line.error);
+      const Request req = to_request(next->line.request, defaults, system);
       const std::vector<int32_t> prompt = chat.prompt_ids(req.messages, req.system);
       const trainer::Generation g = chat.answer(
-          prompt, req.options, [&](const std::string& piece) {
-            send({{"event", "token"}, {"text", piece}});
-          },
+          prompt, req.options, [&](const std::string& piece) { send(protocol::token_line(piece)); },
           &cancel);
       busy.store(false);
-      send(done_event(g, prompt));
+      send(protocol::done_line(answer_of(g, prompt)));
     } catch (const std::exception& e) {
       busy.store(false);
-      send({{"event", "error"}, {"message", e.what()}});
+      send(protocol::error_line(e.what()));
     }
   }
   reader.join();
@@ -386,8 +360,7 @@ int interactive(ChatModel& chat, const trainer::SamplingOptions& options,
           prompt, options, [](const std::string& piece) { std::cout << piece << std::flush; },
           nullptr);
       std::cout << '\n';
-      const json d = done_event(g, prompt);
-      std::cerr << "[" << g.ids.size() << " tokens, " << d["tokens_per_sec"].get<double>()
+      std::cerr << "[" << g.ids.size() << " tokens, " << answer_of(g, prompt).tokens_per_sec
                 << " tokens/s, stop: " << trainer::stop_reason_name(g.stop) << "]\n";
       history.push_back({data::Role::Assistant, g.text});
     } catch (const std::exception& e) {
@@ -454,19 +427,18 @@ int cmd_chat(const Argv& argv) {
   ChatModel chat(std::move(model), std::move(encoder), stop, thinking == "true");
 
   if (args.flag("--json")) {
-    std::cout << dump({{"event", "ready"},
-                       {"model", model_dir.string()},
-                       {"architecture", info->architecture},
-                       {"parameters", parameters},
-                       {"template", tmpl.name},
-                       {"template_source", tmpl.source},
-                       {"device", device.device.str()},
-                       {"dtype", dtype_name},
-                       {"stop_ids", stop.ids},
-                       {"stop_words", stop.words},
-                       {"load_seconds", load_seconds}})
-              << '\n'
-              << std::flush;
+    protocol::ModelInfo ready;
+    ready.model = model_dir.string();
+    ready.architecture = info->architecture;
+    ready.parameters = parameters;
+    ready.template_name = tmpl.name;
+    ready.template_source = tmpl.source;
+    ready.device = device.device.str();
+    ready.dtype = dtype_name;
+    ready.stop_ids.assign(stop.ids.begin(), stop.ids.end());
+    ready.stop_words = stop.words;
+    ready.load_seconds = load_seconds;
+    std::cout << protocol::ready_line(ready) << std::flush;
   } else {
     std::cerr << "studio-train chat: " << model_dir.string() << " (" << info->architecture
               << ", " << parameters << " parameters) on " << device.device.str() << " in "
@@ -480,11 +452,10 @@ int cmd_chat(const Argv& argv) {
   const std::vector<int32_t> prompt = chat.prompt_ids({{data::Role::User, *prompt_text}}, system);
   if (args.flag("--json")) {
     const trainer::Generation g = chat.answer(
-        prompt, sampling, [](const std::string& piece) {
-          std::cout << dump({{"event", "token"}, {"text", piece}}) << '\n' << std::flush;
-        },
+        prompt, sampling,
+        [](const std::string& piece) { std::cout << protocol::token_line(piece) << std::flush; },
         nullptr);
-    std::cout << dump(done_event(g, prompt)) << '\n';
+    std::cout << protocol::done_line(answer_of(g, prompt));
     return kExitOk;
   }
   const trainer::Generation g = chat.answer(

@@ -101,7 +101,7 @@ struct Connection {
   std::string remote_root = remote::kDefaultRemoteRoot;
 
   remote::SshSession connect(const remote::RemoteHostRef& ref) const {
-    remote::SshOptions options = ref.ssh_options();
+    remote::SshOptions options = studio::remote::ssh_options(ref);
     options.connect_timeout_s = connect_timeout_s;
     return remote::SshSession::connect(options, terminal_host_key_policy(batch),
                                        terminal_secret_prompt(batch));
@@ -384,7 +384,7 @@ std::optional<int> run_remote_command(int argc, char** argv) {
   conn.batch = args.flag("--batch");
   if (!args.ok()) return usage_error(args.error());
   try {
-    (void)conn.host.ssh_options();
+    (void)studio::remote::ssh_options(conn.host);
   } catch (const std::invalid_argument& e) {
     return usage_error(e.what());
   }

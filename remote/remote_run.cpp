@@ -24,11 +24,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kOutputDir = "output";
-
 using detail::basename_of;
-
-constexpr const char* kLlamaFactoryLog = "running_log.txt";
 
 // `stem` as the start of a run id: [A-Za-z0-9._-], runs of others as one '-', at most 120
 // characters, "run" when nothing is left.
@@ -81,7 +77,7 @@ std::string cat_if_exists_command(const std::string& path) {
 }
 
 RemoteRunStatus detached_status(const SshSession& session, const RemoteRunRecord& record) {
-  const RemoteRunLayout layout = record.layout();
+  const RemoteRunLayout layout = run_layout(record);
   const ExecResult r =
       session.exec(status_command(layout, basename_of(record.engine)));
   if (r.exit_status != 0) {
@@ -241,7 +237,7 @@ RemoteRunStatus folder_status(const SshSession& session, const RemoteRunRecord& 
     return out;
   }
   const long long age = newest > 0 && now >= newest ? now - newest : -1;
-  if (age >= 0 && age <= kFolderLiveSeconds) {
+  if (age >= 0 && age <= kRunFolderLiveSeconds) {
     out.state = has(record.folder_events.c_str()) ? RemoteRunState::Running : RemoteRunState::Starting;
     out.reason = record.folder + " last written " + std::to_string(age) + " s ago";
     return out;
@@ -257,178 +253,25 @@ RemoteRunStatus folder_status(const SshSession& session, const RemoteRunRecord& 
 
 }  // namespace
 
-const char* to_string(RemoteRunKind kind) {
-  switch (kind) {
-    case RemoteRunKind::Slurm:
-      return "slurm";
-    case RemoteRunKind::Folder:
-      return "folder";
-    case RemoteRunKind::Detached:
-      break;
-  }
-  return "detached";
-}
-
-SshOptions RemoteHostRef::ssh_options() const {
+SshOptions ssh_options(const RemoteHostRef& host) {
   std::string error;
-  auto parsed = parse_ssh_target(target, error);
-  if (!parsed) throw std::invalid_argument("host '" + target + "': " + error);
+  auto parsed = parse_ssh_target(host.target, error);
+  if (!parsed) throw std::invalid_argument("host '" + host.target + "': " + error);
   SshOptions options;
   options.target = *parsed;
-  options.identity_file = identity_file;
-  options.known_hosts_file = known_hosts_file;
-  options.ssh_config_file = ssh_config_file;
+  options.identity_file = host.identity_file;
+  options.known_hosts_file = host.known_hosts_file;
+  options.ssh_config_file = host.ssh_config_file;
   return options;
 }
 
-std::string RemoteRunRecord::run_dir() const {
-  return kind == RemoteRunKind::Folder ? folder : join_path(remote_root, run_id);
-}
-
-RemoteRunLayout RemoteRunRecord::layout(int node_rank) const {
+RemoteRunLayout run_layout(const RemoteRunRecord& record, int node_rank) {
   RemoteRunLayout layout;
-  layout.run_dir = run_dir();
-  layout.output_dir = kOutputDir;
-  if (kind == RemoteRunKind::Folder) {
-    layout.output_dir = ".";
-    if (folder_events == studio::kTrainerLogFileName) layout.log_file = kLlamaFactoryLog;
-    return layout;
-  }
-  if (node_rank > 0) {
-    layout.log_file = "train." + std::to_string(node_rank) + ".log";
-    layout.pid_file = "train." + std::to_string(node_rank) + ".pid";
-  }
+  layout.run_dir = record.run_dir();
+  layout.output_dir = record.output_dir();
+  layout.log_file = record.log_file(node_rank);
+  layout.pid_file = record.pid_file(node_rank);
   return layout;
-}
-
-RemoteHostRef RemoteRunRecord::node_host(int node_rank) const {
-  if (node_rank == 0) return host;
-  if (node_rank < 0 || node_rank > static_cast<int>(nodes.size())) {
-    throw std::out_of_range("run " + run_id + " has no node " + std::to_string(node_rank));
-  }
-  RemoteHostRef node = host;
-  node.target = nodes[static_cast<std::size_t>(node_rank - 1)];
-  return node;
-}
-
-std::string RemoteRunRecord::events_file_name() const {
-  if (kind == RemoteRunKind::Folder) return folder_events;
-  return llamafactory_cli.empty() ? studio::kEventsFileName : studio::kTrainerLogFileName;
-}
-
-std::string RemoteRunRecord::events_path() const {
-  if (kind == RemoteRunKind::Folder) return join_path(folder, folder_events);
-  return join_path(run_dir(), join_path(kOutputDir, events_file_name()));
-}
-std::string RemoteRunRecord::status_path() const {
-  if (kind == RemoteRunKind::Folder) return join_path(folder, studio::kStatusFileName);
-  return join_path(run_dir(), studio::status_path(kOutputDir));
-}
-std::string RemoteRunRecord::log_path() const { return join_path(run_dir(), layout().log_file); }
-
-std::string RemoteRunRecord::to_json() const {
-  json j{{"version", version},
-         {"run_id", run_id},
-         {"host", {{"target", host.target},
-                   {"identity_file", host.identity_file},
-                   {"known_hosts_file", host.known_hosts_file},
-                   {"ssh_config_file", host.ssh_config_file}}},
-         {"remote_root", remote_root},
-         {"engine", engine},
-         {"kind", to_string(kind)},
-         {"nproc", nproc},
-         {"nnodes", nnodes},
-         {"nodes", nodes},
-         {"master_addr", master_addr},
-         {"job_id", job_id},
-         {"config_name", config_name},
-         {"submitted", submitted},
-         {"stop_grace_s", stop_grace_s}};
-  if (!llamafactory_cli.empty()) j["llamafactory_cli"] = llamafactory_cli;
-  if (kind == RemoteRunKind::Folder) {
-    j["folder"] = folder;
-    j["folder_events"] = folder_events;
-  }
-  return j.dump(2) + "\n";
-}
-
-RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    throw std::invalid_argument(where + ": not a run record (" + std::string(e.what()) + ")");
-  }
-  RemoteRunRecord r;
-  std::string key;
-  try {
-    if (!j.is_object()) throw std::invalid_argument("not a JSON object");
-    auto get = [&](const json& obj, const char* name, auto& out) {
-      key = name;
-      if (!obj.contains(name)) throw std::invalid_argument("missing");
-      if constexpr (std::is_same_v<std::decay_t<decltype(out)>, int>) {
-        // get_to would cut 4294967304 to 8.
-        if (std::string problem = studio::json_whole(obj.at(name), out); !problem.empty())
-          throw std::invalid_argument(problem);
-      } else {
-        obj.at(name).get_to(out);
-      }
-    };
-    get(j, "version", r.version);
-    if (r.version != 1) {
-      throw std::invalid_argument("version " + std::to_string(r.version) +
-                                  " is newer than this studio reads (1); update the studio");
-    }
-    get(j, "run_id", r.run_id);
-    if (!is_valid_run_id(r.run_id)) throw std::invalid_argument("'" + r.run_id + "' is not a run id");
-    key = "host";
-    const json& host = j.at("host");
-    get(host, "target", r.host.target);
-    get(host, "identity_file", r.host.identity_file);
-    get(host, "known_hosts_file", r.host.known_hosts_file);
-    get(host, "ssh_config_file", r.host.ssh_config_file);
-    get(j, "remote_root", r.remote_root);
-    get(j, "engine", r.engine);
-    std::string kind;
-    get(j, "kind", kind);
-    if (kind == "slurm") {
-      r.kind = RemoteRunKind::Slurm;
-    } else if (kind == "detached") {
-      r.kind = RemoteRunKind::Detached;
-    } else if (kind == "folder") {
-      r.kind = RemoteRunKind::Folder;
-    } else {
-      throw std::invalid_argument("'" + kind + "' is not detached, slurm or folder");
-    }
-    get(j, "nproc", r.nproc);
-    get(j, "nnodes", r.nnodes);
-    get(j, "nodes", r.nodes);
-    get(j, "master_addr", r.master_addr);
-    get(j, "job_id", r.job_id);
-    get(j, "config_name", r.config_name);
-    get(j, "submitted", r.submitted);
-    if (j.contains("stop_grace_s")) {
-      get(j, "stop_grace_s", r.stop_grace_s);
-      if (r.stop_grace_s < 0) throw std::invalid_argument("must not be negative");
-    }
-    if (j.contains("llamafactory_cli")) get(j, "llamafactory_cli", r.llamafactory_cli);
-    if (r.kind == RemoteRunKind::Folder) {
-      get(j, "folder", r.folder);
-      if (r.folder.empty()) throw std::invalid_argument("empty: the folder followed is needed");
-      get(j, "folder_events", r.folder_events);
-      if (r.folder_events != studio::kEventsFileName &&
-          r.folder_events != studio::kTrainerLogFileName)
-        throw std::invalid_argument("'" + r.folder_events + "' is not " +
-                                    studio::kEventsFileName + " or " + studio::kTrainerLogFileName);
-    }
-    if (r.kind == RemoteRunKind::Slurm && !r.job_id.empty()) {
-      key = "job_id";
-      require_job_id(r.job_id);
-    }
-  } catch (const std::exception& e) {
-    throw std::invalid_argument(where + ": run record key '" + key + "': " + e.what());
-  }
-  return r;
 }
 
 std::string folder_run_id(const RemoteHostRef& host, const std::string& folder) {
@@ -506,12 +349,6 @@ RemoteRunRecord attach_folder(const SshSession& session, const RemoteHostRef& ho
   return record;
 }
 
-bool is_valid_run_id(const std::string& run_id) {
-  if (run_id.empty() || run_id.size() > 200 || run_id[0] == '.' || run_id[0] == '-') return false;
-  return run_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-         std::string::npos;
-}
-
 std::string make_run_id(const std::string& stem) {
   const std::string safe = safe_stem(stem);
   const std::time_t now = std::time(nullptr);
@@ -576,7 +413,7 @@ std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRe
   const std::string engine_name = basename_of(record.engine);
   if (grace_seconds < 0) grace_seconds = record.stop_grace_s;
   auto cancel_on = [&](const SshSession& s, int node) {
-    const ExecResult r = s.exec(cancel_command(record.layout(node), engine_name, grace_seconds),
+    const ExecResult r = s.exec(cancel_command(run_layout(record, node), engine_name, grace_seconds),
                                 std::chrono::seconds(grace_seconds + s.operation_timeout_s()));
     if (r.exit_status != 0) {
       throw std::runtime_error(s.where() + ": cancelling node " + std::to_string(node) +

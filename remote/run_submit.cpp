@@ -328,7 +328,7 @@ class Uploader {
 
 long long start_detached(const SshSession& session, const RemoteRunRecord& record, int node,
                          const LauncherArgs& args) {
-  const RemoteRunLayout layout = record.layout(node);
+  const RemoteRunLayout layout = run_layout(record, node);
   const ExecResult r = session.exec(detached_start_command(layout, record.engine, args));
   if (r.exit_status != 0) {
     const ExecResult log =
@@ -398,7 +398,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
       record.master_addr = target->host;
     }
   }
-  const RemoteRunLayout layout = record.layout();
+  const RemoteRunLayout layout = run_layout(record);
 
   InputPlan plan(base, record.remote_root);
   if (cfg.is_v1())
@@ -484,7 +484,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
     } catch (...) {
       // A partial start would hang the started nodes at rendezvous: stop them.
       for (int node = 0; node < started; ++node) {
-        node_session(node).exec(cancel_command(record.layout(node),
+        node_session(node).exec(cancel_command(run_layout(record, node),
                                                basename_of(record.engine), 2),
                                 std::chrono::seconds(30));
       }

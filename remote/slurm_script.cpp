@@ -139,14 +139,6 @@ std::string sbatch_submit_command(const RemoteRunLayout& layout, const std::stri
                                                "--open-mode=append", script_file});
 }
 
-void require_job_id(const std::string& job_id) {
-  static const std::regex kJobId("[0-9]+(_[0-9]+)?");
-  if (!std::regex_match(job_id, kJobId)) {
-    throw std::invalid_argument("Slurm job id '" + job_id +
-                                "' is not a job id such as 1234 or 1234_7");
-  }
-}
-
 std::string squeue_command(const std::string& job_id) {
   require_job_id(job_id);
   // -t all: without it squeue drops a job the moment it ends, although slurmctld still knows it

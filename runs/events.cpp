@@ -17,7 +17,7 @@
 
 #include "studio/config/atomic_file.h"
 #include "studio/config/json_file.h"
-#include "event_fields.h"
+#include "event_schema.h"
 
 namespace studio {
 namespace {
@@ -34,194 +34,27 @@ std::string join_path(const std::string& dir, const char* name) {
   return dir.back() == '/' ? dir + name : dir + '/' + name;
 }
 
-
-
-void read_model(const json& j, const std::string& prefix, ModelSummary& v, Issues* issues) {
-  v = ModelSummary{};
-  Fields f(j, prefix, issues);
-  f.get("architecture", v.architecture);
-  f.get("parameters", v.parameters);
-  f.get("layers", v.layers);
-  f.get("hidden_size", v.hidden_size);
-  f.get("heads", v.heads);
-  f.get("kv_heads", v.kv_heads);
-  f.get("vocab_size", v.vocab_size);
-}
-
-void read_gpu(const json& j, const std::string& prefix, GpuMemory& v, Issues* issues) {
-  v = GpuMemory{};
-  Fields f(j, prefix, issues);
-  f.get("rank", v.rank);
-  f.get_device("device", v.device);
-  f.get("allocated_mib", v.allocated_mib);
-  f.get("reserved_mib", v.reserved_mib);
-  f.get("peak_mib", v.peak_mib);
-  f.get("total_mib", v.total_mib);
-  f.get("model_states_mib", v.model_states_mib);
-  f.get("offloaded_mib", v.offloaded_mib);
-  f.get("util_percent", v.util_percent);
-  f.get("power_w", v.power_w);
-  f.get("power_limit_w", v.power_limit_w);
-}
-
-// The DPO metrics sit flat in the step object under the names TRL logs them with.
-struct DpoField {
-  const char* key;
-  double DpoMetrics::*member;
-  StepValue bit;
-};
-constexpr DpoField kDpoFields[] = {
-    {"rewards/chosen", &DpoMetrics::rewards_chosen, StepValue::RewardsChosen},
-    {"rewards/rejected", &DpoMetrics::rewards_rejected, StepValue::RewardsRejected},
-    {"rewards/accuracies", &DpoMetrics::rewards_accuracies, StepValue::RewardsAccuracies},
-    {"rewards/margins", &DpoMetrics::rewards_margins, StepValue::RewardsMargins},
-    {"logps/chosen", &DpoMetrics::logps_chosen, StepValue::LogpsChosen},
-    {"logps/rejected", &DpoMetrics::logps_rejected, StepValue::LogpsRejected},
-};
-
-void read_dpo(const Fields& f, StepEvent& step) {
-  for (const DpoField& d : kDpoFields) {
-    if (!f.find(d.key)) continue;
-    if (!step.dpo) step.dpo.emplace();
-    f.get(d.key, (*step.dpo).*d.member, step, d.bit);
-  }
-}
-
-// A nested object or array of a wrong type costs the field (strict: throws).
-std::vector<GpuMemory> read_gpus(const Fields& f) {
-  const json* g = f.find("gpus");
-  if (!g) return {};
-  if (!g->is_array()) {
-    f.wrong("gpus", "an array", *g);
-    return {};
-  }
-  std::vector<GpuMemory> gpus;
-  for (std::size_t i = 0; i < g->size(); ++i) {
-    const std::string where = "gpus[" + std::to_string(i) + "]";
-    if (!(*g)[i].is_object()) {
-      f.wrong(where.c_str(), "an object", (*g)[i]);
-      continue;
-    }
-    read_gpu((*g)[i], where + ".", gpus.emplace_back(), f.issues());
-  }
-  return gpus;
-}
-
-void read_start(const json& j, StartEvent& v, Issues* issues) {
-  v = StartEvent{};
-  Fields f(j, "", issues);
-  f.get("time", v.time);
-  if (const json* c = f.find("config")) {
-    if (c->is_object())
-      v.config = *c;
-    else
-      f.wrong("config", "an object", *c);
-  }
-  f.get("world_size", v.world_size);
-  f.get("sequence_parallel_size", v.sequence_parallel_size);
-  f.get("sequence_parallel_mode", v.sequence_parallel_mode);
-  f.get("stage", v.stage);
-  if (const json* m = f.find("model")) {
-    if (m->is_object())
-      read_model(*m, "model.", v.model, issues);
-    else
-      f.wrong("model", "an object", *m);
-  }
-  f.get("total_steps", v.total_steps);
-  f.get("device_name", v.device_name);
-  f.get("peak_tflops", v.peak_tflops);
-}
-
-void read_step(const json& j, StepEvent& v, Issues* issues) {
-  v = StepEvent{};
-  Fields f(j, "", issues);
-  f.get_required("step", v.step);
-  f.get("epoch", v.epoch);
-  f.get("loss", v.loss, v, StepValue::Loss);
-  f.get("lr", v.lr, v, StepValue::Lr);
-  f.get("grad_norm", v.grad_norm, v, StepValue::GradNorm);
-  f.get("tokens", v.tokens);
-  f.get("tokens_per_sec", v.tokens_per_sec, v, StepValue::TokensPerSec);
-  f.get("elapsed", v.elapsed);
-  f.get("time", v.time);
-  f.get("model_tflops", v.model_tflops, v, StepValue::ModelTflops);
-  f.get("mfu", v.mfu, v, StepValue::Mfu);
-  f.get("total_steps", v.total_steps);
-  v.gpus = read_gpus(f);
-  f.get("rss_mib", v.rss_mib);
-  f.get("peak_rss_mib", v.peak_rss_mib);
-  f.get("aux_loss", v.aux_loss, v, StepValue::AuxLoss);
-  read_dpo(f, v);
-}
-
-void read_eval(const json& j, EvalEvent& v, Issues* issues) {
-  v = EvalEvent{};
-  Fields f(j, "", issues);
-  f.get_required("step", v.step);
-  f.get("loss", v.loss);
-}
-
-void read_checkpoint(const json& j, CheckpointEvent& v, Issues* issues) {
-  v = CheckpointEvent{};
-  Fields f(j, "", issues);
-  f.get_required("step", v.step);
-  f.get("path", v.path);
-}
-
-void read_log(const json& j, LogEvent& v, Issues* issues) {
-  v = LogEvent{};
-  Fields f(j, "", issues);
-  f.get("level", v.level);
-  f.get("rank", v.rank);
-  f.get("message", v.message);
-}
-
-void read_end(const json& j, EndEvent& v, Issues* issues) {
-  v = EndEvent{};
-  Fields f(j, "", issues);
-  f.get("state", v.state);
-  f.get("reason", v.reason);
-}
-
-void read_status(const json& j, RunStatus& v, Issues* issues) {
-  v = RunStatus{};
-  Fields f(j, "", issues);
-  f.require("state");
-  const json& state = *f.find("state");
-  if (!state.is_string()) fail("state", "a string", state);
-  if (!parse_run_state(state.get<std::string>(), v.state)) {
-    throw EventFormatError("field 'state': expected one of running|finished|failed|stopped, got \"" +
-                           state.get<std::string>() + "\"");
-  }
-  f.get("pid", v.pid);
-  f.get("host", v.host);
-  f.get_optional("exit_code", v.exit_code);
-  f.get("reason", v.reason);
-  f.get("updated", v.updated);
-  f.get_optional("step", v.step);
-}
-
 template <class T>
-T read_as(void (*read)(const json&, T&, Issues*), const json& j, Issues* issues) {
+T read_event(const json& j, Issues* issues) {
   T v;
-  read(j, v, issues);
+  read_fields(j, "", v, issues);
   return v;
 }
 
 EventPayload parse_payload(EventKind kind, const json& j, Issues* issues) {
   switch (kind) {
     case EventKind::Start:
-      return read_as(read_start, j, issues);
+      return read_event<StartEvent>(j, issues);
     case EventKind::Step:
-      return read_as(read_step, j, issues);
+      return read_event<StepEvent>(j, issues);
     case EventKind::Eval:
-      return read_as(read_eval, j, issues);
+      return read_event<EvalEvent>(j, issues);
     case EventKind::Checkpoint:
-      return read_as(read_checkpoint, j, issues);
+      return read_event<CheckpointEvent>(j, issues);
     case EventKind::Log:
-      return read_as(read_log, j, issues);
+      return read_event<LogEvent>(j, issues);
     case EventKind::End:
-      return read_as(read_end, j, issues);
+      return read_event<EndEvent>(j, issues);
     case EventKind::Unknown:
       break;
   }
@@ -422,132 +255,22 @@ EventKind event_kind_from_name(std::string_view name) {
   return EventKind::Unknown;
 }
 
-// --- to_json / from_json -------------------------------------------------------------------
+// --- to_json / from_json: the field tables of event_schema.h ---------------------------------
 
-namespace {
-
-// A value that is not known: null (the line is written with NaN and Infinity for values that
-// were not finite, so an unknown NaN must not be left as a number).
-json known_or_null(double v) {
-  if (std::isnan(v)) return nullptr;
-  return v;
-}
-
-// A step's value: NaN, Infinity or -Infinity when the step had it so (StepEvent::not_finite),
-// null when it had none.
-json step_value(const StepEvent& step, double v, StepValue bit) {
-  if (std::isnan(v) && !step.written_not_finite(bit)) return nullptr;
-  return v;
-}
-
-}  // namespace
-
-void to_json(json& j, const ModelSummary& v) {
-  j = json{{"architecture", v.architecture}, {"parameters", v.parameters}, {"layers", v.layers},
-           {"hidden_size", v.hidden_size},   {"heads", v.heads},           {"kv_heads", v.kv_heads},
-           {"vocab_size", v.vocab_size}};
-}
-
-void from_json(const json& j, ModelSummary& v) {
-  read_model(j, "", v, nullptr);
-}
-
-void to_json(json& j, const GpuMemory& v) {
-  j = json{{"rank", v.rank},
-           {"device", v.device},
-           {"allocated_mib", known_or_null(v.allocated_mib)},
-           {"reserved_mib", known_or_null(v.reserved_mib)},
-           {"peak_mib", known_or_null(v.peak_mib)},
-           {"total_mib", known_or_null(v.total_mib)}};
-  if (std::isfinite(v.model_states_mib)) j["model_states_mib"] = v.model_states_mib;
-  if (std::isfinite(v.offloaded_mib)) j["offloaded_mib"] = v.offloaded_mib;
-  if (std::isfinite(v.util_percent)) j["util_percent"] = v.util_percent;
-  if (std::isfinite(v.power_w)) j["power_w"] = v.power_w;
-  if (std::isfinite(v.power_limit_w)) j["power_limit_w"] = v.power_limit_w;
-}
-
-void from_json(const json& j, GpuMemory& v) {
-  read_gpu(j, "", v, nullptr);
-}
-
-void to_json(json& j, const StartEvent& v) {
-  j = json{{"event", "start"},
-           {"time", known_or_null(v.time)},
-           {"config", v.config},
-           {"world_size", v.world_size},
-           {"sequence_parallel_size", v.sequence_parallel_size},
-           {"sequence_parallel_mode", v.sequence_parallel_mode},
-           {"stage", v.stage},
-           {"model", v.model}};
-  if (v.total_steps > 0) j["total_steps"] = v.total_steps;
-  if (!v.device_name.empty()) j["device_name"] = v.device_name;
-  j["peak_tflops"] = known_or_null(v.peak_tflops);  // null when not known
-}
-
-void from_json(const json& j, StartEvent& v) {
-  read_start(j, v, nullptr);
-}
-
-void to_json(json& j, const StepEvent& v) {
-  j = json{{"event", "step"},
-           {"step", v.step},
-           {"epoch", known_or_null(v.epoch)},
-           {"loss", step_value(v, v.loss, StepValue::Loss)},
-           {"lr", step_value(v, v.lr, StepValue::Lr)},
-           {"grad_norm", step_value(v, v.grad_norm, StepValue::GradNorm)},
-           {"tokens", v.tokens},
-           {"tokens_per_sec", step_value(v, v.tokens_per_sec, StepValue::TokensPerSec)},
-           {"elapsed", known_or_null(v.elapsed)},
-           {"time", known_or_null(v.time)},
-           {"gpus", v.gpus}};
-  if (!std::isnan(v.rss_mib)) j["rss_mib"] = v.rss_mib;
-  if (!std::isnan(v.peak_rss_mib)) j["peak_rss_mib"] = v.peak_rss_mib;
-  if (!std::isnan(v.aux_loss) || v.written_not_finite(StepValue::AuxLoss))
-    j["aux_loss"] = v.aux_loss;
-  if (!std::isnan(v.model_tflops) || v.written_not_finite(StepValue::ModelTflops)) {
-    j["model_tflops"] = v.model_tflops;
-    j["mfu"] = step_value(v, v.mfu, StepValue::Mfu);  // null when the peak is not known
-  }
-  if (v.total_steps > 0) j["total_steps"] = v.total_steps;
-  if (!v.dpo) return;
-  for (const DpoField& d : kDpoFields) j[d.key] = step_value(v, (*v.dpo).*d.member, d.bit);
-}
-
-void from_json(const json& j, StepEvent& v) {
-  read_step(j, v, nullptr);
-}
-
-void to_json(json& j, const EvalEvent& v) {
-  j = json{{"event", "eval"}, {"step", v.step}, {"loss", v.loss}};
-}
-
-void from_json(const json& j, EvalEvent& v) {
-  read_eval(j, v, nullptr);
-}
-
-void to_json(json& j, const CheckpointEvent& v) {
-  j = json{{"event", "checkpoint"}, {"step", v.step}, {"path", v.path}};
-}
-
-void from_json(const json& j, CheckpointEvent& v) {
-  read_checkpoint(j, v, nullptr);
-}
-
-void to_json(json& j, const LogEvent& v) {
-  j = json{{"event", "log"}, {"level", v.level}, {"rank", v.rank}, {"message", v.message}};
-}
-
-void from_json(const json& j, LogEvent& v) {
-  read_log(j, v, nullptr);
-}
-
-void to_json(json& j, const EndEvent& v) {
-  j = json{{"event", "end"}, {"state", v.state}, {"reason", v.reason}};
-}
-
-void from_json(const json& j, EndEvent& v) {
-  read_end(j, v, nullptr);
-}
+#define STUDIO_JSON_BY_FIELD_TABLE(T)                     \
+  void to_json(json& j, const T& v) { j = written(v); } \
+  void from_json(const json& j, T& v) { read_fields(j, "", v, nullptr); }
+STUDIO_JSON_BY_FIELD_TABLE(ModelSummary)
+STUDIO_JSON_BY_FIELD_TABLE(GpuMemory)
+STUDIO_JSON_BY_FIELD_TABLE(StartEvent)
+STUDIO_JSON_BY_FIELD_TABLE(StepEvent)
+STUDIO_JSON_BY_FIELD_TABLE(EvalEvent)
+STUDIO_JSON_BY_FIELD_TABLE(CheckpointEvent)
+STUDIO_JSON_BY_FIELD_TABLE(LogEvent)
+STUDIO_JSON_BY_FIELD_TABLE(EndEvent)
+STUDIO_JSON_BY_FIELD_TABLE(EventCursor)
+STUDIO_JSON_BY_FIELD_TABLE(RunStatus)
+#undef STUDIO_JSON_BY_FIELD_TABLE
 
 // --- Event ---------------------------------------------------------------------------------
 
@@ -745,26 +468,6 @@ void EventStreamParser::reset(std::uint64_t offset, std::uint64_t line) {
 
 // --- EventFileReader -----------------------------------------------------------------------
 
-void to_json(json& j, const EventCursor& v) {
-  j = json{{"offset", v.offset}, {"line", v.line}, {"device", v.device}, {"inode", v.inode}};
-}
-
-void from_json(const json& j, EventCursor& v) {
-  v = EventCursor{};
-  Fields f(j, "");
-  std::int64_t n = 0;
-  auto get = [&](const char* key, std::uint64_t& out) {
-    n = 0;
-    f.get(key, n);
-    if (n < 0) fail(key, "a non-negative integer", j.at(key));
-    out = static_cast<std::uint64_t>(n);
-  };
-  get("offset", v.offset);
-  get("line", v.line);
-  get("device", v.device);
-  get("inode", v.inode);
-}
-
 EventFileReader::EventFileReader(std::string path, std::size_t max_line_bytes)
     : path_(std::move(path)), parser_(max_line_bytes, line_format_of(path_)) {
   if (parser_.format() == LineFormat::TrainerState) state_root_ = run_folder_of(path_);
@@ -789,24 +492,32 @@ struct FdCloser {
   int fd;
   ~FdCloser() { ::close(fd); }
 };
+
+// A regular file opened and stat'ed for a poll (a FIFO or a link to /dev/zero in a run folder
+// would block or never end); -1 with `error` set otherwise, and no error for a file that does
+// not exist: the engine creates it when it starts, and before that there is simply nothing yet.
+int open_to_poll(const std::string& path, struct stat& st, std::string& error) {
+  const int fd = open_regular_file(path, error);
+  if (fd < 0) {
+    if (errno == ENOENT) error.clear();
+    return -1;
+  }
+  if (::fstat(fd, &st) != 0) {
+    error = sys_error("cannot stat", path);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 }  // namespace
 
 EventPollResult EventFileReader::poll(std::size_t max_bytes) {
   if (parser_.format() == LineFormat::TrainerState) return poll_trainer_state();
   EventPollResult result;
-  // Only a regular file: a FIFO or a link to /dev/zero in a run folder would block or never end.
-  int fd = open_regular_file(path_, result.error);
-  if (fd < 0) {
-    // The engine creates the file when it starts; before that there is simply nothing yet.
-    if (errno == ENOENT) result.error.clear();
-    return result;
-  }
-  FdCloser closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    result.error = sys_error("cannot stat", path_);
-    return result;
-  }
+  const int fd = open_to_poll(path_, st, result.error);
+  if (fd < 0) return result;
+  FdCloser closer{fd};
   auto size = static_cast<std::uint64_t>(st.st_size);
   check_identity(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino), size,
                  result);
@@ -819,17 +530,10 @@ EventPollResult EventFileReader::poll_trainer_state() {
   // A later checkpoint (or the end of training) has written a newer one by now.
   std::string file = newest_trainer_state(state_root_);
   if (file.empty()) file = path_;
-  int fd = open_regular_file(file, result.error);
-  if (fd < 0) {
-    if (errno == ENOENT) result.error.clear();
-    return result;
-  }
-  FdCloser closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    result.error = sys_error("cannot stat", file);
-    return result;
-  }
+  const int fd = open_to_poll(file, st, result.error);
+  if (fd < 0) return result;
+  FdCloser closer{fd};
   const auto size = static_cast<std::uint64_t>(st.st_size);
   const auto device = static_cast<std::uint64_t>(st.st_dev);
   const auto inode = static_cast<std::uint64_t>(st.st_ino);
@@ -1046,20 +750,6 @@ bool parse_run_state(std::string_view name, RunState& out) {
   return false;
 }
 
-void to_json(json& j, const RunStatus& v) {
-  j = json{{"state", run_state_name(v.state)},
-           {"pid", v.pid},
-           {"host", v.host},
-           {"exit_code", v.exit_code ? json(*v.exit_code) : json(nullptr)},
-           {"reason", v.reason},
-           {"updated", v.updated}};
-  if (v.step) j["step"] = *v.step;
-}
-
-void from_json(const json& j, RunStatus& v) {
-  read_status(j, v, nullptr);
-}
-
 std::string RunStatus::write(const std::string& path) const {
   json j = *this;
   if (std::isnan(updated)) j["updated"] = unix_time_now();
@@ -1091,8 +781,8 @@ bool RunStatus::parse(const std::string& text, RunStatus& out, std::string& erro
     return false;
   }
   try {
-    read_status(doc, out, &found);
-  } catch (const json::exception& e) {  // only if a check of read_status has a gap
+    read_fields(doc, "", out, &found);
+  } catch (const json::exception& e) {  // only if a check of the reader has a gap
     error = "malformed run status: " + json_error_text(e.what());
     return false;
   } catch (const EventFormatError& e) {

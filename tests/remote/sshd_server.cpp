@@ -200,7 +200,7 @@ studio::remote::RemoteHostRef SshdFixture::host_ref() const {
 studio::remote::SshOptions SshdFixture::options(const QString& known_hosts) const {
   studio::remote::RemoteHostRef host = host_ref();
   host.known_hosts_file = client_file(known_hosts).toStdString();
-  studio::remote::SshOptions o = host.ssh_options();
+  studio::remote::SshOptions o = studio::remote::ssh_options(host);
   o.connect_timeout_s = 5;
   o.operation_timeout_s = 10;
   return o;

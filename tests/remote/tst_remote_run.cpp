@@ -148,7 +148,7 @@ class TestRemoteRun : public QObject {
   RemoteHostRef host_;
 
   SshSession connect() const {
-    SshOptions o = host_.ssh_options();
+    SshOptions o = studio::remote::ssh_options(host_);
     o.connect_timeout_s = 5;
     o.operation_timeout_s = 20;
     return SshSession::connect(o, reject_unknown_host_keys());
@@ -512,7 +512,7 @@ class TestRemoteRun : public QObject {
     probe.close();
     const SshSession session = connect();
     const NodeConnector nodes = [](const RemoteHostRef& node) {
-      return SshSession::connect(node.ssh_options(), reject_unknown_host_keys());
+      return SshSession::connect(studio::remote::ssh_options(node), reject_unknown_host_keys());
     };
     const SubmitResult result = submit_run(session, r, {}, nodes);
     QCOMPARE(result.record.nnodes, 2);
@@ -691,7 +691,7 @@ class TestRemoteRun : public QObject {
     QVERIFY(server_.authorize(key));
     RemoteHostRef host = host_;
     host.identity_file = key.toStdString();
-    SshOptions o = host.ssh_options();
+    SshOptions o = studio::remote::ssh_options(host);
     o.connect_timeout_s = 5;
     o.operation_timeout_s = 20;
     int asked = 0;

@@ -304,7 +304,7 @@ class TestSlurmLive : public QObject {
     QVERIFY2(error.isEmpty(), qPrintable(error));
     const RemoteHostRef host = sshd.host_ref();
     auto connect = [&] {
-      return SshSession::connect(host.ssh_options(), reject_unknown_host_keys());
+      return SshSession::connect(studio::remote::ssh_options(host), reject_unknown_host_keys());
     };
 
     QProcess init;

@@ -89,10 +89,10 @@ class TestRunsPanel : public QObject {
     double t = 1.8e9;
     for (const Run& r : kRuns) writeRun(r, t += 100);
     // A config and a log beside the first run's events.
-    QFile config(QDir(dirOf("alpha-sft-sp4")).filePath(QString::fromLatin1(studio::ui::kRunConfigFileName)));
+    QFile config(QDir(dirOf("alpha-sft-sp4")).filePath(QString::fromLatin1(studio::kRunConfigFileName)));
     QVERIFY(config.open(QIODevice::WriteOnly) && config.write("stage: sft\n") > 0);
     config.close();
-    QFile log(QDir(dirOf("alpha-sft-sp4")).filePath(QString::fromLatin1(studio::ui::kTrainLogFileName)));
+    QFile log(QDir(dirOf("alpha-sft-sp4")).filePath(QString::fromLatin1(studio::kTrainLogFileName)));
     QVERIFY(log.open(QIODevice::WriteOnly) && log.write("step 1\n") > 0);
     log.close();
     store_ = std::make_unique<RunStore>();
@@ -193,10 +193,10 @@ class TestRunsPanel : public QObject {
     QCOMPARE(recorder.opened.size(), 2);
     QCOMPARE(recorder.opened[0], QUrl::fromLocalFile(dirOf("alpha-sft-sp4")));
     QCOMPARE(recorder.opened[1].toLocalFile(),
-             QDir(dirOf("alpha-sft-sp4")).filePath(QString::fromLatin1(studio::ui::kTrainLogFileName)));
+             QDir(dirOf("alpha-sft-sp4")).filePath(QString::fromLatin1(studio::kTrainLogFileName)));
     QCOMPARE(config.size(), 1);
     QCOMPARE(config[0][0].toString(),
-             QDir(dirOf("alpha-sft-sp4")).filePath(QString::fromLatin1(studio::ui::kRunConfigFileName)));
+             QDir(dirOf("alpha-sft-sp4")).filePath(QString::fromLatin1(studio::kRunConfigFileName)));
     // A run without train.log opens its events; one without a config has nothing to open.
     QVERIFY(panel_->selectRun(dirOf("beta-dpo")));
     QVERIFY(!panel_->openConfigAction()->isEnabled());

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "studio/launch/line_prefixer.h"
-#include "studio/launch/run_record.h"
+#include "studio/runs/run_outcome.h"
 
 extern char** environ;
 
@@ -455,7 +455,9 @@ LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* s
 
   for (const Worker& w : workers) result.exit_codes.push_back(w.exit_code);
   if (!opt.output_dir.empty() && opt.node_rank == 0 && (result.exit_code != 0 || result.stopped))
-    result.record_error = record_launch_outcome(opt.output_dir, result);
+    result.record_error = record_run_outcome(
+        opt.output_dir, RunOutcome{result.exit_code, result.stopped && result.failed_rank < 0,
+                                   result.reason});
   return result;
 }
 

@@ -359,7 +359,7 @@ void RemoteRuns::attach(const studio::remote::RemoteHostRef& host, const QString
         found.record.host = host;
         const studio::remote::SftpClient sftp(session);
         found.remote_config =
-            sftp.read_from(found.record.run_dir() + "/" + found.record.layout().config_file, 0,
+            sftp.read_from(found.record.run_dir() + "/" + studio::remote::run_layout(found.record).config_file, 0,
                            4 << 20);
         dir = RemoteMirror::create(runsRoot, found, &error);
       }

@@ -5,7 +5,7 @@ namespace studio::ui {
 studio::remote::SshSession connectRemote(const studio::remote::RemoteHostRef& host,
                                          const RemotePrompts& prompts) {
   return studio::remote::SshSession::connect(
-      host.ssh_options(),
+      studio::remote::ssh_options(host),
       prompts.hostKey ? prompts.hostKey : studio::remote::reject_unknown_host_keys(),
       prompts.secret);
 }

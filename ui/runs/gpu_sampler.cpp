@@ -27,7 +27,7 @@ class GpuSampleWorker : public QObject {
         std::vector<std::string> argv{"nvidia-smi"};
         for (const auto& a : nvidia_smi_query_args()) argv.push_back(a);
         const auto session = studio::remote::SshSession::connect(
-            record.host.ssh_options(), studio::remote::reject_unknown_host_keys());
+            studio::remote::ssh_options(record.host), studio::remote::reject_unknown_host_keys());
         const auto r = session.exec(studio::remote::shell_join(argv), std::chrono::seconds(20));
         if (r.exit_status != 0)
           error = QObject::tr("nvidia-smi failed on %1 (exit %2): %3")

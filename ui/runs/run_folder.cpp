@@ -7,11 +7,8 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QRegularExpression>
 
 #include "studio/config/atomic_file.h"
-#include "studio/runs/events.h"
-#include "studio/remote/remote_run.h"
 #include "studio/ui/base/local_path.h"
 
 namespace studio::ui {
@@ -20,27 +17,9 @@ QString runDirPath(const QString& dir) {
   return QDir::cleanPath(QFileInfo(dir).absoluteFilePath());
 }
 
-bool hasTrainerState(const QString& dir) {
-  static const QRegularExpression checkpoint(QStringLiteral("^checkpoint-[0-9]+$"));
-  // A checkpoint's own folder holds one too, but is part of a run, not one.
-  if (checkpoint.match(QFileInfo(dir).fileName()).hasMatch()) return false;
-  const QString state = QString::fromLatin1(studio::kTrainerStateFileName);
-  if (QFileInfo::exists(QDir(dir).filePath(state))) return true;
-  const QDir folder(dir);
-  for (const QString& name : folder.entryList({QStringLiteral("checkpoint-*")}, QDir::Dirs))
-    if (checkpoint.match(name).hasMatch() && QFileInfo::exists(folder.filePath(name + u'/' + state)))
-      return true;
-  return false;
-}
+bool hasTrainerState(const QString& dir) { return studio::has_trainer_state(localPath(dir)); }
 
-bool isRunFolder(const QString& dir) {
-  return QFileInfo::exists(runFile(dir, studio::kStatusFileName)) ||
-         QFileInfo::exists(runFile(dir, studio::kEventsFileName)) ||
-         QFileInfo::exists(runFile(dir, studio::kTrainerLogFileName)) ||
-         QFileInfo::exists(runFile(dir, kLaunchRecordFileName)) ||
-         QFileInfo::exists(runFile(dir, studio::remote::kRemoteRecordFileName)) ||
-         hasTrainerState(dir);
-}
+bool isRunFolder(const QString& dir) { return studio::is_run_folder(localPath(dir)); }
 
 QString runFile(const QString& dir, const char* name) {
   return QDir(dir).filePath(QString::fromUtf8(name));

@@ -109,7 +109,7 @@ void decideLlamaFactoryState(RunInfo& info, const QDir& dir, const QString& even
   }
   const QDateTime written = lastModified(dir, eventsFile);
   const qint64 age = written.isValid() ? written.secsTo(QDateTime::currentDateTime()) : -1;
-  if (age >= 0 && age <= kLlamaFactoryLiveSeconds) {
+  if (age >= 0 && age <= kRunFolderLiveSeconds) {
     info.state = RunState::Running;
     info.reason = QStringLiteral("%1 at step %2 of %3, last written %4 s ago")
                       .arg(log)

@@ -46,7 +46,7 @@ studio::RunConfig trainConfig(std::vector<std::pair<std::string, std::string>> e
 }
 
 QString readLog(const QString& dir) {
-  QFile f(studio::ui::runFile(dir, studio::ui::kTrainLogFileName));
+  QFile f(studio::ui::runFile(dir, studio::kTrainLogFileName));
   return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
 }
 

@@ -17,7 +17,7 @@ using namespace runs_test;
 
 namespace {
 
-constexpr const char* kLog = studio::ui::kTrainLogFileName;
+constexpr const char* kLog = studio::kTrainLogFileName;
 
 QString text(const LogConsole& console) {
   return console.view()->toPlainText();

@@ -113,7 +113,7 @@ void TestRunInfo::setUp(const QString& kind, const QString& dir) {
     r.nproc = 4;
     r.started = QDateTime::fromSecsSinceEpoch(static_cast<qint64>(t0));
     QCOMPARE(r.write(dir), QString());
-    appendRaw(dir, studio::ui::kTrainLogFileName,
+    appendRaw(dir, studio::kTrainLogFileName,
               "studio-train: loading\nerror: model folder /models/x not found\n\n");
   }
   // "empty": nothing at all
@@ -315,8 +315,8 @@ void TestRunInfo::hostileFiles_data() {
       {"link", "a character device (a link to /dev/zero), not a regular file"},
       {"fifo", "a FIFO (named pipe), not a regular file"},
       {"folder", "a folder, not a regular file"}};
-  for (const char* file : {studio::kStatusFileName, studio::ui::kLaunchRecordFileName,
-                           studio::kEventsFileName, studio::ui::kTrainLogFileName})
+  for (const char* file : {studio::kStatusFileName, studio::kLaunchRecordFileName,
+                           studio::kEventsFileName, studio::kTrainLogFileName})
     for (const auto& [kind, what] : kinds)
       QTest::addRow("%s as a %s", file, kind)
           << QString::fromLatin1(file) << QString::fromLatin1(kind)

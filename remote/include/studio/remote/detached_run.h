@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "studio/runs/remote_record.h"
+
 namespace studio::remote {
 
 // Where a run lives on the remote host. The file names are relative to run_dir, which is
@@ -68,9 +70,8 @@ std::vector<std::string> engine_argv(const std::string& engine, const std::strin
 std::string detached_start_command(const RemoteRunLayout& layout, const std::string& engine,
                                    const LauncherArgs& launcher);
 
-// How long cancel_command waits after SIGTERM before SIGKILL: the engine's launcher needs up to
-// 10 s to stop its workers (LaunchOptions::stop_timeout_s plus reaping).
-inline constexpr int kDefaultCancelGraceSeconds = 15;
+// How long cancel_command waits after SIGTERM before SIGKILL (runs/remote_record.h).
+using studio::kDefaultCancelGraceSeconds;
 
 // One line that stops the run whose pid the pid file holds: SIGTERM to its process group, then,
 // if the leader is still alive after `grace_seconds`, SIGKILL to the group. Before signalling it

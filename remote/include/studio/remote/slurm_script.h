@@ -49,8 +49,9 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
 std::string sbatch_submit_command(const RemoteRunLayout& layout, const std::string& script_file);
 
 // Job ids as sbatch prints them: digits, optionally "_N" for an array task. Throws
-// std::invalid_argument otherwise, so no other text reaches a command line.
-void require_job_id(const std::string& job_id);
+// std::invalid_argument otherwise, so no other text reaches a command line (runs/remote_record.h,
+// where a record's job_id is checked too).
+using studio::require_job_id;
 
 // `squeue -h -t all -j ID -o "%i|%T|%M|%R"`: read with parse_squeue.
 std::string squeue_command(const std::string& job_id);

@@ -44,7 +44,7 @@ struct LaunchResult {
 // thread that outlives the workers (the main thread).
 //
 // On node 0, with opt.output_dir set, a failure or a stop is recorded there by
-// record_launch_outcome (see run_record.h) unless rank 0 already wrote its own end event.
+// record_run_outcome (runs/run_outcome.h) unless rank 0 already wrote its own end event.
 //
 // Call it before loading anything heavy (and before CUDA): it forks. Throws
 // std::invalid_argument for bad options (nproc < 1, node_rank >= nnodes, an empty worker_argv,

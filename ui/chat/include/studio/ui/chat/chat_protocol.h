@@ -1,9 +1,12 @@
 #pragma once
 // The studio's side of `studio-train chat --json` (docs/CHAT.md): the command line of a session,
 // the request lines written to the engine's stdin, and the event lines it writes to stdout. The
+// lines themselves are runs/chat_protocol.h's, shared with the engine; this is their Qt face. The
 // events are read field by field: a field of an unexpected type costs that field, not the event,
 // and the problem is reported with it.
 #include <optional>
+
+#include "studio/runs/chat_protocol.h"
 
 #include <QByteArray>
 #include <QList>
@@ -87,10 +90,10 @@ ChatEvent parseChatEvent(const QByteArray& line);
 class ChatEventReader {
  public:
   QList<ChatEvent> feed(const QByteArray& bytes);
-  qsizetype pendingBytes() const { return partial_.size(); }
+  qsizetype pendingBytes() const { return static_cast<qsizetype>(reader_.pending_bytes()); }
 
  private:
-  QByteArray partial_;
+  chat::EventReader reader_;
 };
 
 // The request line (with its newline) asking for the answer to `messages`, the conversation so

@@ -1,4 +1,4 @@
-// record_launch_outcome on prepared OUTPUT_DIRs: an `end` is appended only when the current run
+// record_run_outcome on prepared OUTPUT_DIRs: an `end` is appended only when the current run
 // segment has none, a torn last line does not swallow it, status.json keeps its step, and rank
 // 0's own account is never duplicated or overwritten.
 #include <QtTest>
@@ -7,26 +7,40 @@
 
 #include <unistd.h>
 
-#include "launch_test_util.h"
 #include "studio/config/atomic_file.h"
-#include "studio/launch/run_record.h"
+#include "studio/runs/events.h"
+#include "studio/runs/run_outcome.h"
 
-using studio::launch::LaunchResult;
-using studio::launch::record_launch_outcome;
+using studio::RunOutcome;
+using studio::record_run_outcome;
 
 namespace {
 
-LaunchResult failure() {
-  LaunchResult r;
+// Every event of OUTPUT_DIR/events.jsonl, and the number of lines that were not events.
+std::vector<studio::Event> read_events(const std::string& dir, std::uint64_t* bad = nullptr) {
+  studio::EventFileReader reader(studio::events_path(dir));
+  auto polled = reader.poll();
+  if (bad) *bad = reader.parser().bad_lines();
+  return polled.events;
+}
+
+std::vector<const studio::Event*> end_events(const std::vector<studio::Event>& events) {
+  std::vector<const studio::Event*> out;
+  for (const auto& e : events)
+    if (e.kind == studio::EventKind::End) out.push_back(&e);
+  return out;
+}
+
+RunOutcome failure() {
+  RunOutcome r;
   r.exit_code = 1;
-  r.failed_rank = 2;
   r.reason = "rank 2 exited with code 1";
   return r;
 }
 
-LaunchResult stop() {
-  LaunchResult r;
-  r.exit_code = studio::launch::kExitStopped;
+RunOutcome stop() {
+  RunOutcome r;
+  r.exit_code = 130;  // the launcher's kExitStopped
   r.stopped = true;
   r.reason = "stopped: the launcher was asked to stop (SIGINT/SIGTERM)";
   return r;
@@ -40,7 +54,7 @@ const char* kEndFinished = R"({"event":"end","state":"finished","reason":"comple
 
 }  // namespace
 
-class TestRunRecord : public QObject {
+class TestRunOutcome : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
@@ -52,7 +66,7 @@ class TestRunRecord : public QObject {
   void createsTheOutputDir();
 };
 
-void TestRunRecord::events_data() {
+void TestRunOutcome::events_data() {
   QTest::addColumn<QString>("before");  // events.jsonl content; "<none>": no file
   QTest::addColumn<bool>("stopped");
   QTest::addColumn<int>("ends");       // end events after recording
@@ -75,7 +89,7 @@ void TestRunRecord::events_data() {
                                   << false << 1 << "failed" << mine;
 }
 
-void TestRunRecord::events() {
+void TestRunOutcome::events() {
   QFETCH(QString, before);
   QFETCH(bool, stopped);
   QFETCH(int, ends);
@@ -85,13 +99,13 @@ void TestRunRecord::events() {
   QTemporaryDir dir;
   const std::string out = dir.path().toStdString();
   if (before != "<none>") std::ofstream(studio::events_path(out)) << before.toStdString();
-  const LaunchResult result = stopped ? stop() : failure();
-  const std::string error = record_launch_outcome(out, result);
+  const RunOutcome result = stopped ? stop() : failure();
+  const std::string error = record_run_outcome(out, result);
   QVERIFY2(error.empty(), error.c_str());
 
   std::uint64_t bad = 0;
-  const auto events = launch_test::read_events(out, &bad);
-  const auto found = launch_test::end_events(events);
+  const auto events = read_events(out, &bad);
+  const auto found = end_events(events);
   QCOMPARE(int(found.size()), ends);
   QCOMPARE(found.back(), &events.back());
   QCOMPARE(QString::fromStdString(found.back()->get<studio::EndEvent>()->state), state);
@@ -107,14 +121,14 @@ void TestRunRecord::events() {
   QCOMPARE(status.exit_code.value_or(-1), result.exit_code);
 }
 
-void TestRunRecord::statusKeepsTheStep() {
+void TestRunOutcome::statusKeepsTheStep() {
   QTemporaryDir dir;
   const std::string out = dir.path().toStdString();
   studio::RunStatus running;
   running.step = 1200;
   running.pid = 1;
   QVERIFY(running.write(studio::status_path(out)).empty());
-  QVERIFY(record_launch_outcome(out, failure()).empty());
+  QVERIFY(record_run_outcome(out, failure()).empty());
   studio::RunStatus status;
   std::string error;
   QVERIFY(studio::RunStatus::read(studio::status_path(out), status, error));
@@ -123,7 +137,7 @@ void TestRunRecord::statusKeepsTheStep() {
   QCOMPARE(int(status.state), int(studio::RunState::Failed));
 }
 
-void TestRunRecord::statusOfRankZeroIsKept() {
+void TestRunOutcome::statusOfRankZeroIsKept() {
   QTemporaryDir dir;
   const std::string out = dir.path().toStdString();
   std::ofstream(studio::events_path(out)) << kStart << "\n" << kEndFailed << "\n";
@@ -134,26 +148,26 @@ void TestRunRecord::statusOfRankZeroIsKept() {
   QVERIFY(ended.write(studio::status_path(out)).empty());
   std::string before, after, error;
   QVERIFY(studio::read_file(studio::status_path(out), before, error));
-  QVERIFY(record_launch_outcome(out, failure()).empty());
+  QVERIFY(record_run_outcome(out, failure()).empty());
   QVERIFY(studio::read_file(studio::status_path(out), after, error));
   QCOMPARE(QString::fromStdString(after), QString::fromStdString(before));
-  QCOMPARE(int(launch_test::end_events(launch_test::read_events(out)).size()), 1);
+  QCOMPARE(int(end_events(read_events(out)).size()), 1);
 }
 
-void TestRunRecord::successRecordsNothing() {
+void TestRunOutcome::successRecordsNothing() {
   QTemporaryDir dir;
   const std::string out = dir.path().toStdString();
-  QVERIFY(record_launch_outcome(out, LaunchResult{}).empty());
+  QVERIFY(record_run_outcome(out, RunOutcome{}).empty());
   QVERIFY(!QFile::exists(QString::fromStdString(studio::events_path(out))));
   QVERIFY(!QFile::exists(QString::fromStdString(studio::status_path(out))));
 }
 
-void TestRunRecord::createsTheOutputDir() {
+void TestRunOutcome::createsTheOutputDir() {
   QTemporaryDir dir;
   const std::string out = dir.filePath("never/started").toStdString();
-  QVERIFY(record_launch_outcome(out, failure()).empty());
-  QCOMPARE(int(launch_test::end_events(launch_test::read_events(out)).size()), 1);
+  QVERIFY(record_run_outcome(out, failure()).empty());
+  QCOMPARE(int(end_events(read_events(out)).size()), 1);
 }
 
-QTEST_MAIN(TestRunRecord)
-#include "tst_run_record.moc"
+QTEST_MAIN(TestRunOutcome)
+#include "tst_run_outcome.moc"

@@ -1,4 +1,4 @@
-#include "studio/launch/run_record.h"
+#include "studio/runs/run_outcome.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +9,7 @@
 
 #include "studio/runs/events.h"
 
-namespace studio::launch {
+namespace studio {
 namespace {
 
 constexpr std::streamoff kTailBytes = std::streamoff{1} << 20;
@@ -75,10 +75,9 @@ std::string host_name() {
 
 }  // namespace
 
-std::string record_launch_outcome(const std::string& output_dir, const LaunchResult& result) {
+std::string record_run_outcome(const std::string& output_dir, const RunOutcome& result) {
   if (result.exit_code == 0 && !result.stopped) return {};
-  const RunState state =
-      result.failed_rank >= 0 || !result.stopped ? RunState::Failed : RunState::Stopped;
+  const RunState state = result.stopped ? RunState::Stopped : RunState::Failed;
   std::error_code ec;
   std::filesystem::create_directories(output_dir, ec);
   if (ec) return "cannot create the output directory " + output_dir + ": " + ec.message();
@@ -111,4 +110,4 @@ std::string record_launch_outcome(const std::string& output_dir, const LaunchRes
   return status.write(status_path(output_dir));
 }
 
-}  // namespace studio::launch
+}  // namespace studio
