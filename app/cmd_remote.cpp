@@ -16,7 +16,7 @@
 
 #include "cli_args.h"
 #include "studio/runs/events.h"
-#include "studio/config/whole_number.h"
+#include "studio/base/whole_number.h"
 #include "studio/remote/remote_run.h"
 #include "studio/remote/run_follow.h"
 #include "studio/remote/run_submit.h"

@@ -8,7 +8,7 @@
 
 #include "studio/config/config_schema.h"
 #include "studio/config/diagnostic.h"
-#include "studio/config/hub_cache.h"
+#include "studio/model_facts/hub_cache.h"
 #include "studio/config/run_config.h"
 #include "studio/config/validate.h"
 

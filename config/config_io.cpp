@@ -10,7 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/config/config_schema.h"
 #include "yaml_entries.h"
 #include "yaml_load.h"

@@ -305,22 +305,6 @@ std::string yaml_text(const YAML::Node& n) {
   return e.c_str();
 }
 
-bool parse_double(std::string_view text, double& out) {
-  std::string s = trim(text);
-  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());  // YAML 1.1 allows 1_000
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' ||
-          c == '+' || c == '-'))
-      return false;
-  errno = 0;
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return false;
-  out = v;
-  return true;
-}
-
 const std::vector<FieldSpec>& config_fields() {
   using R = RunConfig;
   static const std::vector<FieldSpec> fields = [] {

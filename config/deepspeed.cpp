@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/json_file.h"
-#include "studio/config/whole_number.h"
+#include "studio/base/json_file.h"
+#include "studio/base/whole_number.h"
 
 namespace studio {
 

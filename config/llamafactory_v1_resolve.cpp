@@ -12,9 +12,9 @@
 #include "checker.h"
 #include "yaml_load.h"
 #include "studio/config/config_schema.h"
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 #include "studio/config/llamafactory_v1.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 
 namespace fs = std::filesystem;
 

@@ -5,7 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "enum_names.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 
 namespace studio {
 namespace detail {

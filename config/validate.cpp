@@ -1,4 +1,4 @@
-#include "studio/config/hub_cache.h"
+#include "studio/model_facts/hub_cache.h"
 #include "studio/config/validate.h"
 
 #include <algorithm>
@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "checker.h"
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 #include "studio/config/config_io.h"
 #include "studio/config/config_schema.h"
 #include "studio/config/deepspeed.h"
 #include "studio/config/config_dialect.h"
-#include "studio/config/whole_number.h"
+#include "studio/base/whole_number.h"
 
 namespace fs = std::filesystem;
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "studio/runs/events.h"
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 
 namespace {
 

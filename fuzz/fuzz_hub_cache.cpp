@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include "studio/config/hub_cache.h"
+#include "studio/model_facts/hub_cache.h"
 
 namespace fs = std::filesystem;
 

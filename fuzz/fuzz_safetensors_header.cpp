@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "studio/config/safetensors_header.h"
+#include "studio/model_facts/safetensors_header.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   studio::SafetensorsHeader header;

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "studio/runs/events.h"
-#include "studio/config/whole_number.h"
+#include "studio/base/whole_number.h"
 #include "studio/remote/remote_error.h"
 #include "studio/remote/sftp_client.h"
 #include "studio/remote/shell_quote.h"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/whole_number.h"
+#include "studio/base/whole_number.h"
 
 namespace studio::chat {
 namespace {

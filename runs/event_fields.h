@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "studio/runs/events.h"
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 
 namespace studio::event_fields {
 

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "studio/config/atomic_file.h"
-#include "studio/config/json_file.h"
+#include "studio/base/atomic_file.h"
+#include "studio/base/json_file.h"
 #include "event_schema.h"
 
 namespace studio {

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/atomic_file.h"
-#include "studio/config/json_file.h"
+#include "studio/base/atomic_file.h"
+#include "studio/base/json_file.h"
 #include "studio/runs/run_folder.h"
 
 namespace studio {

@@ -121,7 +121,7 @@ def strongly_connected(nodes, edges):
     return out
 
 
-LIBRARY_ROOTS = ('config', 'runs', 'data', 'kernels', 'trainer', 'remote', 'ui', 'app')
+LIBRARY_ROOTS = ('base', 'model_facts', 'config', 'runs', 'data', 'kernels', 'trainer', 'remote', 'ui', 'app')
 TABLE_ROW = re.compile(r'^\|\s*`([^`]+)/`\s*\|')
 
 
@@ -151,7 +151,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--build', default='build', help='a configured and built ninja tree')
     ap.add_argument('--root', default=os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-    ap.add_argument('--check', nargs='*', default=['config', 'trainer', 'ui'],
+    ap.add_argument('--check', nargs='*', default=['base', 'model_facts', 'config', 'runs', 'trainer', 'ui'],
                     help='folders whose files are judged')
     ap.add_argument('--dot', action='store_true', help='print the folder graph as Graphviz and exit')
     ap.add_argument('--readme', help="also check this README's architecture table against the tree")

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/atomic_file.h"
-#include "studio/config/json_file.h"
-#include "studio/config/whole_number.h"
+#include "studio/base/atomic_file.h"
+#include "studio/base/json_file.h"
+#include "studio/base/whole_number.h"
 #include "studio/trainer/hf_checkpoint.h"
 
 namespace fs = std::filesystem;

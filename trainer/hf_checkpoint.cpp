@@ -17,8 +17,8 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "studio/config/atomic_file.h"
-#include "studio/config/json_file.h"
+#include "studio/base/atomic_file.h"
+#include "studio/base/json_file.h"
 
 namespace studio::trainer {
 namespace {

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "studio/config/model_flops.h"
+#include "studio/model_facts/model_flops.h"
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/batching/sampler.h"
 #include "studio/trainer/parallel/reduce.h"

@@ -39,7 +39,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/run_config.h"
 #include "studio/trainer/batching/batch.h"
 #include "studio/trainer/loss.h"

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 
 namespace studio::data::detail {
 namespace {

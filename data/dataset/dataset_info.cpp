@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 #include "studio/config/llamafactory_v1.h"
 #include "studio/data/dataset_info.h"
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 #include "studio/data/dataset_info.h"
 
 namespace studio::data::detail {

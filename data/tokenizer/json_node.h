@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/whole_number.h"
+#include "studio/base/whole_number.h"
 
 namespace studio::data::detail {
 

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "json_node.h"
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 #include "tokenizer_impl.h"
 
 namespace studio::data {

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launch_test_util.h"
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/launch/launcher.h"
 
 using launch_test::ScopedEnv;

@@ -18,7 +18,7 @@
 #include <cstdio>
 
 #include "studio/runs/events.h"
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 
 using nlohmann::json;
 using namespace studio;

@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/runs/events.h"
 #include "studio/runs/run_outcome.h"
 

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <vector>
 
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 #include "studio/trainer/hf_checkpoint.h"
 
 namespace train_runs {

@@ -14,7 +14,7 @@
 
 #include "studio/config/config_io.h"
 #include "studio/config/memory_estimate.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/validate.h"
 #include "train_runs.h"
 

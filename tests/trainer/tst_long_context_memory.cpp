@@ -12,7 +12,7 @@
 #include <string>
 
 #include "studio/config/memory_estimate.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/run_config.h"
 #include "studio/trainer/tensors/host_allocator.h"
 #include "studio/trainer/model/decoder.h"

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/model/decoder.h"
 #include "studio/trainer/optim/adamw.h"

@@ -9,7 +9,7 @@
 
 #include <filesystem>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/trainer/batching/batch.h"
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/loss.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "studio/runs/events.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/model_folder.h"
 #include "studio/trainer/train_loop.h"

@@ -14,9 +14,9 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "studio/config/atomic_file.h"
-#include "studio/config/json_file.h"
-#include "studio/config/safetensors_header.h"
+#include "studio/base/atomic_file.h"
+#include "studio/base/json_file.h"
+#include "studio/model_facts/safetensors_header.h"
 
 namespace studio::trainer {
 namespace {

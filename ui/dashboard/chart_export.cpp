@@ -13,7 +13,7 @@
 #include <qcustomplot.h>
 
 #include "studio/ui/base/local_path.h"
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 
 namespace studio::ui {
 

@@ -16,7 +16,7 @@
 
 #include "studio/ui/base/local_path.h"
 #include "stop_worker.h"
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/config/config_io.h"
 #include "studio/config/llamafactory_v1.h"
 #include "studio/ui/runs/launch_record.h"

@@ -8,7 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/runs/events.h"
 #include "studio/ui/base/local_path.h"
 #include "studio/ui/runs/run_folder.h"

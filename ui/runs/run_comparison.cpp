@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/runs/events.h"
 #include "studio/ui/base/local_path.h"
 

@@ -8,7 +8,7 @@
 #include <QFile>
 #include <QFileInfo>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/ui/base/local_path.h"
 
 namespace studio::ui {

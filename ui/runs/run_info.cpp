@@ -10,7 +10,7 @@
 #include "studio/ui/base/local_path.h"
 #include "studio/config/config_io.h"
 #include "studio/runs/events.h"
-#include "studio/config/whole_number.h"
+#include "studio/base/whole_number.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/process_probe.h"
 #include "studio/ui/runs/remote_mirror.h"

@@ -19,7 +19,7 @@
 #include <QStatusBar>
 #include <QSystemTrayIcon>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/config/config_io.h"
 #include "studio/config/validate.h"
 #include "studio/runs/events.h"

@@ -19,7 +19,7 @@
 
 #include "latest_job.h"
 #include "studio/ui/base/local_path.h"
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/config/llamafactory_v1.h"
 #include "studio/config/validate.h"
 #include "studio/data/dataset_info.h"

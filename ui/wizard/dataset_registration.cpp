@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 
 namespace studio::ui {
 namespace {

@@ -11,7 +11,7 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/validate.h"
 #include "studio/ui/wizard/field_bindings.h"
 #include "studio/ui/wizard/run_draft.h"

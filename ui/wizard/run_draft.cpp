@@ -1,4 +1,4 @@
-#include "studio/config/hub_cache.h"
+#include "studio/model_facts/hub_cache.h"
 #include "studio/ui/base/local_path.h"
 #include "studio/ui/wizard/run_draft.h"
 

@@ -11,7 +11,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "../../config/hostile_files.h"
+#include "../../base/hostile_files.h"
 #include "runs_test_support.h"
 #include "studio/remote/remote_run.h"
 #include "studio/ui/remote/remote_follower.h"

@@ -5,7 +5,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "../../config/hostile_files.h"
+#include "../../base/hostile_files.h"
 #include "runs_test_support.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/run_event_digest.h"

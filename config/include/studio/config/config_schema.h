@@ -10,7 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "studio/config/run_config.h"
-#include "studio/config/whole_number.h"
+#include "studio/base/whole_number.h"
 
 namespace studio {
 
@@ -50,9 +50,6 @@ std::string suggest_key(std::string_view unknown, const std::vector<std::string_
 
 // The key table as a Markdown reference (docs/config.md is this text).
 std::string config_keys_markdown();
-
-// Parses "5e-5", "1.0e-5", ".5", "3" strictly (the whole text must be a finite number).
-bool parse_double(std::string_view text, double& out);
 
 // Whole-number keys are counts, sizes, steps and seconds: the engine narrows some to int and
 // multiplies pairs of them, so each is read within int32's range (max_samples and seed within

@@ -87,7 +87,7 @@ struct RunConfig {
   bool trust_remote_code = false;              // accepted; no remote code is ever run
   std::optional<std::string> ref_model;        // DPO/ASFT reference; default: frozen initial policy
   // A hub id in model_name_or_path / ref_model is found in the local Hugging Face cache
-  // (studio/config/hub_cache.h) at this revision (branch, tag or commit), in cache_dir first.
+  // (studio/model_facts/hub_cache.h) at this revision (branch, tag or commit), in cache_dir first.
   std::string model_revision = "main";
   std::optional<std::string> cache_dir;
 

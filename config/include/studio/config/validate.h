@@ -8,7 +8,7 @@
 
 #include "studio/config/deepspeed.h"
 #include "studio/config/diagnostic.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/run_config.h"
 
 namespace studio {

@@ -114,7 +114,7 @@ struct StartEvent {
   ModelSummary model;
   std::int64_t total_steps = 0;  // optimizer steps of the whole run (0: not known)
   // MFU: the device rank 0 trains on ("cpu" on CPU runs), and its dense peak in TFLOP/s for
-  // the run's dtype (studio/config/model_flops.h); NaN when the peak is not known.
+  // the run's dtype (studio/model_facts/model_flops.h); NaN when the peak is not known.
   std::string device_name;
   double peak_tflops = kNoValue;
 };
@@ -180,7 +180,7 @@ struct StepEvent {
   // start event); 0 otherwise.
   std::int64_t total_steps = 0;
   std::vector<GpuMemory> gpus;
-  // Model FLOPs of the window's tokens (studio/config/model_flops.h) per second and rank, in
+  // Model FLOPs of the window's tokens (studio/model_facts/model_flops.h) per second and rank, in
   // TFLOP/s, and that as a share of start.peak_tflops (NaN when the peak is not known).
   double model_tflops = kNoValue;
   double mfu = kNoValue;

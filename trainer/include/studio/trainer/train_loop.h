@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/run_config.h"
 #include "studio/trainer/batching/batch.h"
 #include "studio/trainer/parallel/communicator.h"

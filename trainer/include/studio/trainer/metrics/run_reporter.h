@@ -9,7 +9,7 @@
 #include <string>
 
 #include "studio/runs/events.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/run_config.h"
 #include "studio/trainer/metrics/tensorboard_writer.h"
 #include "studio/trainer/metrics/progress.h"

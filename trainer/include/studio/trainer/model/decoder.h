@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/trainer/model/activation_checkpoint.h"
 #include "studio/trainer/model/attention.h"
 #include "studio/trainer/model/layers.h"

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/trainer/model/layers.h"
 
 namespace studio::trainer {

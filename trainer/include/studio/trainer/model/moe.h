@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/trainer/model/layers.h"
 #include "studio/trainer/model/mlp.h"
 

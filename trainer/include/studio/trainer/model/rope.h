@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 
 namespace studio::trainer {
 

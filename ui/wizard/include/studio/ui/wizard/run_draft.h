@@ -13,7 +13,7 @@
 #include <QStringList>
 
 #include "studio/config/diagnostic.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/run_config.h"
 
 namespace studio::ui {

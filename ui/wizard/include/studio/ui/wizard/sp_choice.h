@@ -7,7 +7,7 @@
 
 #include <QString>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 #include "studio/config/run_config.h"
 
 namespace studio::ui {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 
 using nlohmann::json;
 using namespace studio;

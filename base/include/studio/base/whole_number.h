@@ -32,6 +32,10 @@ namespace detail {
 std::string json_whole(const nlohmann::json& v, WholeRange range, int64_t& out);
 }  // namespace detail
 
+// Parses "5e-5", "1.0e-5", ".5", "3" strictly (the whole text, blanks around it and YAML 1.1's
+// '_' aside, must be a finite number).
+bool parse_double(std::string_view text, double& out);
+
 // Text: decimal digits exactly ("-12", "+7", YAML 1.1's "1_000"), or a number with a fraction or
 // an exponent whose value is whole ("1e3", "2.0").
 std::string parse_whole(std::string_view text, WholeRange range, int64_t& out);

@@ -1,4 +1,4 @@
-#include "studio/config/model_flops.h"
+#include "studio/model_facts/model_flops.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-// The MFU formula (studio/config/model_flops.h) on published model shapes, the peak table by the
+// The MFU formula (studio/model_facts/model_flops.h) on published model shapes, the peak table by the
 // device names CUDA reports, and the new event fields (total_steps, device_name, peak_tflops,
 // model_tflops, mfu, gpus[].util_percent/power_w/power_limit_w) written and read back.
 #include <QtTest>
@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "studio/runs/events.h"
-#include "studio/config/model_flops.h"
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_flops.h"
+#include "studio/model_facts/model_info.h"
 
 using namespace studio;
 

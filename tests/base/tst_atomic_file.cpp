@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "hostile_files.h"
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 #include "studio/runs/events.h"
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 
 using namespace studio;
 using namespace std::chrono_literals;

@@ -1,12 +1,15 @@
-#include "studio/config/whole_number.h"
+#include "studio/base/whole_number.h"
 
 #include <algorithm>
 #include <charconv>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/config_schema.h"
 
 namespace studio {
 namespace {
@@ -57,6 +60,25 @@ std::string parse_whole(std::string_view text, WholeRange range, int64_t& out) {
   double d = 0;
   if (!parse_double(s, d)) return "expected a whole number, got '" + std::string(text) + "'";
   return whole_double(d, range, s, out);
+}
+
+bool parse_double(std::string_view text, double& out) {
+  std::size_t b = 0, e = text.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
+  std::string s(text.substr(b, e - b));
+  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());  // YAML 1.1 allows 1_000
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' ||
+          c == '+' || c == '-'))
+      return false;
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return false;
+  out = v;
+  return true;
 }
 
 namespace detail {

@@ -19,9 +19,9 @@
 #include <cstdlib>
 #include <map>
 
-#include "hostile_files.h"
+#include "../base/hostile_files.h"
 #include "studio/config/config_io.h"
-#include "studio/config/hub_cache.h"
+#include "studio/model_facts/hub_cache.h"
 #include "studio/config/validate.h"
 
 using namespace studio;

@@ -1,4 +1,4 @@
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 
 #include <algorithm>
 #include <cerrno>

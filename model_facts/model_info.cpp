@@ -1,4 +1,4 @@
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/json_file.h"
-#include "studio/config/whole_number.h"
+#include "studio/base/json_file.h"
+#include "studio/base/whole_number.h"
 
 namespace studio {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "studio/config/model_info.h"
+#include "studio/model_facts/model_info.h"
 
 namespace studio {
 

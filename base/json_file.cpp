@@ -1,4 +1,4 @@
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 
 namespace studio {
 

@@ -1,4 +1,4 @@
-#include "studio/config/hub_cache.h"
+#include "studio/model_facts/hub_cache.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -6,7 +6,7 @@
 #include <optional>
 #include <system_error>
 
-#include "studio/config/atomic_file.h"
+#include "studio/base/atomic_file.h"
 
 namespace studio {
 namespace fs = std::filesystem;

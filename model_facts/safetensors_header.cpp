@@ -1,4 +1,4 @@
-#include "studio/config/safetensors_header.h"
+#include "studio/model_facts/safetensors_header.h"
 
 #include <algorithm>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "studio/config/json_file.h"
+#include "studio/base/json_file.h"
 
 namespace studio {
 namespace {
