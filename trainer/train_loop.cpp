@@ -15,7 +15,6 @@
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/batching/sampler.h"
 #include "studio/trainer/parallel/reduce.h"
-#include "studio/trainer/dpo/preference_loss.h"
 #include "studio/trainer/fault_injection.h"
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/tensors/host_allocator.h"
@@ -30,6 +29,8 @@
 #include "studio/trainer/runtime_info.h"
 #include "studio/trainer/sp/layout.h"
 #include "studio/trainer/sp/sp_attention.h"
+#include "objective.h"
+#include "parallel_layout.h"
 
 namespace fs = std::filesystem;
 
@@ -50,19 +51,6 @@ torch::Dtype compute_dtype(const RunConfig& cfg) {
   return cfg.bf16 ? torch::kBFloat16 : torch::kFloat;
 }
 
-struct StepStats {
-  double loss_sum = 0;      // SFT: token CE sum; DPO: pair loss sum (global batch)
-  double normaliser = 0;    // SFT: valid target tokens; DPO: pairs (global batch)
-  int64_t tokens = 0;       // input tokens of the global batch
-  double span_term = 0;     // sum of S * (S + 1) over its attention spans (model_flops.h)
-  double grad_norm = kNaN;
-  std::optional<DpoMetrics> dpo;
-  double micro_batches = 0;  // of the global batch, summed over DP
-  double aux_loss = kNaN;    // MoE: the mean auxiliary loss of its micro-batches
-  double aux_term = 0;       // MoE: what the loss adds for it (coefficient x aux_loss)
-  bool skipped = false;  // skip_nonfinite_steps: not finite, so no update was made
-};
-
 // "the loss is nan and the gradient norm is inf" for the values that are not finite.
 std::string nonfinite_text(double loss, double grad_norm) {
   std::vector<std::string> parts;
@@ -73,212 +61,45 @@ std::string nonfinite_text(double loss, double grad_norm) {
   return parts.size() == 1 ? parts[0] : parts[0] + " and " + parts[1];
 }
 
-std::vector<const TokenizedSample*> pick(const std::vector<TokenizedSample>& all,
-                                         const std::vector<size_t>& idx) {
-  std::vector<const TokenizedSample*> rows;
-  for (size_t i : idx) rows.push_back(&all[i]);
-  return rows;
-}
-
-// Chosen rows first, then rejected rows, so row i and row n+i are one pair.
-std::vector<const TokenizedSample*> pair_rows(const std::vector<data::PairSample>& all,
-                                              const std::vector<size_t>& idx) {
-  std::vector<const TokenizedSample*> rows;
-  for (size_t i : idx) rows.push_back(&all[i].chosen);
-  for (size_t i : idx) rows.push_back(&all[i].rejected);
-  return rows;
-}
-
-int64_t sample_tokens(const std::vector<const TokenizedSample*>& rows) {
-  int64_t n = 0;
-  for (const auto* r : rows) n += static_cast<int64_t>(r->input_ids.size());
-  return n;
-}
-
-// The causal attention spans of the rows for the MFU count: each packed sample when attention
-// isolates them (neat packing), else each row.
-double span_term(const std::vector<const TokenizedSample*>& rows, bool isolated,
-                 const studio::ModelInfo& model) {
-  std::vector<int64_t> spans;
-  for (const auto* r : rows) {
-    if (isolated && !r->segment_lengths.empty())
-      spans.insert(spans.end(), r->segment_lengths.begin(), r->segment_lengths.end());
-    else
-      spans.push_back(static_cast<int64_t>(r->input_ids.size()));
-  }
-  return attention_span_term(spans, &model);
-}
-
-}  // namespace
-
-// This rank's place in the dp x sp grid, and the collectives of the step. Every method is a
-// no-op (or local) with one process.
-struct Parallel {
-  dist::Communicator* comm = nullptr;
-  sp::SpLayout layout;
-  bool neat_packing = false;  // attention isolates the samples packed into a row
-
-  bool distributed() const { return comm != nullptr && comm->world_size() > 1; }
-  bool sequence_parallel() const { return layout.sp > 1; }
-  int rank() const { return comm ? comm->rank() : 0; }
-  int world() const { return comm ? comm->world_size() : 1; }
-  int dp_rank() const { return comm ? comm->dp_rank() : 0; }
-  int dp_size() const { return comm ? static_cast<int>(comm->dp()) : 1; }
-
-  // The rows padded as SP needs, then this rank's share of the sequence; `model` is told the
-  // global length (RoPE sees global positions).
-  Batch local_batch(CausalLM& model, const std::vector<const TokenizedSample*>& rows,
-                    int64_t pad_id) const {
-    Batch global = make_batch(rows, pad_id, sp::sp_pad_multiple(layout), neat_packing);
-    // The longest row before SP's padding: length-dependent RoPE (dynamic, longrope) then picks
-    // the frequencies the single-process run picks, whatever the SP size pads to.
-    int64_t longest = 0;
-    for (const auto* r : rows) longest = std::max<int64_t>(longest, int64_t(r->input_ids.size()));
-    model->set_rope_sequence_length(longest > 0 ? longest : global.input_ids.size(1));
-    // Every rank's attention cuts the segments of whichever tokens meet from the global ones.
-    model->set_attention_segments(global.segment_ids);
-    return sequence_parallel() ? sp::split_batch(global, layout) : global;
-  }
-  // Sums a few doubles over a group (world, dp).
-  std::vector<double> sum(dist::Group* g, std::vector<double> v, const std::string& what) const {
-    if (!g || g->size() == 1) return v;
-    auto t = torch::tensor(v, torch::kDouble);
-    g->all_reduce_sum(t, what);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = t[static_cast<int64_t>(i)].item<double>();
-    return v;
-  }
-  // This DP rank's share of `n` items (evaluation, reference log-probs), cut into batches of
-  // `batch`: items dp_rank, dp_rank + dp, ...; every rank of an SP group gets the same batches.
-  std::vector<std::vector<size_t>> dp_batches(size_t n, int64_t batch) const {
-    const auto step = static_cast<size_t>(std::max<int64_t>(1, batch));
-    std::vector<std::vector<size_t>> out;
-    for (size_t i = static_cast<size_t>(dp_rank()); i < n; i += static_cast<size_t>(dp_size())) {
-      if (out.empty() || out.back().size() == step) out.emplace_back();
-      out.back().push_back(i);
-    }
-    return out;
-  }
-  // How many batches the DP rank with the most items gets from dp_batches (rank 0): ranks with
-  // fewer run idle passes up to it where a forward has world collectives (ZeRO-3's gathers).
-  size_t most_dp_batches(size_t n, int64_t batch) const {
-    const auto per_rank = (n + static_cast<size_t>(dp_size()) - 1) / static_cast<size_t>(dp_size());
-    const auto step = static_cast<size_t>(std::max<int64_t>(1, batch));
-    return (per_rank + step - 1) / step;
-  }
-  dist::Group* world_group() const { return comm ? &comm->world() : nullptr; }
-  dist::Group* dp_group() const { return comm ? &comm->dp_group() : nullptr; }
-  dist::Group* sp_group() const { return comm ? &comm->sp_group() : nullptr; }
-};
-
-namespace {
-
-// ASFT's frozen reference (use_asft_loss): its model, its sharding and the KL term's weight.
-struct LossReference {
-  CausalLM* model = nullptr;
-  ShardedState* sharding = nullptr;
-  double alpha = 0;
-
-  // The reference's final hidden states and LM head for `b` (its outer weights stay gathered
-  // until done()), or nothing without a reference.
-  KlReference forward(const Batch& b, const torch::Device& device) const {
-    KlReference kl;
-    if (model == nullptr) return kl;
-    torch::NoGradGuard no_grad;
-    if (sharding) sharding->begin_forward();
-    kl.hidden = (*model)->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    kl.weight = (*model)->lm_head_weight();
-    kl.alpha = alpha;
-    kl.softcap = (*model)->info().final_logit_softcapping;
-    return kl;
-  }
-  void done() const {
-    if (model && sharding) sharding->end_forward();
-  }
-  // A ZeRO-3 rank with no batch left gathers as a forward would (after the policy's).
-  void idle() const {
-    if (model && sharding) sharding->idle_forward();
-  }
-};
-
-// Mean loss per valid target token over `samples`, no gradients (`weighting`, `reference`: the
-// DFT, EAFT or ASFT loss the run trains with). Under SP/DP: this DP rank's share of the samples,
-// split along the sequence; sums reduced over the world.
-double mean_loss(CausalLM& model, ShardedState* sharding, const std::vector<TokenizedSample>& samples,
-                 int64_t batch, int64_t pad_id, const torch::Device& device, const Parallel& par,
-                 const TokenWeighting& weighting = {}, const LossReference& reference = {}) {
-  torch::NoGradGuard no_grad;
-  double sum = 0;
-  int64_t valid = 0;
-  for (const auto& idx : par.dp_batches(samples.size(), batch)) {
-    auto rows = pick(samples, idx);
-    for (const auto* r : rows) valid += count_valid_targets(*r);
-    Batch b = par.local_batch(model, rows, pad_id);
-    if (sharding) sharding->begin_forward();
-    auto hidden = model->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    sum += lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets, 0,
-                                model->info().final_logit_softcapping, weighting,
-                                reference.forward(b, device))
-               .item<double>();
-    reference.done();
-    if (sharding) sharding->end_forward();
-  }
-  // ZeRO-3 forwards gather over the whole world: every DP rank runs as many.
-  if (sharding)
-    for (size_t k = par.dp_batches(samples.size(), batch).size();
-         k < par.most_dp_batches(samples.size(), batch); ++k) {
-      sharding->idle_forward();
-      reference.idle();
-    }
-  // Token sums are partial per SP rank (sum over the world); counts are per sample (over DP).
-  sum = par.sum(par.world_group(), {sum}, "eval loss")[0];
-  valid = static_cast<int64_t>(par.sum(par.dp_group(), {static_cast<double>(valid)}, "eval tokens")[0]);
-  return valid > 0 ? sum / static_cast<double>(valid) : kNaN;
-}
-
 }  // namespace
 
 struct Trainer::Impl {
   TrainInputs in;
   const RunConfig& cfg;
   Parallel par;
-  bool dpo = false;
-  torch::Device device{torch::kCPU};
-  CausalLM model{nullptr};
-  CausalLM ref_model{nullptr};  // DPO without precomputed reference log-probs; ASFT
-  // DPO with precompute_ref_logps: per pair (chosen, rejected) reference sums, [n, 2] fp64.
-  torch::Tensor ref_train, ref_eval;
-  dpo::PrefLossOptions pref;
+  // The models, their sharding and the forwards the objective runs (objective.h); the names
+  // below are its members.
+  StepModels m{cfg, in, par};
+  torch::Device& device = m.device;
+  CausalLM& model = m.model;
+  CausalLM& ref_model = m.ref_model;  // a reference with a forward per step (DPO, ASFT)
+  std::unique_ptr<ShardedState>& zero = m.zero;
+  std::unique_ptr<ShardedState>& ref_zero = m.ref_zero;
+  double& aux_weight = m.aux_weight;
   ZeroOptions zero_options;
-  // The model states, sharded over the world as the ZeRO stage says (stage 0: not sharded).
-  std::unique_ptr<ShardedState> zero;
-  std::unique_ptr<ShardedState> ref_zero;  // the frozen reference's (weights only; stage 3)
   std::unique_ptr<EpochPlanner> planner;
   LrSchedule schedule;
   TrainerState state;
   RunReporter reporter;
   std::string resume_dir;
   std::string last_saved_dir;  // the newest checkpoint this run can go back to ("" when none)
-  bool pack_reported = false;
   std::string batching_note;  // dynamic batching: what it made of the first epoch (logged at start)
-  // MoE models: the auxiliary loss's coefficient (0: off; studio::moe_aux_coefficient), and the
-  // weight the next policy forward's aux gets (coefficient / micro-batches of the global batch).
+  // MoE models: the auxiliary loss's coefficient (0: off; studio::moe_aux_coefficient).
   double aux_coef = 0;
-  double aux_weight = 0;
-  torch::Tensor aux_value;  // the last policy forward's aux (0-dim fp64, no gradient)
+  // What the stage optimises (objective.h).
+  std::unique_ptr<Objective> objective;
 
   explicit Impl(TrainInputs inputs)
       : in(std::move(inputs)),
         cfg(in.config),
-        dpo(in.config.stage == Stage::Dpo),
         reporter(in.config.output_dir,
                  /*enabled=*/in.comm == nullptr || in.comm->rank() == 0,
                  in.terminal) {
     par.comm = in.comm;
     par.layout = sp_layout(cfg, in.comm);
-    // Neat packing isolates samples; packed DPO sequences are always isolated (a sequence's
-    // log-prob must not depend on its neighbours).
-    par.neat_packing = cfg.neat_packing || pack_pairs() || pack_micro_batches();
-    pref = dpo::PrefLossOptions::from(cfg);
+    objective = make_objective(m, reporter);
+    // Neat packing isolates samples; so do the objectives that pack sequences themselves.
+    par.neat_packing = cfg.neat_packing || objective->isolates_packed_sequences();
   }
 
   static sp::SpLayout sp_layout(const RunConfig& cfg, dist::Communicator* comm) {
@@ -286,8 +107,6 @@ struct Trainer::Impl {
     return sp::make_sp_layout(cfg.sequence_parallel_mode, comm->sp(), comm->sp_rank(),
                               comm->ulysses_group().size(), comm->ring_group().size());
   }
-
-  size_t num_train() const { return dpo ? in.train_pairs.size() : in.train.size(); }
 
   // Runs `step`, a part of resuming from resume_dir: its error names the checkpoint and says how
   // to go back to the one before it.
@@ -366,15 +185,7 @@ struct Trainer::Impl {
         reporter.log("warning", "attention_dropout is set to 0 under sequence parallelism");
     }
     zero_options = ZeroOptions::from(cfg);
-    if ((cfg.use_dft_loss || cfg.use_eaft_loss || cfg.use_asft_loss) && dpo)
-      throw std::invalid_argument(std::string(cfg.use_dft_loss    ? "use_dft_loss"
-                                              : cfg.use_eaft_loss ? "use_eaft_loss"
-                                                                  : "use_asft_loss") +
-                                  ": applies to stage sft only (it replaces the SFT loss); remove "
-                                  "it for stage dpo");
-    if (int(cfg.use_dft_loss) + int(cfg.use_eaft_loss) + int(cfg.use_asft_loss) > 1)
-      throw std::invalid_argument(
-          "more than one of use_dft_loss, use_eaft_loss and use_asft_loss is set: choose one");
+    objective->check();
     aux_coef = studio::moe_aux_coefficient(cfg, in.model);
     if (aux_coef > 0)
       reporter.log("info", "MoE auxiliary load-balancing loss on, coefficient " +
@@ -385,11 +196,11 @@ struct Trainer::Impl {
     zero = std::make_unique<ShardedState>(model, device, par.world_group(), zero_options,
                                           AdamWSettings::from(cfg), /*trainable=*/true,
                                           masters_source(weights));
-    if (dpo || cfg.use_asft_loss) build_reference();
+    if (objective->needs_reference()) build_reference();
   }
 
-  // The DPO or ASFT reference: `ref_model`, else the initial policy (never a resumed
-  // checkpoint).
+  // The objective's frozen reference: `ref_model`, else the initial policy (never a resumed
+  // checkpoint). Kept for the steps, or dropped once the objective has what it needs of it.
   void build_reference() {
     const std::string dir = cfg.ref_model.value_or(in.model_dir);
     CausalLM ref = make_model(dir);
@@ -398,185 +209,11 @@ struct Trainer::Impl {
     ref_zero = std::make_unique<ShardedState>(ref, device, par.world_group(), zero_options,
                                               AdamWSettings::from(cfg), /*trainable=*/false,
                                               masters_source(dir));
-    if (!dpo || !cfg.precompute_ref_logps) {
+    if (objective->keep_reference(ref)) {
       ref_model = ref;
       return;
     }
-    reporter.log("info", "precomputing reference log-probs of " +
-                             std::to_string(in.train_pairs.size() + in.eval_pairs.size()) +
-                             " pairs");
-    ref_train = reference_table(ref, in.train_pairs);
-    ref_eval = reference_table(ref, in.eval_pairs);
     ref_zero.reset();  // the reference model goes with it
-  }
-
-  // Reference sums for every pair: each DP rank computes its share (SP-split), then the table
-  // is summed over DP so that every rank holds all of it. The reference model is then dropped.
-  torch::Tensor reference_table(CausalLM& ref, const std::vector<data::PairSample>& pairs) {
-    torch::NoGradGuard no_grad;
-    auto table = torch::zeros({static_cast<int64_t>(pairs.size()), 2}, torch::kDouble);
-    const auto batches = par.dp_batches(pairs.size(), cfg.per_device_eval_batch_size);
-    for (const auto& idx : batches) {
-      auto sums = pair_logps(ref, pairs, idx).to(torch::kDouble).cpu();
-      const auto n = static_cast<int64_t>(idx.size());
-      for (int64_t j = 0; j < n; ++j) {
-        table[static_cast<int64_t>(idx[static_cast<size_t>(j)])][0] = sums[j];
-        table[static_cast<int64_t>(idx[static_cast<size_t>(j)])][1] = sums[n + j];
-      }
-    }
-    // ZeRO-3 forwards gather over the whole world: every DP rank runs as many.
-    for (size_t k = batches.size();
-         k < par.most_dp_batches(pairs.size(), cfg.per_device_eval_batch_size); ++k)
-      ref_zero->idle_forward();
-    if (par.dp_group() && par.dp_group()->size() > 1)
-      par.dp_group()->all_reduce_sum(table, "reference log-probs");
-    return table;
-  }
-
-  // Sequence log-prob sums [2n] (chosen rows, then rejected) of the pairs `idx` under `m`,
-  // summed over the SP group with an identity backward (each rank's partial sum gets dL/dS).
-  torch::Tensor pair_logps(CausalLM& m, const std::vector<data::PairSample>& pairs,
-                           const std::vector<size_t>& idx) {
-    auto rows = pair_rows(pairs, idx);
-    if (!pack_pairs()) {
-      const auto [token_logps, b] = target_logprobs(m, rows);
-      return sp_sum(dpo::sequence_logps(token_logps, b.targets.to(device)).first);
-    }
-    // DPO with packing: the micro-batch's chosen and rejected sequences packed into as few rows
-    // as the knapsack allows (rows of at most cutoff_len tokens), attention isolated per
-    // sequence, and the token log-probs summed per packed sequence: the same sums as unpacked,
-    // with less padding.
-    int64_t capacity = cfg.cutoff_len;
-    for (const auto* r : rows) capacity = std::max(capacity, static_cast<int64_t>(r->input_ids.size()));
-    std::vector<std::vector<size_t>> members;
-    const auto packs = pack_samples(rows, capacity, &members);
-    std::vector<const TokenizedSample*> packed;
-    int64_t most = 1;
-    for (size_t r = 0; r < packs.size(); ++r) {
-      packed.push_back(&packs[r]);
-      most = std::max<int64_t>(most, static_cast<int64_t>(members[r].size()));
-    }
-    // Sequence k lives at (row r, segment j): slot r * most + j; padding goes to a last slot.
-    std::vector<int64_t> slot_of(rows.size(), -1);
-    for (size_t r = 0; r < members.size(); ++r)
-      for (size_t j = 0; j < members[r].size(); ++j)
-        slot_of[members[r][j]] = static_cast<int64_t>(r) * most + static_cast<int64_t>(j);
-    if (!pack_reported) {  // once, so that a run shows what packing does to its batches
-      reporter.log("info", "dpo packing: " + std::to_string(rows.size()) + " sequences in " +
-                               std::to_string(packs.size()) + " rows of at most " +
-                               std::to_string(capacity) + " tokens (first micro-batch)");
-      pack_reported = true;
-    }
-    const auto [token_logps, b] = target_logprobs(m, packed);
-    const int64_t slots = static_cast<int64_t>(packs.size()) * most;
-    auto seg = b.segment_ids.to(device);
-    auto row = torch::arange(seg.size(0), seg.options()).unsqueeze(1).expand_as(seg);
-    auto slot = torch::where(seg >= 0, row * most + seg, torch::full_like(seg, slots));
-    auto per_slot = torch::zeros({slots + 1}, token_logps.options())
-                        .index_add(0, slot.reshape({-1}), token_logps.reshape({-1}));
-    return sp_sum(per_slot.index_select(0, torch::tensor(slot_of, torch::kLong).to(device)));
-  }
-
-  // The final hidden states of a local batch under `m`. The policy's forwards that train
-  // (gradients on, the MoE auxiliary loss on) record the routing of the micro-batch: its aux,
-  // over the whole sequence of the SP group, goes to aux_value and its gradient into the
-  // backward that follows (end_aux after it).
-  torch::Tensor forward_hidden(CausalLM& m, const Batch& b) {
-    MoeAuxLoss* aux = aux_weight > 0 && m.ptr() == model.ptr() && torch::GradMode::is_enabled()
-                          ? m->moe_aux()
-                          : nullptr;
-    if (aux) aux->begin(b.token_mask.to(device));
-    auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
-    if (aux) {
-      dist::Group* sp = par.sequence_parallel() ? par.sp_group() : nullptr;
-      aux_value = aux->finish(aux_weight, [sp](torch::Tensor& t) {
-        if (sp) sp->all_reduce_sum(t, "MoE auxiliary loss counts");
-      });
-    }
-    return hidden;
-  }
-  // ASFT is the DFT loss plus its KL term (loss_reference()).
-  TokenWeighting token_weighting() const {
-    return {cfg.use_dft_loss || cfg.use_asft_loss, cfg.use_eaft_loss, cfg.eaft_alpha};
-  }
-  LossReference loss_reference() {
-    if (!cfg.use_asft_loss || dpo) return {};
-    return {&ref_model, ref_zero.get(), cfg.asft_alpha};
-  }
-  void end_aux() {
-    if (MoeAuxLoss* aux = model->moe_aux()) aux->end();
-  }
-
-  // Per-token target log-probs of this rank's share of `rows` under `m` ([B, S_local], 0 where
-  // ignored), with the local batch they were computed on.
-  std::pair<torch::Tensor, Batch> target_logprobs(CausalLM& m,
-                                                  const std::vector<const TokenizedSample*>& rows) {
-    Batch b = par.local_batch(m, rows, in.pad_id);
-    ShardedState* sharding = m.ptr() == model.ptr() ? zero.get() : ref_zero.get();
-    if (sharding) sharding->begin_forward();
-    auto hidden = forward_hidden(m, b);
-    auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets, 0,
-                                    m->info().final_logit_softcapping);
-    // Without a backward to come the weights go now (training: after its backward).
-    if (sharding && !torch::GradMode::is_enabled()) sharding->end_forward();
-    return {logps, std::move(b)};
-  }
-
-  // DPO packs each micro-batch's sequences (always isolated); SFT data come packed already.
-  bool pack_pairs() const { return dpo && (cfg.packing || cfg.neat_packing); }
-  // dynamic_padding_free: each SFT micro-batch's samples packed into one row, isolated.
-  bool pack_micro_batches() const {
-    return !dpo && cfg.batching_strategy == Batching::DynamicPaddingFree;
-  }
-  // The rows a micro-batch of SFT samples trains as: the samples, or (pack_micro_batches) one
-  // row holding them all, in `storage`.
-  std::vector<const TokenizedSample*> micro_rows(const std::vector<size_t>& micro,
-                                                 std::vector<TokenizedSample>& storage) const {
-    auto rows = pick(in.train, micro);
-    if (!pack_micro_batches() || rows.size() < 2) return rows;
-    std::vector<std::vector<size_t>> members;
-    storage = pack_samples(rows, sample_tokens(rows), &members);
-    return {&storage.front()};
-  }
-
-  // Partial sums of this rank's tokens, summed over the SP group with an identity backward.
-  torch::Tensor sp_sum(const torch::Tensor& sums) {
-    return par.sequence_parallel()
-               ? dist::all_reduce_sum_identity_grad(sums.contiguous(), *par.sp_group(),
-                                                    "sequence log-probs")
-               : sums;
-  }
-
-  // Valid target counts of the pairs (global: from the samples, not the local chunks).
-  torch::Tensor pair_lengths(const std::vector<data::PairSample>& pairs,
-                             const std::vector<size_t>& idx, bool chosen) const {
-    std::vector<double> n;
-    for (size_t i : idx)
-      n.push_back(static_cast<double>(count_valid_targets(chosen ? pairs[i].chosen : pairs[i].rejected)));
-    return torch::tensor(n, torch::kDouble).to(device);
-  }
-
-  // Policy and reference log-prob sums of a micro-batch of pairs and their preference losses.
-  dpo::PrefLossOut pair_losses(const std::vector<data::PairSample>& pairs,
-                               const std::vector<size_t>& idx, const torch::Tensor& table) {
-    const auto n = static_cast<int64_t>(idx.size());
-    auto policy_sums = pair_logps(model, pairs, idx).to(torch::kDouble);
-    dpo::PairLogps policy{policy_sums.narrow(0, 0, n), policy_sums.narrow(0, n, n),
-                          pair_lengths(pairs, idx, true), pair_lengths(pairs, idx, false)};
-    dpo::PairLogps reference{torch::Tensor(), torch::Tensor(), policy.chosen_len,
-                             policy.rejected_len};
-    if (table.defined()) {
-      std::vector<int64_t> rows(idx.begin(), idx.end());
-      auto picked = table.index_select(0, torch::tensor(rows, torch::kLong)).to(device);
-      reference.chosen = picked.select(1, 0);
-      reference.rejected = picked.select(1, 1);
-    } else {
-      torch::NoGradGuard no_grad;
-      auto ref_sums = pair_logps(ref_model, pairs, idx).to(torch::kDouble);
-      reference.chosen = ref_sums.narrow(0, 0, n);
-      reference.rejected = ref_sums.narrow(0, n, n);
-    }
-    return dpo::preference_loss(policy, reference, pref);
   }
 
   void plan_run() {
@@ -588,14 +225,12 @@ struct Trainer::Impl {
     s.dp_size = par.dp_size();
     // 360-LLaMA-Factory: under SP, shuffle_for_sequence_parallel: false keeps dataset order.
     s.shuffle = !(par.sequence_parallel() && !cfg.shuffle_for_sequence_parallel);
-    if (cfg.dynamic_batching() && !dpo) {
+    if (objective->batch_lengths(s.lengths)) {
       // LLaMA-Factory v1's budget: micro_batch_size rows of cutoff_len tokens.
       s.token_budget = std::max<int64_t>(1, cfg.cutoff_len) * std::max<int64_t>(1, cfg.per_device_train_batch_size);
       s.unpadded = cfg.batching_strategy == Batching::DynamicPaddingFree;
-      s.lengths.reserve(in.train.size());
-      for (const auto& sample : in.train) s.lengths.push_back(static_cast<int64_t>(sample.input_ids.size()));
     }
-    planner = std::make_unique<EpochPlanner>(num_train(), s);
+    planner = std::make_unique<EpochPlanner>(objective->train_size(), s);
     const int64_t per_epoch = planner->steps_per_epoch();
     int64_t total = 0;
     if (cfg.max_steps > 0) {
@@ -613,7 +248,7 @@ struct Trainer::Impl {
     if (!s.lengths.empty()) {
       const auto micro = planner->dynamic_micro_batches(0);
       batching_note = std::string(to_string(cfg.batching_strategy)) + ": " +
-                      std::to_string(num_train()) + " samples in " + std::to_string(micro.size()) +
+                      std::to_string(objective->train_size()) + " samples in " + std::to_string(micro.size()) +
                       " micro-batches of at most " + std::to_string(s.token_budget) + " tokens" +
                       (s.unpadded ? " (packed)" : " (padded)") + " in the first epoch, " +
                       std::to_string(per_epoch) + " steps";
@@ -646,17 +281,10 @@ struct Trainer::Impl {
     int64_t local_tokens = 0;
     const auto local_micro = static_cast<double>(plan.size());
     for (const auto& micro : plan) {
-      if (dpo) {
-        local_norm += static_cast<double>(micro.size());
-        const auto rows = pair_rows(in.train_pairs, micro);  // chosen and rejected: one span each
-        local_tokens += sample_tokens(rows);
-        local_spans += span_term(rows, /*isolated=*/false, in.model);
-      } else {
-        for (size_t i : micro) local_norm += static_cast<double>(count_valid_targets(in.train[i]));
-        const auto rows = pick(in.train, micro);  // packed or not: the same tokens and spans
-        local_tokens += sample_tokens(rows);
-        local_spans += span_term(rows, par.neat_packing, in.model);
-      }
+      const MicroCounts c = objective->count(micro);
+      local_norm += c.normaliser;
+      local_tokens += c.tokens;
+      local_spans += c.span_term;
     }
     const auto totals =
         par.sum(par.dp_group(),
@@ -673,7 +301,7 @@ struct Trainer::Impl {
 
     // Loss and metric sums stay on the device until the whole step is queued: the host waits
     // for the device once per step, at the end (docs/PERFORMANCE.md, "Host-device syncs").
-    torch::Tensor metric_sums;  // DPO: the six metrics summed over this rank's pairs
+    torch::Tensor metric_sums;  // the objective's metrics summed over this rank's micro-batches
     torch::Tensor loss_acc;     // this rank's loss sum
     auto accumulate = [](torch::Tensor& acc, const torch::Tensor& v) {
       acc = acc.defined() ? acc + v.detach() : v.detach();
@@ -685,34 +313,16 @@ struct Trainer::Impl {
       // (= SUM over SP of MEAN-over-DP shares).
       zero->begin_micro_batch(&micro == &plan.back());
       // The MoE auxiliary loss a forward starts ends with this micro-batch, however it ends.
-      const std::unique_ptr<Impl, void (*)(Impl*)> aux_guard(this, [](Impl* t) { t->end_aux(); });
-      if (dpo) {
-        auto out = pair_losses(in.train_pairs, micro, ref_train);
-        auto sum = out.losses.sum();
-        if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
-          sum = sum * std::numeric_limits<double>::quiet_NaN();
-        (sum / st.normaliser).backward();
-        accumulate(loss_acc, sum);
-        accumulate(metric_sums, out.metric_sums);
-        if (aux_weight > 0) accumulate(aux_acc, aux_value);
-      } else {
-        std::vector<TokenizedSample> packed;
-        const auto rows = micro_rows(micro, packed);
-        Batch b = par.local_batch(model, rows, in.pad_id);
-        auto hidden = forward_hidden(model, b);
-        // ASFT: the reference's forward (after the policy's) and its hidden states, gone before
-        // the backward (the loss forms its gradients in the forward).
-        const LossReference reference = loss_reference();
-        auto sum = lm_cross_entropy_sum(hidden, model->lm_head_weight(), b.targets, 0,
-                                        model->info().final_logit_softcapping, token_weighting(),
-                                        reference.forward(b, device));
-        reference.done();
-        if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
-          sum = sum * std::numeric_limits<double>::quiet_NaN();
-        (sum / st.normaliser).backward();
-        accumulate(loss_acc, sum);
-        if (aux_weight > 0) accumulate(aux_acc, aux_value);
-      }
+      const std::unique_ptr<StepModels, void (*)(StepModels*)> aux_guard(
+          &m, [](StepModels* models) { models->end_aux(); });
+      MicroLoss out = objective->micro_loss(micro);
+      auto sum = out.sum;
+      if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
+        sum = sum * std::numeric_limits<double>::quiet_NaN();
+      (sum / st.normaliser).backward();
+      accumulate(loss_acc, sum);
+      if (out.metrics.defined()) accumulate(metric_sums, out.metrics);
+      if (aux_weight > 0) accumulate(aux_acc, m.aux_value);
       zero->end_backward();
     }
     measure_model_states();
@@ -743,24 +353,8 @@ struct Trainer::Impl {
       st.aux_loss = par.sum(par.dp_group(), {local_aux}, "MoE auxiliary loss")[0] / st.micro_batches;
       st.aux_term = aux_coef * st.aux_loss;
     }
-    // SFT token sums are partial per SP rank (sum over the world); DPO pair losses are the same
-    // on every rank of an SP group (sum over DP). Every rank runs these sums, whatever its data.
-    if (dpo) {
-      std::vector<double> sums(dpo::kPrefMetricCount + 1, 0.0);
-      if (metric_sums.defined()) {
-        const auto host = metric_sums.to(torch::kCPU, torch::kDouble).contiguous();
-        for (int64_t i = 0; i < dpo::kPrefMetricCount; ++i)
-          sums[static_cast<size_t>(i)] = host[i].item<double>();
-      }
-      sums.back() = loss_sum;
-      sums = par.sum(par.dp_group(), sums, "loss");
-      st.loss_sum = sums.back();
-      sums.pop_back();
-      st.dpo = dpo::dpo_metrics(torch::tensor(sums, torch::kDouble),
-                                static_cast<int64_t>(st.normaliser));
-    } else {
-      st.loss_sum = par.sum(par.world_group(), {loss_sum}, "loss")[0];
-    }
+    // The objective's sums over the grid (every rank runs them, whatever its data).
+    objective->reduce(st, loss_sum, metric_sums);
     return st;
   }
 
@@ -869,32 +463,7 @@ struct Trainer::Impl {
     save_model(cfg.output_dir, opt);
   }
 
-  double evaluate() {
-    if (dpo) return evaluate_pairs();
-    if (in.eval.empty()) return kNaN;
-    return mean_loss(model, zero.get(), in.eval, cfg.per_device_eval_batch_size, in.pad_id, device,
-                     par, token_weighting(), loss_reference());
-  }
-
-  // Mean preference loss over the eval pairs (this DP rank's share, summed over DP).
-  double evaluate_pairs() {
-    if (in.eval_pairs.empty()) return kNaN;
-    torch::NoGradGuard no_grad;
-    double sum = 0, count = 0;
-    const auto batches = par.dp_batches(in.eval_pairs.size(), cfg.per_device_eval_batch_size);
-    for (const auto& idx : batches) {
-      sum += pair_losses(in.eval_pairs, idx, ref_eval).losses.sum().item<double>();
-      count += static_cast<double>(idx.size());
-    }
-    // As pair_losses would: the policy's forward, then the reference's (ZeRO-3 gathers).
-    for (size_t k = batches.size();
-         k < par.most_dp_batches(in.eval_pairs.size(), cfg.per_device_eval_batch_size); ++k) {
-      zero->idle_forward();
-      if (!ref_eval.defined() && ref_zero) ref_zero->idle_forward();
-    }
-    const auto t = par.sum(par.dp_group(), {sum, count}, "eval loss");
-    return t[1] > 0 ? t[0] / t[1] : kNaN;
-  }
+  double evaluate() { return objective->evaluate(); }
 
   // Model states measured once, at the first step with its gradients complete and the
   // activations gone: what the allocator holds beyond what it held before the model was built.
@@ -1008,7 +577,6 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
   int64_t window_steps = 0, window_tokens = 0, window_aux_steps = 0;
   int64_t window_diverged = 0;  // steps of the window whose loss was not finite
   double window_spans = 0;
-  DpoMetrics window_dpo{0, 0, 0, 0, 0, 0};
   double window_start = unix_time_now();
   const double run_start = window_start;
   const int64_t eval_every = cfg.eval_steps.value_or(cfg.logging_steps);
@@ -1085,14 +653,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       window_diverged += st.normaliser > 0 && !std::isfinite(loss) ? 1 : 0;
       window_tokens += st.tokens;
       window_spans += st.span_term;
-      if (st.dpo) {
-        window_dpo.rewards_chosen += st.dpo->rewards_chosen;
-        window_dpo.rewards_rejected += st.dpo->rewards_rejected;
-        window_dpo.rewards_accuracies += st.dpo->rewards_accuracies;
-        window_dpo.rewards_margins += st.dpo->rewards_margins;
-        window_dpo.logps_chosen += st.dpo->logps_chosen;
-        window_dpo.logps_rejected += st.dpo->logps_rejected;
-      }
+      objective->add_to_window(st);
 
       const double now = unix_time_now();
       const bool last = state.global_step == state.total_steps;
@@ -1109,17 +670,12 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       e.tokens = window_tokens;
       e.tokens_per_sec = static_cast<double>(window_tokens) / std::max(1e-9, now - window_start);
       e.model_tflops = training_flops(in.model, static_cast<double>(window_tokens), window_spans,
-                                      (dpo && !cfg.precompute_ref_logps) || cfg.use_asft_loss) /
+                                      objective->reference_forward_per_step()) /
                        std::max(1e-9, now - window_start) / par.world() / 1e12;
       e.mfu = peak_tflops_ ? e.model_tflops / *peak_tflops_ : kNaN;
       e.elapsed = now - run_start;
       e.time = now;
-      if (dpo && window_steps > 0) {
-        const auto k = static_cast<double>(window_steps);
-        e.dpo = DpoMetrics{window_dpo.rewards_chosen / k,     window_dpo.rewards_rejected / k,
-                           window_dpo.rewards_accuracies / k, window_dpo.rewards_margins / k,
-                           window_dpo.logps_chosen / k,       window_dpo.logps_rejected / k};
-      }
+      objective->write_window(e, window_steps);
       if (auto mem = host_memory_stats()) {
         e.rss_mib = mem->rss_mib;
         e.peak_rss_mib = mem->peak_rss_mib;
@@ -1136,7 +692,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
         window_aux_steps = 0;
         window_tokens = 0;
         window_spans = 0;
-        window_dpo = DpoMetrics{0, 0, 0, 0, 0, 0};
+        objective->reset_window();
         window_start = now;
       }
       if (cfg.eval_strategy == EvalStrategy::Steps && state.global_step % eval_every == 0) {
@@ -1167,8 +723,7 @@ Trainer::~Trainer() = default;
 TrainResult Trainer::run(const std::atomic<bool>* stop) {
   Impl& t = *impl_;
   try {
-    if (t.num_train() == 0)
-      throw std::invalid_argument(t.dpo ? "no training pairs" : "no training samples");
+    if (t.objective->train_size() == 0) throw std::invalid_argument(t.objective->no_train_data());
     torch::manual_seed(static_cast<uint64_t>(t.cfg.seed));
     t.find_resume_point();
     install_counting_host_allocator();
@@ -1216,8 +771,8 @@ double Trainer::evaluate() { return impl_->evaluate(); }
 double evaluate_model(const std::string& model_dir, const std::vector<TokenizedSample>& samples,
                       int64_t batch_size, int64_t pad_id) {
   CausalLM model = load_model_folder(model_dir);
-  return mean_loss(model, nullptr, samples, std::max<int64_t>(1, batch_size), pad_id, torch::kCPU,
-                   Parallel{});
+  return mean_token_loss(model, nullptr, samples, std::max<int64_t>(1, batch_size), pad_id,
+                         torch::kCPU, Parallel{});
 }
 
 }  // namespace studio::trainer

@@ -1,0 +1,57 @@
+#include "objective.h"
+
+#include "studio/trainer/loss.h"
+#include "studio/trainer/parallel/reduce.h"
+
+namespace studio::trainer {
+
+torch::Tensor StepModels::forward_hidden(CausalLM& m, const Batch& b) {
+  MoeAuxLoss* aux = aux_weight > 0 && m.ptr() == model.ptr() && torch::GradMode::is_enabled()
+                        ? m->moe_aux()
+                        : nullptr;
+  if (aux) aux->begin(b.token_mask.to(device));
+  auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+  if (aux) {
+    dist::Group* sp = par.sequence_parallel() ? par.sp_group() : nullptr;
+    aux_value = aux->finish(aux_weight, [sp](torch::Tensor& t) {
+      if (sp) sp->all_reduce_sum(t, "MoE auxiliary loss counts");
+    });
+  }
+  return hidden;
+}
+
+void StepModels::end_aux() {
+  if (MoeAuxLoss* aux = model->moe_aux()) aux->end();
+}
+
+std::pair<torch::Tensor, Batch> StepModels::target_logprobs(
+    CausalLM& m, const std::vector<const TokenizedSample*>& rows) {
+  Batch b = par.local_batch(m, rows, in.pad_id);
+  ShardedState* sharding = sharding_of(m);
+  if (sharding) sharding->begin_forward();
+  auto hidden = forward_hidden(m, b);
+  auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets, 0,
+                                  m->info().final_logit_softcapping);
+  // Without a backward to come the weights go now (training: after its backward).
+  if (sharding && !torch::GradMode::is_enabled()) sharding->end_forward();
+  return {logps, std::move(b)};
+}
+
+torch::Tensor StepModels::sp_sum(const torch::Tensor& sums) const {
+  return par.sequence_parallel()
+             ? dist::all_reduce_sum_identity_grad(sums.contiguous(), *par.sp_group(),
+                                                  "sequence log-probs")
+             : sums;
+}
+
+std::unique_ptr<Objective> make_objective(StepModels& m, RunReporter& reporter) {
+  switch (m.cfg.stage) {
+    case Stage::Dpo:
+      return make_dpo_objective(m, reporter);
+    case Stage::Sft:
+      break;
+  }
+  return make_sft_objective(m, reporter);
+}
+
+}  // namespace studio::trainer
