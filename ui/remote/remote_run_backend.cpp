@@ -117,7 +117,6 @@ QString RemoteRunBackend::stopDescription(const QString& dir) const {
 
 void RemoteRunBackend::stop(const QString& dir) { runs_->cancel(dir); }
 
-bool RemoteRunBackend::follow(const QString& dir) { return runs_->follow(dir); }
 
 void RemoteRunBackend::followAll(const QString& runsRoot) { runs_->followAll(runsRoot); }
 

@@ -70,11 +70,7 @@ QString LocalRunBackend::stopDescription(const QString& dir) const {
 
 void LocalRunBackend::stop(const QString& dir) { launcher_->stop(dir); }
 
-bool LocalRunBackend::follow(const QString& dir) {
-  Q_UNUSED(dir);
-  return false;
-}
-
+// A run on this machine writes its own folder, which the run store reads: nothing to resume.
 void LocalRunBackend::followAll(const QString& runsRoot) { Q_UNUSED(runsRoot); }
 
 }  // namespace studio::ui

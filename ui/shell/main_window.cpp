@@ -447,6 +447,7 @@ void MainWindow::createBackends() {
   submitProgress_->setMaximumWidth(220);
   submitProgress_->setTextVisible(false);
   submitProgress_->hide();
+  statusBar()->addPermanentWidget(submitProgress_);
 }
 
 RunBackend* MainWindow::backendFor(const LaunchTarget& target) const {
@@ -464,13 +465,9 @@ RunBackend* MainWindow::backendOf(const QString& dir) const {
 }
 
 void MainWindow::connectBackend(RunBackend* backend) {
-  if (submitProgress_->parent() == nullptr) statusBar()->addPermanentWidget(submitProgress_);
   connect(backend, &RunBackend::notice, this, [this](const QString& text, bool log, int statusMs) {
     if (log) log_->appendStudioMessage(text);
-    if (statusMs < 0)
-      statusBar()->showMessage(text);
-    else if (statusMs > 0)
-      statusBar()->showMessage(text, statusMs);
+    if (statusMs > 0) statusBar()->showMessage(text, statusMs);
   });
   // While a start uploads, the bar shows the bytes of the file being uploaded (busy otherwise)
   // and the log gets one line per step.

@@ -28,7 +28,6 @@ class RemoteRunBackend : public RunBackend {
   bool startFailureIsModal() const override { return false; }
   QString stopDescription(const QString& dir) const override;
   void stop(const QString& dir) override;
-  bool follow(const QString& dir) override;
   void followAll(const QString& runsRoot) override;
 
   // Mirrors the run `runId` of `host` (under `remoteRoot`; "" the host's default) into a folder

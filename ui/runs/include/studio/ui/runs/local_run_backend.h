@@ -23,7 +23,6 @@ class LocalRunBackend : public RunBackend {
   QString stopDescription(const QString& dir) const override;
   void stop(const QString& dir) override;
   // A local run's folder is read as it is written: there is nothing more to follow.
-  bool follow(const QString& dir) override;
   void followAll(const QString& runsRoot) override;
 
   // start(), returning the run folder ("" when it did not start, after startFailed()).

@@ -44,11 +44,8 @@ class RunBackend : public QObject {
   // Asks the run in `dir` to stop; the outcome comes as stopFinished() or stopFailed().
   virtual void stop(const QString& dir) = 0;
 
-  // Follows the run in `dir` (its folder fills as the run goes); after a start it is followed
-  // already. False when there is nothing to follow or it cannot be.
-  virtual bool follow(const QString& dir) = 0;
   // At start-up: goes on following the runs under `runsRoot` that were followed when the studio
-  // last closed.
+  // last closed (a run is followed from its start on: its folder fills as it goes).
   virtual void followAll(const QString& runsRoot) = 0;
 
  signals:
@@ -65,7 +62,7 @@ class RunBackend : public QObject {
   // Files of the runs changed in a way the runs list shows (state, end, a stop).
   void runsChanged();
   // Something the user should read: into the log when `log`, and on the status bar for
-  // `statusMs` (0: not there; -1: until the next message).
+  // `statusMs` (0: not there).
   void notice(const QString& text, bool log, int statusMs);
 };
 
