@@ -1,5 +1,6 @@
 #include "studio/config/deepspeed.h"
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -80,7 +81,15 @@ std::optional<DeepSpeedRequest> read_deepspeed_json(const std::string& path, std
   for (const auto& [key, v] : j.items()) {
     if (key == "zero_optimization") continue;
     if (key == "train_micro_batch_size_per_gpu" || key == "gradient_accumulation_steps" ||
-        key == "gradient_clipping" || key == "train_batch_size") {
+        key == "train_batch_size") {
+      // Counts: whole numbers within int32's range, as the YAML's are, so that the comparison
+      // with the YAML's (a double holds them exactly) is exact.
+      if (v.is_string() && v.get<std::string>() == "auto") continue;
+      if (!v.is_number()) return fail(key + " must be a whole number or \"auto\"");
+      std::int32_t n = 0;
+      if (const std::string why = json_whole(v, n); !why.empty()) return fail(key + ": " + why);
+      req.fixed[key] = n;
+    } else if (key == "gradient_clipping") {
       if (!keep(key, v)) return fail(key + " must be a number or \"auto\"");
     } else if (key == "bf16" || key == "fp16") {
       if (!v.is_object()) return fail(key + " is not an object");

@@ -408,13 +408,13 @@ void check_deepspeed(const RunConfig& c, const DeepSpeedRequest& ds, const std::
       {"optimizer.params.betas.1", {"adam_beta2", c.adam_beta2}}};
   for (const auto& [dotted, value] : ds.fixed) {
     if (dotted == "train_batch_size") {
+      // Both sides are whole numbers (the JSON's read as such, within int32): compared exactly.
       const int world = ck.world_size();
-      const double want = static_cast<double>(c.per_device_train_batch_size *
-                                              c.gradient_accumulation_steps) *
-                          (world > 0 ? static_cast<double>(world / std::max<int64_t>(1, c.sequence_parallel_size)) : 0.0);
-      if (world > 0 && std::abs(value - want) > 1e-9)
+      const int64_t want = c.per_device_train_batch_size * c.gradient_accumulation_steps *
+                           (world / std::max<int64_t>(1, c.sequence_parallel_size));
+      if (world > 0 && static_cast<int64_t>(value) != want)
         ck.error("deepspeed", path + ": train_batch_size is " + num(value) + " but the run's "
-                              "global batch is " + num(want) + " (" +
+                              "global batch is " + num(static_cast<double>(want)) + " (" +
                               ck.spelled("per_device_train_batch_size") +
                               " x gradient_accumulation_steps x data-parallel ranks): set it to "
                               "\"auto\"");

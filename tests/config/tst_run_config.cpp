@@ -243,6 +243,16 @@ void TestRunConfig::invalidConfigs_data() {
       << "zero_optimization.stage must be 0, 1, 2 or 3: 4294967299 is too large (at most 3)";
   QTest::newRow("deepspeed stage 2^32") << "deepspeed: deepspeed/stage_4294967296.json\n" << 0
                                         << "deepspeed" << 5 << "4294967296 is too large";
+  // The JSON's batch sizes are counts too: whole, within int32, compared with the YAML's exactly.
+  QTest::newRow("deepspeed micro-batch not whole")
+      << "deepspeed: deepspeed/batch_fraction.json\n" << 0 << "deepspeed" << 5
+      << "train_micro_batch_size_per_gpu: expected a whole number, got 2.5";
+  QTest::newRow("deepspeed train_batch_size past 32 bits")
+      << "deepspeed: deepspeed/batch_past_32_bits.json\n" << 0 << "deepspeed" << 5
+      << "train_batch_size: 4294967304 is too large (at most 2147483647)";
+  QTest::newRow("deepspeed accumulation a boolean")
+      << "deepspeed: deepspeed/batch_boolean.json\n" << 0 << "deepspeed" << 5
+      << "gradient_accumulation_steps must be a whole number or \"auto\"";
   QTest::newRow("zero_stage past 32 bits")
       << "zero_stage: 4294967299\n" << 0 << "zero_stage" << 5
       << "4294967299 is too large (at most 2147483647)";
