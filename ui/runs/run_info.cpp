@@ -310,8 +310,9 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
   digest.update();
 
   LaunchRecord launchRecord;
+  QString launchError;
   const bool launched = QFileInfo::exists(runFile(info.dir, kLaunchRecordFileName)) &&
-                        LaunchRecord::read(info.dir, launchRecord);
+                        LaunchRecord::read(info.dir, launchRecord, &launchError);
   const LaunchRecord* launch = launched ? &launchRecord : nullptr;
 
   const QString statusFile = runFile(info.dir, studio::kStatusFileName);
@@ -329,6 +330,11 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
     problems << QStringLiteral("%1: %2").arg(QLatin1String(studio::kStatusFileName),
                                              fields.join(QStringLiteral("; ")));
   }
+  // A launch record that cannot be read is not used (its pid is never signalled): say why.
+  if (!launchError.isEmpty())
+    problems << QStringLiteral("%1 was skipped, so the studio neither stops this run nor reads "
+                               "its pid from it: %2")
+                    .arg(QLatin1String(kLaunchRecordFileName), launchError);
   if (const auto& p = digest.problems(); p.any())
     problems << QString::fromStdString(
         p.summary(QFileInfo(QString::fromStdString(digest.path())).fileName().toStdString()));

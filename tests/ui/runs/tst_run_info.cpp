@@ -311,6 +311,7 @@ void TestRunInfo::hostileFiles_data() {
   QTest::addColumn<QString>("file");
   QTest::addColumn<QString>("kind");
   QTest::addColumn<QString>("reason");  // a part of it, after "DIR/"
+  QTest::addColumn<QString>("problem");  // a part of readProblems
   const std::pair<const char*, const char*> kinds[] = {
       {"link", "a character device (a link to /dev/zero), not a regular file"},
       {"fifo", "a FIFO (named pipe), not a regular file"},
@@ -322,6 +323,12 @@ void TestRunInfo::hostileFiles_data() {
           << QString::fromLatin1(file) << QString::fromLatin1(kind)
           << (file == std::string(studio::kStatusFileName)
                   ? QStringLiteral("%1: %2").arg(file, what)
+                  : QString())
+          // The launch record is skipped, and the runs list says why.
+          << (file == std::string(studio::kLaunchRecordFileName)
+                  ? QStringLiteral("studio-launch.json was skipped, so the studio neither stops "
+                                   "this run nor reads its pid from it: %1/studio-launch.json: ") +
+                        QString::fromLatin1(what)
                   : QString());
 }
 
@@ -329,6 +336,7 @@ void TestRunInfo::hostileFiles() {
   QFETCH(QString, file);
   QFETCH(QString, kind);
   QFETCH(QString, reason);
+  QFETCH(QString, problem);
   QTemporaryDir run;  // the run folder itself
   const QString dir = run.path();
   setUp(QStringLiteral("launched, dead"), dir);
@@ -341,6 +349,8 @@ void TestRunInfo::hostileFiles() {
   const RunInfo info = within(5s, "readRunInfo", [&] { return studio::ui::readRunInfo(dir); });
   if (!reason.isEmpty())
     QVERIFY2(info.reason.contains(dir + "/" + reason), qPrintable(info.reason));
+  if (!problem.isEmpty())
+    QVERIFY2(info.readProblems.contains(problem.arg(dir)), qPrintable(info.readProblems));
 }
 
 QTEST_MAIN(TestRunInfo)
