@@ -13,10 +13,9 @@ namespace {
 
 using nlohmann::json;
 
-// DIR/NAME for remote (POSIX) paths; DIR empty gives NAME.
+// DIR/NAME for remote (POSIX) paths, as run_file joins them; DIR empty gives NAME.
 std::string join_path(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
+  return run_file(dir, name.c_str());
 }
 
 }  // namespace
