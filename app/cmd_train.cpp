@@ -173,6 +173,14 @@ int cmd_train(const Argv& argv) {
     in.eval_pairs = std::move(pairs.eval);
     n_train = in.train_pairs.size();
     n_eval = in.eval_pairs.size();
+  } else if (cfg.stage == Stage::Pt) {
+    // LLaMA-Factory's pre-training data: each text + eos, every token a label, packed into
+    // cutoff_len blocks unless packing: false (data/dataset/pretrain.cpp).
+    auto pt = data::load_pt_data(cfg, tokenizer, dopt);
+    in.train = std::move(pt.train);
+    in.eval = std::move(pt.eval);
+    n_train = in.train.size();
+    n_eval = in.eval.size();
   } else {
     // Packing as LLaMA-Factory: samples truncated to cutoff_len - 1 and packed into sequences of
     // at most cutoff_len - 1 tokens (it keeps the last position for a pad token).
@@ -195,9 +203,15 @@ int cmd_train(const Argv& argv) {
   in.comm = comm.get();
   in.local_rank = env.local_rank;
   in.share_gpus = gloo_on_cuda;
+  // pt's blocks: cutoff_len tokens, or cutoff_len - 1 when the file sets packing: true (as LF).
+  const std::string blocks =
+      cfg.pt_packs() && !in.train.empty()
+          ? " training blocks of " + std::to_string(in.train.front().input_ids.size()) + " tokens, "
+          : std::string();
   if (rank0)
     std::cerr << "studio-train: " << n_train
               << (cfg.stage == Stage::Dpo                    ? " training pairs, "
+                  : !blocks.empty()                 ? blocks.c_str()
                   : cfg.packing || cfg.neat_packing ? " packed training sequences, "
                                                     : " training samples, ")
               << n_eval << " for evaluation, output in " << cfg.output_dir << "\n";
@@ -218,7 +232,8 @@ int cmd_eval(const Argv& argv) {
   const auto tokenizer = data::Tokenizer::load(cfg.model_name_or_path);
   data::DatasetOptions dopt;
   dopt.skip_bad_rows = std::find(argv.begin(), argv.end(), "--skip-bad-rows") != argv.end();
-  auto sft = data::load_sft_data(cfg, tokenizer, dopt);
+  auto sft = cfg.stage == Stage::Pt ? data::load_pt_data(cfg, tokenizer, dopt)
+                                     : data::load_sft_data(cfg, tokenizer, dopt);
   const bool held_out = !sft.eval.empty();
   if (!held_out)
     std::cerr << "studio-train eval: no val_size or eval_dataset: evaluating on the training "

@@ -16,7 +16,7 @@ const char* kUsage = R"(usage: studio-train COMMAND [OPTIONS]
 Commands:
   train CONFIG.yaml [--set key=value ...] [--skip-bad-rows]
         [--nproc N [--nnodes M --node-rank R --master-addr A --master-port P]]
-      Train (stage: sft or dpo) as the config says; metrics go to OUTPUT_DIR/events.jsonl
+      Train (stage: pt, sft or dpo) as the config says; metrics go to OUTPUT_DIR/events.jsonl
       and status.json, a progress bar to the terminal. An output_dir holding checkpoints
       continues from the last one. Ctrl-C stops cleanly (every rank).
       --nproc N starts N worker processes on this node with the torchrun environment

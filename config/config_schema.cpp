@@ -328,7 +328,9 @@ const std::vector<FieldSpec>& config_fields() {
               "a Hugging Face cache folder searched first for hub ids (then HF_HUB_CACHE, "
               "HF_HOME/hub, ~/.cache/huggingface/hub)"),
         // method
-        field("stage", "method", &R::stage, "training stage"),
+        field("stage", "method", &R::stage,
+              "training stage: pt (continued pre-training on plain texts), sft, or dpo "
+              "(docs/STAGES.md)"),
         field("do_train", "method", &R::do_train, "train (false leaves nothing to do)"),
         field("finetuning_type", "method", &R::finetuning_type, "which weights are trained"),
         field("deepspeed", "method", &R::deepspeed,
@@ -343,8 +345,13 @@ const std::vector<FieldSpec>& config_fields() {
               "(ZeRO stage >= 1)"),
         field("offload_param", "method", &R::offload_param,
               "ZeRO-3 weight pieces in CPU memory (implies offload_optimizer)"),
-        field("pref_beta", "method", &R::pref_beta, "DPO beta", range("> 0")),
-        field("pref_loss", "method", &R::pref_loss, "DPO loss"),
+        field("pref_beta", "method", &R::pref_beta,
+              "beta of the preference loss (ORPO: the weight of its odds-ratio term)",
+              range("> 0")),
+        field("pref_loss", "method", &R::pref_loss,
+              "preference loss of stage dpo; orpo and simpo need no reference model"),
+        field("simpo_gamma", "method", &R::simpo_gamma,
+              "SimPO's target reward margin (pref_loss: simpo)", range(">= 0")),
         field("pref_ftx", "method", &R::pref_ftx, "weight of the SFT loss mixed into DPO",
               range(">= 0")),
         field("dpo_label_smoothing", "method", &R::dpo_label_smoothing,
@@ -367,7 +374,9 @@ const std::vector<FieldSpec>& config_fields() {
               range("", WholeRange::of<int64_t>())),
         field("train_on_prompt", "data", &R::train_on_prompt, "also train on prompt tokens"),
         field("mask_history", "data", &R::mask_history, "train on the last turn only"),
-        field("packing", "data", &R::packing, "pack several samples into one sequence"),
+        field("packing", "data", &R::packing,
+              "pack several samples into one sequence; stage pt packs its texts into cutoff_len "
+              "blocks unless this is set to false (LLaMA-Factory's default for pt)"),
         field("neat_packing", "data", &R::neat_packing,
               "packing without attention across sample boundaries"),
         field("batching_strategy", "data", &R::batching_strategy,
@@ -381,6 +390,9 @@ const std::vector<FieldSpec>& config_fields() {
               "re-tokenize even when a cache for the same data and settings exists"),
         field("preprocessing_num_workers", "data", &R::preprocessing_num_workers,
               "tokenizer worker threads (default: all cores)"),
+        field("preprocessing_batch_size", "data", &R::preprocessing_batch_size,
+              "rows per preprocessing batch; stage pt packs each batch's texts into cutoff_len "
+              "blocks on its own, as LLaMA-Factory does", range(">= 1")),
         field("dataloader_num_workers", "data", &R::dataloader_num_workers,
               "batches are assembled in-process", no_effect()),
         // output

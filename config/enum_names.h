@@ -22,8 +22,8 @@ struct EnumInfo;
     static const std::vector<std::string_view>& refused();                             \
   };
 
-STUDIO_ENUM_INFO(Stage, "studio-train trains sft and dpo only",
-                 {Stage::Sft, "sft"}, {Stage::Dpo, "dpo"})
+STUDIO_ENUM_INFO(Stage, "studio-train trains the pt, sft and dpo stages",
+                 {Stage::Sft, "sft"}, {Stage::Dpo, "dpo"}, {Stage::Pt, "pt"})
 STUDIO_ENUM_INFO(FinetuningType,
                  "studio-train does full-parameter training only; remove the adapter settings or "
                  "use LLaMA-Factory for adapter training",
@@ -34,9 +34,12 @@ STUDIO_ENUM_INFO(LrScheduler, "", {LrScheduler::Linear, "linear"}, {LrScheduler:
                  {LrScheduler::CosineWithMinLr, "cosine_with_min_lr"})
 STUDIO_ENUM_INFO(FlashAttn, "", {FlashAttn::Auto, "auto"}, {FlashAttn::Fa2, "fa2"},
                  {FlashAttn::Sdpa, "sdpa"}, {FlashAttn::Disabled, "disabled"})
-STUDIO_ENUM_INFO(PrefLoss, "studio-train implements the sigmoid, ipo and hinge DPO losses",
+STUDIO_ENUM_INFO(PrefLoss,
+                 "studio-train implements LLaMA-Factory's preference losses sigmoid, ipo, hinge, "
+                 "orpo, simpo and kto_pair",
                  {PrefLoss::Sigmoid, "sigmoid"}, {PrefLoss::Ipo, "ipo"},
-                 {PrefLoss::Hinge, "hinge"})
+                 {PrefLoss::Hinge, "hinge"}, {PrefLoss::Orpo, "orpo"},
+                 {PrefLoss::Simpo, "simpo"}, {PrefLoss::KtoPair, "kto_pair"})
 STUDIO_ENUM_INFO(EvalStrategy, "", {EvalStrategy::No, "no"}, {EvalStrategy::Steps, "steps"},
                  {EvalStrategy::Epoch, "epoch"})
 STUDIO_ENUM_INFO(SpMode, "", {SpMode::ZigzagRing, "zigzag-ring"}, {SpMode::Ulysses, "ulysses"},

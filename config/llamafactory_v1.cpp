@@ -94,10 +94,10 @@ const std::vector<V1Key>& v1_keys() {
       {"save_ckpt_as_hf", "", "no effect"},
       {"save_total_limit", "save_total_limit", ""},
       {"logging_steps", "logging_steps", "v1's default 1"},
-      {"pref_loss", "pref_loss", "sigmoid; orpo and simpo are refused"},
+      {"pref_loss", "pref_loss", "sigmoid | ipo | hinge | orpo | simpo | kto_pair"},
       {"pref_beta", "pref_beta", ""},
       {"pref_ftx", "pref_ftx", ""},
-      {"simpo_gamma", "", "only read by simpo, which is refused: a warning"},
+      {"simpo_gamma", "simpo_gamma", ""},
       {"dpo_label_smoothing", "dpo_label_smoothing", ""},
       {"ld_alpha", "", "refused unless null: LD-DPO is not implemented"},
       {"sample_backend", "", "llamafactory-cli chat's: no effect on training"},
@@ -448,8 +448,6 @@ class V1Reader {
       error("checkpoints every N epochs are not implemented: give save_steps instead");
     } else if (key == "ld_alpha") {
       error("LD-DPO (length-desensitised log-probs) is not implemented: remove ld_alpha");
-    } else if (key == "simpo_gamma") {
-      warn("only read by pref_loss: simpo, which studio-train does not implement; ignored");
     } else if (key == "sample_backend" || key == "max_new_tokens") {
       warn("llamafactory-cli chat's setting: no effect on training");
     } else if (key == "dp_size") {

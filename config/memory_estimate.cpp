@@ -191,14 +191,19 @@ class Estimator {
   }
 
   // A frozen reference model runs next to the policy: DPO's (unless its log-probs are
-  // precomputed) and ASFT's.
+  // precomputed; orpo and simpo have none) and ASFT's.
   bool asft() const { return cfg_.stage == Stage::Sft && cfg_.use_asft_loss; }
   bool reference_runs() const {
-    return (cfg_.stage == Stage::Dpo && !cfg_.precompute_ref_logps) || asft();
+    return cfg_.uses_reference() && (asft() || !cfg_.precompute_ref_logps);
   }
 
   void reference() {
-    if (cfg_.stage != Stage::Dpo && !asft()) return;
+    if (cfg_.stage == Stage::Dpo && !cfg_.uses_reference()) {
+      note("pref_loss: " + std::string(to_string(cfg_.pref_loss)) +
+           " needs no reference model: 0 B.");
+      return;
+    }
+    if (!cfg_.uses_reference()) return;
     if (cfg_.stage == Stage::Dpo && cfg_.precompute_ref_logps) {
       note(
           "precompute_ref_logps: the reference model computes its log-probs before training "
@@ -286,7 +291,8 @@ class Estimator {
   // Whether the layers' attention runs on the math path (trainer/model/attention.h); for a
   // model whose windows cut only some layers, every layer is counted so (an upper bound).
   bool math_attention() const {
-    const bool segmented = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing) ||
+    const bool segmented = (cfg_.neat_packing && cfg_.stage != Stage::Pt) ||
+                           (cfg_.stage == Stage::Dpo && cfg_.packing) ||
                            packed_micro_batches();
     return segmented || shaped_scores() || (!p_.mixed && !opt_.cpu);
   }
@@ -437,7 +443,7 @@ class Estimator {
     // SFT forms both gradients in its forward and keeps them; DPO keeps the rows it read and
     // forms the gradients in its backward (the upstream gradient differs per sequence). Either
     // way the peak holds the rows, both gradients and one chunk.
-    lc.loss_held = cfg_.stage == Stage::Sft ? head_grad + hidden_grad : rows;
+    lc.loss_held = cfg_.stage != Stage::Dpo ? head_grad + hidden_grad : rows;
     lc.loss_peak = head_grad + hidden_grad + rows + chunk;
     b().logits = lc.loss_peak;
     note("Logits: the LM head and its loss are fused and run over " +
@@ -447,6 +453,8 @@ class Estimator {
          "states and the rows it reads (" + format_gib(hidden_grad + rows) + ") and one chunk's "
          "logits (" + format_gib(chunk) + "); an unfused loss (2 + 4 + 4 B x vocab per token) "
          "would take " + format_gib(10 * vocab_ * t) + ".");
+    if (cfg_.stage == Stage::Pt)
+      note("Stage pt: every token is a target.");
     if (cfg_.stage == Stage::Sft)
       note(
           "Every local token is taken to have a target; masked prompt tokens skip the LM head "
@@ -492,7 +500,8 @@ class Estimator {
            ".");
     }
     b().sp_buffers = t * per_token;
-    const bool isolated = cfg_.neat_packing || (cfg_.stage == Stage::Dpo && cfg_.packing) ||
+    const bool isolated = (cfg_.neat_packing && cfg_.stage != Stage::Pt) ||
+                          (cfg_.stage == Stage::Dpo && cfg_.packing) ||
                           packed_micro_batches();
     if (isolated || shaped_scores()) {
       // Sample-isolated, windowed or soft-capped attention blocks run on the math path

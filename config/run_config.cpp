@@ -11,7 +11,7 @@ namespace studio {
 namespace detail {
 // LLaMA-Factory accepts these values; they would change what the run means, so they are errors.
 const std::vector<std::string_view>& EnumInfo<Stage>::refused() {
-  static const std::vector<std::string_view> v = {"pt", "rm", "ppo", "kto"};
+  static const std::vector<std::string_view> v = {"rm", "ppo", "kto"};
   return v;
 }
 const std::vector<std::string_view>& EnumInfo<FinetuningType>::refused() {
@@ -19,8 +19,7 @@ const std::vector<std::string_view>& EnumInfo<FinetuningType>::refused() {
   return v;
 }
 const std::vector<std::string_view>& EnumInfo<PrefLoss>::refused() {
-  static const std::vector<std::string_view> v = {"orpo", "simpo", "kto_pair", "bco_pair",
-                                                  "sppo_hard", "nca_pair"};
+  static const std::vector<std::string_view> v = {"bco_pair", "sppo_hard", "nca_pair"};
   return v;
 }
 #define STUDIO_NOTHING_REFUSED(E)                                      \

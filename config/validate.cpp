@@ -45,7 +45,9 @@ void check_required(const RunConfig& c, Checker& ck) {
   // (check_llamafactory_v1).
   if (c.dataset.empty() && !c.is_v1())
     ck.error("dataset", "required: dataset names from dataset_info.json");
-  if (c.template_name.empty() && !c.is_v1())
+  // Stage pt reads no chat template (its texts are tokenized as they are; LLaMA-Factory uses the
+  // empty template when none is given).
+  if (c.template_name.empty() && !c.is_v1() && c.stage != Stage::Pt)
     ck.error("template", "required: the chat template the model was trained with",
              find_field("template")->allowed);
   if (c.output_dir.empty()) ck.error("output_dir", "required: the folder the run writes to");
@@ -75,6 +77,8 @@ void check_numbers(const RunConfig& c, Checker& ck) {
   ck.require(!c.eval_steps || *c.eval_steps >= 1, "eval_steps", "must be at least 1");
   ck.require(!c.preprocessing_num_workers || *c.preprocessing_num_workers >= 1,
              "preprocessing_num_workers", "must be at least 1");
+  ck.require(c.preprocessing_batch_size >= 1, "preprocessing_batch_size",
+             "must be at least 1, got " + std::to_string(c.preprocessing_batch_size));
   ck.require(c.max_steps > 0 || c.num_train_epochs > 0, "num_train_epochs",
              "must be positive when max_steps is not set, got " + num(c.num_train_epochs));
   ck.require(c.warmup_ratio >= 0 && c.warmup_ratio < 1, "warmup_ratio",
@@ -234,6 +238,13 @@ void check_packing(const RunConfig& c, Checker& ck) {
                    (c.neat_packing ? "neat_packing" : "packing") +
                    " has packed the samples already: choose one");
   }
+  // LLaMA-Factory refuses neat_packing for every stage but sft; for pt the blocks are cut from
+  // the concatenated texts, so there are no samples to isolate.
+  if (c.stage == Stage::Pt && c.neat_packing)
+    ck.error("neat_packing", "stage pt cuts its cutoff_len blocks from the concatenated texts, "
+                             "so no sample boundaries are left to isolate (LLaMA-Factory refuses "
+                             "it too): use packing: true, or packing: false for one text per "
+                             "sequence");
   if (c.stage == Stage::Dpo && c.packing && !c.neat_packing)
     ck.warn("packing", "stage dpo: each micro-batch's chosen and rejected sequences are packed "
                        "into shared rows with attention isolated per sequence (as neat_packing), "
@@ -383,6 +394,9 @@ void check_datasets(const RunConfig& c, Checker& ck) {
       if (c.stage == Stage::Sft && ranking)
         ck.error(key, "'" + name + "' is a preference dataset (\"ranking\": true); stage: sft "
                       "needs an instruction or conversation dataset");
+      if (c.stage == Stage::Pt && ranking)
+        ck.error(key, "'" + name + "' is a preference dataset (\"ranking\": true); stage: pt "
+                      "needs plain texts (\"columns\": {\"prompt\": \"text\"})");
     }
   };
   check("dataset", c.dataset);
@@ -519,12 +533,31 @@ void check_method(const RunConfig& c, Checker& ck) {
                "must be in [0, 0.5], got " + num(c.dpo_label_smoothing));
     if (c.dpo_label_smoothing > 0 && c.pref_loss != PrefLoss::Sigmoid)
       ck.warn("dpo_label_smoothing", "only applies to pref_loss: sigmoid; ignored");
+    ck.require(c.simpo_gamma >= 0, "simpo_gamma", "must not be negative, got " + num(c.simpo_gamma));
+    if (ck.given("simpo_gamma") && c.pref_loss != PrefLoss::Simpo)
+      ck.warn("simpo_gamma", "only applies to pref_loss: simpo; ignored");
+    if (!c.uses_reference()) {
+      const std::string loss(to_string(c.pref_loss));
+      for (const char* key : {"ref_model", "precompute_ref_logps"})
+        if (ck.given(key))
+          ck.warn(key, "pref_loss: " + loss + " builds no reference model; ignored");
+    }
+    if (c.pref_loss == PrefLoss::KtoPair && c.pref_ftx > 0)
+      ck.note("pref_ftx", "kto_pair: the SFT term is added to each pair's loss (the mean of its "
+                          "chosen and rejected halves); LLaMA-Factory fails on this combination");
     return;
+  }
+  if (c.stage == Stage::Pt) {
+    // As LLaMA-Factory, which refuses both outside stage sft.
+    ck.require(!c.train_on_prompt, "train_on_prompt",
+               "stage pt learns every token of its texts: remove train_on_prompt");
+    ck.require(!c.mask_history, "mask_history",
+               "stage pt learns every token of its texts: remove mask_history");
   }
   if (ck.given("ref_model") && !c.use_asft_loss)
     ck.warn("ref_model", "only used with stage: dpo or use_asft_loss: true; ignored");
-  for (const char* key : {"pref_beta", "pref_loss", "pref_ftx", "dpo_label_smoothing",
-                          "precompute_ref_logps"})
+  for (const char* key : {"pref_beta", "pref_loss", "pref_ftx", "simpo_gamma",
+                          "dpo_label_smoothing", "precompute_ref_logps"})
     if (ck.given(key)) ck.warn(key, "only used with stage: dpo; ignored");
 }
 

@@ -48,6 +48,8 @@ std::unique_ptr<Objective> make_objective(StepModels& m, RunReporter& reporter) 
   switch (m.cfg.stage) {
     case Stage::Dpo:
       return make_dpo_objective(m, reporter);
+    case Stage::Pt:  // LLaMA-Factory's pt trainer is the causal-LM loss on texts whose every
+                     // token is a label: the SFT objective on those samples (app: load_pt_data)
     case Stage::Sft:
       break;
   }

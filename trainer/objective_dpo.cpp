@@ -1,8 +1,9 @@
 // stage: dpo. A micro-batch holds preference pairs; the loss of a pair compares its chosen and
 // rejected sequences' log-prob sums under the policy with the frozen reference's (dpo/: sigmoid,
-// ipo, hinge), summed over the global batch and divided by its number of pairs. The reference
-// runs a forward per micro-batch, or (precompute_ref_logps) its sums are computed once before
-// training and the reference model dropped.
+// ipo, hinge, kto_pair), or the policy's alone (orpo, simpo: no reference model is built),
+// summed over the global batch and divided by its number of pairs. The reference runs a forward
+// per micro-batch, or (precompute_ref_logps) its sums are computed once before training and the
+// reference model dropped.
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -38,7 +39,7 @@ class DpoObjective final : public Objective {
   bool isolates_packed_sequences() const override { return pack_pairs(); }
   bool batch_lengths(std::vector<int64_t>&) const override { return false; }
 
-  bool needs_reference() const override { return true; }
+  bool needs_reference() const override { return cfg_.uses_reference(); }
   bool keep_reference(CausalLM& ref) override {
     if (!cfg_.precompute_ref_logps) return true;
     reporter_.log("info", "precomputing reference log-probs of " +
@@ -48,7 +49,9 @@ class DpoObjective final : public Objective {
     ref_eval_ = reference_table(ref, in_.eval_pairs);
     return false;
   }
-  bool reference_forward_per_step() const override { return !cfg_.precompute_ref_logps; }
+  bool reference_forward_per_step() const override {
+    return cfg_.uses_reference() && !cfg_.precompute_ref_logps;
+  }
 
   MicroCounts count(const std::vector<size_t>& micro) const override {
     MicroCounts c;
@@ -94,7 +97,7 @@ class DpoObjective final : public Objective {
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(in_.eval_pairs.size(), cfg_.per_device_eval_batch_size); ++k) {
       m_.zero->idle_forward();
-      if (!ref_eval_.defined() && m_.ref_zero) m_.ref_zero->idle_forward();
+      if (!ref_eval_.defined() && cfg_.uses_reference() && m_.ref_zero) m_.ref_zero->idle_forward();
     }
     const auto t = m_.par.sum(m_.par.dp_group(), {sum, count}, "eval loss");
     return t[1] > 0 ? t[0] / t[1] : kNaN;
@@ -207,7 +210,9 @@ class DpoObjective final : public Objective {
                           pair_lengths(pairs, idx, true), pair_lengths(pairs, idx, false)};
     dpo::PairLogps reference{torch::Tensor(), torch::Tensor(), policy.chosen_len,
                              policy.rejected_len};
-    if (table.defined()) {
+    if (!cfg_.uses_reference()) {
+      // orpo, simpo: the policy alone (reference.chosen / rejected stay undefined).
+    } else if (table.defined()) {
       std::vector<int64_t> rows(idx.begin(), idx.end());
       auto picked = table.index_select(0, torch::tensor(rows, torch::kLong)).to(m_.device);
       reference.chosen = picked.select(1, 0);

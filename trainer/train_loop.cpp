@@ -99,7 +99,9 @@ struct Trainer::Impl {
     par.layout = sp_layout(cfg, in.comm);
     objective = make_objective(m, reporter);
     // Neat packing isolates samples; so do the objectives that pack sequences themselves.
-    par.neat_packing = cfg.neat_packing || objective->isolates_packed_sequences();
+    // Stage pt's blocks are cut from concatenated texts: one segment each, nothing to isolate.
+    par.neat_packing = (cfg.neat_packing && cfg.stage != Stage::Pt) ||
+                       objective->isolates_packed_sequences();
   }
 
   static sp::SpLayout sp_layout(const RunConfig& cfg, dist::Communicator* comm) {

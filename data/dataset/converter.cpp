@@ -61,18 +61,24 @@ std::vector<Message> alpaca_history(const DatasetAttr& attr, const json& row) {
   return out;
 }
 
-Converted convert_alpaca(const DatasetAttr& attr, const json& row, bool pairwise) {
-  Conversation c;
-  c.prompt = alpaca_history(attr, row);
-  // LF joins instruction and input with a newline, leaving out the empty ones; v1 puts one right
-  // after the other, and needs only one of them.
+// The user turns of an alpaca row: its history, then the query. LF joins instruction and input
+// with a newline, leaving out the empty ones; v1 puts one right after the other, and needs only
+// one of them.
+std::vector<Message> alpaca_prompt(const DatasetAttr& attr, const json& row) {
+  std::vector<Message> prompt = alpaca_history(attr, row);
   std::string query = string_column(attr, row, "prompt", attr.prompt, !attr.v1);
   const std::string input = string_column(attr, row, "query", attr.query, false);
   if (attr.v1 && !row.contains(attr.prompt) && !row.contains(attr.query))
     throw RowError("has neither '" + attr.prompt + "' nor '" + attr.query + "' (the row has: " +
                    row_keys(row) + ")");
   if (!input.empty()) query = query.empty() ? input : query + (attr.v1 ? "" : "\n") + input;
-  c.prompt.push_back({Role::User, query});
+  prompt.push_back({Role::User, query});
+  return prompt;
+}
+
+Converted convert_alpaca(const DatasetAttr& attr, const json& row, bool pairwise) {
+  Conversation c;
+  c.prompt = alpaca_prompt(attr, row);
   if (pairwise) {
     c.response.push_back({Role::Assistant, string_column(attr, row, "chosen", attr.chosen, true)});
     c.response.push_back({Role::Assistant, string_column(attr, row, "rejected", attr.rejected, true)});
@@ -145,21 +151,26 @@ std::optional<Message> preference_answer(const DatasetAttr& t, const json& row,
   return Message{*r, m.content};
 }
 
-Converted convert_sharegpt(const DatasetAttr& attr, const json& row, bool pairwise) {
+const json& message_list(const DatasetAttr& attr, const json& row) {
   const json* messages = column(attr, row, "messages", attr.messages, true);
   if (!messages->is_array())
     throw RowError("column '" + attr.messages + "' is a " + std::string(messages->type_name()) +
                    ", expected a list of messages");
+  return *messages;
+}
+
+// 1 when the first message is the system prompt (LF takes it out before the turns), else 0.
+std::size_t turns_start(const DatasetAttr& t, const json& messages) {
+  if (t.system_tag.empty() || messages.empty()) return 0;
+  return read_message(t, messages[0], "message 1").role == t.system_tag ? 1 : 0;
+}
+
+Converted convert_sharegpt(const DatasetAttr& attr, const json& row, bool pairwise) {
+  const json* messages = &message_list(attr, row);
   const DatasetAttr t = tags_for(attr, *messages);
   Conversation c;
-  std::size_t start = 0;
-  if (!t.system_tag.empty() && !messages->empty()) {
-    const TaggedMessage first = read_message(t, (*messages)[0], "message 1");
-    if (first.role == t.system_tag) {
-      c.system = first.content;
-      start = 1;
-    }
-  }
+  const std::size_t start = turns_start(t, *messages);
+  if (start == 1) c.system = read_message(t, (*messages)[0], "message 1").content;
   if (start == 0 && !attr.system.empty())
     c.system = string_column(attr, row, "system", attr.system, false);
 
@@ -170,7 +181,8 @@ Converted convert_sharegpt(const DatasetAttr& attr, const json& row, bool pairwi
     const bool query = (i - start) % 2 == 0;
     auto role = role_at(t, m.role, query, what);
     if (!role)
-      return {std::nullopt, what + " has role '" + m.role + "', expected " + expected_roles(t, query)};
+      return {std::nullopt,
+              what + " has role '" + m.role + "', expected " + expected_roles(t, query)};
     aligned.push_back({*role, m.content});
   }
   refuse_tools(attr, row);
@@ -193,6 +205,26 @@ Converted convert_sharegpt(const DatasetAttr& attr, const json& row, bool pairwi
     c.prompt = std::move(aligned);
   }
   return {std::move(c), {}};
+}
+
+// Stage pt reads the first turn of a sharegpt row; the others only have to take turns as LF
+// requires (it drops the row otherwise). No answer is needed, and tool calls do no harm.
+ConvertedText sharegpt_text(const DatasetAttr& attr, const json& row) {
+  const json& messages = message_list(attr, row);
+  const DatasetAttr t = tags_for(attr, messages);
+  const std::size_t start = turns_start(t, messages);
+  if (start == messages.size()) return {std::nullopt, "no messages"};
+  for (std::size_t i = start; i < messages.size(); ++i) {
+    const std::string what = "message " + std::to_string(i + 1);
+    const TaggedMessage m = read_message(t, messages[i], what);
+    const bool query = (i - start) % 2 == 0;
+    const bool accepted = query ? m.role == t.user_tag || m.role == t.observation_tag
+                                : m.role == t.assistant_tag || m.role == t.function_tag;
+    if (!accepted)
+      return {std::nullopt,
+              what + " has role '" + m.role + "', expected " + expected_roles(t, query)};
+  }
+  return {read_message(t, messages[start], "message " + std::to_string(start + 1)).content, {}};
 }
 
 // A message of LLaMA-Factory v1: a role, its text, and how much its tokens weigh in the loss.
@@ -330,6 +362,18 @@ Converted convert_row(const DatasetAttr& attr, const json& row, bool pairwise) {
   if (!row.contains("messages"))
     throw RowError("has no column 'messages' (the row has: " + row_keys(row) + ")");
   return v1_conversation(v1_messages(row, "messages"), "messages");
+}
+
+ConvertedText convert_text_row(const DatasetAttr& attr, const json& row) {
+  if (!row.is_object())
+    throw RowError("is a " + std::string(row.type_name()) + ", expected a JSON object");
+  switch (attr.formatting) {
+    case Formatting::Alpaca: return {alpaca_prompt(attr, row).front().content, {}};
+    case Formatting::Sharegpt: return sharegpt_text(attr, row);
+    case Formatting::V1Pair:
+    case Formatting::V1Messages: break;
+  }
+  throw RowError("holds LLaMA-Factory v1 messages; stage pt reads alpaca or sharegpt rows");
 }
 
 std::vector<Conversation> v1_samples(const Converted& c) {

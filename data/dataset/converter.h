@@ -33,6 +33,16 @@ struct Converted {
 // `pairwise`: the row must carry a chosen and a rejected answer (DPO).
 Converted convert_row(const DatasetAttr& attr, const nlohmann::json& row, bool pairwise);
 
+// Stage pt: the text of a row, as LLaMA-Factory's pre-training processor takes it: the content
+// of the first prompt message (alpaca: the first history query if any, else prompt and query
+// joined as for sft; sharegpt: the first message after a system one). No answer is needed and
+// the answer, preference and tool columns are not read. Throws RowError as convert_row does.
+struct ConvertedText {
+  std::optional<std::string> text;
+  std::string skip_reason;  // set when LF would drop the row (sharegpt roles out of turn)
+};
+ConvertedText convert_text_row(const DatasetAttr& attr, const nlohmann::json& row);
+
 // A v1 conversation cut at each learned answer: the samples LLaMA-Factory v1 trains on, each
 // answering with its last message after everything before it.
 std::vector<Conversation> v1_samples(const Converted& c);

@@ -68,8 +68,10 @@ std::string file_stem_safe(const std::string& name) {
 
 class Cache {
  public:
+  // `stage_settings`: what else changes the tokens (stage pt's text encoding), one line each.
   Cache(const RunConfig& cfg, const Tokenizer& tok, const DatasetOptions& opt,
-        const EncodeOptions& enc, const std::string& default_dir)
+        const EncodeOptions& enc, const std::string& default_dir,
+        const std::string& stage_settings = {})
       : enabled_(opt.use_cache), overwrite_(cfg.overwrite_cache),
         dir_(opt.cache_dir.empty() ? default_dir : opt.cache_dir),
         index_((fs::path(dir_) / "file_hashes.json").string()) {
@@ -89,7 +91,7 @@ class Cache {
                  "\nmask_history=" + std::to_string(enc.mask_history) +
                  "\nenable_thinking=" + std::to_string(enc.enable_thinking) +
                  "\nmax_samples=" + (cfg.max_samples ? std::to_string(*cfg.max_samples) : "none") +
-                 "\nskip_bad_rows=" + std::to_string(opt.skip_bad_rows) + "\n";
+                 "\nskip_bad_rows=" + std::to_string(opt.skip_bad_rows) + "\n" + stage_settings;
   }
 
   bool enabled() const { return enabled_; }
@@ -142,7 +144,18 @@ class Cache {
   std::string settings_;
 };
 
-void check_stage(const DatasetAttr& attr, bool pairwise) {
+void check_stage(const DatasetAttr& attr, Stage stage) {
+  const bool pairwise = stage == Stage::Dpo;
+  if (stage == Stage::Pt) {
+    if (attr.ranking)  // as LLaMA-Factory, which refuses ranking data outside its rm/dpo stages
+      throw DatasetError("dataset '" + attr.name + "' holds preference pairs (\"ranking\": true); "
+                         "stage pt needs plain texts (a prompt column, e.g. \"columns\": "
+                         "{\"prompt\": \"text\"})");
+    if (attr.formatting != Formatting::Alpaca && attr.formatting != Formatting::Sharegpt)
+      throw DatasetError("dataset '" + attr.name + "' is LLaMA-Factory v1 data; stage pt reads "
+                         "alpaca or sharegpt datasets (the text is the first prompt message)");
+    return;
+  }
   if (attr.formatting == Formatting::V1Messages) return;  // its rows say which they hold
   if (pairwise && !attr.ranking)
     throw DatasetError("dataset '" + attr.name + "' has no preference pairs; stage dpo needs "
@@ -153,9 +166,8 @@ void check_stage(const DatasetAttr& attr, bool pairwise) {
 }
 
 template <class Sample>
-Part<Sample> load_one(const DatasetAttr& attr, PartSettings settings, Cache& cache,
-                      const std::string& dataset_dir, const DatasetOptions& opt) {
-  constexpr const char* kind = kind_name(static_cast<const Sample*>(nullptr));
+Part<Sample> load_one(const DatasetAttr& attr, PartSettings settings, const char* kind,
+                      Cache& cache, const std::string& dataset_dir, const DatasetOptions& opt) {
   settings.attr = &attr;
   settings.files = resolve_files(attr, dataset_dir);
   if (attr.size) settings.max_samples = std::min(settings.max_samples.value_or(*attr.size), *attr.size);
@@ -183,22 +195,11 @@ Part<Sample> load_one(const DatasetAttr& attr, PartSettings settings, Cache& cac
   return part;
 }
 
-}  // namespace
-
-template <class Sample>
-LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
-                               const DatasetOptions& options) {
-  constexpr bool pairwise = std::is_same_v<Sample, PairSample>;
-  const TemplateEncoder encoder(find_template(cfg.template_name), tokenizer);
-  if (cfg.train_on_prompt && encoder.chat_template().efficient_eos)
-    throw TemplateError("template '" + cfg.template_name + "' does not support train_on_prompt");
+PartSettings part_settings(const RunConfig& cfg, const DatasetOptions& options) {
   if (cfg.dataset.empty() && !cfg.is_v1())
     throw DatasetError("no dataset: set `dataset` to names from dataset_info.json");
   if (cfg.cutoff_len < 1) throw DatasetError("cutoff_len must be at least 1");
-  const DatasetInfo info = DatasetInfo::for_config(cfg);
-
   PartSettings settings;
-  settings.encoder = &encoder;
   settings.encode = encode_options(cfg, options);
   settings.max_samples = cfg.max_samples;
   settings.skip_bad_rows = options.skip_bad_rows;
@@ -207,14 +208,20 @@ LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
                               : static_cast<int>(cfg.preprocessing_num_workers.value_or(0)));
   settings.batch_rows = std::max<std::size_t>(options.batch_rows, 1);
   settings.on_warning = options.on_warning;
-  Cache cache(cfg, tokenizer, options, settings.encode, info.cache_dir());
+  return settings;
+}
 
+// Every dataset of `info`, each through the cache, checked against the stage first.
+template <class Sample>
+LoadedParts<Sample> load_all(const DatasetInfo& info, const PartSettings& settings, Stage stage,
+                             const char* kind, Cache& cache, const DatasetOptions& options) {
   LoadedParts<Sample> out;
   auto load_list = [&](const std::vector<std::string>& names, std::vector<NamedPart<Sample>>& into) {
     for (const std::string& name : names) {
       const DatasetAttr attr = info.find(name);
-      check_stage(attr, pairwise);
-      into.push_back({name, load_one<Sample>(attr, settings, cache, info.data_dir(), options)});
+      check_stage(attr, stage);
+      into.push_back(
+          {name, load_one<Sample>(attr, settings, kind, cache, info.data_dir(), options)});
     }
   };
   load_list(info.train(), out.train);
@@ -223,7 +230,50 @@ LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
   return out;
 }
 
+}  // namespace
+
+std::string why_empty(const RunConfig& cfg, const DataStats& stats) {
+  std::string names = cfg.is_v1() ? cfg.v1.train_dataset : "";
+  for (const auto& n : cfg.dataset) names += (names.empty() ? "" : ",") + n;
+  std::string msg = "dataset '" + names + "' gave no training samples";
+  if (stats.skipped_invalid + stats.skipped_bad_rows == 0) return msg + " (the files have no rows)";
+  msg += " (" + std::to_string(stats.skipped_invalid) + " conversations skipped, " +
+         std::to_string(stats.skipped_bad_rows) + " bad rows skipped";
+  if (!stats.warnings.empty()) msg += "; first: " + stats.warnings.front();
+  return msg + ")";
+}
+
+template <class Sample>
+LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
+                               const DatasetOptions& options) {
+  const TemplateEncoder encoder(find_template(cfg.template_name), tokenizer);
+  if (cfg.train_on_prompt && encoder.chat_template().efficient_eos)
+    throw TemplateError("template '" + cfg.template_name + "' does not support train_on_prompt");
+  PartSettings settings = part_settings(cfg, options);
+  settings.encoder = &encoder;
+  const DatasetInfo info = DatasetInfo::for_config(cfg);
+  Cache cache(cfg, tokenizer, options, settings.encode, info.cache_dir());
+  constexpr Stage stage = std::is_same_v<Sample, PairSample> ? Stage::Dpo : Stage::Sft;
+  return load_all<Sample>(info, settings, stage, kind_name(static_cast<const Sample*>(nullptr)),
+                          cache, options);
+}
+
 template LoadedParts<TokenizedSample> load_parts(const RunConfig&, const Tokenizer&, const DatasetOptions&);
 template LoadedParts<PairSample> load_parts(const RunConfig&, const Tokenizer&, const DatasetOptions&);
+
+LoadedParts<TokenizedSample> load_text_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
+                                             const DatasetOptions& options,
+                                             const TextEncoding& text) {
+  PartSettings settings = part_settings(cfg, options);
+  settings.text = &text;
+  const DatasetInfo info = DatasetInfo::for_config(cfg);
+  // The text encoding in the key keeps pt's caches apart from each other (packing or not, the
+  // eos a template picks, bos); their kind, from sft's caches of the same dataset.
+  const std::string stage_settings =
+      "pt_prefix=" + text.prefix + "\npt_suffix=" + text.suffix + "\npt_truncate_to=" +
+      (text.truncate_to ? std::to_string(*text.truncate_to) : "none") + "\n";
+  Cache cache(cfg, tokenizer, options, settings.encode, info.cache_dir(), stage_settings);
+  return load_all<TokenizedSample>(info, settings, Stage::Pt, "pt", cache, options);
+}
 
 }  // namespace studio::data::detail

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "part.h"
+#include "part_loader.h"
 #include "studio/config/run_config.h"
 #include "studio/data/dataset.h"
 
@@ -22,8 +23,18 @@ struct LoadedParts {
   std::vector<NamedPart<Sample>> eval;   // `eval_dataset`
 };
 
+// Conversations through cfg's chat template: TokenizedSample for sft, PairSample for dpo.
 template <class Sample>
 LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
                                const DatasetOptions& options);
+
+// "dataset 'a,b' gave no training samples", with what was skipped and why.
+std::string why_empty(const RunConfig& cfg, const DataStats& stats);
+
+// Stage pt: one sample per row, its text encoded by `text` (no chat template), cached apart
+// from sft's samples of the same dataset.
+LoadedParts<TokenizedSample> load_text_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
+                                             const DatasetOptions& options,
+                                             const TextEncoding& text);
 
 }  // namespace studio::data::detail

@@ -82,6 +82,25 @@ void encode_row(const TemplateEncoder& enc, const DatasetAttr&, const Converted&
   encode(enc, *c.conversation, opt, slot.samples.back(), slot.full_lengths.back());
 }
 
+// Stage pt: the row's text as one sample, every token learned.
+void encode_text_row(const TextEncoding& t, const DatasetAttr& attr, const nlohmann::json& row,
+                     Slot<TokenizedSample>& slot) {
+  ConvertedText c = convert_text_row(attr, row);
+  if (!c.text) {
+    slot.skip = std::move(c.skip_reason);
+    return;
+  }
+  const std::vector<int32_t> ids = t.tokenizer->encode(t.prefix + *c.text + t.suffix, false);
+  const std::size_t kept =
+      t.truncate_to ? std::min(ids.size(), static_cast<std::size_t>(*t.truncate_to)) : ids.size();
+  TokenizedSample s;
+  s.input_ids.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kept));
+  s.labels = s.input_ids;
+  slot.samples.push_back(std::move(s));
+  slot.full_lengths.push_back(static_cast<int64_t>(ids.size()));
+  slot.ok = true;
+}
+
 template <class Sample>
 class PartBuilder {
  public:
@@ -137,6 +156,9 @@ class PartBuilder {
     parallel_for(batch_.size(), s_.workers, [&](std::size_t i) {
       Slot<Sample>& slot = slots[i];
       try {
+        if constexpr (!pairwise) {
+          if (s_.text) return encode_text_row(*s_.text, *s_.attr, batch_[i].row.value, slot);
+        }
         Converted c = convert_row(*s_.attr, batch_[i].row.value, pairwise);
         if (!c.conversation) {
           slot.skip = std::move(c.skip_reason);

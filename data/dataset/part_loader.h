@@ -12,10 +12,22 @@
 
 namespace studio::data::detail {
 
+// Stage pt: each row's text (converter.h) tokenized as LLaMA-Factory's pre-training processor
+// does, with no special tokens: prefix + text + suffix, cut to truncate_to tokens when set.
+struct TextEncoding {
+  const Tokenizer* tokenizer = nullptr;
+  std::string prefix;  // the bos token's text, or nothing
+  std::string suffix;  // the eos text
+  std::optional<int64_t> truncate_to;
+};
+
 struct PartSettings {
   const DatasetAttr* attr = nullptr;
   std::vector<std::string> files;  // resolved paths, read in this order
+  // Rows are conversations rendered by `encoder`, or (stage pt, TokenizedSample) texts encoded
+  // by `text`: exactly one of them is set.
   const TemplateEncoder* encoder = nullptr;
+  const TextEncoding* text = nullptr;
   EncodeOptions encode;
   std::optional<int64_t> max_samples;  // rows read from the dataset, at most
   bool skip_bad_rows = false;
@@ -24,7 +36,7 @@ struct PartSettings {
   std::function<void(const std::string&)> on_warning;
 };
 
-// Sample is TokenizedSample (SFT) or PairSample (DPO).
+// Sample is TokenizedSample (SFT, pt) or PairSample (DPO).
 template <class Sample>
 Part<Sample> tokenize_dataset(const PartSettings& settings);
 

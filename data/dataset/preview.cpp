@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "loader.h"
+#include "pretrain.h"
 
 namespace studio::data {
 namespace {
@@ -59,6 +60,26 @@ void collect(PreviewReport& r, const RunConfig& cfg, const Tokenizer& tok, int n
   }
 }
 
+// Stage pt: the first sequences (blocks when packing), each from the row its first token is of.
+void collect_pt(PreviewReport& r, const RunConfig& cfg, const Tokenizer& tok, int n,
+                const DatasetOptions& opt) {
+  const detail::PtSequences seq = detail::load_pt_sequences(cfg, tok, opt);
+  r.block_len = cfg.pt_packs() ? detail::pt_block_len(cfg) : 0;
+  r.stats = seq.stats;
+  r.train_samples = static_cast<int64_t>(seq.train.size());
+  r.eval_samples = static_cast<int64_t>(seq.eval.size());
+  for (std::size_t i = 0; i < seq.train.size() && static_cast<int>(r.samples.size()) < n; ++i) {
+    const detail::PtOrigin& o = seq.train_origins[i];
+    PreviewSample p;
+    p.dataset = seq.datasets[o.dataset];
+    p.row = o.row;
+    p.full_length = o.full_length;
+    p.truncated = o.full_length > cfg.cutoff_len;
+    fill(p, seq.train[i], tok);
+    r.samples.push_back(std::move(p));
+  }
+}
+
 void print_sequence(std::ostringstream& out, const PreviewSequence& seq, const PreviewStyle& style) {
   for (const PreviewSpan& span : seq.spans)
     out << (span.learned ? span.text : style.masked_open + span.text + style.masked_close);
@@ -71,16 +92,22 @@ std::string bin_label(const LengthHistogram& h, std::size_t i) {
   return std::to_string(lo) + "-" + std::to_string(h.upper[i]);
 }
 
-void print_histogram(std::ostringstream& out, const DataStats& stats) {
+// Packed pt texts are cut across blocks, not truncated: no bin is marked.
+void print_histogram(std::ostringstream& out, const DataStats& stats, bool packed) {
   const LengthHistogram& h = stats.lengths;
   int64_t most = 1;
   for (int64_t c : h.counts) most = std::max(most, c);
-  out << "Lengths before truncation (cutoff_len " << h.cutoff_len << "):\n";
+  if (packed)
+    out << "Text lengths (cutoff_len " << h.cutoff_len << "; packed, none truncated):\n";
+  else
+    out << "Lengths before truncation (cutoff_len " << h.cutoff_len << "):\n";
   for (std::size_t i = 0; i < h.counts.size(); ++i) {
     const int width = static_cast<int>((h.counts[i] * 40 + most - 1) / most);
     out << "  " << std::setw(22) << std::left << bin_label(h, i) << std::right << std::setw(9)
         << h.counts[i] << " " << std::string(static_cast<std::size_t>(width), '#')
-        << (i > 0 && h.upper[i - 1] >= h.cutoff_len && h.counts[i] > 0 ? "  (truncated)" : "") << "\n";
+        << (!packed && i > 0 && h.upper[i - 1] >= h.cutoff_len && h.counts[i] > 0 ? "  (truncated)"
+                                                                                  : "")
+        << "\n";
   }
 }
 
@@ -92,19 +119,32 @@ PreviewReport preview(const RunConfig& cfg, const Tokenizer& tokenizer, int n,
   r.template_name = cfg.template_name;
   r.stage = cfg.stage;
   r.cutoff_len = cfg.cutoff_len;
-  if (cfg.stage == Stage::Dpo) collect<PairSample>(r, cfg, tokenizer, n, options);
-  else collect<TokenizedSample>(r, cfg, tokenizer, n, options);
+  switch (cfg.stage) {
+    case Stage::Dpo: collect<PairSample>(r, cfg, tokenizer, n, options); break;
+    case Stage::Pt: collect_pt(r, cfg, tokenizer, n, options); break;
+    case Stage::Sft: collect<TokenizedSample>(r, cfg, tokenizer, n, options); break;
+  }
   return r;
 }
 
 std::string format_preview_text(const PreviewReport& r, const PreviewStyle& style) {
   std::ostringstream out;
-  out << "template " << r.template_name << ", stage " << to_string(r.stage) << ", cutoff_len "
-      << r.cutoff_len << "\n";
-  out << "Text in " << style.masked_open << " " << style.masked_close
-      << " is masked (not learned).\n";
-  for (const PreviewSample& s : r.samples) {
-    out << "\n--- " << s.dataset << " row " << s.row << ": ";
+  out << (r.template_name.empty() ? "no template" : "template " + r.template_name) << ", stage "
+      << to_string(r.stage) << ", cutoff_len " << r.cutoff_len << "\n";
+  if (r.stage == Stage::Pt)
+    out << "Every token is learned"
+        << (r.block_len > 0 ? "; the texts are concatenated and cut into blocks of " +
+                                  std::to_string(r.block_len) + " tokens.\n"
+                            : std::string(".\n"));
+  else
+    out << "Text in " << style.masked_open << " " << style.masked_close
+        << " is masked (not learned).\n";
+  for (std::size_t i = 0; i < r.samples.size(); ++i) {
+    const PreviewSample& s = r.samples[i];
+    if (r.block_len > 0)
+      out << "\n--- block " << i + 1 << " (from " << s.dataset << " row " << s.row << "): ";
+    else
+      out << "\n--- " << s.dataset << " row " << s.row << ": ";
     if (r.stage == Stage::Dpo) {
       out << s.chosen.tokens << " / " << s.rejected.tokens << " tokens (chosen / rejected)";
     } else {
@@ -122,14 +162,15 @@ std::string format_preview_text(const PreviewReport& r, const PreviewStyle& styl
     }
   }
   const DataStats& st = r.stats;
-  out << "\n" << r.train_samples << " training samples";
-  if (r.eval_samples > 0) out << ", " << r.eval_samples << " eval samples";
+  const char* unit = r.block_len > 0 ? " blocks" : " samples";
+  out << "\n" << r.train_samples << " training" << unit;
+  if (r.eval_samples > 0) out << ", " << r.eval_samples << " eval" << unit;
   out << "; " << st.tokens << " tokens, " << st.learned_tokens << " learned; " << st.truncated
       << " truncated to cutoff_len " << r.cutoff_len << "\n";
   if (st.skipped_invalid + st.skipped_bad_rows > 0)
     out << "skipped: " << st.skipped_invalid << " invalid conversations, " << st.skipped_bad_rows
         << " bad rows\n";
-  print_histogram(out, st);
+  print_histogram(out, st, r.block_len > 0);
   for (const std::string& w : st.warnings) out << "warning: " << w << "\n";
   return out.str();
 }

@@ -60,6 +60,7 @@ void apply_config(Tokenizer::Impl& impl, const Tokenizer& view, const JsonNode& 
     if (flag.boolean() && id) end.push_back(*id);
   };
   frame_end(config["add_bos_token"], impl.bos, impl.special_frame.before);
+  impl.add_bos_token = config["add_bos_token"].boolean_or(false) && impl.bos.has_value();
   frame_end(config["add_eos_token"], impl.eos, impl.special_frame.after);
 }
 

@@ -117,6 +117,9 @@ std::optional<int32_t> Tokenizer::eos_id() const {
 std::optional<int32_t> Tokenizer::pad_id() const {
   return impl_->pad;
 }
+bool Tokenizer::add_bos_token() const {
+  return impl_->add_bos_token;
+}
 const std::string& Tokenizer::source() const {
   return impl_->source;
 }

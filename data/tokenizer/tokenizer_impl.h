@@ -26,6 +26,7 @@ struct Tokenizer::Impl {
   detail::SpecialTokenFrame special_frame;
   std::unique_ptr<detail::Decoder> decoder;
   std::optional<int32_t> bos, eos, pad;
+  bool add_bos_token = false;  // tokenizer_config.json sets it and names a bos token
 
   // Encodes text between raw added tokens: normalize, cut at normalized added tokens,
   // pre-tokenize, run the model.

@@ -219,6 +219,10 @@ void TestLlamaFactoryV1::mapsKeys_data() {
                                       << "dpo";
   QTest::newRow("dpo_label_smoothing") << dpo << "dpo_label_smoothing"
                                        << "0.1";
+  const QString simpo = "train_full_simpo.yaml";
+  QTest::newRow("pref_loss simpo") << simpo << "pref_loss" << "simpo";
+  QTest::newRow("simpo_gamma") << simpo << "simpo_gamma" << "0.8";
+  QTest::newRow("simpo: stage dpo") << simpo << "stage" << "dpo";
 }
 
 void TestLlamaFactoryV1::mapsKeys() {
@@ -253,6 +257,7 @@ void TestLlamaFactoryV1::validatesOnEightProcesses_data() {
   QTest::newRow("dpo from pair data")
       << "train_full_dpo.yaml" << true
       << "dpo_label_smoothing: note: stage dpo, as the DPO keys ask";
+  QTest::newRow("simpo") << "train_full_simpo.yaml" << true << "valid";
   QTest::newRow("lora") << "train_lora_sft.yaml" << false
                         << ":6:9: peft_config: 'lora' is not supported: studio-train does "
                            "full-parameter training only; remove the adapter settings or use "

@@ -269,6 +269,15 @@ void TestMemoryEstimate::parts_data() {
   QTest::newRow("dpo zero3 reference") << llama << bf16 + "stage: dpo\n" << 8 << 3 << ""
                                        << "reference" << 2007565312.0;
   QTest::newRow("sft no reference") << llama << bf16 << 1 << -1 << "" << "reference" << 0.0;
+  // orpo and simpo build no reference model (LLaMA-Factory's use_ref_model is false); kto_pair does.
+  QTest::newRow("orpo no reference") << llama << bf16 + "stage: dpo\npref_loss: orpo\n" << 1 << -1
+                                     << "" << "reference" << 0.0;
+  QTest::newRow("simpo zero3 no reference") << llama << bf16 + "stage: dpo\npref_loss: simpo\n" << 8
+                                            << 3 << "" << "reference" << 0.0;
+  QTest::newRow("kto_pair reference") << llama << bf16 + "stage: dpo\npref_loss: kto_pair\n" << 1
+                                      << -1 << "" << "reference" << 16060522496.0;
+  QTest::newRow("pt no reference") << llama << bf16 + "stage: pt\n" << 1 << -1 << "" << "reference"
+                                   << 0.0;
   // ASFT (use_asft_loss) runs the same frozen reference as DPO, sharded the same way.
   QTest::newRow("asft reference") << llama << bf16 + "use_asft_loss: true\n" << 1 << -1 << ""
                                   << "reference" << 16060522496.0;

@@ -5,6 +5,7 @@
 
 #include "studio/config/config_io.h"
 #include "studio/config/config_schema.h"
+#include "studio/config/memory_estimate.h"
 #include "studio/config/validate.h"
 
 using namespace studio;
@@ -63,6 +64,8 @@ class TestRunConfig : public QObject {
   void validConfigs_data();
   void validConfigs();
   void realisticFileIsValidWithEightProcesses();
+  void llamaFactoryStageExamples_data();
+  void llamaFactoryStageExamples();
   void yamlNumbersInEveryForm_data();
   void yamlNumbersInEveryForm();
   void mergeKeysResolveAsPyYaml_data();
@@ -116,8 +119,20 @@ void TestRunConfig::invalidConfigs_data() {
   QTest::newRow("lora is refused") << "finetuning_type: lora\n" << 0 << "finetuning_type" << 5
                                    << "full-parameter training only";
   QTest::newRow("ppo is refused") << "stage: ppo\n" << 0 << "stage" << 5 << "not supported";
-  QTest::newRow("orpo is refused") << "stage: dpo\npref_loss: orpo\n" << 0 << "pref_loss" << 6
-                                   << "not supported";
+  QTest::newRow("bco_pair is refused") << "stage: dpo\npref_loss: bco_pair\n" << 0 << "pref_loss"
+                                       << 6 << "not supported";
+  QTest::newRow("rm is refused") << "stage: rm\n" << 0 << "stage" << 5 << "not supported";
+  QTest::newRow("negative simpo_gamma") << "stage: dpo\npref_loss: simpo\nsimpo_gamma: -0.5\n" << 0
+                                        << "simpo_gamma" << 7 << "must not be negative";
+  // LLaMA-Factory refuses these outside stage sft too.
+  QTest::newRow("pt with neat_packing") << "stage: pt\nneat_packing: true\n" << 0 << "neat_packing"
+                                        << 6 << "no sample boundaries are left to isolate";
+  QTest::newRow("pt with train_on_prompt") << "stage: pt\ntrain_on_prompt: true\n" << 0
+                                           << "train_on_prompt" << 6 << "learns every token";
+  QTest::newRow("pt with mask_history") << "stage: pt\nmask_history: true\n" << 0
+                                        << "mask_history" << 6 << "learns every token";
+  QTest::newRow("preprocessing_batch_size 0") << "preprocessing_batch_size: 0\n" << 0
+                                              << "preprocessing_batch_size" << 5 << "at least 1";
   QTest::newRow("malformed yaml line") << "learning_rate 5e-5\nseed: 1\n" << 0 << "" << 5
                                        << "malformed YAML";
   QTest::newRow("bad indentation") << "lr_scheduler_kwargs:\n  min_lr_rate: 0.1\n   bad: 1\n" << 0
@@ -343,6 +358,30 @@ void TestRunConfig::validConfigs_data() {
                                                  << "enable_liger_kernel" << 5;
   QTest::newRow("typo suggests key") << "learnin_rate: 1e-5\n" << 0 << "learnin_rate" << 5;
   QTest::newRow("no-effect key warns") << "plot_loss: true\n" << 0 << "plot_loss" << 5;
+  QTest::newRow("pt") << "stage: pt\n" << 0 << "" << 0;
+  QTest::newRow("pt without a template")
+      << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\ndataset: long_docs\n"
+         "output_dir: out/run-that-does-not-exist\nstage: pt\n"
+      << 0 << "" << 0;
+  // Stage dpo on the fixtures' preference dataset, the base's other keys as they are.
+  const auto dpo = [](const char* extra) {
+    return QStringLiteral("!full\nmodel_name_or_path: models/qwen2.5-7b-shape\ndataset: dpo_pairs\n"
+                          "template: qwen\noutput_dir: out/run-that-does-not-exist\n") +
+           QString::fromUtf8(extra);
+  };
+  QTest::newRow("orpo") << dpo("stage: dpo\npref_loss: orpo\n") << 0 << "" << 0;
+  QTest::newRow("simpo with its gamma") << dpo("stage: dpo\npref_loss: simpo\nsimpo_gamma: 1.0\n")
+                                        << 0 << "" << 0;
+  QTest::newRow("kto_pair") << dpo("stage: dpo\npref_loss: kto_pair\n") << 0 << "" << 0;
+  QTest::newRow("orpo builds no reference: ref_model ignored")
+      << dpo("stage: dpo\npref_loss: orpo\nref_model: models/qwen2.5-7b-shape\n") << 0
+      << "ref_model" << 7;
+  QTest::newRow("simpo builds no reference: precompute ignored")
+      << dpo("stage: dpo\npref_loss: simpo\nprecompute_ref_logps: true\n") << 0
+      << "precompute_ref_logps" << 7;
+  QTest::newRow("simpo_gamma without simpo") << dpo("stage: dpo\nsimpo_gamma: 1.0\n") << 0
+                                             << "simpo_gamma" << 6;
+  QTest::newRow("simpo_gamma in an sft run") << "simpo_gamma: 1.0\n" << 0 << "simpo_gamma" << 5;
   QTest::newRow("report_to none: nothing to say") << "report_to: none\n" << 0 << "" << 0;
   QTest::newRow("report_to wandb: not built in") << "report_to: wandb\n" << 0 << "report_to" << 5;
   QTest::newRow("logging_dir without tensorboard") << "logging_dir: tb\n" << 0 << "logging_dir" << 5;
@@ -429,6 +468,44 @@ void TestRunConfig::realisticFileIsValidWithEightProcesses() {
   const Diagnostic* d = find(bad.diagnostics, Severity::Error, "sequence_parallel_size");
   QVERIFY(d);
   QCOMPARE(d->line, 37);
+}
+
+// LLaMA-Factory's own example files of the pt stage and the reference-free DPO losses, made
+// full-parameter (tests/fixtures/configs/lf_examples says what was changed): valid on 8
+// processes, read as LF reads them.
+void TestRunConfig::llamaFactoryStageExamples_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<QString>("stage");
+  QTest::addColumn<QString>("loss");
+  QTest::addColumn<bool>("packs");  // stage pt's packing default
+  QTest::addColumn<bool>("reference");
+  QTest::newRow("qwen3 pretrain") << "qwen3_full_pretrain.yaml" << "pt" << "sigmoid" << true << false;
+  QTest::newRow("qwen3 dpo, orpo") << "qwen3_full_orpo.yaml" << "dpo" << "orpo" << false << false;
+  QTest::newRow("qwen3 dpo, simpo") << "qwen3_full_simpo.yaml" << "dpo" << "simpo" << false << false;
+}
+
+void TestRunConfig::llamaFactoryStageExamples() {
+  QFETCH(QString, file);
+  QFETCH(QString, stage);
+  QFETCH(QString, loss);
+  QFETCH(bool, packs);
+  QFETCH(bool, reference);
+  const QString dir = QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs/lf_examples");
+  ValidateOptions opt = options(8);
+  opt.base_dir = dir.toStdString();
+  const CheckResult res = check_config_file((dir + "/" + file).toStdString(), opt);
+  QVERIFY2(res.ok(), qPrintable(dump(res.diagnostics)));
+  QCOMPARE(QString::fromUtf8(to_string(res.config.stage).data()), stage);
+  QCOMPARE(QString::fromUtf8(to_string(res.config.pref_loss).data()), loss);
+  QCOMPARE(res.config.pt_packs(), packs);
+  QCOMPARE(res.config.uses_reference(), reference);
+  // Neither pt nor the reference-free losses hold a reference model in the estimate.
+  QVERIFY(res.model.has_value());
+  EstimateOptions eo;
+  eo.nproc_per_node = 8;
+  const MemoryEstimate est = estimate_memory(res.config, *res.model, eo);
+  QCOMPARE(est.bytes.reference, 0.0);
+  QVERIFY(est.bytes.weights > 0);
 }
 
 void TestRunConfig::yamlNumbersInEveryForm_data() {

@@ -1,8 +1,12 @@
 // Datasets from dataset_info.json: alpaca / sharegpt / OpenAI rows and preference pairs, file
 // forms and edge cases, errors with their locations, max_samples, val_size, eval_dataset, the
 // cache, streaming memory, determinism across worker counts, the demo data and the preview.
+// Stage pt's texts and blocks against LLaMA-Factory's pre-training pipeline
+// (tests/reference/lf_pretrain.py, run with STUDIO_PYTHON).
+#include <QProcess>
 #include <QtTest>
 
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +22,8 @@ namespace {
 
 const std::string kFixtures = std::string(STUDIO_TEST_FIXTURES_DIR) + "/datasets";
 const std::string kDemo = std::string(STUDIO_SOURCE_DIR) + "/resources/demo/data";
+const std::string kPt = std::string(STUDIO_TEST_FIXTURES_DIR) + "/datasets_pt";
+const std::string kTokenizers = std::string(STUDIO_TEST_FIXTURES_DIR) + "/tokenizers";
 
 RunConfig config(const std::string& dir, std::vector<std::string> names, int64_t cutoff = 1024) {
   RunConfig cfg;
@@ -74,6 +80,65 @@ std::string row_json(const std::string& instruction, const std::string& output, 
   return row.dump();
 }
 
+// Stage pt on the fixtures of tests/fixtures/datasets_pt. `packing` as a YAML file writes it:
+// nullopt leaves it out (pt packs, in blocks of cutoff_len); true packs in blocks of
+// cutoff_len - 1, as LLaMA-Factory.
+RunConfig pt_config(std::vector<std::string> names, int64_t cutoff, std::optional<bool> packing,
+                    std::string tmpl = {}) {
+  RunConfig cfg;
+  cfg.stage = Stage::Pt;
+  cfg.dataset_dir = kPt;
+  cfg.dataset = std::move(names);
+  cfg.template_name = std::move(tmpl);
+  cfg.cutoff_len = cutoff;
+  if (packing) {
+    cfg.packing = *packing;
+    cfg.source.key_pos["packing"] = {};
+  }
+  return cfg;
+}
+
+std::optional<bool> packing_of(const QString& yaml) {
+  if (yaml.isEmpty()) return std::nullopt;
+  return yaml == "true";
+}
+
+// LLaMA-Factory's pre-training pipeline on `request` (tests/reference/lf_pretrain.py). The test
+// fails, never skips, when the interpreter or its packages are missing: scripts/setup.sh
+// installs them.
+std::optional<nlohmann::json> lf_pretrain(const nlohmann::json& request, QString& error) {
+  QProcess python;
+  python.start(QStringLiteral(STUDIO_PYTHON),
+               {QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/lf_pretrain.py")});
+  if (!python.waitForStarted(30000)) {
+    error = QStringLiteral(STUDIO_PYTHON " did not start (run scripts/setup.sh): ") + python.errorString();
+    return std::nullopt;
+  }
+  python.write(QByteArray::fromStdString(request.dump()));
+  python.closeWriteChannel();
+  if (!python.waitForFinished(300000) || python.exitStatus() != QProcess::NormalExit ||
+      python.exitCode() != 0) {
+    error = "lf_pretrain.py failed: " + QString::fromUtf8(python.readAllStandardError());
+    return std::nullopt;
+  }
+  try {
+    return nlohmann::json::parse(python.readAllStandardOutput().toStdString());
+  } catch (const nlohmann::json::exception& e) {
+    error = QStringLiteral("lf_pretrain.py printed no JSON: %1").arg(e.what());
+    return std::nullopt;
+  }
+}
+
+std::vector<int64_t> ids_of(const nlohmann::json& ids) {
+  return ids.get<std::vector<int64_t>>();
+}
+
+QString ids_text(const std::vector<int64_t>& ids) {
+  QStringList out;
+  for (int64_t id : ids) out << QString::number(id);
+  return "[" + out.join(", ") + "]";
+}
+
 int64_t status_kb(const char* key) {
   std::ifstream in("/proc/self/status");
   std::string line;
@@ -90,6 +155,44 @@ class TestDataset : public QObject {
  private:
   std::optional<Tokenizer> tok_;
   const Tokenizer& tok() { return *tok_; }
+  // The fixture tokenizer `name`; "qwen2-base-style" is qwen2-style with <|endoftext|> as its
+  // eos (as Qwen2.5's base models), written into `tmp`.
+  static std::string tokenizer_folder(const QString& name, const QTemporaryDir& tmp) {
+    if (name != "qwen2-base-style") return kTokenizers + "/" + name.toStdString();
+    const std::string root = tmp.path().toStdString();
+    QFile::copy(QString::fromStdString(kTokenizers + "/qwen2-style/tokenizer.json"),
+                QString::fromStdString(root + "/tokenizer.json"));
+    write(root + "/tokenizer_config.json",
+          R"({"bos_token": null, "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"})");
+    return root;
+  }
+  // "" when `got` holds LLaMA-Factory's sequences `want` token for token, with the labels its pt
+  // collator makes of them (`labels`: every token, but the pad token's occurrences -100).
+  static QString mismatch(const std::vector<TokenizedSample>& got, const nlohmann::json& want,
+                          const nlohmann::json& labels) {
+    if (got.size() != want.size())
+      return QString("%1 sequences, LLaMA-Factory has %2").arg(got.size()).arg(want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i].input_ids != ids_of(want[i]))
+        return QString("sequence %1: %2\nLLaMA-Factory: %3")
+            .arg(i)
+            .arg(ids_text(got[i].input_ids), ids_text(ids_of(want[i])));
+      if (got[i].labels != ids_of(labels[i]))
+        return QString("sequence %1 labels: %2\nLLaMA-Factory's collator: %3")
+            .arg(i)
+            .arg(ids_text(got[i].labels), ids_text(ids_of(labels[i])));
+      if (!got[i].segment_lengths.empty()) return QString("sequence %1 has segments").arg(i);
+    }
+    return {};
+  }
+  // The texts of pt_texts.jsonl, as stage pt reads them.
+  static std::vector<std::string> fixture_texts() {
+    std::ifstream in(kPt + "/pt_texts.jsonl");
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);)
+      out.push_back(nlohmann::json::parse(line).at("text").get<std::string>());
+    return out;
+  }
   TokenizedSample expected(const Conversation& c, int64_t cutoff = 1024) {
     EncodeOptions opt;
     opt.cutoff_len = cutoff;
@@ -459,6 +562,367 @@ class TestDataset : public QObject {
     cfg.stage = Stage::Dpo;
     const QString pairs = QString::fromStdString(format_preview_text(preview(cfg, tok(), 1, no_cache())));
     QVERIFY2(pairs.contains("rejected:\n[[") && pairs.contains("]]43<|im_end|>"), qPrintable(pairs));
+  }
+
+  // Stage pt against LLaMA-Factory's own pipeline (its processor verbatim, datasets' batched map)
+  // on the real tokenizer fixtures: the eos each text ends with, bos, packing per batch and
+  // shard, truncation, max_samples, the alpaca and sharegpt texts, eval_dataset.
+  void ptMatchesLlamaFactory_data() {
+    QTest::addColumn<QString>("tokenizer");
+    QTest::addColumn<QString>("tmpl");
+    QTest::addColumn<QString>("packing");  // as the YAML writes it; "": not written (pt packs)
+    QTest::addColumn<int>("cutoff");
+    QTest::addColumn<int>("batch");        // preprocessing_batch_size
+    QTest::addColumn<int>("workers");      // preprocessing_num_workers; 0: not set
+    QTest::addColumn<int>("maxSamples");   // 0: not set
+    QTest::addColumn<QStringList>("datasets");
+    QTest::addColumn<QStringList>("evalDatasets");
+    QTest::addColumn<QString>("eos");      // what ends every text
+    QTest::addColumn<bool>("bos");         // the tokenizer adds a bos
+    const QStringList texts = {"pt_texts", "pt_chat"};
+    const QStringList none;
+    QTest::newRow("qwen2, packed in one batch")
+        << "qwen2-style" << "" << "" << 16 << 1000 << 0 << 0 << texts << none << "<|im_end|>" << false;
+    QTest::newRow("qwen2, packed in batches of 3: each batch's remainder dropped")
+        << "qwen2-style" << "" << "" << 16 << 3 << 0 << 0 << texts << none << "<|im_end|>" << false;
+    // 18 rows in 4 shards of 5, 5, 4 and 4: batches of 3 start at rows 0, 3, 5, 8, 10, 13, 14, 17.
+    QTest::newRow("qwen2, batches of 3 in 4 shards (preprocessing_num_workers)")
+        << "qwen2-style" << "" << "" << 16 << 3 << 4 << 0 << texts << none << "<|im_end|>" << false;
+    QTest::newRow("qwen2, packing: true written: blocks of cutoff_len - 1")
+        << "qwen2-style" << "" << "true" << 16 << 3 << 0 << 0 << texts << none << "<|im_end|>" << false;
+    QTest::newRow("qwen2, packing: false: long texts truncated")
+        << "qwen2-style" << "" << "false" << 16 << 1000 << 0 << 0 << texts << none << "<|im_end|>" << false;
+    QTest::newRow("llama2 add_bos_token, packed: bos over each block's first token")
+        << "llama2-style" << "" << "" << 16 << 4 << 0 << 0 << texts << none << "</s>" << true;
+    QTest::newRow("llama2 add_bos_token, unpacked: the bos text in front")
+        << "llama2-style" << "" << "false" << 24 << 1000 << 0 << 0 << texts << none << "</s>" << true;
+    QTest::newRow("mistral metaspace add_bos_token, unpacked")
+        << "mistral-metaspace-style" << "" << "false" << 24 << 1000 << 0 << 0 << texts << none
+        << "</s>" << true;
+    QTest::newRow("template llama3: the literal <|end_of_text|>, packed")
+        << "llama3-style" << "llama3" << "" << 16 << 5 << 0 << 0 << texts << none
+        << "<|end_of_text|>" << false;
+    QTest::newRow("template llama3 on qwen2: <|end_of_text|> as plain text")
+        << "qwen2-style" << "llama3" << "false" << 32 << 1000 << 0 << 0 << texts << none
+        << "<|end_of_text|>" << false;
+    QTest::newRow("template qwen replaces the tokenizer's eos")
+        << "qwen2-base-style" << "qwen" << "" << 16 << 1000 << 0 << 0 << texts << none
+        << "<|im_end|>" << false;
+    QTest::newRow("no template: the tokenizer's eos")
+        << "qwen2-base-style" << "" << "" << 16 << 1000 << 0 << 0 << texts << none
+        << "<|endoftext|>" << false;
+    QTest::newRow("max_samples caps each dataset's rows before packing")
+        << "qwen2-style" << "" << "" << 8 << 4 << 0 << 3
+        << QStringList{"pt_texts", "pt_chat", "pt_alpaca"} << none << "<|im_end|>" << false;
+    QTest::newRow("alpaca: prompt and query joined, the first history query; no answer needed")
+        << "qwen2-style" << "" << "false" << 64 << 1000 << 0 << 0 << QStringList{"pt_alpaca"} << none
+        << "<|im_end|>" << false;
+    QTest::newRow("eval_dataset packed on its own")
+        << "qwen2-style" << "" << "" << 8 << 3 << 0 << 0 << QStringList{"pt_texts"}
+        << QStringList{"pt_chat", "pt_alpaca"} << "<|im_end|>" << false;
+  }
+
+  void ptMatchesLlamaFactory() {
+    QFETCH(QString, tokenizer);
+    QFETCH(QString, tmpl);
+    QFETCH(QString, packing);
+    QFETCH(int, cutoff);
+    QFETCH(int, batch);
+    QFETCH(int, workers);
+    QFETCH(int, maxSamples);
+    QFETCH(QStringList, datasets);
+    QFETCH(QStringList, evalDatasets);
+    QFETCH(QString, eos);
+    QFETCH(bool, bos);
+    QTemporaryDir tmp;
+    const std::string folder = tokenizer_folder(tokenizer, tmp);
+    std::vector<std::string> names, eval_names;
+    for (const QString& n : datasets) names.push_back(n.toStdString());
+    for (const QString& n : evalDatasets) eval_names.push_back(n.toStdString());
+    RunConfig cfg = pt_config(names, cutoff, packing_of(packing), tmpl.toStdString());
+    cfg.eval_dataset = eval_names;
+    cfg.preprocessing_batch_size = batch;
+    if (workers > 0) cfg.preprocessing_num_workers = workers;
+    if (maxSamples > 0) cfg.max_samples = maxSamples;
+    DatasetOptions opt = no_cache();
+    opt.num_workers = 3;  // tokenizer threads and their batches never change the sequences
+    opt.batch_rows = 2;
+    const SftData d = load_pt_data(cfg, Tokenizer::load(folder), opt);
+
+    const nlohmann::json request = {
+        {"tokenizer", folder}, {"template", tmpl.toStdString()}, {"dataset_dir", kPt},
+        {"dataset", names}, {"eval_dataset", eval_names}, {"cutoff_len", cutoff},
+        {"packing", packing.isEmpty() ? nlohmann::json() : nlohmann::json(packing == "true")},
+        {"preprocessing_batch_size", batch},
+        {"preprocessing_num_workers", workers > 0 ? nlohmann::json(workers) : nlohmann::json()},
+        {"max_samples", maxSamples > 0 ? nlohmann::json(maxSamples) : nlohmann::json()}};
+    QString error;
+    const auto lf = lf_pretrain(request, error);
+    QVERIFY2(lf, qPrintable(error));
+    QCOMPARE(QString::fromStdString(lf->at("eos_text").get<std::string>()), eos);
+    QCOMPARE(lf->at("add_bos_token").get<bool>(), bos);
+    QVERIFY(!d.train.empty());
+    const QString train = mismatch(d.train, lf->at("train"), lf->at("train_labels"));
+    QVERIFY2(train.isEmpty(), qPrintable("train: " + train));
+    const QString eval = mismatch(d.eval, lf->at("eval"), lf->at("eval_labels"));
+    QVERIFY2(eval.isEmpty(), qPrintable("eval: " + eval));
+    if (packing != "false")
+      for (const TokenizedSample& s : d.train)
+        QCOMPARE(int(s.input_ids.size()), packing == "true" ? cutoff - 1 : cutoff);
+    int64_t tokens = 0, learned = 0;
+    for (const auto* set : {&d.train, &d.eval})
+      for (const TokenizedSample& s : *set) {
+        tokens += static_cast<int64_t>(s.input_ids.size());
+        for (int64_t l : s.labels) learned += l != kIgnoreIndex;
+      }
+    QCOMPARE(d.stats.samples, int64_t(d.train.size() + d.eval.size()));
+    QCOMPARE(d.stats.tokens, tokens);
+    QCOMPARE(d.stats.learned_tokens, learned);
+  }
+
+  // Per text: the histogram of untruncated lengths; truncated counts the texts cut (unpacked).
+  void ptStats_data() {
+    QTest::addColumn<bool>("packing");
+    QTest::newRow("packed") << true;
+    QTest::newRow("unpacked") << false;
+  }
+
+  void ptStats() {
+    QFETCH(bool, packing);
+    const RunConfig cfg = pt_config({"pt_texts"}, 16, packing ? std::nullopt : std::optional(false));
+    const SftData d = load_pt_data(cfg, tok(), no_cache());
+    int64_t longer = 0, kept = 0, texts = 0;
+    for (const std::string& t : fixture_texts()) {
+      const auto n = static_cast<int64_t>(tok().encode(t + "<|im_end|>").size());
+      longer += n > 16;
+      kept += std::min<int64_t>(n, 16);
+      ++texts;
+    }
+    QVERIFY(longer > 0);
+    int64_t counted = 0;
+    for (int64_t c : d.stats.lengths.counts) counted += c;
+    QCOMPARE(counted, texts);
+    QCOMPARE(d.stats.lengths.above_cutoff(), longer);
+    QCOMPARE(d.stats.truncated, packing ? 0 : longer);
+    QCOMPARE(d.stats.samples, packing ? int64_t(d.train.size()) : texts);
+    QCOMPARE(d.stats.tokens, packing ? int64_t(d.train.size()) * 16 : kept);
+    QCOMPARE(d.stats.learned_tokens, d.stats.tokens);
+  }
+
+  // LF splits after preprocessing: val_size holds out blocks, seeded, both sets in order.
+  void ptValSizeSplitsBlocks() {
+    RunConfig cfg = pt_config({"pt_texts", "pt_chat"}, 8, std::nullopt);
+    const SftData all = load_pt_data(cfg, tok(), no_cache());
+    cfg.val_size = 0.25;
+    const SftData d = load_pt_data(cfg, tok(), no_cache());
+    const std::size_t n = all.train.size();
+    QVERIFY(n >= 8);
+    QCOMPARE(d.eval.size(), static_cast<std::size_t>(std::ceil(0.25 * static_cast<double>(n))));
+    QCOMPARE(d.train.size() + d.eval.size(), n);
+    std::size_t ti = 0, ei = 0;
+    for (const auto& s : all.train) {
+      if (ti < d.train.size() && d.train[ti].input_ids == s.input_ids) ++ti;
+      else if (ei < d.eval.size() && d.eval[ei].input_ids == s.input_ids) ++ei;
+    }
+    QCOMPARE(ti + ei, n);
+    QCOMPARE(d.stats.samples, int64_t(n));
+    const SftData again = load_pt_data(cfg, tok(), no_cache());
+    for (std::size_t i = 0; i < d.eval.size(); ++i) QVERIFY(again.eval[i].input_ids == d.eval[i].input_ids);
+    cfg.val_size = 3;
+    QCOMPARE(load_pt_data(cfg, tok(), no_cache()).eval.size(), std::size_t(3));
+    cfg.eval_dataset = {"pt_alpaca"};
+    QVERIFY(error_of([&] { load_pt_data(cfg, tok(), no_cache()); })
+                .contains("val_size and eval_dataset both set"));
+  }
+
+  // A row without an answer is a pt text; sft keeps refusing (alpaca) or skipping (sharegpt) it.
+  void ptNeedsNoAnswerSftStillDoes() {
+    const SftData alpaca = load_pt_data(pt_config({"pt_alpaca"}, 64, false), tok(), no_cache());
+    QCOMPARE(alpaca.train.size(), std::size_t(4));
+    auto text = [&](const std::string& t) {
+      const auto ids = tok().encode(t + "<|im_end|>");
+      return std::vector<int64_t>(ids.begin(), ids.end());
+    };
+    QVERIFY(alpaca.train[0].input_ids == text("Add the numbers.\n12 + 30"));
+    QVERIFY(alpaca.train[1].input_ids == text("What is 1+1?"));  // LF: the first history query
+    QVERIFY(alpaca.train[2].input_ids == text("Only an input here."));
+    QVERIFY(alpaca.train[3].input_ids == text("No answer at all."));
+    QVERIFY(error_of([&] { load_sft_data(config(kPt, {"pt_alpaca"}), tok(), no_cache()); })
+                .contains("pt_alpaca.jsonl:3): row 3 has no column 'output'"));
+
+    const SftData chat = load_pt_data(pt_config({"pt_chat"}, 64, false), tok(), no_cache());
+    QCOMPARE(chat.train.size(), std::size_t(4));
+    QVERIFY(chat.train[0].input_ids == text("First turn of a chat."));  // after the system message
+    QVERIFY(chat.train[1].input_ids == text("A lone user message."));
+    const SftData sft = load_sft_data(config(kPt, {"pt_chat"}), tok(), no_cache());
+    QCOMPARE(sft.train.size(), std::size_t(3));
+    QCOMPARE(sft.stats.skipped_invalid, int64_t(1));
+  }
+
+  void ptBadRows_data() {
+    QTest::addColumn<QByteArray>("content");
+    QTest::addColumn<QString>("entry");  // the dataset_info.json entry's other keys
+    QTest::addColumn<QString>("error");  // after "dataset 'd' (<dir>/data.jsonl:"
+    const QString text = R"(, "columns": {"prompt": "text"})";
+    const QString chat = R"(, "formatting": "sharegpt")";
+    QTest::newRow("no text column")
+        << QByteArray("{\"text\": \"a\"}\n\n{\"body\": \"b\"}\n") << text
+        << "3): row 2 has no column 'text' (columns mapping: prompt -> text; the row has: body)";
+    QTest::newRow("text not a string") << QByteArray("{\"text\": 5}\n") << text
+                                       << "1): row 1 column 'text' is a number, expected a string";
+    QTest::newRow("row not an object") << QByteArray("{\"text\": \"a\"}\n[1]\n") << text
+                                       << "2): row 2 is a array, expected a JSON object";
+    QTest::newRow("sharegpt messages not a list")
+        << QByteArray("{\"conversations\": \"hi\"}\n") << chat
+        << "1): row 1 column 'conversations' is a string, expected a list of messages";
+    QTest::newRow("sharegpt message without its text")
+        << QByteArray("{\"conversations\": [{\"from\": \"human\"}]}\n") << chat
+        << "1): row 1 message 1 has no 'value'";
+  }
+
+  void ptBadRows() {
+    QFETCH(QByteArray, content);
+    QFETCH(QString, entry);
+    QFETCH(QString, error);
+    QTemporaryDir dir;
+    const std::string root = temp_dataset(dir, "data.jsonl", content.toStdString(), entry.toStdString());
+    RunConfig cfg = pt_config({"d"}, 16, std::nullopt);
+    cfg.dataset_dir = root;
+    const QString got = error_of([&] { load_pt_data(cfg, tok(), no_cache()); });
+    const QString where = QString::fromStdString("dataset 'd' (" + root + "/data.jsonl:");
+    QVERIFY2(got.startsWith(where + error), qPrintable(got));
+    QVERIFY2(got.endsWith("(fix the row, or set skip_bad_rows to leave such rows out)"), qPrintable(got));
+  }
+
+  void ptFixtureErrors() {
+    QCOMPARE(error_of([&] { load_pt_data(pt_config({"pt_bad"}, 16, std::nullopt), tok(), no_cache()); }),
+             QString::fromStdString("dataset 'pt_bad' (" + kPt + "/pt_bad.jsonl:3): row 3 has no column "
+                                    "'text' (columns mapping: prompt -> text; the row has: content) (fix the "
+                                    "row, or set skip_bad_rows to leave such rows out)"));
+    DatasetOptions skip = no_cache();
+    skip.skip_bad_rows = true;
+    const SftData d = load_pt_data(pt_config({"pt_bad"}, 4, false), tok(), skip);
+    QCOMPARE(d.train.size(), std::size_t(2));
+    QCOMPARE(d.stats.skipped_bad_rows, int64_t(1));
+    const RunConfig ranking = pt_config({"pt_texts", "pt_ranking"}, 16, std::nullopt);
+    QCOMPARE(error_of([&] { load_pt_data(ranking, tok(), no_cache()); }),
+             QString("dataset 'pt_ranking' holds preference pairs (\"ranking\": true); stage pt needs plain "
+                     "texts (a prompt column, e.g. \"columns\": {\"prompt\": \"text\"})"));
+    const RunConfig long_blocks = pt_config({"pt_chat"}, 4096, std::nullopt);
+    const QString few = error_of([&] { load_pt_data(long_blocks, tok(), no_cache()); });
+    QVERIFY2(few.startsWith("dataset 'pt_chat' gave no training blocks: its 4 texts hold ") &&
+                 few.contains("Cannot find sufficient samples"),
+             qPrintable(few));
+    RunConfig sft = pt_config({"pt_texts"}, 16, std::nullopt);
+    sft.stage = Stage::Sft;
+    QVERIFY(error_of([&] { load_pt_data(sft, tok(), no_cache()); }).contains("this config's stage is sft"));
+  }
+
+  // pt's cache files sit beside sft's for the same dataset; every setting that changes a text's
+  // tokens misses, while preprocessing_batch_size, applied after the cache, re-cuts the blocks.
+  void ptCacheApartFromSft() {
+    QTemporaryDir dir;
+    std::string rows;
+    for (int i = 0; i < 30; ++i) rows += row_json("Reverse " + std::to_string(i), "done") + "\n";
+    const std::string root = temp_dataset(dir, "data.jsonl", rows);
+    DatasetOptions opt;  // default cache folder: <dataset_dir>/.studio_cache
+    const RunConfig sft = config(root, {"d"}, 64);
+    QCOMPARE(load_sft_data(sft, tok(), opt).stats.datasets_from_cache, int64_t(0));
+    RunConfig pt = pt_config({"d"}, 8, std::nullopt);
+    pt.dataset_dir = root;
+    const SftData first = load_pt_data(pt, tok(), opt);
+    QCOMPARE(first.stats.datasets_from_cache, int64_t(0));
+    const QDir cache(QString::fromStdString(root + "/.studio_cache"));
+    QCOMPARE(cache.entryList({"d.pt.*.bin"}).size(), 1);
+    QCOMPARE(cache.entryList({"d.sft.*.bin"}).size(), 1);
+    const SftData second = load_pt_data(pt, tok(), opt);
+    QCOMPARE(second.stats.datasets_from_cache, int64_t(1));
+    QCOMPARE(second.train.size(), first.train.size());
+    for (std::size_t i = 0; i < first.train.size(); ++i) {
+      QVERIFY(second.train[i].input_ids == first.train[i].input_ids);
+      QVERIFY(second.train[i].labels == first.train[i].labels);
+    }
+    QCOMPARE(second.stats.tokens, first.stats.tokens);
+    QVERIFY(second.stats.lengths.counts == first.stats.lengths.counts);
+    QCOMPARE(load_sft_data(sft, tok(), opt).stats.datasets_from_cache, int64_t(1));
+
+    pt.preprocessing_batch_size = 3;
+    const SftData rebatched = load_pt_data(pt, tok(), opt);
+    QCOMPARE(rebatched.stats.datasets_from_cache, int64_t(1));
+    const SftData fresh = load_pt_data(pt, tok(), no_cache());
+    QVERIFY(rebatched.train.size() < first.train.size());  // each batch of 3 drops its remainder
+    QCOMPARE(rebatched.train.size(), fresh.train.size());
+    for (std::size_t i = 0; i < fresh.train.size(); ++i)
+      QVERIFY(rebatched.train[i].input_ids == fresh.train[i].input_ids);
+
+    pt.packing = true;  // written: blocks of cutoff_len - 1 from the same texts
+    pt.source.key_pos["packing"] = {};
+    const SftData written = load_pt_data(pt, tok(), opt);
+    QCOMPARE(written.stats.datasets_from_cache, int64_t(1));
+    QCOMPARE(written.train.front().input_ids.size(), std::size_t(7));
+    pt.packing = false;
+    const SftData unpacked = load_pt_data(pt, tok(), opt);
+    QCOMPARE(unpacked.stats.datasets_from_cache, int64_t(0));
+    QCOMPARE(load_pt_data(pt, tok(), opt).stats.datasets_from_cache, int64_t(1));
+    pt.template_name = "llama3";  // another eos
+    const SftData llama3 = load_pt_data(pt, tok(), opt);
+    QCOMPARE(llama3.stats.datasets_from_cache, int64_t(0));
+    QVERIFY(llama3.train[0].input_ids != unpacked.train[0].input_ids);
+    QCOMPARE(load_sft_data(sft, tok(), opt).stats.datasets_from_cache, int64_t(1));
+  }
+
+  void ptDeterministicAcrossWorkers() {
+    RunConfig cfg = pt_config({"demo_pt"}, 64, std::nullopt);
+    cfg.dataset_dir = kDemo;
+    cfg.preprocessing_batch_size = 37;
+    DatasetOptions one = no_cache();
+    one.num_workers = 1;
+    one.batch_rows = 7;
+    DatasetOptions four = no_cache();
+    four.num_workers = 4;
+    const SftData a = load_pt_data(cfg, tok(), one);
+    const SftData b = load_pt_data(cfg, tok(), four);
+    QVERIFY(a.train.size() > 100);
+    QCOMPARE(a.train.size(), b.train.size());
+    for (std::size_t i = 0; i < a.train.size(); ++i) QVERIFY(a.train[i].input_ids == b.train[i].input_ids);
+  }
+
+  void ptPreviewLearnsEveryToken() {
+    const RunConfig packed = pt_config({"pt_texts"}, 16, std::nullopt);
+    const PreviewReport r = preview(packed, tok(), 2, no_cache());
+    QCOMPARE(r.stage, Stage::Pt);
+    QCOMPARE(r.samples.size(), std::size_t(2));
+    QCOMPARE(r.train_samples, int64_t(load_pt_data(packed, tok(), no_cache()).train.size()));
+    const PreviewSequence& s = r.samples[0].sequence;
+    QCOMPARE(s.spans.size(), std::size_t(1));
+    QVERIFY(s.spans[0].learned);
+    QCOMPARE(s.tokens, int64_t(16));
+    QCOMPARE(s.learned_tokens, int64_t(16));
+    QVERIFY(QString::fromStdString(s.spans[0].text).startsWith("The quick brown fox"));
+    QCOMPARE(r.samples[0].row, int64_t(1));
+    QVERIFY(!r.samples[0].truncated);
+    const QString text = QString::fromStdString(format_preview_text(r));
+    QVERIFY2(text.startsWith("no template, stage pt, cutoff_len 16\nEvery token is learned; the texts are "
+                             "concatenated and cut into blocks of 16 tokens.\n") &&
+                 text.contains("--- block 1 (from pt_texts row 1): 16 tokens, 16 learned\n") &&
+                 text.contains(QString("\n%1 training blocks; ").arg(r.train_samples)) &&
+                 text.contains("Text lengths (cutoff_len 16; packed, none truncated):") &&
+                 !text.contains("[[") && !text.contains("(truncated)"),
+             qPrintable(text));
+
+    const PreviewReport unpacked = preview(pt_config({"pt_texts"}, 16, false), tok(), 14, no_cache());
+    QCOMPARE(unpacked.samples.size(), std::size_t(14));
+    QCOMPARE(unpacked.samples[7].row, int64_t(8));  // the long text
+    QVERIFY(unpacked.samples[7].truncated);
+    QVERIFY(unpacked.samples[7].full_length > 16);
+    QCOMPARE(unpacked.samples[7].sequence.learned_tokens, int64_t(16));
+    const QString unpacked_text = QString::fromStdString(format_preview_text(unpacked));
+    QVERIFY2(unpacked_text.contains("\nEvery token is learned.\n") &&
+                 unpacked_text.contains("--- pt_texts row 8: 16 tokens, 16 learned, truncated from ") &&
+                 unpacked_text.contains("14 training samples; ") &&
+                 unpacked_text.contains("Lengths before truncation (cutoff_len 16):") &&
+                 unpacked_text.contains("(truncated)"),
+             qPrintable(unpacked_text));
   }
 };
 

@@ -72,6 +72,8 @@ import sys
 import tempfile
 import warnings
 
+from reference_main import Failure, run
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -85,8 +87,6 @@ METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/
            "logps/rejected")
 
 
-class Failure(Exception):
-    pass
 
 
 def parse(request):
@@ -277,16 +277,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Failure as e:
-        print(f"trl_dpo.py: {e}", file=sys.stderr)
-        sys.exit(1)
-    except (ValueError, NotImplementedError) as e:  # TRL's own checks, e.g. an unknown loss type
-        print(f"trl_dpo.py: {type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
-    except Exception as e:  # anything else: the traceback too, and still exit 1
-        import traceback
-        traceback.print_exc()
-        print(f"trl_dpo.py: {type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
+    run(main, "trl_dpo.py")

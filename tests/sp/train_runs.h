@@ -124,6 +124,24 @@ inline std::vector<QJsonObject> events(const QString& dir) {
   return out;
 }
 
+// The SP keys of a run over `nproc` processes with SP size `sp` in `mode` (usp: Ulysses degree
+// 2), and the per-rank batch that keeps a single-process reference's 2 rows per micro-batch.
+inline QStringList sp_keys(const QString& mode, int nproc, int sp) {
+  return {QStringLiteral("sequence_parallel_size: %1").arg(sp), "sequence_parallel_mode: " + mode,
+          QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1),
+          QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1),
+          QStringLiteral("per_device_train_batch_size: %1").arg(2 / (nproc / sp))};
+}
+
+// The loss of every step event of a run folder, in order (NaN where it is null: a diverged step).
+inline std::vector<double> step_losses(const QString& dir) {
+  std::vector<double> losses;
+  for (const auto& e : events(dir))
+    if (e["event"].toString() == "step")
+      losses.push_back(e["loss"].isNull() ? std::nan("") : e["loss"].toDouble());
+  return losses;
+}
+
 // max |a - b| / max |a| over the whole parameter vector of two saved models (the relative error
 // in the infinity norm); infinite when b lacks a tensor of a.
 inline double max_relative_param_error(const QString& a_dir, const QString& b_dir) {

@@ -21,18 +21,13 @@ namespace {
 const QString kExe = QStringLiteral(STUDIO_TRAIN_EXE);
 const QString kSource = QStringLiteral(STUDIO_SOURCE_DIR);
 using train_runs::events;
+using train_runs::step_losses;
+using train_runs::sp_keys;
 using train_runs::max_relative_param_error;
 using train_runs::Run;
 using train_runs::run;
 using train_runs::read_json;
 
-std::vector<double> step_losses(const QString& dir) {
-  std::vector<double> losses;
-  for (const auto& e : events(dir))
-    if (e["event"].toString() == "step")
-      losses.push_back(e["loss"].isNull() ? std::nan("") : e["loss"].toDouble());
-  return losses;
-}
 
 // (step, loss) of every event of `kind` ("step" or "eval").
 std::vector<std::pair<int, double>> losses_by_step(const QString& dir, const QString& kind) {
@@ -182,16 +177,6 @@ class TestSpEquivalence : public QObject {
       QTest::qWait(100);
     }
     return true;
-  }
-
-  // The SP keys of a run over `nproc` processes with SP size `sp` in `mode` (usp: Ulysses degree
-  // 2), and the per-rank batch that keeps the reference's global batch (2 per micro-batch).
-  static QStringList sp_keys(const QString& mode, int nproc, int sp) {
-    return {QStringLiteral("sequence_parallel_size: %1").arg(sp),
-            "sequence_parallel_mode: " + mode,
-            QStringLiteral("sequence_parallel_ulysses_degree: %1").arg(mode == "usp" ? 2 : 1),
-            QStringLiteral("sequence_parallel_ring_degree: %1").arg(mode == "usp" ? sp / 2 : 1),
-            QStringLiteral("per_device_train_batch_size: %1").arg(2 / (nproc / sp))};
   }
 
   // The single-process run the SP runs are compared with (`extra`: keys that change the

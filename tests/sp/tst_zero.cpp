@@ -265,6 +265,14 @@ class TestZero : public QObject {
         << QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"} << 4;
     QTest::newRow("stage 3 dpo (sharded reference)")
         << QStringList{"zero_stage: 3", "stage: dpo", "dataset: demo_dpo"} << 4;
+    // orpo and simpo build no reference: 16/N B/param as SFT; kto_pair's is sharded like DPO's.
+    QTest::newRow("stage 3 dpo orpo (no reference)")
+        << QStringList{"zero_stage: 3", "stage: dpo", "dataset: demo_dpo", "pref_loss: orpo"} << 4;
+    QTest::newRow("stage 1 dpo simpo (no reference)")
+        << QStringList{"zero_stage: 1", "stage: dpo", "dataset: demo_dpo", "pref_loss: simpo"} << 2;
+    QTest::newRow("stage 3 dpo kto_pair (sharded reference)")
+        << QStringList{"zero_stage: 3", "stage: dpo", "dataset: demo_dpo", "pref_loss: kto_pair"} << 4;
+    QTest::newRow("stage 3 pt") << QStringList{"zero_stage: 3", "stage: pt", "dataset: demo_pt"} << 4;
     QTest::newRow("stage 3 ASFT (sharded reference)")
         << QStringList{"zero_stage: 3", "use_asft_loss: true"} << 4;
     QTest::newRow("stage 1 ASFT (whole reference)")
@@ -300,8 +308,10 @@ class TestZero : public QObject {
       QVERIFY2(std::abs(measured - expected_mib) <= 0.05 * expected_mib,
                qPrintable(QString("rank %1: measured %2 MiB, estimated %3 MiB")
                               .arg(o["rank"].toInt()).arg(measured).arg(expected_mib)));
-      if (keys.contains("zero_stage: 3") && !keys.contains("stage: dpo") &&
-          !keys.contains("use_asft_loss: true")) {
+      const bool reference = (keys.contains("stage: dpo") && !keys.contains("pref_loss: orpo") &&
+                              !keys.contains("pref_loss: simpo")) ||
+                             keys.contains("use_asft_loss: true");
+      if (keys.contains("zero_stage: 3") && !reference) {
         const double ideal = 16.0 * params / nproc / (1024.0 * 1024.0);
         QVERIFY2(std::abs(measured - ideal) <= 0.02 * ideal,
                  qPrintable(QString("rank %1: %2 MiB, 16/N B/param is %3 MiB")

@@ -26,37 +26,45 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
                  {QStringLiteral("stage"), QStringLiteral("dataset"), QStringLiteral("do_train"),
                   QStringLiteral("finetuning_type"), QStringLiteral("pref_beta"),
                   QStringLiteral("pref_loss"), QStringLiteral("pref_ftx"),
-                  QStringLiteral("dpo_label_smoothing"), QStringLiteral("ref_model"),
-                  QStringLiteral("precompute_ref_logps")},
+                  QStringLiteral("simpo_gamma"), QStringLiteral("dpo_label_smoothing"),
+                  QStringLiteral("ref_model"), QStringLiteral("precompute_ref_logps"),
+                  QStringLiteral("neat_packing"), QStringLiteral("train_on_prompt"),
+                  QStringLiteral("mask_history")},
                  parent),
       stage_(bindings()->choice("stage", &RunConfig::stage,
-                                {studio::Stage::Sft, studio::Stage::Dpo})),
+                                {studio::Stage::Sft, studio::Stage::Dpo, studio::Stage::Pt})),
       loss_(bindings()->choice("pref_loss", &RunConfig::pref_loss,
                                {studio::PrefLoss::Sigmoid, studio::PrefLoss::Ipo,
-                                studio::PrefLoss::Hinge})),
+                                studio::PrefLoss::Hinge, studio::PrefLoss::Orpo,
+                                studio::PrefLoss::Simpo, studio::PrefLoss::KtoPair})),
       smoothing_(bindings()->real("dpo_label_smoothing", &RunConfig::dpo_label_smoothing, 0, 1, 3)),
+      gamma_(bindings()->real("simpo_gamma", &RunConfig::simpo_gamma, 0, 100, 3)),
       reference_(bindings()->optionalText("ref_model", &RunConfig::ref_model)),
+      browse_(new QPushButton(tr("B&rowse..."))),
       dpo_(new QGroupBox(tr("DPO"))) {
   setTitle(tr("Method"));
-  setSubTitle(tr("Supervised fine-tuning on instruction data, or direct preference optimisation "
-                 "on chosen/rejected pairs. Full-parameter training."));
+  setSubTitle(tr("Supervised fine-tuning on instruction data, preference optimisation on "
+                 "chosen/rejected pairs (DPO and its losses; orpo and simpo need no reference "
+                 "model), or continued pre-training on plain texts (pt, every token learned, "
+                 "packed into cutoff_len blocks). Full-parameter training."));
   FieldBindings* b = bindings();
   reference_->setPlaceholderText(tr("none: a frozen copy of the initial model"));
-  auto* browse = new QPushButton(tr("B&rowse..."));
   auto* refRow = new QHBoxLayout;
   refRow->addWidget(reference_, 1);
-  refRow->addWidget(browse);
+  refRow->addWidget(browse_);
 
   auto* dpoForm = new QFormLayout(dpo_);
   dpoForm->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
   dpoForm->addRow(tr("pref_beta:"), b->real("pref_beta", &RunConfig::pref_beta, 0, 100, 3));
   dpoForm->addRow(tr("pref_loss:"), loss_);
   dpoForm->addRow(tr("pref_ftx:"), b->real("pref_ftx", &RunConfig::pref_ftx, 0, 100, 3));
+  dpoForm->addRow(tr("simpo_gamma:"), gamma_);
   dpoForm->addRow(tr("dpo_label_smoothing:"), smoothing_);
   dpoForm->addRow(tr("ref_model:"), refRow);
-  dpoForm->addRow(b->flag("precompute_ref_logps", &RunConfig::precompute_ref_logps,
-                          tr("precompute_ref_logps: reference log-probs in one pass before "
-                             "training (no reference model in GPU memory)")));
+  precompute_ = b->flag("precompute_ref_logps", &RunConfig::precompute_ref_logps,
+                        tr("precompute_ref_logps: reference log-probs in one pass before "
+                           "training (no reference model in GPU memory)"));
+  dpoForm->addRow(precompute_);
 
   auto* form = new QFormLayout;
   form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
@@ -67,7 +75,7 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
   layout->addWidget(messagesWidget());
   layout->addStretch(1);
 
-  connect(browse, &QPushButton::clicked, this, &MethodPage::browseReference);
+  connect(browse_, &QPushButton::clicked, this, &MethodPage::browseReference);
   connect(draft, &RunDraft::changed, this, &MethodPage::updateEnabled);
   updateEnabled();
   refresh();
@@ -77,6 +85,12 @@ void MethodPage::updateEnabled() {
   const RunConfig& c = draft()->config();
   dpo_->setEnabled(c.stage == studio::Stage::Dpo);
   smoothing_->setEnabled(c.pref_loss == studio::PrefLoss::Sigmoid);
+  gamma_->setEnabled(c.pref_loss == studio::PrefLoss::Simpo);
+  // orpo and simpo build no reference model.
+  const bool reference = c.uses_reference();
+  reference_->setEnabled(reference);
+  browse_->setEnabled(reference);
+  precompute_->setEnabled(reference);
 }
 
 void MethodPage::browseReference() {

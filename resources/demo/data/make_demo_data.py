@@ -14,7 +14,10 @@ Outputs (rerun to regenerate; the files are committed):
   demo_sft_sharegpt.jsonl   sharegpt from/value conversations, 1-2 turns    (demo_sft_sharegpt)
   demo_dpo.jsonl            alpaca preference pairs: chosen right, rejected
                             a plausible wrong answer                        (demo_dpo)
-  dataset_info.json         the three entries
+  demo_pt.jsonl             plain texts for stage pt (LLaMA-Factory's pre-training form,
+                            "columns": {"prompt": "text"}): each a few worked examples
+                            written as prose                                (demo_pt)
+  dataset_info.json         the four entries
 """
 import json
 import os
@@ -24,6 +27,7 @@ SEED = 20240611
 SFT_ROWS = 2000
 SHAREGPT_ROWS = 1000
 DPO_ROWS = 1000
+PT_ROWS = 400
 
 WORDS = """
 able acid aged also area army away baby back ball band bank base bath bear beat bell belt bird
@@ -108,9 +112,20 @@ def main():
         task, arg, right, wrong = make_example(rng)
         dpo.append({"instruction": TASKS[task], "input": arg, "chosen": right, "rejected": wrong})
 
+    # Its own generator, so that adding it left the other files as they were.
+    pt_rng = random.Random(SEED + 1)
+    pt = []
+    for _ in range(PT_ROWS):
+        sentences = []
+        for _ in range(pt_rng.randint(2, 6)):
+            task, arg, right, _ = make_example(pt_rng)
+            sentences.append(f"{TASKS[task][:-1]}: {arg} gives {right}.")
+        pt.append({"text": " ".join(sentences)})
+
     write_json_array(os.path.join(here, "demo_sft.json"), sft)
     write_jsonl(os.path.join(here, "demo_sft_sharegpt.jsonl"), sharegpt)
     write_jsonl(os.path.join(here, "demo_dpo.jsonl"), dpo)
+    write_jsonl(os.path.join(here, "demo_pt.jsonl"), pt)
     info = {
         "demo_sft": {"file_name": "demo_sft.json"},
         "demo_sft_sharegpt": {
@@ -124,6 +139,7 @@ def main():
             "ranking": True,
             "columns": {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"},
         },
+        "demo_pt": {"file_name": "demo_pt.jsonl", "columns": {"prompt": "text"}},
     }
     with open(os.path.join(here, "dataset_info.json"), "w", encoding="utf-8", newline="\n") as f:
         json.dump(info, f, indent=2)

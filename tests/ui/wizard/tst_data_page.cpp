@@ -105,7 +105,7 @@ void TestDataPage::datasetList() {
   QAbstractItemModelTester tester(page.datasetModel(),
                                   QAbstractItemModelTester::FailureReportingMode::QtTest);
   draft.load(wizard_test::demoRun(), QDir::tempPath());
-  QTRY_COMPARE(page.datasetModel()->rowCount(), 3);
+  QTRY_COMPARE(page.datasetModel()->rowCount(), 4);  // demo_sft, demo_sft_sharegpt, demo_dpo, demo_pt
   QCOMPARE(checkedNames(page.datasetModel()), QStringList{"demo_sft"});
   // Configured names first, then the file's others; preference data says so.
   QCOMPARE(page.datasetModel()->item(0)->text(), QStringLiteral("demo_sft  (demo_sft.json)"));

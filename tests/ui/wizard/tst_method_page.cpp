@@ -44,6 +44,13 @@ void TestMethodPage::validation_data() {
   QTest::newRow("missing reference model")
       << dpoData << "stage=dpo;ref_model=/nonexistent/ref" << true
       << "ref_model: no such folder: /nonexistent/ref";
+  QTest::newRow("pt on plain texts") << QStringList{"dataset=demo_pt"} << "stage=pt" << true << "";
+  QTest::newRow("pt on preference pairs") << dpoData << "stage=pt" << false
+                                          << "dataset: 'demo_dpo' is a preference dataset";
+  QTest::newRow("orpo") << dpoData << "stage=dpo;pref_loss=orpo;pref_beta=0.2" << true << "";
+  QTest::newRow("simpo with gamma") << dpoData << "stage=dpo;pref_loss=simpo;simpo_gamma=1.2" << true
+                                    << "";
+  QTest::newRow("kto_pair") << dpoData << "stage=dpo;pref_loss=kto_pair" << true << "";
   QTest::newRow("dpo keys in an sft run") << QStringList{"pref_beta=0.3"} << "" << true
                                           << "pref_beta: only used with stage: dpo; ignored";
 }
@@ -72,6 +79,21 @@ void TestMethodPage::dpoSettingsFollowTheStage() {
   QVERIFY(smoothing->isEnabled());
   QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("ipo")));
   QVERIFY(!smoothing->isEnabled());  // sigmoid only
+  // simpo_gamma only for simpo; orpo and simpo build no reference, so its settings are off.
+  QWidget* gamma = page.findChild<QWidget*>(QStringLiteral("simpo_gamma"));
+  QWidget* reference = page.findChild<QWidget*>(QStringLiteral("ref_model"));
+  QWidget* precompute = page.findChild<QWidget*>(QStringLiteral("precompute_ref_logps"));
+  QVERIFY(gamma && reference && precompute);
+  QVERIFY(!gamma->isEnabled());
+  QVERIFY(reference->isEnabled() && precompute->isEnabled());
+  QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("simpo")));
+  QVERIFY(gamma->isEnabled());
+  QVERIFY(!reference->isEnabled() && !precompute->isEnabled());
+  QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("orpo")));
+  QVERIFY(!gamma->isEnabled() && !reference->isEnabled());
+  QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("kto_pair")));
+  QVERIFY(reference->isEnabled() && precompute->isEnabled());
+  QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("ipo")));
   // The default pref_beta shown is RunConfig{}'s.
   auto* beta = page.findChild<QDoubleSpinBox*>(QStringLiteral("pref_beta"));
   QCOMPARE(beta->value(), studio::RunConfig{}.pref_beta);

@@ -12,11 +12,11 @@
 
 namespace studio {
 
-enum class Stage { Sft, Dpo };
+enum class Stage { Sft, Dpo, Pt };
 enum class FinetuningType { Full };
 enum class LrScheduler { Linear, Cosine, Constant, ConstantWithWarmup, CosineWithMinLr };
 enum class FlashAttn { Auto, Fa2, Sdpa, Disabled };
-enum class PrefLoss { Sigmoid, Ipo, Hinge };
+enum class PrefLoss { Sigmoid, Ipo, Hinge, Orpo, Simpo, KtoPair };
 enum class EvalStrategy { No, Steps, Epoch };
 enum class SpMode { ZigzagRing, Ulysses, Usp };
 // How training samples form micro-batches (LLaMA-Factory v1's batching_strategy): Normal and
@@ -92,7 +92,7 @@ struct RunConfig {
   std::optional<std::string> cache_dir;
 
   // --- method -------------------------------------------------------------------------------
-  Stage stage = Stage::Sft;                    // sft | dpo
+  Stage stage = Stage::Sft;                    // sft | dpo | pt
   bool do_train = true;                        // false: nothing to train
   FinetuningType finetuning_type = FinetuningType::Full;  // full-parameter training only
   std::optional<std::string> deepspeed;        // DeepSpeed JSON: its ZeRO stage and offload flags
@@ -102,7 +102,8 @@ struct RunConfig {
   bool offload_optimizer = false;
   bool offload_param = false;
   double pref_beta = 0.1;                      // DPO beta
-  PrefLoss pref_loss = PrefLoss::Sigmoid;      // sigmoid | ipo | hinge
+  PrefLoss pref_loss = PrefLoss::Sigmoid;      // sigmoid | ipo | hinge | orpo | simpo | kto_pair
+  double simpo_gamma = 0.5;                    // SimPO's target reward margin (pref_loss simpo)
   double pref_ftx = 0.0;                       // weight of the SFT term mixed into DPO
   double dpo_label_smoothing = 0.0;            // conservative DPO (sigmoid loss only)
   bool precompute_ref_logps = false;           // reference log-probs in one pass before training
@@ -126,6 +127,10 @@ struct RunConfig {
   }
   bool overwrite_cache = false;                // re-tokenize instead of using the cache
   std::optional<int64_t> preprocessing_num_workers;  // tokenizer workers
+  // Rows per preprocessing batch (LLaMA-Factory's preprocessing_batch_size): stage pt with
+  // packing concatenates each batch's texts and cuts them into cutoff_len blocks on its own,
+  // dropping each batch's remainder, as LLaMA-Factory's batched map does.
+  int64_t preprocessing_batch_size = 1000;
   std::optional<int64_t> dataloader_num_workers;     // accepted; loading is in-process
 
   // --- output -------------------------------------------------------------------------------
@@ -209,6 +214,18 @@ struct RunConfig {
   ConfigSource source;                         // where the keys came from
 
   bool evaluates() const { return eval_strategy != EvalStrategy::No; }
+  // Stage pt's texts concatenated and cut into cutoff_len blocks: LLaMA-Factory packs pre-training
+  // data unless the file sets packing (or neat_packing, which implies it).
+  bool pt_packs() const {
+    return stage == Stage::Pt &&
+           (packing || neat_packing || (!source.has("packing") && !source.has("neat_packing")));
+  }
+  // Whether a run holds a reference model (or its precomputed log-probs): stage dpo except for
+  // the reference-free losses orpo and simpo (LLaMA-Factory's use_ref_model), and use_asft_loss.
+  bool uses_reference() const {
+    return (stage == Stage::Dpo && pref_loss != PrefLoss::Orpo && pref_loss != PrefLoss::Simpo) ||
+           (stage == Stage::Sft && use_asft_loss);
+  }
   bool is_v1() const { return source.form == ConfigForm::LlamaFactoryV1; }
 };
 

@@ -1,9 +1,9 @@
 #pragma once
 // Training data from a run config: the datasets named by `dataset` (and `eval_dataset`) in
 // <dataset_dir>/dataset_info.json, or by a LLaMA-Factory v1 config's dataset YAML (its
-// train_dataset), read as LLaMA-Factory reads them, rendered with the chat
-// template, tokenized on several threads in a deterministic order, truncated to cutoff_len, and
-// cached. See docs/datasets.md.
+// train_dataset), read as LLaMA-Factory reads them, rendered with the chat template (stage pt:
+// plain texts), tokenized on several threads in a deterministic order, truncated to cutoff_len
+// (stage pt: or packed), and cached. See docs/datasets.md.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -72,5 +72,22 @@ SftData load_sft_data(const RunConfig& cfg, const Tokenizer& tokenizer,
                       const DatasetOptions& options = {});
 PairData load_pair_data(const RunConfig& cfg, const Tokenizer& tokenizer,
                         const DatasetOptions& options = {});
+
+// Stage pt (cfg.stage must be pt), as LLaMA-Factory's PretrainDatasetProcessor builds it: each
+// row's text (its first prompt message; no answer needed, no chat template) + the eos text
+// (the literal <|end_of_text|> for template llama3, else the tokenizer's eos, or a replace_eos
+// template's), tokenized without special tokens. cfg.pt_packs(): the merged rows of `dataset`
+// (and separately of `eval_dataset`), in batches of preprocessing_batch_size rows (within
+// preprocessing_num_workers contiguous shards, as datasets' map), are concatenated per batch and
+// cut into blocks of exactly cutoff_len tokens (cutoff_len - 1 when the config writes packing:
+// true, as LLaMA-Factory's DataArguments), each batch's remainder dropped; a tokenizer with
+// add_bos_token has its bos written over each block's first token. Otherwise each text, with
+// the bos text in front when add_bos_token, is one sample truncated to cutoff_len. Every label
+// is set; no segment_lengths. max_samples caps the rows of each dataset; val_size splits the
+// blocks. stats: samples = sequences, lengths = the texts' untruncated lengths, truncated =
+// texts cut (0 when packing). Throws as load_sft_data, and DatasetError for ranking datasets or
+// too few tokens for one block.
+SftData load_pt_data(const RunConfig& cfg, const Tokenizer& tokenizer,
+                     const DatasetOptions& options = {});
 
 }  // namespace studio::data

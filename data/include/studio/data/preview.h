@@ -25,10 +25,10 @@ struct PreviewSequence {
 
 struct PreviewSample {
   std::string dataset;        // its name in dataset_info.json
-  int64_t row = 0;            // 1-based row in the dataset's file(s)
+  int64_t row = 0;            // 1-based row in its file(s); a pt block: that of its first token
   int64_t full_length = 0;    // tokens before truncation
   bool truncated = false;     // full_length > cutoff_len
-  PreviewSequence sequence;   // SFT
+  PreviewSequence sequence;   // SFT, pt
   PreviewSequence chosen;     // DPO
   PreviewSequence rejected;   // DPO
 };
@@ -37,6 +37,7 @@ struct PreviewReport {
   std::string template_name;
   Stage stage = Stage::Sft;
   int64_t cutoff_len = 0;
+  int64_t block_len = 0;      // stage pt packing: the samples are blocks of this many tokens
   int64_t train_samples = 0;  // before a val_size split
   int64_t eval_samples = 0;   // eval_dataset samples
   DataStats stats;            // all of them (lengths: untruncated)
@@ -44,7 +45,8 @@ struct PreviewReport {
 };
 
 // Loads the data as training will (through the cache) and decodes the first n samples.
-// Throws what load_sft_data / load_pair_data throw.
+// Stage pt: the first sequences as training sees them (cutoff_len blocks when packing), every
+// token learned. Throws what load_sft_data / load_pair_data / load_pt_data throw.
 PreviewReport preview(const RunConfig& cfg, const Tokenizer& tokenizer, int n,
                       const DatasetOptions& options = {});
 

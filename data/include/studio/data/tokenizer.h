@@ -67,6 +67,9 @@ class Tokenizer {
   std::optional<int32_t> bos_id() const;
   std::optional<int32_t> eos_id() const;
   std::optional<int32_t> pad_id() const;
+  // tokenizer_config.json's add_bos_token (false when it does not set it, or names no bos token):
+  // transformers' `tokenizer.add_bos_token`, which LLaMA-Factory's pre-training data reads.
+  bool add_bos_token() const;
 
   // The tokenizer.json this was loaded from (the `origin` of from_json).
   const std::string& source() const;

@@ -1,11 +1,15 @@
 #pragma once
-// Page 3: the training method. SFT, or DPO with its settings: pref_beta, pref_loss (sigmoid, ipo,
-// hinge), pref_ftx, dpo_label_smoothing (sigmoid only), an optional reference model folder and
-// precompute_ref_logps. The DPO settings are enabled only for stage dpo.
+// Page 3: the training method. SFT, pt (continued pre-training), or DPO with its settings:
+// pref_beta, pref_loss (sigmoid, ipo, hinge, orpo, simpo, kto_pair), pref_ftx, simpo_gamma (simpo
+// only), dpo_label_smoothing (sigmoid only), an optional reference model folder and
+// precompute_ref_logps (not for orpo and simpo, which build no reference). The DPO settings are
+// enabled only for stage dpo.
 #include "studio/ui/wizard/wizard_page.h"
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QPushButton;
 class QGroupBox;
 class QLineEdit;
 
@@ -27,7 +31,10 @@ class MethodPage : public WizardPage {
   QComboBox* stage_;
   QComboBox* loss_;
   QDoubleSpinBox* smoothing_;
+  QDoubleSpinBox* gamma_;
   QLineEdit* reference_;
+  QPushButton* browse_;
+  QCheckBox* precompute_ = nullptr;
   QGroupBox* dpo_;
 };
 
