@@ -1,4 +1,5 @@
 #include "studio/runs/events.h"
+#include "studio/runs/run_folder.h"
 
 #include <algorithm>
 #include <cctype>
@@ -124,27 +125,6 @@ LineFormat line_format_of(const std::string& path) {
 }
 
 namespace {
-
-// "checkpoint-N" -> N; nullopt for any other name.
-std::optional<std::int64_t> checkpoint_number(const std::string& name) {
-  constexpr std::string_view kPrefix = "checkpoint-";
-  if (name.size() <= kPrefix.size() || name.compare(0, kPrefix.size(), kPrefix) != 0)
-    return std::nullopt;
-  std::int64_t n = 0;
-  for (std::size_t i = kPrefix.size(); i < name.size(); ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(name[i])) || n > (INT64_MAX - 9) / 10)
-      return std::nullopt;
-    n = n * 10 + (name[i] - '0');
-  }
-  return n;
-}
-
-std::string base_name(const std::string& path) {
-  std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  const auto slash = p.find_last_of('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
 
 std::string parent_of(const std::string& path) {
   const auto slash = path.find_last_of('/');

@@ -13,7 +13,10 @@
 //
 // The launcher (run_outcome.h) completes events.jsonl and status.json for a run whose rank 0
 // could not. No Qt, no Torch.
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "studio/runs/events.h"
 
@@ -35,6 +38,11 @@ inline constexpr int kRunFolderLiveSeconds = 15 * 60;
 
 // DIR/<name>.
 std::string run_file(const std::string& dir, const char* name);
+
+// "checkpoint-N", N digits only within int64's range -> N; nullopt for any other name.
+std::optional<std::int64_t> checkpoint_number(std::string_view name);
+// The last component of a path, trailing slashes left out ("a/b/" -> "b").
+std::string base_name(std::string path);
 
 // DIR/trainer_state.json or DIR/checkpoint-N/trainer_state.json exists, and DIR is not itself a
 // checkpoint-N folder (whose file belongs to the run above it).
