@@ -167,7 +167,7 @@ int cmd_train(const Argv& argv) {
   in.model_dir = cfg.model_name_or_path;
   in.model = *info;
   size_t n_train = 0, n_eval = 0;
-  if (cfg.stage == Stage::Dpo) {
+  if (cfg.pairwise()) {
     auto pairs = data::load_pair_data(cfg, tokenizer, dopt);
     in.train_pairs = std::move(pairs.train);
     in.eval_pairs = std::move(pairs.eval);
@@ -210,7 +210,7 @@ int cmd_train(const Argv& argv) {
           : std::string();
   if (rank0)
     std::cerr << "studio-train: " << n_train
-              << (cfg.stage == Stage::Dpo                    ? " training pairs, "
+              << (cfg.pairwise()                    ? " training pairs, "
                   : !blocks.empty()                 ? blocks.c_str()
                   : cfg.packing || cfg.neat_packing ? " packed training sequences, "
                                                     : " training samples, ")

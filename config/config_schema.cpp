@@ -329,8 +329,8 @@ const std::vector<FieldSpec>& config_fields() {
               "HF_HOME/hub, ~/.cache/huggingface/hub)"),
         // method
         field("stage", "method", &R::stage,
-              "training stage: pt (continued pre-training on plain texts), sft, or dpo "
-              "(docs/STAGES.md)"),
+              "training stage: pt (continued pre-training on plain texts), sft, dpo, or rm "
+              "(a reward model trained on preference pairs) (docs/STAGES.md)"),
         field("do_train", "method", &R::do_train, "train (false leaves nothing to do)"),
         field("finetuning_type", "method", &R::finetuning_type, "which weights are trained"),
         field("deepspeed", "method", &R::deepspeed,

@@ -76,8 +76,11 @@ class Estimator {
     vocab_ = double(m.vocab_size);
     layers_ = double(m.num_layers);
     params_ = double(m.parameter_count());
+    // Stage rm: the value head (v_head.summary: hidden weights and a bias), trained with the rest.
+    if (cfg.stage == Stage::Rm) params_ += h_ + 1;
     embed_params_ = vocab_ * h_;
-    const double embeddings = embed_params_ * (m.tie_word_embeddings ? 1 : 2);
+    const double embeddings =
+        embed_params_ * (m.tie_word_embeddings ? 1 : 2) + (cfg.stage == Stage::Rm ? h_ + 1 : 0);
     // The largest decoder layer (an MoE layer with all its experts, where there are any).
     for (int64_t i = 0; i < m.num_layers; ++i)
       layer_params_ = std::max(layer_params_, double(m.layer_parameter_count(i)));
@@ -231,7 +234,7 @@ class Estimator {
 
   void tokens() {
     const int64_t batch = std::max<int64_t>(1, cfg_.per_device_train_batch_size);
-    const int64_t rows = packed_micro_batches() ? 1 : batch * (cfg_.stage == Stage::Dpo ? 2 : 1);
+    const int64_t rows = packed_micro_batches() ? 1 : batch * (cfg_.pairwise() ? 2 : 1);
     const int64_t multiple = pad_multiple(sp_);
     const int64_t cutoff =
         std::max<int64_t>(1, cfg_.cutoff_len) * (packed_micro_batches() ? batch : 1);
@@ -247,7 +250,9 @@ class Estimator {
               std::to_string(multiple) + ", as the engine pads for sequence parallelism)";
     if (sp_.sp > 1) text += " / SP " + std::to_string(sp_.sp);
     text += " = " + grouped(double(tokens_)) + "; every row is taken as full-length";
-    if (cfg_.stage == Stage::Dpo) text += " (DPO: the chosen and rejected rows of each pair)";
+    if (cfg_.pairwise())
+      text += std::string(" (") + (cfg_.stage == Stage::Dpo ? "DPO" : "RM") +
+              ": the chosen and rejected rows of each pair)";
     if (cfg_.stage == Stage::Sft && cfg_.dynamic_batching())
       text += std::string(" (") + std::string(to_string(cfg_.batching_strategy)) +
               ": each micro-batch holds at most per_device_train_batch_size x cutoff_len = " +
@@ -425,6 +430,19 @@ class Estimator {
   void logits() {
     const double t = double(tokens_), e = p_.value;
     LongContextCosts& lc = est_.long_context;
+    if (cfg_.stage == Stage::Rm) {
+      // trainer/objective_rm.cpp: no LM head runs; the value head reads each sequence's last
+      // row. Its backward scatters that row's gradient into a zero tensor shaped like the final
+      // hidden states, which the last layer's backward then reads.
+      lc.loss_chunk_tokens = 0;
+      lc.loss_held = 0;
+      lc.loss_peak = e * h_ * t;
+      b().logits = lc.loss_peak;
+      note("Stage rm: no LM head and no logits: the value head scores each sequence at its last "
+           "token; its backward forms the gradient of the final hidden states (" +
+           format_gib(lc.loss_peak) + ").");
+      return;
+    }
     lc.loss_chunk_tokens = loss_chunk_tokens(tokens_, m_.hidden_size, m_.vocab_size);
     // ASFT holds three [chunk x vocab] buffers (trainer/loss.cpp): a third of the chunk.
     if (asft()) lc.loss_chunk_tokens = std::max<int64_t>(1, lc.loss_chunk_tokens / 3);

@@ -231,7 +231,7 @@ void check_packing(const RunConfig& c, Checker& ck) {
     ck.require(c.stage == Stage::Sft, "batching_strategy",
                std::string(to_string(c.batching_strategy)) +
                    " applies to stage sft only (a token budget per micro-batch of samples); use "
-                   "normal for stage dpo");
+                   "normal for stage " + std::string(to_string(c.stage)));
     if (c.batching_strategy == Batching::DynamicPaddingFree && (c.packing || c.neat_packing))
       ck.error("batching_strategy",
                std::string("dynamic_padding_free packs each micro-batch into one row, and ") +
@@ -245,6 +245,14 @@ void check_packing(const RunConfig& c, Checker& ck) {
                              "so no sample boundaries are left to isolate (LLaMA-Factory refuses "
                              "it too): use packing: true, or packing: false for one text per "
                              "sequence");
+  // A reward model scores each sequence at its last token, one sequence per row; LLaMA-Factory's
+  // rm stage does not pack either (it ignores the keys).
+  if (c.stage == Stage::Rm)
+    for (const char* key : {"packing", "neat_packing"})
+      if (key == std::string("packing") ? c.packing : c.neat_packing)
+        ck.error(key, "stage rm scores each chosen and rejected sequence at its last token, one "
+                      "sequence per row: remove " + std::string(key) +
+                      " (LLaMA-Factory's rm stage does not pack either)");
   if (c.stage == Stage::Dpo && c.packing && !c.neat_packing)
     ck.warn("packing", "stage dpo: each micro-batch's chosen and rejected sequences are packed "
                        "into shared rows with attention isolated per sequence (as neat_packing), "
@@ -293,11 +301,13 @@ void check_moe(const RunConfig& c, const ModelInfo& m, Checker& ck) {
                                        " is not a mixture-of-experts model");
     return;
   }
-  if (c.stage == Stage::Dpo) {
+  if (c.pairwise()) {
     if (asked)
-      ck.warn("moe_aux_loss_coef", "no effect for stage dpo: LLaMA-Factory's DPO trainer drops "
-                                   "the labels from the forward, so no auxiliary loss is added; "
-                                   "studio-train does the same");
+      ck.warn("moe_aux_loss_coef", "no effect for stage " + std::string(to_string(c.stage)) +
+                                       ": LLaMA-Factory's " +
+                                       (c.stage == Stage::Dpo ? "DPO" : "reward-model") +
+                                       " trainer runs the forward without labels, so no "
+                                       "auxiliary loss is added; studio-train does the same");
     return;
   }
   const double coef = moe_aux_coefficient(c, m);
@@ -388,9 +398,9 @@ void check_datasets(const RunConfig& c, Checker& ck) {
                             (dir / (*it)["file_name"].get<std::string>()).string() +
                             " does not exist");
       const bool ranking = it->is_object() && it->value("ranking", false);
-      if (c.stage == Stage::Dpo && !ranking)
+      if (c.pairwise() && !ranking)
         ck.error(key, "'" + name + "' is not a preference dataset (\"ranking\": true), which "
-                      "stage: dpo needs");
+                      "stage: " + std::string(to_string(c.stage)) + " needs");
       if (c.stage == Stage::Sft && ranking)
         ck.error(key, "'" + name + "' is a preference dataset (\"ranking\": true); stage: sft "
                       "needs an instruction or conversation dataset");
@@ -547,12 +557,18 @@ void check_method(const RunConfig& c, Checker& ck) {
                           "chosen and rejected halves); LLaMA-Factory fails on this combination");
     return;
   }
-  if (c.stage == Stage::Pt) {
+  if (c.stage == Stage::Pt || c.stage == Stage::Rm) {
     // As LLaMA-Factory, which refuses both outside stage sft.
     ck.require(!c.train_on_prompt, "train_on_prompt",
-               "stage pt learns every token of its texts: remove train_on_prompt");
+               c.stage == Stage::Pt
+                   ? "stage pt learns every token of its texts: remove train_on_prompt"
+                   : "stage rm learns no tokens (it scores whole sequences): remove "
+                     "train_on_prompt");
     ck.require(!c.mask_history, "mask_history",
-               "stage pt learns every token of its texts: remove mask_history");
+               c.stage == Stage::Pt
+                   ? "stage pt learns every token of its texts: remove mask_history"
+                   : "stage rm learns no tokens (it scores whole sequences): remove "
+                     "mask_history");
   }
   if (ck.given("ref_model") && !c.use_asft_loss)
     ck.warn("ref_model", "only used with stage: dpo or use_asft_loss: true; ignored");

@@ -373,12 +373,38 @@ void write_text(const fs::path& path, const std::string& content) {
   if (!error.empty()) throw CheckpointError(error);
 }
 
+// The tensors' shards (indices into `tensors`) as they are written: the model's own tensors
+// sharded as transformers shards them, then a value head's, if any, as one more group (its own
+// file).
+std::vector<std::vector<std::size_t>> plan_files(const NamedTensors& tensors,
+                                                 torch::ScalarType dtype, std::uint64_t max,
+                                                 std::vector<std::size_t>* head_out = nullptr) {
+  NamedTensors own;
+  std::vector<std::size_t> own_index, head;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (is_value_head_tensor(tensors[i].first)) {
+      head.push_back(i);
+    } else {
+      own.push_back(tensors[i]);
+      own_index.push_back(i);
+    }
+  }
+  auto shards = plan_shards(own, dtype, max);
+  for (auto& shard : shards)
+    for (std::size_t& i : shard) i = own_index[i];
+  if (head_out) *head_out = head;
+  if (!head.empty()) shards.push_back(head);
+  return shards;
+}
+
 // Writes the weight files into `staging`; returns their names in order and the index, if any.
 HfSaveResult write_weights(const fs::path& staging, const NamedTensors& tensors,
                            torch::ScalarType dtype, const HfSaveOptions& options) {
   HfSaveResult result;
   result.dtype = dtype;
-  const auto shards = plan_shards(tensors, dtype, options.max_shard_bytes);
+  std::vector<std::size_t> head;
+  auto shards = plan_files(tensors, dtype, options.max_shard_bytes, &head);
+  if (!head.empty()) shards.pop_back();
   json weight_map = json::object();
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shards.size() == 1 ? kSingleFile : shard_name(s, shards.size());
@@ -395,6 +421,16 @@ HfSaveResult write_weights(const fs::path& staging, const NamedTensors& tensors,
     const json index = {{"metadata", {{"total_size", result.total_size}}},
                         {"weight_map", weight_map}};
     write_text(staging / kIndexFile, to_transformers_json(index));
+  }
+  // LLaMA-Factory keeps a reward model's value head apart, in fp32 as its trainer holds it (the
+  // model's own weights in the save dtype).
+  if (!head.empty()) {
+    NamedTensors part;
+    for (std::size_t i : head)
+      part.emplace_back(tensors[i].first, options.fetch ? options.fetch(i) : tensors[i].second);
+    write_safetensors((staging / kValueHeadFile).string(), part, {{"format", "pt"}},
+                      torch::kFloat);
+    result.value_head = true;
   }
   return result;
 }
@@ -429,7 +465,8 @@ void remove_stale_weights(const fs::path& out, const HfSaveResult& result) {
   for (const auto& entry : fs::directory_iterator(out, ec)) {
     const std::string name = entry.path().filename().string();
     const bool stale = (is_shard_name(name) && !keep.count(name)) ||
-                       (sharded && name == kSingleFile) || (!sharded && name == kIndexFile);
+                       (sharded && name == kSingleFile) || (!sharded && name == kIndexFile) ||
+                       (!result.value_head && name == kValueHeadFile);
     if (stale && !fs::remove(entry.path(), ec))
       fail(entry.path().string(), "cannot remove this file of an earlier save: " + ec.message());
   }
@@ -441,6 +478,7 @@ void move_into(const StagingDir& staging, const fs::path& out, const HfSaveResul
                const std::vector<std::string>& other_files) {
   std::vector<std::string> order = result.weight_files;
   if (result.weight_files.size() > 1) order.push_back(kIndexFile);
+  if (result.value_head) order.push_back(kValueHeadFile);
   for (const auto& name : order) rename_or_fail(staging.path() / name, out / name);
   remove_stale_weights(out, result);
   for (const auto& name : other_files) rename_or_fail(staging.path() / name, out / name);
@@ -454,10 +492,12 @@ fs::path normalized_target(const std::string& out_dir) {
 
 }  // namespace
 
+bool is_value_head_tensor(const std::string& name) { return name.rfind("v_head.", 0) == 0; }
+
 std::vector<std::size_t> hf_save_order(const NamedTensors& tensors, const HfSaveOptions& options) {
   const torch::ScalarType dtype = resolve_dtype(options, read_source_config(options.source_dir));
   std::vector<std::size_t> order;
-  for (const auto& shard : plan_shards(tensors, dtype, options.max_shard_bytes))
+  for (const auto& shard : plan_files(tensors, dtype, options.max_shard_bytes))
     order.insert(order.end(), shard.begin(), shard.end());
   return order;
 }

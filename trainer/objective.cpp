@@ -1,5 +1,8 @@
 #include "objective.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "studio/trainer/loss.h"
 #include "studio/trainer/parallel/reduce.h"
 
@@ -44,10 +47,21 @@ torch::Tensor StepModels::sp_sum(const torch::Tensor& sums) const {
              : sums;
 }
 
+void refuse_sft_losses(const RunConfig& cfg) {
+  if (cfg.use_dft_loss || cfg.use_eaft_loss || cfg.use_asft_loss)
+    throw std::invalid_argument(std::string(cfg.use_dft_loss    ? "use_dft_loss"
+                                            : cfg.use_eaft_loss ? "use_eaft_loss"
+                                                                : "use_asft_loss") +
+                                ": applies to stage sft only (it replaces the SFT loss); remove "
+                                "it for stage " + std::string(to_string(cfg.stage)));
+}
+
 std::unique_ptr<Objective> make_objective(StepModels& m, RunReporter& reporter) {
   switch (m.cfg.stage) {
     case Stage::Dpo:
       return make_dpo_objective(m, reporter);
+    case Stage::Rm:
+      return make_rm_objective(m, reporter);
     case Stage::Pt:  // LLaMA-Factory's pt trainer is the causal-LM loss on texts whose every
                      // token is a label: the SFT objective on those samples (app: load_pt_data)
     case Stage::Sft:

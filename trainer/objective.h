@@ -6,7 +6,7 @@
 // says whether it needs a frozen reference and how it uses it (a forward per micro-batch, or
 // log-probs precomputed once), and reduces its step's numbers over the grid. One objective per
 // stage: objective_sft.cpp (stage sft: the token loss, with DFT/EAFT/ASFT), objective_dpo.cpp
-// (stage dpo: the preference losses).
+// (stage dpo: the preference losses), objective_rm.cpp (stage rm: a reward model's pairwise loss).
 //
 // Collectives: every rank runs the same ones in the same order whatever its data, so the
 // methods that reduce (count's caller, reduce, evaluate) are called on every rank.
@@ -94,6 +94,33 @@ struct StepModels {
   torch::Tensor sp_sum(const torch::Tensor& sums) const;
 };
 
+// The preference metrics of a logging window (DPO's rewards and log-probs, a reward model's
+// scores): sums of each step's means, written as their mean over the window's steps. A value a
+// stage does not have (NaN) stays NaN and is written as unknown.
+class RewardWindow {
+ public:
+  void add(const std::optional<DpoMetrics>& m) {
+    if (!m) return;
+    sum_.rewards_chosen += m->rewards_chosen;
+    sum_.rewards_rejected += m->rewards_rejected;
+    sum_.rewards_accuracies += m->rewards_accuracies;
+    sum_.rewards_margins += m->rewards_margins;
+    sum_.logps_chosen += m->logps_chosen;
+    sum_.logps_rejected += m->logps_rejected;
+  }
+  void write(StepEvent& e, int64_t steps) const {
+    if (steps <= 0) return;
+    const auto k = static_cast<double>(steps);
+    e.dpo = DpoMetrics{sum_.rewards_chosen / k,     sum_.rewards_rejected / k,
+                       sum_.rewards_accuracies / k, sum_.rewards_margins / k,
+                       sum_.logps_chosen / k,       sum_.logps_rejected / k};
+  }
+  void reset() { sum_ = DpoMetrics{0, 0, 0, 0, 0, 0}; }
+
+ private:
+  DpoMetrics sum_{0, 0, 0, 0, 0, 0};
+};
+
 class Objective {
  public:
   virtual ~Objective() = default;
@@ -133,11 +160,16 @@ class Objective {
   virtual void reset_window() {}
 };
 
+// Throws std::invalid_argument naming use_dft_loss, use_eaft_loss or use_asft_loss when `cfg`
+// sets one for a stage other than sft (they replace the SFT loss).
+void refuse_sft_losses(const RunConfig& cfg);
+
 // The objective of cfg.stage over `m` (which outlives it), reporting through `reporter`; one
 // factory per stage.
 std::unique_ptr<Objective> make_objective(StepModels& m, RunReporter& reporter);
 std::unique_ptr<Objective> make_sft_objective(StepModels& m, RunReporter& reporter);
 std::unique_ptr<Objective> make_dpo_objective(StepModels& m, RunReporter& reporter);
+std::unique_ptr<Objective> make_rm_objective(StepModels& m, RunReporter& reporter);
 
 // Mean loss per valid target token over `samples`, no gradients, the plain token loss (what
 // `studio-train eval` prints). Under SP/DP: this DP rank's share, split along the sequence;

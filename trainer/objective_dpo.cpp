@@ -23,14 +23,7 @@ class DpoObjective final : public Objective {
       : m_(m), cfg_(m.cfg), in_(m.in), reporter_(reporter),
         pref_(dpo::PrefLossOptions::from(m.cfg)) {}
 
-  void check() const override {
-    if (cfg_.use_dft_loss || cfg_.use_eaft_loss || cfg_.use_asft_loss)
-      throw std::invalid_argument(std::string(cfg_.use_dft_loss    ? "use_dft_loss"
-                                              : cfg_.use_eaft_loss ? "use_eaft_loss"
-                                                                   : "use_asft_loss") +
-                                  ": applies to stage sft only (it replaces the SFT loss); remove "
-                                  "it for stage dpo");
-  }
+  void check() const override { refuse_sft_losses(cfg_); }
 
   size_t train_size() const override { return in_.train_pairs.size(); }
   const char* no_train_data() const override { return "no training pairs"; }
@@ -103,23 +96,9 @@ class DpoObjective final : public Objective {
     return t[1] > 0 ? t[0] / t[1] : kNaN;
   }
 
-  void add_to_window(const StepStats& st) override {
-    if (!st.dpo) return;
-    window_.rewards_chosen += st.dpo->rewards_chosen;
-    window_.rewards_rejected += st.dpo->rewards_rejected;
-    window_.rewards_accuracies += st.dpo->rewards_accuracies;
-    window_.rewards_margins += st.dpo->rewards_margins;
-    window_.logps_chosen += st.dpo->logps_chosen;
-    window_.logps_rejected += st.dpo->logps_rejected;
-  }
-  void write_window(StepEvent& e, int64_t steps) const override {
-    if (steps <= 0) return;
-    const auto k = static_cast<double>(steps);
-    e.dpo = DpoMetrics{window_.rewards_chosen / k,     window_.rewards_rejected / k,
-                       window_.rewards_accuracies / k, window_.rewards_margins / k,
-                       window_.logps_chosen / k,       window_.logps_rejected / k};
-  }
-  void reset_window() override { window_ = DpoMetrics{0, 0, 0, 0, 0, 0}; }
+  void add_to_window(const StepStats& st) override { window_.add(st.dpo); }
+  void write_window(StepEvent& e, int64_t steps) const override { window_.write(e, steps); }
+  void reset_window() override { window_.reset(); }
 
  private:
   // DPO packs each micro-batch's sequences (always isolated).
@@ -234,7 +213,7 @@ class DpoObjective final : public Objective {
   // precompute_ref_logps: per pair (chosen, rejected) reference sums, [n, 2] fp64.
   torch::Tensor ref_train_, ref_eval_;
   bool pack_reported_ = false;
-  DpoMetrics window_{0, 0, 0, 0, 0, 0};
+  RewardWindow window_;
 };
 
 }  // namespace

@@ -143,10 +143,13 @@ struct Trainer::Impl {
 
   // The model of `weights_dir` on this rank's device. At ZeRO stage 3 its parameters get no bytes
   // (the ShardedState fills them a layer at a time from the folder); their shapes are checked.
-  CausalLM make_model(const std::string& weights_dir) {
+  // `weights` gets the folder's weights by name (the masters' source); a policy of stage rm gets
+  // a value head, read from the folder or initialised from cfg.seed.
+  CausalLM make_model(const std::string& weights_dir, bool policy, WeightGetter& weights) {
     ModelOptions opt;
     opt.dtype = compute_dtype(cfg);
     opt.device = device;
+    opt.value_head = policy && cfg.stage == Stage::Rm;
     opt.warn = [this](const std::string& note) { reporter.log("warning", note); };
     const bool deferred = zero_options.stage >= 3;
     std::optional<DeferredAllocation> no_bytes;
@@ -160,15 +163,12 @@ struct Trainer::Impl {
     long_context.tiled_mlp_budget_bytes = double(cfg.tiled_mlp_budget_mib) * 1024.0 * 1024.0;
     m->set_long_context(long_context);
     if (par.sequence_parallel()) m->set_attention(sp::make_sp_attention(par.layout, *par.comm));
-    if (deferred) CheckpointReader::open(weights_dir).check_shapes(m->expected_shapes());
-    else load_weights(m, weights_dir);
+    // Mapped, read piece by piece; every name and shape checked.
+    std::string head_note;
+    weights = model_weights(weights_dir, m, static_cast<uint64_t>(cfg.seed), &head_note);
+    if (!deferred) m->load_hf_state(weights);
+    if (!head_note.empty()) reporter.log("info", head_note);
     return m;
-  }
-
-  // The weights of a model folder by name: mapped, read piece by piece.
-  static ShardedState::WeightSource masters_source(const std::string& dir) {
-    auto reader = std::make_shared<CheckpointReader>(CheckpointReader::open(dir));
-    return [reader](const std::string& name) { return reader->tensor(name); };
   }
 
   void select_device() {
@@ -187,6 +187,9 @@ struct Trainer::Impl {
         reporter.log("warning", "attention_dropout is set to 0 under sequence parallelism");
     }
     zero_options = ZeroOptions::from(cfg);
+    // Stage rm reads the value head, not the LM head: an untied one is left as it is.
+    if (cfg.stage == Stage::Rm && !in.model.tie_word_embeddings)
+      zero_options.unused.push_back("lm_head.weight");
     objective->check();
     aux_coef = studio::moe_aux_coefficient(cfg, in.model);
     if (aux_coef > 0)
@@ -194,10 +197,10 @@ struct Trainer::Impl {
                                c10::str(aux_coef) + " (the loss reported includes it)");
     // A checkpoint holds the fp32 masters: the masters are taken as saved, not through bf16.
     const std::string weights = resume_dir.empty() ? in.model_dir : resume_dir;
-    model = make_model(weights);
+    WeightGetter source;
+    model = make_model(weights, /*policy=*/true, source);
     zero = std::make_unique<ShardedState>(model, device, par.world_group(), zero_options,
-                                          AdamWSettings::from(cfg), /*trainable=*/true,
-                                          masters_source(weights));
+                                          AdamWSettings::from(cfg), /*trainable=*/true, source);
     if (objective->needs_reference()) build_reference();
   }
 
@@ -205,12 +208,13 @@ struct Trainer::Impl {
   // checkpoint). Kept for the steps, or dropped once the objective has what it needs of it.
   void build_reference() {
     const std::string dir = cfg.ref_model.value_or(in.model_dir);
-    CausalLM ref = make_model(dir);
+    WeightGetter source;
+    CausalLM ref = make_model(dir, /*policy=*/false, source);
     for (auto& p : ref->parameters()) p.set_requires_grad(false);
     ref->eval();
     ref_zero = std::make_unique<ShardedState>(ref, device, par.world_group(), zero_options,
                                               AdamWSettings::from(cfg), /*trainable=*/false,
-                                              masters_source(dir));
+                                              source);
     if (objective->keep_reference(ref)) {
       ref_model = ref;
       return;

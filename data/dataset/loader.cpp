@@ -158,8 +158,8 @@ void check_stage(const DatasetAttr& attr, Stage stage) {
   }
   if (attr.formatting == Formatting::V1Messages) return;  // its rows say which they hold
   if (pairwise && !attr.ranking)
-    throw DatasetError("dataset '" + attr.name + "' has no preference pairs; stage dpo needs "
-                       "\"ranking\": true and chosen/rejected columns in dataset_info.json");
+    throw DatasetError("dataset '" + attr.name + "' has no preference pairs; stages dpo and rm "
+                       "need \"ranking\": true and chosen/rejected columns in dataset_info.json");
   if (!pairwise && attr.ranking)
     throw DatasetError("dataset '" + attr.name + "' holds preference pairs (\"ranking\": true); "
                        "stage sft needs plain answers");

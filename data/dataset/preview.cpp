@@ -120,7 +120,8 @@ PreviewReport preview(const RunConfig& cfg, const Tokenizer& tokenizer, int n,
   r.stage = cfg.stage;
   r.cutoff_len = cfg.cutoff_len;
   switch (cfg.stage) {
-    case Stage::Dpo: collect<PairSample>(r, cfg, tokenizer, n, options); break;
+    case Stage::Dpo:
+    case Stage::Rm: collect<PairSample>(r, cfg, tokenizer, n, options); break;
     case Stage::Pt: collect_pt(r, cfg, tokenizer, n, options); break;
     case Stage::Sft: collect<TokenizedSample>(r, cfg, tokenizer, n, options); break;
   }
@@ -136,6 +137,9 @@ std::string format_preview_text(const PreviewReport& r, const PreviewStyle& styl
         << (r.block_len > 0 ? "; the texts are concatenated and cut into blocks of " +
                                   std::to_string(r.block_len) + " tokens.\n"
                             : std::string(".\n"));
+  else if (r.stage == Stage::Rm)
+    out << "Stage rm learns no tokens: each chosen and rejected sequence is scored at its last "
+           "token, and the chosen one must score higher.\n";
   else
     out << "Text in " << style.masked_open << " " << style.masked_close
         << " is masked (not learned).\n";
@@ -145,14 +149,14 @@ std::string format_preview_text(const PreviewReport& r, const PreviewStyle& styl
       out << "\n--- block " << i + 1 << " (from " << s.dataset << " row " << s.row << "): ";
     else
       out << "\n--- " << s.dataset << " row " << s.row << ": ";
-    if (r.stage == Stage::Dpo) {
+    if (r.stage == Stage::Dpo || r.stage == Stage::Rm) {
       out << s.chosen.tokens << " / " << s.rejected.tokens << " tokens (chosen / rejected)";
     } else {
       out << s.sequence.tokens << " tokens, " << s.sequence.learned_tokens << " learned";
     }
     if (s.truncated) out << ", truncated from " << s.full_length;
     out << "\n";
-    if (r.stage == Stage::Dpo) {
+    if (r.stage == Stage::Dpo || r.stage == Stage::Rm) {
       out << "chosen:\n";
       print_sequence(out, s.chosen, style);
       out << "rejected:\n";

@@ -278,6 +278,17 @@ void TestMemoryEstimate::parts_data() {
                                       << -1 << "" << "reference" << 16060522496.0;
   QTest::newRow("pt no reference") << llama << bf16 + "stage: pt\n" << 1 << -1 << "" << "reference"
                                    << 0.0;
+  // Stage rm: no reference; the value head's h + 1 = 4,097 parameters join the weights
+  // (2 x (P + 4,097) = 16,060,530,690 in bf16); chosen and rejected rows as DPO's; no LM head
+  // runs: the loss's peak is the final hidden states' gradient, 2 x h x 2048 = 16,777,216.
+  QTest::newRow("rm no reference") << llama << bf16 + "stage: rm\n" << 1 << -1 << ""
+                                   << "reference" << 0.0;
+  QTest::newRow("rm value head in the weights") << llama << bf16 + "stage: rm\n" << 1 << -1 << ""
+                                                << "weights" << 16060530690.0;
+  QTest::newRow("rm doubles tokens") << llama << bf16 + "stage: rm\ncutoff_len: 1024\n" << 1
+                                     << -1 << "" << "tokens_per_rank" << 2048.0;
+  QTest::newRow("rm loss peak: no logits") << llama << bf16 + "stage: rm\ncutoff_len: 1024\n"
+                                           << 1 << -1 << "" << "loss_peak" << 16777216.0;
   // ASFT (use_asft_loss) runs the same frozen reference as DPO, sharded the same way.
   QTest::newRow("asft reference") << llama << bf16 + "use_asft_loss: true\n" << 1 << -1 << ""
                                   << "reference" << 16060522496.0;

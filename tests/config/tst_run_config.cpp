@@ -121,7 +121,7 @@ void TestRunConfig::invalidConfigs_data() {
   QTest::newRow("ppo is refused") << "stage: ppo\n" << 0 << "stage" << 5 << "not supported";
   QTest::newRow("bco_pair is refused") << "stage: dpo\npref_loss: bco_pair\n" << 0 << "pref_loss"
                                        << 6 << "not supported";
-  QTest::newRow("rm is refused") << "stage: rm\n" << 0 << "stage" << 5 << "not supported";
+  QTest::newRow("kto is refused") << "stage: kto\n" << 0 << "stage" << 5 << "not supported";
   QTest::newRow("negative simpo_gamma") << "stage: dpo\npref_loss: simpo\nsimpo_gamma: -0.5\n" << 0
                                         << "simpo_gamma" << 7 << "must not be negative";
   // LLaMA-Factory refuses these outside stage sft too.
@@ -131,6 +131,16 @@ void TestRunConfig::invalidConfigs_data() {
                                            << "train_on_prompt" << 6 << "learns every token";
   QTest::newRow("pt with mask_history") << "stage: pt\nmask_history: true\n" << 0
                                         << "mask_history" << 6 << "learns every token";
+  QTest::newRow("rm with packing") << "stage: rm\npacking: true\n" << 0 << "packing" << 6
+                                   << "scores each chosen and rejected sequence at its last token";
+  QTest::newRow("rm with neat_packing") << "stage: rm\nneat_packing: true\n" << 0
+                                        << "neat_packing" << 6 << "one sequence per row";
+  QTest::newRow("rm with train_on_prompt") << "stage: rm\ntrain_on_prompt: true\n" << 0
+                                           << "train_on_prompt" << 6 << "stage rm learns no tokens";
+  QTest::newRow("rm with mask_history") << "stage: rm\nmask_history: true\n" << 0
+                                        << "mask_history" << 6 << "stage rm learns no tokens";
+  QTest::newRow("rm with use_dft_loss") << "stage: rm\nuse_dft_loss: true\n" << 0
+                                        << "use_dft_loss" << 6 << "";
   QTest::newRow("preprocessing_batch_size 0") << "preprocessing_batch_size: 0\n" << 0
                                               << "preprocessing_batch_size" << 5 << "at least 1";
   QTest::newRow("malformed yaml line") << "learning_rate 5e-5\nseed: 1\n" << 0 << "" << 5
@@ -373,6 +383,11 @@ void TestRunConfig::validConfigs_data() {
   QTest::newRow("simpo with its gamma") << dpo("stage: dpo\npref_loss: simpo\nsimpo_gamma: 1.0\n")
                                         << 0 << "" << 0;
   QTest::newRow("kto_pair") << dpo("stage: dpo\npref_loss: kto_pair\n") << 0 << "" << 0;
+  QTest::newRow("rm on preference pairs") << dpo("stage: rm\n") << 0 << "" << 0;
+  QTest::newRow("rm: pref_beta is dpo's") << dpo("stage: rm\npref_beta: 0.2\n") << 0
+                                          << "pref_beta" << 6;
+  QTest::newRow("rm: ref_model is dpo's")
+      << dpo("stage: rm\nref_model: models/qwen2.5-7b-shape\n") << 0 << "ref_model" << 6;
   QTest::newRow("orpo builds no reference: ref_model ignored")
       << dpo("stage: dpo\npref_loss: orpo\nref_model: models/qwen2.5-7b-shape\n") << 0
       << "ref_model" << 7;
@@ -482,6 +497,8 @@ void TestRunConfig::llamaFactoryStageExamples_data() {
   QTest::newRow("qwen3 pretrain") << "qwen3_full_pretrain.yaml" << "pt" << "sigmoid" << true << false;
   QTest::newRow("qwen3 dpo, orpo") << "qwen3_full_orpo.yaml" << "dpo" << "orpo" << false << false;
   QTest::newRow("qwen3 dpo, simpo") << "qwen3_full_simpo.yaml" << "dpo" << "simpo" << false << false;
+  QTest::newRow("qwen3 reward model") << "qwen3_full_reward.yaml" << "rm" << "sigmoid" << false
+                                      << false;
 }
 
 void TestRunConfig::llamaFactoryStageExamples() {

@@ -249,7 +249,28 @@ CausalLMImpl::CausalLMImpl(const studio::ModelInfo& info, const ModelOptions& op
   model = register_module("model", DecoderModel(info, topts));
   if (!info.tie_word_embeddings)
     lm_head = register_module("lm_head", Linear(info.hidden_size, info.vocab_size, false, topts));
+  if (options.value_head) v_head = register_module("v_head", ValueHead(info.hidden_size, topts));
   report_ignored(info, options);
+}
+
+ValueHeadImpl::ValueHeadImpl(int64_t hidden, const torch::TensorOptions& options) {
+  summary = register_module("summary", Linear(hidden, 1, true, options));
+}
+
+void ValueHeadImpl::reset(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  // kaiming_uniform_(a=sqrt(5)) over fan_in = hidden is U(-1/sqrt(hidden), 1/sqrt(hidden)), and
+  // so is the bias's bound.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(summary->weight.size(1)));
+  summary->weight.copy_(torch::empty(summary->weight.sizes(), torch::kFloat).uniform_(-bound, bound, gen));
+  summary->bias.copy_(torch::empty(summary->bias.sizes(), torch::kFloat).uniform_(-bound, bound, gen));
+}
+
+torch::Tensor ValueHeadImpl::forward(const torch::Tensor& rows) {
+  return torch::linear(rows.to(torch::kFloat), summary->weight.to(torch::kFloat),
+                       summary->bias.to(torch::kFloat))
+      .squeeze(-1);
 }
 
 const RopeFrequencies& CausalLMImpl::frequencies(const torch::Tensor& position_ids) {

@@ -538,7 +538,9 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
     q.k = (q.n + s.shards - 1) / s.shards;
     q.lo = std::min(q.n, s.rank * q.k);
     q.len = std::min(q.n, q.lo + q.k) - q.lo;
-    q.decay = decays(name) ? adam.weight_decay : 0.0;
+    const bool unused =
+        std::find(opt.unused.begin(), opt.unused.end(), name) != opt.unused.end();
+    q.decay = decays(name) && !unused ? adam.weight_decay : 0.0;
     s.dtype = p.scalar_type();
     // A decoder layer's weights form one unit; every other weight (embeddings, final norm, LM
     // head) is a unit of its own, so that the largest (the embeddings) is reduced alone.

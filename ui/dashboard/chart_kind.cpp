@@ -13,8 +13,8 @@ QString chartTitle(ChartKind kind) {
     case ChartKind::Memory: return QCoreApplication::translate("RunDashboard", "Memory");
     case ChartKind::GpuActivity:
       return QCoreApplication::translate("RunDashboard", "GPU utilisation and power");
-    case ChartKind::Rewards: return QCoreApplication::translate("RunDashboard", "DPO rewards");
-    case ChartKind::Accuracy: return QCoreApplication::translate("RunDashboard", "DPO reward accuracy");
+    case ChartKind::Rewards: return QCoreApplication::translate("RunDashboard", "Rewards (DPO, reward model)");
+    case ChartKind::Accuracy: return QCoreApplication::translate("RunDashboard", "Reward accuracy");
   }
   return {};
 }

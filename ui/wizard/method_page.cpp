@@ -32,7 +32,8 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
                   QStringLiteral("mask_history")},
                  parent),
       stage_(bindings()->choice("stage", &RunConfig::stage,
-                                {studio::Stage::Sft, studio::Stage::Dpo, studio::Stage::Pt})),
+                                {studio::Stage::Sft, studio::Stage::Dpo, studio::Stage::Pt,
+                                 studio::Stage::Rm})),
       loss_(bindings()->choice("pref_loss", &RunConfig::pref_loss,
                                {studio::PrefLoss::Sigmoid, studio::PrefLoss::Ipo,
                                 studio::PrefLoss::Hinge, studio::PrefLoss::Orpo,
@@ -45,8 +46,10 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
   setTitle(tr("Method"));
   setSubTitle(tr("Supervised fine-tuning on instruction data, preference optimisation on "
                  "chosen/rejected pairs (DPO and its losses; orpo and simpo need no reference "
-                 "model), or continued pre-training on plain texts (pt, every token learned, "
-                 "packed into cutoff_len blocks). Full-parameter training."));
+                 "model), continued pre-training on plain texts (pt, every token learned, "
+                 "packed into cutoff_len blocks), or a reward model on chosen/rejected pairs (rm: "
+                 "a value head scores each sequence at its last token). Full-parameter "
+                 "training."));
   FieldBindings* b = bindings();
   reference_->setPlaceholderText(tr("none: a frozen copy of the initial model"));
   auto* refRow = new QHBoxLayout;

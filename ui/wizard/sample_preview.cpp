@@ -60,12 +60,21 @@ void SamplePreview::render() {
   QTextCharFormat masked = learned;
   masked.setForeground(maskedColor());
 
-  cursor.insertText(tr("Legend: "), plain);
-  cursor.insertText(tr("grey text is masked (not learned)"), masked);
-  cursor.insertText(QStringLiteral(", "), plain);
-  cursor.insertText(tr("text in the normal colour is learned"), learned);
+  const bool rm = report_->stage == studio::Stage::Rm;
+  if (rm) {
+    // A reward model learns no tokens: the labels only mark the response.
+    cursor.insertText(tr("Stage rm learns no tokens: each chosen and rejected sequence is scored "
+                         "at its last token, and the chosen one must score higher (grey: the "
+                         "prompt, normal colour: the response)"),
+                      plain);
+  } else {
+    cursor.insertText(tr("Legend: "), plain);
+    cursor.insertText(tr("grey text is masked (not learned)"), masked);
+    cursor.insertText(QStringLiteral(", "), plain);
+    cursor.insertText(tr("text in the normal colour is learned"), learned);
+  }
   cursor.insertBlock();
-  const bool dpo = report_->stage == studio::Stage::Dpo;
+  const bool dpo = report_->stage == studio::Stage::Dpo || rm;
   for (const auto& s : report_->samples) {
     cursor.insertBlock();
     QString head = tr("%1, row %2: ").arg(QString::fromStdString(s.dataset)).arg(s.row);

@@ -51,6 +51,12 @@ void TestMethodPage::validation_data() {
   QTest::newRow("simpo with gamma") << dpoData << "stage=dpo;pref_loss=simpo;simpo_gamma=1.2" << true
                                     << "";
   QTest::newRow("kto_pair") << dpoData << "stage=dpo;pref_loss=kto_pair" << true << "";
+  QTest::newRow("rm on preference pairs") << dpoData << "stage=rm" << true << "";
+  QTest::newRow("rm on instruction data") << QStringList() << "stage=rm" << false
+                                          << "dataset: 'demo_sft' is not a preference dataset (\"ranking\": true), which stage: rm needs";
+  QTest::newRow("rm with neat_packing")
+      << QStringList{"dataset=demo_dpo", "neat_packing=true"} << "stage=rm" << false
+      << "neat_packing: stage rm scores each chosen and rejected sequence";
   QTest::newRow("dpo keys in an sft run") << QStringList{"pref_beta=0.3"} << "" << true
                                           << "pref_beta: only used with stage: dpo; ignored";
 }
@@ -94,6 +100,11 @@ void TestMethodPage::dpoSettingsFollowTheStage() {
   QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("kto_pair")));
   QVERIFY(reference->isEnabled() && precompute->isEnabled());
   QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("ipo")));
+  // A reward model has no DPO settings.
+  QVERIFY(wizard_test::setField(&page, QStringLiteral("stage"), QStringLiteral("rm")));
+  QCOMPARE(draft.config().stage, studio::Stage::Rm);
+  QVERIFY(!page.dpoGroup()->isEnabled());
+  QVERIFY(wizard_test::setField(&page, QStringLiteral("stage"), QStringLiteral("dpo")));
   // The default pref_beta shown is RunConfig{}'s.
   auto* beta = page.findChild<QDoubleSpinBox*>(QStringLiteral("pref_beta"));
   QCOMPARE(beta->value(), studio::RunConfig{}.pref_beta);

@@ -12,7 +12,7 @@
 
 namespace studio {
 
-enum class Stage { Sft, Dpo, Pt };
+enum class Stage { Sft, Dpo, Pt, Rm };
 enum class FinetuningType { Full };
 enum class LrScheduler { Linear, Cosine, Constant, ConstantWithWarmup, CosineWithMinLr };
 enum class FlashAttn { Auto, Fa2, Sdpa, Disabled };
@@ -92,7 +92,7 @@ struct RunConfig {
   std::optional<std::string> cache_dir;
 
   // --- method -------------------------------------------------------------------------------
-  Stage stage = Stage::Sft;                    // sft | dpo | pt
+  Stage stage = Stage::Sft;                    // sft | dpo | pt | rm
   bool do_train = true;                        // false: nothing to train
   FinetuningType finetuning_type = FinetuningType::Full;  // full-parameter training only
   std::optional<std::string> deepspeed;        // DeepSpeed JSON: its ZeRO stage and offload flags
@@ -220,6 +220,8 @@ struct RunConfig {
     return stage == Stage::Pt &&
            (packing || neat_packing || (!source.has("packing") && !source.has("neat_packing")));
   }
+  // Stages trained on preference pairs (chosen and rejected): dpo, and rm (a reward model).
+  bool pairwise() const { return stage == Stage::Dpo || stage == Stage::Rm; }
   // Whether a run holds a reference model (or its precomputed log-probs): stage dpo except for
   // the reference-free losses orpo and simpo (LLaMA-Factory's use_ref_model), and use_asft_loss.
   bool uses_reference() const {

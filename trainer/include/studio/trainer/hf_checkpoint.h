@@ -13,6 +13,12 @@
 
 namespace studio::trainer {
 
+// LLaMA-Factory's reward-model layout (stage rm, its fix_valuehead_checkpoint): the value head's
+// tensors (v_head.summary.weight and .bias) in this file beside the model's own weights, which
+// transformers' AutoModelForCausalLM then loads without them.
+inline constexpr const char* kValueHeadFile = "value_head.safetensors";
+bool is_value_head_tensor(const std::string& name);
+
 // The weights of one model folder. Every shard is mapped and validated on open(), and the index
 // is checked against what the shards hold, so a broken download fails before training starts.
 class CheckpointReader {
@@ -66,11 +72,12 @@ struct HfSaveResult {
   torch::ScalarType dtype = torch::kBFloat16;
   std::vector<std::string> weight_files;  // file names in out_dir, in order
   std::uint64_t total_size = 0;           // tensor bytes, as in the index's metadata
+  bool value_head = false;                // kValueHeadFile written too (not in the above)
 };
 
 // Saves `tensors` (in the given order, which decides the sharding as in transformers) into
 // `out_dir`: `model.safetensors`, or `model-0000i-of-0000n.safetensors` shards and
-// `model.safetensors.index.json`, plus the source folder's config and tokenizer files. Everything
+// `model.safetensors.index.json` (a value head's tensors apart, in kValueHeadFile), plus the source folder's config and tokenizer files. Everything
 // is written to a temporary folder first: for a new `out_dir` one beside it, renamed into place
 // in one go; for an existing folder one inside it, whose files are then renamed in one by one,
 // after which the weight files of an earlier save that the new one does not use are removed.

@@ -32,6 +32,9 @@ namespace studio::trainer {
 struct ModelOptions {
   torch::Dtype dtype = torch::kFloat;  // parameters and activations (bf16 for training)
   torch::Device device = torch::kCPU;
+  // Stage rm: a value head (v_head.summary) on the final hidden states, as TRL's
+  // AutoModelForCausalLMWithValueHead that LLaMA-Factory's rm stage trains.
+  bool value_head = false;
   // Receives each note about config.json settings the decoder does not apply
   // (attention_dropout), once, at construction. Unset: printed to stderr.
   std::function<void(const std::string&)> warn;
@@ -131,6 +134,23 @@ class DecoderModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DecoderModel);
 
+// TRL's ValueHead without its dropout (the objective applies that, objective_rm.cpp): `summary`,
+// a Linear(hidden, 1) with a bias; parameters v_head.summary.weight [1, hidden] and
+// v_head.summary.bias [1].
+class ValueHeadImpl : public torch::nn::Module {
+ public:
+  ValueHeadImpl(int64_t hidden, const torch::TensorOptions& options);
+  // TRL's default: nn.Linear's own initialisation, U(-1/sqrt(hidden), 1/sqrt(hidden)) for the
+  // weight and the bias, drawn on the CPU in fp32 from `seed`.
+  void reset(uint64_t seed);
+  // The scores of hidden rows [..., hidden], in fp32 whatever their dtype (TRL upcasts to the
+  // head's fp32): [...].
+  torch::Tensor forward(const torch::Tensor& rows);
+
+  Linear summary{nullptr};
+};
+TORCH_MODULE(ValueHead);
+
 class CausalLMImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when decoder_support_error(info) names a problem.
@@ -182,6 +202,7 @@ class CausalLMImpl : public torch::nn::Module {
 
   DecoderModel model{nullptr};
   Linear lm_head{nullptr};  // null when tied
+  ValueHead v_head{nullptr};  // ModelOptions::value_head only
 
  private:
   const RopeFrequencies& frequencies(const torch::Tensor& position_ids);

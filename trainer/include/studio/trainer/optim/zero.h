@@ -46,6 +46,10 @@ struct ZeroOptions {
   bool offload_optimizer = false;
   bool offload_param = false;  // stage 3; implies offload_optimizer (see above)
   bool pin_memory = true;      // offloaded memory pinned (CUDA runs)
+  // Weights no loss reads (stage rm's untied LM head): their gradient stays zero, and they get no
+  // weight decay either, so the update leaves them as they are, as torch's AdamW skips the
+  // parameters that have no gradient.
+  std::vector<std::string> unused;
   // From the run config: zero_stage / offload_* keys or the deepspeed JSON (already checked).
   static ZeroOptions from(const RunConfig& cfg);
 };
