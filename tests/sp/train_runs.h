@@ -3,6 +3,7 @@
 // with every collective verified, reading a run's events, and comparing two saved models.
 #include <QtCore/QDir>
 #include <QtCore/QFile>
+#include <QtCore/QFileInfo>
 #include <QtCore/QJsonDocument>
 #include <QtCore/QJsonObject>
 #include <QtCore/QProcess>
@@ -144,15 +145,31 @@ inline std::vector<double> step_losses(const QString& dir) {
 
 // max |a - b| / max |a| over the whole parameter vector of two saved models (the relative error
 // in the infinity norm); infinite when b lacks a tensor of a.
+// A reward model's value head (value_head.safetensors, stage rm) is compared too: present in one
+// folder only, the error is infinite.
 inline double max_relative_param_error(const QString& a_dir, const QString& b_dir) {
   auto a = studio::trainer::CheckpointReader::open(a_dir.toStdString());
   auto b = studio::trainer::CheckpointReader::open(b_dir.toStdString());
   double diff = 0, scale = 0;
-  for (const auto& name : a.names()) {
-    if (!b.has(name)) return INFINITY;
-    auto ta = a.tensor(name).to(torch::kDouble), tb = b.tensor(name).to(torch::kDouble);
+  auto compare = [&](const torch::Tensor& x, const torch::Tensor& y) {
+    auto ta = x.to(torch::kDouble), tb = y.to(torch::kDouble);
     diff = std::max(diff, (ta - tb).abs().max().item<double>());
     scale = std::max(scale, ta.abs().max().item<double>());
+  };
+  for (const auto& name : a.names()) {
+    if (!b.has(name)) return INFINITY;
+    compare(a.tensor(name), b.tensor(name));
+  }
+  const QString head = QString::fromLatin1(studio::trainer::kValueHeadFile);
+  const bool ha = QFileInfo::exists(a_dir + "/" + head), hb = QFileInfo::exists(b_dir + "/" + head);
+  if (ha != hb) return INFINITY;
+  if (ha) {
+    const auto fa = studio::trainer::SafetensorsFile::open((a_dir + "/" + head).toStdString());
+    const auto fb = studio::trainer::SafetensorsFile::open((b_dir + "/" + head).toStdString());
+    for (const auto& name : fa.names()) {
+      if (!fb.has(name)) return INFINITY;
+      compare(fa.tensor(name), fb.tensor(name));
+    }
   }
   return diff / std::max(scale, 1e-30);
 }

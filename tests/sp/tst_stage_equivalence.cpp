@@ -1,6 +1,7 @@
 // The newer training stages end to end under sequence parallelism: `stage: pt` (packed into
-// cutoff_len blocks, and unpacked: one short text per row, mostly padding) and DPO's orpo, simpo
-// and kto_pair losses, each run by `studio-train train --nproc N` (real worker processes, real
+// cutoff_len blocks, and unpacked: one short text per row, mostly padding), DPO's orpo, simpo
+// and kto_pair losses, and `stage: rm` (a reward model scoring each sequence at its last token,
+// which one rank holds; its value head saved apart as LLaMA-Factory saves it), each run by `studio-train train --nproc N` (real worker processes, real
 // Gloo) in zigzag-ring, ulysses and usp and with ZeRO-3, against the single-process run of the
 // same config in fp32: per-step losses within 1e-5 relative over 12 steps, and the parameters
 // after them within 1e-4 (tst_sp_equivalence's bound). orpo and simpo also show that they ran
@@ -8,6 +9,7 @@
 // is mentioned, and the measured model states hold no reference copy.
 #include <QtTest/QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -194,6 +196,15 @@ class TestStageEquivalence : public QObject {
         QTest::newRow(l + ", zigzag sp4, ZeRO-3") << dpo << "zigzag-ring" << 4 << 4 << true;
       }
     }
+    // Stage rm on the same pairs: each sequence is scored at its last token, which lives on one
+    // rank (under zigzag sp2 rank 0's second chunk, under ulysses sp4 rank 3): the others add 0.
+    // The value head's dropout (TRL's 0.1: the tiny model's config.json has no
+    // summary_dropout_prob) is on, its masks drawn per pair, the same under every layout.
+    const QStringList rm{"stage: rm", "dataset: long_dpo", "template: qwen", "cutoff_len: 48"};
+    QTest::newRow("rm, zigzag sp2") << rm << "zigzag-ring" << 2 << 2 << false;
+    QTest::newRow("rm, ulysses sp4") << rm << "ulysses" << 4 << 4 << false;
+    QTest::newRow("rm, usp 2x2") << rm << "usp" << 4 << 4 << false;
+    QTest::newRow("rm, dp2 x zigzag sp2, ZeRO-3") << rm << "zigzag-ring" << 4 << 2 << true;
   }
 
   void matchesSingleProcess() {
@@ -240,6 +251,38 @@ class TestStageEquivalence : public QObject {
         QVERIFY2(err.contains(stage.contains("packing: false") ? "studio-train: 48 training samples"
                                                                : "training blocks of 64 tokens"),
                  qPrintable(err.right(1500)));
+
+    if (stage.contains("stage: rm")) {
+      for (const Trained& r : {ref, got}) {
+        // The head was initialised (the model folder has none) and saved as LLaMA-Factory saves
+        // it: value_head.safetensors with its two tensors in fp32, none in the model's file.
+        QVERIFY2(r.err.contains("value head initialised (seed 11"), qPrintable(r.err.right(1500)));
+        const auto head = studio::trainer::SafetensorsFile::open(
+            (r.out + "/" + studio::trainer::kValueHeadFile).toStdString());
+        std::vector<std::string> names = head.names();
+        std::sort(names.begin(), names.end());
+        QCOMPARE(names, (std::vector<std::string>{"v_head.summary.bias", "v_head.summary.weight"}));
+        QCOMPARE(head.info("v_head.summary.weight").dtype, torch::kFloat);
+        QCOMPARE(head.info("v_head.summary.weight").shape, (std::vector<int64_t>{1, 32}));
+        for (const auto& name : studio::trainer::CheckpointReader::open(r.out.toStdString()).names())
+          QVERIFY2(!studio::trainer::is_value_head_tensor(name), name.c_str());
+        // The scores' metrics: accuracy a share, margin = chosen - rejected, no log-probs.
+        int steps = 0;
+        for (const auto& e : events(r.out)) {
+          if (e["event"].toString() != "step") continue;
+          ++steps;
+          const double acc = e["rewards/accuracies"].toDouble(-1);
+          QVERIFY2(acc >= 0 && acc <= 1, qPrintable(QString::number(acc)));
+          const double margin = e["rewards/chosen"].toDouble() - e["rewards/rejected"].toDouble();
+          QVERIFY(std::abs(e["rewards/margins"].toDouble() - margin) <= 1e-6 * (1 + std::abs(margin)));
+          QVERIFY(e["logps/chosen"].isNull());
+        }
+        QCOMPARE(steps, kSteps);
+      }
+      // No reference copy: 16 B per parameter (fp32 weights, gradients, m, v).
+      const double bytes = state_bytes_per_parameter(ref.out);
+      QVERIFY2(bytes > 15 && bytes < 17, qPrintable(QStringLiteral("%1 B/parameter").arg(bytes)));
+    }
 
     if (stage.contains("stage: dpo")) {
       const double bytes = state_bytes_per_parameter(ref.out);

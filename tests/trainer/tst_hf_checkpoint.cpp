@@ -1,8 +1,11 @@
 // Hugging Face model folders on disk: sharded and single-file saves read back bit-exactly (also by
 // an independent Python reader), the index transformers writes, copied config and tokenizer
 // files, broken folders refused with the files named, check_shapes, and saves that fail midway
-// leaving nothing half-written.
+// leaving nothing half-written; a reward model's value head saved apart (value_head.safetensors,
+// LLaMA-Factory's layout) and read back, or initialised, by model_weights.
 #include "studio/trainer/hf_checkpoint.h"
+#include "studio/trainer/model_folder.h"
+#include "studio/trainer/tensors/safetensors.h"
 
 #include <torch/torch.h>
 
@@ -106,6 +109,9 @@ class TestHfCheckpoint : public QObject {
   void interruptedSave();
   void resaveInPlaceRemovesStaleWeights();
   void pythonReaderAgrees();
+  void valueHeadSavedApart();
+  void modelWeightsValueHead_data();
+  void modelWeightsValueHead();
 
  private:
   fs::path fresh(const std::string& name) const;
@@ -437,6 +443,121 @@ void TestHfCheckpoint::pythonReaderAgrees() {
       QVERIFY2(close(py["wsum"].get<double>(), weighted_sum(c)), name.c_str());
     }
   }
+}
+
+// A value head's tensors go to value_head.safetensors in fp32 whatever the save dtype, after the
+// model's own shards (hf_save_order, which a streamed save fetches in); a save without a head
+// removes an earlier save's head file.
+void TestHfCheckpoint::valueHeadSavedApart() {
+  const fs::path out = fresh("value-head");
+  NamedTensors t = model(4);
+  torch::manual_seed(5);
+  t.emplace_back("v_head.summary.weight", torch::randn({1, 8}));
+  t.emplace_back("v_head.summary.bias", torch::randn({1}));
+  HfSaveOptions o;
+  o.dtype = torch::kBFloat16;
+  o.max_shard_bytes = 600;
+  o.source_dir = source_.string();
+  const auto order = hf_save_order(t, o);
+  QCOMPARE(order.size(), t.size());
+  QCOMPARE(order[order.size() - 2], t.size() - 2);  // the head last
+  QCOMPARE(order.back(), t.size() - 1);
+  std::vector<std::size_t> fetched;
+  o.fetch = [&](std::size_t i) {
+    fetched.push_back(i);
+    return t[i].second;
+  };
+  NamedTensors metas;
+  for (const auto& [name, v] : t)
+    metas.emplace_back(name, torch::empty(v.sizes(), torch::TensorOptions().device(torch::kMeta)));
+  const HfSaveResult r = save_hf_model(out.string(), metas, o);
+  QVERIFY(r.value_head);
+  QCOMPARE(fetched, order);
+  const CheckpointReader reader = CheckpointReader::open(out.string());
+  for (const auto& name : reader.names()) QVERIFY2(!is_value_head_tensor(name), name.c_str());
+  QCOMPARE(reader.names().size(), t.size() - 2);
+  const SafetensorsFile head = SafetensorsFile::open((out / kValueHeadFile).string());
+  QCOMPARE(head.names().size(), std::size_t{2});
+  for (std::size_t i = t.size() - 2; i < t.size(); ++i) {
+    QCOMPARE(head.info(t[i].first).dtype, torch::kFloat);
+    QVERIFY(same_bytes(head.tensor(t[i].first), t[i].second));
+  }
+  // Saved again without a head: its file goes.
+  save_hf_model(out.string(), model(6), HfSaveOptions{});
+  QVERIFY(!fs::exists(out / kValueHeadFile));
+}
+
+void TestHfCheckpoint::modelWeightsValueHead_data() {
+  QTest::addColumn<QString>("head");  // what the folder holds: "", "file", "bin", "wrong shape"
+  QTest::addColumn<bool>("value_head");
+  QTest::addColumn<QString>("error");  // "": none
+  QTest::newRow("no file: initialised") << "" << true << "";
+  QTest::newRow("read from the file") << "file" << true << "";
+  QTest::newRow("a model without a head ignores the file") << "file" << false << "";
+  QTest::newRow("value_head.bin alone") << "bin" << true << "value_head.bin";
+  QTest::newRow("wrong shape") << "wrong shape" << true << "has shape";
+  QTest::newRow("a tensor missing") << "missing" << true << "no tensor 'v_head.summary.bias'";
+}
+
+// model_weights: the model's own tensors from the folder, the head from value_head.safetensors
+// or, without one, TRL's initialisation (U(-1/sqrt(h), 1/sqrt(h)), the same for a seed).
+void TestHfCheckpoint::modelWeightsValueHead() {
+  QFETCH(QString, head);
+  QFETCH(bool, value_head);
+  QFETCH(QString, error);
+  const fs::path dir = fresh("weights-" + std::to_string(QTest::currentDataTag()[0]) +
+                             std::to_string(std::strlen(QTest::currentDataTag())));
+  fs::create_directories(dir);
+  const json config = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"},
+                       {"hidden_act", "silu"}, {"hidden_size", 16}, {"intermediate_size", 32},
+                       {"num_hidden_layers", 1}, {"num_attention_heads", 2},
+                       {"num_key_value_heads", 1}, {"vocab_size", 64},
+                       {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-6},
+                       {"rope_theta", 10000.0}, {"tie_word_embeddings", true},
+                       {"torch_dtype", "float32"}};
+  write_text(dir / "config.json", config.dump(2));
+  init_model_folder((dir / "config.json").string(), dir.string(), 7);
+  const torch::Tensor w = torch::full({1, 16}, 0.25), b = torch::full({1}, -0.5);
+  if (head == "file" || head == "missing" || head == "wrong shape") {
+    NamedTensors t{{"v_head.summary.weight", head == "wrong shape" ? torch::zeros({1, 8}) : w}};
+    if (head != "missing") t.emplace_back("v_head.summary.bias", b);
+    write_safetensors((dir / kValueHeadFile).string(), t, {{"format", "pt"}}, torch::kFloat);
+  }
+  if (head == "bin") write_text(dir / "value_head.bin", "pickle");
+  std::string error_text;
+  const auto info = studio::read_model_info(dir.string(), error_text);
+  QVERIFY2(info, error_text.c_str());
+  ModelOptions opt;
+  opt.value_head = value_head;
+  CausalLM m(*info, opt);
+  std::string note;
+  try {
+    load_weights(m, dir.string(), 42, &note);
+    QVERIFY2(error.isEmpty(), "no error");
+  } catch (const CheckpointError& e) {
+    QVERIFY2(!error.isEmpty() && QString(e.what()).contains(error), e.what());
+    return;
+  }
+  if (!value_head) {
+    QVERIFY(note.empty());
+    for (const auto& [name, p] : m->hf_state()) QVERIFY(!is_value_head_tensor(name));
+    return;
+  }
+  if (head == "file") {
+    QVERIFY(torch::equal(m->v_head->summary->weight, w));
+    QVERIFY(torch::equal(m->v_head->summary->bias, b));
+    QVERIFY2(QString::fromStdString(note).contains("read from"), note.c_str());
+    return;
+  }
+  QVERIFY2(QString::fromStdString(note).contains("initialised (seed 42"), note.c_str());
+  const double bound = 1.0 / std::sqrt(16.0);
+  QVERIFY(m->v_head->summary->weight.abs().max().item<double>() <= bound);
+  QVERIFY(m->v_head->summary->weight.std().item<double>() > bound / 4);  // not all zeros
+  CausalLM again(*info, opt), other(*info, opt);
+  load_weights(again, dir.string(), 42);
+  load_weights(other, dir.string(), 43);
+  QVERIFY(torch::equal(again->v_head->summary->weight, m->v_head->summary->weight));
+  QVERIFY(!torch::equal(other->v_head->summary->weight, m->v_head->summary->weight));
 }
 
 QTEST_MAIN(TestHfCheckpoint)
