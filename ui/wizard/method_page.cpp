@@ -44,12 +44,10 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
       browse_(new QPushButton(tr("B&rowse..."))),
       dpo_(new QGroupBox(tr("DPO"))) {
   setTitle(tr("Method"));
-  setSubTitle(tr("Supervised fine-tuning on instruction data, preference optimisation on "
-                 "chosen/rejected pairs (DPO and its losses; orpo and simpo need no reference "
-                 "model), continued pre-training on plain texts (pt, every token learned, "
-                 "packed into cutoff_len blocks), or a reward model on chosen/rejected pairs (rm: "
-                 "a value head scores each sequence at its last token). Full-parameter "
-                 "training."));
+  setSubTitle(tr("SFT on instruction data, DPO on chosen/rejected pairs (orpo and simpo need no "
+                 "reference model), rm (a reward model on those pairs), or pt (continued "
+                 "pre-training on plain texts, every token learned, in cutoff_len blocks). "
+                 "Full-parameter training."));
   FieldBindings* b = bindings();
   reference_->setPlaceholderText(tr("none: a frozen copy of the initial model"));
   auto* refRow = new QHBoxLayout;
