@@ -373,28 +373,29 @@ void write_text(const fs::path& path, const std::string& content) {
   if (!error.empty()) throw CheckpointError(error);
 }
 
-// The tensors' shards (indices into `tensors`) as they are written: the model's own tensors
-// sharded as transformers shards them, then a value head's, if any, as one more group (its own
-// file).
-std::vector<std::vector<std::size_t>> plan_files(const NamedTensors& tensors,
-                                                 torch::ScalarType dtype, std::uint64_t max,
-                                                 std::vector<std::size_t>* head_out = nullptr) {
+// The files a save writes, as indices into its tensors: the model's own tensors sharded as
+// transformers shards them, and a value head's (kValueHeadFile), written after them.
+struct FilePlan {
+  std::vector<std::vector<std::size_t>> shards;
+  std::vector<std::size_t> head;
+};
+
+FilePlan plan_files(const NamedTensors& tensors, torch::ScalarType dtype, std::uint64_t max) {
+  FilePlan plan;
   NamedTensors own;
-  std::vector<std::size_t> own_index, head;
+  std::vector<std::size_t> own_index;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (is_value_head_tensor(tensors[i].first)) {
-      head.push_back(i);
+      plan.head.push_back(i);
     } else {
       own.push_back(tensors[i]);
       own_index.push_back(i);
     }
   }
-  auto shards = plan_shards(own, dtype, max);
-  for (auto& shard : shards)
+  plan.shards = plan_shards(own, dtype, max);
+  for (auto& shard : plan.shards)
     for (std::size_t& i : shard) i = own_index[i];
-  if (head_out) *head_out = head;
-  if (!head.empty()) shards.push_back(head);
-  return shards;
+  return plan;
 }
 
 // Writes the weight files into `staging`; returns their names in order and the index, if any.
@@ -402,9 +403,7 @@ HfSaveResult write_weights(const fs::path& staging, const NamedTensors& tensors,
                            torch::ScalarType dtype, const HfSaveOptions& options) {
   HfSaveResult result;
   result.dtype = dtype;
-  std::vector<std::size_t> head;
-  auto shards = plan_files(tensors, dtype, options.max_shard_bytes, &head);
-  if (!head.empty()) shards.pop_back();
+  const auto [shards, head] = plan_files(tensors, dtype, options.max_shard_bytes);
   json weight_map = json::object();
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shards.size() == 1 ? kSingleFile : shard_name(s, shards.size());
@@ -496,9 +495,10 @@ bool is_value_head_tensor(const std::string& name) { return name.rfind("v_head."
 
 std::vector<std::size_t> hf_save_order(const NamedTensors& tensors, const HfSaveOptions& options) {
   const torch::ScalarType dtype = resolve_dtype(options, read_source_config(options.source_dir));
+  const FilePlan plan = plan_files(tensors, dtype, options.max_shard_bytes);
   std::vector<std::size_t> order;
-  for (const auto& shard : plan_files(tensors, dtype, options.max_shard_bytes))
-    order.insert(order.end(), shard.begin(), shard.end());
+  for (const auto& shard : plan.shards) order.insert(order.end(), shard.begin(), shard.end());
+  order.insert(order.end(), plan.head.begin(), plan.head.end());
   return order;
 }
 

@@ -47,6 +47,20 @@ torch::Tensor StepModels::sp_sum(const torch::Tensor& sums) const {
              : sums;
 }
 
+std::vector<double> sum_over_dp(const Parallel& par, StepStats& st, double loss_sum,
+                                const torch::Tensor& metric_sums, int64_t count) {
+  std::vector<double> sums(static_cast<size_t>(count) + 1, 0.0);
+  if (metric_sums.defined()) {
+    const auto host = metric_sums.to(torch::kCPU, torch::kDouble).contiguous();
+    for (int64_t i = 0; i < count; ++i) sums[static_cast<size_t>(i)] = host[i].item<double>();
+  }
+  sums.back() = loss_sum;
+  sums = par.sum(par.dp_group(), sums, "loss");
+  st.loss_sum = sums.back();
+  sums.pop_back();
+  return sums;
+}
+
 void refuse_sft_losses(const RunConfig& cfg) {
   if (cfg.use_dft_loss || cfg.use_eaft_loss || cfg.use_asft_loss)
     throw std::invalid_argument(std::string(cfg.use_dft_loss    ? "use_dft_loss"

@@ -160,6 +160,12 @@ class Objective {
   virtual void reset_window() {}
 };
 
+// The step's loss and `count` metric sums (this rank's, on the device; undefined: zeros) summed
+// over DP, for the objectives whose micro-batch losses are the same on every rank of an SP group
+// (preference pairs): `loss_sum` goes into st.loss_sum, the metric sums are returned.
+std::vector<double> sum_over_dp(const Parallel& par, StepStats& st, double loss_sum,
+                                const torch::Tensor& metric_sums, int64_t count);
+
 // Throws std::invalid_argument naming use_dft_loss, use_eaft_loss or use_asft_loss when `cfg`
 // sets one for a stage other than sft (they replace the SFT loss).
 void refuse_sft_losses(const RunConfig& cfg);

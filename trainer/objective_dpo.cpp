@@ -62,16 +62,7 @@ class DpoObjective final : public Objective {
 
   // Pair losses are the same on every rank of an SP group: the sums over DP.
   void reduce(StepStats& st, double loss_sum, const torch::Tensor& metric_sums) override {
-    std::vector<double> sums(dpo::kPrefMetricCount + 1, 0.0);
-    if (metric_sums.defined()) {
-      const auto host = metric_sums.to(torch::kCPU, torch::kDouble).contiguous();
-      for (int64_t i = 0; i < dpo::kPrefMetricCount; ++i)
-        sums[static_cast<size_t>(i)] = host[i].item<double>();
-    }
-    sums.back() = loss_sum;
-    sums = m_.par.sum(m_.par.dp_group(), sums, "loss");
-    st.loss_sum = sums.back();
-    sums.pop_back();
+    const auto sums = sum_over_dp(m_.par, st, loss_sum, metric_sums, dpo::kPrefMetricCount);
     st.dpo = dpo::dpo_metrics(torch::tensor(sums, torch::kDouble),
                               static_cast<int64_t>(st.normaliser));
   }

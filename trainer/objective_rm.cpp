@@ -89,14 +89,7 @@ class RmObjective final : public Objective {
 
   // Pair losses are the same on every rank of an SP group: the sums over DP.
   void reduce(StepStats& st, double loss_sum, const torch::Tensor& metric_sums) override {
-    std::vector<double> sums(kMetrics + 1, 0.0);
-    if (metric_sums.defined()) {
-      const auto host = metric_sums.to(torch::kCPU, torch::kDouble).contiguous();
-      for (int64_t i = 0; i < kMetrics; ++i) sums[static_cast<size_t>(i)] = host[i].item<double>();
-    }
-    sums.back() = loss_sum;
-    sums = m_.par.sum(m_.par.dp_group(), sums, "loss");
-    st.loss_sum = sums.back();
+    const auto sums = sum_over_dp(m_.par, st, loss_sum, metric_sums, kMetrics);
     const double n = st.normaliser > 0 ? st.normaliser : kNaN;
     st.dpo = DpoMetrics{sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / n, kNaN, kNaN};
   }
@@ -162,12 +155,13 @@ class RmObjective final : public Objective {
         b.token_mask & (b.position_ids == torch::tensor(last, torch::kLong).unsqueeze(1));
     const torch::Tensor at = here.nonzero();  // [k, 2]: (row, local column)
     const torch::Tensor row = at.select(1, 0).contiguous(), col = at.select(1, 1).contiguous();
-    torch::Tensor picked = hidden.index({row.to(m_.device), col.to(m_.device)});  // [k, hidden]
+    const torch::Tensor row_here = row.to(m_.device);
+    torch::Tensor picked = hidden.index({row_here, col.to(m_.device)});  // [k, hidden]
     if (train && dropout_ > 0) picked = picked.to(torch::kFloat) * dropout_mask(idx, row);
     const torch::Tensor scored = m_.model->v_head(picked);  // [k] fp32
     torch::Tensor local = torch::zeros({2 * n}, torch::TensorOptions().dtype(torch::kFloat)
                                                      .device(m_.device))
-                              .index_put({row.to(m_.device)}, scored);
+                              .index_put({row_here}, scored);
     // Without a backward to come the weights go now (training: after its backward).
     if (sharding && !torch::GradMode::is_enabled()) sharding->end_forward();
     const torch::Tensor scores = m_.sp_sum(local);
