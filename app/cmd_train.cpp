@@ -173,6 +173,13 @@ int cmd_train(const Argv& argv) {
     in.eval_pairs = std::move(pairs.eval);
     n_train = in.train_pairs.size();
     n_eval = in.eval_pairs.size();
+  } else if (cfg.stage == Stage::Kto) {
+    // Each example with its mismatched KL sequence, as LLaMA-Factory's FeedbackDatasetProcessor.
+    auto feedback = data::load_feedback_data(cfg, tokenizer, dopt);
+    in.train_feedback = std::move(feedback.train);
+    in.eval_feedback = std::move(feedback.eval);
+    n_train = in.train_feedback.size();
+    n_eval = in.eval_feedback.size();
   } else if (cfg.stage == Stage::Pt) {
     // LLaMA-Factory's pre-training data: each text + eos, every token a label, packed into
     // cutoff_len blocks unless packing: false (data/dataset/pretrain.cpp).
@@ -211,6 +218,7 @@ int cmd_train(const Argv& argv) {
   if (rank0)
     std::cerr << "studio-train: " << n_train
               << (cfg.pairwise()                    ? " training pairs, "
+                  : cfg.stage == Stage::Kto         ? " training examples, "
                   : !blocks.empty()                 ? blocks.c_str()
                   : cfg.packing || cfg.neat_packing ? " packed training sequences, "
                                                     : " training samples, ")

@@ -329,8 +329,9 @@ const std::vector<FieldSpec>& config_fields() {
               "HF_HOME/hub, ~/.cache/huggingface/hub)"),
         // method
         field("stage", "method", &R::stage,
-              "training stage: pt (continued pre-training on plain texts), sft, dpo, or rm "
-              "(a reward model trained on preference pairs) (docs/STAGES.md)"),
+              "training stage: pt (continued pre-training on plain texts), sft, dpo, rm (a reward "
+              "model trained on preference pairs), or kto (desirable and undesirable examples, "
+              "kto_tag datasets) (docs/STAGES.md)"),
         field("do_train", "method", &R::do_train, "train (false leaves nothing to do)"),
         field("finetuning_type", "method", &R::finetuning_type, "which weights are trained"),
         field("deepspeed", "method", &R::deepspeed,
@@ -346,18 +347,25 @@ const std::vector<FieldSpec>& config_fields() {
         field("offload_param", "method", &R::offload_param,
               "ZeRO-3 weight pieces in CPU memory (implies offload_optimizer)"),
         field("pref_beta", "method", &R::pref_beta,
-              "beta of the preference loss (ORPO: the weight of its odds-ratio term)",
+              "beta of the preference loss (ORPO: the weight of its odds-ratio term; stage kto: "
+              "KTO's beta)",
               range("> 0")),
         field("pref_loss", "method", &R::pref_loss,
               "preference loss of stage dpo; orpo and simpo need no reference model"),
         field("simpo_gamma", "method", &R::simpo_gamma,
               "SimPO's target reward margin (pref_loss: simpo)", range(">= 0")),
-        field("pref_ftx", "method", &R::pref_ftx, "weight of the SFT loss mixed into DPO",
+        field("pref_ftx", "method", &R::pref_ftx,
+              "weight of the SFT loss mixed into DPO (and KTO: the desirable examples')",
               range(">= 0")),
+        field("kto_chosen_weight", "method", &R::kto_chosen_weight,
+              "stage kto: weight of the desirable examples' losses", range(">= 0")),
+        field("kto_rejected_weight", "method", &R::kto_rejected_weight,
+              "stage kto: weight of the undesirable examples' losses", range(">= 0")),
         field("dpo_label_smoothing", "method", &R::dpo_label_smoothing,
               "label smoothing of the sigmoid DPO loss", range("0 to 0.5")),
         field("precompute_ref_logps", "method", &R::precompute_ref_logps,
-              "compute reference log-probs once before training; no reference model in memory"),
+              "compute reference log-probs once before training; no reference model in memory "
+              "(stages dpo and kto)"),
         // data
         field("dataset", "data", &R::dataset, "comma-separated names from dataset_info.json",
               required()),

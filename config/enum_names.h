@@ -23,7 +23,7 @@ struct EnumInfo;
   };
 
 STUDIO_ENUM_INFO(Stage, "studio-train trains the pt, sft and dpo stages",
-                 {Stage::Sft, "sft"}, {Stage::Dpo, "dpo"}, {Stage::Pt, "pt"}, {Stage::Rm, "rm"})
+                 {Stage::Sft, "sft"}, {Stage::Dpo, "dpo"}, {Stage::Pt, "pt"}, {Stage::Rm, "rm"}, {Stage::Kto, "kto"})
 STUDIO_ENUM_INFO(FinetuningType,
                  "studio-train does full-parameter training only; remove the adapter settings or "
                  "use LLaMA-Factory for adapter training",

@@ -207,7 +207,7 @@ class Estimator {
       return;
     }
     if (!cfg_.uses_reference()) return;
-    if (cfg_.stage == Stage::Dpo && cfg_.precompute_ref_logps) {
+    if ((cfg_.stage == Stage::Dpo || cfg_.stage == Stage::Kto) && cfg_.precompute_ref_logps) {
       note(
           "precompute_ref_logps: the reference model computes its log-probs before training "
           "and is then dropped: 0 B during training.");
@@ -218,7 +218,7 @@ class Estimator {
     b().reference = offloaded ? 0 : bytes;
     est_.model_state_bytes += b().reference;
     if (offloaded) est_.offloaded_bytes += bytes;
-    note(std::string(asft() ? "ASFT" : "DPO") + " reference model: a frozen copy in the compute dtype (" + grouped(p_.value) +
+    note(std::string(asft() ? "ASFT" : cfg_.stage == Stage::Kto ? "KTO" : "DPO") + " reference model: a frozen copy in the compute dtype (" + grouped(p_.value) +
          " B/param)" +
          (offloaded ? std::string(", its ZeRO-3 pieces in host memory like the weights")
           : sharded ? std::string(", cut into pieces like the weights under ZeRO-3")
@@ -253,6 +253,9 @@ class Estimator {
     if (cfg_.pairwise())
       text += std::string(" (") + (cfg_.stage == Stage::Dpo ? "DPO" : "RM") +
               ": the chosen and rejected rows of each pair)";
+    if (cfg_.stage == Stage::Kto)
+      text += " (KTO: the example's row; its KL row runs without gradients, as do the "
+              "reference's)";
     if (cfg_.stage == Stage::Sft && cfg_.dynamic_batching())
       text += std::string(" (") + std::string(to_string(cfg_.batching_strategy)) +
               ": each micro-batch holds at most per_device_train_batch_size x cutoff_len = " +
@@ -461,7 +464,8 @@ class Estimator {
     // SFT forms both gradients in its forward and keeps them; DPO keeps the rows it read and
     // forms the gradients in its backward (the upstream gradient differs per sequence). Either
     // way the peak holds the rows, both gradients and one chunk.
-    lc.loss_held = cfg_.stage != Stage::Dpo ? head_grad + hidden_grad : rows;
+    lc.loss_held =
+        cfg_.stage != Stage::Dpo && cfg_.stage != Stage::Kto ? head_grad + hidden_grad : rows;
     lc.loss_peak = head_grad + hidden_grad + rows + chunk;
     b().logits = lc.loss_peak;
     note("Logits: the LM head and its loss are fused and run over " +

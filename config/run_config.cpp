@@ -11,7 +11,7 @@ namespace studio {
 namespace detail {
 // LLaMA-Factory accepts these values; they would change what the run means, so they are errors.
 const std::vector<std::string_view>& EnumInfo<Stage>::refused() {
-  static const std::vector<std::string_view> v = {"ppo", "kto"};
+  static const std::vector<std::string_view> v = {"ppo"};
   return v;
 }
 const std::vector<std::string_view>& EnumInfo<FinetuningType>::refused() {
@@ -90,9 +90,9 @@ bool reports_to_tensorboard(const RunConfig& c) {
 }
 
 double moe_aux_coefficient(const RunConfig& c, const ModelInfo& m) {
-  // LLaMA-Factory's DPO and reward-model trainers run the forward without labels, so
+  // LLaMA-Factory's DPO, reward-model and KTO trainers run the forward without labels, so
   // transformers adds no auxiliary loss there: neither does studio-train.
-  if (!m.is_moe() || c.pairwise()) return 0;
+  if (!m.is_moe() || c.pairwise() || c.stage == Stage::Kto) return 0;
   if (c.moe_aux_loss_coef && *c.moe_aux_loss_coef > 0) return *c.moe_aux_loss_coef;
   return m.output_router_logits ? m.router_aux_loss_coef : 0;
 }

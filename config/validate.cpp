@@ -245,14 +245,18 @@ void check_packing(const RunConfig& c, Checker& ck) {
                              "so no sample boundaries are left to isolate (LLaMA-Factory refuses "
                              "it too): use packing: true, or packing: false for one text per "
                              "sequence");
-  // A reward model scores each sequence at its last token, one sequence per row; LLaMA-Factory's
-  // rm stage does not pack either (it ignores the keys).
-  if (c.stage == Stage::Rm)
+  // A reward model scores each sequence at its last token, one sequence per row; KTO's examples
+  // and their KL sequences are one per row too. LLaMA-Factory packs neither (it ignores the keys).
+  if (c.stage == Stage::Rm || c.stage == Stage::Kto)
     for (const char* key : {"packing", "neat_packing"})
       if (key == std::string("packing") ? c.packing : c.neat_packing)
-        ck.error(key, "stage rm scores each chosen and rejected sequence at its last token, one "
-                      "sequence per row: remove " + std::string(key) +
-                      " (LLaMA-Factory's rm stage does not pack either)");
+        ck.error(key, std::string(c.stage == Stage::Rm
+                                      ? "stage rm scores each chosen and rejected sequence at "
+                                        "its last token, one sequence per row"
+                                      : "stage kto runs each example and its KL sequence one "
+                                        "per row") +
+                          ": remove " + key + " (LLaMA-Factory's " +
+                          std::string(to_string(c.stage)) + " stage does not pack either)");
   if (c.stage == Stage::Dpo && c.packing && !c.neat_packing)
     ck.warn("packing", "stage dpo: each micro-batch's chosen and rejected sequences are packed "
                        "into shared rows with attention isolated per sequence (as neat_packing), "
@@ -301,11 +305,13 @@ void check_moe(const RunConfig& c, const ModelInfo& m, Checker& ck) {
                                        " is not a mixture-of-experts model");
     return;
   }
-  if (c.pairwise()) {
+  if (c.pairwise() || c.stage == Stage::Kto) {
     if (asked)
       ck.warn("moe_aux_loss_coef", "no effect for stage " + std::string(to_string(c.stage)) +
                                        ": LLaMA-Factory's " +
-                                       (c.stage == Stage::Dpo ? "DPO" : "reward-model") +
+                                       (c.stage == Stage::Dpo  ? "DPO"
+                                        : c.stage == Stage::Rm ? "reward-model"
+                                                               : "KTO") +
                                        " trainer runs the forward without labels, so no "
                                        "auxiliary loss is added; studio-train does the same");
     return;
@@ -401,6 +407,14 @@ void check_datasets(const RunConfig& c, Checker& ck) {
       if (c.pairwise() && !ranking)
         ck.error(key, "'" + name + "' is not a preference dataset (\"ranking\": true), which "
                       "stage: " + std::string(to_string(c.stage)) + " needs");
+      const bool tagged = it->is_object() && (*it).contains("columns") &&
+                          (*it)["columns"].is_object() && (*it)["columns"].contains("kto_tag");
+      if (c.stage == Stage::Kto && (ranking || !tagged))
+        ck.error(key, "'" + name + "' " +
+                          (ranking ? "is a preference dataset (\"ranking\": true); stage: kto "
+                                     "needs single responses marked desirable or not"
+                                   : "has no kto_tag column, which stage: kto needs (\"columns\": "
+                                     "{\"kto_tag\": \"label\"}, a true or false per row)"));
       if (c.stage == Stage::Sft && ranking)
         ck.error(key, "'" + name + "' is a preference dataset (\"ranking\": true); stage: sft "
                       "needs an instruction or conversation dataset");
@@ -536,6 +550,13 @@ void check_paths(const RunConfig& c, Checker& ck) {
 
 void check_method(const RunConfig& c, Checker& ck) {
   if (!c.do_train) ck.warn("do_train", "is false: studio-train train has nothing to do");
+  for (const char* key : {"kto_chosen_weight", "kto_rejected_weight"}) {
+    const double w = key == std::string("kto_chosen_weight") ? c.kto_chosen_weight
+                                                             : c.kto_rejected_weight;
+    ck.require(w >= 0, key, "must not be negative, got " + num(w));
+    if (ck.given(key) && c.stage != Stage::Kto)
+      ck.warn(key, "only used with stage: kto; ignored");
+  }
   if (c.stage == Stage::Dpo) {
     ck.require(c.pref_beta > 0, "pref_beta", "must be positive, got " + num(c.pref_beta));
     ck.require(c.pref_ftx >= 0, "pref_ftx", "must not be negative");
@@ -557,21 +578,35 @@ void check_method(const RunConfig& c, Checker& ck) {
                           "chosen and rejected halves); LLaMA-Factory fails on this combination");
     return;
   }
-  if (c.stage == Stage::Pt || c.stage == Stage::Rm) {
+  if (c.stage == Stage::Pt || c.stage == Stage::Rm || c.stage == Stage::Kto) {
     // As LLaMA-Factory, which refuses both outside stage sft.
     ck.require(!c.train_on_prompt, "train_on_prompt",
                c.stage == Stage::Pt
                    ? "stage pt learns every token of its texts: remove train_on_prompt"
-                   : "stage rm learns no tokens (it scores whole sequences): remove "
-                     "train_on_prompt");
+               : c.stage == Stage::Rm
+                   ? "stage rm learns no tokens (it scores whole sequences): remove "
+                     "train_on_prompt"
+                   : "stage kto scores the responses only (LLaMA-Factory refuses it outside "
+                     "stage sft): remove train_on_prompt");
     ck.require(!c.mask_history, "mask_history",
                c.stage == Stage::Pt
                    ? "stage pt learns every token of its texts: remove mask_history"
-                   : "stage rm learns no tokens (it scores whole sequences): remove "
-                     "mask_history");
+               : c.stage == Stage::Rm
+                   ? "stage rm learns no tokens (it scores whole sequences): remove "
+                     "mask_history"
+                   : "stage kto scores the responses only (LLaMA-Factory refuses it outside "
+                     "stage sft): remove mask_history");
+  }
+  if (c.stage == Stage::Kto) {
+    ck.require(c.pref_beta > 0, "pref_beta", "must be positive, got " + num(c.pref_beta));
+    ck.require(c.pref_ftx >= 0, "pref_ftx", "must not be negative");
+    for (const char* key : {"pref_loss", "simpo_gamma", "dpo_label_smoothing"})
+      if (ck.given(key))
+        ck.warn(key, "only used with stage: dpo; ignored (stage kto has its own loss)");
+    return;
   }
   if (ck.given("ref_model") && !c.use_asft_loss)
-    ck.warn("ref_model", "only used with stage: dpo or use_asft_loss: true; ignored");
+    ck.warn("ref_model", "only used with stages dpo and kto, or use_asft_loss: true; ignored");
   for (const char* key : {"pref_beta", "pref_loss", "pref_ftx", "simpo_gamma",
                           "dpo_label_smoothing", "precompute_ref_logps"})
     if (ck.given(key)) ck.warn(key, "only used with stage: dpo; ignored");

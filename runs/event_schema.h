@@ -105,6 +105,7 @@ TableOf<E, DpoMetrics> visit_fields(V& v, E& e) {
   v("rewards/margins", e.rewards_margins, diverging(StepValue::RewardsMargins));
   v("logps/chosen", e.logps_chosen, diverging(StepValue::LogpsChosen));
   v("logps/rejected", e.logps_rejected, diverging(StepValue::LogpsRejected));
+  v("kl", e.kl, diverging(StepValue::Kl, Unknown::Omitted));  // stage kto only
 }
 
 template <class V, class E>

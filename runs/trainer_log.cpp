@@ -24,10 +24,12 @@ bool dpo_seen(const DpoMetrics& dpo, const StepEvent& step) {
       static_cast<std::uint32_t>(StepValue::RewardsAccuracies) |
       static_cast<std::uint32_t>(StepValue::RewardsMargins) |
       static_cast<std::uint32_t>(StepValue::LogpsChosen) |
-      static_cast<std::uint32_t>(StepValue::LogpsRejected);
+      static_cast<std::uint32_t>(StepValue::LogpsRejected) |
+      static_cast<std::uint32_t>(StepValue::Kl);
   return !std::isnan(dpo.rewards_chosen) || !std::isnan(dpo.rewards_rejected) ||
          !std::isnan(dpo.rewards_accuracies) || !std::isnan(dpo.rewards_margins) ||
          !std::isnan(dpo.logps_chosen) || !std::isnan(dpo.logps_rejected) ||
+         !std::isnan(dpo.kl) ||
          (step.not_finite & kDpoBits) != 0;
 }
 
@@ -140,6 +142,7 @@ bool parse_trainer_state(std::string_view text, std::vector<Event>& out, std::st
       f.get("rewards/margins", dpo.rewards_margins, step, StepValue::RewardsMargins);
       f.get("logps/chosen", dpo.logps_chosen, step, StepValue::LogpsChosen);
       f.get("logps/rejected", dpo.logps_rejected, step, StepValue::LogpsRejected);
+      f.get("kl", dpo.kl, step, StepValue::Kl);  // KTOTrainer's
       if (dpo_seen(dpo, step)) step.dpo = dpo;
     } catch (const EventFormatError& e) {
       problems.count_bad_line(index, where + ": " + e.what());

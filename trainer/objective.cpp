@@ -76,6 +76,8 @@ std::unique_ptr<Objective> make_objective(StepModels& m, RunReporter& reporter) 
       return make_dpo_objective(m, reporter);
     case Stage::Rm:
       return make_rm_objective(m, reporter);
+    case Stage::Kto:
+      return make_kto_objective(m, reporter);
     case Stage::Pt:  // LLaMA-Factory's pt trainer is the causal-LM loss on texts whose every
                      // token is a label: the SFT objective on those samples (app: load_pt_data)
     case Stage::Sft:

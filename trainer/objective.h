@@ -6,10 +6,12 @@
 // says whether it needs a frozen reference and how it uses it (a forward per micro-batch, or
 // log-probs precomputed once), and reduces its step's numbers over the grid. One objective per
 // stage: objective_sft.cpp (stage sft: the token loss, with DFT/EAFT/ASFT), objective_dpo.cpp
-// (stage dpo: the preference losses), objective_rm.cpp (stage rm: a reward model's pairwise loss).
+// (stage dpo: the preference losses), objective_rm.cpp (stage rm: a reward model's pairwise loss),
+// objective_kto.cpp (stage kto: desirable and undesirable examples).
 //
 // Collectives: every rank runs the same ones in the same order whatever its data, so the
 // methods that reduce (count's caller, reduce, evaluate) are called on every rank.
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -95,30 +97,33 @@ struct StepModels {
 };
 
 // The preference metrics of a logging window (DPO's rewards and log-probs, a reward model's
-// scores): sums of each step's means, written as their mean over the window's steps. A value a
-// stage does not have (NaN) stays NaN and is written as unknown.
+// scores, KTO's rewards and KL): each field the mean of the steps' values that are numbers. A
+// field no step of the window has (a stage without it, or KTO steps without undesirable
+// examples) is written as unknown.
 class RewardWindow {
  public:
   void add(const std::optional<DpoMetrics>& m) {
     if (!m) return;
-    sum_.rewards_chosen += m->rewards_chosen;
-    sum_.rewards_rejected += m->rewards_rejected;
-    sum_.rewards_accuracies += m->rewards_accuracies;
-    sum_.rewards_margins += m->rewards_margins;
-    sum_.logps_chosen += m->logps_chosen;
-    sum_.logps_rejected += m->logps_rejected;
+    const double v[kFields] = {m->rewards_chosen, m->rewards_rejected, m->rewards_accuracies,
+                               m->rewards_margins, m->logps_chosen, m->logps_rejected, m->kl};
+    for (int i = 0; i < kFields; ++i)
+      if (!std::isnan(v[i])) sum_[i] += v[i], ++count_[i];
   }
   void write(StepEvent& e, int64_t steps) const {
     if (steps <= 0) return;
-    const auto k = static_cast<double>(steps);
-    e.dpo = DpoMetrics{sum_.rewards_chosen / k,     sum_.rewards_rejected / k,
-                       sum_.rewards_accuracies / k, sum_.rewards_margins / k,
-                       sum_.logps_chosen / k,       sum_.logps_rejected / k};
+    double mean[kFields];
+    for (int i = 0; i < kFields; ++i)
+      mean[i] = count_[i] > 0 ? sum_[i] / count_[i] : std::numeric_limits<double>::quiet_NaN();
+    e.dpo = DpoMetrics{mean[0], mean[1], mean[2], mean[3], mean[4], mean[5], mean[6]};
   }
-  void reset() { sum_ = DpoMetrics{0, 0, 0, 0, 0, 0}; }
+  void reset() {
+    for (int i = 0; i < kFields; ++i) sum_[i] = 0, count_[i] = 0;
+  }
 
  private:
-  DpoMetrics sum_{0, 0, 0, 0, 0, 0};
+  static constexpr int kFields = 7;
+  double sum_[kFields] = {};
+  int64_t count_[kFields] = {};
 };
 
 class Objective {
@@ -176,6 +181,7 @@ std::unique_ptr<Objective> make_objective(StepModels& m, RunReporter& reporter);
 std::unique_ptr<Objective> make_sft_objective(StepModels& m, RunReporter& reporter);
 std::unique_ptr<Objective> make_dpo_objective(StepModels& m, RunReporter& reporter);
 std::unique_ptr<Objective> make_rm_objective(StepModels& m, RunReporter& reporter);
+std::unique_ptr<Objective> make_kto_objective(StepModels& m, RunReporter& reporter);
 
 // Mean loss per valid target token over `samples`, no gradients, the plain token loss (what
 // `studio-train eval` prints). Under SP/DP: this DP rank's share, split along the sequence;

@@ -107,6 +107,19 @@ bool get_sample(Reader& r, PairSample& p) {
   return r.get(p.prompt_len) && get_sample(r, p.chosen) && get_sample(r, p.rejected);
 }
 
+void put_sample(Writer& w, const FeedbackSample& f) {
+  w.put(static_cast<uint8_t>(f.desirable));
+  put_sample(w, f.target);
+  put_sample(w, f.kl);
+}
+
+bool get_sample(Reader& r, FeedbackSample& f) {
+  uint8_t desirable = 0;
+  if (!r.get(desirable) || desirable > 1) return false;
+  f.desirable = desirable == 1;
+  return get_sample(r, f.target) && get_sample(r, f.kl);
+}
+
 std::string stats_to_json(const DataStats& s) {
   nlohmann::json j = {{"samples", s.samples},
                       {"tokens", s.tokens},
@@ -114,6 +127,7 @@ std::string stats_to_json(const DataStats& s) {
                       {"truncated", s.truncated},
                       {"skipped_bad_rows", s.skipped_bad_rows},
                       {"skipped_invalid", s.skipped_invalid},
+                      {"desirable", s.desirable},
                       {"cutoff_len", s.lengths.cutoff_len},
                       {"upper", s.lengths.upper},
                       {"counts", s.lengths.counts},
@@ -130,6 +144,7 @@ bool stats_from_json(const std::string& text, DataStats& s) {
     s.truncated = j.at("truncated");
     s.skipped_bad_rows = j.at("skipped_bad_rows");
     s.skipped_invalid = j.at("skipped_invalid");
+    s.desirable = j.at("desirable");
     s.lengths.cutoff_len = j.at("cutoff_len");
     s.lengths.upper = j.at("upper").get<std::vector<int64_t>>();
     s.lengths.counts = j.at("counts").get<std::vector<int64_t>>();
@@ -188,7 +203,10 @@ std::string write_cache(const std::string& path, const std::string& key, const P
 
 template bool read_cache(const std::string&, const std::string&, Part<TokenizedSample>&);
 template bool read_cache(const std::string&, const std::string&, Part<PairSample>&);
+template bool read_cache(const std::string&, const std::string&, Part<FeedbackSample>&);
 template std::string write_cache(const std::string&, const std::string&, const Part<TokenizedSample>&);
 template std::string write_cache(const std::string&, const std::string&, const Part<PairSample>&);
+template std::string write_cache(const std::string&, const std::string&,
+                                 const Part<FeedbackSample>&);
 
 }  // namespace studio::data::detail

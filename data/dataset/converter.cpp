@@ -207,6 +207,82 @@ Converted convert_sharegpt(const DatasetAttr& attr, const json& row, bool pairwi
   return {std::move(c), {}};
 }
 
+// A row's kto_tag: true, false, or nullopt where it is null or missing (LF reads such a row as a
+// plain example).
+std::optional<bool> kto_tag_of(const DatasetAttr& attr, const json& row) {
+  const json* v = column(attr, row, "kto_tag", attr.kto_tag, false);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean())
+    throw RowError("column '" + attr.kto_tag + "' is a " + std::string(v->type_name()) +
+                   ", expected true (desirable) or false (undesirable) (" +
+                   attr.describe_column("kto_tag") +
+                   "; LLaMA-Factory's datasets cannot load a column that mixes such values with "
+                   "bools)");
+  return v->get<bool>();
+}
+
+// A KTO dataset (kto_tag set) outside stage kto: LF's converters give each tagged row two
+// responses, which its sft processor drops; untagged rows stay plain examples.
+Converted untagged_only(const DatasetAttr& attr, const json& row, Converted c) {
+  if (attr.kto_tag.empty() || !c.conversation) return c;
+  if (const std::optional<bool> tag = kto_tag_of(attr, row))
+    return {std::nullopt, "column '" + attr.kto_tag + "' is " + (*tag ? "true" : "false") +
+                              ": LLaMA-Factory gives a KTO row two responses, which its sft "
+                              "processor drops (stage kto trains such rows)"};
+  return c;
+}
+
+// LF's KTO responses: the answer and an empty one, the answer first when it is desirable.
+std::vector<Message> kto_responses(Message answer, bool desirable) {
+  Message empty{Role::Assistant, {}};
+  if (desirable) return {std::move(answer), empty};
+  return {empty, std::move(answer)};
+}
+
+std::string untagged(const DatasetAttr& attr) {
+  return "column '" + attr.kto_tag + "' is null or missing, so LLaMA-Factory reads the row as a "
+         "plain example, which its KTO processor drops";
+}
+
+ConvertedFeedback feedback_alpaca(const DatasetAttr& attr, const json& row,
+                                  const std::optional<bool>& tag) {
+  ConvertedFeedback out;
+  Conversation& c = out.conversation;
+  c.prompt = alpaca_prompt(attr, row);
+  if (tag) {
+    c.response = kto_responses(
+        {Role::Assistant, string_column(attr, row, "response", attr.response, true)}, *tag);
+  } else {
+    out.skip_reason = untagged(attr);
+    if (const json* v = column(attr, row, "response", attr.response, false); v && v->is_string())
+      c.response.push_back({Role::Assistant, v->get<std::string>()});
+  }
+  if (!attr.system.empty()) c.system = string_column(attr, row, "system", attr.system, false);
+  refuse_tools(attr, row);
+  return out;
+}
+
+// The sharegpt converter's kto branch; LF checks roles and the message count first (a broken
+// row has no messages at all).
+ConvertedFeedback feedback_sharegpt(const DatasetAttr& attr, const json& row,
+                                    const std::optional<bool>& tag) {
+  Converted plain = convert_sharegpt(attr, row, false);
+  ConvertedFeedback out;
+  if (!plain.conversation) {
+    out.skip_reason = std::move(plain.skip_reason);
+    return out;
+  }
+  out.conversation = std::move(*plain.conversation);
+  Conversation& c = out.conversation;
+  if (tag) {
+    Message answer = std::move(c.response.front());
+    c.response = kto_responses(std::move(answer), *tag);
+  } else {
+    out.skip_reason = untagged(attr);
+  }
+  return out;
+}
+
 // Stage pt reads the first turn of a sharegpt row; the others only have to take turns as LF
 // requires (it drops the row otherwise). No answer is needed, and tool calls do no harm.
 ConvertedText sharegpt_text(const DatasetAttr& attr, const json& row) {
@@ -341,8 +417,9 @@ Converted convert_row(const DatasetAttr& attr, const json& row, bool pairwise) {
       if (auto it = row.find(media); it != row.end() && !it->is_null() && !it->empty())
         throw RowError("has '" + std::string(media) + "': multimodal rows are not trained here");
   switch (attr.formatting) {
-    case Formatting::Alpaca: return convert_alpaca(attr, row, pairwise);
-    case Formatting::Sharegpt: return convert_sharegpt(attr, row, pairwise);
+    case Formatting::Alpaca: return untagged_only(attr, row, convert_alpaca(attr, row, pairwise));
+    case Formatting::Sharegpt:
+      return untagged_only(attr, row, convert_sharegpt(attr, row, pairwise));
     case Formatting::V1Pair:
       refuse_tools(attr, row);
       if (!pairwise) throw RowError("holds preference pairs (converter: pair); stage sft needs "
@@ -362,6 +439,19 @@ Converted convert_row(const DatasetAttr& attr, const json& row, bool pairwise) {
   if (!row.contains("messages"))
     throw RowError("has no column 'messages' (the row has: " + row_keys(row) + ")");
   return v1_conversation(v1_messages(row, "messages"), "messages");
+}
+
+ConvertedFeedback convert_feedback_row(const DatasetAttr& attr, const json& row) {
+  if (!row.is_object())
+    throw RowError("is a " + std::string(row.type_name()) + ", expected a JSON object");
+  const std::optional<bool> tag = kto_tag_of(attr, row);
+  switch (attr.formatting) {
+    case Formatting::Alpaca: return feedback_alpaca(attr, row, tag);
+    case Formatting::Sharegpt: return feedback_sharegpt(attr, row, tag);
+    case Formatting::V1Pair:
+    case Formatting::V1Messages: break;
+  }
+  throw RowError("holds LLaMA-Factory v1 messages; stage kto reads alpaca or sharegpt rows");
 }
 
 ConvertedText convert_text_row(const DatasetAttr& attr, const json& row) {

@@ -30,8 +30,24 @@ struct Converted {
   std::vector<bool> learned_answers = {};
 };
 
-// `pairwise`: the row must carry a chosen and a rejected answer (DPO).
+// `pairwise`: the row must carry a chosen and a rejected answer (DPO). A row of a KTO dataset
+// (attr.kto_tag set) whose tag is true or false is skipped, as LF's sft processor drops it.
 Converted convert_row(const DatasetAttr& attr, const nlohmann::json& row, bool pairwise);
+
+// Stage kto (attr.kto_tag set): a row as LLaMA-Factory's converters hand it to its
+// FeedbackDatasetProcessor. `conversation.response` is LF's `_response` list as the converter
+// builds it: [answer, ""] for a desirable row (kto_tag true), ["", answer] for an undesirable one;
+// for a row the processor drops, whatever the converter left there (a row whose kto_tag is null
+// or missing is read as a plain example: [answer], or nothing without a string answer; a
+// sharegpt row LF finds broken: nothing). The list matters beyond the row itself: the processor
+// takes the KL response of the next row of its batch from it, before dropping anything.
+// A kto_tag that is neither a bool nor null is a RowError (datasets' JSON loader cannot read
+// such a column, so LLaMA-Factory stops too).
+struct ConvertedFeedback {
+  Conversation conversation;
+  std::string skip_reason;  // set when LF's FeedbackDatasetProcessor drops the row
+};
+ConvertedFeedback convert_feedback_row(const DatasetAttr& attr, const nlohmann::json& row);
 
 // Stage pt: the text of a row, as LLaMA-Factory's pre-training processor takes it: the content
 // of the first prompt message (alpaca: the first history query if any, else prompt and query

@@ -16,7 +16,7 @@ using nlohmann::json;
 const std::set<std::string> kHubKeys = {"hf_hub_url", "ms_hub_url", "om_hub_url", "script_url",
                                         "cloud_file_name"};
 const std::set<std::string> kNoEffectKeys = {"split", "folder", "subset", "num_samples"};
-const std::set<std::string> kRefusedColumns = {"images", "videos", "audios", "kto_tag"};
+const std::set<std::string> kRefusedColumns = {"images", "videos", "audios"};
 
 std::string where(const std::string& file, const std::string& name) {
   return file + ": dataset '" + name + "'";
@@ -35,11 +35,12 @@ void read_columns(const json& entry, DatasetAttr& a, const std::string& ctx) {
   const std::map<std::string, std::string*> slots = {
       {"prompt", &a.prompt},   {"query", &a.query},   {"response", &a.response},
       {"history", &a.history}, {"messages", &a.messages}, {"system", &a.system},
-      {"tools", &a.tools},     {"chosen", &a.chosen}, {"rejected", &a.rejected}};
+      {"tools", &a.tools},     {"chosen", &a.chosen}, {"rejected", &a.rejected},
+      {"kto_tag", &a.kto_tag}};
   for (const auto& [key, value] : cols.items()) {
     if (kRefusedColumns.count(key))
       throw DatasetError(ctx + ": column '" + key +
-                         "' is not supported (multimodal and KTO data are not trained here)");
+                         "' is not supported (multimodal data is not trained here)");
     auto it = slots.find(key);
     if (it == slots.end()) {
       a.warnings.push_back(ctx + ": unknown column role '" + key + "' ignored");
@@ -186,7 +187,8 @@ std::string DatasetAttr::describe_column(const std::string& role) const {
   const std::map<std::string, const std::string*> defaults = {
       {"prompt", &prompt},   {"query", &query},     {"response", &response},
       {"history", &history}, {"messages", &messages}, {"system", &system},
-      {"tools", &tools},     {"chosen", &chosen},   {"rejected", &rejected}};
+      {"tools", &tools},     {"chosen", &chosen},   {"rejected", &rejected},
+      {"kto_tag", &kto_tag}};
   auto d = defaults.find(role);
   const std::string column = d == defaults.end() ? role : *d->second;
   return "columns mapping: " + role + " -> " + column + " (default)";

@@ -6,6 +6,7 @@
 
 #include "cache.h"
 #include "content_hash.h"
+#include "feedback.h"
 #include "parallel.h"
 #include "part_loader.h"
 #include "studio/data/chat_template.h"
@@ -19,6 +20,7 @@ constexpr const char* kCacheVersion = "studio-data-cache 1";
 
 constexpr const char* kind_name(const TokenizedSample*) { return "sft"; }
 constexpr const char* kind_name(const PairSample*) { return "dpo"; }
+constexpr const char* kKtoKind = "kto";
 
 // A key the run config does not type (LLaMA-Factory's enable_thinking), as YAML wrote it.
 std::optional<bool> yaml_bool(const RunConfig& cfg, const std::string& key) {
@@ -145,35 +147,61 @@ class Cache {
 };
 
 void check_stage(const DatasetAttr& attr, Stage stage) {
+  const std::string ds = "dataset '" + attr.name + "'";
   const bool pairwise = stage == Stage::Dpo;
   if (stage == Stage::Pt) {
     if (attr.ranking)  // as LLaMA-Factory, which refuses ranking data outside its rm/dpo stages
-      throw DatasetError("dataset '" + attr.name + "' holds preference pairs (\"ranking\": true); "
+      throw DatasetError(ds + " holds preference pairs (\"ranking\": true); "
                          "stage pt needs plain texts (a prompt column, e.g. \"columns\": "
                          "{\"prompt\": \"text\"})");
     if (attr.formatting != Formatting::Alpaca && attr.formatting != Formatting::Sharegpt)
-      throw DatasetError("dataset '" + attr.name + "' is LLaMA-Factory v1 data; stage pt reads "
+      throw DatasetError(ds + " is LLaMA-Factory v1 data; stage pt reads "
                          "alpaca or sharegpt datasets (the text is the first prompt message)");
+    return;
+  }
+  if (stage == Stage::Kto) {
+    if (attr.formatting != Formatting::Alpaca && attr.formatting != Formatting::Sharegpt)
+      throw DatasetError(ds + " is LLaMA-Factory v1 data; stage kto reads alpaca or sharegpt "
+                         "datasets with a kto_tag column");
+    if (attr.ranking)  // LLaMA-Factory refuses ranking data outside its rm/dpo stages
+      throw DatasetError(ds + " holds preference pairs (\"ranking\": true); stage kto needs "
+                         "one response per row and a kto_tag column (true: desirable, false: "
+                         "undesirable)");
+    if (attr.kto_tag.empty())
+      throw DatasetError(ds + " has no kto_tag column: stage kto needs one in "
+                         "dataset_info.json (\"columns\": {\"kto_tag\": \"label\"}), naming "
+                         "the column whose true marks a row's response desirable and false "
+                         "undesirable (without it LLaMA-Factory drops every row)");
     return;
   }
   if (attr.formatting == Formatting::V1Messages) return;  // its rows say which they hold
   if (pairwise && !attr.ranking)
-    throw DatasetError("dataset '" + attr.name + "' has no preference pairs; stages dpo and rm "
+    throw DatasetError(ds + " has no preference pairs; stages dpo and rm "
                        "need \"ranking\": true and chosen/rejected columns in dataset_info.json");
   if (!pairwise && attr.ranking)
-    throw DatasetError("dataset '" + attr.name + "' holds preference pairs (\"ranking\": true); "
+    throw DatasetError(ds + " holds preference pairs (\"ranking\": true); "
                        "stage sft needs plain answers");
+  if (pairwise && !attr.kto_tag.empty())  // LF's converters read such rows as KTO rows
+    throw DatasetError(ds + " has both \"ranking\": true and a kto_tag column: a row is a "
+                       "preference pair or a KTO example; remove one of them");
 }
 
-template <class Sample>
-Part<Sample> load_one(const DatasetAttr& attr, PartSettings settings, const char* kind,
-                      Cache& cache, const std::string& dataset_dir, const DatasetOptions& opt) {
+// The settings of one dataset: its files, its row limit, and the attr's warnings said.
+PartSettings dataset_settings(const DatasetAttr& attr, PartSettings settings,
+                              const std::string& dataset_dir, const DatasetOptions& opt) {
   settings.attr = &attr;
   settings.files = resolve_files(attr, dataset_dir);
   if (attr.size) settings.max_samples = std::min(settings.max_samples.value_or(*attr.size), *attr.size);
   if (attr.v1) settings.encode.enable_thinking = false;  // v1 learns no thought block
   for (const std::string& w : attr.warnings)
     if (opt.on_warning) opt.on_warning(w);
+  return settings;
+}
+
+template <class Sample>
+Part<Sample> load_one(const DatasetAttr& attr, PartSettings settings, const char* kind,
+                      Cache& cache, const std::string& dataset_dir, const DatasetOptions& opt) {
+  settings = dataset_settings(attr, std::move(settings), dataset_dir, opt);
   std::string key;
   std::string file;
   Part<Sample> part;
@@ -230,7 +258,82 @@ LoadedParts<Sample> load_all(const DatasetInfo& info, const PartSettings& settin
   return out;
 }
 
+// Stage kto: the datasets of one list are tokenized together (their rows pair across datasets
+// within LF's map batches). Each is cached on its own, under a key that covers the whole list and
+// its place in it; only when every one of them is in the cache is the cache used.
+std::vector<NamedPart<FeedbackSample>> load_feedback_list(
+    const DatasetInfo& info, const std::vector<std::string>& names, const PartSettings& settings,
+    const RunConfig& cfg, Cache& cache, const DatasetOptions& options) {
+  std::vector<DatasetAttr> attrs;
+  for (const std::string& name : names) {
+    attrs.push_back(info.find(name));
+    check_stage(attrs.back(), Stage::Kto);
+  }
+  std::vector<PartSettings> sets;  // pointing into attrs, complete by now
+  for (const DatasetAttr& a : attrs)
+    sets.push_back(dataset_settings(a, settings, info.data_dir(), options));
+  std::vector<NamedPart<FeedbackSample>> out;
+  std::vector<std::string> keys;
+  std::vector<std::string> files;
+  if (cache.enabled()) {
+    std::string list;
+    for (std::size_t d = 0; d < attrs.size(); ++d)
+      list += cache.key(attrs[d], sets[d].files, kKtoKind);
+    for (std::size_t d = 0; d < attrs.size(); ++d) {
+      keys.push_back(list + "position=" + std::to_string(d) + "\n");
+      files.push_back(cache.path(attrs[d].name, kKtoKind, keys.back()));
+    }
+    for (std::size_t d = 0; d < attrs.size(); ++d) {
+      Part<FeedbackSample> part;
+      if (!cache.read(files[d], keys[d], part)) break;
+      part.stats.datasets_from_cache = 1;
+      out.push_back({names[d], std::move(part)});
+    }
+    if (out.size() == attrs.size()) {
+      for (const auto& np : out)
+        for (const std::string& w : np.part.stats.warnings)
+          if (options.on_warning) options.on_warning(w);
+      return out;
+    }
+    out.clear();
+  }
+  std::vector<Part<FeedbackSample>> parts = tokenize_feedback(sets, cfg);
+  for (std::size_t d = 0; d < parts.size(); ++d) {
+    if (cache.enabled()) {
+      const std::string error = cache.write(attrs[d].name, kKtoKind, files[d], keys[d], parts[d]);
+      if (!error.empty() && options.on_warning) options.on_warning("cache not written: " + error);
+    }
+    out.push_back({names[d], std::move(parts[d])});
+  }
+  return out;
+}
+
+// What the stages that render conversations share: the chat template bound to the tokenizer,
+// the settings that point at it, and the datasets.
+struct ChatLoad {
+  ChatLoad(const RunConfig& cfg, const Tokenizer& tokenizer, const DatasetOptions& options)
+      : encoder(find_template(cfg.template_name), tokenizer),
+        settings(part_settings(cfg, options)),
+        info(DatasetInfo::for_config(cfg)) {
+    if (cfg.train_on_prompt && encoder.chat_template().efficient_eos)
+      throw TemplateError("template '" + cfg.template_name + "' does not support train_on_prompt");
+    settings.encoder = &encoder;
+  }
+  ChatLoad(const ChatLoad&) = delete;
+  ChatLoad& operator=(const ChatLoad&) = delete;
+
+  const TemplateEncoder encoder;
+  PartSettings settings;
+  const DatasetInfo info;
+};
+
 }  // namespace
+
+void require_stage(const RunConfig& cfg, Stage stage, const char* loader) {
+  if (cfg.stage != stage)
+    throw DatasetError(std::string(loader) + " reads stage " + std::string(to_string(stage)) +
+                       "'s data; this config's stage is " + std::string(to_string(cfg.stage)));
+}
 
 std::string why_empty(const RunConfig& cfg, const DataStats& stats) {
   std::string names = cfg.is_v1() ? cfg.v1.train_dataset : "";
@@ -246,20 +349,32 @@ std::string why_empty(const RunConfig& cfg, const DataStats& stats) {
 template <class Sample>
 LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
                                const DatasetOptions& options) {
-  const TemplateEncoder encoder(find_template(cfg.template_name), tokenizer);
-  if (cfg.train_on_prompt && encoder.chat_template().efficient_eos)
-    throw TemplateError("template '" + cfg.template_name + "' does not support train_on_prompt");
-  PartSettings settings = part_settings(cfg, options);
-  settings.encoder = &encoder;
-  const DatasetInfo info = DatasetInfo::for_config(cfg);
-  Cache cache(cfg, tokenizer, options, settings.encode, info.cache_dir());
+  const ChatLoad load(cfg, tokenizer, options);
+  Cache cache(cfg, tokenizer, options, load.settings.encode, load.info.cache_dir());
   constexpr Stage stage = std::is_same_v<Sample, PairSample> ? Stage::Dpo : Stage::Sft;
-  return load_all<Sample>(info, settings, stage, kind_name(static_cast<const Sample*>(nullptr)),
-                          cache, options);
+  return load_all<Sample>(load.info, load.settings, stage,
+                          kind_name(static_cast<const Sample*>(nullptr)), cache, options);
 }
 
 template LoadedParts<TokenizedSample> load_parts(const RunConfig&, const Tokenizer&, const DatasetOptions&);
 template LoadedParts<PairSample> load_parts(const RunConfig&, const Tokenizer&, const DatasetOptions&);
+
+LoadedParts<FeedbackSample> load_feedback_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
+                                                const DatasetOptions& options) {
+  const ChatLoad load(cfg, tokenizer, options);
+  // The rows pair within LF's map batches: their size and the shards change the KL sequences.
+  const std::string batching =
+      "preprocessing_batch_size=" + std::to_string(cfg.preprocessing_batch_size) +
+      "\npreprocessing_num_workers=" +
+      (cfg.preprocessing_num_workers ? std::to_string(*cfg.preprocessing_num_workers) : "none") +
+      "\n";
+  Cache cache(cfg, tokenizer, options, load.settings.encode, load.info.cache_dir(), batching);
+  LoadedParts<FeedbackSample> out;
+  out.train = load_feedback_list(load.info, load.info.train(), load.settings, cfg, cache, options);
+  out.eval = load_feedback_list(load.info, load.info.eval(), load.settings, cfg, cache, options);
+  cache.save_index();
+  return out;
+}
 
 LoadedParts<TokenizedSample> load_text_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
                                              const DatasetOptions& options,

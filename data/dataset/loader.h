@@ -28,6 +28,14 @@ template <class Sample>
 LoadedParts<Sample> load_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
                                const DatasetOptions& options);
 
+// Stage kto (LLaMA-Factory's FeedbackDatasetProcessor, feedback.h): each list of datasets
+// (`dataset`, `eval_dataset`) tokenized as one, since its rows pair across datasets.
+LoadedParts<FeedbackSample> load_feedback_parts(const RunConfig& cfg, const Tokenizer& tokenizer,
+                                                const DatasetOptions& options);
+
+// Throws DatasetError unless cfg.stage is `stage`: "LOADER reads stage X's data; ...".
+void require_stage(const RunConfig& cfg, Stage stage, const char* loader);
+
 // "dataset 'a,b' gave no training samples", with what was skipped and why.
 std::string why_empty(const RunConfig& cfg, const DataStats& stats);
 

@@ -36,11 +36,6 @@ void count(const PairSample& p, DataStats& stats) {
   count(p.rejected, stats);
 }
 
-struct PendingRow {
-  RawRow row;
-  std::string file;
-};
-
 template <class Sample>
 struct Slot {
   std::vector<Sample> samples;       // one per row; a v1 conversation gives one per learned answer
@@ -104,62 +99,27 @@ void encode_text_row(const TextEncoding& t, const DatasetAttr& attr, const nlohm
 template <class Sample>
 class PartBuilder {
  public:
-  explicit PartBuilder(const PartSettings& s) : s_(s) {
+  explicit PartBuilder(const PartSettings& s) : s_(s), reader_(s, part_.stats) {
     part_.stats.lengths = LengthHistogram::for_cutoff(s.encode.cutoff_len);
   }
 
   void read_all() {
-    for (const std::string& file : s_.files) {
-      if (limit_reached()) break;
-      read_rows(
-          file, [&](RawRow&& row) { return take(std::move(row), file); },
-          [&](int64_t line, int64_t column, const std::string& what) {
-            bad_row(file + ":" + std::to_string(line) + (column > 0 ? ":" + std::to_string(column) : "") +
-                    ": " + what);
-          });
-    }
-    flush();
+    reader_.read_all([&](std::vector<PendingRow>& batch) { flush(batch); });
   }
 
   Part<Sample> take_part() { return std::move(part_); }
 
  private:
-  bool limit_reached() const { return s_.max_samples && rows_ >= *s_.max_samples; }
-
-  bool take(RawRow&& row, const std::string& file) {
-    row.index = ++rows_;  // numbered across the dataset's files
-    batch_.push_back({std::move(row), file});
-    if (batch_.size() >= s_.batch_rows) flush();
-    return !limit_reached();
-  }
-
-  void warn(const std::string& message) {
-    if (s_.on_warning) s_.on_warning(message);
-    if (part_.stats.warnings.size() < 20) part_.stats.warnings.push_back(message);
-  }
-
-  void bad_row(const std::string& message) {
-    if (!s_.skip_bad_rows)
-      throw DatasetError(message + " (fix the row, or set skip_bad_rows to leave such rows out)");
-    ++part_.stats.skipped_bad_rows;
-    warn(message + " (skipped)");
-  }
-
-  std::string where(const PendingRow& p) const {
-    return "dataset '" + s_.attr->name + "' (" + p.file + ":" + std::to_string(p.row.line) +
-           "): row " + std::to_string(p.row.index);
-  }
-
-  void flush() {
-    std::vector<Slot<Sample>> slots(batch_.size());
+  void flush(std::vector<PendingRow>& batch) {
+    std::vector<Slot<Sample>> slots(batch.size());
     constexpr bool pairwise = is_pairwise(static_cast<const Sample*>(nullptr));
-    parallel_for(batch_.size(), s_.workers, [&](std::size_t i) {
+    parallel_for(batch.size(), s_.workers, [&](std::size_t i) {
       Slot<Sample>& slot = slots[i];
       try {
         if constexpr (!pairwise) {
-          if (s_.text) return encode_text_row(*s_.text, *s_.attr, batch_[i].row.value, slot);
+          if (s_.text) return encode_text_row(*s_.text, *s_.attr, batch[i].row.value, slot);
         }
-        Converted c = convert_row(*s_.attr, batch_[i].row.value, pairwise);
+        Converted c = convert_row(*s_.attr, batch[i].row.value, pairwise);
         if (!c.conversation) {
           slot.skip = std::move(c.skip_reason);
           return;
@@ -170,21 +130,21 @@ class PartBuilder {
         slot.error = e.what();
       }
     });
-    for (std::size_t i = 0; i < slots.size(); ++i) append(batch_[i], slots[i]);
-    batch_.clear();
+    for (std::size_t i = 0; i < slots.size(); ++i) append(batch[i], slots[i]);
   }
 
   void append(const PendingRow& p, Slot<Sample>& slot) {
-    if (!slot.error.empty()) return bad_row(where(p) + " " + slot.error);
+    if (!slot.error.empty()) return reader_.bad_row(reader_.where(p) + " " + slot.error);
     if (!slot.ok) {
       ++part_.stats.skipped_invalid;
-      return warn(where(p) + " skipped, as LLaMA-Factory does: " + slot.skip);
+      return reader_.warn(reader_.where(p) + " skipped, as LLaMA-Factory does: " + slot.skip);
     }
     if (slot.cut_away > 0) {
       part_.stats.skipped_invalid += slot.cut_away;
-      warn(where(p) + ": " + std::to_string(slot.cut_away) + " answer(s) beyond cutoff_len " +
-           std::to_string(s_.encode.cutoff_len) + " left out, as LLaMA-Factory v1 does (it keeps "
-           "a sample's first cutoff_len tokens)");
+      reader_.warn(reader_.where(p) + ": " + std::to_string(slot.cut_away) +
+                   " answer(s) beyond cutoff_len " + std::to_string(s_.encode.cutoff_len) +
+                   " left out, as LLaMA-Factory v1 does (it keeps a sample's first cutoff_len "
+                   "tokens)");
     }
     DataStats& st = part_.stats;
     for (std::size_t i = 0; i < slot.samples.size(); ++i) {
@@ -199,11 +159,53 @@ class PartBuilder {
 
   const PartSettings& s_;
   Part<Sample> part_;
-  std::vector<PendingRow> batch_;
-  int64_t rows_ = 0;
+  RowReader reader_;
 };
 
 }  // namespace
+
+void RowReader::read_all(const std::function<void(std::vector<PendingRow>&)>& on_batch) {
+  std::vector<PendingRow> batch;
+  int64_t rows = 0;
+  auto limit_reached = [&] { return s_.max_samples && rows >= *s_.max_samples; };
+  auto flush = [&] {
+    if (!batch.empty()) on_batch(batch);
+    batch.clear();
+  };
+  for (const std::string& file : s_.files) {
+    if (limit_reached()) break;
+    read_rows(
+        file,
+        [&](RawRow&& row) {
+          row.index = ++rows;  // numbered across the dataset's files
+          batch.push_back({std::move(row), file});
+          if (batch.size() >= s_.batch_rows) flush();
+          return !limit_reached();
+        },
+        [&](int64_t line, int64_t column, const std::string& what) {
+          bad_row(file + ":" + std::to_string(line) +
+                  (column > 0 ? ":" + std::to_string(column) : "") + ": " + what);
+        });
+  }
+  flush();
+}
+
+void RowReader::warn(const std::string& message) {
+  if (s_.on_warning) s_.on_warning(message);
+  if (stats_.warnings.size() < 20) stats_.warnings.push_back(message);
+}
+
+void RowReader::bad_row(const std::string& message) {
+  if (!s_.skip_bad_rows)
+    throw DatasetError(message + " (fix the row, or set skip_bad_rows to leave such rows out)");
+  ++stats_.skipped_bad_rows;
+  warn(message + " (skipped)");
+}
+
+std::string RowReader::where(const PendingRow& p) const {
+  return "dataset '" + s_.attr->name + "' (" + p.file + ":" + std::to_string(p.row.line) +
+         "): row " + std::to_string(p.row.index);
+}
 
 template <class Sample>
 Part<Sample> tokenize_dataset(const PartSettings& settings) {

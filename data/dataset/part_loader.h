@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "json_rows.h"
 #include "part.h"
 #include "studio/data/chat_template.h"
 #include "studio/data/dataset_info.h"
@@ -34,6 +35,30 @@ struct PartSettings {
   int workers = 1;
   std::size_t batch_rows = 256;
   std::function<void(const std::string&)> on_warning;
+};
+
+struct PendingRow {
+  RawRow row;
+  std::string file;
+};
+
+// A dataset's rows from its files in order, numbered across them, at most max_samples, handed
+// over batch_rows at a time. Malformed JSON lines, and rows the caller finds malformed, are
+// errors, or with skip_bad_rows counted in `stats` and warned about.
+class RowReader {
+ public:
+  RowReader(const PartSettings& settings, DataStats& stats) : s_(settings), stats_(stats) {}
+
+  void read_all(const std::function<void(std::vector<PendingRow>&)>& on_batch);
+  // Throws DatasetError with `message`, or with skip_bad_rows counts the row and warns.
+  void bad_row(const std::string& message);
+  void warn(const std::string& message);
+  // "dataset 'NAME' (FILE:LINE): row N"
+  std::string where(const PendingRow& p) const;
+
+ private:
+  const PartSettings& s_;
+  DataStats& stats_;
 };
 
 // Sample is TokenizedSample (SFT, pt) or PairSample (DPO).

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "loader.h"
+#include "map_batches.h"
 #include "split.h"
 #include "studio/data/chat_template.h"
 
@@ -112,28 +113,12 @@ void pack_batch(const std::vector<Text>& texts, std::size_t begin, std::size_t e
   }
 }
 
-// LF maps with datasets' Dataset.map(batched=True, batch_size=preprocessing_batch_size,
-// num_proc=preprocessing_num_workers): the rows are split into num_proc contiguous shards (the
-// first rows % num_proc of them one row longer, as Dataset.shard(contiguous=True)), and each
-// shard is cut into batches from its own start. A batch size <= 0 makes each shard one batch.
+// Packed within each of LF's map batches (map_batches.h).
 Blocks pack(const std::vector<Text>& texts, const RunConfig& cfg,
             const std::optional<int32_t>& bos) {
   Blocks out;
-  const std::size_t n = texts.size();
-  if (n == 0) return out;
-  const int64_t num_proc = cfg.preprocessing_num_workers.value_or(1);
-  const std::size_t shards = num_proc > 1 ? std::min(n, static_cast<std::size_t>(num_proc)) : 1;
-  const std::size_t div = n / shards;
-  const std::size_t mod = n % shards;
-  for (std::size_t s = 0; s < shards; ++s) {
-    const std::size_t start = div * s + std::min(s, mod);
-    const std::size_t end = start + div + (s < mod ? 1 : 0);
-    const std::size_t batch = cfg.preprocessing_batch_size > 0
-                                  ? static_cast<std::size_t>(cfg.preprocessing_batch_size)
-                                  : end - start;
-    for (std::size_t b = start; b < end; b += batch)
-      pack_batch(texts, b, std::min(b + batch, end), pt_block_len(cfg), bos, out);
-  }
+  for (const RowRange& b : map_batches(texts.size(), cfg))
+    pack_batch(texts, b.begin, b.end, pt_block_len(cfg), bos, out);
   return out;
 }
 
@@ -250,9 +235,7 @@ PtSequences load_pt_sequences(const RunConfig& cfg, const Tokenizer& tokenizer,
 
 SftData load_pt_data(const RunConfig& cfg, const Tokenizer& tokenizer,
                      const DatasetOptions& options) {
-  if (cfg.stage != Stage::Pt)
-    throw DatasetError("load_pt_data reads stage pt's data; this config's stage is " +
-                       std::string(to_string(cfg.stage)));
+  detail::require_stage(cfg, Stage::Pt, "load_pt_data");
   detail::check_split_settings(cfg);
   detail::PtSequences seq = detail::load_pt_sequences(cfg, tokenizer, options);
   SftData d;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "feedback.h"
 #include "loader.h"
 #include "pretrain.h"
 
@@ -36,10 +37,15 @@ void fill(PreviewSample& p, const PairSample& s, const Tokenizer& tok) {
   p.rejected = decode_spans(s.rejected, tok);
 }
 
+void fill(PreviewSample& p, const FeedbackSample& s, const Tokenizer& tok) {
+  p.sequence = decode_spans(s.target, tok);
+  p.kl = decode_spans(s.kl, tok);
+  p.desirable = s.desirable;
+}
+
 template <class Sample>
 void collect(PreviewReport& r, const RunConfig& cfg, const Tokenizer& tok, int n,
-             const DatasetOptions& opt) {
-  LoadedParts<Sample> parts = detail::load_parts<Sample>(cfg, tok, opt);
+             const LoadedParts<Sample>& parts) {
   r.stats.lengths = LengthHistogram::for_cutoff(cfg.cutoff_len);
   for (const auto& np : parts.train) {
     r.stats.merge(np.part.stats);
@@ -121,9 +127,16 @@ PreviewReport preview(const RunConfig& cfg, const Tokenizer& tokenizer, int n,
   r.cutoff_len = cfg.cutoff_len;
   switch (cfg.stage) {
     case Stage::Dpo:
-    case Stage::Rm: collect<PairSample>(r, cfg, tokenizer, n, options); break;
+    case Stage::Rm:
+      collect(r, cfg, tokenizer, n, detail::load_parts<PairSample>(cfg, tokenizer, options));
+      break;
     case Stage::Pt: collect_pt(r, cfg, tokenizer, n, options); break;
-    case Stage::Sft: collect<TokenizedSample>(r, cfg, tokenizer, n, options); break;
+    case Stage::Sft:
+      collect(r, cfg, tokenizer, n, detail::load_parts<TokenizedSample>(cfg, tokenizer, options));
+      break;
+    case Stage::Kto:
+      collect(r, cfg, tokenizer, n, detail::load_feedback_parts(cfg, tokenizer, options));
+      break;
   }
   return r;
 }
@@ -140,6 +153,11 @@ std::string format_preview_text(const PreviewReport& r, const PreviewStyle& styl
   else if (r.stage == Stage::Rm)
     out << "Stage rm learns no tokens: each chosen and rejected sequence is scored at its last "
            "token, and the chosen one must score higher.\n";
+  else if (r.stage == Stage::Kto)
+    out << "Text in " << style.masked_open << " " << style.masked_close
+        << " is masked (not learned). Each example's target is its prompt with its own response; "
+           "its KL sequence, the same prompt with the response of the row before it in "
+           "LLaMA-Factory's preprocessing batch, is only scored.\n";
   else
     out << "Text in " << style.masked_open << " " << style.masked_close
         << " is masked (not learned).\n";
@@ -151,6 +169,10 @@ std::string format_preview_text(const PreviewReport& r, const PreviewStyle& styl
       out << "\n--- " << s.dataset << " row " << s.row << ": ";
     if (r.stage == Stage::Dpo || r.stage == Stage::Rm) {
       out << s.chosen.tokens << " / " << s.rejected.tokens << " tokens (chosen / rejected)";
+    } else if (r.stage == Stage::Kto) {
+      out << (s.desirable ? "desirable" : "undesirable") << ", " << s.sequence.tokens
+          << " tokens, " << s.sequence.learned_tokens << " learned; KL " << s.kl.tokens
+          << " tokens";
     } else {
       out << s.sequence.tokens << " tokens, " << s.sequence.learned_tokens << " learned";
     }
@@ -161,6 +183,11 @@ std::string format_preview_text(const PreviewReport& r, const PreviewStyle& styl
       print_sequence(out, s.chosen, style);
       out << "rejected:\n";
       print_sequence(out, s.rejected, style);
+    } else if (r.stage == Stage::Kto) {
+      out << "target (" << (s.desirable ? "desirable" : "undesirable") << "):\n";
+      print_sequence(out, s.sequence, style);
+      out << "KL:\n";
+      print_sequence(out, s.kl, style);
     } else {
       print_sequence(out, s.sequence, style);
     }
@@ -171,6 +198,11 @@ std::string format_preview_text(const PreviewReport& r, const PreviewStyle& styl
   if (r.eval_samples > 0) out << ", " << r.eval_samples << " eval" << unit;
   out << "; " << st.tokens << " tokens, " << st.learned_tokens << " learned; " << st.truncated
       << " truncated to cutoff_len " << r.cutoff_len << "\n";
+  if (r.stage == Stage::Kto) {
+    out << st.desirable << " desirable, " << st.samples - st.desirable << " undesirable\n";
+    const std::string one_kind = detail::one_kind_warning("whole", st.samples, st.desirable);
+    if (!one_kind.empty()) out << "warning: " << one_kind << "\n";
+  }
   if (st.skipped_invalid + st.skipped_bad_rows > 0)
     out << "skipped: " << st.skipped_invalid << " invalid conversations, " << st.skipped_bad_rows
         << " bad rows\n";

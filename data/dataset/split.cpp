@@ -68,5 +68,7 @@ void split_off_eval(const RunConfig& cfg, std::vector<Sample>& train, std::vecto
 template void split_off_eval(const RunConfig&, std::vector<TokenizedSample>&,
                              std::vector<TokenizedSample>&);
 template void split_off_eval(const RunConfig&, std::vector<PairSample>&, std::vector<PairSample>&);
+template void split_off_eval(const RunConfig&, std::vector<FeedbackSample>&,
+                             std::vector<FeedbackSample>&);
 
 }  // namespace studio::data::detail

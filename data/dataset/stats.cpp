@@ -53,6 +53,7 @@ void DataStats::merge(const DataStats& other) {
   truncated += other.truncated;
   skipped_bad_rows += other.skipped_bad_rows;
   skipped_invalid += other.skipped_invalid;
+  desirable += other.desirable;
   datasets_from_cache += other.datasets_from_cache;
   lengths.merge(other.lengths);
   for (const auto& w : other.warnings)

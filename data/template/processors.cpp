@@ -41,6 +41,27 @@ struct Chunk {
   std::vector<int64_t> labels;
 };
 
+// LF's encode_oneturn of the prompt and response[which], with the eos an efficient_eos template
+// adds after the answer (as LF's pairwise and feedback processors do).
+TokenTurn one_turn(const TemplateEncoder& enc, const Conversation& conv, std::size_t which,
+                   const EncodeOptions& opt) {
+  TokenTurn t = enc.encode_turns(with_answer(conv, which), conv.system, opt, true).front();
+  if (enc.chat_template().efficient_eos) t.response.push_back(enc.eos_id());
+  return t;
+}
+
+// The first `prompt_len` prompt tokens, masked, then the first `answer_len` answer tokens.
+TokenizedSample masked_prompt(const std::vector<int32_t>& prompt, std::size_t prompt_len,
+                              const std::vector<int32_t>& answer, std::size_t answer_len) {
+  TokenizedSample s;
+  s.input_ids = widen(prompt, std::min(prompt_len, prompt.size()));
+  s.labels.assign(s.input_ids.size(), kIgnoreIndex);
+  const std::vector<int64_t> target = widen(answer, std::min(answer_len, answer.size()));
+  s.input_ids.insert(s.input_ids.end(), target.begin(), target.end());
+  s.labels.insert(s.labels.end(), target.begin(), target.end());
+  return s;
+}
+
 }  // namespace
 
 EncodedSft TemplateEncoder::encode_supervised(const Conversation& conv,
@@ -98,17 +119,25 @@ EncodedSft TemplateEncoder::encode_supervised(const Conversation& conv,
 
 EncodedSft TemplateEncoder::encode_last_answer(const Conversation& conv,
                                                const EncodeOptions& opt) const {
-  TokenTurn t = encode_turns(with_answer(conv, 0), conv.system, opt, true).front();
-  if (tmpl_.efficient_eos) t.response.push_back(eos_id_);
+  const TokenTurn t = one_turn(*this, conv, 0, opt);
   EncodedSft out;
   out.full_length = static_cast<int64_t>(t.prompt.size() + t.response.size());
   const auto keep = static_cast<std::size_t>(std::min<int64_t>(out.full_length, opt.cutoff_len));
-  TokenizedSample& s = out.sample;
-  s.input_ids = widen(t.prompt, std::min(keep, t.prompt.size()));
-  s.labels.assign(s.input_ids.size(), kIgnoreIndex);
-  const std::vector<int64_t> answer = widen(t.response, keep - s.input_ids.size());
-  s.input_ids.insert(s.input_ids.end(), answer.begin(), answer.end());
-  s.labels.insert(s.labels.end(), answer.begin(), answer.end());
+  const std::size_t prompt_len = std::min(keep, t.prompt.size());
+  out.sample = masked_prompt(t.prompt, prompt_len, t.response, keep - prompt_len);
+  return out;
+}
+
+EncodedSft TemplateEncoder::encode_feedback(const Conversation& conv,
+                                            const EncodeOptions& opt) const {
+  const TokenTurn t = one_turn(*this, conv, 0, opt);
+  const auto [source_len, target_len] =
+      infer_seqlen(static_cast<int64_t>(t.prompt.size()),
+                   static_cast<int64_t>(t.response.size()), opt.cutoff_len);
+  EncodedSft out;
+  out.full_length = static_cast<int64_t>(t.prompt.size() + t.response.size());
+  out.sample = masked_prompt(t.prompt, static_cast<std::size_t>(source_len), t.response,
+                             static_cast<std::size_t>(target_len));
   return out;
 }
 
@@ -117,12 +146,8 @@ EncodedPair TemplateEncoder::encode_pairwise(const Conversation& conv,
   if (conv.response.size() < 2)
     throw TemplateError("a preference example needs a chosen and a rejected answer");
   // As LF: the prompt comes from the chosen conversation; both answers are encoded one-turn.
-  TokenTurn chosen = encode_turns(with_answer(conv, 0), conv.system, opt, true).front();
-  TokenTurn rejected = encode_turns(with_answer(conv, 1), conv.system, opt, true).front();
-  if (tmpl_.efficient_eos) {
-    chosen.response.push_back(eos_id_);
-    rejected.response.push_back(eos_id_);
-  }
+  const TokenTurn chosen = one_turn(*this, conv, 0, opt);
+  const TokenTurn rejected = one_turn(*this, conv, 1, opt);
   const auto longest = static_cast<int64_t>(std::max(chosen.response.size(), rejected.response.size()));
   const auto prompt_len = static_cast<int64_t>(chosen.prompt.size());
   // The answers matter more than the prompt: infer_seqlen keeps short answers whole.
@@ -131,18 +156,10 @@ EncodedPair TemplateEncoder::encode_pairwise(const Conversation& conv,
   EncodedPair out;
   out.full_length = prompt_len + longest;
   out.pair.prompt_len = source_len;
-  const std::vector<int64_t> prompt = widen(chosen.prompt, static_cast<std::size_t>(source_len));
-  const auto answer_len = static_cast<std::size_t>(target_len);  // C++17 lambdas cannot capture bindings
-  auto build = [&](const std::vector<int32_t>& answer, TokenizedSample& s) {
-    const std::size_t keep = std::min(answer.size(), answer_len);
-    const std::vector<int64_t> target = widen(answer, keep);
-    s.input_ids = prompt;
-    s.input_ids.insert(s.input_ids.end(), target.begin(), target.end());
-    s.labels.assign(prompt.size(), kIgnoreIndex);
-    s.labels.insert(s.labels.end(), target.begin(), target.end());
-  };
-  build(chosen.response, out.pair.chosen);
-  build(rejected.response, out.pair.rejected);
+  const auto keep_prompt = static_cast<std::size_t>(source_len);
+  const auto keep_answer = static_cast<std::size_t>(target_len);
+  out.pair.chosen = masked_prompt(chosen.prompt, keep_prompt, chosen.response, keep_answer);
+  out.pair.rejected = masked_prompt(chosen.prompt, keep_prompt, rejected.response, keep_answer);
   return out;
 }
 

@@ -289,6 +289,14 @@ void TestMemoryEstimate::parts_data() {
                                      << -1 << "" << "tokens_per_rank" << 2048.0;
   QTest::newRow("rm loss peak: no logits") << llama << bf16 + "stage: rm\ncutoff_len: 1024\n"
                                            << 1 << -1 << "" << "loss_peak" << 16777216.0;
+  // Stage kto: DPO's reference (2P), one row per example (its KL row runs without gradients).
+  QTest::newRow("kto reference") << llama << bf16 + "stage: kto\n" << 1 << -1 << ""
+                                 << "reference" << 16060522496.0;
+  QTest::newRow("kto precomputed reference")
+      << llama << bf16 + "stage: kto\nprecompute_ref_logps: true\n" << 1 << -1 << ""
+      << "reference" << 0.0;
+  QTest::newRow("kto one row per example") << llama << bf16 + "stage: kto\ncutoff_len: 1024\n"
+                                           << 1 << -1 << "" << "tokens_per_rank" << 1024.0;
   // ASFT (use_asft_loss) runs the same frozen reference as DPO, sharded the same way.
   QTest::newRow("asft reference") << llama << bf16 + "use_asft_loss: true\n" << 1 << -1 << ""
                                   << "reference" << 16060522496.0;

@@ -121,7 +121,20 @@ void TestRunConfig::invalidConfigs_data() {
   QTest::newRow("ppo is refused") << "stage: ppo\n" << 0 << "stage" << 5 << "not supported";
   QTest::newRow("bco_pair is refused") << "stage: dpo\npref_loss: bco_pair\n" << 0 << "pref_loss"
                                        << 6 << "not supported";
-  QTest::newRow("kto is refused") << "stage: kto\n" << 0 << "stage" << 5 << "not supported";
+  QTest::newRow("kto on instruction data") << "stage: kto\n" << 0 << "dataset" << 2
+                                           << "has no kto_tag column";
+  QTest::newRow("kto on preference pairs")
+      << "!full\nmodel_name_or_path: models/qwen2.5-7b-shape\ndataset: dpo_pairs\n"
+         "template: qwen\noutput_dir: out/run-that-does-not-exist\nstage: kto\n"
+      << 0 << "dataset" << 2 << "is a preference dataset (\"ranking\": true); stage: kto";
+  QTest::newRow("kto with packing") << "stage: kto\npacking: true\n" << 0 << "packing" << 6
+                                    << "stage kto runs each example and its KL sequence";
+  QTest::newRow("kto with train_on_prompt") << "stage: kto\ntrain_on_prompt: true\n" << 0
+                                            << "train_on_prompt" << 6 << "stage kto scores";
+  QTest::newRow("kto negative weight") << "stage: kto\nkto_rejected_weight: -1\n" << 0
+                                       << "kto_rejected_weight" << 6 << "must not be negative";
+  QTest::newRow("kto pref_beta 0") << "stage: kto\npref_beta: 0\n" << 0 << "pref_beta" << 6
+                                   << "must be positive";
   QTest::newRow("negative simpo_gamma") << "stage: dpo\npref_loss: simpo\nsimpo_gamma: -0.5\n" << 0
                                         << "simpo_gamma" << 7 << "must not be negative";
   // LLaMA-Factory refuses these outside stage sft too.
@@ -384,6 +397,20 @@ void TestRunConfig::validConfigs_data() {
                                         << 0 << "" << 0;
   QTest::newRow("kto_pair") << dpo("stage: dpo\npref_loss: kto_pair\n") << 0 << "" << 0;
   QTest::newRow("rm on preference pairs") << dpo("stage: rm\n") << 0 << "" << 0;
+  const auto kto = [](const char* extra) {
+    return QStringLiteral("!full\nmodel_name_or_path: models/qwen2.5-7b-shape\n"
+                          "dataset: kto_feedback\ntemplate: qwen\n"
+                          "output_dir: out/run-that-does-not-exist\n") +
+           QString::fromUtf8(extra);
+  };
+  QTest::newRow("kto on kto_tag data") << kto("stage: kto\n") << 0 << "" << 0;
+  QTest::newRow("kto with weights and ftx")
+      << kto("stage: kto\nkto_chosen_weight: 1.33\nkto_rejected_weight: 0.5\npref_ftx: 0.1\n")
+      << 0 << "" << 0;
+  QTest::newRow("kto: pref_loss is dpo's") << kto("stage: kto\npref_loss: ipo\n") << 0
+                                           << "pref_loss" << 6;
+  QTest::newRow("kto weight in a dpo run") << dpo("stage: dpo\nkto_chosen_weight: 2\n") << 0
+                                           << "kto_chosen_weight" << 6;
   QTest::newRow("rm: pref_beta is dpo's") << dpo("stage: rm\npref_beta: 0.2\n") << 0
                                           << "pref_beta" << 6;
   QTest::newRow("rm: ref_model is dpo's")
@@ -485,7 +512,7 @@ void TestRunConfig::realisticFileIsValidWithEightProcesses() {
   QCOMPARE(d->line, 37);
 }
 
-// LLaMA-Factory's own example files of the pt stage and the reference-free DPO losses, made
+// LLaMA-Factory's own example files of the pt, rm and kto stages and the reference-free DPO losses, made
 // full-parameter (tests/fixtures/configs/lf_examples says what was changed): valid on 8
 // processes, read as LF reads them.
 void TestRunConfig::llamaFactoryStageExamples_data() {
@@ -499,6 +526,7 @@ void TestRunConfig::llamaFactoryStageExamples_data() {
   QTest::newRow("qwen3 dpo, simpo") << "qwen3_full_simpo.yaml" << "dpo" << "simpo" << false << false;
   QTest::newRow("qwen3 reward model") << "qwen3_full_reward.yaml" << "rm" << "sigmoid" << false
                                       << false;
+  QTest::newRow("qwen3 kto") << "qwen3_full_kto.yaml" << "kto" << "sigmoid" << false << true;
 }
 
 void TestRunConfig::llamaFactoryStageExamples() {
@@ -516,12 +544,13 @@ void TestRunConfig::llamaFactoryStageExamples() {
   QCOMPARE(QString::fromUtf8(to_string(res.config.pref_loss).data()), loss);
   QCOMPARE(res.config.pt_packs(), packs);
   QCOMPARE(res.config.uses_reference(), reference);
-  // Neither pt nor the reference-free losses hold a reference model in the estimate.
+  // Neither pt, rm nor the reference-free losses hold a reference model in the estimate; kto
+  // does.
   QVERIFY(res.model.has_value());
   EstimateOptions eo;
   eo.nproc_per_node = 8;
   const MemoryEstimate est = estimate_memory(res.config, *res.model, eo);
-  QCOMPARE(est.bytes.reference, 0.0);
+  QCOMPARE(est.bytes.reference > 0, reference);
   QVERIFY(est.bytes.weights > 0);
 }
 

@@ -8,7 +8,6 @@
 // new id and studio_data refuses the pairing: such a row checks that LF did add a token, and every
 // template must match LF on at least two tokenizers. lf_template.py says why it loads the
 // tokenizer.json as written rather than through transformers' model classes.
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -17,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat_tokenizers.h"
+#include "reference_run.h"
 #include "studio/data/chat_template.h"
 
 using namespace studio::data;
@@ -100,24 +100,11 @@ class TestChatTemplateLf : public QObject {
       }
     }
 
-    QProcess python;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("HF_HUB_OFFLINE", "1");  // local folders only
-    python.setProcessEnvironment(env);
-    python.start(QStringLiteral(STUDIO_LLAMAFACTORY_PYTHON),
-                 {QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/lf_template.py")});
-    QVERIFY2(python.waitForStarted(30000),
-             qPrintable(QStringLiteral(STUDIO_LLAMAFACTORY_PYTHON
-                                       " did not start (%1): run scripts/setup.sh, "
-                                       "which installs LLaMA-Factory's environment")
-                            .arg(python.errorString())));
-    python.write(QByteArray::fromStdString(requests.dump()));
-    python.closeWriteChannel();
-    QVERIFY(python.waitForFinished(300000));
-    QVERIFY2(
-        python.exitStatus() == QProcess::NormalExit && python.exitCode() == 0,
-        qPrintable("lf_template.py failed: " + QString::fromUtf8(python.readAllStandardError())));
-    const json answers = json::parse(python.readAllStandardOutput().toStdString());
+    QString error;
+    const auto reply = studio::test::run_reference(QStringLiteral(STUDIO_LLAMAFACTORY_PYTHON),
+                                                   "lf_template.py", requests.dump(), error);
+    QVERIFY2(reply, qPrintable(error));
+    const json& answers = *reply;
     QCOMPARE(answers.size(), keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) answers_[keys[i]] = answers[i];
   }

@@ -3,7 +3,6 @@
 // cache, streaming memory, determinism across worker counts, the demo data and the preview.
 // Stage pt's texts and blocks against LLaMA-Factory's pre-training pipeline
 // (tests/reference/lf_pretrain.py, run with STUDIO_PYTHON).
-#include <QProcess>
 #include <QtTest>
 
 #include <cmath>
@@ -11,12 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reference_run.h"
 #include "studio/data/chat_template.h"
 #include "studio/data/dataset.h"
 #include "studio/data/preview.h"
 
 using namespace studio;
 using namespace studio::data;
+using studio::test::error_of;
 
 namespace {
 
@@ -63,16 +64,6 @@ std::string temp_dataset(const QTemporaryDir& dir, const std::string& file, cons
   return root;
 }
 
-template <class F>
-QString error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return QString::fromStdString(e.what());
-  }
-  return "(no error)";
-}
-
 // One alpaca row; `meta` is a column no mapping reads.
 std::string row_json(const std::string& instruction, const std::string& output, const std::string& meta = {}) {
   nlohmann::json row = {{"instruction", instruction}, {"output", output}};
@@ -107,26 +98,8 @@ std::optional<bool> packing_of(const QString& yaml) {
 // fails, never skips, when the interpreter or its packages are missing: scripts/setup.sh
 // installs them.
 std::optional<nlohmann::json> lf_pretrain(const nlohmann::json& request, QString& error) {
-  QProcess python;
-  python.start(QStringLiteral(STUDIO_PYTHON),
-               {QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/lf_pretrain.py")});
-  if (!python.waitForStarted(30000)) {
-    error = QStringLiteral(STUDIO_PYTHON " did not start (run scripts/setup.sh): ") + python.errorString();
-    return std::nullopt;
-  }
-  python.write(QByteArray::fromStdString(request.dump()));
-  python.closeWriteChannel();
-  if (!python.waitForFinished(300000) || python.exitStatus() != QProcess::NormalExit ||
-      python.exitCode() != 0) {
-    error = "lf_pretrain.py failed: " + QString::fromUtf8(python.readAllStandardError());
-    return std::nullopt;
-  }
-  try {
-    return nlohmann::json::parse(python.readAllStandardOutput().toStdString());
-  } catch (const nlohmann::json::exception& e) {
-    error = QStringLiteral("lf_pretrain.py printed no JSON: %1").arg(e.what());
-    return std::nullopt;
-  }
+  return studio::test::run_reference(QStringLiteral(STUDIO_PYTHON), "lf_pretrain.py",
+                                     request.dump(), error);
 }
 
 std::vector<int64_t> ids_of(const nlohmann::json& ids) {

@@ -1,7 +1,8 @@
 // The newer training stages end to end under sequence parallelism: `stage: pt` (packed into
 // cutoff_len blocks, and unpacked: one short text per row, mostly padding), DPO's orpo, simpo
-// and kto_pair losses, and `stage: rm` (a reward model scoring each sequence at its last token,
-// which one rank holds; its value head saved apart as LLaMA-Factory saves it), each run by `studio-train train --nproc N` (real worker processes, real
+// and kto_pair losses, `stage: rm` (a reward model scoring each sequence at its last token,
+// which one rank holds; its value head saved apart as LLaMA-Factory saves it) and `stage: kto`
+// (unpaired examples with their KL sequences), each run by `studio-train train --nproc N` (real worker processes, real
 // Gloo) in zigzag-ring, ulysses and usp and with ZeRO-3, against the single-process run of the
 // same config in fp32: per-step losses within 1e-5 relative over 12 steps, and the parameters
 // after them within 1e-4 (tst_sp_equivalence's bound). orpo and simpo also show that they ran
@@ -55,13 +56,16 @@ class TestStageEquivalence : public QObject {
   bool write_data() {
     const QString data = dir_.filePath("data");
     QDir().mkpath(data);
-    QJsonArray texts, short_texts, tiny_texts, dpo;
+    QJsonArray texts, short_texts, tiny_texts, dpo, kto;
     for (int i = 0; i < 48; ++i) {
       texts.append(QJsonObject{{"text", words(i, 10 + (i * 37) % 70)}});
       short_texts.append(QJsonObject{{"text", words(i + 3, 5 + (i * 7) % 16)}});
       tiny_texts.append(QJsonObject{{"text", words(i + 5, 1 + i % 2)}});
       dpo.append(QJsonObject{{"instruction", words(i, 20 + (i * 37) % 70)}, {"input", ""},
                              {"chosen", words(i + 1, 1 + i % 3)}, {"rejected", kWords[(i + 5) % 12]}});
+      // Unpaired: every third example undesirable, no micro-batch of one kind only.
+      kto.append(QJsonObject{{"instruction", words(i, 20 + (i * 37) % 70)}, {"input", ""},
+                             {"output", words(i + 2, 1 + i % 3)}, {"label", i % 3 != 1}});
     }
     const QJsonObject text_column{{"prompt", "text"}};
     const QJsonObject info{
@@ -70,12 +74,16 @@ class TestStageEquivalence : public QObject {
         {"pt_tiny", QJsonObject{{"file_name", "pt_tiny.json"}, {"columns", text_column}}},
         {"long_dpo", QJsonObject{{"file_name", "long_dpo.json"}, {"ranking", true},
                                  {"columns", QJsonObject{{"prompt", "instruction"}, {"query", "input"},
-                                                         {"chosen", "chosen"}, {"rejected", "rejected"}}}}}};
+                                                         {"chosen", "chosen"}, {"rejected", "rejected"}}}}},
+        {"long_kto", QJsonObject{{"file_name", "long_kto.json"},
+                                 {"columns", QJsonObject{{"prompt", "instruction"}, {"query", "input"},
+                                                         {"response", "output"}, {"kto_tag", "label"}}}}}};
     bool ok = true;
     for (const auto& [file, doc] : {std::pair{"pt_texts.json", QJsonDocument(texts)},
                                     {"pt_short.json", QJsonDocument(short_texts)},
                                     {"pt_tiny.json", QJsonDocument(tiny_texts)},
                                     {"long_dpo.json", QJsonDocument(dpo)},
+                                    {"long_kto.json", QJsonDocument(kto)},
                                     {"dataset_info.json", QJsonDocument(info)}}) {
       QFile f(data + "/" + file);
       ok = ok && f.open(QIODevice::WriteOnly) && f.write(doc.toJson()) > 0;
@@ -155,26 +163,27 @@ class TestStageEquivalence : public QObject {
     QTest::addColumn<int>("nproc");
     QTest::addColumn<int>("sp");
     QTest::addColumn<bool>("zero3");
+    QTest::addColumn<QStringList>("only");  // keys of the parallel run alone
     // pt packs by default (no packing key): 48 texts with their eos concatenated and cut into
     // blocks of cutoff_len = 64 tokens, every token a target on every rank.
     const QStringList packed{"stage: pt", "dataset: pt_texts", "cutoff_len: 64"};
-    QTest::newRow("pt packed, zigzag sp2") << packed << "zigzag-ring" << 2 << 2 << false;
-    QTest::newRow("pt packed, ulysses sp4") << packed << "ulysses" << 4 << 4 << false;
-    QTest::newRow("pt packed, usp 2x2") << packed << "usp" << 4 << 4 << false;
-    QTest::newRow("pt packed, dp2 x zigzag sp2, ZeRO-3") << packed << "zigzag-ring" << 4 << 2 << true;
+    QTest::newRow("pt packed, zigzag sp2") << packed << "zigzag-ring" << 2 << 2 << false << QStringList{};
+    QTest::newRow("pt packed, ulysses sp4") << packed << "ulysses" << 4 << 4 << false << QStringList{};
+    QTest::newRow("pt packed, usp 2x2") << packed << "usp" << 4 << 4 << false << QStringList{};
+    QTest::newRow("pt packed, dp2 x zigzag sp2, ZeRO-3") << packed << "zigzag-ring" << 4 << 2 << true << QStringList{};
     // packing: false: one text of 5-20 words (~15-55 tokens) per row, cutoff_len 256 never
     // reached. A micro-batch is padded to its longest row (rounded up to the SP alignment), not
     // to cutoff_len, so a short text beside a long one is mostly padding: the ranks holding its
     // later chunks (zigzag sp4: ranks 2 and 3) have no target in that row, only in the other.
     const QStringList unpacked{"stage: pt", "dataset: pt_short", "cutoff_len: 256", "packing: false"};
-    QTest::newRow("pt unpacked, zigzag sp4") << unpacked << "zigzag-ring" << 4 << 4 << false;
-    QTest::newRow("pt unpacked, usp 2x2, ZeRO-3") << unpacked << "usp" << 4 << 4 << true;
+    QTest::newRow("pt unpacked, zigzag sp4") << unpacked << "zigzag-ring" << 4 << 4 << false << QStringList{};
+    QTest::newRow("pt unpacked, usp 2x2, ZeRO-3") << unpacked << "usp" << 4 << 4 << true << QStringList{};
     // Texts of 1-2 words (a few tokens with their eos): each micro-batch is padded to zigzag
     // sp4's alignment of 8 tokens, whose chunks 2-5 (ranks 2 and 3) are all padding: those ranks
     // hold no target in any row and still run every collective.
     const QStringList tiny{"stage: pt", "dataset: pt_tiny", "cutoff_len: 64", "packing: false"};
     QTest::newRow("pt tiny texts, zigzag sp4 (ranks without targets)")
-        << tiny << "zigzag-ring" << 4 << 4 << false;
+        << tiny << "zigzag-ring" << 4 << 4 << false << QStringList{};
     // Prompts longer than cutoff_len, answers of 1-3 words: under zigzag sp2 rank 1 (the middle
     // chunks) holds no target, under ulysses sp4 only rank 3 holds any.
     for (const QString loss : {"orpo", "simpo", "kto_pair"}) {
@@ -182,18 +191,18 @@ class TestStageEquivalence : public QObject {
                       "pref_loss: " + loss};
       if (loss == "simpo") dpo << "simpo_gamma: 0.5";
       const QByteArray l = loss.toUtf8();
-      QTest::newRow(l + ", zigzag sp2") << dpo << "zigzag-ring" << 2 << 2 << false;
-      QTest::newRow(l + ", ulysses sp4") << dpo << "ulysses" << 4 << 4 << false;
-      QTest::newRow(l + ", usp 2x2") << dpo << "usp" << 4 << 4 << false;
+      QTest::newRow(l + ", zigzag sp2") << dpo << "zigzag-ring" << 2 << 2 << false << QStringList{};
+      QTest::newRow(l + ", ulysses sp4") << dpo << "ulysses" << 4 << 4 << false << QStringList{};
+      QTest::newRow(l + ", usp 2x2") << dpo << "usp" << 4 << 4 << false << QStringList{};
       if (loss != "kto_pair") {
-        QTest::newRow(l + ", dp2 x zigzag sp2, ZeRO-3") << dpo << "zigzag-ring" << 4 << 2 << true;
+        QTest::newRow(l + ", dp2 x zigzag sp2, ZeRO-3") << dpo << "zigzag-ring" << 4 << 2 << true << QStringList{};
       } else {
         // kto_pair's KL terms are means over each rank's micro-batch of pairs. dp2 with 1 pair
         // per rank (or 2 per rank without accumulation: the sampler deals pairs to the ranks
         // in turn) groups the pairs unlike the reference's micro-batches of 2, which
         // legitimately changes the loss from step 2 on (1e-3 relative here; docs/STAGES.md):
         // so no dp2 row, ZeRO-3 over one SP group of 4 instead.
-        QTest::newRow(l + ", zigzag sp4, ZeRO-3") << dpo << "zigzag-ring" << 4 << 4 << true;
+        QTest::newRow(l + ", zigzag sp4, ZeRO-3") << dpo << "zigzag-ring" << 4 << 4 << true << QStringList{};
       }
     }
     // Stage rm on the same pairs: each sequence is scored at its last token, which lives on one
@@ -201,10 +210,26 @@ class TestStageEquivalence : public QObject {
     // The value head's dropout (TRL's 0.1: the tiny model's config.json has no
     // summary_dropout_prob) is on, its masks drawn per pair, the same under every layout.
     const QStringList rm{"stage: rm", "dataset: long_dpo", "template: qwen", "cutoff_len: 48"};
-    QTest::newRow("rm, zigzag sp2") << rm << "zigzag-ring" << 2 << 2 << false;
-    QTest::newRow("rm, ulysses sp4") << rm << "ulysses" << 4 << 4 << false;
-    QTest::newRow("rm, usp 2x2") << rm << "usp" << 4 << 4 << false;
-    QTest::newRow("rm, dp2 x zigzag sp2, ZeRO-3") << rm << "zigzag-ring" << 4 << 2 << true;
+    QTest::newRow("rm, zigzag sp2") << rm << "zigzag-ring" << 2 << 2 << false << QStringList{};
+    QTest::newRow("rm, ulysses sp4") << rm << "ulysses" << 4 << 4 << false << QStringList{};
+    QTest::newRow("rm, usp 2x2") << rm << "usp" << 4 << 4 << false << QStringList{};
+    QTest::newRow("rm, dp2 x zigzag sp2, ZeRO-3") << rm << "zigzag-ring" << 4 << 2 << true << QStringList{};
+      // Stage kto on examples like those pairs (every third undesirable), each with the previous
+    // example's answer as its KL sequence: the targets at the end of the truncated sequences, so
+    // under zigzag sp2 rank 1 and under ulysses sp4 ranks 0-2 hold none, in the targets and in
+    // the KL sequences. The KL estimate is a mean over each micro-batch (over the DP ranks' micro-
+    // batches together, as TRL gathers it): dp2 with 2 examples per rank against one process with
+    // 4 groups the same examples, with the SFT term off (pref_ftx rescales per rank, as LF's).
+    const QStringList kto{"stage: kto", "dataset: long_kto", "template: qwen", "cutoff_len: 48"};
+    QTest::newRow("kto, zigzag sp2") << kto << "zigzag-ring" << 2 << 2 << false << QStringList{};
+    QTest::newRow("kto, ulysses sp4") << kto << "ulysses" << 4 << 4 << false << QStringList{};
+    QTest::newRow("kto, usp 2x2, ftx") << kto + QStringList{"pref_ftx: 0.5"} << "usp" << 4 << 4
+                                       << false << QStringList{};
+    QTest::newRow("kto, zigzag sp4, ZeRO-3") << kto << "zigzag-ring" << 4 << 4 << true
+                                             << QStringList{};
+    QTest::newRow("kto, dp2 x zigzag sp2, ZeRO-3")
+        << kto + QStringList{"per_device_train_batch_size: 4"} << "zigzag-ring" << 4 << 2 << true
+        << QStringList{"per_device_train_batch_size: 2"};
   }
 
   void matchesSingleProcess() {
@@ -213,6 +238,7 @@ class TestStageEquivalence : public QObject {
     QFETCH(int, nproc);
     QFETCH(int, sp);
     QFETCH(bool, zero3);
+    QFETCH(QStringList, only);
     const QString key = stage.join(", ");
     if (!reference_.count(key))
       reference_[key] = train(QStringLiteral("ref%1").arg(reference_.size()), 1, stage);
@@ -220,6 +246,7 @@ class TestStageEquivalence : public QObject {
     QVERIFY(!ref.out.isEmpty());
     QStringList keys = stage + sp_keys(mode, nproc, sp);
     if (zero3) keys << "zero_stage: 3";
+    keys << only;
     const QString name = QString::fromUtf8(QTest::currentDataTag())
                              .replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
     const Trained got = train(name, nproc, keys);
@@ -282,6 +309,43 @@ class TestStageEquivalence : public QObject {
       // No reference copy: 16 B per parameter (fp32 weights, gradients, m, v).
       const double bytes = state_bytes_per_parameter(ref.out);
       QVERIFY2(bytes > 15 && bytes < 17, qPrintable(QStringLiteral("%1 B/parameter").arg(bytes)));
+    }
+
+    if (stage.contains("stage: kto")) {
+      // The KL estimate (clamped at 0) and both kinds' rewards at every step, LF's margin, the
+      // same KL under SP as without it; a reference copy (20 B/parameter).
+      const auto ea = events(ref.out), eb = events(got.out);
+      int steps = 0, both = 0;
+      for (size_t i = 0, j = 0; i < ea.size() && j < eb.size(); ++i, ++j) {
+        while (i < ea.size() && ea[i]["event"].toString() != "step") ++i;
+        while (j < eb.size() && eb[j]["event"].toString() != "step") ++j;
+        if (i == ea.size() || j == eb.size()) break;
+        ++steps;
+        // The KL is a small difference of log-prob sums (tens of nats here): its rounding is
+        // relative to them.
+        const double kl = ea[i]["kl"].toDouble(-1), kl_sp = eb[j]["kl"].toDouble(-1);
+        const double scale = std::max({1.0, std::abs(ea[i]["logps/chosen"].toDouble(0)),
+                                       std::abs(ea[i]["logps/rejected"].toDouble(0))});
+        QVERIFY2(kl >= 0 && std::abs(kl - kl_sp) <= 1e-6 * scale,
+                 qPrintable(QStringLiteral("step %1: kl %2, under SP %3").arg(steps).arg(kl).arg(kl_sp)));
+        // A step without an undesirable (or desirable) example has no mean for that kind
+        // (null) and so no margin.
+        const QJsonValue chosen = ea[i]["rewards/chosen"], rejected = ea[i]["rewards/rejected"];
+        if (chosen.isDouble() && rejected.isDouble()) {
+          const double margin = chosen.toDouble() - rejected.toDouble();
+          QVERIFY(std::abs(ea[i]["rewards/margins"].toDouble() - margin) <=
+                  1e-6 * (1 + std::abs(margin)));
+          QVERIFY(ea[i]["logps/chosen"].toDouble(0) < 0 && ea[i]["logps/rejected"].toDouble(0) < 0);
+          ++both;
+        } else {
+          QVERIFY(ea[i]["rewards/margins"].isNull());
+          QVERIFY(chosen.isDouble() || rejected.isDouble());
+        }
+      }
+      QCOMPARE(steps, kSteps);
+      QVERIFY2(both >= kSteps / 2, qPrintable(QString::number(both)));
+      const double bytes = state_bytes_per_parameter(ref.out);
+      QVERIFY2(bytes > 19 && bytes < 21, qPrintable(QStringLiteral("%1 B/parameter").arg(bytes)));
     }
 
     if (stage.contains("stage: dpo")) {

@@ -37,7 +37,7 @@ ZeroOptions ZeroOptions::from(const RunConfig& cfg) {
   const ZeroRequest z = zero_request(cfg, ds);
   if (const std::string problem = zero_request_problem(z); !problem.empty())
     throw std::invalid_argument(problem);
-  return {z.stage, z.offload_optimizer, z.offload_param, z.pin_memory};
+  return {z.stage, z.offload_optimizer, z.offload_param, z.pin_memory, /*unused=*/{}};
 }
 
 AdamWSettings AdamWSettings::from(const RunConfig& cfg) {

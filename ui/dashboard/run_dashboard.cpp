@@ -513,6 +513,7 @@ void RunDashboard::updateChartStates() {
   bool anyDpo = false;
   bool anyRows = false;
   bool anyGpu = false;
+  bool cpuRanksOnly = true;  // every run with per-rank memory trained on the CPU (device -1)
   bool anyRss = false;
   bool anyActivity = false;
   std::set<double> capacities;
@@ -521,6 +522,7 @@ void RunDashboard::updateChartStates() {
     anyDpo = anyDpo || s.isDpo();
     anyRows = anyRows || !s.empty();
     anyGpu = anyGpu || !s.gpus().empty();
+    if (!s.gpus().empty()) cpuRanksOnly = cpuRanksOnly && s.facts().deviceName == "cpu";
     anyRss = anyRss || (s.gpus().empty() && s.has(Metric::RssMib));
     for (const GpuSeries& gpu : s.gpus()) anyActivity = anyActivity || gpu.hasActivity();
     collectCapacities(s, capacities);
@@ -543,6 +545,9 @@ void RunDashboard::updateChartStates() {
   if (anyGpu && !sampledHost.isEmpty())
     memory->setTitle(tr("GPU memory per device (MiB), sampled with nvidia-smi on %1 while the run "
                         "lives: all processes on each GPU").arg(sampledHost));
+  else if (anyGpu && cpuRanksOnly)
+    memory->setTitle(tr("Memory per rank on the CPU (MiB): solid held by tensors, dashed the "
+                        "process's RSS"));
   else if (anyGpu)
     memory->setTitle(tr("GPU memory per rank (MiB): solid allocated, dashed reserved"));
   else if (anyRss)

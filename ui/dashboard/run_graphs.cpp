@@ -13,7 +13,7 @@ namespace studio::ui {
 namespace {
 
 // Colours per run on the charts with several series per run.
-constexpr int kRewardColors = 3;
+constexpr int kRewardColors = 4;
 constexpr int kRankColorOffset = 3;
 constexpr int kManyRanksBase = 10;      // past the palette (ChartPanel::seriesColor)
 constexpr int kManyRanksPerRun = 1024;
@@ -31,6 +31,7 @@ QString metricName(Metric metric) {
     case Metric::RewardsAccuracies: return QStringLiteral("accuracy");
     case Metric::ModelTflops: return QStringLiteral("model TFLOP/s");
     case Metric::Mfu: return QStringLiteral("MFU");
+    case Metric::Kl: return QStringLiteral("KL");
   }
   return {};
 }
@@ -190,6 +191,7 @@ void RunGraphs::addMissingLines(const RunSeries& series) {
   metricLine(ChartKind::Rewards, Metric::RewardsChosen, rewards);
   metricLine(ChartKind::Rewards, Metric::RewardsRejected, rewards + 1);
   metricLine(ChartKind::Rewards, Metric::RewardsMargins, rewards + 2);
+  metricLine(ChartKind::Rewards, Metric::Kl, rewards + 3);
   metricLine(ChartKind::Accuracy, Metric::RewardsAccuracies, slot_);
   marks(ChartKind::Loss, Metric::Loss, slot_);
   marks(ChartKind::TokensPerSec, Metric::TokensPerSec, slot_);
@@ -199,6 +201,7 @@ void RunGraphs::addMissingLines(const RunSeries& series) {
   marks(ChartKind::Rewards, Metric::RewardsChosen, rewards);
   marks(ChartKind::Rewards, Metric::RewardsRejected, rewards + 1);
   marks(ChartKind::Rewards, Metric::RewardsMargins, rewards + 2);
+  marks(ChartKind::Rewards, Metric::Kl, rewards + 3);
   marks(ChartKind::Accuracy, Metric::RewardsAccuracies, slot_);
 }
 

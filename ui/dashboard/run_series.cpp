@@ -92,7 +92,7 @@ const std::vector<double>& RunSeries::evalX(XAxisMode mode) const {
 
 bool RunSeries::isDpo() const {
   return facts_.stage == "dpo" || has(Metric::RewardsChosen) || has(Metric::RewardsRejected) ||
-         has(Metric::RewardsMargins) || has(Metric::RewardsAccuracies);
+         has(Metric::RewardsMargins) || has(Metric::RewardsAccuracies) || has(Metric::Kl);
 }
 
 SeriesChanges RunSeries::takeChanges() {
@@ -131,6 +131,7 @@ void forEachStepMetric(const StepEvent& step, F&& f) {
   f(Metric::RewardsAccuracies, dpo.rewards_accuracies, written(StepValue::RewardsAccuracies));
   f(Metric::ModelTflops, step.model_tflops, written(StepValue::ModelTflops));
   f(Metric::Mfu, step.mfu, written(StepValue::Mfu));
+  f(Metric::Kl, dpo.kl, written(StepValue::Kl));
 }
 
 }  // namespace

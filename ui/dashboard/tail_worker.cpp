@@ -109,21 +109,25 @@ void TailWorker::amendFromTrainerState(studio::EventPollResult& result) {
       const bool norm = seen(step->grad_norm, studio::StepValue::GradNorm);
       const bool rejected = seen(dpo.rewards_rejected, studio::StepValue::RewardsRejected);
       const bool margins = seen(dpo.rewards_margins, studio::StepValue::RewardsMargins);
-      if (!norm && !rejected && !margins) continue;
+      const bool kl = seen(dpo.kl, studio::StepValue::Kl);  // KTO's, in trainer_state only
+      if (!norm && !rejected && !margins && !kl) continue;
       studio::StepEvent only;  // what the log lacks, and nothing it has
       only.step = step->step;
       only.grad_norm = step->grad_norm;
       if (step->written_not_finite(studio::StepValue::GradNorm))
         only.set_not_finite(studio::StepValue::GradNorm);
-      if (rejected || margins) {
+      if (rejected || margins || kl) {
         studio::DpoMetrics extra;
         extra.rewards_rejected = dpo.rewards_rejected;
         extra.rewards_margins = dpo.rewards_margins;
+        extra.kl = dpo.kl;
         only.dpo = extra;
         if (step->written_not_finite(studio::StepValue::RewardsRejected))
           only.set_not_finite(studio::StepValue::RewardsRejected);
         if (step->written_not_finite(studio::StepValue::RewardsMargins))
           only.set_not_finite(studio::StepValue::RewardsMargins);
+        if (step->written_not_finite(studio::StepValue::Kl))
+          only.set_not_finite(studio::StepValue::Kl);
       }
       stateSteps_.push_back(std::move(only));
     }

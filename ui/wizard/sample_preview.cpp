@@ -75,11 +75,27 @@ void SamplePreview::render() {
   }
   cursor.insertBlock();
   const bool dpo = report_->stage == studio::Stage::Dpo || rm;
+  const bool kto = report_->stage == studio::Stage::Kto;
+  if (kto) {
+    cursor.insertBlock();
+    cursor.insertText(tr("Each example is its prompt with its own response, marked desirable or "
+                         "undesirable; its KL sequence, the same prompt with the previous row's "
+                         "response (as LLaMA-Factory pairs them), is only scored."),
+                      plain);
+    cursor.insertBlock();
+  }
   for (const auto& s : report_->samples) {
     cursor.insertBlock();
     QString head = tr("%1, row %2: ").arg(QString::fromStdString(s.dataset)).arg(s.row);
-    head += dpo ? tr("%1 / %2 tokens (chosen / rejected)").arg(s.chosen.tokens).arg(s.rejected.tokens)
-                : tr("%1 tokens, %2 learned").arg(s.sequence.tokens).arg(s.sequence.learned_tokens);
+    if (kto)
+      head += tr("%1, %2 tokens, %3 learned; KL %4 tokens")
+                  .arg(s.desirable ? tr("desirable") : tr("undesirable"))
+                  .arg(s.sequence.tokens)
+                  .arg(s.sequence.learned_tokens)
+                  .arg(s.kl.tokens);
+    else
+      head += dpo ? tr("%1 / %2 tokens (chosen / rejected)").arg(s.chosen.tokens).arg(s.rejected.tokens)
+                  : tr("%1 tokens, %2 learned").arg(s.sequence.tokens).arg(s.sequence.learned_tokens);
     if (s.truncated) head += tr(", truncated from %1").arg(s.full_length);
     cursor.insertText(head, heading);
     cursor.insertBlock();
@@ -90,6 +106,14 @@ void SamplePreview::render() {
       cursor.insertText(tr("rejected:"), heading);
       cursor.insertBlock();
       writeSequence(cursor, s.rejected, learned, masked);
+    } else if (kto) {
+      cursor.insertText(s.desirable ? tr("target (desirable):") : tr("target (undesirable):"),
+                        heading);
+      cursor.insertBlock();
+      writeSequence(cursor, s.sequence, learned, masked);
+      cursor.insertText(tr("KL sequence (scored, not learned):"), heading);
+      cursor.insertBlock();
+      writeSequence(cursor, s.kl, learned, masked);
     } else {
       writeSequence(cursor, s.sequence, learned, masked);
     }

@@ -17,7 +17,10 @@ Outputs (rerun to regenerate; the files are committed):
   demo_pt.jsonl             plain texts for stage pt (LLaMA-Factory's pre-training form,
                             "columns": {"prompt": "text"}): each a few worked examples
                             written as prose                                (demo_pt)
-  dataset_info.json         the four entries
+  demo_kto.jsonl            alpaca rows for stage kto, one answer each with a "label": true
+                            for a right answer (desirable), false for a plausible wrong one
+                            (LLaMA-Factory's kto_tag column)                (demo_kto)
+  dataset_info.json         the five entries
 """
 import json
 import os
@@ -28,6 +31,7 @@ SFT_ROWS = 2000
 SHAREGPT_ROWS = 1000
 DPO_ROWS = 1000
 PT_ROWS = 400
+KTO_ROWS = 1000
 
 WORDS = """
 able acid aged also area army away baby back ball band bank base bath bear beat bell belt bird
@@ -122,10 +126,20 @@ def main():
             sentences.append(f"{TASKS[task][:-1]}: {arg} gives {right}.")
         pt.append({"text": " ".join(sentences)})
 
+    # Its own generator too: about 60% desirable rows.
+    kto_rng = random.Random(SEED + 2)
+    kto = []
+    for _ in range(KTO_ROWS):
+        task, arg, right, wrong = make_example(kto_rng)
+        good = kto_rng.random() < 0.6
+        kto.append({"instruction": TASKS[task], "input": arg, "output": right if good else wrong,
+                    "label": good})
+
     write_json_array(os.path.join(here, "demo_sft.json"), sft)
     write_jsonl(os.path.join(here, "demo_sft_sharegpt.jsonl"), sharegpt)
     write_jsonl(os.path.join(here, "demo_dpo.jsonl"), dpo)
     write_jsonl(os.path.join(here, "demo_pt.jsonl"), pt)
+    write_jsonl(os.path.join(here, "demo_kto.jsonl"), kto)
     info = {
         "demo_sft": {"file_name": "demo_sft.json"},
         "demo_sft_sharegpt": {
@@ -140,6 +154,10 @@ def main():
             "columns": {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"},
         },
         "demo_pt": {"file_name": "demo_pt.jsonl", "columns": {"prompt": "text"}},
+        "demo_kto": {
+            "file_name": "demo_kto.jsonl",
+            "columns": {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"},
+        },
     }
     with open(os.path.join(here, "dataset_info.json"), "w", encoding="utf-8", newline="\n") as f:
         json.dump(info, f, indent=2)

@@ -50,6 +50,7 @@ class TestDataPage : public QObject {
   void previewShowsMaskedSpans();
   void cutoffChangesTheHistogram();
   void dpoPreviewShowsChosenAndRejected();
+  void ktoPreviewShowsTargetAndKl();
   void llamaFactoryV1TrainDataset();
 };
 
@@ -105,7 +106,7 @@ void TestDataPage::datasetList() {
   QAbstractItemModelTester tester(page.datasetModel(),
                                   QAbstractItemModelTester::FailureReportingMode::QtTest);
   draft.load(wizard_test::demoRun(), QDir::tempPath());
-  QTRY_COMPARE(page.datasetModel()->rowCount(), 4);  // demo_sft, demo_sft_sharegpt, demo_dpo, demo_pt
+  QTRY_COMPARE(page.datasetModel()->rowCount(), 5);  // demo_sft, demo_sft_sharegpt, demo_dpo, demo_pt, demo_kto
   QCOMPARE(checkedNames(page.datasetModel()), QStringList{"demo_sft"});
   // Configured names first, then the file's others; preference data says so.
   QCOMPARE(page.datasetModel()->item(0)->text(), QStringLiteral("demo_sft  (demo_sft.json)"));
@@ -212,6 +213,43 @@ void TestDataPage::dpoPreviewShowsChosenAndRejected() {
   QVERIFY(s.chosen.tokens > 0 && s.rejected.tokens > 0);
   const QString text = page.preview()->toPlainText();
   QVERIFY(text.contains(QStringLiteral("chosen:")) && text.contains(QStringLiteral("rejected:")));
+  QVERIFY(wizard_test::settled(draft));
+  QVERIFY2(page.isComplete(), qPrintable(page.messageText()));
+}
+
+// Stage kto: each example's target, marked desirable or not, and its KL sequence (the same
+// prompt with the previous row's answer), the KL one drawn as scored, with the counts of each kind.
+void TestDataPage::ktoPreviewShowsTargetAndKl() {
+  RunDraft draft;
+  DataPage page(&draft);
+  draft.load(wizard_test::demoRun({"stage=kto", "dataset=demo_kto"}), QDir::tempPath());
+  QTRY_VERIFY_WITH_TIMEOUT(page.preview()->report().has_value(), 20000);
+  const auto& report = *page.preview()->report();
+  QCOMPARE(report.stage, studio::Stage::Kto);
+  const auto& samples = report.samples;
+  QVERIFY(samples.size() >= 2);
+  QVERIFY(report.stats.desirable > 0 && report.stats.desirable < report.stats.samples);
+  const QString text = page.preview()->toPlainText();
+  for (const auto& s : samples) {
+    QVERIFY(s.sequence.tokens > 0 && s.kl.tokens > 0);
+    QVERIFY(s.sequence.learned_tokens > 0);
+    const QString head = QStringLiteral("%1, row %2: %3, %4 tokens")
+                             .arg(QString::fromStdString(s.dataset))
+                             .arg(s.row)
+                             .arg(s.desirable ? "desirable" : "undesirable")
+                             .arg(s.sequence.tokens);
+    QVERIFY2(text.contains(head), qPrintable(head + "\n" + text.left(2000)));
+  }
+  // The second example's KL response is the first example's answer.
+  QVERIFY(text.contains(QStringLiteral("KL sequence (scored, not learned):")));
+  QString answer;
+  for (const auto& span : samples[0].sequence.spans)
+    if (span.learned) answer += QString::fromStdString(span.text);
+  QString kl;
+  for (const auto& span : samples[1].kl.spans)
+    if (span.learned) kl += QString::fromStdString(span.text);
+  QVERIFY(!answer.isEmpty());
+  QCOMPARE(kl, answer);
   QVERIFY(wizard_test::settled(draft));
   QVERIFY2(page.isComplete(), qPrintable(page.messageText()));
 }

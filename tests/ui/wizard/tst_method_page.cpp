@@ -57,6 +57,16 @@ void TestMethodPage::validation_data() {
   QTest::newRow("rm with neat_packing")
       << QStringList{"dataset=demo_dpo", "neat_packing=true"} << "stage=rm" << false
       << "neat_packing: stage rm scores each chosen and rejected sequence";
+  QTest::newRow("kto on feedback data") << QStringList{"dataset=demo_kto"}
+                                        << "stage=kto;kto_chosen_weight=1.5;pref_ftx=0.1" << true
+                                        << "";
+  QTest::newRow("kto on preference pairs") << dpoData << "stage=kto" << false
+                                           << "dataset: 'demo_dpo' is a preference dataset";
+  // (A negative weight cannot be typed: the spin boxes stop at 0; validate refuses it in files.)
+  QTest::newRow("kto on instruction data") << QStringList() << "stage=kto" << false
+                                           << "dataset: 'demo_sft' has no kto_tag column";
+  QTest::newRow("kto pref_beta 0") << QStringList{"dataset=demo_kto"} << "stage=kto;pref_beta=0"
+                                   << false << "pref_beta: must be positive, got 0";
   QTest::newRow("dpo keys in an sft run") << QStringList{"pref_beta=0.3"} << "" << true
                                           << "pref_beta: only used with stage: dpo; ignored";
 }
@@ -100,10 +110,20 @@ void TestMethodPage::dpoSettingsFollowTheStage() {
   QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("kto_pair")));
   QVERIFY(reference->isEnabled() && precompute->isEnabled());
   QVERIFY(wizard_test::setField(&page, QStringLiteral("pref_loss"), QStringLiteral("ipo")));
-  // A reward model has no DPO settings.
+  // A reward model has no DPO settings; KTO has beta, ftx, its weights and the reference, not
+  // the DPO losses.
+  QWidget* chosenWeight = page.findChild<QWidget*>(QStringLiteral("kto_chosen_weight"));
+  QWidget* loss = page.findChild<QWidget*>(QStringLiteral("pref_loss"));
+  QVERIFY(chosenWeight && loss);
+  QVERIFY(!chosenWeight->isEnabled());
   QVERIFY(wizard_test::setField(&page, QStringLiteral("stage"), QStringLiteral("rm")));
   QCOMPARE(draft.config().stage, studio::Stage::Rm);
   QVERIFY(!page.dpoGroup()->isEnabled());
+  QVERIFY(wizard_test::setField(&page, QStringLiteral("stage"), QStringLiteral("kto")));
+  QVERIFY(page.dpoGroup()->isEnabled());
+  QVERIFY(chosenWeight->isEnabled() && !loss->isEnabled() && !smoothing->isEnabled() &&
+          !gamma->isEnabled());
+  QVERIFY(reference->isEnabled() && precompute->isEnabled());
   QVERIFY(wizard_test::setField(&page, QStringLiteral("stage"), QStringLiteral("dpo")));
   // The default pref_beta shown is RunConfig{}'s.
   auto* beta = page.findChild<QDoubleSpinBox*>(QStringLiteral("pref_beta"));

@@ -136,7 +136,7 @@ void TestRunWizard::choicesBecomeYaml() {
   wizard.setDemoModelDir(wizard_test::demoModel());
   wizard.modelPage()->demoButton()->click();
   wizard.dataPage()->datasetDirEdit()->setText(wizard_test::demoData());
-  QTRY_COMPARE(wizard.dataPage()->datasetModel()->rowCount(), 4);
+  QTRY_COMPARE(wizard.dataPage()->datasetModel()->rowCount(), 5);
   for (int row = 0; row < 4; ++row) {
     QStandardItem* item = wizard.dataPage()->datasetModel()->item(row);
     if (item->data(Qt::UserRole) == QStringLiteral("demo_dpo")) item->setCheckState(Qt::Checked);
@@ -209,7 +209,7 @@ void TestRunWizard::demoFillsThePagesAndLaunches() {
   QCOMPARE(wizard.currentId(), int(RunWizard::ModelPageId));
   QCOMPARE(wizard.modelPage()->pathEdit()->text(), wizard_test::demoModel());
   QTRY_COMPARE(wizard.modelPage()->fact("architecture"), QStringLiteral("Qwen2ForCausalLM"));
-  QTRY_COMPARE(wizard.dataPage()->datasetModel()->rowCount(), 4);
+  QTRY_COMPARE(wizard.dataPage()->datasetModel()->rowCount(), 5);
   QCOMPARE(wizard.dataPage()->datasetModel()->item(0)->checkState(), Qt::Checked);
   QCOMPARE(wizard.dataPage()->findChild<QSpinBox*>("cutoff_len")->value(), 96);
   QCOMPARE(wizard.hyperparametersPage()->findChild<QLineEdit*>("learning_rate")->text(),

@@ -12,7 +12,7 @@
 
 namespace studio {
 
-enum class Stage { Sft, Dpo, Pt, Rm };
+enum class Stage { Sft, Dpo, Pt, Rm, Kto };
 enum class FinetuningType { Full };
 enum class LrScheduler { Linear, Cosine, Constant, ConstantWithWarmup, CosineWithMinLr };
 enum class FlashAttn { Auto, Fa2, Sdpa, Disabled };
@@ -92,7 +92,7 @@ struct RunConfig {
   std::optional<std::string> cache_dir;
 
   // --- method -------------------------------------------------------------------------------
-  Stage stage = Stage::Sft;                    // sft | dpo | pt | rm
+  Stage stage = Stage::Sft;                    // sft | dpo | pt | rm | kto
   bool do_train = true;                        // false: nothing to train
   FinetuningType finetuning_type = FinetuningType::Full;  // full-parameter training only
   std::optional<std::string> deepspeed;        // DeepSpeed JSON: its ZeRO stage and offload flags
@@ -104,7 +104,9 @@ struct RunConfig {
   double pref_beta = 0.1;                      // DPO beta
   PrefLoss pref_loss = PrefLoss::Sigmoid;      // sigmoid | ipo | hinge | orpo | simpo | kto_pair
   double simpo_gamma = 0.5;                    // SimPO's target reward margin (pref_loss simpo)
-  double pref_ftx = 0.0;                       // weight of the SFT term mixed into DPO
+  double pref_ftx = 0.0;                       // weight of the SFT term mixed into DPO / KTO
+  double kto_chosen_weight = 1.0;              // KTO: weight of the desirable examples' losses
+  double kto_rejected_weight = 1.0;            // KTO: weight of the undesirable examples' losses
   double dpo_label_smoothing = 0.0;            // conservative DPO (sigmoid loss only)
   bool precompute_ref_logps = false;           // reference log-probs in one pass before training
 
@@ -223,10 +225,11 @@ struct RunConfig {
   // Stages trained on preference pairs (chosen and rejected): dpo, and rm (a reward model).
   bool pairwise() const { return stage == Stage::Dpo || stage == Stage::Rm; }
   // Whether a run holds a reference model (or its precomputed log-probs): stage dpo except for
-  // the reference-free losses orpo and simpo (LLaMA-Factory's use_ref_model), and use_asft_loss.
+  // the reference-free losses orpo and simpo (LLaMA-Factory's use_ref_model), stage kto, and
+  // use_asft_loss.
   bool uses_reference() const {
     return (stage == Stage::Dpo && pref_loss != PrefLoss::Orpo && pref_loss != PrefLoss::Simpo) ||
-           (stage == Stage::Sft && use_asft_loss);
+           (stage == Stage::Sft && use_asft_loss) || stage == Stage::Kto;
   }
   bool is_v1() const { return source.form == ConfigForm::LlamaFactoryV1; }
 };

@@ -127,6 +127,10 @@ class TemplateEncoder {
   // encode_oneturn), response[0] learned, the first cutoff_len tokens kept; the answer may be cut
   // away entirely (v1 then drops the sample).
   EncodedSft encode_last_answer(const Conversation& conv, const EncodeOptions& opt) const;
+  // LF's feedback (KTO) processor, for each of its two sequences: everything before response[0]
+  // one masked prompt (LF's encode_oneturn), response[0] learned (with an eos after it for an
+  // efficient_eos template), the two cut to cutoff_len by infer_seqlen. full_length: both before.
+  EncodedSft encode_feedback(const Conversation& conv, const EncodeOptions& opt) const;
   // LF's pairwise processor: prompt + response[0] (chosen) and prompt + response[1] (rejected).
   EncodedPair encode_pairwise(const Conversation& conv, const EncodeOptions& opt) const;
 

@@ -42,11 +42,13 @@ struct LengthHistogram {
 
 struct DataStats {
   int64_t samples = 0;           // samples kept (train + eval)
-  int64_t tokens = 0;            // input tokens after truncation (DPO: chosen + rejected)
-  int64_t learned_tokens = 0;    // labels that are not kIgnoreIndex
+  int64_t tokens = 0;            // input tokens after truncation (DPO: chosen + rejected;
+                                 // KTO: target + KL)
+  int64_t learned_tokens = 0;    // labels that are not kIgnoreIndex (KTO: the targets' only)
   int64_t truncated = 0;         // samples longer than cutoff_len before truncation
   int64_t skipped_bad_rows = 0;  // skip_bad_rows: malformed or incomplete rows left out
   int64_t skipped_invalid = 0;   // conversations LLaMA-Factory also drops (role order, count)
+  int64_t desirable = 0;         // KTO: samples whose target is desirable (the rest: undesirable)
   LengthHistogram lengths;       // untruncated sample lengths
   std::vector<std::string> warnings;  // the first warnings, each with its dataset, file and line
   int64_t datasets_from_cache = 0;
@@ -66,12 +68,38 @@ struct PairData {
   DataStats stats;
 };
 
+struct FeedbackData {
+  std::vector<FeedbackSample> train;
+  std::vector<FeedbackSample> eval;
+  DataStats stats;
+};
+
 // Throw DatasetError (the data) or TemplateError (template and tokenizer). An empty result,
 // after skips, is an error that says why rows were skipped.
 SftData load_sft_data(const RunConfig& cfg, const Tokenizer& tokenizer,
                       const DatasetOptions& options = {});
 PairData load_pair_data(const RunConfig& cfg, const Tokenizer& tokenizer,
                         const DatasetOptions& options = {});
+
+// Stage kto (cfg.stage must be kto), as LLaMA-Factory 0.9.5 builds it: datasets with a kto_tag
+// column (true: the row's response is desirable, false: undesirable); ranking datasets and
+// datasets without kto_tag are errors. Each row's `target` is its prompt (everything before the
+// response, masked) with its response, through LF's encode_oneturn (efficient_eos templates add
+// the eos), prompt and response cut to cutoff_len by infer_seqlen; `kl` is the same prompt with
+// the response of the row before it within LLaMA-Factory's map batch (preprocessing_batch_size
+// rows, within preprocessing_num_workers contiguous shards of the merged `dataset` rows; a
+// batch's first row takes the batch's last row's), truncated alike. As LF, the KL responses are
+// taken before the rows LF drops are left out (a kto_tag that is null or missing, sharegpt roles
+// out of order: counted in skipped_invalid), and a row whose response is empty reads as
+// undesirable. eval_dataset is paired within its own batches; val_size splits the samples after
+// pairing (LF splits the rows first, with its own shuffle). stats: samples = examples kept,
+// desirable = those desirable, tokens = target + KL tokens, learned_tokens = the targets'
+// response tokens, lengths and truncated = the longer of the two sequences before truncation;
+// a warning when a set has only one kind (LF: "Your dataset only has one preference type.").
+// Throws as load_sft_data, and DatasetError for a kto_tag neither a bool nor null, or a row
+// whose KL response would come from a dropped row without one (LF 0.9.5 fails there too).
+FeedbackData load_feedback_data(const RunConfig& cfg, const Tokenizer& tokenizer,
+                                const DatasetOptions& options = {});
 
 // Stage pt (cfg.stage must be pt), as LLaMA-Factory's PretrainDatasetProcessor builds it: each
 // row's text (its first prompt message; no answer needed, no chat template) + the eos text

@@ -40,6 +40,9 @@ struct DatasetAttr {
   std::string tools;                   // unset by default
   std::string chosen = "chosen";       // ranking
   std::string rejected = "rejected";   // ranking
+  // KTO (LF's "kto_tag"): the column whose true marks a row's response desirable, false
+  // undesirable; unset by default. Stage kto needs it; sft drops the tagged rows, as LF does.
+  std::string kto_tag;
   std::map<std::string, std::string> columns;  // the "columns" object as written
 
   // sharegpt message keys and role values (LF's defaults: from/value, human/gpt).

@@ -28,9 +28,11 @@ struct PreviewSample {
   int64_t row = 0;            // 1-based row in its file(s); a pt block: that of its first token
   int64_t full_length = 0;    // tokens before truncation
   bool truncated = false;     // full_length > cutoff_len
-  PreviewSequence sequence;   // SFT, pt
+  PreviewSequence sequence;   // SFT, pt; KTO: the target (the row's own response)
   PreviewSequence chosen;     // DPO
   PreviewSequence rejected;   // DPO
+  PreviewSequence kl;         // KTO: the prompt with the KL response (another row's)
+  bool desirable = false;     // KTO: the target's kto_tag
 };
 
 struct PreviewReport {
@@ -46,7 +48,8 @@ struct PreviewReport {
 
 // Loads the data as training will (through the cache) and decodes the first n samples.
 // Stage pt: the first sequences as training sees them (cutoff_len blocks when packing), every
-// token learned. Throws what load_sft_data / load_pair_data / load_pt_data throw.
+// token learned. Stage kto: each example's target and its KL sequence. Throws what
+// load_sft_data / load_pair_data / load_pt_data / load_feedback_data throw.
 PreviewReport preview(const RunConfig& cfg, const Tokenizer& tokenizer, int n,
                       const DatasetOptions& options = {});
 

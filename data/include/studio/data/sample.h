@@ -25,4 +25,13 @@ struct PairSample {
   int64_t prompt_len = 0;
 };
 
+// A KTO example (stage kto), as LLaMA-Factory's FeedbackDatasetProcessor builds it: `target` is
+// the prompt with the row's own response, `kl` the same prompt with another row's response (the
+// mismatched pair TRL's KTO estimates its KL reference point from). Both mask the prompt.
+struct FeedbackSample {
+  TokenizedSample target;
+  TokenizedSample kl;
+  bool desirable = false;  // target's response is desirable (kto_tag true), else undesirable
+};
+
 }  // namespace studio::data

@@ -147,6 +147,9 @@ struct DpoMetrics {
   double rewards_margins = kNoValue;
   double logps_chosen = kNoValue;
   double logps_rejected = kNoValue;
+  // Stage kto: the KL estimate of the step's micro-batches (the policy's and the reference's
+  // log-probs of the mismatched responses), clamped at 0 as the loss uses it.
+  double kl = kNoValue;
 };
 
 // A step's values that a diverged run makes non-finite, as bits of StepEvent::not_finite.
@@ -164,6 +167,7 @@ enum class StepValue : std::uint32_t {
   RewardsMargins = 1u << 10,
   LogpsChosen = 1u << 11,
   LogpsRejected = 1u << 12,
+  Kl = 1u << 13,
 };
 
 struct StepEvent {
@@ -189,7 +193,7 @@ struct StepEvent {
   // MoE models with the auxiliary loss on: its mean over the window's micro-batches (the loss
   // above includes router_aux_loss_coef x this, as transformers' does).
   double aux_loss = kNoValue;
-  std::optional<DpoMetrics> dpo;  // read as present when any of its six fields is
+  std::optional<DpoMetrics> dpo;  // read as present when any of its fields is
   // The values written as NaN, Infinity or -Infinity (Python writes a diverged step's loss or
   // gradient norm so), as StepValue bits: such a value is a diverged step's, to be shown as
   // one. A value that is NaN without its bit was not reported at all. The writer writes a value

@@ -24,8 +24,10 @@ struct TrainInputs {
   ModelInfo model;                     // its config.json
   std::vector<TokenizedSample> train;  // stage sft
   std::vector<TokenizedSample> eval;   // empty: no evaluation
-  std::vector<data::PairSample> train_pairs;  // stage dpo
+  std::vector<data::PairSample> train_pairs;  // stages dpo and rm
   std::vector<data::PairSample> eval_pairs;
+  std::vector<data::FeedbackSample> train_feedback;  // stage kto
+  std::vector<data::FeedbackSample> eval_feedback;
   int64_t pad_id = 0;
   bool terminal = false;               // draw the progress bar in place
   std::string config_path;             // for messages

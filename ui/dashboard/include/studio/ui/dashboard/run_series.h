@@ -35,7 +35,8 @@ enum class XAxisMode {
   WallTime,      // seconds since the Unix epoch (the events' `time`)
 };
 
-// The per-step scalars of a run. Rewards* come from DPO steps only.
+// The per-step scalars of a run. Rewards* come from preference stages (DPO, a reward model's
+// scores, KTO), Kl from KTO.
 enum class Metric {
   Loss,
   LearningRate,
@@ -48,8 +49,9 @@ enum class Metric {
   RewardsAccuracies,
   ModelTflops,  // model FLOPs per second and rank (docs/events.md, MFU)
   Mfu,          // model_tflops / the device's peak, 0..1
+  Kl,           // KTO's KL estimate
 };
-inline constexpr std::size_t kMetricCount = 11;
+inline constexpr std::size_t kMetricCount = 12;
 
 // Memory of one rank, in MiB, parallel to the rows (NaN where a step did not report the rank).
 struct GpuSeries {

@@ -1,9 +1,10 @@
 #pragma once
-// Page 3: the training method. SFT, pt (continued pre-training), or DPO with its settings:
-// pref_beta, pref_loss (sigmoid, ipo, hinge, orpo, simpo, kto_pair), pref_ftx, simpo_gamma (simpo
-// only), dpo_label_smoothing (sigmoid only), an optional reference model folder and
-// precompute_ref_logps (not for orpo and simpo, which build no reference). The DPO settings are
-// enabled only for stage dpo.
+// Page 3: the training method. SFT, pt (continued pre-training), rm (a reward model), or DPO or
+// KTO with their settings: pref_beta, pref_loss (sigmoid, ipo, hinge, orpo, simpo, kto_pair; dpo
+// only), pref_ftx, simpo_gamma (simpo only), dpo_label_smoothing (sigmoid only),
+// kto_chosen_weight and kto_rejected_weight (kto only), an optional reference model folder and
+// precompute_ref_logps (not for orpo and simpo, which build no reference). The preference
+// settings are enabled only for stages dpo and kto.
 #include "studio/ui/wizard/wizard_page.h"
 
 class QCheckBox;
@@ -32,6 +33,8 @@ class MethodPage : public WizardPage {
   QComboBox* loss_;
   QDoubleSpinBox* smoothing_;
   QDoubleSpinBox* gamma_;
+  QDoubleSpinBox* chosenWeight_;
+  QDoubleSpinBox* rejectedWeight_;
   QLineEdit* reference_;
   QPushButton* browse_;
   QCheckBox* precompute_ = nullptr;
