@@ -96,7 +96,8 @@ TableOf<E, StartEvent> visit_fields(V& v, E& e) {
   v("peak_tflops", e.peak_tflops, kNullWhenUnknown);
 }
 
-// The DPO metrics sit flat in the step object, under the names TRL logs them with.
+// The preference metrics sit flat in the step (and eval) object, under the names TRL and
+// LLaMA-Factory log them with.
 template <class V, class E>
 TableOf<E, DpoMetrics> visit_fields(V& v, E& e) {
   v("rewards/chosen", e.rewards_chosen, diverging(StepValue::RewardsChosen));
@@ -106,6 +107,8 @@ TableOf<E, DpoMetrics> visit_fields(V& v, E& e) {
   v("logps/chosen", e.logps_chosen, diverging(StepValue::LogpsChosen));
   v("logps/rejected", e.logps_rejected, diverging(StepValue::LogpsRejected));
   v("kl", e.kl, diverging(StepValue::Kl, Unknown::Omitted));  // stage kto only
+  v("sft_loss", e.sft_loss, diverging(StepValue::SftLoss, Unknown::Omitted));  // orpo only
+  v("odds_ratio_loss", e.odds_ratio_loss, diverging(StepValue::OddsRatioLoss, Unknown::Omitted));
 }
 
 template <class V, class E>
@@ -136,6 +139,7 @@ TableOf<E, EvalEvent> visit_fields(V& v, E& e) {
   v.event(EventKind::Eval);
   v("step", e.step, kRequired);
   v("loss", e.loss);
+  v.flat(e.dpo);  // preference stages; read as present when any of its keys is
 }
 
 template <class V, class E>

@@ -11,6 +11,7 @@
 //
 // Collectives: every rank runs the same ones in the same order whatever its data, so the
 // methods that reduce (count's caller, reduce, evaluate) are called on every rank.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -104,26 +105,31 @@ class RewardWindow {
  public:
   void add(const std::optional<DpoMetrics>& m) {
     if (!m) return;
-    const double v[kFields] = {m->rewards_chosen, m->rewards_rejected, m->rewards_accuracies,
-                               m->rewards_margins, m->logps_chosen, m->logps_rejected, m->kl};
-    for (int i = 0; i < kFields; ++i)
-      if (!std::isnan(v[i])) sum_[i] += v[i], ++count_[i];
+    for (std::size_t i = 0; i < kFields.size(); ++i)
+      if (const double v = (*m).*kFields[i]; !std::isnan(v)) sum_[i] += v, ++count_[i];
   }
   void write(StepEvent& e, int64_t steps) const {
     if (steps <= 0) return;
-    double mean[kFields];
-    for (int i = 0; i < kFields; ++i)
-      mean[i] = count_[i] > 0 ? sum_[i] / count_[i] : std::numeric_limits<double>::quiet_NaN();
-    e.dpo = DpoMetrics{mean[0], mean[1], mean[2], mean[3], mean[4], mean[5], mean[6]};
+    DpoMetrics mean;
+    for (std::size_t i = 0; i < kFields.size(); ++i)
+      mean.*kFields[i] =
+          count_[i] > 0 ? sum_[i] / count_[i] : std::numeric_limits<double>::quiet_NaN();
+    e.dpo = mean;
   }
   void reset() {
-    for (int i = 0; i < kFields; ++i) sum_[i] = 0, count_[i] = 0;
+    sum_.fill(0);
+    count_.fill(0);
   }
 
  private:
-  static constexpr int kFields = 7;
-  double sum_[kFields] = {};
-  int64_t count_[kFields] = {};
+  static constexpr std::array<double DpoMetrics::*, 9> kFields = {
+      &DpoMetrics::rewards_chosen, &DpoMetrics::rewards_rejected,
+      &DpoMetrics::rewards_accuracies, &DpoMetrics::rewards_margins,
+      &DpoMetrics::logps_chosen, &DpoMetrics::logps_rejected,
+      &DpoMetrics::kl, &DpoMetrics::sft_loss,
+      &DpoMetrics::odds_ratio_loss};
+  std::array<double, kFields.size()> sum_ = {};
+  std::array<int64_t, kFields.size()> count_ = {};
 };
 
 class Objective {
@@ -158,6 +164,9 @@ class Objective {
   virtual void reduce(StepStats& st, double loss_sum, const torch::Tensor& metric_sums) = 0;
   // The mean evaluation loss (NaN without evaluation data); collective.
   virtual double evaluate() = 0;
+  // The preference metrics over the evaluation examples of the last evaluate() (dpo, rm, kto),
+  // for the eval event; nullopt for the others.
+  virtual std::optional<DpoMetrics> eval_metrics() const { return std::nullopt; }
 
   // The metrics of the logging window (steps since the last step event), averaged into `e`.
   virtual void add_to_window(const StepStats& st) { (void)st; }

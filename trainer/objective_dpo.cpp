@@ -64,28 +64,48 @@ class DpoObjective final : public Objective {
   void reduce(StepStats& st, double loss_sum, const torch::Tensor& metric_sums) override {
     const auto sums = sum_over_dp(m_.par, st, loss_sum, metric_sums, dpo::kPrefMetricCount);
     st.dpo = dpo::dpo_metrics(torch::tensor(sums, torch::kDouble),
-                              static_cast<int64_t>(st.normaliser));
+                              static_cast<int64_t>(st.normaliser), pref_.loss);
   }
 
-  // Mean preference loss over the eval pairs (this DP rank's share, summed over DP).
+  // Mean preference loss over the eval pairs (this DP rank's share, summed over DP), and the
+  // metrics over them (LF's eval_rewards/*, eval_logps/*).
   double evaluate() override {
+    eval_metrics_.reset();
     if (in_.eval_pairs.empty()) return kNaN;
     torch::NoGradGuard no_grad;
-    double sum = 0, count = 0;
+    // The metrics' and losses' sums stay on the device until the end: one host copy.
+    torch::Tensor acc;  // [kPrefMetricCount + 1]: the metrics, then the loss
+    double count = 0;
     const auto batches = m_.par.dp_batches(in_.eval_pairs.size(), cfg_.per_device_eval_batch_size);
     for (const auto& idx : batches) {
-      sum += pair_losses(in_.eval_pairs, idx, ref_eval_).losses.sum().item<double>();
+      const auto out = pair_losses(in_.eval_pairs, idx, ref_eval_);
+      const auto here = torch::cat({out.metric_sums.to(torch::kDouble),
+                                    out.losses.sum().to(torch::kDouble).reshape({1})});
+      acc = acc.defined() ? acc + here : here;
       count += static_cast<double>(idx.size());
     }
+    std::vector<double> sums(dpo::kPrefMetricCount + 2, 0.0);  // metrics, loss, pairs
+    if (acc.defined()) {
+      const auto host = acc.cpu().contiguous();
+      std::copy(host.data_ptr<double>(), host.data_ptr<double>() + host.numel(), sums.begin());
+    }
+    sums.back() = count;
     // As pair_losses would: the policy's forward, then the reference's (ZeRO-3 gathers).
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(in_.eval_pairs.size(), cfg_.per_device_eval_batch_size); ++k) {
       m_.zero->idle_forward();
       if (!ref_eval_.defined() && cfg_.uses_reference() && m_.ref_zero) m_.ref_zero->idle_forward();
     }
-    const auto t = m_.par.sum(m_.par.dp_group(), {sum, count}, "eval loss");
-    return t[1] > 0 ? t[0] / t[1] : kNaN;
+    sums = m_.par.sum(m_.par.dp_group(), sums, "eval loss");
+    const double pairs = sums.back();
+    if (pairs <= 0) return kNaN;
+    eval_metrics_ = dpo::dpo_metrics(
+        torch::tensor(std::vector<double>(sums.begin(), sums.begin() + dpo::kPrefMetricCount),
+                      torch::kDouble),
+        static_cast<int64_t>(pairs), pref_.loss);
+    return sums[dpo::kPrefMetricCount] / pairs;
   }
+  std::optional<DpoMetrics> eval_metrics() const override { return eval_metrics_; }
 
   void add_to_window(const StepStats& st) override { window_.add(st.dpo); }
   void write_window(StepEvent& e, int64_t steps) const override { window_.write(e, steps); }
@@ -205,6 +225,7 @@ class DpoObjective final : public Objective {
   torch::Tensor ref_train_, ref_eval_;
   bool pack_reported_ = false;
   RewardWindow window_;
+  std::optional<DpoMetrics> eval_metrics_;  // of the last evaluate()
 };
 
 }  // namespace

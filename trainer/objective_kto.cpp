@@ -18,6 +18,7 @@
 // Evaluation computes each batch's KL from that batch alone (no DP all-reduce: DP ranks hold
 // different numbers of evaluation batches) and weights each batch's loss by its examples, as
 // Hugging Face's evaluation loop does.
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -88,15 +89,22 @@ class KtoObjective final : public Objective {
   // The eval examples' mean loss: each batch's loss weighted by its examples (this DP rank's
   // batches, summed over DP).
   double evaluate() override {
+    eval_metrics_.reset();
     if (in_.eval_feedback.empty()) return kNaN;
     torch::NoGradGuard no_grad;
-    double sum = 0, count = 0;
+    // On the device until the end: the metric sums, each batch's KL, the loss x examples.
+    torch::Tensor acc;
+    double count = 0, kl_batches = 0;
     const auto batches =
         m_.par.dp_batches(in_.eval_feedback.size(), cfg_.per_device_eval_batch_size);
     for (const auto& idx : batches) {
       const Scored s = examples_loss(in_.eval_feedback, idx, ref_eval_, /*dp_kl=*/false);
-      sum += s.out.loss.item<double>() * static_cast<double>(idx.size());
+      const auto here = torch::cat(
+          {s.out.metric_sums.to(torch::kDouble), s.kl.to(torch::kDouble).reshape({1}),
+           (s.out.loss.detach().to(torch::kDouble) * static_cast<double>(idx.size())).reshape({1})});
+      acc = acc.defined() ? acc + here : here;
       count += static_cast<double>(idx.size());
+      ++kl_batches;
     }
     // ZeRO-3 forwards gather over the whole world: every DP rank runs as many (the policy's two
     // and, without a table, the reference's two per batch).
@@ -107,9 +115,20 @@ class KtoObjective final : public Objective {
         m_.zero->idle_forward();
         if (!ref_eval_.defined() && m_.ref_zero) m_.ref_zero->idle_forward();
       }
-    const auto t = m_.par.sum(m_.par.dp_group(), {sum, count}, "eval loss");
-    return t[1] > 0 ? t[0] / t[1] : kNaN;
+    std::vector<double> sums(dpo::kKtoMetricCount + 4, 0.0);  // metrics, KL, loss, n, batches
+    if (acc.defined()) {
+      const auto host = acc.cpu().contiguous();
+      std::copy(host.data_ptr<double>(), host.data_ptr<double>() + host.numel(), sums.begin());
+    }
+    sums[dpo::kKtoMetricCount + 2] = count;
+    sums[dpo::kKtoMetricCount + 3] = kl_batches;
+    sums = m_.par.sum(m_.par.dp_group(), sums, "eval loss");
+    const double n = sums[dpo::kKtoMetricCount + 2];
+    if (n <= 0) return kNaN;
+    eval_metrics_ = metrics(sums, sums[dpo::kKtoMetricCount + 3]);
+    return sums[dpo::kKtoMetricCount + 1] / n;
   }
+  std::optional<DpoMetrics> eval_metrics() const override { return eval_metrics_; }
 
   void add_to_window(const StepStats& st) override { window_.add(st.dpo); }
   void write_window(StepEvent& e, int64_t steps) const override { window_.write(e, steps); }
@@ -218,6 +237,7 @@ class KtoObjective final : public Objective {
   // precompute_ref_logps: per example (response, KL sequence) reference sums, [n, 2] fp64.
   torch::Tensor ref_train_, ref_eval_;
   RewardWindow window_;
+  std::optional<DpoMetrics> eval_metrics_;  // of the last evaluate()
 };
 
 }  // namespace

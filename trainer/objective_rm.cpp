@@ -91,12 +91,17 @@ class RmObjective final : public Objective {
   void reduce(StepStats& st, double loss_sum, const torch::Tensor& metric_sums) override {
     const auto sums = sum_over_dp(m_.par, st, loss_sum, metric_sums, kMetrics);
     const double n = st.normaliser > 0 ? st.normaliser : kNaN;
-    st.dpo = DpoMetrics{sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / n, kNaN, kNaN};
+    st.dpo = DpoMetrics{};
+    st.dpo->rewards_chosen = sums[0] / n;
+    st.dpo->rewards_rejected = sums[1] / n;
+    st.dpo->rewards_accuracies = sums[2] / n;
+    st.dpo->rewards_margins = sums[3] / n;
   }
 
   // Mean pair loss over the eval pairs (this DP rank's share, summed over DP); the accuracy is
   // logged beside it.
   double evaluate() override {
+    eval_metrics_.reset();
     if (in_.eval_pairs.empty()) return kNaN;
     torch::NoGradGuard no_grad;
     torch::Tensor sums = torch::zeros({kMetrics + 2}, torch::kDouble);
@@ -120,8 +125,14 @@ class RmObjective final : public Objective {
                               " pairs (chosen scored higher), mean scores " +
                               c10::str(v[0] / pairs) + " chosen, " + c10::str(v[1] / pairs) +
                               " rejected");
+    eval_metrics_ = DpoMetrics{};
+    eval_metrics_->rewards_chosen = v[0] / pairs;
+    eval_metrics_->rewards_rejected = v[1] / pairs;
+    eval_metrics_->rewards_accuracies = v[2] / pairs;
+    eval_metrics_->rewards_margins = v[3] / pairs;
     return v[kMetrics] / pairs;
   }
+  std::optional<DpoMetrics> eval_metrics() const override { return eval_metrics_; }
 
   // The scores' means: chosen, rejected, accuracy and margin (no log-probs: unknown).
   void add_to_window(const StepStats& st) override { window_.add(st.dpo); }
@@ -205,6 +216,7 @@ class RmObjective final : public Objective {
   double dropout_;
   std::vector<uint32_t> visits_;  // per training pair: how many times training scored it
   RewardWindow window_;
+  std::optional<DpoMetrics> eval_metrics_;  // of the last evaluate()
 };
 
 }  // namespace

@@ -703,7 +703,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       }
       if (cfg.eval_strategy == EvalStrategy::Steps && state.global_step % eval_every == 0) {
         result.eval_loss = evaluate();
-        reporter.eval(state.global_step, result.eval_loss);
+        reporter.eval(state.global_step, result.eval_loss, objective->eval_metrics());
       }
       if (state.global_step % cfg.save_steps == 0 && !last) save(state.global_step);
     }
@@ -712,7 +712,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       state.step_in_epoch = 0;
       if (cfg.eval_strategy == EvalStrategy::Epoch) {
         result.eval_loss = evaluate();
-        reporter.eval(state.global_step, result.eval_loss);
+        reporter.eval(state.global_step, result.eval_loss, objective->eval_metrics());
       }
     }
   }

@@ -36,15 +36,9 @@ import os
 import sys
 import tempfile
 
-from reference_main import Failure, run
+from reference_main import Failure, offline_cpu_environment, run
 
-os.environ["CUDA_VISIBLE_DEVICES"] = ""
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
-os.environ.setdefault("WANDB_DISABLED", "true")
+offline_cpu_environment()
 
 
 def evaluate(args, folder, out_dir):

@@ -26,3 +26,15 @@ def run(main, script):
         traceback.print_exc()
         print(f"{script}: {type(e).__name__}: {e}", file=sys.stderr)
     sys.exit(1)
+
+
+def offline_cpu_environment():
+    """Sets what LLaMA-Factory's, transformers' and datasets' code read before they are imported:
+    no network, no GPU (torch on the CPU), no progress bars, no version check, no trackers."""
+    import os
+
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    for key, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
+                       ("HF_HUB_DISABLE_TELEMETRY", "1"), ("HF_DATASETS_DISABLE_PROGRESS_BARS", "1"),
+                       ("DISABLE_VERSION_CHECK", "1"), ("WANDB_DISABLED", "true")):
+        os.environ.setdefault(key, value)

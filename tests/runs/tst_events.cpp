@@ -161,6 +161,20 @@ EventPayload sample(const QString& name) {
   if (name == "step-dpo") return sample_step(true, true);
   if (name == "step-no-gpus") return sample_step(false, false);
   if (name == "eval") return EvalEvent{100, 1.125};
+  if (name == "eval-rm") {  // a reward model's: scores and accuracy, no log-probs
+    DpoMetrics m;
+    m.rewards_chosen = 1.5;
+    m.rewards_rejected = -0.25;
+    m.rewards_accuracies = 0.875;
+    m.rewards_margins = 1.75;
+    return EvalEvent{100, 0.375, m};
+  }
+  if (name == "step-orpo") {
+    StepEvent s = std::get<StepEvent>(sample("step-dpo"));
+    s.dpo->sft_loss = 1.5;
+    s.dpo->odds_ratio_loss = 0.625;
+    return s;
+  }
   if (name == "checkpoint") return CheckpointEvent{200, "/runs/a/checkpoint-200"};
   if (name == "log") return LogEvent{"warning", 3, "say \"hi\"\nsecond line, \xc3\xbc"};
   if (name == "end") return EndEvent{"finished", "completed 1000 steps"};
@@ -286,8 +300,20 @@ void TestEvents::roundTrip_data() {
                                    R"("rewards/accuracies":0.75,"rewards/margins":0.5,)"
                                    R"("logps/chosen":-120.5,"logps/rejected":-140.25})";
   QTest::newRow("step-no-gpus") << "step-no-gpus" << int(EventKind::Step) << step + R"("gpus":[]})";
+  QTest::newRow("step-orpo") << "step-orpo" << int(EventKind::Step)
+                             << step + gpus +
+                                    R"(,"rewards/chosen":0.25,"rewards/rejected":-0.5,)"
+                                    R"("rewards/accuracies":0.75,"rewards/margins":0.5,)"
+                                    R"("logps/chosen":-120.5,"logps/rejected":-140.25,)"
+                                    R"("sft_loss":1.5,"odds_ratio_loss":0.625})";
   QTest::newRow("eval") << "eval" << int(EventKind::Eval)
                         << QByteArray(R"({"event":"eval","step":100,"loss":1.125})");
+  // Unknown preference fields of an eval are null (as a step's), kl and orpo's left out.
+  QTest::newRow("eval-rm") << "eval-rm" << int(EventKind::Eval)
+                           << QByteArray(R"({"event":"eval","step":100,"loss":0.375,)"
+                                         R"("rewards/chosen":1.5,"rewards/rejected":-0.25,)"
+                                         R"("rewards/accuracies":0.875,"rewards/margins":1.75,)"
+                                         R"("logps/chosen":null,"logps/rejected":null})");
   QTest::newRow("checkpoint")
       << "checkpoint" << int(EventKind::Checkpoint)
       << QByteArray(R"({"event":"checkpoint","step":200,"path":"/runs/a/checkpoint-200"})");

@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lf_stage_reference.h"
 #include "studio/config/config_io.h"
 #include "studio/data/dataset.h"
 #include "studio/trainer/hf_checkpoint.h"
@@ -41,6 +42,8 @@
 
 using nlohmann::json;
 
+using namespace lf_stage_reference;
+
 namespace {
 
 const QString kSource = QStringLiteral(STUDIO_SOURCE_DIR);
@@ -48,50 +51,6 @@ constexpr int kPairs = 12;
 constexpr int kSteps = 2;
 constexpr int kHidden = 32;
 
-const QStringList kWords{"alpha", "river", "stone", "green", "moves", "under",
-                         "seven", "light", "quick", "table", "north", "sings"};
-
-// `n` words of kWords from a place that depends on `i` and `stride`.
-QString words(int i, int n, int stride) {
-  QStringList w;
-  for (int k = 0; k < n; ++k) w << kWords[(i * 7 + k * stride) % kWords.size()];
-  return w.join(' ');
-}
-
-struct Proc {
-  int code = -1;
-  QString out, err;
-};
-
-Proc run(const QString& program, const QStringList& args, const QByteArray& input = {},
-         int timeout_ms = 240000) {
-  QProcess p;
-  auto env = QProcessEnvironment::systemEnvironment();
-  env.insert("HF_HUB_OFFLINE", "1");
-  p.setProcessEnvironment(env);
-  p.start(program, args);
-  if (!p.waitForStarted(30000))
-    return {-1, {}, program + " did not start (" + p.errorString() + ")"};
-  p.write(input);
-  p.closeWriteChannel();
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    return {-1, {}, "timed out: " + QString::fromUtf8(p.readAllStandardError())};
-  }
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
-std::vector<json> events(const QString& dir) {
-  std::vector<json> out;
-  QFile f(dir + "/events.jsonl");
-  if (!f.open(QIODevice::ReadOnly)) return out;
-  for (const QByteArray& line : f.readAll().split('\n'))
-    if (!line.trimmed().isEmpty()) out.push_back(json::parse(line.toStdString()));
-  return out;
-}
 
 double mean(const std::vector<double>& v) {
   double s = 0;
@@ -127,9 +86,9 @@ class TestRmReference : public QObject {
     for (int i = 0; i < kPairs; ++i) {
       const QString chosen = words(i, 1 + (i * 3) % 6, 5);
       QString rejected = words(i + 3, 1 + (i * 5) % 4, 7);
-      if (rejected == chosen) rejected += " " + kWords[i % kWords.size()];
+      if (rejected == chosen) rejected += " " + word_list()[i % word_list().size()];
       rows.append(QJsonObject{{"instruction", words(i, i == 5 ? 90 : 3 + (i * 5) % 9, 1)},
-                              {"input", i % 3 == 0 ? kWords[(i + 2) % kWords.size()] : ""},
+                              {"input", i % 3 == 0 ? word_list()[(i + 2) % word_list().size()] : ""},
                               {"chosen", chosen},
                               {"rejected", rejected}});
     }

@@ -156,10 +156,14 @@ PrefLossOut preference_loss(const PairLogps& policy, const PairLogps& reference,
   out.chosen_logps = pc.detach();
   out.rejected_logps = pr.detach();
   auto f64 = [](const torch::Tensor& t) { return t.to(torch::kDouble).sum(); };
+  // LF's sft_loss and odds_ratio_loss (it logs them for orpo): -chosen_mean and
+  // (loss - sft_loss) / beta, the pref_ftx term included as LF's losses include it.
+  const auto sft = (-chosen_mean).detach();
   out.metric_sums = torch::stack({f64(out.chosen_rewards), f64(out.rejected_rewards),
                                   f64(out.chosen_rewards > out.rejected_rewards),
                                   f64(out.chosen_rewards - out.rejected_rewards),
-                                  f64(out.chosen_logps), f64(out.rejected_logps)});
+                                  f64(out.chosen_logps), f64(out.rejected_logps), f64(sft),
+                                  f64((losses.detach() - sft) / beta)});
   return out;
 }
 
@@ -174,9 +178,9 @@ std::pair<torch::Tensor, torch::Tensor> sequence_logps(const torch::Tensor& toke
   return {sums, valid.sum(1).to(torch::kLong)};
 }
 
-DpoMetrics dpo_metrics(const torch::Tensor& metric_sums, int64_t pairs) {
+DpoMetrics dpo_metrics(const torch::Tensor& metric_sums, int64_t pairs, PrefLoss loss) {
   if (metric_sums.numel() != kPrefMetricCount)
-    throw std::invalid_argument("dpo_metrics: expected the six metric sums of preference_loss");
+    throw std::invalid_argument("dpo_metrics: expected the metric sums of preference_loss");
   const auto s = metric_sums.detach().to(torch::kCPU, torch::kDouble).contiguous();
   const double* v = s.data_ptr<double>();
   DpoMetrics m;  // no pairs: every field stays kNoValue
@@ -188,6 +192,10 @@ DpoMetrics dpo_metrics(const torch::Tensor& metric_sums, int64_t pairs) {
   m.rewards_margins = v[kRewardsMargins] / d;
   m.logps_chosen = v[kLogpsChosen] / d;
   m.logps_rejected = v[kLogpsRejected] / d;
+  if (loss == PrefLoss::Orpo) {
+    m.sft_loss = v[kSftLoss] / d;
+    m.odds_ratio_loss = v[kOddsRatioLoss] / d;
+  }
   return m;
 }
 

@@ -94,14 +94,7 @@ void RunReporter::tensorboard_step(const StepEvent& e) {
   put("train/model_tflops", e.model_tflops);
   put("train/mfu", e.mfu);
   put("train/aux_loss", e.aux_loss);
-  if (e.dpo) {
-    put("train/rewards/chosen", e.dpo->rewards_chosen);
-    put("train/rewards/rejected", e.dpo->rewards_rejected);
-    put("train/rewards/accuracies", e.dpo->rewards_accuracies);
-    put("train/rewards/margins", e.dpo->rewards_margins);
-    put("train/logps/chosen", e.dpo->logps_chosen);
-    put("train/logps/rejected", e.dpo->logps_rejected);
-  }
+  if (e.dpo) put_preference(e.step, t, "train/", *e.dpo);
   for (const GpuMemory& g : e.gpus) {
     const std::string rank = "memory/rank" + std::to_string(g.rank) + "/";
     put(rank + "allocated_mib", g.allocated_mib);
@@ -123,15 +116,34 @@ void RunReporter::step(const StepEvent& e, bool log_event) {
   bar_->update({e.step, e.loss, e.tokens_per_sec, e.lr}, unix_time_now() - started_);
 }
 
-void RunReporter::eval(int64_t step, double loss) {
+// The preference metrics under the Trainer's tags (a value that is not a number is left out).
+void RunReporter::put_preference(int64_t step, double time, const std::string& prefix,
+                                 const DpoMetrics& m) {
+  const std::pair<const char*, double> values[] = {
+      {"rewards/chosen", m.rewards_chosen},   {"rewards/rejected", m.rewards_rejected},
+      {"rewards/accuracies", m.rewards_accuracies}, {"rewards/margins", m.rewards_margins},
+      {"logps/chosen", m.logps_chosen},       {"logps/rejected", m.logps_rejected},
+      {"kl", m.kl},                           {"sft_loss", m.sft_loss},
+      {"odds_ratio_loss", m.odds_ratio_loss}};
+  for (const auto& [tag, v] : values) check(tensorboard_.scalar(prefix + tag, step, v, time));
+}
+
+void RunReporter::eval(int64_t step, double loss, const std::optional<DpoMetrics>& metrics) {
   if (!enabled_) return;
-  check(writer_.write(EvalEvent{step, loss}));
+  check(writer_.write(EvalEvent{step, loss, metrics}));
   if (tensorboard_.is_open()) {
-    check(tensorboard_.scalar("eval/loss", step, loss, unix_time_now()));
+    const double t = unix_time_now();
+    check(tensorboard_.scalar("eval/loss", step, loss, t));
+    if (metrics) put_preference(step, t, "eval/", *metrics);
     check(tensorboard_.flush());
   }
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "eval at step %lld: loss %.4f", static_cast<long long>(step), loss);
+  char buf[160];
+  if (metrics && std::isfinite(metrics->rewards_accuracies))
+    std::snprintf(buf, sizeof buf, "eval at step %lld: loss %.4f, accuracy %.4f",
+                  static_cast<long long>(step), loss, metrics->rewards_accuracies);
+  else
+    std::snprintf(buf, sizeof buf, "eval at step %lld: loss %.4f", static_cast<long long>(step),
+                  loss);
   bar_->message(buf);
 }
 

@@ -70,7 +70,7 @@ void RunGraphs::sync(const RunSeries& series, const SeriesChanges& changes,
       !redraw && rowsShown_ > 0 && changes.rowsFrom + 1 == rowsShown_ && series.size() >= rowsShown_;
   if (lastRowChanged) {
     for (Line& line : lines_) {
-      if (line.source == Source::Eval || line.shown != rowsShown_) continue;
+      if (isEval(line.source) || line.shown != rowsShown_) continue;
       QCPGraphDataContainer& data = *line.graph->data();
       if (line.pointsBeforeLast == 0)
         data.clear();
@@ -81,7 +81,7 @@ void RunGraphs::sync(const RunSeries& series, const SeriesChanges& changes,
     }
     if (changes.evalsFrom < evalsShown_) {
       for (Line& line : lines_) {
-        if (line.source != Source::Eval) continue;
+        if (!isEval(line.source)) continue;
         line.graph->data()->clear();
         line.shown = 0;
       }
@@ -92,7 +92,7 @@ void RunGraphs::sync(const RunSeries& series, const SeriesChanges& changes,
     lines_.clear();
   } else if (changes.evalsFrom < evalsShown_) {
     for (Line& line : lines_) {
-      if (line.source != Source::Eval) continue;
+      if (!isEval(line.source)) continue;
       line.graph->data()->clear();
       line.shown = 0;
     }
@@ -106,7 +106,7 @@ void RunGraphs::sync(const RunSeries& series, const SeriesChanges& changes,
   addMissingLines(series);
   for (Line& line : lines_) {
     append(line, series, options.mode);
-    if (line.source != Source::Eval && line.source != Source::NotFinite && !isRawLoss(line)) {
+    if (!isEval(line.source) && line.source != Source::NotFinite && !isRawLoss(line)) {
       // Markers for a few points only: a million scatter symbols would stall every replot.
       const bool few = line.graph->data()->size() <= kMarkerLimit;
       line.graph->setScatterStyle(few ? QCPScatterStyle(QCPScatterStyle::ssDisc, 5)
@@ -193,6 +193,8 @@ void RunGraphs::addMissingLines(const RunSeries& series) {
   metricLine(ChartKind::Rewards, Metric::RewardsMargins, rewards + 2);
   metricLine(ChartKind::Rewards, Metric::Kl, rewards + 3);
   metricLine(ChartKind::Accuracy, Metric::RewardsAccuracies, slot_);
+  // The evaluations' accuracy (dpo, rm) as markers over the training accuracy, as eval loss.
+  if (series.hasEvalAccuracy()) addLine(ChartKind::Accuracy, slot_, Source::EvalAccuracy);
   marks(ChartKind::Loss, Metric::Loss, slot_);
   marks(ChartKind::TokensPerSec, Metric::TokensPerSec, slot_);
   marks(ChartKind::LearningRate, Metric::LearningRate, slot_);
@@ -211,6 +213,7 @@ QString RunGraphs::lineName(const Line& line) const {
     case Source::Metric: what = metricName(line.metric); break;
     case Source::Smoothed: what = QStringLiteral("loss (smoothed)"); break;
     case Source::Eval: what = QStringLiteral("eval loss"); break;
+    case Source::EvalAccuracy: what = QStringLiteral("eval accuracy"); break;
     case Source::Allocated:
       // Compact, one entry per rank (16 ranks in four short rows): the chart's title says solid
       // is allocated and dashed reserved.
@@ -253,6 +256,7 @@ void RunGraphs::styleLine(const Line& line, const QColor& color) {
       break;
     case Source::Smoothed: break;
     case Source::Eval:
+    case Source::EvalAccuracy:
       line.graph->setLineStyle(QCPGraph::lsNone);
       line.graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, color, 7));
       break;
@@ -271,7 +275,7 @@ void RunGraphs::styleLine(const Line& line, const QColor& color) {
 }
 
 void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
-  const bool eval = line.source == Source::Eval;
+  const bool eval = isEval(line.source);
   const std::vector<double>& xs = eval ? series.evalX(mode) : series.x(mode);
   const std::vector<double>* ys = nullptr;
   const std::vector<double>* limits = nullptr;  // power: drawn as a share of its limit
@@ -280,6 +284,7 @@ void RunGraphs::append(Line& line, const RunSeries& series, XAxisMode mode) {
     case Source::NotFinite: ys = &series.values(line.metric); break;
     case Source::Smoothed: ys = &series.values(Metric::Loss); break;
     case Source::Eval: ys = &series.evalLoss(); break;
+    case Source::EvalAccuracy: ys = &series.evalAccuracy(); break;
     case Source::Allocated:
     case Source::Reserved: {
       const GpuSeries* gpu = gpuOf(series, line.rank);

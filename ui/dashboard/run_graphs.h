@@ -59,7 +59,11 @@ class RunGraphs {
   // NotFinite: marks at the foot of the chart for the rows of `metric` with steps written as
   // NaN, Infinity or -Infinity; the metric's own line and its smoothed curve go on through the
   // finite rows around them instead of breaking there.
-  enum class Source { Metric, Smoothed, Eval, Allocated, Reserved, Util, Power, NotFinite };
+  // Eval and EvalAccuracy draw the evaluations (the eval events), the others the step rows.
+  enum class Source {
+    Metric, Smoothed, Eval, EvalAccuracy, Allocated, Reserved, Util, Power, NotFinite
+  };
+  static bool isEval(Source s) { return s == Source::Eval || s == Source::EvalAccuracy; }
   struct Line {
     ChartKind chart;
     Source source;

@@ -61,6 +61,8 @@ void RunSeries::clear() {
   evalWall_.clear();
   evalRelative_.clear();
   evalLoss_.clear();
+  evalAccuracy_.clear();
+  evalAccuracyCount_ = 0;
   facts_ = RunFacts{};
   origin_ = kNoValue;
   changes_ = SeriesChanges{};
@@ -278,6 +280,9 @@ void RunSeries::addEval(const EvalEvent& eval) {
   evalWall_.push_back(after > 0 ? wall_[after - 1] : kNoValue);
   evalRelative_.push_back(after > 0 ? relative_[after - 1] : kNoValue);
   evalLoss_.push_back(eval.loss);
+  const double accuracy = eval.dpo ? eval.dpo->rewards_accuracies : kNoValue;
+  evalAccuracy_.push_back(accuracy);
+  evalAccuracyCount_ += std::isfinite(accuracy) ? 1 : 0;
 }
 
 void RunSeries::truncateRows(std::size_t rows) {
@@ -306,7 +311,10 @@ void RunSeries::truncateEvals(std::size_t evals) {
   evalSteps_.resize(evals);
   evalWall_.resize(evals);
   evalRelative_.resize(evals);
+  for (std::size_t i = evals; i < evalAccuracy_.size(); ++i)
+    evalAccuracyCount_ -= std::isfinite(evalAccuracy_[i]) ? 1 : 0;
   evalLoss_.resize(evals);
+  evalAccuracy_.resize(evals);
   changes_.evalsFrom = std::min(changes_.evalsFrom, evals);
 }
 

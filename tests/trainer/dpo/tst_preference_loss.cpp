@@ -149,18 +149,19 @@ void TestPreferenceLoss::rewardsAndMetrics() {
   QCOMPARE(out.metric_sums.scalar_type(), torch::kDouble);
   QCOMPARE(out.metric_sums.numel(), int64_t{kPrefMetricCount});
   const std::vector<double> sums{-0.375, 0.05, 2, -0.425, -52.75, -47};
-  for (int64_t i = 0; i < kPrefMetricCount; ++i)
+  for (int64_t i = 0; i < kLogpsRejected + 1; ++i)
     QVERIFY2(close(out.metric_sums[i].item<double>(), sums[i], 1e-14), qPrintable(QString::number(i)));
 
   // The caller all-reduces the sums (two DP ranks with these pairs each) and divides.
-  const auto m = dpo_metrics(out.metric_sums * 2, 8);
+  const auto m = dpo_metrics(out.metric_sums * 2, 8, PrefLoss::Sigmoid);
   QVERIFY(close(m.rewards_chosen, -0.375 / 4, 1e-14));
   QVERIFY(close(m.rewards_rejected, 0.05 / 4, 1e-14));
   QCOMPARE(m.rewards_accuracies, 0.5);
   QVERIFY(close(m.rewards_margins, -0.425 / 4, 1e-14));
   QCOMPARE(m.logps_chosen, -52.75 / 4);
   QCOMPARE(m.logps_rejected, -47.0 / 4);
-  QVERIFY(std::isnan(dpo_metrics(out.metric_sums, 0).rewards_chosen));
+  QVERIFY(std::isnan(dpo_metrics(out.metric_sums, 0, PrefLoss::Sigmoid).rewards_chosen));
+  QVERIFY(std::isnan(m.sft_loss) && std::isnan(m.odds_ratio_loss));  // orpo's alone
 }
 
 void TestPreferenceLoss::ipoReportsNormalisedLogps() {
@@ -471,7 +472,7 @@ void TestPreferenceLoss::rewardsWithoutReference_data() {
 }
 
 void TestPreferenceLoss::rewardsWithoutReference() {
-  // The rewards and the six metric sums of the new losses: orpo and simpo (no reference) report
+  // The rewards and the metric sums of the new losses: orpo and simpo (no reference) report
   // beta * the policy's per-token means and the means themselves as logps; kto_pair, like
   // sigmoid, beta * (policy - reference) on the sums and the sums.
   QFETCH(PrefLoss, kind);
@@ -499,6 +500,11 @@ void TestPreferenceLoss::rewardsWithoutReference() {
     sums[kRewardsMargins] += chosen - rejected;
     sums[kLogpsChosen] += c;
     sums[kLogpsRejected] += r;
+    // LF's orpo terms (summed for every loss, logged for orpo): -(chosen per token) and
+    // (loss - that) / beta.
+    const double sft = -pc[i] / lc[i];
+    sums[kSftLoss] += sft;
+    sums[kOddsRatioLoss] += (out.losses[i].item<double>() - sft) / beta;
   }
   // Each kind of reward has accurate and inaccurate pairs here.
   QVERIFY(sums[kRewardsAccuracies] > 0 && sums[kRewardsAccuracies] < 4);
@@ -533,7 +539,15 @@ void TestPreferenceLoss::ftxAddsTheSftTerm() {
   const auto with = preference_loss(policy, reference, options({kind, 0.3, 0, ftx}));
   const auto g0 = torch::autograd::grad({without.losses.sum()}, {policy.chosen, policy.rejected});
   const auto g1 = torch::autograd::grad({with.losses.sum()}, {policy.chosen, policy.rejected});
-  QVERIFY(torch::equal(with.metric_sums, without.metric_sums));
+  // The metrics do not change, but for LF's odds_ratio_loss, (loss - sft_loss) / beta, whose
+  // loss holds the ftx term: ftx x sft_loss / beta more.
+  QVERIFY(torch::equal(with.metric_sums.narrow(0, 0, kOddsRatioLoss),
+                       without.metric_sums.narrow(0, 0, kOddsRatioLoss)));
+  const double odds_more = (with.metric_sums[kOddsRatioLoss] - without.metric_sums[kOddsRatioLoss])
+                               .item<double>();
+  QVERIFY2(close(odds_more, added ? ftx * without.metric_sums[kSftLoss].item<double>() / 0.3 : 0.0,
+                 1e-12),
+           qPrintable(QString::number(odds_more, 'g', 17)));
   QVERIFY(torch::equal(g1[1], g0[1]));
   if (!added) {
     QVERIFY(torch::equal(with.losses, without.losses));

@@ -330,7 +330,7 @@ void TestPreferenceLossTrl::matchesTrl() {
   }
 
   // The step metrics: our sums over the pairs, divided as the trainer divides them.
-  const auto m = dpo_metrics(out.metric_sums, n);
+  const auto m = dpo_metrics(out.metric_sums, n, PrefLoss::Sigmoid);
   QVERIFY2(close(m.rewards_chosen, mean_of(want_chosen), 1e-10), qPrintable(QString::number(m.rewards_chosen, 'g', 17)));
   QVERIFY2(close(m.rewards_rejected, mean_of(want_rejected), 1e-10),
            qPrintable(QString::number(m.rewards_rejected, 'g', 17)));
@@ -526,7 +526,18 @@ void TestPreferenceLossTrl::matchesTrlPrefLosses() {
     }
   }
   if (kto && ftx == 0) near("kto_pair batch loss", -1, out.losses.mean().item<double>(), answer.value("loss").toDouble(std::nan("")));
-  const auto m = dpo_metrics(out.metric_sums, n);
+  const auto m = dpo_metrics(out.metric_sums, n, kind);
+  if (kind == PrefLoss::Orpo) {
+    // LF's logged orpo terms: sft_loss the mean of TRL's nll, odds_ratio_loss the mean of
+    // (loss - sft_loss) / beta = -TRL's odds_ratio / beta (plus ftx x nll / beta with pref_ftx).
+    std::vector<double> odds;
+    for (size_t k = 0; k < size_t(n); ++k)
+      odds.push_back((-trl["odds_ratio"][k] + sft_weight * trl["nll"][k]) / beta);
+    near("sft_loss", -1, m.sft_loss, mean_of(trl["nll"]));
+    near("odds_ratio_loss", -1, m.odds_ratio_loss, mean_of(odds));
+  } else if (!std::isnan(m.sft_loss) || !std::isnan(m.odds_ratio_loss)) {
+    failure = "sft_loss and odds_ratio_loss are orpo's alone";
+  }
   near("rewards/chosen", -1, m.rewards_chosen, mean_of(trl["chosen_rewards"]));
   near("rewards/rejected", -1, m.rewards_rejected, mean_of(trl["rejected_rewards"]));
   near("rewards/margins", -1, m.rewards_margins, mean_of(trl["chosen_rewards"]) - mean_of(trl["rejected_rewards"]));

@@ -149,6 +149,10 @@ void TestRunDashboard::chartsFollowTheRunKind_data() {
   QTest::addColumn<QString>("memoryTitle");
   QTest::newRow("SFT on CPU") << "sft-cpu" << false << QList<int>{12} << 0 << "RSS";
   QTest::newRow("DPO on CPU") << "dpo-cpu" << true << QList<int>{6} << 0 << "RSS";
+  // resources/demo/rm_demo.yaml's events as studio-train wrote them: each eval event carries
+  // the accuracy over the evaluation pairs.
+  QTest::newRow("RM on CPU") << "rm-cpu" << true << QList<int>{12, 12} << 0
+                             << "Memory per rank on the CPU (MiB)";
   // resources/demo/kto_demo.yaml's events as studio-train wrote them: no accuracy (no pairs),
   // the KL estimate beside the rewards.
   // A CPU run of the engine reports each rank's memory with device -1 (tensors and RSS).
@@ -190,7 +194,14 @@ void TestRunDashboard::chartsFollowTheRunKind() {
     const RunSeries& s = *dash.series(file);
     QCOMPARE(pointCounts(dash, ChartKind::Rewards, file),
              (QList<int>{int(s.size()), int(s.size()), int(s.size())}));
-    QCOMPARE(pointCounts(dash, ChartKind::Accuracy, file), QList<int>{int(s.size())});
+    // The training accuracy, and the evaluations' as markers when the eval events carry it.
+    QList<int> accuracy{int(s.size())};
+    if (file == QStringLiteral("rm-cpu")) {
+      QVERIFY(s.hasEvalAccuracy());
+      accuracy << int(s.evalCount());
+      QVERIFY(legendNames(dash.plot(ChartKind::Accuracy)).contains("rm-cpu: eval accuracy"));
+    }
+    QCOMPARE(pointCounts(dash, ChartKind::Accuracy, file), accuracy);
   }
   if (capacityLines > 0) {
     // The capacity stays in view above the allocated memory.

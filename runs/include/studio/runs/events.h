@@ -139,7 +139,8 @@ struct GpuMemory {
   double power_limit_w = kNoValue;  // enforced power limit
 };
 
-// DPO steps only; written flat into the step object as "rewards/chosen", "logps/chosen", ...
+// Preference stages only (dpo, rm, kto); written flat into the step (and eval) object as
+// "rewards/chosen", "logps/chosen", ...
 struct DpoMetrics {
   double rewards_chosen = kNoValue;
   double rewards_rejected = kNoValue;
@@ -150,6 +151,11 @@ struct DpoMetrics {
   // Stage kto: the KL estimate of the step's micro-batches (the policy's and the reference's
   // log-probs of the mismatched responses), clamped at 0 as the loss uses it.
   double kl = kNoValue;
+  // pref_loss: orpo, as LLaMA-Factory logs them: the mean of -(the chosen log-prob per token)
+  // and the mean of (each pair's loss - that) / pref_beta (its odds-ratio term, plus the
+  // pref_ftx term / pref_beta when pref_ftx is on).
+  double sft_loss = kNoValue;
+  double odds_ratio_loss = kNoValue;
 };
 
 // A step's values that a diverged run makes non-finite, as bits of StepEvent::not_finite.
@@ -168,6 +174,8 @@ enum class StepValue : std::uint32_t {
   LogpsChosen = 1u << 11,
   LogpsRejected = 1u << 12,
   Kl = 1u << 13,
+  SftLoss = 1u << 14,
+  OddsRatioLoss = 1u << 15,
 };
 
 struct StepEvent {
@@ -208,6 +216,9 @@ struct StepEvent {
 struct EvalEvent {
   std::int64_t step = 0;  // required when reading
   double loss = kNoValue;
+  // Preference stages: the metrics over the evaluation examples (rm and dpo: the accuracy of
+  // the chosen over the rejected).
+  std::optional<DpoMetrics> dpo;
 };
 
 struct CheckpointEvent {

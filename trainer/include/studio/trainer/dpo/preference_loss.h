@@ -41,6 +41,8 @@ enum PrefMetric : int64_t {
   kRewardsMargins,
   kLogpsChosen,
   kLogpsRejected,
+  kSftLoss,        // -(the chosen log-prob per token), summed (LF logs its mean for orpo)
+  kOddsRatioLoss,  // (loss - that SFT loss) / beta, summed (LF's orpo odds_ratio_loss)
   kPrefMetricCount
 };
 
@@ -52,7 +54,7 @@ struct PrefLossOut {
   // [N] detached: the policy log-probs the loss compared. Sums, except for ipo, orpo and simpo,
   // where they are the per-token means (LF logs the normalised ones as logps/chosen, /rejected).
   torch::Tensor chosen_logps, rejected_logps;
-  // [kPrefMetricCount] fp64, detached: the six metrics summed over the N pairs. All-reduce (SUM)
+  // [kPrefMetricCount] fp64, detached: the metrics summed over the N pairs. All-reduce (SUM)
   // it across DP and divide by the global pair count with dpo_metrics().
   torch::Tensor metric_sums;
 };
@@ -93,8 +95,8 @@ PrefLossOut preference_loss(const PairLogps& policy, const PairLogps& reference,
 std::pair<torch::Tensor, torch::Tensor> sequence_logps(const torch::Tensor& token_logps,
                                                        const torch::Tensor& targets);
 
-// The six step metrics: metric_sums (all-reduced or not) divided by `pairs`; all kNoValue when
-// pairs <= 0.
-DpoMetrics dpo_metrics(const torch::Tensor& metric_sums, int64_t pairs);
+// The step metrics: metric_sums (all-reduced or not) divided by `pairs`; all kNoValue when
+// pairs <= 0. sft_loss and odds_ratio_loss only for `loss` orpo (LF logs them for it alone).
+DpoMetrics dpo_metrics(const torch::Tensor& metric_sums, int64_t pairs, PrefLoss loss);
 
 }  // namespace studio::trainer::dpo

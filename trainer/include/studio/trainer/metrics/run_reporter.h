@@ -27,7 +27,8 @@ class RunReporter {
              std::optional<double> peak_tflops = std::nullopt);
   // Every step: the progress bar; the event only when `log_event` (logging_steps).
   void step(const StepEvent& e, bool log_event);
-  void eval(int64_t step, double loss);
+  // `metrics`: a preference stage's metrics over the evaluation examples.
+  void eval(int64_t step, double loss, const std::optional<DpoMetrics>& metrics = std::nullopt);
   void checkpoint(int64_t step, const std::string& path);
   void log(const std::string& level, const std::string& message);
   // state: finished | failed | stopped
@@ -38,6 +39,7 @@ class RunReporter {
   void check(const std::string& error);
   // The step's scalars under Hugging Face Trainer's tags (train/loss, ...), and memory per rank.
   void tensorboard_step(const StepEvent& e);
+  void put_preference(int64_t step, double time, const std::string& prefix, const DpoMetrics& m);
 
   std::string output_dir_;
   bool enabled_;

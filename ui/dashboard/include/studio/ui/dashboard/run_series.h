@@ -146,6 +146,10 @@ class RunSeries {
   std::size_t evalCount() const { return evalSteps_.size(); }
   const std::vector<double>& evalX(XAxisMode mode) const;
   const std::vector<double>& evalLoss() const { return evalLoss_; }
+  // A preference stage's accuracy over the evaluation pairs (rm, dpo), NaN where an eval event
+  // has none; hasEvalAccuracy: whether any has.
+  const std::vector<double>& evalAccuracy() const { return evalAccuracy_; }
+  bool hasEvalAccuracy() const { return evalAccuracyCount_ > 0; }
 
   // One entry per rank that ever reported memory, by ascending rank.
   const std::vector<GpuSeries>& gpus() const { return gpus_; }
@@ -193,6 +197,8 @@ class RunSeries {
   std::vector<double> evalWall_;
   std::vector<double> evalRelative_;
   std::vector<double> evalLoss_;
+  std::vector<double> evalAccuracy_;
+  std::size_t evalAccuracyCount_ = 0;  // finite values in evalAccuracy_
 
   // Per row: the steps it covers, and per metric how many of them had a finite value (the
   // weight of its mean); empty while stride_ is 1 (nothing merged yet).
