@@ -1,5 +1,7 @@
 #include "objective.h"
 
+#include <algorithm>
+
 #include <stdexcept>
 #include <string>
 
@@ -59,6 +61,17 @@ std::vector<double> sum_over_dp(const Parallel& par, StepStats& st, double loss_
   st.loss_sum = sums.back();
   sums.pop_back();
   return sums;
+}
+
+std::vector<double> eval_sums_over_dp(const Parallel& par, const torch::Tensor& device_sums,
+                                      int64_t width, const std::vector<double>& tail) {
+  std::vector<double> sums(static_cast<size_t>(width), 0.0);
+  if (device_sums.defined()) {
+    const auto host = device_sums.to(torch::kCPU, torch::kDouble).contiguous();
+    std::copy(host.data_ptr<double>(), host.data_ptr<double>() + width, sums.begin());
+  }
+  sums.insert(sums.end(), tail.begin(), tail.end());
+  return par.sum(par.dp_group(), sums, "eval loss");
 }
 
 void refuse_sft_losses(const RunConfig& cfg) {

@@ -180,6 +180,12 @@ class Objective {
 std::vector<double> sum_over_dp(const Parallel& par, StepStats& st, double loss_sum,
                                 const torch::Tensor& metric_sums, int64_t count);
 
+// An evaluation's sums: `device_sums` (this rank's batches' sums accumulated on the device,
+// `width` values; undefined: zeros), copied to the host once, then `tail` (host counts) after
+// them, all summed over DP ("eval loss"); collective.
+std::vector<double> eval_sums_over_dp(const Parallel& par, const torch::Tensor& device_sums,
+                                      int64_t width, const std::vector<double>& tail);
+
 // Throws std::invalid_argument naming use_dft_loss, use_eaft_loss or use_asft_loss when `cfg`
 // sets one for a stage other than sft (they replace the SFT loss).
 void refuse_sft_losses(const RunConfig& cfg);

@@ -84,19 +84,14 @@ class DpoObjective final : public Objective {
       acc = acc.defined() ? acc + here : here;
       count += static_cast<double>(idx.size());
     }
-    std::vector<double> sums(dpo::kPrefMetricCount + 2, 0.0);  // metrics, loss, pairs
-    if (acc.defined()) {
-      const auto host = acc.cpu().contiguous();
-      std::copy(host.data_ptr<double>(), host.data_ptr<double>() + host.numel(), sums.begin());
-    }
-    sums.back() = count;
     // As pair_losses would: the policy's forward, then the reference's (ZeRO-3 gathers).
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(in_.eval_pairs.size(), cfg_.per_device_eval_batch_size); ++k) {
       m_.zero->idle_forward();
       if (!ref_eval_.defined() && cfg_.uses_reference() && m_.ref_zero) m_.ref_zero->idle_forward();
     }
-    sums = m_.par.sum(m_.par.dp_group(), sums, "eval loss");
+    // Metrics, loss, pairs.
+    const auto sums = eval_sums_over_dp(m_.par, acc, dpo::kPrefMetricCount + 1, {count});
     const double pairs = sums.back();
     if (pairs <= 0) return kNaN;
     eval_metrics_ = dpo::dpo_metrics(

@@ -115,14 +115,9 @@ class KtoObjective final : public Objective {
         m_.zero->idle_forward();
         if (!ref_eval_.defined() && m_.ref_zero) m_.ref_zero->idle_forward();
       }
-    std::vector<double> sums(dpo::kKtoMetricCount + 4, 0.0);  // metrics, KL, loss, n, batches
-    if (acc.defined()) {
-      const auto host = acc.cpu().contiguous();
-      std::copy(host.data_ptr<double>(), host.data_ptr<double>() + host.numel(), sums.begin());
-    }
-    sums[dpo::kKtoMetricCount + 2] = count;
-    sums[dpo::kKtoMetricCount + 3] = kl_batches;
-    sums = m_.par.sum(m_.par.dp_group(), sums, "eval loss");
+    // Metrics, KL, loss x examples, examples, batches.
+    const auto sums =
+        eval_sums_over_dp(m_.par, acc, dpo::kKtoMetricCount + 2, {count, kl_batches});
     const double n = sums[dpo::kKtoMetricCount + 2];
     if (n <= 0) return kNaN;
     eval_metrics_ = metrics(sums, sums[dpo::kKtoMetricCount + 3]);

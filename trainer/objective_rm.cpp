@@ -90,12 +90,7 @@ class RmObjective final : public Objective {
   // Pair losses are the same on every rank of an SP group: the sums over DP.
   void reduce(StepStats& st, double loss_sum, const torch::Tensor& metric_sums) override {
     const auto sums = sum_over_dp(m_.par, st, loss_sum, metric_sums, kMetrics);
-    const double n = st.normaliser > 0 ? st.normaliser : kNaN;
-    st.dpo = DpoMetrics{};
-    st.dpo->rewards_chosen = sums[0] / n;
-    st.dpo->rewards_rejected = sums[1] / n;
-    st.dpo->rewards_accuracies = sums[2] / n;
-    st.dpo->rewards_margins = sums[3] / n;
+    st.dpo = score_metrics(sums, st.normaliser > 0 ? st.normaliser : kNaN);
   }
 
   // Mean pair loss over the eval pairs (this DP rank's share, summed over DP); the accuracy is
@@ -104,20 +99,22 @@ class RmObjective final : public Objective {
     eval_metrics_.reset();
     if (in_.eval_pairs.empty()) return kNaN;
     torch::NoGradGuard no_grad;
-    torch::Tensor sums = torch::zeros({kMetrics + 2}, torch::kDouble);
+    // The metrics' and losses' sums on the device until the end: one host copy.
+    torch::Tensor acc;  // [kMetrics + 1]: the metrics, then the loss
+    double count = 0;
     const auto batches = m_.par.dp_batches(in_.eval_pairs.size(), cfg_.per_device_eval_batch_size);
     for (const auto& idx : batches) {
       const Scored s = pair_scores(in_.eval_pairs, idx, /*train=*/false);
-      sums.narrow(0, 0, kMetrics) += s.metric_sums.to(torch::kCPU, torch::kDouble);
-      sums[kMetrics] += s.losses.sum().to(torch::kCPU, torch::kDouble);
-      sums[kMetrics + 1] += static_cast<double>(idx.size());
+      const auto here = torch::cat({s.metric_sums.to(torch::kDouble),
+                                    s.losses.sum().to(torch::kDouble).reshape({1})});
+      acc = acc.defined() ? acc + here : here;
+      count += static_cast<double>(idx.size());
     }
     // ZeRO-3 forwards gather over the whole world: every DP rank runs as many.
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(in_.eval_pairs.size(), cfg_.per_device_eval_batch_size); ++k)
       m_.zero->idle_forward();
-    std::vector<double> v(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel());
-    v = m_.par.sum(m_.par.dp_group(), v, "eval loss");
+    const auto v = eval_sums_over_dp(m_.par, acc, kMetrics + 1, {count});
     const double pairs = v[kMetrics + 1];
     if (pairs <= 0) return kNaN;
     reporter_.log("info", "eval: reward accuracy " + c10::str(v[2] / pairs) + " over " +
@@ -125,16 +122,22 @@ class RmObjective final : public Objective {
                               " pairs (chosen scored higher), mean scores " +
                               c10::str(v[0] / pairs) + " chosen, " + c10::str(v[1] / pairs) +
                               " rejected");
-    eval_metrics_ = DpoMetrics{};
-    eval_metrics_->rewards_chosen = v[0] / pairs;
-    eval_metrics_->rewards_rejected = v[1] / pairs;
-    eval_metrics_->rewards_accuracies = v[2] / pairs;
-    eval_metrics_->rewards_margins = v[3] / pairs;
+    eval_metrics_ = score_metrics(v, pairs);
     return v[kMetrics] / pairs;
   }
   std::optional<DpoMetrics> eval_metrics() const override { return eval_metrics_; }
 
-  // The scores' means: chosen, rejected, accuracy and margin (no log-probs: unknown).
+  // The scores' means from their sums over `n` pairs: chosen, rejected, accuracy and margin (no
+  // log-probs: unknown).
+  static DpoMetrics score_metrics(const std::vector<double>& sums, double n) {
+    DpoMetrics m;
+    m.rewards_chosen = sums[0] / n;
+    m.rewards_rejected = sums[1] / n;
+    m.rewards_accuracies = sums[2] / n;
+    m.rewards_margins = sums[3] / n;
+    return m;
+  }
+
   void add_to_window(const StepStats& st) override { window_.add(st.dpo); }
   void write_window(StepEvent& e, int64_t steps) const override { window_.write(e, steps); }
   void reset_window() override { window_.reset(); }
