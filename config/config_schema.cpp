@@ -333,7 +333,9 @@ const std::vector<FieldSpec>& config_fields() {
               "model trained on preference pairs), or kto (desirable and undesirable examples, "
               "kto_tag datasets) (docs/STAGES.md)"),
         field("do_train", "method", &R::do_train, "train (false leaves nothing to do)"),
-        field("finetuning_type", "method", &R::finetuning_type, "which weights are trained"),
+        field("finetuning_type", "method", &R::finetuning_type,
+              "which weights are trained: full (all), lora (low-rank adapters on a frozen base, "
+              "written as PEFT's files), freeze (the last or first layers only) (docs/ADAPTERS.md)"),
         field("deepspeed", "method", &R::deepspeed,
               "DeepSpeed JSON: zero_optimization.stage, offload_optimizer and offload_param are "
               "honoured by studio-train itself; batch, clipping, precision and optimizer values "
@@ -366,6 +368,43 @@ const std::vector<FieldSpec>& config_fields() {
         field("precompute_ref_logps", "method", &R::precompute_ref_logps,
               "compute reference log-probs once before training; no reference model in memory "
               "(stages dpo and kto)"),
+        // adapters
+        field("lora_rank", "adapters", &R::lora_rank, "finetuning_type lora: rank r of the adapters",
+              range(">= 1")),
+        field("lora_alpha", "adapters", &R::lora_alpha,
+              "finetuning_type lora: the adapters' output is scaled by lora_alpha / lora_rank "
+              "(default lora_alpha: 2 x lora_rank)", range("> 0")),
+        field("lora_dropout", "adapters", &R::lora_dropout,
+              "finetuning_type lora: dropout on each adapter's input in training forwards",
+              range("0 <= p < 1")),
+        field("lora_target", "adapters", &R::lora_target,
+              "finetuning_type lora: module names that get adapters (q_proj, k_proj, v_proj, "
+              "o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj), or all: every "
+              "linear layer of the decoder but the LM head"),
+        field("additional_target", "adapters", &R::additional_target,
+              "finetuning_type lora: modules trained whole beside the adapters (embed_tokens, "
+              "lm_head, norm; PEFT's modules_to_save)"),
+        field("use_rslora", "adapters", &R::use_rslora,
+              "finetuning_type lora: rank-stabilised scaling lora_alpha / sqrt(lora_rank)"),
+        field("use_dora", "adapters", &R::use_dora,
+              "finetuning_type lora: weight-decomposed LoRA (DoRA): a trained magnitude per "
+              "output row of each adapted weight"),
+        field("adapter_name_or_path", "adapters", &R::adapter_name_or_path,
+              "finetuning_type lora: PEFT adapter folders (comma-separated); all but the last "
+              "are merged into the base, the last is trained further (create_new_adapter: "
+              "merged too)"),
+        field("create_new_adapter", "adapters", &R::create_new_adapter,
+              "finetuning_type lora: merge every adapter_name_or_path into the base and train a "
+              "new adapter"),
+        field("freeze_trainable_layers", "adapters", &R::freeze_trainable_layers,
+              "finetuning_type freeze: the last n decoder layers are trained (n < 0: the first "
+              "-n)", range("!= 0")),
+        field("freeze_trainable_modules", "adapters", &R::freeze_trainable_modules,
+              "finetuning_type freeze: the modules of those layers that are trained (self_attn, "
+              "mlp, input_layernorm, ...), or all"),
+        field("freeze_extra_modules", "adapters", &R::freeze_extra_modules,
+              "finetuning_type freeze: modules outside the layers trained too (embed_tokens, "
+              "norm, lm_head)"),
         // data
         field("dataset", "data", &R::dataset, "comma-separated names from dataset_info.json",
               required()),
@@ -580,8 +619,16 @@ std::string refused_extra_key(std::string_view key, const YAML::Node& value) {
   const bool unset = value.IsNull() || v.empty() || v == "null" || v == "~" || v == "none";
   const bool off = unset || v == "false" || v == "no" || v == "off" || v == "0";
   if (key == "quantization_bit" && !unset)
-    return "quantized training is for adapters (QLoRA); studio-train trains full weights: "
-           "remove quantization_bit";
+    return "QLoRA (a quantized base under the adapters) is not implemented yet: remove "
+           "quantization_bit (finetuning_type lora then trains on the unquantized base)";
+  if (key == "loraplus_lr_ratio" && !unset)
+    return "LoRA+ (a learning rate of its own for lora_B) is not implemented: remove "
+           "loraplus_lr_ratio";
+  if (key == "pissa_init" && !off)
+    return "PiSSA initialisation is not implemented: remove pissa_init (adapters start as PEFT's "
+           "default initialisation)";
+  if (key == "use_llama_pro" && !off)
+    return "LLaMA-Pro (training expanded blocks) is not implemented: remove use_llama_pro";
   if ((key == "use_galore" || key == "use_badam" || key == "use_apollo" ||
        key == "use_adam_mini" || key == "use_muon") && !off)
     return "this optimizer is not available: studio-train trains with AdamW; remove " +
@@ -641,7 +688,8 @@ std::string config_keys_markdown() {
       "Generated by `studio-train config-keys` from the key table in `config/config_schema.cpp`;\n"
       "a test keeps this file equal to it. Keys are spelled as in LLaMA-Factory YAML files. Keys\n"
       "not listed are kept as written when a config is saved and reported once as warnings; the\n"
-      "few that would change what a run means are errors: `quantization_bit`, other optimizers\n"
+      "few that would change what a run means are errors: `quantization_bit`, `loraplus_lr_ratio`,\n"
+      "`pissa_init`, `use_llama_pro`, other optimizers\n"
       "(`use_galore`, `use_badam`, `use_apollo`, `use_adam_mini`, `use_muon`, an `optim` that is\n"
       "not plain AdamW such as `adamw_8bit` or `paged_adamw_8bit`), `mixture_of_depths`,\n"
       "`neftune_noise_alpha`, `use_unsloth`. `optim: adamw_torch` (and the fused, paged 32-bit and hf AdamWs) and `fp8`\n"

@@ -25,9 +25,10 @@ struct EnumInfo;
 STUDIO_ENUM_INFO(Stage, "studio-train trains the pt, sft and dpo stages",
                  {Stage::Sft, "sft"}, {Stage::Dpo, "dpo"}, {Stage::Pt, "pt"}, {Stage::Rm, "rm"}, {Stage::Kto, "kto"})
 STUDIO_ENUM_INFO(FinetuningType,
-                 "studio-train does full-parameter training only; remove the adapter settings or "
-                 "use LLaMA-Factory for adapter training",
-                 {FinetuningType::Full, "full"})
+                 "OFT adapters are not implemented in studio-train; use lora, freeze or full, or "
+                 "LLaMA-Factory for OFT",
+                 {FinetuningType::Full, "full"}, {FinetuningType::Lora, "lora"},
+                 {FinetuningType::Freeze, "freeze"})
 STUDIO_ENUM_INFO(LrScheduler, "", {LrScheduler::Linear, "linear"}, {LrScheduler::Cosine, "cosine"},
                  {LrScheduler::Constant, "constant"},
                  {LrScheduler::ConstantWithWarmup, "constant_with_warmup"},

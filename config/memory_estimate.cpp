@@ -4,6 +4,8 @@
 // derives every term from the engine's code.
 #include "studio/config/memory_estimate.h"
 
+#include "studio/config/adapters.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -75,9 +77,17 @@ class Estimator {
     f_ = double(m.intermediate_size);
     vocab_ = double(m.vocab_size);
     layers_ = double(m.num_layers);
-    params_ = double(m.parameter_count());
+    // finetuning_type lora / freeze (config/adapters.h): the adapters add parameters, and only
+    // the trained ones have gradients, masters and AdamW states.
+    const TrainedCount counted = trained_parameter_count(cfg, m);
+    params_ = double(counted.total);
+    trained_ = double(counted.trained);
     // Stage rm: the value head (v_head.summary: hidden weights and a bias), trained with the rest.
-    if (cfg.stage == Stage::Rm) params_ += h_ + 1;
+    if (cfg.stage == Stage::Rm) params_ += h_ + 1, trained_ += h_ + 1;
+    embeddings_trained_ = base_parameter_trained(cfg, m, "model.embed_tokens.weight");
+    head_trained_ = m.tie_word_embeddings ? embeddings_trained_
+                                          : base_parameter_trained(cfg, m, "lm_head.weight");
+    trained_layer_params_ = double(largest_trained_layer(cfg, m));
     embed_params_ = vocab_ * h_;
     const double embeddings =
         embed_params_ * (m.tie_word_embeddings ? 1 : 2) + (cfg.stage == Stage::Rm ? h_ + 1 : 0);
@@ -121,7 +131,7 @@ class Estimator {
   // Per rank, as trainer/optim/zero.cpp holds them: pieces are 1/N of every parameter (N the
   // world from stage 1 on; the last piece padded, which the estimate ignores).
   void model_states() {
-    const double n = zero_ >= 1 ? world_ : 1, e = p_.value, P = params_;
+    const double n = zero_ >= 1 ? world_ : 1, e = p_.value, P = params_, T = trained_;
     const bool off_opt = zero_ >= 1 && zero_req_.offload_optimizer;
     const bool off_param = zero_ >= 3 && zero_req_.offload_param;
     // Weights: whole below stage 3; at stage 3 only the gathered ones: the embeddings, final
@@ -129,13 +139,18 @@ class Estimator {
     // prefetched next); DPO's reference adds its own outer weights while it runs.
     // The policy's layers are released when the reference runs; its outer weights are not.
     const double gathered =
-        e * (outer_params_ + 2 * layer_params_) + (reference_runs() ? e * outer_params_ : 0);
-    const double weights = zero_ >= 3 ? 0 : e * P;
+        e * (outer_params_ + 2 * layer_params_) +
+        (reference_runs() && !reference_is_base() ? e * outer_params_ : 0);
+    // Frozen weights (lora's base, freeze's frozen layers) have no master: at stage 3 their
+    // pieces are kept in the compute dtype (in host memory with offload_param).
+    const double frozen_pieces = zero_ >= 3 ? e * (P - T) / n : 0;
+    const double weights = zero_ >= 3 ? (off_param ? 0 : frozen_pieces) : e * P;
     // Masters: an unsharded fp32 model's weights are its masters.
-    const double masters = zero_ == 0 ? (p_.mixed ? 4 * P : 0) : 4 * P / n;
-    const double grads = zero_ >= 2 ? 4 * P / n : 4 * P;
-    const double adam = 8 * P / n;
-    const double host = off_opt ? masters + adam + (zero_ >= 2 ? grads : 0) : 0;
+    const double masters = zero_ == 0 ? (p_.mixed ? 4 * T : 0) : 4 * T / n;
+    const double grads = zero_ >= 2 ? 4 * T / n : 4 * T;
+    const double adam = 8 * T / n;
+    const double host = (off_opt ? masters + adam + (zero_ >= 2 ? grads : 0) : 0) +
+                        (off_param ? frozen_pieces : 0);
     b().weights = weights + (zero_ >= 3 ? gathered : 0);
     b().gradients = zero_ >= 2 && off_opt ? 0 : grads;
     b().optimizer = off_opt ? 0 : masters + adam;
@@ -143,7 +158,16 @@ class Estimator {
     est_.offloaded_bytes = host;
     est_.model_state_bytes = weights + b().gradients + b().optimizer;
     est_.bytes_per_param = (weights + b().gradients + b().optimizer) / P;
-
+    if (T < P)
+      note(std::string(to_string(cfg_.finetuning_type)) + ": " + format_count(static_cast<int64_t>(T)) +
+           " of the " + format_count(static_cast<int64_t>(P)) + " parameters are trained" +
+           (cfg_.finetuning_type == FinetuningType::Lora ? " (the adapters" +
+                (cfg_.additional_target.empty() ? std::string(")")
+                                                : std::string(" and additional_target)"))
+                                                     : std::string()) +
+           ": only they have gradients, fp32 masters and AdamW states; the frozen weights are "
+           "held in the compute dtype" +
+           (zero_ >= 3 ? std::string(", cut into pieces at ZeRO-3") : std::string()) + ".");
     const double unsharded = e * P + (p_.mixed ? 4 * P : 0) + 4 * P + 8 * P;
     if (cfg_.bf16 || cfg_.fp16 || cfg_.pure_bf16)
       note(std::string(cfg_.fp16 ? "fp16 (which studio-train refuses: it has no loss scaling; "
@@ -199,6 +223,12 @@ class Estimator {
   bool reference_runs() const {
     return cfg_.uses_reference() && (asft() || !cfg_.precompute_ref_logps);
   }
+  // finetuning_type lora without ref_model or additional_target: the reference is the policy
+  // with its adapters off (trainer/train_loop.cpp), no second copy.
+  bool reference_is_base() const {
+    return cfg_.finetuning_type == FinetuningType::Lora && !cfg_.ref_model &&
+           cfg_.additional_target.empty();
+  }
 
   void reference() {
     if (cfg_.stage == Stage::Dpo && !cfg_.uses_reference()) {
@@ -213,8 +243,18 @@ class Estimator {
           "and is then dropped: 0 B during training.");
       return;
     }
+    if (reference_is_base()) {
+      note(std::string(asft() ? "ASFT" : cfg_.stage == Stage::Kto ? "KTO" : "DPO") +
+           " reference: the base model with the LoRA adapters switched off (PEFT's "
+           "disable_adapter): no second copy of the weights, 0 B.");
+      return;
+    }
     const bool sharded = zero_ >= 3, offloaded = sharded && zero_req_.offload_param;
-    const double bytes = sharded ? p_.value * params_ / world_ : p_.value * params_;
+    // The reference has no adapters: the base model's parameters.
+    const double base = cfg_.finetuning_type == FinetuningType::Lora
+                            ? params_ - double(lora_parameter_count(cfg_, m_))
+                            : params_;
+    const double bytes = sharded ? p_.value * base / world_ : p_.value * base;
     b().reference = offloaded ? 0 : bytes;
     est_.model_state_bytes += b().reference;
     if (offloaded) est_.offloaded_bytes += bytes;
@@ -553,12 +593,13 @@ class Estimator {
   // holds while it is in flight: measured in tst_zero peakIsTheEstimate.
   void zero_buffers() {
     if (world_ == 1 && !p_.mixed) return;
-    const double e = p_.value, L = layer_params_, E = embed_params_;
+    // Only trained weights have gradients to reduce.
+    const double e = p_.value, L = trained_layer_params_, E = embeddings_trained_ ? embed_params_ : 0;
     const double n = zero_ >= 2 ? world_ : 1;
     const bool scatter = world_ > 1 && zero_ >= 2;
     // The LM head's gradient in the compute dtype waits from the loss's backward to its unit's
     // reduction at the end; a layer's reduction runs meanwhile.
-    head_grad_ = e * vocab_ * h_;
+    head_grad_ = head_trained_ ? e * vocab_ * h_ : 0;
     const double gloo_copy = opt_.cpu && scatter ? 4 : 0;
     zero_layers_ = (e + 8) * L + (scatter ? 2 * (4 + gloo_copy) * L + 2 * 4 * L / n : 0) + head_grad_;
     // The compute-dtype gradient is freed once converted, before the reduction starts: the larger
@@ -576,7 +617,7 @@ class Estimator {
     b().zero_buffers += std::max(0.0, end_reduction_ - backward);
     note("Gradient reductions during the backward: the LM head's gradient waiting for its "
          "reduction (" + format_gib(head_grad_) + "), one decoder layer's gradients (" +
-         format_count(static_cast<int64_t>(layer_params_)) + " parameters) in the compute "
+         format_count(static_cast<int64_t>(trained_layer_params_)) + " parameters) in the compute "
          "dtype and fp32 with its flat buffer" +
          (scatter_ ? std::string(", two earlier layers' reduce-scatters in flight")
                    : std::string()) +
@@ -604,13 +645,21 @@ class Estimator {
          format_gib(b().logits) + " the loss needs beyond it.");
   }
 
+  // The largest unit whose update is gathered at stages 1-2: a layer's trained weights, or a
+  // trained outer weight (frozen weights are whole on every rank and not gathered).
+  double trained_unit_params() const {
+    if (trained_ >= params_) return unit_params_;
+    return std::max(trained_layer_params_,
+                    embeddings_trained_ || head_trained_ ? embed_params_ : 0.0);
+  }
+
   void optimizer_step() {
     const bool off_opt = zero_ >= 1 && zero_req_.offload_optimizer;
     // AdamW updates in place and needs nothing more: on the GPU one fused multi-tensor kernel
     // per unit (at::_fused_adamw_), on the host one vectorised pass (trainer/optim/zero.cpp).
     // Stages 1-2 gather the updated pieces into the weights, two units in flight.
     const double gather = zero_ == 1 || zero_ == 2
-                              ? 2 * p_.value * unit_params_ * (1 + 1 / double(world_))
+                              ? 2 * p_.value * trained_unit_params() * (1 + 1 / double(world_))
                               : 0;
     const double step = gather;
     const double backward = b().activations + b().logits + b().sp_buffers + b().zero_buffers;
@@ -640,6 +689,8 @@ class Estimator {
   const SpShape sp_;
   double h_ = 0, hq_ = 0, hkv_ = 0, f_ = 0, vocab_ = 0, layers_ = 0;
   double params_ = 0, embed_params_ = 0, layer_params_ = 0;
+  double trained_ = 0, trained_layer_params_ = 0;  // lora / freeze: what has gradients
+  bool embeddings_trained_ = true, head_trained_ = true;
   double moe_layers_ = 0;  // MoE decoder layers (ModelInfo::is_moe_layer)
   int world_ = 1;
   ZeroRequest zero_req_;

@@ -15,7 +15,7 @@ const std::vector<std::string_view>& EnumInfo<Stage>::refused() {
   return v;
 }
 const std::vector<std::string_view>& EnumInfo<FinetuningType>::refused() {
-  static const std::vector<std::string_view> v = {"lora", "freeze", "oft"};
+  static const std::vector<std::string_view> v = {"oft"};
   return v;
 }
 const std::vector<std::string_view>& EnumInfo<PrefLoss>::refused() {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "checker.h"
 #include "studio/base/json_file.h"
+#include "studio/config/adapters.h"
 #include "studio/config/config_io.h"
 #include "studio/config/config_schema.h"
 #include "studio/config/deepspeed.h"
@@ -612,6 +614,91 @@ void check_method(const RunConfig& c, Checker& ck) {
     if (ck.given(key)) ck.warn(key, "only used with stage: dpo; ignored");
 }
 
+// finetuning_type lora / freeze (docs/ADAPTERS.md); `model` when config.json was read.
+void check_adapters(const RunConfig& c, const std::optional<ModelInfo>& model, Checker& ck) {
+  const bool lora = c.finetuning_type == FinetuningType::Lora;
+  const bool freeze = c.finetuning_type == FinetuningType::Freeze;
+  const std::string type(to_string(c.finetuning_type));
+  for (const char* key : {"lora_rank", "lora_alpha", "lora_dropout", "lora_target",
+                          "additional_target", "create_new_adapter"})
+    if (!lora && ck.given(key))
+      ck.warn(key, "only used with finetuning_type: lora (this run is " + type + "); ignored");
+  // As LLaMA-Factory ("`use_dora` is only valid for LoRA training.").
+  if (!lora && c.use_rslora) ck.error("use_rslora", "is only valid for finetuning_type: lora");
+  if (!lora && c.use_dora) ck.error("use_dora", "is only valid for finetuning_type: lora");
+  for (const char* key : {"freeze_trainable_layers", "freeze_trainable_modules",
+                          "freeze_extra_modules"})
+    if (!freeze && ck.given(key))
+      ck.warn(key, "only used with finetuning_type: freeze (this run is " + type + "); ignored");
+  // As LLaMA-Factory ("Adapter is only valid for the LoRA method").
+  if (!lora && !c.adapter_name_or_path.empty())
+    ck.error("adapter_name_or_path", "adapters load only with finetuning_type: lora; merge it "
+                                     "first (studio-train export) or set finetuning_type: lora");
+  if (lora) {
+    ck.require(c.lora_rank >= 1, "lora_rank", "must be at least 1, got " + num(double(c.lora_rank)));
+    if (c.lora_alpha) ck.require(*c.lora_alpha > 0, "lora_alpha", "must be positive, got " + num(*c.lora_alpha));
+    ck.require(c.lora_dropout >= 0 && c.lora_dropout < 1, "lora_dropout",
+               "must be in [0, 1), got " + num(c.lora_dropout));
+    if (c.create_new_adapter && c.adapter_name_or_path.empty())
+      ck.warn("create_new_adapter", "no adapter_name_or_path to merge: a new adapter is "
+                                    "trained anyway");
+    if (c.lora_dropout > 0 && (c.stage == Stage::Dpo || c.stage == Stage::Kto))
+      ck.note("lora_dropout", "stage " + std::string(to_string(c.stage)) + " trains without "
+              "dropout (LLaMA-Factory's DPO and KTO trainers turn every dropout off): "
+              "lora_dropout does not apply");
+    if (c.stage == Stage::Rm)
+      ck.error("finetuning_type", "stage rm with lora is not implemented (its value head would "
+                                  "be trained whole beside the adapters); use finetuning_type "
+                                  "full or freeze for reward models");
+    for (size_t i = 0; i < c.adapter_name_or_path.size(); ++i) {
+      std::error_code ec;
+      const fs::path dir = c.adapter_name_or_path[i];
+      if (!fs::exists(dir / "adapter_config.json", ec))
+        ck.missing("adapter_name_or_path", dir.string() + " holds no adapter_config.json: give "
+                                           "a PEFT adapter folder");
+    }
+  }
+  if (freeze) {
+    ck.require(c.freeze_trainable_layers != 0, "freeze_trainable_layers",
+               "must not be 0 (n > 0 trains the last n layers, n < 0 the first -n)");
+    for (const auto& module : c.freeze_trainable_modules) {
+      static const std::set<std::string> known = {
+          "all", "self_attn", "mlp", "input_layernorm", "post_attention_layernorm",
+          "post_self_attn_layernorm", "post_mlp_layernorm", "pre_feedforward_layernorm",
+          "post_feedforward_layernorm"};
+      if (!known.count(module))
+        ck.error("freeze_trainable_modules", "'" + module + "' is not a module of a decoder "
+                                             "layer (self_attn, mlp, the layer norms, or all)");
+    }
+    for (const auto& module : c.freeze_extra_modules)
+      if (module != "embed_tokens" && module != "norm" && module != "lm_head")
+        ck.error("freeze_extra_modules", "'" + module + "' is not a module outside the decoder "
+                                         "layers (embed_tokens, norm, lm_head)");
+  }
+  if (!model || (!lora && !freeze)) return;
+  if (model->is_moe()) {
+    ck.error("finetuning_type", "finetuning_type " + type + " on mixture-of-experts models is "
+                                "not implemented; use finetuning_type full");
+    return;
+  }
+  if (lora) {
+    std::string error;
+    lora_target_modules(c, *model, error);
+    if (!error.empty()) ck.error("lora_target", error);
+    additional_target_parameters(c, *model, error);
+    if (!error.empty()) ck.error("additional_target", error);
+  }
+  if (freeze && c.freeze_trainable_layers != 0 &&
+      std::abs(c.freeze_trainable_layers) > model->num_layers)
+    ck.note("freeze_trainable_layers", std::to_string(c.freeze_trainable_layers) + " is more "
+            "than the model's " + std::to_string(model->num_layers) + " layers: every layer is "
+            "trained");
+  if (freeze && std::find(c.freeze_extra_modules.begin(), c.freeze_extra_modules.end(),
+                          "lm_head") != c.freeze_extra_modules.end() && model->tie_word_embeddings)
+    ck.error("freeze_extra_modules", "'lm_head' is tied to the embeddings in this model: name "
+                                     "embed_tokens instead");
+}
+
 void check_eval(const RunConfig& c, Checker& ck) {
   const bool has_eval_data = c.val_size > 0 || !c.eval_dataset.empty() || c.v1.eval_dataset;
   if (c.evaluates() && !has_eval_data)
@@ -650,6 +737,7 @@ std::vector<Diagnostic> validate_config(const RunConfig& given, const ValidateOp
   check_method(cfg, ck);
   check_eval(cfg, ck);
   check_model(cfg, ck, model);
+  check_adapters(cfg, model, ck);
   if (dialect)
     dialect->check(cfg, ck);
   else

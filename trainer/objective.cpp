@@ -37,8 +37,11 @@ std::pair<torch::Tensor, Batch> StepModels::target_logprobs(
   auto hidden = forward_hidden(m, b);
   auto logps = lm_target_logprobs(hidden, m->lm_head_weight(), b.targets, 0,
                                   m->info().final_logit_softcapping);
-  // Without a backward to come the weights go now (training: after its backward).
-  if (sharding && !torch::GradMode::is_enabled()) sharding->end_forward();
+  // Without a backward to come the weights go now (training: after its backward) -- unless this
+  // was the base-model reference of a LoRA run inside a training micro-batch, whose policy
+  // backward still needs the outer weights the policy's forward gathered.
+  if (sharding && !torch::GradMode::is_enabled() && !sharding->in_micro_batch())
+    sharding->end_forward();
   return {logps, std::move(b)};
 }
 

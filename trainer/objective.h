@@ -79,9 +79,21 @@ struct StepModels {
 
   StepModels(const RunConfig& c, const TrainInputs& i, Parallel& p) : cfg(c), in(i), par(p) {}
 
+  // finetuning_type lora without ref_model: the reference is the policy itself with its adapters
+  // switched off (PEFT's disable_adapter(), as LLaMA-Factory's DPO and KTO trainers use it):
+  // ref_model is `model`, ref_zero is null, and every reference forward runs inside
+  // reference_scope().
+  bool reference_is_base = false;
+
   // The sharding of `m`: the policy's or the reference's.
   ShardedState* sharding_of(const CausalLM& m) const {
     return m.ptr() == model.ptr() ? zero.get() : ref_zero.get();
+  }
+  ShardedState* ref_sharding() const { return sharding_of(ref_model); }
+  // Held around a reference forward: the adapters off when the reference is the base (null
+  // otherwise: nothing to switch).
+  std::unique_ptr<AdaptersDisabled> reference_scope() const {
+    return reference_is_base ? std::make_unique<AdaptersDisabled>() : nullptr;
   }
   // The final hidden states of a local batch under `m`. The policy's forwards that train
   // (gradients on, the MoE auxiliary loss on) record the routing of the micro-batch: its aux,

@@ -88,7 +88,8 @@ class DpoObjective final : public Objective {
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(in_.eval_pairs.size(), cfg_.per_device_eval_batch_size); ++k) {
       m_.zero->idle_forward();
-      if (!ref_eval_.defined() && cfg_.uses_reference() && m_.ref_zero) m_.ref_zero->idle_forward();
+      if (!ref_eval_.defined() && cfg_.uses_reference() && m_.ref_model)
+        m_.ref_sharding()->idle_forward();
     }
     // Metrics, loss, pairs.
     const auto sums = eval_sums_over_dp(m_.par, acc, dpo::kPrefMetricCount + 1, {count});
@@ -127,7 +128,7 @@ class DpoObjective final : public Objective {
     // ZeRO-3 forwards gather over the whole world: every DP rank runs as many.
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(pairs.size(), cfg_.per_device_eval_batch_size); ++k)
-      m_.ref_zero->idle_forward();
+      m_.ref_sharding()->idle_forward();
     if (m_.par.dp_group() && m_.par.dp_group()->size() > 1)
       m_.par.dp_group()->all_reduce_sum(table, "reference log-probs");
     return table;
@@ -204,6 +205,7 @@ class DpoObjective final : public Objective {
       reference.rejected = picked.select(1, 1);
     } else {
       torch::NoGradGuard no_grad;
+      const auto base = m_.reference_scope();
       auto ref_sums = pair_logps(m_.ref_model, pairs, idx).to(torch::kDouble);
       reference.chosen = ref_sums.narrow(0, 0, n);
       reference.rejected = ref_sums.narrow(0, n, n);

@@ -113,7 +113,7 @@ class KtoObjective final : public Objective {
          ++k)
       for (int f = 0; f < 2; ++f) {
         m_.zero->idle_forward();
-        if (!ref_eval_.defined() && m_.ref_zero) m_.ref_zero->idle_forward();
+        if (!ref_eval_.defined() && m_.ref_model) m_.ref_sharding()->idle_forward();
       }
     // Metrics, KL, loss x examples, examples, batches.
     const auto sums =
@@ -174,7 +174,7 @@ class KtoObjective final : public Objective {
     }
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(all.size(), cfg_.per_device_eval_batch_size); ++k)
-      for (int f = 0; f < 2; ++f) m_.ref_zero->idle_forward();
+      for (int f = 0; f < 2; ++f) m_.ref_sharding()->idle_forward();
     if (m_.par.dp_group() && m_.par.dp_group()->size() > 1)
       m_.par.dp_group()->all_reduce_sum(table, "reference log-probs");
     return table;
@@ -197,6 +197,7 @@ class KtoObjective final : public Objective {
         ref_target = picked.select(1, 0);
         ref_kl = picked.select(1, 1);
       } else {
+        const auto base = m_.reference_scope();
         ref_target = sequence_sums(m_.ref_model, targets);
         ref_kl = sequence_sums(m_.ref_model, kls);
       }

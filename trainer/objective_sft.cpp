@@ -20,6 +20,7 @@ struct LossReference {
   CausalLM* model = nullptr;
   ShardedState* sharding = nullptr;
   double alpha = 0;
+  bool adapters_off = false;  // the reference is the LoRA policy's base (StepModels)
 
   // The reference's final hidden states and LM head for `b` (its outer weights stay gathered
   // until done()), or nothing without a reference.
@@ -27,6 +28,8 @@ struct LossReference {
     KlReference kl;
     if (model == nullptr) return kl;
     torch::NoGradGuard no_grad;
+    std::optional<AdaptersDisabled> base;
+    if (adapters_off) base.emplace();
     if (sharding) sharding->begin_forward();
     kl.hidden = (*model)->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
     kl.weight = (*model)->lm_head_weight();
@@ -35,7 +38,9 @@ struct LossReference {
     return kl;
   }
   void done() const {
-    if (model && sharding) sharding->end_forward();
+    // Not while the policy's training micro-batch (whose sharding a base reference shares)
+    // still has its backward to run.
+    if (model && sharding && !sharding->in_micro_batch()) sharding->end_forward();
   }
   // A ZeRO-3 rank with no batch left gathers as a forward would (after the policy's).
   void idle() const {
@@ -159,7 +164,7 @@ class SftObjective final : public Objective {
   }
   LossReference loss_reference() const {
     if (!cfg_.use_asft_loss) return {};
-    return {&m_.ref_model, m_.ref_zero.get(), cfg_.asft_alpha};
+    return {&m_.ref_model, m_.ref_sharding(), cfg_.asft_alpha, m_.reference_is_base};
   }
 
   StepModels& m_;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -29,6 +30,10 @@
 #include "studio/trainer/runtime_info.h"
 #include "studio/trainer/sp/layout.h"
 #include "studio/trainer/sp/sp_attention.h"
+#include "studio/config/adapters.h"
+#include "studio/trainer/model/lora.h"
+#include "studio/trainer/peft_adapter.h"
+#include "adapter_setup.h"
 #include "objective.h"
 #include "parallel_layout.h"
 
@@ -88,6 +93,8 @@ struct Trainer::Impl {
   double aux_coef = 0;
   // What the stage optimises (objective.h).
   std::unique_ptr<Objective> objective;
+  // finetuning_type lora: the adapter the policy trains and where its weights come from.
+  std::optional<AdapterPlan> adapters;
 
   explicit Impl(TrainInputs inputs)
       : in(std::move(inputs)),
@@ -145,6 +152,21 @@ struct Trainer::Impl {
   // (the ShardedState fills them a layer at a time from the folder); their shapes are checked.
   // `weights` gets the folder's weights by name (the masters' source); a policy of stage rm gets
   // a value head, read from the folder or initialised from cfg.seed.
+  // The adapter's settings in this run's forwards: LLaMA-Factory's DPO and KTO trainers turn
+  // every dropout off (disable_dropout), lora_dropout included.
+  LoraSettings lora_settings() const {
+    LoraSettings s = adapters->adapter.lora;
+    if (cfg.stage == Stage::Dpo || cfg.stage == Stage::Kto) s.dropout = 0;
+    return s;
+  }
+
+  // finetuning_type lora: the base weights of model_name_or_path with the adapters to merge
+  // merged (a policy's, and a separate reference's).
+  WeightGetter base_weights(CausalLM& m, std::string* head_note) {
+    return merged_base(*adapters, *m, model_weights(in.model_dir, m, static_cast<uint64_t>(cfg.seed),
+                                                    head_note));
+  }
+
   CausalLM make_model(const std::string& weights_dir, bool policy, WeightGetter& weights) {
     ModelOptions opt;
     opt.dtype = compute_dtype(cfg);
@@ -155,6 +177,9 @@ struct Trainer::Impl {
     std::optional<DeferredAllocation> no_bytes;
     if (deferred) no_bytes.emplace();
     CausalLM m(in.model, opt);
+    // The policy of a LoRA run gets its adapters here: at stage 3 without bytes too.
+    const bool adapted = policy && adapters;
+    if (adapted) attach_lora(*m, lora_settings());
     no_bytes.reset();
     m->set_gradient_checkpointing(cfg.gradient_checkpointing);
     LongContextOptions long_context;
@@ -165,8 +190,23 @@ struct Trainer::Impl {
     if (par.sequence_parallel()) m->set_attention(sp::make_sp_attention(par.layout, *par.comm));
     // Mapped, read piece by piece; every name and shape checked.
     std::string head_note;
-    weights = model_weights(weights_dir, m, static_cast<uint64_t>(cfg.seed), &head_note);
-    if (!deferred) m->load_hf_state(weights);
+    if (adapted) {
+      // The base from model_name_or_path (earlier adapters merged); the adapter (and the
+      // additional_target weights) from a resumed checkpoint, else the continued adapter, else
+      // PEFT's initialisation.
+      weights = with_adapter(*adapters, *m, base_weights(m, &head_note),
+                             weights_dir != in.model_dir ? weights_dir : adapters->continued,
+                             static_cast<uint64_t>(cfg.seed));
+    } else if (!policy && adapters && !cfg.ref_model) {
+      weights = base_weights(m, &head_note);  // a LoRA run's separate reference: the base
+    } else {
+      weights = model_weights(weights_dir, m, static_cast<uint64_t>(cfg.seed), &head_note);
+    }
+    if (!deferred) {
+      m->load_hf_state(weights);
+      torch::NoGradGuard no_grad;
+      for (auto& [name, p] : m->adapter_state()) p.copy_(weights(name));
+    }
     if (!head_note.empty()) reporter.log("info", head_note);
     return m;
   }
@@ -191,6 +231,10 @@ struct Trainer::Impl {
     if (cfg.stage == Stage::Rm && !in.model.tie_word_embeddings)
       zero_options.unused.push_back("lm_head.weight");
     objective->check();
+    if (cfg.finetuning_type == FinetuningType::Lora) {
+      adapters = plan_adapters(cfg, in.model);
+      for (const auto& note : adapters->notes) reporter.log("info", note);
+    }
     aux_coef = studio::moe_aux_coefficient(cfg, in.model);
     if (aux_coef > 0)
       reporter.log("info", "MoE auxiliary load-balancing loss on, coefficient " +
@@ -199,14 +243,65 @@ struct Trainer::Impl {
     const std::string weights = resume_dir.empty() ? in.model_dir : resume_dir;
     WeightGetter source;
     model = make_model(weights, /*policy=*/true, source);
+    select_trained();
     zero = std::make_unique<ShardedState>(model, device, par.world_group(), zero_options,
                                           AdamWSettings::from(cfg), /*trainable=*/true, source);
     if (objective->needs_reference()) build_reference();
   }
 
+  // finetuning_type lora / freeze: which of the policy's parameters train (the others get no
+  // gradient and no optimizer state), said in LLaMA-Factory's words.
+  void select_trained() {
+    if (cfg.finetuning_type == FinetuningType::Full) return;
+    std::set<std::string> trained;
+    if (adapters) {
+      for (const auto& [name, shape] : adapter_file_shapes(*model, adapters->adapter))
+        trained.insert(name);
+    } else {
+      for (const auto& [name, p] : model->hf_state())
+        if (base_parameter_trained(cfg, in.model, name)) trained.insert(name);
+    }
+    int64_t count = 0, all = 0;
+    auto state = model->hf_state();
+    for (auto& item : model->adapter_state()) state.push_back(item);
+    for (const auto& [name, p] : state) {
+      all += p.numel();
+      if (trained.count(name)) count += p.numel();
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "trainable params: %lld || all params: %lld || trainable%%: %.4f",
+                  static_cast<long long>(count), static_cast<long long>(all),
+                  all > 0 ? 100.0 * static_cast<double>(count) / static_cast<double>(all) : 0.0);
+    reporter.log("info", line);
+    zero_options.trained = [trained = std::move(trained)](const std::string& name) {
+      return trained.count(name) > 0;
+    };
+  }
+
   // The objective's frozen reference: `ref_model`, else the initial policy (never a resumed
   // checkpoint). Kept for the steps, or dropped once the objective has what it needs of it.
   void build_reference() {
+    // LoRA without ref_model: the policy with its adapters off, no second copy of the weights --
+    // unless additional_target trains base weights in place, whose initial values PEFT's
+    // disable_adapter() would bring back: then a frozen copy of the base, as for full training.
+    if (adapters && !cfg.ref_model && adapters->adapter.modules_to_save.empty()) {
+      m.reference_is_base = true;
+      ref_model = model;
+      bool keep = false;
+      {
+        const auto base = m.reference_scope();
+        keep = objective->keep_reference(ref_model);
+      }
+      if (!keep) {
+        ref_model = CausalLM(nullptr);
+        m.reference_is_base = false;
+      }
+      return;
+    }
+    if (adapters && !cfg.ref_model)
+      reporter.log("info", "the reference is a frozen copy of the base model: additional_target "
+                           "trains base weights in place, so switching the adapter off would not "
+                           "give the base back");
     const std::string dir = cfg.ref_model.value_or(in.model_dir);
     WeightGetter source;
     CausalLM ref = make_model(dir, /*policy=*/false, source);
@@ -377,6 +472,7 @@ struct Trainer::Impl {
   // for the shard being written (rank 0 writes; every rank takes part in each gather, in
   // hf_save_order's order, also after a failure on rank 0).
   void save_model(const std::string& dir, HfSaveOptions opt) {
+    if (adapters) return save_adapter(dir);
     NamedTensors metas;
     for (size_t i = 0; i < zero->names().size(); ++i)
       metas.emplace_back(zero->names()[i],
@@ -412,6 +508,38 @@ struct Trainer::Impl {
           if (error.empty()) error = e.what();
         }
       }
+    agree(error, "saving " + dir);
+  }
+
+  // finetuning_type lora: the adapter (and the additional_target weights) as PEFT writes them,
+  // from the fp32 masters gathered one tensor at a time (every rank takes part in each gather,
+  // in names() order, also after a failure on rank 0); rank 0 writes the files.
+  void save_adapter(const std::string& dir) {
+    std::string error;
+    try {
+      zero->finish_updates();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    agree(error, "saving " + dir);
+    const auto shapes = adapter_file_shapes(*model, adapters->adapter);
+    NamedTensors tensors;
+    for (size_t i = 0; i < zero->names().size(); ++i) {
+      if (!shapes.count(zero->names()[i])) continue;
+      try {
+        torch::Tensor t = zero->gather_full(i);
+        if (par.rank() == 0) tensors.emplace_back(zero->names()[i], std::move(t));
+      } catch (const std::exception& e) {
+        if (error.empty()) error = e.what();
+      }
+    }
+    if (par.rank() == 0 && error.empty()) {
+      try {
+        save_peft_adapter(dir, tensors, adapters->adapter, in.model_dir);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
     agree(error, "saving " + dir);
   }
 

@@ -147,7 +147,31 @@ inline std::vector<double> step_losses(const QString& dir) {
 // in the infinity norm); infinite when b lacks a tensor of a.
 // A reward model's value head (value_head.safetensors, stage rm) is compared too: present in one
 // folder only, the error is infinite.
+// The largest |lora_B| of an adapter folder (0: the adapter is still PEFT's no-op start).
+inline double adapter_b_max(const QString& dir) {
+  const auto f = studio::trainer::SafetensorsFile::open((dir + "/adapter_model.safetensors").toStdString());
+  double m = 0;
+  for (const auto& name : f.names())
+    if (name.find("lora_B") != std::string::npos)
+      m = std::max(m, f.tensor(name).abs().max().item<double>());
+  return m;
+}
+
+// Adapter folders (finetuning_type lora) compare their adapter files.
 inline double max_relative_param_error(const QString& a_dir, const QString& b_dir) {
+  if (QFileInfo::exists(a_dir + "/adapter_model.safetensors")) {
+    const auto fa = studio::trainer::SafetensorsFile::open((a_dir + "/adapter_model.safetensors").toStdString());
+    if (!QFileInfo::exists(b_dir + "/adapter_model.safetensors")) return INFINITY;
+    const auto fb = studio::trainer::SafetensorsFile::open((b_dir + "/adapter_model.safetensors").toStdString());
+    double diff = 0, scale = 0;
+    for (const auto& name : fa.names()) {
+      if (!fb.has(name)) return INFINITY;
+      auto ta = fa.tensor(name).to(torch::kDouble), tb = fb.tensor(name).to(torch::kDouble);
+      diff = std::max(diff, (ta - tb).abs().max().item<double>());
+      scale = std::max(scale, ta.abs().max().item<double>());
+    }
+    return diff / std::max(scale, 1e-30);
+  }
   auto a = studio::trainer::CheckpointReader::open(a_dir.toStdString());
   auto b = studio::trainer::CheckpointReader::open(b_dir.toStdString());
   double diff = 0, scale = 0;

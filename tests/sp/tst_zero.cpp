@@ -104,6 +104,18 @@ class TestZero : public QObject {
     return *info;
   }
 
+  // A run resumed from the 5-step run `whole`'s checkpoint-3: steps 4 and 5 have its losses
+  // and the saved weights (or adapters) are its own.
+  void expect_continues(const QString& whole, const QString& resumed) {
+    auto a = step_losses(whole), b = step_losses(resumed);
+    QCOMPARE(b.size(), size_t(2));  // steps 4 and 5
+    for (const auto& [step, loss] : b)
+      QVERIFY2(std::abs(loss - a[step]) <= 1e-6 * std::abs(a[step]),
+               qPrintable(QString("step %1: %2 vs %3").arg(step).arg(loss).arg(a[step])));
+    const double param_error = max_relative_param_error(whole, resumed);
+    QVERIFY2(param_error <= 1e-6, qPrintable(QString("parameters differ by %1").arg(param_error)));
+  }
+
  private Q_SLOTS:
   void initTestCase() {
     QVERIFY(dir_.isValid());
@@ -279,6 +291,25 @@ class TestZero : public QObject {
         << QStringList{"zero_stage: 1", "use_asft_loss: true"} << 2;
     QTest::newRow("stage 1 bf16") << QStringList{"zero_stage: 1", "bf16: true"} << 4;
     QTest::newRow("stage 3 bf16") << QStringList{"zero_stage: 3", "bf16: true"} << 4;
+    // finetuning_type lora / freeze (docs/ADAPTERS.md): gradients, masters and AdamW states for
+    // the trained weights only; the frozen base whole below stage 3, in pieces at stage 3; a
+    // LoRA DPO's reference is the base with the adapters off (nothing more).
+    const QStringList lora{"finetuning_type: lora", "lora_rank: 4", "lora_target: all"};
+    QTest::newRow("stage 0 lora") << lora + QStringList{"zero_stage: 0"} << 2;
+    QTest::newRow("stage 2 lora bf16") << lora + QStringList{"zero_stage: 2", "bf16: true"} << 4;
+    QTest::newRow("stage 3 lora") << lora + QStringList{"zero_stage: 3"} << 4;
+    QTest::newRow("stage 3 lora offload")
+        << lora + QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"} << 4;
+    QTest::newRow("stage 3 dpo lora (base reference)")
+        << lora + QStringList{"zero_stage: 3", "stage: dpo", "dataset: demo_dpo"} << 4;
+    QTest::newRow("stage 1 dpo lora, additional_target norm (a copy as reference)")
+        << lora + QStringList{"zero_stage: 1", "stage: dpo", "dataset: demo_dpo",
+                              "additional_target: norm"} << 2;
+    QTest::newRow("stage 2 freeze") << QStringList{"zero_stage: 2", "finetuning_type: freeze",
+                                                   "freeze_trainable_layers: 1"} << 4;
+    QTest::newRow("stage 3 freeze, embeddings too")
+        << QStringList{"zero_stage: 3", "finetuning_type: freeze", "freeze_trainable_layers: -1",
+                       "freeze_extra_modules: embed_tokens"} << 2;
   }
 
   void modelStatesAreTheEstimate() {
@@ -311,7 +342,8 @@ class TestZero : public QObject {
       const bool reference = (keys.contains("stage: dpo") && !keys.contains("pref_loss: orpo") &&
                               !keys.contains("pref_loss: simpo")) ||
                              keys.contains("use_asft_loss: true");
-      if (keys.contains("zero_stage: 3") && !reference) {
+      const bool adapters = keys.join('\n').contains("finetuning_type");
+      if (keys.contains("zero_stage: 3") && !reference && !adapters) {
         const double ideal = 16.0 * params / nproc / (1024.0 * 1024.0);
         QVERIFY2(std::abs(measured - ideal) <= 0.02 * ideal,
                  qPrintable(QString("rank %1: %2 MiB, 16/N B/param is %3 MiB")
@@ -355,13 +387,28 @@ class TestZero : public QObject {
                                   resume_nproc, &err);
     QVERIFY(!resumed.isEmpty());
     QVERIFY2(err.contains("resuming from"), qPrintable(err));
-    auto a = step_losses(whole), b = step_losses(resumed);
-    QCOMPARE(b.size(), size_t(2));  // steps 4 and 5
-    for (const auto& [step, loss] : b)
-      QVERIFY2(std::abs(loss - a[step]) <= 1e-6 * std::abs(a[step]),
-               qPrintable(QString("step %1: %2 vs %3").arg(step).arg(loss).arg(a[step])));
-    const double param_error = max_relative_param_error(whole, resumed);
-    QVERIFY2(param_error <= 1e-6, qPrintable(QString("parameters differ by %1").arg(param_error)));
+    expect_continues(whole, resumed);
+  }
+
+  // A LoRA run stopped at its checkpoint (the adapter and its AdamW states) and resumed, under
+  // ZeRO-3 over SP 2, continues exactly as the uninterrupted run; the base comes from
+  // model_name_or_path.
+  void resumeLora() {
+    const QStringList base{"finetuning_type: lora", "lora_rank: 4", "lora_target: all",
+                           "use_dora: true", "zero_stage: 3", "sequence_parallel_size: 2",
+                           "save_steps: 3"};
+    const QString whole = train("lora-whole", base, 2);
+    QVERIFY(!whole.isEmpty());
+    const QString ckpt = whole + "/checkpoint-3";
+    QVERIFY(QFile::exists(ckpt + "/adapter_model.safetensors"));
+    QVERIFY(!QFile::exists(ckpt + "/model.safetensors"));
+    QVERIFY(QFile::exists(ckpt + "/optimizer-00001-of-00002.safetensors"));
+    QString err;
+    const QString resumed =
+        train("lora-resumed", base + QStringList{"resume_from_checkpoint: " + ckpt}, 2, &err);
+    QVERIFY(!resumed.isEmpty());
+    QVERIFY2(err.contains("resuming from"), qPrintable(err));
+    expect_continues(whole, resumed);
   }
 
   // A checkpoint missing a rank's optimizer file is refused by name, not half-loaded.

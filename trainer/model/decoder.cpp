@@ -360,8 +360,20 @@ torch::Tensor CausalLMImpl::lm_head_weight() const {
 std::vector<std::pair<std::string, torch::Tensor>> CausalLMImpl::hf_state() {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& item : named_parameters(/*recurse=*/true))
-    out.emplace_back(item.key(), item.value());
+    if (!is_adapter_parameter(item.key())) out.emplace_back(item.key(), item.value());
   return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> CausalLMImpl::adapter_state() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : named_parameters(/*recurse=*/true))
+    if (is_adapter_parameter(item.key())) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+bool is_adapter_parameter(const std::string& name) {
+  return name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos ||
+         name.find(".lora_magnitude_vector") != std::string::npos;
 }
 
 std::map<std::string, std::vector<int64_t>> CausalLMImpl::expected_shapes() {

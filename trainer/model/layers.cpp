@@ -7,7 +7,12 @@
 namespace studio::trainer {
 namespace {
 thread_local bool g_deferred = false;
+thread_local bool g_adapters_off = false;
 }  // namespace
+
+AdaptersDisabled::AdaptersDisabled() : previous_(g_adapters_off) { g_adapters_off = true; }
+AdaptersDisabled::~AdaptersDisabled() { g_adapters_off = previous_; }
+bool adapters_disabled() { return g_adapters_off; }
 
 DeferredAllocation::DeferredAllocation() : previous_(g_deferred) { g_deferred = true; }
 DeferredAllocation::~DeferredAllocation() { g_deferred = previous_; }
@@ -26,7 +31,33 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool bias,
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  return torch::linear(x, weight, bias);
+  torch::Tensor y = torch::linear(x, weight, bias);
+  if (!lora_A || g_adapters_off) return y;
+  return adapter_forward(x, y);
+}
+
+torch::Tensor LinearImpl::adapter_forward(const torch::Tensor& x, const torch::Tensor& y) {
+  // Dropout in the forwards that train (HF's train mode); evaluation and reference forwards run
+  // without gradients and without it.
+  const bool drop = lora_dropout > 0 && torch::GradMode::is_enabled();
+  const torch::Tensor xd = drop ? torch::dropout(x, lora_dropout, /*train=*/true) : x;
+  const torch::Tensor lora = torch::linear(torch::linear(xd, lora_A->weight), lora_B->weight);
+  if (!lora_magnitude_vector.defined()) return y + lora * lora_scaling;
+  // DoRA: the norm of every row of W + s BA, detached (as PEFT: no gradient through it).
+  torch::Tensor norm;
+  {
+    torch::NoGradGuard no_grad;
+    const auto compute = weight.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+    const torch::Tensor merged =
+        weight.to(compute) + torch::mm(lora_B->weight.to(compute), lora_A->weight.to(compute)) *
+                                 lora_scaling;
+    norm = merged.norm(2, /*dim=*/{1}).to(y.scalar_type());
+  }
+  const torch::Tensor scale = lora_magnitude_vector / norm;  // [out]
+  // Without dropout the base result is y less the bias; with it, x' W^T.
+  const torch::Tensor base =
+      drop ? torch::linear(xd, weight) : (bias.defined() ? y - bias : y);
+  return y + (scale - 1) * base + scale * lora * lora_scaling;
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t vocab, int64_t hidden, int64_t padding_idx,

@@ -188,17 +188,18 @@ struct ShardedState::Impl {
     int64_t n = 0, k = 0;  // elements; piece size
     int64_t lo = 0, len = 0;  // this rank's real elements [lo, lo + len)
     int64_t offset = 0;        // offset in its unit's reduction buffer (whole at stages 0-1)
-    int64_t piece_offset = 0;  // offset of its piece in its unit's flat piece buffer
     double decay = 0;
     torch::Tensor master;  // fp32: [n] at stage 0 (the parameter itself for fp32 models), else [k]
     torch::Tensor exp_avg, exp_avg_sq;
     torch::Tensor grad;    // fp32: [n] at stages 0-1; a view of the unit's accumulator at 2-3
     torch::Tensor frozen;  // frozen stage 3: the piece [k] in the model dtype
+    bool trained = true;   // false: frozen (a reference, or the base of LoRA / freeze)
   };
   struct Unit {
-    std::vector<size_t> params;
-    int64_t width = 0;        // its reduction buffer: the weights (stages 0-1) or pieces (2-3)
-    int64_t piece_width = 0;  // the sum of its pieces (what a gather sends per rank)
+    std::vector<size_t> params;   // all of its parameters (stage 3 gathers them all)
+    std::vector<size_t> trained;  // those trained: reduced, updated, gathered after the update
+    int64_t width = 0;        // its reduction buffer: the trained weights (stages 0-1) or
+                              // pieces (2-3)
     // stage 3 gathering
     enum { Released, InFlight, Gathered } state = Released;
     torch::Tensor gather_in, gather_out;
@@ -216,6 +217,7 @@ struct ShardedState::Impl {
   ZeroOptions opt;
   AdamWSettings adam;
   bool trainable = true;
+  bool any_trained = false;  // some parameter is trained (a frozen reference: none)
   int shards = 1, rank = 0;
   torch::ScalarType dtype = torch::kFloat;
   std::vector<Param> params;
@@ -251,16 +253,22 @@ struct ShardedState::Impl {
 
   // --- stage 3 gathering -------------------------------------------------------------------
   torch::Tensor gather_source(const Param& q) const {
-    return (trainable ? q.master : q.frozen).to(comm_device(), dtype);
+    return (q.trained ? q.master : q.frozen).to(comm_device(), dtype);
+  }
+  // The parameters a gather of unit u moves: all of them at stage 3 (a layer about to run), the
+  // trained ones after an update at stages 1-2 (the frozen ones are whole on every rank).
+  const std::vector<size_t>& gathered(size_t u) const {
+    return stage3() ? units[u].params : units[u].trained;
   }
   // Issues the all-gather of unit u's weights from every rank's pieces (in the model dtype).
   void launch_gather(size_t u) {
     RECORD_USER_SCOPE("zero::gather");
     Unit& unit = units[u];
     std::vector<torch::Tensor> parts;
-    for (size_t i : unit.params) parts.push_back(gather_source(params[i]));
+    int64_t width = 0;
+    for (size_t i : gathered(u)) parts.push_back(gather_source(params[i])), width += params[i].k;
     unit.gather_in = torch::cat(parts).contiguous();
-    unit.gather_out = torch::empty({unit.piece_width * shards}, unit.gather_in.options());
+    unit.gather_out = torch::empty({width * shards}, unit.gather_in.options());
     if (world)
       unit.gather = world->all_gather_flat_async(unit.gather_out, unit.gather_in,
                                                  "weights (unit " + std::to_string(u) + ")");
@@ -273,14 +281,16 @@ struct ShardedState::Impl {
     unit.gather.wait();
     unit.gather = dist::Pending{};  // the work holds its buffers until dropped
     torch::NoGradGuard no_grad;
-    const auto all = unit.gather_out.view({shards, unit.piece_width});
-    for (size_t i : unit.params) {
+    const auto all = unit.gather_out.view({shards, -1});
+    int64_t offset = 0;  // of each piece in a rank's row, in gathered(u)'s order
+    for (size_t i : gathered(u)) {
       Param& q = params[i];
       allocate_storage(q.p);
       // Through variable_data(): a new version counter, so that the forward's saved tensors
       // do not count this refill as an in-place change.
       q.p.variable_data().view({-1}).copy_(
-          all.narrow(1, q.piece_offset, q.k).reshape({-1}).narrow(0, 0, q.n));
+          all.narrow(1, offset, q.k).reshape({-1}).narrow(0, 0, q.n));
+      offset += q.k;
     }
     unit.gather_in = unit.gather_out = torch::Tensor();
   }
@@ -327,7 +337,7 @@ struct ShardedState::Impl {
   // 0-1: the last one; earlier ones only accumulate in fp32).
   void reduce_unit(size_t u) {
     Unit& unit = units[u];
-    if (unit.reduced || unit.params.empty()) return;
+    if (unit.reduced || unit.trained.empty()) return;
     RECORD_USER_SCOPE("zero::reduce");
     unit.reduced = true;
     torch::NoGradGuard no_grad;
@@ -337,20 +347,20 @@ struct ShardedState::Impl {
     const auto fp32_on_comm = torch::TensorOptions().dtype(torch::kFloat).device(comm_device());
     if (opt.stage <= 1) {
       if (!last_micro || !distributed()) {
-        for (size_t i : unit.params) {
+        for (size_t i : unit.trained) {
           Param& q = params[i];
           auto g = take_grad(q).reshape({-1});
           q.grad = q.grad.defined() ? q.grad.add_(g) : g.to(torch::kFloat);
         }
         return;
       }
-      Param& first = params[unit.params.front()];
-      if (unit.params.size() == 1 && !first.grad.defined() &&
+      Param& first = params[unit.trained.front()];
+      if (unit.trained.size() == 1 && !first.grad.defined() &&
           first.p.scalar_type() == torch::kFloat) {
         unit.reduce_in = take_grad(first).reshape({-1}).contiguous();  // fp32 already: no copy
       } else {
         unit.reduce_in = torch::empty({unit.width}, fp32_on_comm);
-        for (size_t i : unit.params) {
+        for (size_t i : unit.trained) {
           Param& q = params[i];
           auto g = take_grad(q).reshape({-1});
           auto slot = unit.reduce_in.narrow(0, q.offset, q.n);
@@ -364,8 +374,8 @@ struct ShardedState::Impl {
       unit.reduce = world->all_reduce_sum_async(unit.reduce_in,
                                                 "gradients (unit " + std::to_string(u) + ")");
     } else {
-      const size_t only = unit.params.front();
-      if (unit.params.size() == 1 && params[only].k * shards == params[only].n &&
+      const size_t only = unit.trained.front();
+      if (unit.trained.size() == 1 && params[only].k * shards == params[only].n &&
           params[only].p.scalar_type() == torch::kFloat) {
         // One unpadded fp32 weight: its gradient is already the rank-major layout, no copy.
         unit.reduce_in = take_grad(params[only]).reshape({-1}).contiguous();
@@ -374,7 +384,7 @@ struct ShardedState::Impl {
         // elements [r*k, (r+1)*k) in its columns, the last piece's padding zero.
         unit.reduce_in = torch::empty({unit.width * shards}, fp32_on_comm);
         const auto rows = unit.reduce_in.view({shards, unit.width});
-        for (size_t i : unit.params) {
+        for (size_t i : unit.trained) {
           Param& q = params[i];
           auto g = take_grad(q).reshape({-1});
           auto dst = rows.narrow(1, q.offset, q.k);  // [shards, k]
@@ -410,7 +420,7 @@ struct ShardedState::Impl {
     unit.reduce = dist::Pending{};  // the work holds its buffers until dropped
     torch::NoGradGuard no_grad;
     if (opt.stage <= 1) {
-      for (size_t i : unit.params) {
+      for (size_t i : unit.trained) {
         Param& q = params[i];
         q.grad = unit.reduce_in.narrow(0, q.offset, q.n);
       }
@@ -441,7 +451,7 @@ struct ShardedState::Impl {
       std::vector<torch::Tensor> p, m, v, g;
     };
     std::vector<Group> groups;
-    for (size_t i : units[u].params) {
+    for (size_t i : units[u].trained) {
       Param& q = params[i];
       if (q.len == 0) continue;
       auto it = std::find_if(groups.begin(), groups.end(),
@@ -461,7 +471,7 @@ struct ShardedState::Impl {
   // Stages 0-1 drop unit u's gradients, 2-3 zero its accumulator.
   void clear_gradients(size_t u) {
     if (opt.stage <= 1)
-      for (size_t i : units[u].params) params[i].grad = torch::Tensor();
+      for (size_t i : units[u].trained) params[i].grad = torch::Tensor();
     if (units[u].grad_acc.defined()) units[u].grad_acc.zero_();
   }
 
@@ -511,6 +521,8 @@ struct ShardedState::Impl {
   }
 };
 
+bool ShardedState::trained(size_t i) const { return impl_->params[i].trained; }
+
 ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* world,
                            ZeroOptions opt, AdamWSettings adam, bool trainable,
                            const WeightSource& source) {
@@ -530,10 +542,18 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
   // count it apart: host_allocator.h).
   std::optional<OffloadScope> offload;
   if (opt.offload_optimizer) offload.emplace();
-  for (auto& [name, p] : model->hf_state()) {
+  // The base model's parameters, then the LoRA adapters' (each in its layer's unit).
+  auto state = model->hf_state();
+  for (auto& item : model->adapter_state()) state.push_back(std::move(item));
+  bool any_trained = false;
+  for (auto& [name, p] : state) {
     Impl::Param q;
     q.name = name;
     q.p = p;
+    q.trained = trainable && (!opt.trained || opt.trained(name));
+    any_trained = any_trained || q.trained;
+    // A frozen weight gets no gradient: autograd computes none for it.
+    p.set_requires_grad(q.trained);
     q.n = p.numel();
     q.k = (q.n + s.shards - 1) / s.shards;
     q.lo = std::min(q.n, s.rank * q.k);
@@ -549,10 +569,11 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
       u = s.units.size();
       s.units.emplace_back();
     }
-    q.offset = s.units[u].width;
-    q.piece_offset = s.units[u].piece_width;
-    s.units[u].width += opt.stage <= 1 ? q.n : q.k;
-    s.units[u].piece_width += q.k;
+    if (q.trained) {
+      q.offset = s.units[u].width;
+      s.units[u].width += opt.stage <= 1 ? q.n : q.k;
+      s.units[u].trained.push_back(s.params.size());
+    }
     s.units[u].params.push_back(s.params.size());
     names_.push_back(name);
     if (opt.stage >= 3 && !source)
@@ -562,7 +583,7 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
     if (full.numel() != q.n)
       throw std::runtime_error(name + ": the weights have " + std::to_string(full.numel()) +
                                " elements, the model expects " + std::to_string(q.n));
-    if (trainable) {
+    if (q.trained) {
       if (opt.stage == 0 && p.scalar_type() == torch::kFloat) {
         q.master = p.detach().view({-1});  // the weights are the masters
         if (source) q.master.copy_(full);
@@ -582,9 +603,9 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
     s.params.push_back(std::move(q));
   }
   for (auto& unit : s.units)
-    if (opt.stage >= 2 && trainable) {
+    if (opt.stage >= 2 && !unit.trained.empty()) {
       unit.grad_acc = torch::zeros({unit.width}, s.state_options());
-      for (size_t i : unit.params) {
+      for (size_t i : unit.trained) {
         auto& q = s.params[i];
         q.grad = unit.grad_acc.narrow(0, q.offset, q.k);
       }
@@ -592,7 +613,8 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
   // Stage 3: a layer's weights exist only while it runs.
   if (opt.stage >= 3)
     for (auto& q : s.params) release_storage(q.p);
-  model->set_layer_hooks(trainable || opt.stage >= 3 ? this : nullptr);
+  s.any_trained = any_trained;
+  model->set_layer_hooks(any_trained || opt.stage >= 3 ? this : nullptr);
 }
 
 ShardedState::~ShardedState() {
@@ -632,12 +654,14 @@ void ShardedState::end_forward() {
 void ShardedState::begin_micro_batch(bool last) {
   Impl& s = *impl_;
   s.last_micro = last;
+  in_micro_batch_ = true;
   for (auto& unit : s.units) unit.reduced = false;
   begin_forward();
 }
 
 void ShardedState::end_backward() {
   Impl& s = *impl_;
+  in_micro_batch_ = false;
   // Units whose hook did not run (none in a normal backward) and the outer unit, in the same
   // order on every rank; then everything in flight completes.
   for (size_t u = s.units.size(); u-- > 0;) {
@@ -694,7 +718,8 @@ void ShardedState::step(double lr) {
   // rank's updated pieces; stage 3 gathers when a layer runs.
   if (s.opt.stage == 0) {
     for (auto& q : s.params)
-      if (q.master.data_ptr() != q.p.data_ptr()) q.p.variable_data().view({-1}).copy_(q.master);
+      if (q.trained && q.master.data_ptr() != q.p.data_ptr())
+        q.p.variable_data().view({-1}).copy_(q.master);
     return;
   }
   if (s.opt.stage >= 3) return;
@@ -702,7 +727,7 @@ void ShardedState::step(double lr) {
   // model states.
   std::deque<size_t> gathering;
   for (size_t u : s.update_order()) {
-    if (s.units[u].params.empty()) continue;
+    if (s.units[u].trained.empty()) continue;
     s.wait_update(u);
     s.launch_gather(u);
     gathering.push_back(u);
@@ -724,7 +749,7 @@ torch::Tensor ShardedState::gather_full(size_t i) {
   s.wait_updates();
   auto& q = s.params[i];
   torch::NoGradGuard no_grad;
-  torch::Tensor source = s.trainable ? q.master : q.frozen;
+  torch::Tensor source = q.trained ? q.master : q.frozen;
   if (!source.defined()) return q.p.detach().to(torch::kCPU, torch::kFloat);  // frozen, unsharded
   if (s.shards == 1) return source.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU, torch::kFloat);
   auto in = source.to(s.comm_device(), torch::kFloat).contiguous();
@@ -736,11 +761,11 @@ torch::Tensor ShardedState::gather_full(size_t i) {
 void ShardedState::save_optimizer(const std::string& dir) const {
   impl_->wait_updates();
   const Impl& s = *impl_;
-  if (!s.trainable) return;
+  if (!s.any_trained) return;
   if (s.shards == 1 && s.world && s.world->rank() != 0) return;  // identical on every rank
   NamedTensors tensors;
   for (const auto& q : s.params) {
-    if (q.len == 0) continue;
+    if (q.len == 0 || !q.trained) continue;
     const int64_t len = s.shards == 1 ? q.n : q.len;
     tensors.emplace_back(q.name + ".exp_avg", q.exp_avg.narrow(0, 0, len));
     tensors.emplace_back(q.name + ".exp_avg_sq", q.exp_avg_sq.narrow(0, 0, len));
@@ -756,7 +781,7 @@ void ShardedState::save_optimizer(const std::string& dir) const {
 void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) {
   Impl& s = *impl_;
   s.wait_updates();
-  if (!s.trainable || !with_optimizer) return;
+  if (!s.any_trained || !with_optimizer) return;
   // The optimizer files present and how many ranks wrote them.
   static const std::regex re(R"(optimizer-(\d{5})-of-(\d{5})\.safetensors)");
   std::map<int, std::string> files;
@@ -794,6 +819,7 @@ void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) 
   torch::NoGradGuard no_grad;
   // Each state element [lo, lo + len) of this rank, from whichever saved pieces hold it.
   for (auto& q : s.params) {
+    if (!q.trained) continue;
     const int64_t want_lo = s.shards == 1 ? 0 : q.lo;
     const int64_t want_len = s.shards == 1 ? q.n : q.len;
     const int64_t k_saved = (q.n + saved_shards - 1) / saved_shards;
@@ -867,7 +893,7 @@ void ShardedState::before_backward(int64_t layer) {
 void ShardedState::after_backward(int64_t layer) {
   Impl& s = *impl_;
   const auto u = static_cast<size_t>(layer);
-  if (s.trainable) s.reduce_unit(u);
+  s.reduce_unit(u);
   s.release(u);
 }
 

@@ -129,6 +129,32 @@ QLineEdit* FieldBindings::number(const char* key, double studio::RunConfig::*fie
   return edit;
 }
 
+QLineEdit* FieldBindings::optionalNumber(const char* key,
+                                         std::optional<double> studio::RunConfig::*field) {
+  auto* edit = new QLineEdit;
+  prepare(edit, key);
+  connect(edit, &QLineEdit::textChanged, this, [this, key, field](const QString& text) {
+    const std::string typed = text.trimmed().toStdString();
+    double v = 0;
+    if (!typed.empty() && !studio::parse_double(typed, v)) {
+      setProblem(key, tr("%1: '%2' is not a number (write e.g. 16 or 0.5, or nothing for the "
+                         "default)")
+                          .arg(QString::fromLatin1(key), text));
+      return;
+    }
+    setProblem(key, {});
+    draft_->edit([&](studio::RunConfig& c) {
+      c.*field = typed.empty() ? std::nullopt : std::optional<double>(v);
+    });
+  });
+  addReader([this, edit, field] {
+    const QSignalBlocker block(edit);
+    const auto& v = draft_->config().*field;
+    edit->setText(v ? formatNumber(*v) : QString());
+  });
+  return edit;
+}
+
 QCheckBox* FieldBindings::flag(const char* key, bool studio::RunConfig::*field,
                                const QString& text) {
   auto* box = new QCheckBox(text);
@@ -169,6 +195,26 @@ QLineEdit* FieldBindings::optionalText(const char* key,
     const QSignalBlocker block(edit);
     const auto& v = draft_->config().*field;
     edit->setText(v ? QString::fromStdString(*v) : QString());
+  });
+  return edit;
+}
+
+QLineEdit* FieldBindings::list(const char* key,
+                               std::vector<std::string> studio::RunConfig::*field) {
+  auto* edit = new QLineEdit;
+  prepare(edit, key);
+  connect(edit, &QLineEdit::textChanged, this, [this, field](const QString& text) {
+    std::vector<std::string> names;
+    for (const QString& name : text.split(QLatin1Char(','), Qt::SkipEmptyParts))
+      if (!name.trimmed().isEmpty()) names.push_back(name.trimmed().toStdString());
+    if (names.empty()) names = studio::RunConfig{}.*field;
+    draft_->edit([&](studio::RunConfig& c) { c.*field = std::move(names); });
+  });
+  addReader([this, edit, field] {
+    const QSignalBlocker block(edit);
+    QStringList names;
+    for (const std::string& name : draft_->config().*field) names << QString::fromStdString(name);
+    edit->setText(names.join(QLatin1Char(',')));
   });
   return edit;
 }

@@ -30,7 +30,14 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
                   QStringLiteral("kto_chosen_weight"), QStringLiteral("kto_rejected_weight"),
                   QStringLiteral("ref_model"), QStringLiteral("precompute_ref_logps"),
                   QStringLiteral("neat_packing"), QStringLiteral("train_on_prompt"),
-                  QStringLiteral("mask_history")},
+                  QStringLiteral("mask_history"), QStringLiteral("lora_rank"),
+                  QStringLiteral("lora_alpha"), QStringLiteral("lora_dropout"),
+                  QStringLiteral("lora_target"), QStringLiteral("additional_target"),
+                  QStringLiteral("use_rslora"), QStringLiteral("use_dora"),
+                  QStringLiteral("adapter_name_or_path"), QStringLiteral("create_new_adapter"),
+                  QStringLiteral("freeze_trainable_layers"),
+                  QStringLiteral("freeze_trainable_modules"),
+                  QStringLiteral("freeze_extra_modules")},
                  parent),
       stage_(bindings()->choice("stage", &RunConfig::stage,
                                 {studio::Stage::Sft, studio::Stage::Dpo, studio::Stage::Pt,
@@ -45,14 +52,20 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
           bindings()->real("kto_chosen_weight", &RunConfig::kto_chosen_weight, 0, 100, 3)),
       rejectedWeight_(
           bindings()->real("kto_rejected_weight", &RunConfig::kto_rejected_weight, 0, 100, 3)),
+      finetuning_(bindings()->choice("finetuning_type", &RunConfig::finetuning_type,
+                                     {studio::FinetuningType::Full, studio::FinetuningType::Lora,
+                                      studio::FinetuningType::Freeze})),
       reference_(bindings()->optionalText("ref_model", &RunConfig::ref_model)),
       browse_(new QPushButton(tr("B&rowse..."))),
-      dpo_(new QGroupBox(tr("Preference (DPO, KTO)"))) {
+      dpo_(new QGroupBox(tr("Preference (DPO, KTO)"))),
+      lora_(new QWidget),
+      freeze_(new QWidget) {
   setTitle(tr("Method"));
   setSubTitle(tr("SFT on instruction data, DPO on chosen/rejected pairs (orpo and simpo need no "
                  "reference model), rm (a reward model on those pairs), kto (single responses "
                  "marked desirable or not) or pt (plain texts, every token learned). "
-                 "Full-parameter training."));
+                 "Trains every weight (full), LoRA adapters on a frozen base (written as PEFT's "
+                 "files) or only the last or first layers (freeze)."));
   FieldBindings* b = bindings();
   reference_->setPlaceholderText(tr("none: a frozen copy of the initial model"));
   auto* refRow = new QHBoxLayout;
@@ -79,6 +92,7 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
   form->addRow(tr("stage:"), stage_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(form);
+  layout->addWidget(buildAdapters());
   layout->addWidget(dpo_);
   layout->addWidget(messagesWidget());
   layout->addStretch(1);
@@ -89,8 +103,60 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
   refresh();
 }
 
+QGroupBox* MethodPage::buildAdapters() {
+  FieldBindings* b = bindings();
+  auto* loraForm = new QFormLayout(lora_);
+  loraForm->setContentsMargins(0, 0, 0, 0);
+  loraForm->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
+  loraForm->addRow(tr("lora_rank:"), b->integer("lora_rank", &RunConfig::lora_rank, 1, 65536));
+  QLineEdit* alpha = b->optionalNumber("lora_alpha", &RunConfig::lora_alpha);
+  alpha->setPlaceholderText(tr("2 x rank"));
+  loraForm->addRow(tr("lora_alpha:"), alpha);
+  loraForm->addRow(tr("lora_dropout:"),
+                   b->real("lora_dropout", &RunConfig::lora_dropout, 0, 1, 3));
+  QLineEdit* target = b->list("lora_target", &RunConfig::lora_target);
+  target->setPlaceholderText(tr("all"));
+  loraForm->addRow(tr("lora_target:"), target);
+  QLineEdit* additional = b->list("additional_target", &RunConfig::additional_target);
+  additional->setPlaceholderText(tr("none (e.g. embed_tokens,lm_head)"));
+  loraForm->addRow(tr("additional_target:"), additional);
+  loraForm->addRow(b->flag("use_rslora", &RunConfig::use_rslora,
+                           tr("use_rslora: scale by lora_alpha / sqrt(lora_rank)")));
+  loraForm->addRow(b->flag("use_dora", &RunConfig::use_dora,
+                           tr("use_dora: weight-decomposed LoRA (DoRA)")));
+  QLineEdit* adapters = b->list("adapter_name_or_path", &RunConfig::adapter_name_or_path);
+  adapters->setPlaceholderText(tr("none: new adapters (PEFT folders, comma-separated)"));
+  loraForm->addRow(tr("adapter_name_or_path:"), adapters);
+  loraForm->addRow(b->flag("create_new_adapter", &RunConfig::create_new_adapter,
+                           tr("create_new_adapter: merge those adapters into the base and "
+                              "train a new one")));
+
+  auto* freezeForm = new QFormLayout(freeze_);
+  freezeForm->setContentsMargins(0, 0, 0, 0);
+  freezeForm->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
+  freezeForm->addRow(tr("freeze_trainable_layers:"),
+                     b->integer("freeze_trainable_layers", &RunConfig::freeze_trainable_layers,
+                                -1000, 1000));
+  QLineEdit* modules = b->list("freeze_trainable_modules", &RunConfig::freeze_trainable_modules);
+  modules->setPlaceholderText(tr("all"));
+  freezeForm->addRow(tr("freeze_trainable_modules:"), modules);
+  QLineEdit* extra = b->list("freeze_extra_modules", &RunConfig::freeze_extra_modules);
+  extra->setPlaceholderText(tr("none (e.g. embed_tokens,norm)"));
+  freezeForm->addRow(tr("freeze_extra_modules:"), extra);
+
+  auto* group = new QGroupBox(tr("Adapters"));
+  auto* form = new QFormLayout(group);
+  form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
+  form->addRow(tr("finetuning_type:"), finetuning_);
+  form->addRow(lora_);
+  form->addRow(freeze_);
+  return group;
+}
+
 void MethodPage::updateEnabled() {
   const RunConfig& c = draft()->config();
+  lora_->setVisible(c.finetuning_type == studio::FinetuningType::Lora);
+  freeze_->setVisible(c.finetuning_type == studio::FinetuningType::Freeze);
   const bool dpo = c.stage == studio::Stage::Dpo, kto = c.stage == studio::Stage::Kto;
   dpo_->setEnabled(dpo || kto);
   loss_->setEnabled(dpo);

@@ -2,6 +2,7 @@
 // The run config: the contract between the studio and the engine. One typed struct holding every
 // key of a LLaMA-Factory (and 360-LLaMA-Factory) training YAML that users bring, with LLaMA-Factory's
 // defaults. Parsing lives in config_io, the key table in config_schema, the rules in validate.
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -13,7 +14,7 @@
 namespace studio {
 
 enum class Stage { Sft, Dpo, Pt, Rm, Kto };
-enum class FinetuningType { Full };
+enum class FinetuningType { Full, Lora, Freeze };
 enum class LrScheduler { Linear, Cosine, Constant, ConstantWithWarmup, CosineWithMinLr };
 enum class FlashAttn { Auto, Fa2, Sdpa, Disabled };
 enum class PrefLoss { Sigmoid, Ipo, Hinge, Orpo, Simpo, KtoPair };
@@ -94,7 +95,7 @@ struct RunConfig {
   // --- method -------------------------------------------------------------------------------
   Stage stage = Stage::Sft;                    // sft | dpo | pt | rm | kto
   bool do_train = true;                        // false: nothing to train
-  FinetuningType finetuning_type = FinetuningType::Full;  // full-parameter training only
+  FinetuningType finetuning_type = FinetuningType::Full;  // full | lora | freeze (docs/ADAPTERS.md)
   std::optional<std::string> deepspeed;        // DeepSpeed JSON: its ZeRO stage and offload flags
   // The same request without a JSON (docs/SHARDING.md): ZeRO stage 0-3 over the whole world,
   // fp32 masters + AdamW states (+ gradient pieces) in host memory, stage 3 weights there too.
@@ -109,6 +110,25 @@ struct RunConfig {
   double kto_rejected_weight = 1.0;            // KTO: weight of the undesirable examples' losses
   double dpo_label_smoothing = 0.0;            // conservative DPO (sigmoid loss only)
   bool precompute_ref_logps = false;           // reference log-probs in one pass before training
+
+  // --- adapters (finetuning_type lora / freeze; LLaMA-Factory's keys, docs/ADAPTERS.md) -------
+  int64_t lora_rank = 8;                       // r of every LoRA pair
+  std::optional<double> lora_alpha;            // scaling numerator; default 2 x lora_rank
+  double lora_dropout = 0.0;                   // dropout on the adapters' input while training
+  std::vector<std::string> lora_target = {"all"};  // module names (q_proj, ...) or all
+  std::vector<std::string> additional_target;  // whole modules trained too (embed_tokens, lm_head)
+  bool use_rslora = false;                     // scaling alpha / sqrt(r) instead of alpha / r
+  bool use_dora = false;                       // weight-decomposed LoRA (a magnitude per row)
+  std::vector<std::string> adapter_name_or_path;  // PEFT adapters: earlier merged, last continued
+  bool create_new_adapter = false;             // merge every given adapter, train a new one
+  int64_t freeze_trainable_layers = 2;         // freeze: last n layers (n < 0: first -n)
+  std::vector<std::string> freeze_trainable_modules = {"all"};  // freeze: modules in those layers
+  std::vector<std::string> freeze_extra_modules;  // freeze: non-layer modules trained too
+  double lora_scaling() const {
+    const double alpha = lora_alpha.value_or(2.0 * static_cast<double>(lora_rank));
+    return use_rslora ? alpha / std::sqrt(static_cast<double>(lora_rank))
+                      : alpha / static_cast<double>(lora_rank);
+  }
 
   // --- data ---------------------------------------------------------------------------------
   std::vector<std::string> dataset;            // names in dataset_info.json (required)

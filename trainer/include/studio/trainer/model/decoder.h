@@ -151,6 +151,9 @@ class ValueHeadImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ValueHead);
 
+// Whether a parameter name is a LoRA adapter's (lora_A, lora_B, DoRA's magnitude).
+bool is_adapter_parameter(const std::string& name);
+
 class CausalLMImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when decoder_support_error(info) names a problem.
@@ -170,8 +173,12 @@ class CausalLMImpl : public torch::nn::Module {
   // last position [B, vocab]. Equal to logits() of the whole sequence at that position.
   torch::Tensor decode_step(const torch::Tensor& input_ids, KVCache& cache);
 
-  // HF names -> parameters, in HF's state-dict order; no lm_head entry when tied.
+  // HF names -> parameters, in HF's state-dict order; no lm_head entry when tied. The LoRA
+  // adapters' parameters (lora.h) are not among them: adapter_state() lists those, under the
+  // names PEFT gives them in its files less the "base_model.model." prefix
+  // (model.layers.0.self_attn.q_proj.lora_A.weight, ...).
   std::vector<std::pair<std::string, torch::Tensor>> hf_state();
+  std::vector<std::pair<std::string, torch::Tensor>> adapter_state();
   std::map<std::string, std::vector<int64_t>> expected_shapes();
   // Copies every parameter from get(name) (any dtype/device; converted). `get` throws for a
   // missing tensor; a shape mismatch throws std::runtime_error naming the tensor.

@@ -25,7 +25,27 @@ class DeferredAllocation {
 // A parameter tensor of `sizes`: uninitialised bytes, or none under DeferredAllocation.
 torch::Tensor new_parameter(at::IntArrayRef sizes, const torch::TensorOptions& options);
 
+// While one of these lives on a thread, the LoRA adapters of every Linear are switched off: the
+// forward is the base model's (PEFT's disable_adapter()), which is how a LoRA run's DPO/KTO
+// reference is computed without a second copy of the weights.
+class AdaptersDisabled {
+ public:
+  AdaptersDisabled();
+  ~AdaptersDisabled();
+  AdaptersDisabled(const AdaptersDisabled&) = delete;
+  AdaptersDisabled& operator=(const AdaptersDisabled&) = delete;
+
+ private:
+  bool previous_;
+};
+bool adapters_disabled();
+
 // y = x W^T (+ b); parameters "weight" [out, in] and "bias" [out].
+// With a LoRA adapter (attach_lora, lora.h), PEFT's LoRA layer: submodules lora_A [r, in] and
+// lora_B [out, r] (so the parameters are named ...q_proj.lora_A.weight as in PEFT's files) and
+// y = x W^T + b + scaling * B(A(dropout(x))); with DoRA a parameter lora_magnitude_vector [out]
+// m and y = x W^T + b + (m / |W + s BA|_row - 1) * base + (m / |W + s BA|_row) * s B(A(x')),
+// base = x' W^T (x' = dropout(x)), the row norms detached (PEFT's DoRA, dora.py).
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias,
@@ -34,6 +54,14 @@ class LinearImpl : public torch::nn::Module {
 
   torch::Tensor weight;
   torch::Tensor bias;  // undefined without bias
+  // The adapter (attach_lora); null without.
+  std::shared_ptr<LinearImpl> lora_A, lora_B;
+  torch::Tensor lora_magnitude_vector;  // DoRA only
+  double lora_scaling = 0;
+  double lora_dropout = 0;  // applied in forwards that record gradients (training)
+
+ private:
+  torch::Tensor adapter_forward(const torch::Tensor& x, const torch::Tensor& y);
 };
 TORCH_MODULE(Linear);
 

@@ -50,6 +50,10 @@ struct ZeroOptions {
   // weight decay either, so the update leaves them as they are, as torch's AdamW skips the
   // parameters that have no gradient.
   std::vector<std::string> unused;
+  // Which parameters (by name: Hugging Face's, or an adapter's) are trained; null: all. The
+  // others are frozen: no gradient (requires_grad off), no master, no AdamW state, no
+  // reduction; stage 3 shards them like the trained ones (finetuning_type lora / freeze).
+  std::function<bool(const std::string& name)> trained;
   // From the run config: zero_stage / offload_* keys or the deepspeed JSON (already checked).
   static ZeroOptions from(const RunConfig& cfg);
 };
@@ -99,7 +103,8 @@ class ShardedState : public LayerHooks {
   // Below stage 3 `model` holds its weights already (on `device`); at stage 3 it was built under
   // DeferredAllocation and holds none. The masters (stage 3: the pieces) come from `source`,
   // else from the model. With trainable = false (a frozen DPO reference) only the weights are
-  // kept (sharded at stage 3) and nothing is trained. `world` null: one process.
+  // kept (sharded at stage 3) and nothing is trained; otherwise ZeroOptions::trained picks
+  // what is. `world` null: one process.
   ShardedState(CausalLM model, torch::Device device, dist::Group* world, ZeroOptions opt,
                AdamWSettings adam, bool trainable = true, const WeightSource& source = {});
   ~ShardedState() override;
@@ -123,6 +128,8 @@ class ShardedState : public LayerHooks {
   // After its backward: finishes the gradient reductions this micro-batch owes and releases
   // stage 3's outer weights.
   void end_backward();
+  // Between begin_micro_batch and end_backward.
+  bool in_micro_batch() const { return in_micro_batch_; }
   // Global 2-norm of the gradients (over every rank's pieces), clipped to max_norm (infinite:
   // no clipping) like torch.nn.utils.clip_grad_norm_. A device tensor: no host wait.
   // The scale is applied by the next step() inside its AdamW (no pass over the gradients of its
@@ -136,8 +143,10 @@ class ShardedState : public LayerHooks {
   void skip_step();
   int64_t step_count() const { return step_; }
 
-  // Checkpoints. Names and shapes of the parameters (Hugging Face names, state-dict order).
+  // Checkpoints. Names and shapes of the parameters (Hugging Face names, state-dict order; then
+  // the LoRA adapters', decoder.h's adapter_state()).
   const std::vector<std::string>& names() const { return names_; }
+  bool trained(size_t i) const;
   std::vector<int64_t> shape(size_t i) const;
   // The full fp32 value of parameter i (the master), gathered from every rank: a collective,
   // every rank must call it in the same order; the result is full on every rank.
@@ -160,6 +169,7 @@ class ShardedState : public LayerHooks {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t step_ = 0;
+  bool in_micro_batch_ = false;
   std::vector<std::string> names_;
 };
 

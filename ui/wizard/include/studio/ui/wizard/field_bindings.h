@@ -40,10 +40,16 @@ class FieldBindings : public QObject {
                        double maximum, int decimals);
   // A number typed as text ("5e-5", "1.0e-5"): text that is not a number is a problem().
   QLineEdit* number(const char* key, double studio::RunConfig::*field);
+  // As number(); empty text means the key is unset.
+  QLineEdit* optionalNumber(const char* key, std::optional<double> studio::RunConfig::*field);
   QCheckBox* flag(const char* key, bool studio::RunConfig::*field, const QString& text);
   QLineEdit* text(const char* key, std::string studio::RunConfig::*field);
   // Empty text means the key is unset.
   QLineEdit* optionalText(const char* key, std::optional<std::string> studio::RunConfig::*field);
+  // Names separated by commas, as LLaMA-Factory writes lists ("q_proj,v_proj"); empty names are
+  // skipped while typing. Empty text means RunConfig{}'s value (lora_target: all), so that a
+  // placeholder can show it.
+  QLineEdit* list(const char* key, std::vector<std::string> studio::RunConfig::*field);
   // A choice among `values`; a value outside them (an imported one) is added and marked.
   QComboBox* textChoice(const char* key, std::string studio::RunConfig::*field,
                         const std::vector<std::string>& values);

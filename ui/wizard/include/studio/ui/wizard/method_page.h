@@ -4,7 +4,8 @@
 // only), pref_ftx, simpo_gamma (simpo only), dpo_label_smoothing (sigmoid only),
 // kto_chosen_weight and kto_rejected_weight (kto only), an optional reference model folder and
 // precompute_ref_logps (not for orpo and simpo, which build no reference). The preference
-// settings are enabled only for stages dpo and kto.
+// settings are enabled only for stages dpo and kto. The Adapters group picks finetuning_type
+// (full, lora, freeze) and shows the LoRA keys only for lora, the freeze keys only for freeze.
 #include "studio/ui/wizard/wizard_page.h"
 
 class QCheckBox;
@@ -24,8 +25,11 @@ class MethodPage : public WizardPage {
 
   QComboBox* stageBox() const { return stage_; }
   QGroupBox* dpoGroup() const { return dpo_; }
+  QWidget* loraFields() const { return lora_; }
+  QWidget* freezeFields() const { return freeze_; }
 
  private:
+  QGroupBox* buildAdapters();
   void updateEnabled();
   void browseReference();
 
@@ -35,10 +39,13 @@ class MethodPage : public WizardPage {
   QDoubleSpinBox* gamma_;
   QDoubleSpinBox* chosenWeight_;
   QDoubleSpinBox* rejectedWeight_;
+  QComboBox* finetuning_;
   QLineEdit* reference_;
   QPushButton* browse_;
   QCheckBox* precompute_ = nullptr;
   QGroupBox* dpo_;
+  QWidget* lora_;    // the LoRA keys, shown for finetuning_type lora
+  QWidget* freeze_;  // the freeze keys, shown for finetuning_type freeze
 };
 
 }  // namespace studio::ui

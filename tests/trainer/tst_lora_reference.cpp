@@ -1,0 +1,235 @@
+// LoRA and DoRA adapters against PEFT itself (tests/reference/peft_lora.py, run by the project's
+// Python environment, STUDIO_PYTHON): an adapter PEFT made (nontrivial: B redrawn, modules_to_save
+// perturbed) loads into the engine, whose loss, logits, adapter-disabled logits and gradients of
+// every adapter tensor must be PEFT's on the same batch (fp32: loss and gradients within 1e-5,
+// logits 1e-4). Then the engine trains an adapter (studio-train train, finetuning_type lora) and
+// PEFT must load what it wrote with the logits the engine computes from it.
+#include <QtTest>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "studio/trainer/model/lora.h"
+#include "studio/trainer/model_folder.h"
+#include "studio/trainer/peft_adapter.h"
+#include "studio/trainer/tensors/safetensors.h"
+
+using namespace studio::trainer;
+
+namespace {
+
+const QString kModels = QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/models");
+const QString kScript = QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/peft_lora.py");
+
+// Runs the reference script; empty on success, else its stderr.
+QString run_reference(const QStringList& args) {
+  QProcess p;
+  p.start(QStringLiteral(STUDIO_PYTHON), QStringList{kScript} + args);
+  if (!p.waitForFinished(300000)) return QStringLiteral("timed out");
+  if (p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0)
+    return QString::fromUtf8(p.readAllStandardError());
+  return {};
+}
+
+// Two rows of 12 tokens, the first 4 of each a "prompt" (-100), ids < 64 (every tiny vocabulary).
+void write_batch(const std::string& path) {
+  const std::vector<int64_t> ids = {1, 17, 5, 63, 42, 42, 3, 60, 11, 0, 58, 23,
+                                    7, 50, 31, 2, 61, 9, 37, 14, 29, 33, 45, 40};
+  auto input = torch::tensor(ids, torch::kLong).view({2, 12});
+  auto labels = input.clone();
+  labels.narrow(1, 0, 4).fill_(-100);
+  write_safetensors(path, {{"input_ids", input}, {"labels", labels}});
+}
+
+// transformers' causal-LM loss: logits[:, :-1] predict labels[:, 1:], mean over the counted.
+torch::Tensor hf_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  const auto s = logits.size(1);
+  auto l = logits.narrow(1, 0, s - 1).reshape({-1, logits.size(2)}).to(torch::kFloat);
+  auto t = labels.narrow(1, 1, s - 1).reshape({-1});
+  return torch::nn::functional::cross_entropy(
+      l, t, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+struct EngineRun {
+  torch::Tensor loss, logits, disabled_logits;
+  std::map<std::string, torch::Tensor> grads;  // by PEFT's file name
+};
+
+// The engine on `batch` with the adapter of `adapter_dir`.
+EngineRun engine_run(const std::string& model_dir, const std::string& adapter_dir,
+                     const std::string& batch) {
+  CausalLM lm = load_model_folder(model_dir);
+  const PeftAdapter a = load_peft_adapter(*lm, adapter_dir);
+  const auto saved = adapter_file_shapes(*lm, a);
+  // What PEFT trains: the adapters and the modules_to_save weights.
+  std::map<std::string, torch::Tensor> trained;
+  for (auto& [name, p] : lm->named_parameters(/*recurse=*/true).pairs()) {
+    p.set_requires_grad(saved.count(name) > 0);
+    if (saved.count(name)) trained[name] = p;
+  }
+  const auto file = SafetensorsFile::open(batch);
+  const auto ids = file.tensor("input_ids"), labels = file.tensor("labels");
+  const auto positions = torch::arange(ids.size(1), torch::kLong).unsqueeze(0).expand_as(ids);
+  EngineRun r;
+  r.logits = lm->logits(ids, positions);
+  r.loss = hf_loss(r.logits, labels);
+  r.loss.backward();
+  for (auto& [name, p] : trained) r.grads[peft_tensor_name(name)] = p.grad();
+  torch::NoGradGuard no_grad;
+  AdaptersDisabled off;
+  r.disabled_logits = lm->logits(ids, positions);
+  return r;
+}
+
+}  // namespace
+
+class TestLoraReference : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void initTestCase();
+  void matchesPeft_data();
+  void matchesPeft();
+  void trainedAdapterLoadsInPeft_data();
+  void trainedAdapterLoadsInPeft();
+
+ private:
+  QTemporaryDir tmp_;
+  std::string batch_;
+};
+
+void TestLoraReference::initTestCase() {
+  QVERIFY(tmp_.isValid());
+  QProcess p;
+  p.start(QStringLiteral(STUDIO_PYTHON), {"-c", "import torch, transformers, peft"});
+  QVERIFY2(p.waitForFinished(120000) && p.exitCode() == 0,
+           qPrintable(QStringLiteral(STUDIO_PYTHON " cannot import torch, transformers and peft: "
+                                     "run scripts/setup.sh (the project's Python environment): ") +
+                      QString::fromUtf8(p.readAllStandardError())));
+  batch_ = tmp_.filePath("batch.safetensors").toStdString();
+  write_batch(batch_);
+}
+
+void TestLoraReference::matchesPeft_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<QString>("config");  // LoraConfig arguments
+  QTest::addColumn<bool>("base_reference");  // disabled logits are the base's (no modules_to_save)
+  QTest::newRow("llama: q, v") << "tiny-llama"
+                               << R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]})"
+                               << true;
+  QTest::newRow("qwen2 (biases, tied): all-linear, rslora")
+      << "tiny-qwen2" << R"({"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "use_rslora": true})"
+      << true;
+  QTest::newRow("llama: DoRA on o, down") << "tiny-llama"
+                                          << R"({"r": 4, "lora_alpha": 4, "target_modules": ["o_proj", "down_proj"], "use_dora": true})"
+                                          << true;
+  QTest::newRow("phi-3: fused qkv_proj, gate_up_proj")
+      << "tiny-phi3-longrope"
+      << R"({"r": 2, "lora_alpha": 5, "target_modules": ["qkv_proj", "gate_up_proj"]})" << true;
+  QTest::newRow("llama: modules_to_save lm_head and norm (every norm)")
+      << "tiny-llama"
+      << R"({"r": 4, "lora_alpha": 8, "target_modules": ["k_proj"], "modules_to_save": ["lm_head", "norm"]})"
+      << false;
+}
+
+void TestLoraReference::matchesPeft() {
+  QFETCH(QString, model);
+  QFETCH(QString, config);
+  QFETCH(bool, base_reference);
+  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const std::string dir = tmp_.filePath(tag + "-model").toStdString();
+  init_model_folder((kModels + "/" + model + "/config.json").toStdString(), dir, 3);
+  const QString cfg = tmp_.filePath(tag + ".json"), adapter = tmp_.filePath(tag + "-adapter"),
+                out = tmp_.filePath(tag + "-out.safetensors");
+  {
+    std::ofstream f(cfg.toStdString());
+    f << config.toStdString();
+  }
+  const QString error =
+      run_reference({"--model", QString::fromStdString(dir), "--config", cfg, "--init-out", adapter,
+                     "--batch", QString::fromStdString(batch_), "--out", out});
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+
+  const EngineRun ours = engine_run(dir, adapter.toStdString(), batch_);
+  const auto ref = SafetensorsFile::open(out.toStdString());
+  const double loss_err = std::abs(ours.loss.item<double>() - ref.tensor("loss").item<double>());
+  QVERIFY2(loss_err <= 1e-5, qPrintable(QString("loss %1 vs PEFT's %2")
+                                            .arg(ours.loss.item<double>(), 0, 'g', 10)
+                                            .arg(ref.tensor("loss").item<double>(), 0, 'g', 10)));
+  QVERIFY2(max_diff(ours.logits, ref.tensor("logits")) <= 1e-4,
+           qPrintable(QString("logits differ by %1").arg(max_diff(ours.logits, ref.tensor("logits")))));
+  if (base_reference) {
+    const double d = max_diff(ours.disabled_logits, ref.tensor("disabled_logits"));
+    QVERIFY2(d <= 1e-4, qPrintable(QString("adapter-disabled logits differ by %1").arg(d)));
+  }
+  // Every tensor of the adapter file has a gradient on both sides, and they agree.
+  int compared = 0;
+  for (const auto& name : ref.names()) {
+    if (name == "loss" || name == "logits" || name == "disabled_logits") continue;
+    auto it = ours.grads.find(name);
+    QVERIFY2(it != ours.grads.end() && it->second.defined(),
+             qPrintable(QString::fromStdString("the engine has no gradient for " + name)));
+    const auto theirs = ref.tensor(name);
+    const double scale = std::max(1.0, theirs.abs().max().item<double>());
+    const double d = max_diff(it->second, theirs);
+    QVERIFY2(d <= 1e-5 * scale,
+             qPrintable(QString::fromStdString(name) + QString(": gradients differ by %1 (up to %2)")
+                                                           .arg(d)
+                                                           .arg(scale)));
+    ++compared;
+  }
+  QCOMPARE(compared, static_cast<int>(ours.grads.size()));
+}
+
+void TestLoraReference::trainedAdapterLoadsInPeft_data() {
+  QTest::addColumn<QString>("extra");  // lines added to the training config
+  QTest::newRow("lora all, rank 4") << "lora_rank: 4\nlora_target: all\n";
+  QTest::newRow("dora on q,v, rslora, additional_target norm (every norm)")
+      << "lora_rank: 2\nlora_alpha: 6\nlora_target: q_proj,v_proj\nuse_dora: true\n"
+         "use_rslora: true\nadditional_target: norm\n";
+}
+
+void TestLoraReference::trainedAdapterLoadsInPeft() {
+  QFETCH(QString, extra);
+  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const std::string model = tmp_.filePath(tag + "-base").toStdString();
+  init_model_folder(STUDIO_SOURCE_DIR "/resources/demo/model/config.json", model, 7);
+  const QString out = tmp_.filePath(tag + "-run");
+  const QString yaml = tmp_.filePath(tag + ".yaml");
+  {
+    std::ofstream f(yaml.toStdString());
+    f << "model_name_or_path: " << model << "\nstage: sft\nfinetuning_type: lora\n"
+      << extra.toStdString() << "dataset: demo_sft\ndataset_dir: " STUDIO_SOURCE_DIR
+      << "/resources/demo/data\ntemplate: qwen\ncutoff_len: 64\nmax_samples: 32\noutput_dir: "
+      << out.toStdString()
+      << "\noverwrite_output_dir: true\nper_device_train_batch_size: 4\nlearning_rate: 0.01\n"
+         "max_steps: 4\nsave_steps: 2\nlogging_steps: 1\nseed: 5\n";
+  }
+  QProcess train;
+  train.start(QStringLiteral(STUDIO_TRAIN_EXE), {"train", yaml});
+  QVERIFY(train.waitForFinished(300000));
+  QVERIFY2(train.exitCode() == 0, train.readAllStandardError().constData());
+  for (const QString& folder : {out, out + "/checkpoint-2"}) {
+    QVERIFY(QFile::exists(folder + "/adapter_config.json"));
+    QVERIFY(QFile::exists(folder + "/adapter_model.safetensors"));
+    const QString ref = tmp_.filePath(tag + "-peft.safetensors");
+    const QString error = run_reference({"--model", QString::fromStdString(model), "--adapter",
+                                         folder, "--batch", QString::fromStdString(batch_),
+                                         "--out", ref});
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const EngineRun ours = engine_run(model, folder.toStdString(), batch_);
+    const auto theirs = SafetensorsFile::open(ref.toStdString());
+    const double d = max_diff(ours.logits, theirs.tensor("logits"));
+    QVERIFY2(d <= 1e-4, qPrintable(folder + QString(": logits differ from PEFT's by %1").arg(d)));
+    // The adapter changed the model: it is not a no-op that would pass trivially.
+    QVERIFY(max_diff(ours.logits, ours.disabled_logits) > 1e-3);
+  }
+}
+
+QTEST_GUILESS_MAIN(TestLoraReference)
+#include "tst_lora_reference.moc"
