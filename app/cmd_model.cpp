@@ -4,7 +4,10 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "studio/config/config_io.h"
+#include "studio/config/validate.h"
 #include "studio/trainer/batching/batch.h"
+#include "studio/trainer/export_model.h"
 #include "studio/trainer/loss.h"
 #include "studio/trainer/model_folder.h"
 
@@ -81,6 +84,45 @@ int cmd_init_model(const Argv& argv) {
   trainer::init_model_folder(*config, *out, static_cast<uint64_t>(seed), dt);
   std::cout << *out << "\n";
   return kExitOk;
+}
+
+int cmd_export(const Argv& argv) {
+  cli::Args args(argv, {"--set"}, {});
+  if (!args.ok() || args.positional().size() != 1)
+    return usage_error("export: " + (args.ok() ? std::string("expected one CONFIG.yaml")
+                                               : args.error()));
+  std::vector<std::string> sets;
+  for (size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == "--set") sets.push_back(argv[i + 1]);
+  LoadResult loaded = load_config_file(args.positional().front());
+  auto diags = loaded.diagnostics;
+  if (loaded.ok()) {
+    auto more = apply_overrides(loaded.config, sets);
+    diags.insert(diags.end(), more.begin(), more.end());
+  }
+  // An export file is not a training file: only its loading problems (malformed lines, refused
+  // keys such as export_quantization_bit) and the export's own keys are checked.
+  std::cerr << format_all(diags);
+  if (has_errors(diags)) return kExitInvalid;
+  RunConfig cfg = loaded.config;
+  if (cfg.model_name_or_path.empty()) return usage_error("export: model_name_or_path is not set");
+  resolve_hub_models(cfg);
+  try {
+    const auto r = trainer::export_merged_model(cfg);
+    std::cerr << "studio-train export: " << r.merged.size() << " adapter"
+              << (r.merged.size() == 1 ? "" : "s") << " merged into " << cfg.model_name_or_path
+              << ", " << r.weight_files.size() << " weight file"
+              << (r.weight_files.size() == 1 ? "" : "s") << " ("
+              << trainer::torch_dtype_name(r.dtype) << ", " << r.total_size << " bytes)\n";
+    std::cout << *cfg.export_dir << "\n";
+    return kExitOk;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "studio-train export: " << e.what() << "\n";
+    return kExitInvalid;
+  } catch (const std::exception& e) {
+    std::cerr << "studio-train export: " << e.what() << "\n";
+    return kExitFailed;
+  }
 }
 
 }  // namespace studio::app

@@ -24,6 +24,7 @@ int cmd_validate(const Argv& argv);
 int cmd_print_config(const Argv& argv);
 int cmd_logprobs(const Argv& argv);
 int cmd_init_model(const Argv& argv);
+int cmd_export(const Argv& argv);
 int cmd_train(const Argv& argv);
 int cmd_eval(const Argv& argv);
 int cmd_tokenize(const Argv& argv);

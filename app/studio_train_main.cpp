@@ -43,6 +43,10 @@ Commands:
               smallest_fitting_sp, longest_cutoff_len, long_context and the notes.
       --cpu   estimate a run on the CPU (the engine's CPU attention kernels, plain host
               buffers for offloaded activations) instead of CUDA.
+  export CONFIG.yaml [--set key=value ...]
+      LLaMA-Factory's export of adapters (its merge_lora examples): the base model of
+      model_name_or_path with every adapter_name_or_path merged, written to export_dir
+      as a transformers model folder (export_size GB per shard, infer_dtype).
   print-config CONFIG.yaml [--nproc N] [--nnodes M]
       Print the config as the engine runs it: every key, defaults filled in,
       unknown keys kept at the end.
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
     if (cmd == "preview") return cmd_preview(rest);
     if (cmd == "logprobs") return cmd_logprobs(rest);
     if (cmd == "init-model") return cmd_init_model(rest);
+    if (cmd == "export") return cmd_export(rest);
     if (cmd == "chat") return cmd_chat(rest);
     if (cmd == "supervise") return cmd_supervise(rest);
     if (cmd == "config-keys") return std::cout << studio::config_keys_markdown(), kExitOk;

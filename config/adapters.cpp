@@ -102,8 +102,8 @@ std::vector<std::string> lora_target_modules(const RunConfig& cfg, const ModelIn
   const auto linears = decoder_linears(model);
   std::vector<std::string> names;
   for (const auto& l : linears) names.push_back(l.name);
-  if (std::find(cfg.lora_target.begin(), cfg.lora_target.end(), "all") != cfg.lora_target.end())
-    return names;
+  // LLaMA-Factory expands `all` only as the one entry; in a list it is a module name (none).
+  if (cfg.lora_target.size() == 1 && cfg.lora_target.front() == "all") return names;
   std::vector<std::string> out;
   for (const auto& t : cfg.lora_target) {
     if (std::find(names.begin(), names.end(), t) == names.end()) {

@@ -405,6 +405,22 @@ const std::vector<FieldSpec>& config_fields() {
         field("freeze_extra_modules", "adapters", &R::freeze_extra_modules,
               "finetuning_type freeze: modules outside the layers trained too (embed_tokens, "
               "norm, lm_head)"),
+        // export
+        field("export_dir", "export", &R::export_dir,
+              "studio-train export: the folder the merged model is written to (the base with "
+              "every adapter_name_or_path merged, as transformers' save_pretrained writes it)"),
+        field("export_size", "export", &R::export_size,
+              "studio-train export: GB (10^9 bytes) of weights per shard", range(">= 1")),
+        field("export_device", "export", &R::export_device,
+              "studio-train export: cpu or auto; the merge streams one tensor at a time on the "
+              "CPU either way", range("cpu | auto")),
+        field("infer_dtype", "export", &R::infer_dtype,
+              "studio-train export: the merged weights' dtype; auto keeps the base's config.json "
+              "torch_dtype (float32 stays float32 on a machine without a GPU, as LLaMA-Factory)",
+              range("auto | float16 | bfloat16 | float32")),
+        field("export_legacy_format", "export", &R::export_legacy_format,
+              "studio-train export: true (pickle .bin files) is refused; transformers 5 writes "
+              "safetensors only"),
         // data
         field("dataset", "data", &R::dataset, "comma-separated names from dataset_info.json",
               required()),
@@ -627,6 +643,11 @@ std::string refused_extra_key(std::string_view key, const YAML::Node& value) {
   if (key == "pissa_init" && !off)
     return "PiSSA initialisation is not implemented: remove pissa_init (adapters start as PEFT's "
            "default initialisation)";
+  if (key == "export_quantization_bit" && !unset)
+    return "quantizing the export (GPTQ) is not implemented: remove export_quantization_bit";
+  if (key == "export_hub_model_id" && !unset)
+    return "studio-train uploads nothing: remove export_hub_model_id and upload export_dir "
+           "yourself";
   if (key == "use_llama_pro" && !off)
     return "LLaMA-Pro (training expanded blocks) is not implemented: remove use_llama_pro";
   if ((key == "use_galore" || key == "use_badam" || key == "use_apollo" ||

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <set>
 
 #include "checker.h"
@@ -39,9 +40,12 @@ const std::vector<V1Key>& v1_keys() {
       {"model_class", "", "llm; cls and other are refused"},
       {"init_config", "", "how LLaMA-Factory materialises the weights: no effect"},
       {"peft_config", "",
-       "refused unless null: full-parameter training only, as finetuning_type lora/freeze"},
+       "lora -> finetuning_type lora (r -> lora_rank, target_modules -> lora_target, "
+       "modules_to_save -> additional_target, the other options by their names; absent: v1's "
+       "lora_alpha 16 and lora_dropout 0.05); freeze -> finetuning_type freeze; null -> full; "
+       "other names and unknown options are refused"},
       {"kernel_config", "", "no effect: studio-train runs its own fused kernels (a warning)"},
-      {"quant_config", "", "refused unless null: quantized training is for adapters"},
+      {"quant_config", "", "refused unless null: QLoRA is not implemented yet"},
       {"train_dataset", "",
        "the dataset YAML (or a data file or folder) read in place of dataset_info.json: local "
        "entries with converter alpaca, sharegpt, pair or v1's messages format"},
@@ -112,6 +116,65 @@ const V1Key* find_v1_key(std::string_view key) {
   return nullptr;
 }
 
+// The v1 keys whose value the config holds: written from it and settable with --set. The others
+// are kept as the file wrote them.
+bool v1_owns(const V1Key& k) {
+  return !k.field.empty() || k.key == "train_dataset" || k.key == "eval_dataset" ||
+         k.key == "global_batch_size" || k.key == "peft_config";
+}
+
+// An option of v1's peft_config block (plugins/model_plugins/peft.py) and the field of the key
+// table it sets: v0's keys, under v1's names.
+struct PeftOption {
+  std::string_view plugin;  // lora | freeze
+  std::string_view option;  // as v1 spells it inside the block
+  std::string_view field;
+};
+
+constexpr PeftOption kPeftOptions[] = {
+    {"lora", "r", "lora_rank"},
+    {"lora", "lora_alpha", "lora_alpha"},
+    {"lora", "lora_dropout", "lora_dropout"},
+    {"lora", "target_modules", "lora_target"},
+    {"lora", "use_rslora", "use_rslora"},
+    {"lora", "use_dora", "use_dora"},
+    {"lora", "modules_to_save", "additional_target"},
+    {"lora", "adapter_name_or_path", "adapter_name_or_path"},
+    {"freeze", "freeze_trainable_layers", "freeze_trainable_layers"},
+    {"freeze", "freeze_trainable_modules", "freeze_trainable_modules"},
+    {"freeze", "freeze_extra_modules", "freeze_extra_modules"},
+};
+
+// v1's options of llamafactory-cli export, read from the same lora block: nothing in training.
+constexpr std::string_view kLoraExportOptions[] = {
+    "export_dir", "export_size", "export_hub_model_id", "infer_dtype", "export_legacy_format"};
+
+const PeftOption* find_peft_option(std::string_view plugin, std::string_view option) {
+  for (const auto& o : kPeftOptions)
+    if (o.plugin == plugin && o.option == option) return &o;
+  return nullptr;
+}
+
+const PeftOption* peft_option_of_field(std::string_view field) {
+  for (const auto& o : kPeftOptions)
+    if (o.field == field) return &o;
+  return nullptr;
+}
+
+// Every field peft_config sets back to the key table's default (full-parameter training), and
+// where a block placed it forgotten: a block is read onto all of them at once.
+void reset_adapter_fields(RunConfig& c) {
+  static const RunConfig defaults;
+  auto reset = [&](std::string_view field) {
+    const FieldSpec* f = find_field(field);
+    f->parse(f->to_node(defaults), c);
+    const std::string key(field);
+    c.source.key_pos.erase(key), c.source.value_pos.erase(key), c.source.spelled.erase(key);
+  };
+  reset("finetuning_type");
+  for (const auto& o : kPeftOptions) reset(o.field);
+}
+
 // The v1 key that sets a field of the key table ("" when none does).
 std::string_view v1_spelling(std::string_view field) {
   for (const auto& k : v1_keys())
@@ -127,6 +190,8 @@ const std::set<std::string_view>& fields_v1_spells_otherwise() {
                                     "gradient_accumulation_steps", "deepspeed"};
     for (const auto& k : v1_keys())
       if (!k.field.empty() && k.field != k.key && k.key != "dist_config") s.insert(k.field);
+    s.insert("finetuning_type");  // peft_config's name, and its options below
+    for (const auto& o : kPeftOptions) s.insert(o.field);
     return s;
   }();
   return fields;
@@ -163,6 +228,11 @@ YAML::Node plugin_block(const YAML::Node& v) {
 
 std::string scalar_or(const YAML::Node& n, const std::string& fallback = {}) {
   return n && n.IsScalar() ? n.Scalar() : fallback;
+}
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (size_t i = 0; (i = s.find(from, i)) != std::string::npos; i += to.size())
+    s.replace(i, from.size(), to);
 }
 
 const RunConfig& v1_defaults() {
@@ -225,6 +295,45 @@ YAML::Node dist_config_of(const RunConfig& c) {
   return n;
 }
 
+// peft_config as the adapter fields say it: every option v1 would otherwise default
+// differently from the key table (lora_alpha, lora_dropout), the rest where set.
+YAML::Node peft_config_of(const RunConfig& c) {
+  if (c.finetuning_type == FinetuningType::Full) return YAML::Node(YAML::NodeType::Null);
+  auto field = [&](std::string_view key) { return find_field(key)->to_node(c); };
+  // A name as v1 reads it (not split at commas), several as a list.
+  auto names = [](const std::vector<std::string>& v) {
+    if (v.size() == 1) return YAML::Node(v.front());
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const auto& name : v) list.push_back(name);
+    list.SetStyle(YAML::EmitterStyle::Flow);
+    return list;
+  };
+  YAML::Node n(YAML::NodeType::Map);
+  if (c.finetuning_type == FinetuningType::Freeze) {
+    n["name"] = "freeze";
+    n["freeze_trainable_layers"] = field("freeze_trainable_layers");
+    n["freeze_trainable_modules"] = field("freeze_trainable_modules");
+    if (!c.freeze_extra_modules.empty())
+      n["freeze_extra_modules"] = field("freeze_extra_modules");
+    return n;
+  }
+  n["name"] = "lora";
+  n["r"] = field("lora_rank");
+  // Without lora_alpha the key table means 2 x r; v1 would take 16.
+  const double alpha = c.lora_alpha.value_or(2.0 * static_cast<double>(c.lora_rank));
+  n["lora_alpha"] = alpha == std::floor(alpha) && std::abs(alpha) < 1e15
+                        ? YAML::Node(std::to_string(static_cast<int64_t>(alpha)))
+                        : field("lora_alpha");
+  n["lora_dropout"] = field("lora_dropout");
+  n["target_modules"] = names(c.lora_target);
+  if (c.use_rslora) n["use_rslora"] = "true";
+  if (c.use_dora) n["use_dora"] = "true";
+  if (!c.additional_target.empty()) n["modules_to_save"] = names(c.additional_target);
+  if (!c.adapter_name_or_path.empty())
+    n["adapter_name_or_path"] = names(c.adapter_name_or_path);
+  return n;
+}
+
 // The value a v1 key writes, translated back to v1's values.
 YAML::Node v1_value(const RunConfig& c, const V1Key& k) {
   const auto& d = c.v1;
@@ -235,6 +344,7 @@ YAML::Node v1_value(const RunConfig& c, const V1Key& k) {
     return d.global_batch_size ? YAML::Node(std::to_string(*d.global_batch_size))
                                : YAML::Node(YAML::NodeType::Null);
   if (k.key == "dist_config") return dist_config_of(c);
+  if (k.key == "peft_config") return peft_config_of(c);
   if (k.key == "max_steps" && c.max_steps <= 0) return YAML::Node(YAML::NodeType::Null);
   if (k.key == "save_steps" && c.save_steps == kSaveAtEndOnly)
     return YAML::Node(YAML::NodeType::Null);
@@ -372,6 +482,11 @@ class V1Reader {
         msg += "global_batch_size";
       else if (key == "deepspeed")
         msg += "dist_config: {name: deepspeed, config_file: ...}";
+      else if (key == "finetuning_type")
+        msg += "peft_config: {name: lora} or {name: freeze} (none: full)";
+      else if (const PeftOption* o = peft_option_of_field(key))
+        msg += "peft_config: {name: " + std::string(o->plugin) + ", " + std::string(o->option) +
+               ": ...}";
       else
         msg += "`" + std::string(v1) + "`";
       return problem(Severity::Error, kp, key, msg);
@@ -418,6 +533,7 @@ class V1Reader {
       return;
     }
     if (key == "dist_config") return read_dist_config(v, vp);
+    if (key == "peft_config") return read_peft_config(v, kp, vp);
     keep(key, v, kp);
     if (is_null(v) && key != "model_class" && key != "batching_strategy") return;
     const std::string value = scalar_or(v);
@@ -428,7 +544,7 @@ class V1Reader {
       error(
           "studio-train renders named chat templates, not Jinja: remove custom_chat_template "
           "and give `template:` the named template that renders like it (docs/templates.md)");
-    } else if (key == "peft_config" || key == "quant_config" || key == "kernel_config" ||
+    } else if (key == "quant_config" || key == "kernel_config" ||
                key == "init_config" || key == "optim_config" || key == "lr_scheduler_config") {
       read_plugin(key, plugin_block(v), vp);
     } else if (key == "batching_strategy") {
@@ -463,22 +579,19 @@ class V1Reader {
 
   // LLaMA-Factory v1 plugin blocks: {name: ..., options}.
   void read_plugin(const std::string& key, const YAML::Node& block, SourcePos vp) {
-    if (!block.IsMap() || !block["name"] || !block["name"].IsScalar())
+    const bool named = block.IsMap() && block["name"] && block["name"].IsScalar();
+    if (key == "quant_config") {
+      // v0's refusal of quantization_bit, in v1's words.
+      std::string why = refused_extra_key("quantization_bit", YAML::Node("4"));
+      replace_all(why, "quantization_bit", "quant_config");
+      replace_all(why, "finetuning_type lora", "peft_config lora");
+      return problem(Severity::Error, named ? yaml_pos(block["name"]) : vp, key, why);
+    }
+    if (!named)
       return problem(Severity::Error, vp, key,
                      "needs a `name` (LLaMA-Factory v1 requires one in every *_config block)");
     const std::string name = block["name"].Scalar();
     const SourcePos np = yaml_pos(block["name"]);
-    if (key == "peft_config") {
-      // The refusal of finetuning_type lora / freeze, word for word.
-      RunConfig scratch;
-      std::string why = find_field("finetuning_type")->parse(YAML::Node(name), scratch);
-      if (why.empty()) why = "'" + name + "' is not supported";
-      return problem(Severity::Error, np, key, why);
-    }
-    if (key == "quant_config")
-      return problem(Severity::Error, np, key,
-                     "quantized training is for adapters (QLoRA); studio-train trains full "
-                     "weights: remove quant_config");
     if (key == "optim_config")
       return problem(Severity::Error, np, key,
                      refused_extra_key("optim", YAML::Node(name)) + ": remove optim_config");
@@ -497,6 +610,135 @@ class V1Reader {
               "'" + name +
                   "': how LLaMA-Factory materialises the weights before sharding: no "
                   "effect (studio-train loads a layer at a time at ZeRO-3)");
+  }
+
+  // peft_config: lora and freeze onto the adapter fields, v1's defaults where the block is
+  // silent. Each option is placed where the block writes it and spelled peft_config.OPTION, so
+  // that what validate says about lora_rank lands at `r`; an option left out is placed at the
+  // block's name.
+  void read_peft_config(const YAML::Node& raw, SourcePos kp, SourcePos vp) {
+    reset_adapter_fields(cfg_);
+    if (is_null(raw)) return;
+    const YAML::Node block = plugin_block(raw);
+    // A block given as JSON text has positions of its own text: use the value's.
+    auto pos = [&](const YAML::Node& n) { return raw.IsMap() ? yaml_pos(n) : vp; };
+    if (!block.IsMap() || !block["name"] || !block["name"].IsScalar())
+      return problem(Severity::Error, vp, "peft_config",
+                     "needs a `name` (LLaMA-Factory v1 requires one in every *_config block)",
+                     "lora | freeze");
+    const std::string name = block["name"].Scalar();
+    const SourcePos np = pos(block["name"]);
+    if (name != "lora" && name != "freeze") {
+      const auto& refused = detail::EnumInfo<FinetuningType>::refused();
+      RunConfig scratch;  // a refused finetuning_type (oft) is refused in its words
+      const std::string why =
+          std::find(refused.begin(), refused.end(), name) != refused.end()
+              ? find_field("finetuning_type")->parse(YAML::Node(name), scratch)
+              : "'" + name + "' is not a PEFT plugin of LLaMA-Factory v1" +
+                    (name == "full" ? ": for full-parameter training leave peft_config out" : "");
+      return problem(Severity::Error, np, "peft_config", why, "lora | freeze");
+    }
+    cfg_.finetuning_type = name == "lora" ? FinetuningType::Lora : FinetuningType::Freeze;
+    place("finetuning_type", "peft_config", kp, np);
+    if (name == "lora") {  // v1's defaults, not the key table's (2 x r, 0)
+      cfg_.lora_alpha = 16;
+      cfg_.lora_dropout = 0.05;
+    }
+    std::vector<std::string_view> options;
+    for (const auto& o : kPeftOptions) {
+      if (o.plugin != name) continue;
+      options.push_back(o.option);
+      cfg_.source.value_pos[std::string(o.field)] = np;
+      cfg_.source.spelled[std::string(o.field)] = "peft_config." + std::string(o.option);
+    }
+    for (const auto& kv : block) {
+      const std::string option = scalar_or(kv.first);
+      if (option == "name") continue;
+      const std::string spelled = "peft_config." + option;
+      const SourcePos op = pos(kv.first);
+      const SourcePos ovp = is_null(kv.second) ? op : pos(kv.second);
+      if (const PeftOption* o = find_peft_option(name, option)) {
+        place(std::string(o->field), spelled, op, ovp);
+        if (std::string err = read_peft_option(o->field, kv.second); !err.empty())
+          problem(Severity::Error, ovp, spelled, err, find_field(o->field)->allowed);
+        continue;
+      }
+      const bool export_option = name == "lora" && std::find(std::begin(kLoraExportOptions),
+                                                             std::end(kLoraExportOptions),
+                                                             option) != std::end(kLoraExportOptions);
+      if (export_option) {
+        problem(Severity::Warning, op, spelled,
+                "llamafactory-cli export's option: no effect on training");
+        continue;
+      }
+      if (name == "freeze" && option == "cast_trainable_params_to_fp32") {
+        bool cast = true;
+        if (!is_null(kv.second) && yaml_bool(kv.second, cast) && !cast)
+          problem(Severity::Warning, ovp, spelled,
+                  "no effect: studio-train keeps fp32 master copies of the trained weights");
+        continue;
+      }
+      // LLaMA-Factory 0.9.5 passes over an option it does not know; later versions refuse it.
+      // A misspelt r would train at the default rank, so it is refused here.
+      std::string msg = "not an option of peft_config " + name;
+      const PeftOption* v0 = peft_option_of_field(option);
+      std::string near = v0 && v0->plugin == name ? std::string(v0->option)
+                                                  : suggest_key(option, options);
+      if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+      std::string allowed;
+      for (auto o : options) allowed += (allowed.empty() ? "" : " | ") + std::string(o);
+      problem(Severity::Error, op, spelled, msg, allowed);
+    }
+  }
+
+  // One option of a peft_config block onto its field: "" or what is wrong with the value, the
+  // field then keeping v1's default.
+  std::string read_peft_option(std::string_view field, const YAML::Node& v) {
+    const std::string text = scalar_or(v);
+    // target_modules, modules_to_save, adapter_name_or_path: one name (v1 does not split it at
+    // commas; PEFT matches it whole) or a list of names.
+    auto names = [&](std::vector<std::string>& out, bool nullable) -> std::string {
+      if (is_null(v)) {
+        if (!nullable) return "needs a value: all, a module name or a list of them";
+        return out.clear(), "";
+      }
+      std::vector<std::string> read;
+      if (v.IsScalar()) {
+        read.push_back(text);
+      } else if (v.IsSequence()) {
+        for (const auto& item : v) {
+          if (!item.IsScalar())
+            return "expected a list of names, got a list holding " + detail::yaml_kind(item);
+          read.push_back(item.Scalar());
+        }
+      } else {
+        return "expected a name or a list of names, got " + detail::yaml_kind(v);
+      }
+      if (std::count(read.begin(), read.end(), std::string())) return "an empty name";
+      if (read.empty() && !nullable) return "expected at least one name, got an empty list";
+      return out = std::move(read), "";
+    };
+    if (field == "lora_target") return names(cfg_.lora_target, false);
+    if (field == "additional_target") return names(cfg_.additional_target, true);
+    if (field == "adapter_name_or_path") {
+      std::vector<std::string> paths;
+      if (std::string err = names(paths, true); !err.empty()) return err;
+      if (paths.size() > 1)  // v1's load_adapter, in training
+        return "LLaMA-Factory v1 trains a single adapter further and refuses several: merge "
+               "the others into the base model first";
+      return cfg_.adapter_name_or_path = std::move(paths), "";
+    }
+    if ((field == "use_rslora" || field == "use_dora") && is_null(v)) return "";  // falsy in v1
+    if (is_null(v) && field != "freeze_extra_modules") return "needs a value";
+    RunConfig tried;  // the value is read here first, so that a refused one sets nothing
+    if (std::string err = find_field(field)->parse(v, tried); !err.empty()) return err;
+    if (field == "lora_rank" && tried.lora_rank < 1)
+      return "expected a rank of at least 1, got " + text;
+    if (field == "lora_alpha" && !(*tried.lora_alpha > 0))
+      return "expected a positive number, got " + text;
+    if (field == "lora_dropout" && !(tried.lora_dropout >= 0 && tried.lora_dropout < 1))
+      return "expected a probability in [0, 1), got " + text;
+    return find_field(field)->parse(v, cfg_);
   }
 
   void read_dist_config(const YAML::Node& raw, SourcePos vp) {
@@ -580,9 +822,7 @@ class V1Reader {
 // The text a key of a v1 file writes as now: a v1 key in v1's values, studio-train's own keys
 // by the key table, kept keys as kept.
 std::string written_text(const RunConfig& c, const std::string& key) {
-  if (const V1Key* spec = find_v1_key(key);
-      spec && (!spec->field.empty() || key == "train_dataset" || key == "eval_dataset" ||
-               key == "global_batch_size"))
+  if (const V1Key* spec = find_v1_key(key); spec && v1_owns(*spec))
     return yaml_text(v1_value(c, *spec));
   if (const FieldSpec* f = find_field(key)) return yaml_text(f->to_node(c));
   for (const auto& x : c.extra_keys)
@@ -617,9 +857,7 @@ void read_llamafactory_v1(const YAML::Node& root, LoadResult& res) {
 bool apply_llamafactory_v1_override(RunConfig& cfg, const std::string& key, const YAML::Node& value,
                                     const std::string& where, std::vector<Diagnostic>& diags) {
   const V1Key* spec = find_v1_key(key);
-  const bool settable = spec && (!spec->field.empty() || key == "train_dataset" ||
-                                 key == "eval_dataset" || key == "global_batch_size");
-  if (!settable) return false;
+  if (!spec || !v1_owns(*spec)) return false;
   LoadResult res;
   res.config = cfg;
   V1Reader reader(res);
@@ -632,8 +870,10 @@ bool apply_llamafactory_v1_override(RunConfig& cfg, const std::string& key, cons
   cfg = std::move(res.config);
   // Given on the command line: no position in the file, but given (saved and checked).
   for (auto* pos : {&cfg.source.key_pos, &cfg.source.value_pos})
-    for (auto& [field, p] : *pos)
-      if (field == key || cfg.source.spelling(field) == key) p = SourcePos{};
+    for (auto& [field, p] : *pos) {
+      const std::string& spelled = cfg.source.spelling(field);
+      if (field == key || spelled == key || spelled.rfind(key + ".", 0) == 0) p = SourcePos{};
+    }
   return true;
 }
 
@@ -654,9 +894,7 @@ std::string llamafactory_v1_yaml(const RunConfig& cfg, bool full) {
   }
   for (const auto& k : v1_keys()) {
     if (done.count(std::string(k.key))) continue;
-    const bool own = !k.field.empty() || k.key == "train_dataset" || k.key == "eval_dataset" ||
-                     k.key == "global_batch_size";
-    if (!own) continue;
+    if (!v1_owns(k)) continue;
     YAML::Node value = v1_value(cfg, k);
     const bool dpo_key =
         std::find(std::begin(kDpoKeys), std::end(kDpoKeys), k.key) != std::end(kDpoKeys);
@@ -699,7 +937,9 @@ std::string llamafactory_v1_keys_markdown() {
       {"train_dataset", "`dataset`, `dataset_dir`"},
       {"eval_dataset", "`eval_dataset`"},
       {"global_batch_size", "`gradient_accumulation_steps`"},
-      {"dist_config", "`zero_stage`, `offload_param`, `deepspeed`"}};
+      {"dist_config", "`zero_stage`, `offload_param`, `deepspeed`"},
+      {"peft_config", "`finetuning_type`, `lora_*`, `additional_target`, `use_rslora`, "
+                      "`use_dora`, `adapter_name_or_path`, `freeze_*`"}};
   auto cell = [](std::string text) {
     for (size_t i = 0; (i = text.find('|', i)) != std::string::npos; i += 2) text.insert(i, "\\");
     return text;

@@ -168,7 +168,7 @@ class Estimator {
            ": only they have gradients, fp32 masters and AdamW states; the frozen weights are "
            "held in the compute dtype" +
            (zero_ >= 3 ? std::string(", cut into pieces at ZeRO-3") : std::string()) + ".");
-    const double unsharded = e * P + (p_.mixed ? 4 * P : 0) + 4 * P + 8 * P;
+    const double unsharded = e * P + (p_.mixed ? 4 * T : 0) + 4 * T + 8 * T;
     if (cfg_.bf16 || cfg_.fp16 || cfg_.pure_bf16)
       note(std::string(cfg_.fp16 ? "fp16 (which studio-train refuses: it has no loss scaling; "
                                    "estimated as bf16)"
@@ -202,7 +202,7 @@ class Estimator {
            "norm and LM head (" + format_count(static_cast<int64_t>(outer_params_)) +
            " parameters) for each micro-batch, and two decoder layers at a time (" +
            format_count(static_cast<int64_t>(layer_params_)) + " parameters each)" +
-           (reference_runs()
+           (reference_runs() && !reference_is_base()
                 ? std::string("; while the reference runs, its own embeddings and head and "
                               "two of its layers")
                 : std::string()) +
@@ -499,7 +499,8 @@ class Estimator {
                           (asft() ? 8 + low : 0));
     // ASFT: the reference's final hidden states and the rows of them the loss reads.
     const double reference_rows = asft() ? 2 * e * h_ * t : 0;
-    const double head_grad = 4 * vocab_ * h_, hidden_grad = e * h_ * t,
+    // The head's fp32 gradient only when the head trains (lora and freeze leave it frozen).
+    const double head_grad = head_trained_ ? 4 * vocab_ * h_ : 0, hidden_grad = e * h_ * t,
                  rows = e * h_ * t + reference_rows;
     // SFT forms both gradients in its forward and keeps them; DPO keeps the rows it read and
     // forms the gradients in its backward (the upstream gradient differs per sequence). Either

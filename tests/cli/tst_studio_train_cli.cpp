@@ -394,11 +394,12 @@ void TestStudioTrainCli::llamaFactoryV1Files_data() {
                               << "sequence parallel 2 (ulysses), cutoff_len 2048";
   QTest::newRow("padding_free") << "train_full_padding_free.yaml" << 0 << "valid:";
   QTest::newRow("dpo") << "train_full_dpo.yaml" << 0 << "valid: LLaMA-Factory v1, stage dpo";
-  QTest::newRow("lora refused")
-      << "train_lora_sft.yaml" << 2
-      << "train_lora_sft.yaml:6:9: peft_config: 'lora' is not supported: studio-train does "
-         "full-parameter training only; remove the adapter settings or use LLaMA-Factory for "
-         "adapter training";
+  QTest::newRow("lora") << "train_lora_sft.yaml" << 0 << "valid: LLaMA-Factory v1, stage sft";
+  QTest::newRow("freeze") << "train_freeze_sft.yaml" << 0 << "valid: LLaMA-Factory v1, stage sft";
+  QTest::newRow("qlora refused")
+      << "train_qlora.yaml" << 2
+      << "train_qlora.yaml:7:9: quant_config: QLoRA (a quantized base under the adapters) is not "
+         "implemented yet: remove quant_config";
   QTest::newRow("muon refused") << "train_full_muon.yaml" << 2
                                 << "train_full_muon.yaml:8:9: optim_config: studio-train trains "
                                    "with AdamW; 'muon' is not available";

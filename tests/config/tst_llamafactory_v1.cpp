@@ -1,8 +1,8 @@
 // LLaMA-Factory v1 configs (config/llamafactory_v1*.cpp): the files of tests/fixtures/configs/v1,
-// written as LLaMA-Factory's examples/v1 are, load unchanged; their keys land on the run config;
-// what is refused says so at the key's line; the world decides the accumulation; the model's chat
-// template decides the template; the dataset YAML's rows are read; and a config saves back in v1
-// form, edits in v1's spelling.
+// written as LLaMA-Factory's examples/v1 are, load unchanged; their keys land on the run config
+// (peft_config's on the adapter keys, with v1's defaults); what is refused says so at the key's
+// line; the world decides the accumulation; the model's chat template decides the template; the
+// dataset YAML's rows are read; and a config saves back in v1 form, edits in v1's spelling.
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
@@ -111,6 +111,13 @@ class TestLlamaFactoryV1 : public QObject {
   void detectsTheForm();
   void mapsKeys_data();
   void mapsKeys();
+  void peftConfigBlocks_data();
+  void peftConfigBlocks();
+  void peftConfigProblemsAreLocated_data();
+  void peftConfigProblemsAreLocated();
+  void adapterExamplesValidate_data();
+  void adapterExamplesValidate();
+  void peftConfigSavesBack();
   void validatesOnEightProcesses_data();
   void validatesOnEightProcesses();
   void worldSetsAccumulationAndPrecision();
@@ -223,6 +230,41 @@ void TestLlamaFactoryV1::mapsKeys_data() {
   QTest::newRow("pref_loss simpo") << simpo << "pref_loss" << "simpo";
   QTest::newRow("simpo_gamma") << simpo << "simpo_gamma" << "0.8";
   QTest::newRow("simpo: stage dpo") << simpo << "stage" << "dpo";
+  // peft_config onto the adapter keys: the fixtures, and LLaMA-Factory's examples/v1 as shipped.
+  const QString lora = "train_lora_sft.yaml";
+  QTest::newRow("lora") << lora << "finetuning_type" << "lora";
+  QTest::newRow("lora: r") << lora << "lora_rank" << "16";
+  QTest::newRow("lora: lora_alpha") << lora << "lora_alpha" << "32.0";
+  QTest::newRow("lora: lora_dropout") << lora << "lora_dropout" << "0.05";
+  QTest::newRow("lora: target_modules all") << lora << "lora_target" << "all";
+  QTest::newRow("lora: no modules_to_save") << lora << "additional_target" << "~";
+  QTest::newRow("lora: no adapter") << lora << "adapter_name_or_path" << "~";
+  QTest::newRow("lora: no rslora") << lora << "use_rslora" << "false";
+  const QString freeze = "train_freeze_sft.yaml";
+  QTest::newRow("freeze") << freeze << "finetuning_type" << "freeze";
+  QTest::newRow("freeze: layers") << freeze << "freeze_trainable_layers" << "2";
+  QTest::newRow("freeze: modules") << freeze << "freeze_trainable_modules" << "all";
+  QTest::newRow("freeze: no extra modules") << freeze << "freeze_extra_modules" << "~";
+  const QString lf = "../lf_examples/";
+  QTest::newRow("examples/v1 lora sft") << lf + lora << "finetuning_type" << "lora";
+  QTest::newRow("examples/v1 lora sft: r") << lf + lora << "lora_rank" << "16";
+  QTest::newRow("examples/v1 lora sft: alpha") << lf + lora << "lora_alpha" << "32.0";
+  QTest::newRow("examples/v1 lora sft: dropout") << lf + lora << "lora_dropout" << "0.05";
+  QTest::newRow("examples/v1 lora sft: template") << lf + lora << "template" << "qwen3_nothink";
+  const QString rank0 = lf + "train_lora_sft_rank0.yaml";
+  QTest::newRow("examples/v1 lora rank0") << rank0 << "finetuning_type" << "lora";
+  QTest::newRow("examples/v1 lora rank0: r") << rank0 << "lora_rank" << "16";
+  QTest::newRow("examples/v1 lora rank0: target") << rank0 << "lora_target" << "all";
+  QTest::newRow("examples/v1 lora rank0: bf16") << rank0 << "bf16" << "true";
+  QTest::newRow("examples/v1 freeze") << lf + freeze << "finetuning_type" << "freeze";
+  QTest::newRow("examples/v1 freeze: layers") << lf + freeze << "freeze_trainable_layers" << "2";
+  QTest::newRow("examples/v1 freeze: modules") << lf + freeze << "freeze_trainable_modules"
+                                               << "all";
+  QTest::newRow("examples/v1 freeze: extra null") << lf + freeze << "freeze_extra_modules" << "~";
+  const QString lora_dpo = lf + "train_lora_dpo.yaml";
+  QTest::newRow("examples/v1 lora dpo") << lora_dpo << "finetuning_type" << "lora";
+  QTest::newRow("examples/v1 lora dpo: r") << lora_dpo << "lora_rank" << "16";
+  QTest::newRow("examples/v1 lora dpo: dropout") << lora_dpo << "lora_dropout" << "0.05";
 }
 
 void TestLlamaFactoryV1::mapsKeys() {
@@ -233,6 +275,243 @@ void TestLlamaFactoryV1::mapsKeys() {
   QVERIFY2(r.ok(), format_all(r.diagnostics).c_str());
   QVERIFY(r.config.is_v1());
   QCOMPARE(valueOf(r.config, key.toLatin1().constData()), value);
+}
+
+// A peft_config block's options, and v1's defaults for those it leaves out: lora_alpha 16 and
+// lora_dropout 0.05 (v0's keys default to 2 x lora_rank and 0).
+void TestLlamaFactoryV1::peftConfigBlocks_data() {
+  QTest::addColumn<QString>("block");  // the value of peft_config
+  QTest::addColumn<QString>("key");    // of the key table
+  QTest::addColumn<QString>("value");
+  QTest::newRow("lora: rank 8") << "{name: lora}" << "lora_rank" << "8";
+  QTest::newRow("lora: alpha 16") << "{name: lora}" << "lora_alpha" << "16.0";
+  QTest::newRow("lora: alpha 16 whatever r") << "{name: lora, r: 64}" << "lora_alpha" << "16.0";
+  QTest::newRow("lora: dropout 0.05") << "{name: lora}" << "lora_dropout" << "0.05";
+  QTest::newRow("lora: all modules") << "{name: lora}" << "lora_target" << "all";
+  QTest::newRow("lora: no rslora") << "{name: lora}" << "use_rslora" << "false";
+  QTest::newRow("lora: dropout 0") << "{name: lora, lora_dropout: 0}" << "lora_dropout" << "0.0";
+  QTest::newRow("one target module") << "{name: lora, target_modules: q_proj}" << "lora_target"
+                                      << "q_proj";
+  QTest::newRow("a list of target modules")
+      << "{name: lora, target_modules: [q_proj, v_proj]}" << "lora_target" << "q_proj,v_proj";
+  QTest::newRow("use_dora") << "{name: lora, use_dora: true}" << "use_dora" << "true";
+  QTest::newRow("use_rslora") << "{name: lora, use_rslora: true}" << "use_rslora" << "true";
+  QTest::newRow("modules_to_save") << "{name: lora, modules_to_save: [embed_tokens, norm]}"
+                                   << "additional_target" << "embed_tokens,norm";
+  QTest::newRow("modules_to_save null") << "{name: lora, modules_to_save: null}"
+                                        << "additional_target" << "~";
+  QTest::newRow("one adapter, trained further") << "{name: lora, adapter_name_or_path: out/a}"
+                                                << "adapter_name_or_path" << "out/a";
+  QTest::newRow("export options: no effect") << "{name: lora, r: 4, export_dir: x}"
+                                             << "lora_rank" << "4";
+  QTest::newRow("freeze: 2 layers") << "{name: freeze}" << "freeze_trainable_layers" << "2";
+  QTest::newRow("freeze: all modules") << "{name: freeze}" << "freeze_trainable_modules"
+                                       << "all";
+  QTest::newRow("freeze: first layers") << "{name: freeze, freeze_trainable_layers: -1}"
+                                        << "freeze_trainable_layers" << "-1";
+  QTest::newRow("freeze: modules split at commas")
+      << "{name: freeze, freeze_trainable_modules: 'self_attn, mlp'}"
+      << "freeze_trainable_modules" << "self_attn,mlp";
+  QTest::newRow("freeze: extra modules") << "{name: freeze, freeze_extra_modules: [embed_tokens]}"
+                                         << "freeze_extra_modules" << "embed_tokens";
+  QTest::newRow("freeze: the lora defaults stay v0's") << "{name: freeze}" << "lora_alpha"
+                                                      << "~";
+  QTest::newRow("null: full") << "null" << "finetuning_type" << "full";
+  QTest::newRow("JSON text, as get_plugin_config reads it")
+      << "'{\"name\": \"lora\", \"r\": 4}'" << "lora_rank" << "4";
+}
+
+void TestLlamaFactoryV1::peftConfigBlocks() {
+  QFETCH(QString, block);
+  QFETCH(QString, key);
+  QFETCH(QString, value);
+  const LoadResult r = load_config_string(
+      "model: m\ntrain_dataset: d.yaml\noutput_dir: o\npeft_config: " + block.toStdString() + "\n",
+      "p.yaml");
+  QVERIFY2(r.ok(), format_all(r.diagnostics).c_str());
+  QCOMPARE(valueOf(r.config, key.toLatin1().constData()), value);
+}
+
+// Each problem of a block at its own line and column, named peft_config.OPTION; what validate
+// finds in an option's value lands there too.
+void TestLlamaFactoryV1::peftConfigProblemsAreLocated_data() {
+  QTest::addColumn<QString>("block");     // lines after `peft_config:` (line 4)
+  QTest::addColumn<QString>("fragment");  // in the formatted load and validate diagnostics
+  QTest::newRow("r 0") << "  name: lora\n  r: 0\n"
+                       << "p.yaml:6:6: peft_config.r: expected a rank of at least 1, got 0 "
+                          "(allowed: >= 1)";
+  QTest::newRow("r not a number") << "  name: lora\n  r: sixteen\n"
+                                  << "p.yaml:6:6: peft_config.r: expected a whole number, got "
+                                     "'sixteen'";
+  QTest::newRow("dropout 1") << "  name: lora\n  lora_dropout: 1\n"
+                             << "p.yaml:6:17: peft_config.lora_dropout: expected a probability "
+                                "in [0, 1), got 1 (allowed: 0 <= p < 1)";
+  QTest::newRow("alpha 0") << "  name: lora\n  lora_alpha: 0\n"
+                           << "p.yaml:6:15: peft_config.lora_alpha: expected a positive number";
+  QTest::newRow("use_dora not a bool") << "  name: lora\n  use_dora: sometimes\n"
+                                       << "p.yaml:6:13: peft_config.use_dora: expected true or "
+                                          "false";
+  QTest::newRow("target_modules a mapping")
+      << "  name: lora\n  target_modules: {q: 1}\n"
+      << "p.yaml:6:19: peft_config.target_modules: expected a name or a list of names, got a "
+         "mapping";
+  QTest::newRow("v0's name inside the block")
+      << "  name: lora\n  lora_rank: 16\n"
+      << "p.yaml:6:3: peft_config.lora_rank: not an option of peft_config lora (did you mean "
+         "'r'?)";
+  QTest::newRow("a misspelt option") << "  name: lora\n  lora_dropuot: 0.1\n"
+                                     << "p.yaml:6:3: peft_config.lora_dropuot: not an option of "
+                                        "peft_config lora (did you mean 'lora_dropout'?)";
+  QTest::newRow("two adapters")
+      << "  name: lora\n  adapter_name_or_path: [a, b]\n"
+      << "p.yaml:6:25: peft_config.adapter_name_or_path: LLaMA-Factory v1 trains a single "
+         "adapter further";
+  QTest::newRow("oft") << "  name: oft\n"
+                       << "p.yaml:5:9: peft_config: 'oft' is not supported: OFT adapters are not "
+                          "implemented in studio-train";
+  QTest::newRow("full") << "  name: full\n"
+                        << "p.yaml:5:9: peft_config: 'full' is not a PEFT plugin of "
+                           "LLaMA-Factory v1: for full-parameter training leave peft_config out";
+  QTest::newRow("no name") << "  r: 8\n"
+                           << "p.yaml:5:3: peft_config: needs a `name`";
+  // validate's checks, at the option.
+  QTest::newRow("validate: a module the model lacks")
+      << "  name: lora\n  target_modules: [q_proj, fc1]\n"
+      << "p.yaml:6:19: peft_config.target_modules: 'fc1' is not a linear layer of "
+         "Qwen2ForCausalLM's decoder layers";
+  QTest::newRow("validate: freeze_trainable_layers 0")
+      << "  name: freeze\n  freeze_trainable_layers: 0\n"
+      << "p.yaml:6:28: peft_config.freeze_trainable_layers: must not be 0";
+  QTest::newRow("validate: stage rm with lora, at the name")
+      << "  name: lora\nstage: rm\n"
+      << "p.yaml:5:9: peft_config: stage rm with lora is not implemented";
+  // v0's keys in a v1 file: v1 says them in the block.
+  QTest::newRow("lora_rank beside the block")
+      << "  name: lora\nlora_rank: 4\n"
+      << "p.yaml:6:1: lora_rank: a LLaMA-Factory v1 file says this with peft_config: {name: "
+         "lora, r: ...}";
+  QTest::newRow("finetuning_type in a v1 file")
+      << "  name: lora\nfinetuning_type: lora\n"
+      << "p.yaml:6:1: finetuning_type: a LLaMA-Factory v1 file says this with peft_config";
+}
+
+void TestLlamaFactoryV1::peftConfigProblemsAreLocated() {
+  QFETCH(QString, block);
+  QFETCH(QString, fragment);
+  const std::string yaml = "model: " + kDemoModel.toStdString() +
+                           "\ntrain_dataset: data/sft.yaml\noutput_dir: o\npeft_config:\n" +
+                           block.toStdString();
+  const LoadResult loaded = load_config_string(yaml, "p.yaml");
+  auto diags = loaded.diagnostics;
+  const auto more = validate_config(loaded.config, world(1));
+  diags.insert(diags.end(), more.begin(), more.end());
+  QVERIFY(has_errors(diags));
+  const QString text = QString::fromStdString(format_all(diags));
+  QVERIFY2(text.contains(fragment), qPrintable(text));
+}
+
+// LLaMA-Factory's examples/v1 adapter files with the demo model and this folder's datasets in
+// place of Qwen/Qwen3-4B and data/v1_*_demo.yaml: valid, validate's notes at the block's options.
+void TestLlamaFactoryV1::adapterExamplesValidate_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<QString>("stage");
+  QTest::addColumn<QString>("fragment");  // in the formatted diagnostics, or "valid"
+  QTest::newRow("lora sft") << "train_lora_sft.yaml" << "sft" << "valid";
+  QTest::newRow("lora sft, init on rank 0") << "train_lora_sft_rank0.yaml" << "sft" << "valid";
+  QTest::newRow("freeze sft") << "train_freeze_sft.yaml" << "sft" << "valid";
+  QTest::newRow("lora dpo: dropout off, said at lora_dropout")
+      << "train_lora_dpo.yaml" << "dpo"
+      << ":9:17: peft_config.lora_dropout: note: stage dpo trains without dropout";
+}
+
+void TestLlamaFactoryV1::adapterExamplesValidate() {
+  QFETCH(QString, file);
+  QFETCH(QString, stage);
+  QFETCH(QString, fragment);
+  QString yaml = readAll(QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs/lf_examples/") + file);
+  QVERIFY(yaml.contains("model: Qwen/Qwen3-4B\n"));
+  yaml.replace("model: Qwen/Qwen3-4B\n", "model: ../../../../resources/demo/model\n")
+      .replace("data/v1_sft_demo.yaml", "data/sft.yaml")
+      .replace("data/v1_dpo_demo.yaml", "data/dpo.yaml");
+  LoadResult loaded = load_config_string(yaml.toStdString(), file.toStdString());
+  auto diags = loaded.diagnostics;
+  resolve_llamafactory_v1(loaded.config, world(4));
+  const auto more = validate_config(loaded.config, world(4));
+  diags.insert(diags.end(), more.begin(), more.end());
+  const QString text = QString::fromStdString(format_all(diags));
+  QVERIFY2(!has_errors(diags), qPrintable(text));
+  QCOMPARE(QString::fromUtf8(to_string(loaded.config.stage).data()), stage);
+  QVERIFY(loaded.config.finetuning_type != FinetuningType::Full);
+  if (fragment != "valid") QVERIFY2(text.contains(fragment), qPrintable(text));
+}
+
+// Saved unchanged, the block is written as the file wrote it; saved after an edit of the adapter
+// keys (the wizard's), it says the new values in v1's spelling and loads back to them.
+void TestLlamaFactoryV1::peftConfigSavesBack() {
+  const QString file = kDir + "/train_lora_sft.yaml";
+  const RunConfig loaded = loadFixture("train_lora_sft.yaml").config;
+  const std::string block =
+      "peft_config:\n  name: lora\n  r: 16\n  lora_alpha: 32\n  lora_dropout: 0.05\n"
+      "  target_modules: all\n";
+  QVERIFY(readAll(file).contains(QString::fromStdString(block)));
+  std::string out = to_yaml(loaded);
+  QVERIFY2(out.find(block) != std::string::npos, out.c_str());
+
+  RunConfig c = loaded;
+  c.lora_rank = 4;
+  out = to_yaml(c);
+  QVERIFY2(out.find("peft_config:\n  name: lora\n  r: 4\n  lora_alpha: 32\n  lora_dropout: "
+                    "0.05\n  target_modules: all\n") != std::string::npos,
+           out.c_str());
+  QVERIFY2(out.find("lora_rank") == std::string::npos, out.c_str());
+  QCOMPARE(keysOf(out), keysOf(readAll(file).toStdString()));  // in the file's place
+  RunConfig back = load_config_string(out).config;
+  QCOMPARE(back.lora_rank, int64_t{4});
+  QCOMPARE(back.lora_alpha.value_or(0), 32.0);
+  QCOMPARE(back.lora_dropout, 0.05);
+
+  // Several modules and DoRA, as a list and a flag.
+  c.lora_target = {"q_proj", "v_proj"};
+  c.use_dora = true;
+  out = to_yaml(c);
+  QVERIFY2(out.find("  target_modules: [q_proj, v_proj]\n  use_dora: true\n") != std::string::npos,
+           out.c_str());
+  back = load_config_string(out).config;
+  QCOMPARE(back.lora_target, c.lora_target);
+  QVERIFY(back.use_dora);
+
+  // Back to full-parameter training.
+  c.finetuning_type = FinetuningType::Full;
+  out = to_yaml(c);
+  QVERIFY2(out.find("peft_config: ~\n") != std::string::npos, out.c_str());
+  QCOMPARE(load_config_string(out).config.finetuning_type, FinetuningType::Full);
+
+  // Freeze: the new layer count.
+  RunConfig freeze = loadFixture("train_freeze_sft.yaml").config;
+  QVERIFY(to_yaml(freeze).find("peft_config:\n  name: freeze\n  freeze_trainable_layers: 2\n  "
+                               "freeze_trainable_modules: all\n") != std::string::npos);
+  freeze.freeze_trainable_layers = -1;
+  freeze.freeze_extra_modules = {"embed_tokens"};
+  out = to_yaml(freeze);
+  QVERIFY2(out.find("peft_config:\n  name: freeze\n  freeze_trainable_layers: -1\n  "
+                    "freeze_trainable_modules: all\n  freeze_extra_modules: embed_tokens\n") !=
+               std::string::npos,
+           out.c_str());
+  QCOMPARE(load_config_string(out).config.freeze_trainable_layers, int64_t{-1});
+
+  // A full run turned to LoRA (the wizard): the key table's defaults said in v1's terms, so that
+  // v1 trains what studio-train would (v1 alone would take lora_alpha 16 and dropout 0.05).
+  RunConfig full = loadFixture("train_full_fsdp2.yaml").config;
+  full.finetuning_type = FinetuningType::Lora;
+  full.lora_rank = 32;
+  out = to_yaml(full);
+  QVERIFY2(out.find("peft_config:\n  name: lora\n  r: 32\n  lora_alpha: 64\n  lora_dropout: "
+                    "0.0\n  target_modules: all\n") != std::string::npos,
+           out.c_str());
+  back = load_config_string(out).config;
+  QCOMPARE(back.finetuning_type, FinetuningType::Lora);
+  QCOMPARE(back.lora_scaling(), full.lora_scaling());
+  QCOMPARE(back.lora_dropout, 0.0);
 }
 
 void TestLlamaFactoryV1::validatesOnEightProcesses_data() {
@@ -258,19 +537,12 @@ void TestLlamaFactoryV1::validatesOnEightProcesses_data() {
       << "train_full_dpo.yaml" << true
       << "dpo_label_smoothing: note: stage dpo, as the DPO keys ask";
   QTest::newRow("simpo") << "train_full_simpo.yaml" << true << "valid";
-  QTest::newRow("lora") << "train_lora_sft.yaml" << false
-                        << ":6:9: peft_config: 'lora' is not supported: studio-train does "
-                           "full-parameter training only; remove the adapter settings or use "
-                           "LLaMA-Factory for adapter training";
-  QTest::newRow("freeze") << "train_freeze_sft.yaml" << false
-                          << ":5:9: peft_config: 'freeze' is not supported: studio-train does "
-                             "full-parameter training only";
-  QTest::newRow("qlora: quant_config") << "train_qlora.yaml" << false
-                                       << ":7:9: quant_config: quantized training is for adapters "
-                                          "(QLoRA); studio-train trains full weights: remove "
-                                          "quant_config";
-  QTest::newRow("qlora: peft_config")
-      << "train_qlora.yaml" << false << ":4:21: peft_config: 'lora' is not supported";
+  QTest::newRow("lora") << "train_lora_sft.yaml" << true << "valid";
+  QTest::newRow("freeze") << "train_freeze_sft.yaml" << true << "valid";
+  QTest::newRow("qlora: quant_config")
+      << "train_qlora.yaml" << false
+      << ":7:9: quant_config: QLoRA (a quantized base under the adapters) is not implemented "
+         "yet: remove quant_config (peft_config lora then trains on the unquantized base)";
   QTest::newRow("muon") << "train_full_muon.yaml" << false
                         << ":8:9: optim_config: studio-train trains with AdamW; 'muon' is not "
                            "available: remove optim_config";
@@ -385,7 +657,9 @@ void TestLlamaFactoryV1::exportKeepsTheFileForm_data() {
   QTest::addColumn<QString>("file");
   for (const char* f : {"train_full_fsdp2.yaml", "train_full_deepspeed.yaml",
                         "train_full_ulysses_cp.yaml", "train_full_padding_free.yaml",
-                        "train_full_dpo.yaml", "train_lora_sft.yaml", "train_full_muon.yaml"})
+                        "train_full_dpo.yaml", "train_lora_sft.yaml", "train_freeze_sft.yaml",
+                        "train_qlora.yaml", "train_full_muon.yaml",
+                        "../lf_examples/train_lora_sft.yaml", "../lf_examples/train_freeze_sft.yaml"})
     QTest::newRow(f) << QString::fromLatin1(f);
 }
 
@@ -462,6 +736,30 @@ void TestLlamaFactoryV1::overridesTakeV1Names() {
   QVERIFY2(QString::fromStdString(diags.front().format()).contains("--set cp_size=two"),
            diags.front().format().c_str());
   QCOMPARE(c.sequence_parallel_size, int64_t{2});  // untouched
+
+  // A peft_config block, read as the file's is, with v1's defaults.
+  diags = apply_overrides(c, {"peft_config={name: lora, r: 4}"});
+  QVERIFY2(!has_errors(diags), diags.empty() ? "" : diags.front().format().c_str());
+  QCOMPARE(c.finetuning_type, FinetuningType::Lora);
+  QCOMPARE(c.lora_rank, int64_t{4});
+  QCOMPARE(c.lora_alpha.value_or(0), 16.0);
+  QVERIFY2(to_yaml(c).find("peft_config:\n  name: lora\n  r: 4\n") != std::string::npos,
+           to_yaml(c).c_str());
+  diags = apply_overrides(c, {"peft_config={name: lora, r: 0}"});
+  QVERIFY(has_errors(diags));
+  QVERIFY2(QString::fromStdString(diags.front().format())
+               .contains("--set peft_config={name: lora, r: 0}: peft_config.r: expected a rank"),
+           diags.front().format().c_str());
+  QCOMPARE(c.lora_rank, int64_t{4});  // untouched
+
+  // A block replaces the file's whole: none of its freeze options is left given.
+  RunConfig freeze = loadFixture("train_freeze_sft.yaml").config;
+  QVERIFY(freeze.source.has("freeze_trainable_layers"));
+  diags = apply_overrides(freeze, {"peft_config={name: lora}"});
+  QVERIFY2(!has_errors(diags), diags.empty() ? "" : diags.front().format().c_str());
+  QCOMPARE(freeze.finetuning_type, FinetuningType::Lora);
+  QVERIFY(!freeze.source.has("freeze_trainable_layers"));
+  QCOMPARE(freeze.lora_dropout, 0.05);
 }
 
 void TestLlamaFactoryV1::v0FilesStayV0() {

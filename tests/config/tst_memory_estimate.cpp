@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "studio/config/adapters.h"
 #include "studio/config/config_io.h"
 #include "studio/config/memory_estimate.h"
 #include "studio/config/validate.h"
@@ -101,6 +102,10 @@ class TestMemoryEstimate : public QObject {
   void textTableShowsPartsAndVerdict();
   void longestFittingCutoff_data();
   void longestFittingCutoff();
+  void adapterModelStates_data();
+  void adapterModelStates();
+  void freezeTrainsWholeLayers_data();
+  void freezeTrainsWholeLayers();
 };
 
 void TestMemoryEstimate::parts_data() {
@@ -404,6 +409,20 @@ void TestMemoryEstimate::parts_data() {
   // 32,121,044,992 + 96,363,134,976 + 491,532,288 + 3,231,793,152 = 148,268,027,904.
   QTest::newRow("total") << llama << bf16 + "cutoff_len: 1024\n" << 1 << -1 << "" << "total"
                          << 148268027904.0;
+  // finetuning_type full said explicitly, or with another type's keys (ignored), is the same
+  // estimate as the rows above.
+  QTest::newRow("full said: total") << llama << bf16 + "cutoff_len: 1024\nfinetuning_type: full\n"
+                                    << 1 << -1 << "" << "total" << 148268027904.0;
+  QTest::newRow("full with lora keys: total")
+      << llama << bf16 + "cutoff_len: 1024\nlora_rank: 16\nlora_target: q_proj\n" << 1 << -1 << ""
+      << "total" << 148268027904.0;
+  QTest::newRow("full said: zero3 model states")
+      << llama << bf16 + "finetuning_type: full\n" << 8 << 3 << "" << "model_state_bytes"
+      << 16060522496.0;
+  QTest::newRow("full said: zero3 weights") << llama << bf16 + "finetuning_type: full\n" << 8 << 3
+                                            << "" << "weights" << 2973802496.0;
+  QTest::newRow("full said: dpo reference") << llama << bf16 + "finetuning_type: full\nstage: dpo\n"
+                                            << 1 << -1 << "" << "reference" << 16060522496.0;
 }
 
 void TestMemoryEstimate::parts() {
@@ -548,6 +567,21 @@ void TestMemoryEstimate::notesExplainTheAssumptions_data() {
   QTest::newRow("capacity unknown") << "bf16: true\n" << -1 << "GPU capacity unknown";
   QTest::newRow("ring buffers") << "bf16: true\nsequence_parallel_size: 8\n" << -1
                                 << "Ring attention (degree 8)";
+  QTest::newRow("lora: what is trained") << "bf16: true\nfinetuning_type: lora\n" << 3
+                                        << "parameters are trained (the adapters): only they have "
+                                           "gradients, fp32 masters and AdamW states";
+  QTest::newRow("lora dpo: the reference is the base")
+      << "bf16: true\nstage: dpo\nfinetuning_type: lora\n" << -1
+      << "DPO reference: the base model with the LoRA adapters switched off";
+  QTest::newRow("lora kto: the reference is the base")
+      << "bf16: true\nstage: kto\nfinetuning_type: lora\n" << 3
+      << "KTO reference: the base model with the LoRA adapters switched off";
+  QTest::newRow("lora dpo, additional_target: a reference copy")
+      << "bf16: true\nstage: dpo\nfinetuning_type: lora\nadditional_target: norm\n" << -1
+      << "DPO reference model: a frozen copy in the compute dtype";
+  // Llama-3.1-8B's last two layers, 2 x 218,112,000.
+  QTest::newRow("freeze: what is trained") << "bf16: true\nfinetuning_type: freeze\n" << -1
+                                          << "freeze: 436M of the 8.03B parameters are trained";
   QTest::newRow("neat packing workspace")
       << "bf16: true\nneat_packing: true\nsequence_parallel_size: 8\n" << -1
       << "masked attention runs on the math path";
@@ -628,6 +662,129 @@ void TestMemoryEstimate::longestFittingCutoff() {
   QVERIFY(!longest_fitting_cutoff(cfg, m, options(8, 3, "both", 0)).has_value());
   // Less than the gathered weights and buffers alone: not even 1024 tokens.
   QVERIFY(!longest_fitting_cutoff(cfg, m, options(8, 3, "both", 4)).has_value());
+}
+
+// finetuning_type lora and freeze (docs/ADAPTERS.md): only the trained parameters T have fp32
+// gradients, masters and AdamW states, 4 + 4 + 8 = 16 B each under bf16, split as the ZeRO stage
+// says; the frozen ones are held in bf16 (2 B), cut into pieces at stage 3. LoRA's reference
+// (stages dpo and kto) is the base with the adapters switched off, no copy, unless
+// additional_target changes base weights in place: then a bf16 copy of the base (no adapters).
+//
+// Qwen2.5-7B (h 3584, 28 heads and 4 KV heads of 128: q 3584, kv 512; f 18944; 28 layers;
+// P = 7,615,616,512). LoRA r adds r x (in + out) per adapted linear layer: r = 8 on all seven,
+// q and o 8 x 7,168 = 57,344, k and v 8 x 4,096 = 32,768, gate, up and down 8 x 22,528 =
+// 180,224: 720,896 per layer, 20,185,088 in all (PEFT's print_trainable_parameters says the
+// same). Qwen2.5-0.5B (tied; h 896, 14 heads and 2 KV heads of 64, f 4864, 24 layers, P =
+// 494,032,768): 8 x (2 x 1,792 + 2 x 1,024 + 3 x 5,760) = 183,296 per layer, 4,399,104 in all.
+void TestMemoryEstimate::adapterModelStates_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<QString>("yaml");
+  QTest::addColumn<int>("nproc");
+  QTest::addColumn<int>("zero");
+  QTest::addColumn<double>("trained");    // T
+  QTest::addColumn<double>("total");      // base + adapters
+  QTest::addColumn<double>("reference");  // bytes
+  const QString qwen = "qwen2.5-7b";
+  const QString lora = "bf16: true\nfinetuning_type: lora\n";
+  const double P = 7615616512.0, adapters = 20185088.0;
+  QTest::newRow("lora, no ZeRO") << qwen << lora << 8 << -1 << adapters << P + adapters << 0.0;
+  QTest::newRow("lora, ZeRO-1") << qwen << lora << 8 << 1 << adapters << P + adapters << 0.0;
+  QTest::newRow("lora, ZeRO-2") << qwen << lora << 8 << 2 << adapters << P + adapters << 0.0;
+  QTest::newRow("lora, ZeRO-3") << qwen << lora << 8 << 3 << adapters << P + adapters << 0.0;
+  // r 16 on q and v: 16 x 7,168 + 16 x 4,096 = 180,224 per layer, 5,046,272 in all.
+  QTest::newRow("lora r16 on q_proj, v_proj")
+      << qwen << lora + "lora_rank: 16\nlora_target: q_proj,v_proj\n" << 8 << -1 << 5046272.0
+      << P + 5046272.0 << 0.0;
+  // DoRA adds a magnitude per output row: 3,584 + 512 + 512 + 3,584 + 2 x 18,944 + 3,584 =
+  // 49,664 per layer, 1,390,592 in all.
+  QTest::newRow("dora, ZeRO-3") << qwen << lora + "use_dora: true\n" << 8 << 3
+                                << adapters + 1390592.0 << P + adapters + 1390592.0 << 0.0;
+  QTest::newRow("lora on a tied model") << "qwen2.5-0.5b" << lora << 1 << -1 << 4399104.0
+                                        << 494032768.0 + 4399104.0 << 0.0;
+  QTest::newRow("lora dpo: no reference copy") << qwen << lora + "stage: dpo\n" << 8 << -1
+                                                << adapters << P + adapters << 0.0;
+  QTest::newRow("lora kto, ZeRO-3: no reference copy") << qwen << lora + "stage: kto\n" << 8 << 3
+                                                        << adapters << P + adapters << 0.0;
+  // additional_target norm trains the final norm and every layer's two norms whole: 3,584 x
+  // (1 + 2 x 28) = 204,288; the reference is a copy of the base: 2P = 15,231,233,024, at ZeRO-3
+  // a piece of it, 2P / 8 = 1,903,904,128.
+  QTest::newRow("lora dpo + additional_target: a copy of the base")
+      << qwen << lora + "stage: dpo\nadditional_target: norm\n" << 8 << -1 << adapters + 204288.0
+      << P + adapters << 15231233024.0;
+  QTest::newRow("lora dpo + additional_target, ZeRO-3")
+      << qwen << lora + "stage: dpo\nadditional_target: norm\n" << 8 << 3 << adapters + 204288.0
+      << P + adapters << 1903904128.0;
+  // The last two layers, 2 x 233,057,792 (smallestFittingSp_data works a layer out).
+  QTest::newRow("freeze 2 layers") << qwen << "bf16: true\nfinetuning_type: freeze\n" << 8 << -1
+                                   << 466115584.0 << P << 0.0;
+  QTest::newRow("freeze 2 layers, ZeRO-3") << qwen << "bf16: true\nfinetuning_type: freeze\n" << 8
+                                           << 3 << 466115584.0 << P << 0.0;
+  // Their attention only: q, o 3,584 x 3,584, k, v 3,584 x 512, the q, k, v biases 4,608:
+  // 29,364,736 a layer.
+  QTest::newRow("freeze 2 layers' self_attn")
+      << qwen << "bf16: true\nfinetuning_type: freeze\nfreeze_trainable_modules: self_attn\n" << 8
+      << 2 << 58729472.0 << P << 0.0;
+  // Full: every parameter, the 16 B/param of the parts rows above.
+  QTest::newRow("full") << qwen << "bf16: true\n" << 8 << -1 << P << P << 0.0;
+  QTest::newRow("full, ZeRO-3") << qwen << "bf16: true\n" << 8 << 3 << P << P << 0.0;
+}
+
+void TestMemoryEstimate::adapterModelStates() {
+  QFETCH(QString, model);
+  QFETCH(QString, yaml);
+  QFETCH(int, nproc);
+  QFETCH(int, zero);
+  QFETCH(double, trained);
+  QFETCH(double, total);
+  QFETCH(double, reference);
+  const RunConfig cfg = config(yaml);
+  const ModelInfo m = shape(model);
+  const TrainedCount count = trained_parameter_count(cfg, m);
+  QCOMPARE(double(count.trained), trained);
+  QCOMPARE(double(count.total), total);
+  const MemoryEstimate e = estimate_memory(cfg, m, options(nproc, zero));
+  const double n = nproc;
+  // fp32 gradients (4 B), masters (4) and AdamW's m and v (8) of the trained parameters only:
+  // 16T without ZeRO, 4T + 12T/n at stage 1, 16T/n at stages 2 and 3.
+  QCOMPARE(e.bytes.gradients, zero >= 2 ? 4 * trained / n : 4 * trained);
+  QCOMPARE(e.bytes.optimizer, zero >= 1 ? 12 * trained / n : 12 * trained);
+  QCOMPARE(e.bytes.reference, reference);
+  if (zero < 3) {
+    QCOMPARE(e.bytes.weights, 2 * total);  // every weight in bf16, the adapters' too
+  } else {
+    // Between steps a rank holds a bf16 piece of each frozen weight and fp32 pieces of the
+    // trained ones; the gathered weights come and go.
+    QCOMPARE(e.model_state_bytes, 2 * (total - trained) / n + 16 * trained / n + reference);
+  }
+}
+
+// finetuning_type freeze trains whole decoder layers: the last n (n > 0) or the first -n.
+void TestMemoryEstimate::freezeTrainsWholeLayers_data() {
+  QTest::addColumn<int>("layers");  // freeze_trainable_layers
+  QTest::addColumn<QList<int>>("trained");
+  QTest::newRow("last 2") << 2 << QList<int>{26, 27};
+  QTest::newRow("last 1") << 1 << QList<int>{27};
+  QTest::newRow("first 3") << -3 << QList<int>{0, 1, 2};
+  QTest::newRow("more than the model has: all") << 40 << [] {
+    QList<int> all;
+    for (int i = 0; i < 28; ++i) all << i;
+    return all;
+  }();
+}
+
+void TestMemoryEstimate::freezeTrainsWholeLayers() {
+  QFETCH(int, layers);
+  QFETCH(QList<int>, trained);
+  const ModelInfo m = shape("qwen2.5-7b");
+  const RunConfig cfg = config("finetuning_type: freeze\nfreeze_trainable_layers: " +
+                               QString::number(layers) + "\n");
+  const std::vector<int64_t> picked = freeze_trained_layers(cfg, m);
+  QCOMPARE(QList<int>(picked.begin(), picked.end()), trained);
+  int64_t sum = 0;
+  for (int layer : trained) sum += m.layer_parameter_count(layer);
+  QCOMPARE(trained_parameter_count(cfg, m).trained, sum);
+  QCOMPARE(trained_parameter_count(cfg, m).total, m.parameter_count());
+  QCOMPARE(largest_trained_layer(cfg, m), m.layer_parameter_count(trained.front()));
 }
 
 QTEST_MAIN(TestMemoryEstimate)

@@ -3,13 +3,16 @@
 // perturbed) loads into the engine, whose loss, logits, adapter-disabled logits and gradients of
 // every adapter tensor must be PEFT's on the same batch (fp32: loss and gradients within 1e-5,
 // logits 1e-4). Then the engine trains an adapter (studio-train train, finetuning_type lora) and
-// PEFT must load what it wrote with the logits the engine computes from it.
+// PEFT must load what it wrote with the logits the engine computes from it. And `studio-train
+// export` (LLaMA-Factory's merge) must write PEFT's merge_and_unload weights, a folder transformers
+// loads with the adapter's logits.
 #include <QtTest>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/model/lora.h"
 #include "studio/trainer/model_folder.h"
 #include "studio/trainer/peft_adapter.h"
@@ -97,6 +100,10 @@ class TestLoraReference : public QObject {
   void matchesPeft();
   void trainedAdapterLoadsInPeft_data();
   void trainedAdapterLoadsInPeft();
+  void exportMergesAsPeft_data();
+  void exportMergesAsPeft();
+  void llamaFactoryExamplesTrainUnderSp_data();
+  void llamaFactoryExamplesTrainUnderSp();
 
  private:
   QTemporaryDir tmp_;
@@ -229,6 +236,131 @@ void TestLoraReference::trainedAdapterLoadsInPeft() {
     // The adapter changed the model: it is not a no-op that would pass trivially.
     QVERIFY(max_diff(ours.logits, ours.disabled_logits) > 1e-3);
   }
+}
+
+void TestLoraReference::exportMergesAsPeft_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<QString>("config");
+  QTest::newRow("llama: all-linear") << "tiny-llama"
+                                     << R"({"r": 4, "lora_alpha": 8, "target_modules": "all-linear"})";
+  QTest::newRow("llama: DoRA, modules_to_save lm_head")
+      << "tiny-llama"
+      << R"({"r": 4, "lora_alpha": 4, "target_modules": ["q_proj", "down_proj"], "use_dora": true, "modules_to_save": ["lm_head"]})";
+}
+
+void TestLoraReference::exportMergesAsPeft() {
+  QFETCH(QString, model);
+  QFETCH(QString, config);
+  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const std::string dir = tmp_.filePath(tag + "-xmodel").toStdString();
+  init_model_folder((kModels + "/" + model + "/config.json").toStdString(), dir, 4);
+  const QString cfg = tmp_.filePath(tag + "-x.json"), adapter = tmp_.filePath(tag + "-xadapter"),
+                out = tmp_.filePath(tag + "-xout.safetensors"), peft_merged = tmp_.filePath(tag + "-peft-merged"),
+                ours = tmp_.filePath(tag + "-exported");
+  {
+    std::ofstream f(cfg.toStdString());
+    f << config.toStdString();
+  }
+  QString error = run_reference({"--model", QString::fromStdString(dir), "--config", cfg,
+                                 "--init-out", adapter, "--batch", QString::fromStdString(batch_),
+                                 "--out", out, "--merge-out", peft_merged});
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  // LLaMA-Factory's merge_lora example's keys.
+  const QString yaml = tmp_.filePath(tag + "-export.yaml");
+  {
+    std::ofstream f(yaml.toStdString());
+    f << "model_name_or_path: " << dir << "\nadapter_name_or_path: " << adapter.toStdString()
+      << "\ntemplate: qwen\ntrust_remote_code: true\nexport_dir: " << ours.toStdString()
+      << "\nexport_size: 5\nexport_device: cpu\nexport_legacy_format: false\n";
+  }
+  QProcess p;
+  p.start(QStringLiteral(STUDIO_TRAIN_EXE), {"export", yaml});
+  QVERIFY(p.waitForFinished(120000));
+  QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+  // The same tensors as PEFT's merged model, in the base's dtype (float32 here).
+  const auto a = CheckpointReader::open(ours.toStdString());
+  const auto b = CheckpointReader::open(peft_merged.toStdString());
+  QCOMPARE(a.names(), b.names());
+  for (const auto& name : a.names()) {
+    QCOMPARE(a.info(name).dtype, torch::kFloat);
+    const auto ta = a.tensor(name), tb = b.tensor(name);
+    const double scale = std::max(1.0, tb.abs().max().item<double>());
+    QVERIFY2(max_diff(ta, tb) <= 1e-6 * scale,
+             qPrintable(QString::fromStdString(name) + QString(" differs by %1").arg(max_diff(ta, tb))));
+  }
+  // transformers loads it (every weight used) with the adapter's logits, PEFT's.
+  QProcess hf;
+  hf.start(QStringLiteral(STUDIO_PYTHON),
+           {STUDIO_SOURCE_DIR "/tests/reference/hf_logits.py", ours, "1,17,5,63,42,42,3,60,11,0,58,23"});
+  QVERIFY(hf.waitForFinished(180000));
+  QVERIFY2(hf.exitCode() == 0, hf.readAllStandardError().constData());
+  const auto rows = QJsonDocument::fromJson(hf.readAllStandardOutput()).object()["logits"].toArray();
+  const auto peft_logits = SafetensorsFile::open(out.toStdString()).tensor("logits")[0];
+  QCOMPARE(rows.size(), static_cast<int>(peft_logits.size(0)));
+  double worst = 0;
+  for (int r = 0; r < rows.size(); ++r) {
+    const auto row = rows.at(r).toArray();
+    for (int c = 0; c < row.size(); ++c)
+      worst = std::max(worst, std::abs(row.at(c).toDouble() - peft_logits[r][c].item<double>()));
+  }
+  QVERIFY2(worst <= 1e-4, qPrintable(QString("merged logits differ from the adapter's by %1").arg(worst)));
+}
+
+// LLaMA-Factory's own LoRA examples (tests/fixtures/configs/lf_examples, verbatim), the model and
+// data shrunk by --set: they train over 4 worker processes under SP 4 (bf16, as the files say),
+// the loss moves, and PEFT loads the adapter they write with the engine's logits.
+void TestLoraReference::llamaFactoryExamplesTrainUnderSp_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<QString>("dataset");
+  QTest::addColumn<QString>("mode");
+  QTest::newRow("qwen3_lora_sft, zigzag sp4") << "qwen3_lora_sft.yaml" << "demo_sft" << "zigzag-ring";
+  QTest::newRow("qwen3_lora_dpo, usp 2x2") << "qwen3_lora_dpo.yaml" << "demo_dpo" << "usp";
+}
+
+void TestLoraReference::llamaFactoryExamplesTrainUnderSp() {
+  QFETCH(QString, file);
+  QFETCH(QString, dataset);
+  QFETCH(QString, mode);
+  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const std::string model = tmp_.filePath(tag + "-base").toStdString();
+  init_model_folder(STUDIO_SOURCE_DIR "/resources/demo/model/config.json", model, 9);
+  const QString out = tmp_.filePath(tag + "-run");
+  QStringList sets = {"model_name_or_path=" + QString::fromStdString(model),
+                      "dataset=" + dataset,
+                      "dataset_dir=" STUDIO_SOURCE_DIR "/resources/demo/data",
+                      "template=qwen", "cutoff_len=64", "max_samples=32",
+                      "preprocessing_num_workers=1", "output_dir=" + out, "max_steps=4",
+                      "logging_steps=1", "save_steps=2", "gradient_accumulation_steps=2",
+                      "learning_rate=0.01", "sequence_parallel_size=4",
+                      "sequence_parallel_mode=" + mode};
+  if (mode == "usp") sets << "sequence_parallel_ulysses_degree=2" << "sequence_parallel_ring_degree=2";
+  QStringList args{"train", STUDIO_TEST_FIXTURES_DIR "/configs/lf_examples/" + file, "--nproc", "4"};
+  for (const auto& s : sets) args << "--set" << s;
+  QProcess train;
+  train.start(QStringLiteral(STUDIO_TRAIN_EXE), args);
+  QVERIFY(train.waitForFinished(600000));
+  const QString err = QString::fromUtf8(train.readAllStandardError());
+  QVERIFY2(train.exitCode() == 0, qPrintable(err.right(3000)));
+  // LLaMA-Factory's line (rank 0).
+  QVERIFY2(err.contains("trainable params:"), qPrintable(err.right(2000)));
+  // The losses of the 4 steps, and they moved.
+  QFile events(out + "/events.jsonl");
+  QVERIFY(events.open(QIODevice::ReadOnly));
+  std::vector<double> losses;
+  for (const auto& line : events.readAll().split('\n')) {
+    const auto o = QJsonDocument::fromJson(line).object();
+    if (o["event"].toString() == "step") losses.push_back(o["loss"].toDouble());
+  }
+  QCOMPARE(losses.size(), size_t(4));
+  QVERIFY2(losses.front() != losses.back(), "the loss did not move");
+  const QString ref = tmp_.filePath(tag + "-peft.safetensors");
+  const QString error = run_reference({"--model", QString::fromStdString(model), "--adapter", out,
+                                       "--batch", QString::fromStdString(batch_), "--out", ref});
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  const EngineRun ours = engine_run(model, out.toStdString(), batch_);
+  const double d = max_diff(ours.logits, SafetensorsFile::open(ref.toStdString()).tensor("logits"));
+  QVERIFY2(d <= 1e-4, qPrintable(QString("logits differ from PEFT's by %1").arg(d)));
+  QVERIFY(max_diff(ours.logits, ours.disabled_logits) > 1e-4);
 }
 
 QTEST_GUILESS_MAIN(TestLoraReference)

@@ -130,6 +130,13 @@ struct RunConfig {
                       : alpha / static_cast<double>(lora_rank);
   }
 
+  // --- export (studio-train export: LLaMA-Factory's `llamafactory-cli export`) ---------------
+  std::optional<std::string> export_dir;       // where the merged model is written
+  int64_t export_size = 5;                     // GB (10^9 bytes) of weights per shard
+  std::string export_device = "cpu";           // cpu | auto: where the merge runs
+  std::string infer_dtype = "auto";            // auto | float16 | bfloat16 | float32
+  bool export_legacy_format = false;           // .bin files: refused (safetensors only)
+
   // --- data ---------------------------------------------------------------------------------
   std::vector<std::string> dataset;            // names in dataset_info.json (required)
   std::string dataset_dir = "data";            // folder holding dataset_info.json
