@@ -212,6 +212,23 @@ TrainedCount trained_parameter_count(const RunConfig& cfg, const ModelInfo& mode
   return c;
 }
 
+int64_t quant4_weight_bytes(int64_t n, int64_t blocksize, bool double_quant) {
+  const int64_t blocks = (n + blocksize - 1) / blocksize;
+  const int64_t packed = (n + 1) / 2;
+  if (!double_quant) return packed + 4 * blocks;
+  return packed + blocks + 4 * ((blocks + 255) / 256) + 4 * 256;
+}
+
+QuantizedBase quantized_base(const RunConfig& cfg, const ModelInfo& model) {
+  QuantizedBase q;
+  if (!cfg.quantized() || *cfg.quantization_bit != 4) return q;
+  for (const auto& l : decoder_linears(model)) {
+    q.params += l.in * l.out * model.num_layers;
+    q.bytes += quant4_weight_bytes(l.in * l.out, 64, cfg.double_quantization) * model.num_layers;
+  }
+  return q;
+}
+
 int64_t largest_trained_layer(const RunConfig& cfg, const ModelInfo& model) {
   if (cfg.finetuning_type == FinetuningType::Full) {
     int64_t most = 0;

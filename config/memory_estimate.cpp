@@ -144,7 +144,16 @@ class Estimator {
     // Frozen weights (lora's base, freeze's frozen layers) have no master: at stage 3 their
     // pieces are kept in the compute dtype (in host memory with offload_param).
     const double frozen_pieces = zero_ >= 3 ? e * (P - T) / n : 0;
-    const double weights = zero_ >= 3 ? (off_param ? 0 : frozen_pieces) : e * P;
+    // QLoRA: the decoder's linear weights in 4 bits (whole on every rank; ZeRO-3 is refused).
+    const QuantizedBase quant = quantized_base(cfg_, m_);
+    const double weights = zero_ >= 3 ? (off_param ? 0 : frozen_pieces)
+                                      : e * (P - double(quant.params)) + double(quant.bytes);
+    if (quant.params > 0)
+      note("QLoRA: the decoder's linear weights (" + format_count(quant.params) + " parameters) "
+           "are held in 4 bits (" + cfg_.quantization_type +
+           (cfg_.double_quantization ? ", double quantization" : "") + "): " +
+           format_gib(double(quant.bytes)) + " instead of " +
+           format_gib(e * double(quant.params)) + "; each layer's are dequantized where it runs.");
     // Masters: an unsharded fp32 model's weights are its masters.
     const double masters = zero_ == 0 ? (p_.mixed ? 4 * T : 0) : 4 * T / n;
     const double grads = zero_ >= 2 ? 4 * T / n : 4 * T;
@@ -254,7 +263,10 @@ class Estimator {
     const double base = cfg_.finetuning_type == FinetuningType::Lora
                             ? params_ - double(lora_parameter_count(cfg_, m_))
                             : params_;
-    const double bytes = sharded ? p_.value * base / world_ : p_.value * base;
+    // A quantized run's reference copy is quantized too.
+    const QuantizedBase quant = quantized_base(cfg_, m_);
+    const double whole = p_.value * (base - double(quant.params)) + double(quant.bytes);
+    const double bytes = sharded ? p_.value * base / world_ : whole;
     b().reference = offloaded ? 0 : bytes;
     est_.model_state_bytes += b().reference;
     if (offloaded) est_.offloaded_bytes += bytes;

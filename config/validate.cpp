@@ -658,6 +658,41 @@ void check_adapters(const RunConfig& c, const std::optional<ModelInfo>& model, C
                                            "a PEFT adapter folder");
     }
   }
+  // QLoRA, with LLaMA-Factory's rules (_verify_model_args, configure_quantization).
+  if (c.quantized()) {
+    const int64_t bits = *c.quantization_bit;
+    if (bits == 8)
+      ck.error("quantization_bit", "8-bit (LLM.int8) training is not implemented: use 4");
+    else if (bits != 4)
+      ck.error("quantization_bit", "bitsandbytes takes 4 or 8 bits, got " + std::to_string(bits),
+               "4");
+    if (!lora)
+      ck.error("quantization_bit", "a quantized base trains only with finetuning_type: lora "
+                                   "(LLaMA-Factory: \"Quantization is only compatible with the "
+                                   "LoRA or OFT method\")");
+    if (c.quantization_method != "bnb")
+      ck.error("quantization_method", "'" + c.quantization_method + "' is not implemented: "
+               "studio-train quantizes on the fly in bitsandbytes' format", "bnb");
+    if (c.quantization_type != "nf4" && c.quantization_type != "fp4")
+      ck.error("quantization_type", "'" + c.quantization_type + "' is not a 4-bit code", "nf4 | fp4");
+    std::string ds_error;
+    std::optional<DeepSpeedRequest> ds;
+    if (c.deepspeed) ds = read_deepspeed_json(ck.resolve(*c.deepspeed).string(), ds_error);
+    if (zero_request(c, ds).stage >= 3)
+      ck.error("quantization_bit", "QLoRA under ZeRO-3 is not implemented yet: use ZeRO stage 2 "
+                                   "or lower (the 4-bit base is small enough to hold whole)");
+    if (c.adapter_name_or_path.size() > 1)
+      ck.error("adapter_name_or_path", "a quantized model takes a single adapter "
+                                       "(LLaMA-Factory's rule): merge the others first with "
+                                       "studio-train export");
+    if (!c.adapter_name_or_path.empty() && c.create_new_adapter)
+      ck.error("create_new_adapter", "cannot merge an adapter into a quantized base "
+                                     "(LLaMA-Factory's rule): merge it first with studio-train "
+                                     "export, then quantize");
+  }
+  for (const char* key : {"quantization_type", "double_quantization", "quantization_method"})
+    if (!c.quantized() && ck.given(key))
+      ck.warn(key, "only used with quantization_bit; ignored");
   if (freeze) {
     ck.require(c.freeze_trainable_layers != 0, "freeze_trainable_layers",
                "must not be 0 (n > 0 trains the last n layers, n < 0 the first -n)");

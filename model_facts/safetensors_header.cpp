@@ -23,8 +23,9 @@ struct Dtype {
   const char* name;
   std::size_t size;
 };
-constexpr Dtype kDtypes[] = {{"BF16", 2}, {"F16", 2}, {"F32", 4},
-                             {"F64", 8},  {"I64", 8}, {"I32", 4}};
+// U8: bitsandbytes' packed 4-bit weights and their statistics (QLoRA).
+constexpr Dtype kDtypes[] = {{"BF16", 2}, {"F16", 2}, {"F32", 4}, {"F64", 8},
+                             {"I64", 8},  {"I32", 4}, {"U8", 1}};
 
 [[noreturn]] void fail(const std::string& path, const std::string& message) {
   throw SafetensorsHeaderError(path + ": " + message);
@@ -165,7 +166,7 @@ std::size_t safetensors_item_size(const std::string& dtype) {
 }
 
 const char* safetensors_supported_dtypes() {
-  return "BF16, F16, F32, F64, I64, I32";
+  return "BF16, F16, F32, F64, I64, I32, U8";
 }
 
 SafetensorsHeader parse_safetensors_header(const std::string& path, const std::uint8_t* bytes,

@@ -82,7 +82,7 @@ done
 [ $perf -eq 1 ] && [ "$budget" -eq 0 ] && budget=420
 
 # The build targets the run needs; --here checks that the normal build defines every one of them.
-TARGETS=(studio-train bench_train_step bench_attention tst_rmsnorm_cuda tst_fused_linear_ce_cuda tst_rmsnorm_torch
+TARGETS=(studio-train bench_train_step bench_attention tst_rmsnorm_cuda tst_fused_linear_ce_cuda tst_quant4_cuda tst_rmsnorm_torch
          tst_communicator tst_sp_equivalence tst_train_loop tst_attention tst_decoder tst_zero
          tst_checkpointing tst_preference_loss tst_sp_attention tst_sp_layout tst_reference_logits
          tst_hf_checkpoint tst_safetensors tst_runtime_info tst_rmsnorm_reference tst_generate)
@@ -214,7 +214,7 @@ compile_tests() {
   if [ $perf -eq 1 ]; then
     cmake --build "$build" -j "$jobs" --target bench_train_step bench_attention
   elif [ $quick -eq 1 ]; then
-    cmake --build "$build" -j "$jobs" --target tst_rmsnorm_cuda tst_fused_linear_ce_cuda \
+    cmake --build "$build" -j "$jobs" --target tst_rmsnorm_cuda tst_fused_linear_ce_cuda tst_quant4_cuda \
       tst_rmsnorm_torch tst_fused_linear_ce_torch bench_train_step bench_attention
   else
     cmake --build "$build" -j "$jobs"

@@ -35,6 +35,10 @@ ExportResult export_merged_model(const RunConfig& cfg) {
     throw std::invalid_argument("export_legacy_format: true asks for pickle .bin files, which "
                                 "studio-train does not write (transformers 5 writes safetensors "
                                 "only): remove it");
+  if (cfg.quantized())
+    throw std::invalid_argument("quantization_bit: cannot merge adapters into a quantized model "
+                                "(LLaMA-Factory's rule): remove quantization_bit; the merge "
+                                "takes the base at its own precision");
   if (cfg.finetuning_type == FinetuningType::Freeze)
     throw std::invalid_argument("finetuning_type: freeze trains whole weights, which its output "
                                 "folder holds already: there is nothing to merge");

@@ -180,7 +180,9 @@ std::map<std::string, std::vector<int64_t>> adapter_file_shapes(CausalLMImpl& mo
     if (name.rfind("model.layers.", 0) != 0 || name.find(".lora_") != std::string::npos) continue;
     auto* lin = item.value()->as<LinearImpl>();
     if (!lin || !lora_targets_match(name, a.lora.targets)) continue;
-    const int64_t o = lin->weight.size(0), i = lin->weight.size(1), r = a.lora.rank;
+    // A QLoRA base weight keeps its shape in its 4-bit form.
+    const auto shape = lin->quant ? lin->quant->shape() : lin->weight.sizes().vec();
+    const int64_t o = shape[0], i = shape[1], r = a.lora.rank;
     out[name + ".lora_A.weight"] = {r, i};
     out[name + ".lora_B.weight"] = {o, r};
     if (a.lora.dora) out[name + ".lora_magnitude_vector"] = {o};

@@ -167,6 +167,30 @@ struct Trainer::Impl {
                                                     head_note));
   }
 
+  void quantize_base(CausalLM& m, const WeightGetter& weights, bool policy) {
+    Quant4Options opt;
+    opt.type = cfg.quantization_type == "fp4" ? kernels::Quant4Type::kFp4 : kernels::Quant4Type::kNf4;
+    opt.double_quant = cfg.double_quantization;
+    int64_t count = 0, before = 0, after = 0;
+    for (const auto& item : m->named_modules()) {
+      const std::string& name = item.key();
+      if (name.rfind("model.layers.", 0) != 0 || name.find(".lora_") != std::string::npos) continue;
+      auto* lin = item.value()->as<LinearImpl>();
+      if (!lin || lin->quant) continue;
+      before += lin->weight.numel() * static_cast<int64_t>(lin->weight.element_size());
+      lin->quantize_weight(opt, weights(name + ".weight"));
+      after += lin->quant->bytes();
+      ++count;
+    }
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "QLoRA: %lld linear weights of the %s in %s%s: %.1f MiB instead of %.1f MiB",
+                  static_cast<long long>(count), policy ? "policy" : "reference",
+                  cfg.quantization_type.c_str(), cfg.double_quantization ? " (double quantization)" : "",
+                  static_cast<double>(after) / kMiB, static_cast<double>(before) / kMiB);
+    reporter.log("info", line);
+  }
+
   CausalLM make_model(const std::string& weights_dir, bool policy, WeightGetter& weights) {
     ModelOptions opt;
     opt.dtype = compute_dtype(cfg);
@@ -207,6 +231,9 @@ struct Trainer::Impl {
       torch::NoGradGuard no_grad;
       for (auto& [name, p] : m->adapter_state()) p.copy_(weights(name));
     }
+    // QLoRA: the base's decoder linear weights (the policy's, or a LoRA run's separate
+    // reference's) go to 4 bits, quantized from the values the folder holds.
+    if (cfg.quantized() && (adapted || (!policy && adapters))) quantize_base(m, weights, policy);
     if (!head_note.empty()) reporter.log("info", head_note);
     return m;
   }

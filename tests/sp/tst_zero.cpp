@@ -305,6 +305,11 @@ class TestZero : public QObject {
     QTest::newRow("stage 1 dpo lora, additional_target norm (a copy as reference)")
         << lora + QStringList{"zero_stage: 1", "stage: dpo", "dataset: demo_dpo",
                               "additional_target: norm"} << 2;
+    // QLoRA: the decoder's linear weights in 4 bits, whole on every rank.
+    QTest::newRow("stage 2 qlora nf4") << lora + QStringList{"zero_stage: 2", "quantization_bit: 4"} << 2;
+    QTest::newRow("stage 0 qlora fp4, no double quantization, dpo")
+        << lora + QStringList{"zero_stage: 0", "quantization_bit: 4", "quantization_type: fp4",
+                              "double_quantization: false", "stage: dpo", "dataset: demo_dpo"} << 2;
     QTest::newRow("stage 2 freeze") << QStringList{"zero_stage: 2", "finetuning_type: freeze",
                                                    "freeze_trainable_layers: 1"} << 4;
     QTest::newRow("stage 3 freeze, embeddings too")

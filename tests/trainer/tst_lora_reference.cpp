@@ -14,6 +14,7 @@
 
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/model/lora.h"
+#include "studio/trainer/model/quant4_weight.h"
 #include "studio/trainer/model_folder.h"
 #include "studio/trainer/peft_adapter.h"
 #include "studio/trainer/tensors/safetensors.h"
@@ -63,11 +64,41 @@ struct EngineRun {
   std::map<std::string, torch::Tensor> grads;  // by PEFT's file name
 };
 
-// The engine on `batch` with the adapter of `adapter_dir`.
+// Every linear weight of the decoder layers of `lm` (no adapters yet) to 4 bits (QLoRA), from
+// the values it holds.
+void quantize_linears(CausalLM& lm, const Quant4Options& opt) {
+  for (const auto& item : lm->named_modules())
+    if (item.key().rfind("model.layers.", 0) == 0 && item.key().find(".lora_") == std::string::npos)
+      if (auto* lin = item.value()->as<LinearImpl>(); lin && !lin->quant)
+        lin->quantize_weight(opt, lin->weight.detach().clone());
+}
+
+// A copy of the model folder `dir` whose decoder linear weights are their 4-bit forms
+// dequantized (fp32): the base a QLoRA run trains against, for the references.
+std::string dequantized_copy(const std::string& dir, const Quant4Options& opt) {
+  const std::string out = dir + "-dequantized-" + studio::kernels::quant4_type_name(opt.type) +
+                          (opt.double_quant ? "-dq" : "");
+  CausalLM lm = load_model_folder(dir);
+  auto state = lm->hf_state();
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : state) {
+    const bool linear = name.rfind("model.layers.", 0) == 0 && name.size() > 12 &&
+                        name.compare(name.size() - 12, 12, "_proj.weight") == 0;
+    if (linear) p.copy_(Quant4Weight::quantize(p, opt, p.device())->dequantize(torch::kFloat));
+  }
+  HfSaveOptions save;
+  save.dtype = torch::kFloat;
+  save.source_dir = dir;
+  save_hf_model(out, state, save);
+  return out;
+}
+
+// The engine on `batch` with the adapter of `adapter_dir` (on a 4-bit base with `quant`).
 EngineRun engine_run(const std::string& model_dir, const std::string& adapter_dir,
-                     const std::string& batch) {
+                     const std::string& batch, const Quant4Options* quant = nullptr) {
   CausalLM lm = load_model_folder(model_dir);
   const PeftAdapter a = load_peft_adapter(*lm, adapter_dir);
+  if (quant) quantize_linears(lm, *quant);
   const auto saved = adapter_file_shapes(*lm, a);
   // What PEFT trains: the adapters and the modules_to_save weights.
   std::map<std::string, torch::Tensor> trained;
@@ -104,6 +135,8 @@ class TestLoraReference : public QObject {
   void exportMergesAsPeft();
   void llamaFactoryExamplesTrainUnderSp_data();
   void llamaFactoryExamplesTrainUnderSp();
+  void qloraMatchesPeftOnTheDequantizedBase_data();
+  void qloraMatchesPeftOnTheDequantizedBase();
 
  private:
   QTemporaryDir tmp_;
@@ -315,6 +348,9 @@ void TestLoraReference::llamaFactoryExamplesTrainUnderSp_data() {
   QTest::addColumn<QString>("mode");
   QTest::newRow("qwen3_lora_sft, zigzag sp4") << "qwen3_lora_sft.yaml" << "demo_sft" << "zigzag-ring";
   QTest::newRow("qwen3_lora_dpo, usp 2x2") << "qwen3_lora_dpo.yaml" << "demo_dpo" << "usp";
+  // QLoRA: the base in NF4 (double quantization, LLaMA-Factory's defaults), bnb on the fly.
+  QTest::newRow("qwen3_lora_sft_otfq (QLoRA), ulysses sp4")
+      << "qwen3_lora_sft_otfq.yaml" << "demo_sft" << "ulysses";
 }
 
 void TestLoraReference::llamaFactoryExamplesTrainUnderSp() {
@@ -353,14 +389,71 @@ void TestLoraReference::llamaFactoryExamplesTrainUnderSp() {
   }
   QCOMPARE(losses.size(), size_t(4));
   QVERIFY2(losses.front() != losses.back(), "the loss did not move");
+  // A QLoRA run's adapter is checked on the base it trained against: the dequantized NF4 one.
+  const bool qlora = file.contains("otfq");
+  if (qlora) QVERIFY2(err.contains("QLoRA: "), qPrintable(err.right(2000)));
+  const std::string base = qlora ? dequantized_copy(model, Quant4Options{}) : model;
   const QString ref = tmp_.filePath(tag + "-peft.safetensors");
-  const QString error = run_reference({"--model", QString::fromStdString(model), "--adapter", out,
+  const QString error = run_reference({"--model", QString::fromStdString(base), "--adapter", out,
                                        "--batch", QString::fromStdString(batch_), "--out", ref});
   QVERIFY2(error.isEmpty(), qPrintable(error));
-  const EngineRun ours = engine_run(model, out.toStdString(), batch_);
+  const Quant4Options nf4;
+  const EngineRun ours = engine_run(model, out.toStdString(), batch_, qlora ? &nf4 : nullptr);
   const double d = max_diff(ours.logits, SafetensorsFile::open(ref.toStdString()).tensor("logits"));
   QVERIFY2(d <= 1e-4, qPrintable(QString("logits differ from PEFT's by %1").arg(d)));
   QVERIFY(max_diff(ours.logits, ours.disabled_logits) > 1e-4);
+}
+
+// QLoRA: on a 4-bit base (NF4 / FP4, with and without double quantization; the format is held to
+// bitsandbytes' bytes by tst_quant4_reference) the engine's loss, logits and adapter gradients are
+// PEFT's on the dequantized base, written as a model folder.
+void TestLoraReference::qloraMatchesPeftOnTheDequantizedBase_data() {
+  QTest::addColumn<QString>("type");
+  QTest::addColumn<bool>("double_quant");
+  QTest::addColumn<QString>("config");
+  QTest::newRow("nf4, double, all-linear") << "nf4" << true
+      << R"({"r": 4, "lora_alpha": 8, "target_modules": "all-linear"})";
+  QTest::newRow("fp4, DoRA on q, v") << "fp4" << false
+      << R"({"r": 4, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"], "use_dora": true})";
+}
+
+void TestLoraReference::qloraMatchesPeftOnTheDequantizedBase() {
+  QFETCH(QString, type);
+  QFETCH(bool, double_quant);
+  QFETCH(QString, config);
+  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const std::string model = tmp_.filePath(tag + "-qmodel").toStdString();
+  init_model_folder((kModels + "/tiny-llama/config.json").toStdString(), model, 6);
+  Quant4Options opt;
+  opt.type = type == "nf4" ? studio::kernels::Quant4Type::kNf4 : studio::kernels::Quant4Type::kFp4;
+  opt.double_quant = double_quant;
+  const std::string base = dequantized_copy(model, opt);
+  const QString cfg = tmp_.filePath(tag + "-q.json"), adapter = tmp_.filePath(tag + "-qadapter"),
+                out = tmp_.filePath(tag + "-qout.safetensors");
+  {
+    std::ofstream f(cfg.toStdString());
+    f << config.toStdString();
+  }
+  const QString error = run_reference({"--model", QString::fromStdString(base), "--config", cfg,
+                                       "--init-out", adapter, "--batch", QString::fromStdString(batch_),
+                                       "--out", out});
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  const EngineRun ours = engine_run(model, adapter.toStdString(), batch_, &opt);
+  const auto ref = SafetensorsFile::open(out.toStdString());
+  QVERIFY2(std::abs(ours.loss.item<double>() - ref.tensor("loss").item<double>()) <= 1e-5,
+           qPrintable(QString("loss %1 vs %2").arg(ours.loss.item<double>()).arg(ref.tensor("loss").item<double>())));
+  QVERIFY(max_diff(ours.logits, ref.tensor("logits")) <= 1e-4);
+  QVERIFY(max_diff(ours.disabled_logits, ref.tensor("disabled_logits")) <= 1e-4);
+  for (const auto& [name, g] : ours.grads) {
+    QVERIFY2(ref.has(name), name.c_str());
+    const auto theirs = ref.tensor(name);
+    const double scale = std::max(1.0, theirs.abs().max().item<double>());
+    QVERIFY2(max_diff(g, theirs) <= 1e-5 * scale,
+             qPrintable(QString::fromStdString(name) + QString(": %1").arg(max_diff(g, theirs))));
+  }
+  // And the 4-bit base is not the original one (or the check would prove nothing).
+  const EngineRun plain = engine_run(model, adapter.toStdString(), batch_);
+  QVERIFY(max_diff(plain.logits, ours.logits) > 1e-4);
 }
 
 QTEST_GUILESS_MAIN(TestLoraReference)

@@ -1,5 +1,7 @@
 #include "studio/trainer/model/layers.h"
 
+#include <stdexcept>
+
 #if STUDIO_TRAINER_FUSED_KERNELS
 #include "studio/kernels/rmsnorm_torch.h"
 #endif
@@ -30,8 +32,23 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool bias,
   if (bias) this->bias = register_parameter("bias", new_parameter({out_features}, options));
 }
 
+void LinearImpl::quantize_weight(const Quant4Options& opt, const torch::Tensor& source) {
+  if (quant) return;
+  if (source.sizes() != weight.sizes())
+    throw std::invalid_argument("quantize_weight: the source is " + c10::str(source.sizes()) +
+                                ", the weight " + c10::str(weight.sizes()));
+  quant = Quant4Weight::quantize(source, opt, weight.device());
+  parameters_.erase("weight");
+  weight = torch::Tensor();
+}
+
+torch::Tensor LinearImpl::base_product(const torch::Tensor& x) {
+  return quant ? quant4_linear(x, quant) : torch::linear(x, weight);
+}
+
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor y = torch::linear(x, weight, bias);
+  torch::Tensor y = quant ? (bias.defined() ? quant4_linear(x, quant) + bias : quant4_linear(x, quant))
+                          : torch::linear(x, weight, bias);
   if (!lora_A || g_adapters_off) return y;
   return adapter_forward(x, y);
 }
@@ -47,16 +64,16 @@ torch::Tensor LinearImpl::adapter_forward(const torch::Tensor& x, const torch::T
   torch::Tensor norm;
   {
     torch::NoGradGuard no_grad;
-    const auto compute = weight.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+    const torch::Tensor w = quant ? quant->dequantize(torch::kFloat) : weight;
+    const auto compute = w.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
     const torch::Tensor merged =
-        weight.to(compute) + torch::mm(lora_B->weight.to(compute), lora_A->weight.to(compute)) *
-                                 lora_scaling;
+        w.to(compute) + torch::mm(lora_B->weight.to(compute), lora_A->weight.to(compute)) *
+                            lora_scaling;
     norm = merged.norm(2, /*dim=*/{1}).to(y.scalar_type());
   }
   const torch::Tensor scale = lora_magnitude_vector / norm;  // [out]
   // Without dropout the base result is y less the bias; with it, x' W^T.
-  const torch::Tensor base =
-      drop ? torch::linear(xd, weight) : (bias.defined() ? y - bias : y);
+  const torch::Tensor base = drop ? base_product(xd) : (bias.defined() ? y - bias : y);
   return y + (scale - 1) * base + scale * lora * lora_scaling;
 }
 

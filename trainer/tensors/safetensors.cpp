@@ -32,7 +32,8 @@ struct DtypeEntry {
   int order;  // the Python library's Dtype enum order, which it sorts tensors by (descending)
 };
 
-constexpr std::array<DtypeEntry, 6> kDtypes{{
+constexpr std::array<DtypeEntry, 7> kDtypes{{
+    {"U8", torch::kByte, 0},  // bitsandbytes' packed 4-bit weights and statistics
     {"F16", torch::kHalf, 1},
     {"BF16", torch::kBFloat16, 2},
     {"I32", torch::kInt, 3},

@@ -34,6 +34,8 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
                   QStringLiteral("lora_alpha"), QStringLiteral("lora_dropout"),
                   QStringLiteral("lora_target"), QStringLiteral("additional_target"),
                   QStringLiteral("use_rslora"), QStringLiteral("use_dora"),
+                  QStringLiteral("quantization_bit"), QStringLiteral("quantization_type"),
+                  QStringLiteral("double_quantization"),
                   QStringLiteral("adapter_name_or_path"), QStringLiteral("create_new_adapter"),
                   QStringLiteral("freeze_trainable_layers"),
                   QStringLiteral("freeze_trainable_modules"),
@@ -124,6 +126,14 @@ QGroupBox* MethodPage::buildAdapters() {
                            tr("use_rslora: scale by lora_alpha / sqrt(lora_rank)")));
   loraForm->addRow(b->flag("use_dora", &RunConfig::use_dora,
                            tr("use_dora: weight-decomposed LoRA (DoRA)")));
+  // QLoRA: the base's linear weights in bitsandbytes' 4-bit format.
+  loraForm->addRow(tr("quantization_bit:"),
+                   b->optionalInteger("quantization_bit", &RunConfig::quantization_bit, 8,
+                                      tr("none: the base at its own precision")));
+  loraForm->addRow(tr("quantization_type:"),
+                   b->textChoice("quantization_type", &RunConfig::quantization_type, {"nf4", "fp4"}));
+  loraForm->addRow(b->flag("double_quantization", &RunConfig::double_quantization,
+                           tr("double_quantization: the block scales in 8 bits too")));
   QLineEdit* adapters = b->list("adapter_name_or_path", &RunConfig::adapter_name_or_path);
   adapters->setPlaceholderText(tr("none: new adapters (PEFT folders, comma-separated)"));
   loraForm->addRow(tr("adapter_name_or_path:"), adapters);

@@ -127,8 +127,19 @@ void TestMethodPage::validation_data() {
   QTest::newRow("lora, every setting")
       << QStringList()
       << "finetuning_type=lora;lora_rank=4;lora_alpha=8;lora_dropout=0.05;lora_target=all;"
-         "additional_target=embed_tokens;use_rslora=true;use_dora=true"
+         "additional_target=norm;use_rslora=true;use_dora=true"
       << true << "";
+  QTest::newRow("additional_target embed_tokens on tied embeddings")
+      << QStringList() << "finetuning_type=lora;additional_target=embed_tokens" << false
+      << "additional_target: 'embed_tokens': this model ties its LM head to the embeddings";
+  QTest::newRow("qlora") << QStringList()
+                         << "finetuning_type=lora;quantization_bit=4;quantization_type=fp4;"
+                            "double_quantization=false"
+                         << true << "";
+  QTest::newRow("qlora 8 bit") << QStringList() << "finetuning_type=lora;quantization_bit=8"
+                               << false << "quantization_bit: 8-bit (LLM.int8) training is not implemented";
+  QTest::newRow("quantized full training") << QStringList() << "quantization_bit=4" << false
+                                           << "quantization_bit: a quantized base trains only with finetuning_type: lora";
   QTest::newRow("lora target the model lacks")
       << QStringList() << "finetuning_type=lora;lora_target=q_proj,x_proj" << false
       << "lora_target: 'x_proj' is not a linear layer";

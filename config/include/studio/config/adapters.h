@@ -57,6 +57,19 @@ struct TrainedCount {
 };
 TrainedCount trained_parameter_count(const RunConfig& cfg, const ModelInfo& model);
 
+// QLoRA: the bytes the 4-bit form of a weight of n values holds: the packed values, the fp32
+// absmax per block, or with double quantization one byte per block, an fp32 scale per 256 blocks
+// and the 256-value fp32 code (kernels/quant4.h).
+int64_t quant4_weight_bytes(int64_t n, int64_t blocksize, bool double_quant);
+
+// QLoRA (quantization_bit 4): the base parameters held in 4 bits (every linear weight of the
+// decoder layers) and the bytes they take; zeros without quantization.
+struct QuantizedBase {
+  int64_t params = 0;
+  int64_t bytes = 0;
+};
+QuantizedBase quantized_base(const RunConfig& cfg, const ModelInfo& model);
+
 // The most parameters any one decoder layer trains (its adapters, or its trained modules): what
 // the largest gradient reduction of a layer holds.
 int64_t largest_trained_layer(const RunConfig& cfg, const ModelInfo& model);

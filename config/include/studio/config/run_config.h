@@ -124,6 +124,12 @@ struct RunConfig {
   int64_t freeze_trainable_layers = 2;         // freeze: last n layers (n < 0: first -n)
   std::vector<std::string> freeze_trainable_modules = {"all"};  // freeze: modules in those layers
   std::vector<std::string> freeze_extra_modules;  // freeze: non-layer modules trained too
+  // QLoRA (finetuning_type lora): the base's decoder linear weights in bitsandbytes' 4-bit format.
+  std::optional<int64_t> quantization_bit;     // 4 (8: LLM.int8, not implemented)
+  std::string quantization_type = "nf4";       // nf4 | fp4
+  bool double_quantization = true;             // the absmax values in 8 bits too
+  std::string quantization_method = "bnb";     // bitsandbytes' format (the only one)
+  bool quantized() const { return quantization_bit.has_value(); }
   double lora_scaling() const {
     const double alpha = lora_alpha.value_or(2.0 * static_cast<double>(lora_rank));
     return use_rslora ? alpha / std::sqrt(static_cast<double>(lora_rank))

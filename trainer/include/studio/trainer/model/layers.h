@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include "studio/trainer/model/quant4_weight.h"
+
 namespace studio::trainer {
 
 // While one of these lives on a thread, the parameters created there have their full shape but
@@ -60,7 +62,16 @@ class LinearImpl : public torch::nn::Module {
   double lora_scaling = 0;
   double lora_dropout = 0;  // applied in forwards that record gradients (training)
 
+  // QLoRA: replaces the weight by the 4-bit form of `source` (its values as loaded: the
+  // checkpoint's, not the compute dtype's; quant4_weight.h), kept where the weight was; `weight` is
+  // then no longer a parameter (undefined) and the forward dequantizes it where it runs. The bias
+  // stays.
+  void quantize_weight(const Quant4Options& opt, const torch::Tensor& source);
+  c10::intrusive_ptr<Quant4Weight> quant;
+
  private:
+  // x W^T without the bias, W the weight or its dequantized 4-bit form.
+  torch::Tensor base_product(const torch::Tensor& x);
   torch::Tensor adapter_forward(const torch::Tensor& x, const torch::Tensor& y);
 };
 TORCH_MODULE(Linear);
