@@ -45,7 +45,7 @@ const std::vector<V1Key>& v1_keys() {
        "lora_alpha 16 and lora_dropout 0.05); freeze -> finetuning_type freeze; null -> full; "
        "other names and unknown options are refused"},
       {"kernel_config", "", "no effect: studio-train runs its own fused kernels (a warning)"},
-      {"quant_config", "", "refused unless null: QLoRA is not implemented yet"},
+      {"quant_config", "", "refused unless null: not read yet; give quantization_bit: 4 instead"},
       {"train_dataset", "",
        "the dataset YAML (or a data file or folder) read in place of dataset_info.json: local "
        "entries with converter alpaca, sharegpt, pair or v1's messages format"},
@@ -580,13 +580,12 @@ class V1Reader {
   // LLaMA-Factory v1 plugin blocks: {name: ..., options}.
   void read_plugin(const std::string& key, const YAML::Node& block, SourcePos vp) {
     const bool named = block.IsMap() && block["name"] && block["name"].IsScalar();
-    if (key == "quant_config") {
-      // v0's refusal of quantization_bit, in v1's words.
-      std::string why = refused_extra_key("quantization_bit", YAML::Node("4"));
-      replace_all(why, "quantization_bit", "quant_config");
-      replace_all(why, "finetuning_type lora", "peft_config lora");
-      return problem(Severity::Error, named ? yaml_pos(block["name"]) : vp, key, why);
-    }
+    if (key == "quant_config")
+      return problem(Severity::Error, named ? yaml_pos(block["name"]) : vp, key,
+                     "QLoRA from a v1 quant_config block is not read yet: remove quant_config and "
+                     "give studio-train's quantization_bit: 4 (nf4, double quantization: v1's "
+                     "bnb defaults) beside peft_config lora");
+
     if (!named)
       return problem(Severity::Error, vp, key,
                      "needs a `name` (LLaMA-Factory v1 requires one in every *_config block)");

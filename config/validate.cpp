@@ -356,6 +356,20 @@ void check_model(const RunConfig& c, Checker& ck, std::optional<ModelInfo>& mode
                           "max_position_embeddings (" +
                           std::to_string(model->max_position_embeddings) +
                           ") and it has no rope_scaling");
+  // A checkpoint quantized on disk (config.json's quantization_config: bitsandbytes, GPTQ, ...).
+  nlohmann::json raw;
+  std::string raw_error;
+  if (read_json_file((dir / "config.json").string(), raw, raw_error) && raw.is_object() &&
+      raw.contains("quantization_config") && raw["quantization_config"].is_object()) {
+    const auto& q = raw["quantization_config"];
+    const std::string method = q.contains("quant_method") && q["quant_method"].is_string()
+                                   ? q["quant_method"].get<std::string>()
+                                   : std::string("unknown method");
+    ck.error("model_name_or_path", "the checkpoint is already quantized (" + method +
+                                       "): loading a quantized base from disk is not implemented; "
+                                       "give the unquantized model and quantization_bit: 4 "
+                                       "(QLoRA quantizes it as it loads)");
+  }
   check_moe(c, *model, ck);
   check_heads(c, *model, ck);
 }

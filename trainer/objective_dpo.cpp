@@ -128,7 +128,7 @@ class DpoObjective final : public Objective {
     // ZeRO-3 forwards gather over the whole world: every DP rank runs as many.
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(pairs.size(), cfg_.per_device_eval_batch_size); ++k)
-      m_.ref_sharding()->idle_forward();
+      m_.sharding_of(ref)->idle_forward();
     if (m_.par.dp_group() && m_.par.dp_group()->size() > 1)
       m_.par.dp_group()->all_reduce_sum(table, "reference log-probs");
     return table;

@@ -174,7 +174,7 @@ class KtoObjective final : public Objective {
     }
     for (size_t k = batches.size();
          k < m_.par.most_dp_batches(all.size(), cfg_.per_device_eval_batch_size); ++k)
-      for (int f = 0; f < 2; ++f) m_.ref_sharding()->idle_forward();
+      for (int f = 0; f < 2; ++f) m_.sharding_of(ref)->idle_forward();
     if (m_.par.dp_group() && m_.par.dp_group()->size() > 1)
       m_.par.dp_group()->all_reduce_sum(table, "reference log-probs");
     return table;

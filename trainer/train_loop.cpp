@@ -95,6 +95,9 @@ struct Trainer::Impl {
   std::unique_ptr<Objective> objective;
   // finetuning_type lora: the adapter the policy trains and where its weights come from.
   std::optional<AdapterPlan> adapters;
+  // What building the models found worth saying (trained parameters, adapters, QLoRA), logged
+  // once the run's event file is open.
+  std::vector<std::string> start_notes;
 
   explicit Impl(TrainInputs inputs)
       : in(std::move(inputs)),
@@ -188,7 +191,7 @@ struct Trainer::Impl {
                   static_cast<long long>(count), policy ? "policy" : "reference",
                   cfg.quantization_type.c_str(), cfg.double_quantization ? " (double quantization)" : "",
                   static_cast<double>(after) / kMiB, static_cast<double>(before) / kMiB);
-    reporter.log("info", line);
+    start_notes.push_back(line);
   }
 
   CausalLM make_model(const std::string& weights_dir, bool policy, WeightGetter& weights) {
@@ -260,7 +263,7 @@ struct Trainer::Impl {
     objective->check();
     if (cfg.finetuning_type == FinetuningType::Lora) {
       adapters = plan_adapters(cfg, in.model);
-      for (const auto& note : adapters->notes) reporter.log("info", note);
+      for (const auto& note : adapters->notes) start_notes.push_back(note);
     }
     aux_coef = studio::moe_aux_coefficient(cfg, in.model);
     if (aux_coef > 0)
@@ -295,11 +298,18 @@ struct Trainer::Impl {
       all += p.numel();
       if (trained.count(name)) count += p.numel();
     }
+    // QLoRA's 4-bit weights are no parameters any more, but part of the model.
+    for (const auto& item : model->named_modules())
+      if (auto* lin = item.value()->as<LinearImpl>(); lin && lin->quant) {
+        int64_t n = 1;
+        for (int64_t d : lin->quant->shape()) n *= d;
+        all += n;
+      }
     char line[160];
     std::snprintf(line, sizeof line, "trainable params: %lld || all params: %lld || trainable%%: %.4f",
                   static_cast<long long>(count), static_cast<long long>(all),
                   all > 0 ? 100.0 * static_cast<double>(count) / static_cast<double>(all) : 0.0);
-    reporter.log("info", line);
+    start_notes.push_back(line);
     zero_options.trained = [trained = std::move(trained)](const std::string& name) {
       return trained.count(name) > 0;
     };
@@ -895,6 +905,7 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
     t.find_peak();
     t.reporter.start(t.cfg, t.in.model, t.par.world(), t.state.total_steps, t.state.global_step,
                      t.device_name_, t.peak_tflops_);
+    for (const auto& note : t.start_notes) t.reporter.log("info", note);
     if (!t.resume_dir.empty())
       t.reporter.log("info", "resuming from " + t.resume_dir + " at step " +
                                  std::to_string(t.state.global_step));

@@ -398,8 +398,7 @@ void TestStudioTrainCli::llamaFactoryV1Files_data() {
   QTest::newRow("freeze") << "train_freeze_sft.yaml" << 0 << "valid: LLaMA-Factory v1, stage sft";
   QTest::newRow("qlora refused")
       << "train_qlora.yaml" << 2
-      << "train_qlora.yaml:7:9: quant_config: QLoRA (a quantized base under the adapters) is not "
-         "implemented yet: remove quant_config";
+      << "train_qlora.yaml:7:9: quant_config: QLoRA from a v1 quant_config block is not read yet";
   QTest::newRow("muon refused") << "train_full_muon.yaml" << 2
                                 << "train_full_muon.yaml:8:9: optim_config: studio-train trains "
                                    "with AdamW; 'muon' is not available";

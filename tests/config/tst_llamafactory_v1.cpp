@@ -541,8 +541,8 @@ void TestLlamaFactoryV1::validatesOnEightProcesses_data() {
   QTest::newRow("freeze") << "train_freeze_sft.yaml" << true << "valid";
   QTest::newRow("qlora: quant_config")
       << "train_qlora.yaml" << false
-      << ":7:9: quant_config: QLoRA (a quantized base under the adapters) is not implemented "
-         "yet: remove quant_config (peft_config lora then trains on the unquantized base)";
+      << ":7:9: quant_config: QLoRA from a v1 quant_config block is not read yet: remove "
+         "quant_config and give studio-train's quantization_bit: 4";
   QTest::newRow("muon") << "train_full_muon.yaml" << false
                         << ":8:9: optim_config: studio-train trains with AdamW; 'muon' is not "
                            "available: remove optim_config";

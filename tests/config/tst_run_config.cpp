@@ -251,9 +251,18 @@ void TestRunConfig::invalidConfigs_data() {
   QTest::newRow("dpo needs ranking data") << "stage: dpo\ndataset_dir: data\n" << 0 << "dataset"
                                           << 2 << "not a preference dataset";
   QTest::newRow("duplicate key") << "seed: 1\nseed: 2\n" << 0 << "seed" << 6 << "first given at line 5";
-  QTest::newRow("quantization refused")
+  QTest::newRow("quantization without lora refused")
       << "quantization_bit: 4\n" << 0 << "quantization_bit" << 5
-      << "QLoRA (a quantized base under the adapters) is not implemented yet";
+      << "a quantized base trains only with finetuning_type: lora";
+  QTest::newRow("8-bit quantization refused")
+      << "finetuning_type: lora\nquantization_bit: 8\n" << 0 << "quantization_bit" << 6
+      << "8-bit (LLM.int8) training is not implemented";
+  QTest::newRow("qlora under zero-3 refused")
+      << "finetuning_type: lora\nquantization_bit: 4\nzero_stage: 3\n" << 0 << "quantization_bit"
+      << 6 << "QLoRA under ZeRO-3 is not implemented yet";
+  QTest::newRow("gptq refused")
+      << "finetuning_type: lora\nquantization_bit: 4\nquantization_method: gptq\n" << 0
+      << "quantization_method" << 7 << "'gptq' is not implemented";
   QTest::newRow("other optimizer refused") << "optim: sgd\n" << 0 << "optim" << 5 << "AdamW";
   QTest::newRow("min lr schedule without kwargs") << "lr_scheduler_type: cosine_with_min_lr\n" << 0
                                                   << "lr_scheduler_type" << 5 << "min_lr_rate";
@@ -687,15 +696,13 @@ void TestRunConfig::llamaFactoryAdapterExamples_data() {
   QTest::newRow("qwen3 lora reward: stage rm with lora")
       << "qwen3_lora_reward.yaml" << QStringList{qwen} + pairs << "finetuning_type" << 8
       << "stage rm with lora is not implemented";
+  // QLoRA (bitsandbytes 4-bit on the fly): valid, quantization_bit 4.
   QTest::newRow("qwen3 lora sft, on-the-fly quantization: QLoRA")
-      << "qwen3_lora_sft_otfq.yaml" << QStringList{qwen} + sft << "quantization_bit" << 3
-      << "QLoRA (a quantized base under the adapters) is not implemented yet";
-  QTest::newRow("qwen3 lora sft, bitsandbytes on NPU: QLoRA")
-      << "qwen3_lora_sft_bnb_npu.yaml" << QStringList{qwen} + sft << "quantization_bit" << 3
-      << "QLoRA (a quantized base under the adapters) is not implemented yet";
+      << "qwen3_lora_sft_otfq.yaml" << QStringList{qwen} + sft << "" << 0 << "";
+  QTest::newRow("qwen3 lora sft, bitsandbytes on NPU: QLoRA, no double quantization")
+      << "qwen3_lora_sft_bnb_npu.yaml" << QStringList{qwen} + sft << "" << 0 << "";
   QTest::newRow("llama3 fsdp qlora: QLoRA")
-      << "fsdp_qlora_llama3_lora_sft.yaml" << QStringList{llama} + sft << "quantization_bit" << 3
-      << "QLoRA (a quantized base under the adapters) is not implemented yet";
+      << "fsdp_qlora_llama3_lora_sft.yaml" << QStringList{llama} + sft << "" << 0 << "";
   QTest::newRow("llama3 freeze sft: LLaMA-Pro")
       << "llama3_freeze_sft.yaml" << QStringList{llama} + sft << "use_llama_pro" << 11
       << "LLaMA-Pro (training expanded blocks) is not implemented";
@@ -732,6 +739,12 @@ void TestRunConfig::llamaFactoryAdapterExamples() {
   QVERIFY2(res.ok(), qPrintable(dump(res.diagnostics)));
   QCOMPARE(res.config.finetuning_type, FinetuningType::Lora);
   QCOMPARE(res.config.lora_rank, int64_t{8});
+  const bool qlora = file.contains("otfq") || file.contains("bnb") || file.contains("qlora");
+  QCOMPARE(res.config.quantized(), qlora);
+  if (qlora) {
+    QCOMPARE(*res.config.quantization_bit, int64_t{4});
+    QCOMPARE(res.config.double_quantization, !file.contains("bnb_npu"));
+  }
   QCOMPARE(res.config.lora_target, std::vector<std::string>{"all"});
   QVERIFY(res.model.has_value());
   std::string error;
@@ -741,8 +754,8 @@ void TestRunConfig::llamaFactoryAdapterExamples() {
                                                "up_proj", "down_proj"}));
 }
 
-// LF's merge example is an export file (`llamafactory-cli export`; studio-train has no export
-// command yet), not a training file: it has no dataset or output_dir and loads an adapter into
+// LF's merge example is an export file (`llamafactory-cli export`, `studio-train export`), not a
+// training file: it has no dataset or output_dir and loads an adapter into
 // a full-parameter run, and validate says so.
 void TestRunConfig::llamaFactoryExportExampleIsNoTrainingFile() {
   const QString dir = QStringLiteral(STUDIO_TEST_FIXTURES_DIR "/configs/lf_examples");

@@ -298,6 +298,9 @@ class TestSpEquivalence : public QObject {
     QTest::newRow("dpo lora, usp 2x2") << "dpo" << "usp" << 4 << 4 << 64 << "demo" << "";
     QTest::newRow("dpo lora, ZeRO-3, dp2 x ulysses sp2") << "dpo" << "ulysses" << 4 << 2 << 64 << "demo" << "";
     QTest::newRow("sft freeze, ZeRO-2, zigzag sp2") << "sft" << "zigzag-ring" << 2 << 2 << 64 << "demo" << "";
+    // QLoRA: the base in NF4 (double quantization), the same bytes on every rank.
+    QTest::newRow("sft qlora lora, usp 2x2") << "sft" << "usp" << 4 << 4 << 64 << "demo" << "";
+    QTest::newRow("dpo qlora lora, dp2 x zigzag sp2") << "dpo" << "zigzag-ring" << 4 << 2 << 64 << "demo" << "";
   }
 
   void matchesSingleProcess() {
@@ -320,6 +323,7 @@ class TestSpEquivalence : public QObject {
     if (lora)
       method << "finetuning_type: lora" << "lora_rank: 4" << "lora_alpha: 8" << "lora_target: all";
     if (QByteArray(QTest::currentDataTag()).contains("DoRA")) method << "use_dora: true";
+    if (QByteArray(QTest::currentDataTag()).contains("qlora")) method << "quantization_bit: 4";
     if (QByteArray(QTest::currentDataTag()).contains("freeze"))
       method << "finetuning_type: freeze" << "freeze_trainable_layers: 1";
     if (QByteArray(QTest::currentDataTag()).contains("ZeRO-2")) packed << "zero_stage: 2";

@@ -63,11 +63,9 @@ MethodPage::MethodPage(RunDraft* draft, QWidget* parent)
       lora_(new QWidget),
       freeze_(new QWidget) {
   setTitle(tr("Method"));
-  setSubTitle(tr("SFT on instruction data, DPO on chosen/rejected pairs (orpo and simpo need no "
-                 "reference model), rm (a reward model on those pairs), kto (single responses "
-                 "marked desirable or not) or pt (plain texts, every token learned). "
-                 "Trains every weight (full), LoRA adapters on a frozen base (written as PEFT's "
-                 "files) or only the last or first layers (freeze)."));
+  setSubTitle(tr("SFT, DPO on chosen/rejected pairs (orpo, simpo: no reference), rm (a reward "
+                 "model), kto (desirable or not) or pt (plain texts); every weight (full), "
+                 "LoRA/QLoRA adapters (PEFT files) or some layers (freeze)."));
   FieldBindings* b = bindings();
   reference_->setPlaceholderText(tr("none: a frozen copy of the initial model"));
   auto* refRow = new QHBoxLayout;
