@@ -176,23 +176,42 @@ std::vector<int64_t> freeze_trained_layers(const RunConfig& cfg, const ModelInfo
   return out;
 }
 
-bool base_parameter_trained(const RunConfig& cfg, const ModelInfo& model, const std::string& name) {
-  // Stage rm's value head is always trained (TRL's head, added after the adapters).
-  if (name.rfind("v_head.", 0) == 0) return true;
-  switch (cfg.finetuning_type) {
-    case FinetuningType::Full:
-      return true;
-    case FinetuningType::Lora: {
-      std::string error;
-      const auto whole = additional_target_parameters(cfg, model, error);
-      return std::find(whole.begin(), whole.end(), name) != whole.end();
-    }
-    case FinetuningType::Freeze:
-      for (const auto& pattern : freeze_patterns(cfg, model))
-        if (name.find(pattern) != std::string::npos) return true;
-      return false;
+namespace {
+
+// base_parameter_trained's rule with what it needs worked out once (the additional_target
+// parameters, the freeze patterns), for the loops over every parameter.
+class TrainedRule {
+ public:
+  TrainedRule(const RunConfig& cfg, const ModelInfo& model) : type_(cfg.finetuning_type) {
+    std::string error;
+    if (type_ == FinetuningType::Lora) whole_ = additional_target_parameters(cfg, model, error);
+    if (type_ == FinetuningType::Freeze) patterns_ = freeze_patterns(cfg, model);
   }
-  return true;
+  bool operator()(const std::string& name) const {
+    // Stage rm's value head is always trained (TRL's head, added after the adapters).
+    if (name.rfind("v_head.", 0) == 0) return true;
+    switch (type_) {
+      case FinetuningType::Full:
+        return true;
+      case FinetuningType::Lora:
+        return std::find(whole_.begin(), whole_.end(), name) != whole_.end();
+      case FinetuningType::Freeze:
+        for (const auto& pattern : patterns_)
+          if (name.find(pattern) != std::string::npos) return true;
+        return false;
+    }
+    return true;
+  }
+
+ private:
+  FinetuningType type_;
+  std::vector<std::string> whole_, patterns_;
+};
+
+}  // namespace
+
+bool base_parameter_trained(const RunConfig& cfg, const ModelInfo& model, const std::string& name) {
+  return TrainedRule(cfg, model)(name);
 }
 
 TrainedCount trained_parameter_count(const RunConfig& cfg, const ModelInfo& model) {
@@ -202,8 +221,9 @@ TrainedCount trained_parameter_count(const RunConfig& cfg, const ModelInfo& mode
     c.trained = c.total;
     return c;
   }
+  const TrainedRule trained(cfg, model);
   for (const auto& [name, n] : all_parameters(model))
-    if (base_parameter_trained(cfg, model, name)) c.trained += n;
+    if (trained(name)) c.trained += n;
   if (cfg.finetuning_type == FinetuningType::Lora) {
     const int64_t adapters = lora_parameter_count(cfg, model);
     c.trained += adapters;
@@ -241,11 +261,12 @@ int64_t largest_trained_layer(const RunConfig& cfg, const ModelInfo& model) {
       cfg.finetuning_type == FinetuningType::Lora && model.num_layers > 0
           ? lora_parameter_count(cfg, model) / model.num_layers
           : 0;
+  const TrainedRule trained(cfg, model);
   int64_t most = 0;
   for (int64_t layer = 0; layer < model.num_layers; ++layer) {
     int64_t n = adapters;
     for (const auto& [name, count] : in_layer)
-      if (base_parameter_trained(cfg, model, "model.layers." + std::to_string(layer) + "." + name))
+      if (trained("model.layers." + std::to_string(layer) + "." + name))
         n += count;
     most = std::max(most, n);
   }

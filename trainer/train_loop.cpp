@@ -509,14 +509,6 @@ struct Trainer::Impl {
   // for the shard being written (rank 0 writes; every rank takes part in each gather, in
   // hf_save_order's order, also after a failure on rank 0).
   void save_model(const std::string& dir, HfSaveOptions opt) {
-    if (adapters) return save_adapter(dir);
-    NamedTensors metas;
-    for (size_t i = 0; i < zero->names().size(); ++i)
-      metas.emplace_back(zero->names()[i],
-                         torch::empty(zero->shape(i), torch::TensorOptions().dtype(torch::kFloat)
-                                                          .device(torch::kMeta)));
-    const auto order = hf_save_order(metas, opt);
-    size_t fetched = 0;
     std::string error;
     // An offloaded update's failure surfaces here, on every rank at once.
     try {
@@ -525,6 +517,14 @@ struct Trainer::Impl {
       error = e.what();
     }
     agree(error, "saving " + dir);
+    if (adapters) return save_adapter(dir);
+    NamedTensors metas;
+    for (size_t i = 0; i < zero->names().size(); ++i)
+      metas.emplace_back(zero->names()[i],
+                         torch::empty(zero->shape(i), torch::TensorOptions().dtype(torch::kFloat)
+                                                          .device(torch::kMeta)));
+    const auto order = hf_save_order(metas, opt);
+    size_t fetched = 0;
     if (par.rank() == 0) {
       opt.fetch = [&](size_t i) {
         ++fetched;
@@ -550,15 +550,10 @@ struct Trainer::Impl {
 
   // finetuning_type lora: the adapter (and the additional_target weights) as PEFT writes them,
   // from the fp32 masters gathered one tensor at a time (every rank takes part in each gather,
-  // in names() order, also after a failure on rank 0); rank 0 writes the files.
+  // in names() order, also after a failure on rank 0); rank 0 writes the files. The pending
+  // updates are done (save_model).
   void save_adapter(const std::string& dir) {
     std::string error;
-    try {
-      zero->finish_updates();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    agree(error, "saving " + dir);
     const auto shapes = adapter_file_shapes(*model, adapters->adapter);
     NamedTensors tensors;
     for (size_t i = 0; i < zero->names().size(); ++i) {

@@ -36,6 +36,11 @@ QString run_reference(const QStringList& args) {
   return {};
 }
 
+// The current data row's tag as a file name.
+QString data_tag() {
+  return QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+}
+
 // Two rows of 12 tokens, the first 4 of each a "prompt" (-100), ids < 64 (every tiny vocabulary).
 void write_batch(const std::string& path) {
   const std::vector<int64_t> ids = {1, 17, 5, 63, 42, 42, 3, 60, 11, 0, 58, 23,
@@ -181,7 +186,7 @@ void TestLoraReference::matchesPeft() {
   QFETCH(QString, model);
   QFETCH(QString, config);
   QFETCH(bool, base_reference);
-  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const QString tag = data_tag();
   const std::string dir = tmp_.filePath(tag + "-model").toStdString();
   init_model_folder((kModels + "/" + model + "/config.json").toStdString(), dir, 3);
   const QString cfg = tmp_.filePath(tag + ".json"), adapter = tmp_.filePath(tag + "-adapter"),
@@ -236,7 +241,7 @@ void TestLoraReference::trainedAdapterLoadsInPeft_data() {
 
 void TestLoraReference::trainedAdapterLoadsInPeft() {
   QFETCH(QString, extra);
-  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const QString tag = data_tag();
   const std::string model = tmp_.filePath(tag + "-base").toStdString();
   init_model_folder(STUDIO_SOURCE_DIR "/resources/demo/model/config.json", model, 7);
   const QString out = tmp_.filePath(tag + "-run");
@@ -284,7 +289,7 @@ void TestLoraReference::exportMergesAsPeft_data() {
 void TestLoraReference::exportMergesAsPeft() {
   QFETCH(QString, model);
   QFETCH(QString, config);
-  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const QString tag = data_tag();
   const std::string dir = tmp_.filePath(tag + "-xmodel").toStdString();
   init_model_folder((kModels + "/" + model + "/config.json").toStdString(), dir, 4);
   const QString cfg = tmp_.filePath(tag + "-x.json"), adapter = tmp_.filePath(tag + "-xadapter"),
@@ -357,7 +362,7 @@ void TestLoraReference::llamaFactoryExamplesTrainUnderSp() {
   QFETCH(QString, file);
   QFETCH(QString, dataset);
   QFETCH(QString, mode);
-  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const QString tag = data_tag();
   const std::string model = tmp_.filePath(tag + "-base").toStdString();
   init_model_folder(STUDIO_SOURCE_DIR "/resources/demo/model/config.json", model, 9);
   const QString out = tmp_.filePath(tag + "-run");
@@ -421,7 +426,7 @@ void TestLoraReference::qloraMatchesPeftOnTheDequantizedBase() {
   QFETCH(QString, type);
   QFETCH(bool, double_quant);
   QFETCH(QString, config);
-  const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("\\W"), "_");
+  const QString tag = data_tag();
   const std::string model = tmp_.filePath(tag + "-qmodel").toStdString();
   init_model_folder((kModels + "/tiny-llama/config.json").toStdString(), model, 6);
   Quant4Options opt;
