@@ -240,11 +240,15 @@ std::string to_yaml_full(const RunConfig& cfg) {
 std::string to_yaml_minimal(const RunConfig& cfg, bool llamafactory) {
   std::vector<detail::YamlEntry> entries;
   long unplaced = INT_MAX;  // keys set in memory go after the file's keys, in table order
+  const auto& differ = llamafactory_different_defaults();
   for (const auto& f : config_fields()) {
     if (llamafactory && !llamafactory_knows(f.key)) continue;
     auto pos = cfg.source.key_pos.find(std::string(f.key));
     const bool from_file = pos != cfg.source.key_pos.end();
-    if (!from_file && (f.is_default(cfg) && !f.required)) continue;
+    // LLaMA-Factory reads a key left out as its own default, which for these is not ours.
+    const bool written_anyway =
+        llamafactory && std::find(differ.begin(), differ.end(), f.key) != differ.end();
+    if (!from_file && (f.is_default(cfg) && !f.required) && !written_anyway) continue;
     entries.push_back({from_file ? pos->second.line : unplaced++, std::string(f.key), f.to_node(cfg)});
   }
   for (const auto& x : cfg.extra_keys)

@@ -21,6 +21,13 @@ const std::vector<std::string_view>& llamafactory_unknown_keys() {
   return keys;
 }
 
+const std::vector<std::string_view>& llamafactory_different_defaults() {
+  static const std::vector<std::string_view> keys = {
+      "do_train", "finetuning_type", "per_device_train_batch_size", "per_device_eval_batch_size",
+      "logging_steps", "gradient_checkpointing"};
+  return keys;
+}
+
 bool llamafactory_knows(std::string_view key) {
   const auto& unknown = llamafactory_unknown_keys();
   return std::find(unknown.begin(), unknown.end(), key) == unknown.end();

@@ -356,19 +356,15 @@ void check_model(const RunConfig& c, Checker& ck, std::optional<ModelInfo>& mode
                           "max_position_embeddings (" +
                           std::to_string(model->max_position_embeddings) +
                           ") and it has no rope_scaling");
-  // A checkpoint quantized on disk (config.json's quantization_config: bitsandbytes, GPTQ, ...).
-  nlohmann::json raw;
-  std::string raw_error;
-  if (read_json_file((dir / "config.json").string(), raw, raw_error) && raw.is_object() &&
-      raw.contains("quantization_config") && raw["quantization_config"].is_object()) {
-    const auto& q = raw["quantization_config"];
-    const std::string method = q.contains("quant_method") && q["quant_method"].is_string()
-                                   ? q["quant_method"].get<std::string>()
-                                   : std::string("unknown method");
-    ck.error("model_name_or_path", "the checkpoint is already quantized (" + method +
-                                       "): loading a quantized base from disk is not implemented; "
-                                       "give the unquantized model and quantization_bit: 4 "
-                                       "(QLoRA quantizes it as it loads)");
+  // A checkpoint quantized on disk (config.json's quantization_config): bitsandbytes' 4-bit
+  // format loads as it is (QLoRA; check_adapters has the rules), the others are refused.
+  if (const DiskQuantization& q = model->quantization; !q.method.empty() && !model->bnb_4bit_on_disk()) {
+    const std::string what = q.method + (q.bits > 0 ? ", " + std::to_string(q.bits) + "-bit" : "");
+    ck.error("model_name_or_path",
+             "the checkpoint is quantized on disk (" + what + "), which studio-train does not "
+             "read: it loads bitsandbytes' 4-bit checkpoints (load_in_4bit) and unquantized "
+             "ones; give the unquantized model with quantization_bit: 4 (QLoRA quantizes it "
+             "as it loads)");
   }
   check_moe(c, *model, ck);
   check_heads(c, *model, ck);
@@ -533,7 +529,19 @@ void check_long_context(const RunConfig& c, Checker& ck) {
 void check_paths(const RunConfig& c, Checker& ck) {
   std::error_code ec;
   std::string missing;
-  if (c.ref_model && ck.model_dir(*c.ref_model, missing).empty()) ck.missing("ref_model", missing);
+  if (c.ref_model) {
+    const fs::path dir = ck.model_dir(*c.ref_model, missing);
+    std::string error;
+    if (dir.empty()) {
+      ck.missing("ref_model", missing);
+    } else if (const auto info = read_model_info(dir.string(), error);
+               info && info->quantized_on_disk()) {
+      ck.error("ref_model", dir.string() + " is quantized on disk (" + info->quantization.method +
+                                ", " + std::to_string(info->quantization.bits) +
+                                "-bit): a quantized reference model is not implemented; give "
+                                "the unquantized one");
+    }
+  }
   if (c.resume_from_checkpoint && !fs::exists(ck.resolve(*c.resume_from_checkpoint), ec))
     ck.missing("resume_from_checkpoint",
                "no such folder: " + ck.resolve(*c.resume_from_checkpoint).string());
@@ -630,6 +638,11 @@ void check_method(const RunConfig& c, Checker& ck) {
 
 // finetuning_type lora / freeze (docs/ADAPTERS.md); `model` when config.json was read.
 void check_adapters(const RunConfig& c, const std::optional<ModelInfo>& model, Checker& ck) {
+  // LLaMA-Factory (v0) reads a file without finetuning_type as lora.
+  if (!c.is_v1() && !ck.given("finetuning_type"))
+    ck.note("finetuning_type", "not given: studio-train trains every weight (full), while "
+                               "LLaMA-Factory's default is lora, so the same file trains LoRA "
+                               "adapters there; set finetuning_type to say which");
   const bool lora = c.finetuning_type == FinetuningType::Lora;
   const bool freeze = c.finetuning_type == FinetuningType::Freeze;
   const std::string type(to_string(c.finetuning_type));
@@ -672,8 +685,31 @@ void check_adapters(const RunConfig& c, const std::optional<ModelInfo>& model, C
                                            "a PEFT adapter folder");
     }
   }
-  // QLoRA, with LLaMA-Factory's rules (_verify_model_args, configure_quantization).
-  if (c.quantized()) {
+  // QLoRA, with LLaMA-Factory's rules (_verify_model_args, configure_quantization,
+  // init_adapter): on the fly (quantization_bit) or a base bitsandbytes saved in 4 bits.
+  const bool disk_4bit = model && model->bnb_4bit_on_disk();
+  if (disk_4bit) {
+    const DiskQuantization& q = model->quantization;
+    if (q.skip_modules_given && !model->tie_word_embeddings &&
+        !bnb_skips_module("lm_head", q.skip_modules))
+      ck.error("model_name_or_path",
+               "its lm_head is quantized on disk (llm_int8_skip_modules was given without "
+               "lm_head): studio-train keeps the LM head unquantized, as transformers does by "
+               "default; quantize the model again with lm_head in llm_int8_skip_modules");
+    const std::string format =
+        q.quant_type + (q.double_quant ? " with double quantization" : "");
+    // LLaMA-Factory: "`quantization_bit` will not affect on the PTQ-quantized models."
+    for (const char* key : {"quantization_bit", "quantization_type", "double_quantization",
+                            "quantization_method"})
+      if (ck.given(key))
+        ck.warn(key, "ignored: model_name_or_path is already quantized on disk (bitsandbytes, " +
+                         format + "), which is what trains");
+    if (!lora)
+      ck.error("finetuning_type", "model_name_or_path is quantized on disk (bitsandbytes, " +
+                                      format + "): a quantized model trains only with "
+                                      "finetuning_type: lora (LLaMA-Factory: \"Quantized models "
+                                      "can only be used for the LoRA or OFT tuning\")");
+  } else if (c.quantized()) {
     const int64_t bits = *c.quantization_bit;
     if (bits == 8)
       ck.error("quantization_bit", "8-bit (LLM.int8) training is not implemented: use 4");
@@ -689,12 +725,18 @@ void check_adapters(const RunConfig& c, const std::optional<ModelInfo>& model, C
                "studio-train quantizes on the fly in bitsandbytes' format", "bnb");
     if (c.quantization_type != "nf4" && c.quantization_type != "fp4")
       ck.error("quantization_type", "'" + c.quantization_type + "' is not a 4-bit code", "nf4 | fp4");
+  }
+  if (disk_4bit || c.quantized()) {
+    // The key to name: the one that made the base quantized.
+    const char* cause = disk_4bit ? "model_name_or_path" : "quantization_bit";
+    const std::string base = disk_4bit ? "a base quantized on disk" : "QLoRA";
     std::string ds_error;
     std::optional<DeepSpeedRequest> ds;
     if (c.deepspeed) ds = read_deepspeed_json(ck.resolve(*c.deepspeed).string(), ds_error);
     if (zero_request(c, ds).stage >= 3)
-      ck.error("quantization_bit", "QLoRA under ZeRO-3 is not implemented yet: use ZeRO stage 2 "
-                                   "or lower (the 4-bit base is small enough to hold whole)");
+      ck.error(cause, base + " under ZeRO-3 is not implemented: use ZeRO stage 2 or lower (the "
+                             "4-bit base is small enough to hold whole; LLaMA-Factory refuses "
+                             "ZeRO-3 with a quantized checkpoint too)");
     if (c.adapter_name_or_path.size() > 1)
       ck.error("adapter_name_or_path", "a quantized model takes a single adapter "
                                        "(LLaMA-Factory's rule): merge the others first with "
@@ -705,7 +747,7 @@ void check_adapters(const RunConfig& c, const std::optional<ModelInfo>& model, C
                                      "export, then quantize");
   }
   for (const char* key : {"quantization_type", "double_quantization", "quantization_method"})
-    if (!c.quantized() && ck.given(key))
+    if (!c.quantized() && !disk_4bit && ck.given(key))
       ck.warn(key, "only used with quantization_bit; ignored");
   if (freeze) {
     ck.require(c.freeze_trainable_layers != 0, "freeze_trainable_layers",

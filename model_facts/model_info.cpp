@@ -312,6 +312,41 @@ bool fill_moe(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   return true;
 }
 
+// quantization_config as transformers writes it (QuantizationConfigMixin.to_dict).
+bool fill_quantization(const nlohmann::json& j, ModelInfo& m, std::string& error) {
+  const auto it = j.find("quantization_config");
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_object())
+    return error = "'quantization_config' has the wrong type (" + std::string(it->type_name()) + ")",
+           false;
+  DiskQuantization& q = m.quantization;
+  if (!get(*it, "quant_method", q.method, error, true))
+    return error = "quantization_config: " + error, false;
+  if (q.method.empty()) return error = "quantization_config: 'quant_method' is empty", false;
+  bool ok = true;
+  if (q.method == "bitsandbytes") {
+    bool four = false, eight = false;
+    ok = get(*it, "load_in_4bit", four, error, false) && get(*it, "load_in_8bit", eight, error, false) &&
+         get(*it, "bnb_4bit_quant_type", q.quant_type, error, false) &&
+         get(*it, "bnb_4bit_use_double_quant", q.double_quant, error, false) &&
+         get(*it, "bnb_4bit_quant_storage", q.storage, error, false) &&
+         get(*it, "llm_int8_skip_modules", q.skip_modules, error, false);
+    q.skip_modules_given = it->contains("llm_int8_skip_modules") && !(*it)["llm_int8_skip_modules"].is_null();
+    if (ok && four == eight)
+      return error = "quantization_config: bitsandbytes with load_in_4bit " +
+                     std::string(four ? "and" : "nor") + " load_in_8bit",
+             false;
+    q.bits = four ? 4 : 8;
+    if (ok && four && q.quant_type.empty()) q.quant_type = "fp4";  // BitsAndBytesConfig's default
+  } else if (it->contains("bits")) {
+    int64_t bits = 0;
+    ok = get(*it, "bits", bits, error, false);
+    q.bits = static_cast<int>(bits);
+  }
+  if (!ok) error = "quantization_config: " + error;
+  return ok;
+}
+
 bool fill_decoder_fields(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   return get(j, "rms_norm_eps", m.rms_norm_eps, error, false) &&
          get(j, "hidden_act", m.hidden_act, error, false) &&
@@ -382,7 +417,7 @@ bool fill(const nlohmann::json& j, ModelInfo& m, std::string& error) {
   m.fused_gate_up = a == "Phi3ForCausalLM" || a == "GlmForCausalLM" || a == "Glm4ForCausalLM";
   if (a == "Glm4ForCausalLM") m.norm_layout = ModelInfo::NormLayout::Glm4Sandwich;
   if (!fill_decoder_fields(j, m, error) || !fill_rope_section(j, m, error) ||
-      !fill_layer_types(j, m, error))
+      !fill_layer_types(j, m, error) || !fill_quantization(j, m, error))
     return false;
   const bool gemma = a == "Gemma2ForCausalLM" || a == "Gemma3ForCausalLM";
   if (gemma && !fill_gemma(j, m, error)) return false;

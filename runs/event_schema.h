@@ -59,6 +59,7 @@ template <class V, class E>
 TableOf<E, ModelSummary> visit_fields(V& v, E& e) {
   v("architecture", e.architecture);
   v("parameters", e.parameters);
+  v("trainable_parameters", e.trainable_parameters);
   v("layers", e.layers);
   v("hidden_size", e.hidden_size);
   v("heads", e.heads);

@@ -45,6 +45,12 @@ ExportResult export_merged_model(const RunConfig& cfg) {
   std::string error;
   const auto info = read_model_info(cfg.model_name_or_path, error);
   if (!info) throw std::runtime_error(error);
+  if (info->quantized_on_disk())
+    throw std::invalid_argument(
+        "model_name_or_path: " + cfg.model_name_or_path + " is quantized on disk (" +
+        info->quantization.method + ", " + std::to_string(info->quantization.bits) +
+        "-bit): cannot merge adapters into a quantized model (LLaMA-Factory's rule); give the "
+        "unquantized model the quantized one was made from, the adapter merges into it");
   ExportResult result;
   result.dtype = export_dtype(cfg.infer_dtype, info->torch_dtype, query_runtime_info().cuda_available);
   // The model only names the weights and gives their shapes: no bytes.

@@ -194,6 +194,21 @@ struct Trainer::Impl {
     start_notes.push_back(line);
   }
 
+  // A base bitsandbytes saved in 4 bits: its stored bytes are the 4-bit weights.
+  void load_disk_4bit(CausalLM& m, bool policy) {
+    int64_t bytes = 0;
+    const int64_t count = load_bnb_4bit_weights(m, in.model_dir, &bytes);
+    const DiskQuantization& q = in.model.quantization;
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "QLoRA: %lld linear weights of the %s read in 4 bits from %s (%s%s, quantized "
+                  "by bitsandbytes): %.1f MiB",
+                  static_cast<long long>(count), policy ? "policy" : "reference",
+                  in.model_dir.c_str(), q.quant_type.c_str(),
+                  q.double_quant ? ", double quantization" : "", static_cast<double>(bytes) / kMiB);
+    start_notes.push_back(line);
+  }
+
   CausalLM make_model(const std::string& weights_dir, bool policy, WeightGetter& weights) {
     ModelOptions opt;
     opt.dtype = compute_dtype(cfg);
@@ -201,11 +216,18 @@ struct Trainer::Impl {
     opt.value_head = policy && cfg.stage == Stage::Rm;
     opt.warn = [this](const std::string& note) { reporter.log("warning", note); };
     const bool deferred = zero_options.stage >= 3;
+    // The policy of a LoRA run gets its adapters; a LoRA run's separate reference is the base.
+    const bool adapted = policy && adapters;
+    const bool base_only = !policy && adapters && !cfg.ref_model;
+    // QLoRA: the base's linear weights in 4 bits, from a folder bitsandbytes saved in 4 bits or
+    // quantized here from the values the folder holds. They never get full-size bytes: the model
+    // is built without bytes, the 4-bit weights made one at a time, the rest allocated after.
+    const bool disk_4bit = in.model.bnb_4bit_on_disk() && (adapted || base_only);
+    const bool quantize_here = !disk_4bit && cfg.quantized() && (adapted || base_only);
     std::optional<DeferredAllocation> no_bytes;
-    if (deferred) no_bytes.emplace();
+    if (deferred || disk_4bit || quantize_here) no_bytes.emplace();
     CausalLM m(in.model, opt);
     // The policy of a LoRA run gets its adapters here: at stage 3 without bytes too.
-    const bool adapted = policy && adapters;
     if (adapted) attach_lora(*m, lora_settings());
     no_bytes.reset();
     m->set_gradient_checkpointing(cfg.gradient_checkpointing);
@@ -215,6 +237,7 @@ struct Trainer::Impl {
     long_context.tiled_mlp_budget_bytes = double(cfg.tiled_mlp_budget_mib) * 1024.0 * 1024.0;
     m->set_long_context(long_context);
     if (par.sequence_parallel()) m->set_attention(sp::make_sp_attention(par.layout, *par.comm));
+    if (disk_4bit) load_disk_4bit(m, policy);
     // Mapped, read piece by piece; every name and shape checked.
     std::string head_note;
     if (adapted) {
@@ -224,19 +247,18 @@ struct Trainer::Impl {
       weights = with_adapter(*adapters, *m, base_weights(m, &head_note),
                              weights_dir != in.model_dir ? weights_dir : adapters->continued,
                              static_cast<uint64_t>(cfg.seed));
-    } else if (!policy && adapters && !cfg.ref_model) {
-      weights = base_weights(m, &head_note);  // a LoRA run's separate reference: the base
+    } else if (base_only) {
+      weights = base_weights(m, &head_note);
     } else {
       weights = model_weights(weights_dir, m, static_cast<uint64_t>(cfg.seed), &head_note);
     }
+    if (quantize_here) quantize_base(m, weights, policy);
     if (!deferred) {
+      allocate_deferred(*m);
       m->load_hf_state(weights);
       torch::NoGradGuard no_grad;
       for (auto& [name, p] : m->adapter_state()) p.copy_(weights(name));
     }
-    // QLoRA: the base's decoder linear weights (the policy's, or a LoRA run's separate
-    // reference's) go to 4 bits, quantized from the values the folder holds.
-    if (cfg.quantized() && (adapted || (!policy && adapters))) quantize_base(m, weights, policy);
     if (!head_note.empty()) reporter.log("info", head_note);
     return m;
   }

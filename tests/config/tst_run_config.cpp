@@ -1,6 +1,9 @@
 // The run config: loading LLaMA-Factory YAML, validation located at key and line, round trips.
 #include <QtTest>
 
+#include <QJsonDocument>
+#include <QJsonObject>
+
 #include <yaml-cpp/yaml.h>
 
 #include "studio/config/adapters.h"
@@ -8,6 +11,7 @@
 #include "studio/config/config_schema.h"
 #include "studio/config/memory_estimate.h"
 #include "studio/config/validate.h"
+#include "studio/model_facts/model_info.h"
 
 using namespace studio;
 
@@ -70,6 +74,8 @@ class TestRunConfig : public QObject {
   void llamaFactoryAdapterExamples_data();
   void llamaFactoryAdapterExamples();
   void llamaFactoryExportExampleIsNoTrainingFile();
+  void quantizedOnDiskBase_data();
+  void quantizedOnDiskBase();
   void yamlNumbersInEveryForm_data();
   void yamlNumbersInEveryForm();
   void mergeKeysResolveAsPyYaml_data();
@@ -259,7 +265,7 @@ void TestRunConfig::invalidConfigs_data() {
       << "8-bit (LLM.int8) training is not implemented";
   QTest::newRow("qlora under zero-3 refused")
       << "finetuning_type: lora\nquantization_bit: 4\nzero_stage: 3\n" << 0 << "quantization_bit"
-      << 6 << "QLoRA under ZeRO-3 is not implemented yet";
+      << 6 << "QLoRA under ZeRO-3 is not implemented";
   QTest::newRow("gptq refused")
       << "finetuning_type: lora\nquantization_bit: 4\nquantization_method: gptq\n" << 0
       << "quantization_method" << 7 << "'gptq' is not implemented";
@@ -752,6 +758,82 @@ void TestRunConfig::llamaFactoryAdapterExamples() {
   QCOMPARE(QString::fromStdString(error), QString());
   QCOMPARE(modules, (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                                "up_proj", "down_proj"}));
+}
+
+// A model folder quantized on disk (config.json's quantization_config, as transformers writes
+// it): bitsandbytes 4-bit trains with LoRA under LLaMA-Factory's rules; the others are refused.
+void TestRunConfig::quantizedOnDiskBase_data() {
+  QTest::addColumn<QString>("quantization");  // config.json's quantization_config
+  QTest::addColumn<QString>("extra");         // YAML lines 5...
+  QTest::addColumn<QString>("severity");      // error | warning | ok
+  QTest::addColumn<QString>("key");
+  QTest::addColumn<int>("line");
+  QTest::addColumn<QString>("fragment");
+  const QString nf4 = R"({"quant_method": "bitsandbytes", "load_in_4bit": true, "load_in_8bit": false,
+      "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true,
+      "bnb_4bit_quant_storage": "uint8", "llm_int8_skip_modules": null})";
+  const QString lora = "finetuning_type: lora\n";
+  QTest::newRow("bnb nf4 with lora trains") << nf4 << lora << "ok" << "" << 0 << "";
+  QTest::newRow("quantization_bit ignored, said so")
+      << nf4 << lora + "quantization_bit: 4\nquantization_type: fp4\n" << "warning"
+      << "quantization_type" << 7 << "already quantized on disk (bitsandbytes, nf4 with double";
+  QTest::newRow("full fine-tuning refused")
+      << nf4 << "" << "error" << "finetuning_type" << 0
+      << "a quantized model trains only with finetuning_type: lora";
+  QTest::newRow("zero-3 refused") << nf4 << lora + "zero_stage: 3\n" << "error"
+                                  << "model_name_or_path" << 1
+                                  << "a base quantized on disk under ZeRO-3 is not implemented";
+  QTest::newRow("bnb 8-bit refused")
+      << R"({"quant_method": "bitsandbytes", "load_in_8bit": true})" << lora << "error"
+      << "model_name_or_path" << 1 << "quantized on disk (bitsandbytes, 8-bit), which studio-train "
+                                      "does not read";
+  QTest::newRow("gptq refused") << R"({"quant_method": "gptq", "bits": 4, "group_size": 128})"
+                                << lora << "error" << "model_name_or_path" << 1
+                                << "quantized on disk (gptq, 4-bit)";
+  QTest::newRow("malformed quantization_config")
+      << R"({"quant_method": "bitsandbytes", "load_in_4bit": "yes"})" << lora << "error"
+      << "model_name_or_path" << 1 << "quantization_config: 'load_in_4bit' has the wrong type";
+}
+
+void TestRunConfig::quantizedOnDiskBase() {
+  QFETCH(QString, quantization);
+  QFETCH(QString, extra);
+  QFETCH(QString, severity);
+  QFETCH(QString, key);
+  QFETCH(int, line);
+  QFETCH(QString, fragment);
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  QJsonObject cfg =
+      QJsonDocument::fromJson(readAll(STUDIO_TEST_FIXTURES_DIR "/models/tiny-llama/config.json").toUtf8())
+          .object();
+  cfg["quantization_config"] = QJsonDocument::fromJson(quantization.toUtf8()).object();
+  {
+    QFile f(dir.filePath("config.json"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QJsonDocument(cfg).toJson());
+  }
+  const QString yaml = "model_name_or_path: " + dir.path() + "\ndataset: long_docs\ntemplate: qwen\n"
+                       "output_dir: out/run-that-does-not-exist\n" + extra;
+  const auto diags = check(yaml, options(0));
+  if (severity == "ok") {
+    QVERIFY2(!has_errors(diags), qPrintable(dump(diags)));
+    // The estimate holds the linear weights in 4 bits.
+    LoadResult loaded = load_config_string(yaml.toStdString(), "case.yaml");
+    std::string error;
+    const auto info = read_model_info(dir.path().toStdString(), error);
+    QVERIFY(info && info->bnb_4bit_on_disk());
+    QVERIFY(quantized_base(loaded.config, *info).params > 0);
+    return;
+  }
+  const Severity want = severity == "error" ? Severity::Error : Severity::Warning;
+  bool matched = false;
+  for (const auto& d : diags)
+    if (d.severity == want && QString::fromStdString(d.key) == key &&
+        QString::fromStdString(d.message).contains(fragment) && (line == 0 || d.line == line))
+      matched = true;
+  QVERIFY2(matched, qPrintable(QString("no %1 at %2:%3 containing '%4' in:\n%5")
+                                   .arg(severity, key).arg(line).arg(fragment, dump(diags))));
 }
 
 // LF's merge example is an export file (`llamafactory-cli export`, `studio-train export`), not a

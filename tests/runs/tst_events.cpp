@@ -127,7 +127,7 @@ EventPayload sample(const QString& name) {
     s.sequence_parallel_size = 4;
     s.sequence_parallel_mode = "ulysses";
     s.stage = "sft";
-    s.model = {"LlamaForCausalLM", 8030261248, 32, 4096, 32, 8, 128256};
+    s.model = {"LlamaForCausalLM", 8030261248, 20971520, 32, 4096, 32, 8, 128256};
     s.total_steps = 1000;
     s.device_name = "NVIDIA H100 80GB HBM3";
     s.peak_tflops = 989.5;
@@ -254,6 +254,7 @@ void TestEvents::roundTrip_data() {
              R"("config":{"model":{"name":"llama"},"training":{"lr":0.0001}},)"
              R"("world_size":8,"sequence_parallel_size":4,"sequence_parallel_mode":"ulysses",)"
              R"("stage":"sft","model":{"architecture":"LlamaForCausalLM","parameters":8030261248,)"
+             R"("trainable_parameters":20971520,)"
              R"("layers":32,"hidden_size":4096,"heads":32,"kv_heads":8,"vocab_size":128256},)"
              R"("total_steps":1000,"device_name":"NVIDIA H100 80GB HBM3","peak_tflops":989.5})");
   const QByteArray step =

@@ -24,6 +24,20 @@ struct Run {
   QString err;
 };
 
+// MODEL as bitsandbytes saves it in 4 bits (NF4, double quantization) in OUT: transformers
+// quantizes and saves it (tests/reference/bnb_quantize_model.py with STUDIO_PYTHON). Returns OUT,
+// or "" with the script's reason in `error`.
+inline QString bnb_4bit_copy(const QString& model, const QString& out, QString* error = nullptr) {
+  QProcess p;
+  p.start(QStringLiteral(STUDIO_PYTHON),
+          {QStringLiteral(STUDIO_SOURCE_DIR "/tests/reference/bnb_quantize_model.py"), "--model",
+           model, "--out", out, "--type", "nf4", "--double"});
+  if (p.waitForFinished(300000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0)
+    return out;
+  if (error) *error = QString::fromUtf8(p.readAllStandardError());
+  return {};
+}
+
 // STUDIO_TRAIN_EXE with `args`; STUDIO_VERIFY_COLLECTIVES=1, so that ranks reaching different
 // operations fail with both named instead of exchanging mismatched buffers.
 inline Run run(const QStringList& args, int timeout_ms = 300000) {

@@ -301,6 +301,8 @@ class TestSpEquivalence : public QObject {
     // QLoRA: the base in NF4 (double quantization), the same bytes on every rank.
     QTest::newRow("sft qlora lora, usp 2x2") << "sft" << "usp" << 4 << 4 << 64 << "demo" << "";
     QTest::newRow("dpo qlora lora, dp2 x zigzag sp2") << "dpo" << "zigzag-ring" << 4 << 2 << 64 << "demo" << "";
+    // A base bitsandbytes saved in 4 bits (transformers' save_pretrained): its stored bytes.
+    QTest::newRow("sft lora on a bnb-4bit folder, ulysses sp2") << "sft" << "ulysses" << 2 << 2 << 64 << "demo" << "";
   }
 
   void matchesSingleProcess() {
@@ -324,6 +326,12 @@ class TestSpEquivalence : public QObject {
       method << "finetuning_type: lora" << "lora_rank: 4" << "lora_alpha: 8" << "lora_target: all";
     if (QByteArray(QTest::currentDataTag()).contains("DoRA")) method << "use_dora: true";
     if (QByteArray(QTest::currentDataTag()).contains("qlora")) method << "quantization_bit: 4";
+    if (QByteArray(QTest::currentDataTag()).contains("bnb-4bit folder")) {
+      QString error;
+      const QString bnb = train_runs::bnb_4bit_copy(model_, dir_.filePath("bnb-4bit"), &error);
+      QVERIFY2(!bnb.isEmpty(), qPrintable(error));
+      method << "model_name_or_path: " + bnb;
+    }
     if (QByteArray(QTest::currentDataTag()).contains("freeze"))
       method << "finetuning_type: freeze" << "freeze_trainable_layers: 1";
     if (QByteArray(QTest::currentDataTag()).contains("ZeRO-2")) packed << "zero_stage: 2";

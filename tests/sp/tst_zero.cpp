@@ -59,6 +59,16 @@ class TestZero : public QObject {
   QString vocabModel_;  // peakIsTheEstimate's: tied embeddings, most of its weights
   std::map<QString, QString> reference_;  // unsharded run key -> output dir
 
+  QString bnbModel_;  // model_ as bitsandbytes saves it in 4 bits (bnb_model())
+
+  QString bnb_model() {
+    if (!bnbModel_.isEmpty()) return bnbModel_;
+    QString error;
+    bnbModel_ = train_runs::bnb_4bit_copy(model_, dir_.filePath("bnb-nf4"), &error);
+    if (bnbModel_.isEmpty()) qFatal("bnb_quantize_model.py: %s", qPrintable(error));
+    return bnbModel_;
+  }
+
   QString write_config(const QString& name, const QStringList& extra) {
     const QStringList lines{"model_name_or_path: " + model_, "stage: sft", "do_train: true",
                       "finetuning_type: full", "dataset: demo_sft",
@@ -310,6 +320,11 @@ class TestZero : public QObject {
     QTest::newRow("stage 0 qlora fp4, no double quantization, dpo")
         << lora + QStringList{"zero_stage: 0", "quantization_bit: 4", "quantization_type: fp4",
                               "double_quantization: false", "stage: dpo", "dataset: demo_dpo"} << 2;
+    // A base bitsandbytes saved in 4 bits (NF4, double quantization; @bnb: made on first use
+    // by transformers, tests/reference/bnb_quantize_model.py): its stored bytes, counted as the
+    // on-the-fly ones.
+    QTest::newRow("stage 1 lora on a base quantized on disk")
+        << lora + QStringList{"zero_stage: 1", "model_name_or_path: @bnb"} << 2;
     QTest::newRow("stage 2 freeze") << QStringList{"zero_stage: 2", "finetuning_type: freeze",
                                                    "freeze_trainable_layers: 1"} << 4;
     QTest::newRow("stage 3 freeze, embeddings too")
@@ -320,6 +335,8 @@ class TestZero : public QObject {
   void modelStatesAreTheEstimate() {
     QFETCH(QStringList, keys);
     QFETCH(int, nproc);
+    for (QString& k : keys)
+      if (k.contains("@bnb")) k.replace("@bnb", bnb_model());
     const QString name = QString("mem-%1").arg(QTest::currentDataTag()).replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
     const QStringList all = keys + QStringList{"max_steps: 1"};
     const QString out = train(name, all, nproc);
@@ -333,7 +350,10 @@ class TestZero : public QObject {
     QVERIFY(loaded.ok());
     studio::EstimateOptions opt;
     opt.nproc_per_node = nproc;
-    const auto est = studio::estimate_memory(loaded.config, model_info(), opt);
+    std::string info_error;
+    const auto info = studio::read_model_info(loaded.config.model_name_or_path, info_error);
+    QVERIFY2(info, info_error.c_str());
+    const auto est = studio::estimate_memory(loaded.config, *info, opt);
     const double expected_mib = (est.model_state_bytes + est.offloaded_bytes) / (1024.0 * 1024.0);
     const double params = double(model_info().parameter_count());
     for (const auto& g : gpus) {

@@ -156,6 +156,7 @@ class TestLlamaFactoryRuns : public QObject {
  private Q_SLOTS:
   void initTestCase();
   void unknownKeysAreThePackages();
+  void differentDefaultsAreThePackages();
   void launchedFollowedAndOverlaid();
   void stopEndsTheWholeTree();
   void refusesWhatLlamaFactoryCannotRun();
@@ -176,16 +177,21 @@ void TestLlamaFactoryRuns::initTestCase() {
   QVERIFY2(p.code == 0, qPrintable(p.err));
 }
 
+// A Python script over LLaMA-Factory's argument dataclasses (`classes`), `body` after the imports.
+static QString lfArgumentsScript(const QString& body) {
+  return "import dataclasses, enum, json\n"
+         "from llamafactory.hparams import ModelArguments, DataArguments, FinetuningArguments, "
+         "GeneratingArguments, TrainingArguments\n"
+         "classes = (ModelArguments, DataArguments, FinetuningArguments, GeneratingArguments, "
+         "TrainingArguments)\n" + body;
+}
+
 // The keys of the studio's table that LLaMA-Factory's argument dataclasses lack are exactly the
 // ones the LLaMA-Factory YAML leaves out.
 void TestLlamaFactoryRuns::unknownKeysAreThePackages() {
   const QString python = QFileInfo(kCli).absolutePath() + "/python";
-  const Proc p = run(python, {"-c", "import dataclasses, json\n"
-                                    "from llamafactory.hparams import ModelArguments, DataArguments, "
-                                    "FinetuningArguments, GeneratingArguments, TrainingArguments\n"
-                                    "print(json.dumps(sorted({f.name for c in (ModelArguments, "
-                                    "DataArguments, FinetuningArguments, GeneratingArguments, "
-                                    "TrainingArguments) for f in dataclasses.fields(c)})))"});
+  const Proc p = run(python, {"-c", lfArgumentsScript("print(json.dumps(sorted({f.name for c in "
+                                                      "classes for f in dataclasses.fields(c)})))")});
   QVERIFY2(p.code == 0, qPrintable(p.err));
   std::set<std::string> lf;
   for (const auto& v : QJsonDocument::fromJson(p.out.toUtf8()).array())
@@ -196,6 +202,74 @@ void TestLlamaFactoryRuns::unknownKeysAreThePackages() {
     if (!lf.count(std::string(f.key))) unknown.insert(std::string(f.key));
   for (auto k : studio::llamafactory_unknown_keys()) listed.insert(std::string(k));
   QCOMPARE(listed, unknown);
+}
+
+// The keys whose default LLaMA-Factory 0.9.5 (with transformers' TrainingArguments) sets to
+// another value than studio-train are exactly the ones a LLaMA-Factory YAML writes even at
+// studio-train's default; and such a file does write them.
+void TestLlamaFactoryRuns::differentDefaultsAreThePackages() {
+  const QString python = QFileInfo(kCli).absolutePath() + "/python";
+  const Proc p = run(python, {"-c", lfArgumentsScript("out = {}\n"
+                                    "for c in classes:\n"
+                                    "  for f in dataclasses.fields(c):\n"
+                                    "    d = f.default\n"
+                                    "    if d is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:\n"
+                                    "      d = f.default_factory()\n"
+                                    "    if isinstance(d, enum.Enum): d = d.value\n"
+                                    "    if d is dataclasses.MISSING or d is None: continue\n"
+                                    "    try: json.dumps(d)\n"
+                                    "    except TypeError: continue\n"
+                                    "    out[f.name] = d\n"
+                                    "print(json.dumps(out))\n")});
+  QVERIFY2(p.code == 0, qPrintable(p.err));
+  const QJsonObject lf = QJsonDocument::fromJson(p.out.toUtf8()).object();
+  QVERIFY(lf.contains("cutoff_len") && lf.contains("learning_rate"));
+  // Ours, as the YAML would say it; LLaMA-Factory's as its dataclass field says it.
+  auto text = [](const YAML::Node& n) -> QString {
+    if (n.IsSequence()) {
+      QStringList parts;
+      for (const auto& item : n) parts << QString::fromStdString(item.as<std::string>());
+      return parts.join(',');
+    }
+    return n.IsScalar() ? QString::fromStdString(n.Scalar()) : QString();
+  };
+  auto same = [](const QString& ours, const QJsonValue& theirs) {
+    if (theirs.isBool()) return ours == (theirs.toBool() ? "true" : "false");
+    if (theirs.isDouble()) {
+      bool ok = false;
+      const double v = ours.toDouble(&ok);
+      return ok && v == theirs.toDouble();
+    }
+    if (theirs.isArray()) {
+      QStringList parts;
+      for (const auto& item : theirs.toArray()) parts << item.toVariant().toString();
+      return ours == parts.join(',');
+    }
+    return ours == theirs.toString();
+  };
+  const studio::RunConfig defaults;
+  std::set<std::string> differ, listed;
+  QStringList said;
+  for (const auto& f : studio::config_fields()) {
+    const QString key = QString::fromStdString(std::string(f.key));
+    if (!studio::llamafactory_knows(f.key) || !lf.contains(key)) continue;
+    const YAML::Node node = f.to_node(defaults);
+    if (!node.IsDefined() || node.IsNull()) continue;  // unset here: nothing to compare
+    if (!same(text(node), lf[key])) {
+      differ.insert(std::string(f.key));
+      said << key + ": " + text(node) + " here, " + lf[key].toVariant().toString() + " there";
+    }
+  }
+  for (auto k : studio::llamafactory_different_defaults()) listed.insert(std::string(k));
+  QVERIFY2(differ == listed, qPrintable(said.join('\n')));
+  // A LLaMA-Factory YAML of a config at those defaults still says them.
+  studio::RunConfig cfg;
+  cfg.model_name_or_path = "m";
+  cfg.template_name = "qwen";
+  const QString yaml = QString::fromStdString(studio::to_yaml(cfg, studio::YamlStyle::LlamaFactory));
+  for (const auto& key : listed)
+    QVERIFY2(yaml.contains(QString::fromStdString(key) + ":"), qPrintable(yaml));
+  QVERIFY2(yaml.contains("finetuning_type: full"), qPrintable(yaml));
 }
 
 // LLaMA-Factory on 2 processes (torchrun, Gloo on the CPU) trains 8 steps, launched as a studio

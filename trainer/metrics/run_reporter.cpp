@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include "studio/config/adapters.h"
 #include "studio/config/config_io.h"
 
 namespace studio::trainer {
@@ -71,6 +72,7 @@ void RunReporter::start(const RunConfig& cfg, const ModelInfo& model, int world_
   e.sequence_parallel_mode = std::string(to_string(cfg.sequence_parallel_mode));
   e.stage = std::string(to_string(cfg.stage));
   e.model = summary(model);
+  e.model.trainable_parameters = trained_parameter_count(cfg, model).trained;
   e.total_steps = total_steps;
   e.device_name = device_name;
   e.peak_tflops = peak_tflops.value_or(kNoValue);

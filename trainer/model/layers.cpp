@@ -26,8 +26,21 @@ torch::Tensor new_parameter(at::IntArrayRef sizes, const torch::TensorOptions& o
   return t;
 }
 
+int64_t allocate_deferred(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  int64_t count = 0;
+  for (auto& p : module.parameters(/*recurse=*/true)) {
+    const auto needed = static_cast<size_t>(p.numel()) * p.element_size();
+    if (needed == 0 || (p.storage() && p.storage().nbytes() >= needed)) continue;
+    p.set_data(torch::empty(p.sizes(), p.options()));
+    ++count;
+  }
+  return count;
+}
+
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool bias,
-                       const torch::TensorOptions& options) {
+                       const torch::TensorOptions& options)
+    : in_features_(in_features), out_features_(out_features), options_(options) {
   weight = register_parameter("weight", new_parameter({out_features, in_features}, options));
   if (bias) this->bias = register_parameter("bias", new_parameter({out_features}, options));
 }
@@ -37,7 +50,17 @@ void LinearImpl::quantize_weight(const Quant4Options& opt, const torch::Tensor& 
   if (source.sizes() != weight.sizes())
     throw std::invalid_argument("quantize_weight: the source is " + c10::str(source.sizes()) +
                                 ", the weight " + c10::str(weight.sizes()));
-  quant = Quant4Weight::quantize(source, opt, weight.device());
+  set_quantized_weight(Quant4Weight::quantize(source, opt, weight.device()));
+}
+
+void LinearImpl::set_quantized_weight(c10::intrusive_ptr<Quant4Weight> q) {
+  if (quant) throw std::invalid_argument("set_quantized_weight: the weight is quantized already");
+  if (q->shape() != std::vector<int64_t>{out_features_, in_features_})
+    throw std::invalid_argument("set_quantized_weight: the 4-bit weight is " +
+                                c10::str(c10::IntArrayRef(q->shape())) + ", the weight [" +
+                                std::to_string(out_features_) + ", " +
+                                std::to_string(in_features_) + "]");
+  quant = std::move(q);
   parameters_.erase("weight");
   weight = torch::Tensor();
 }

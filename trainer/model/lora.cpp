@@ -40,8 +40,8 @@ int64_t attach_lora(CausalLMImpl& model, const LoraSettings& s) {
   }
   for (auto& [name, module] : found) {
     auto* lin = module->as<LinearImpl>();
-    const auto options = lin->weight.options();
-    const int64_t out = lin->weight.size(0), in = lin->weight.size(1);
+    const auto options = lin->weight_options();  // the weight may be held in 4 bits already
+    const int64_t out = lin->out_features(), in = lin->in_features();
     lin->lora_A = std::make_shared<LinearImpl>(in, s.rank, /*bias=*/false, options);
     lin->lora_B = std::make_shared<LinearImpl>(s.rank, out, /*bias=*/false, options);
     lin->register_module("lora_A", lin->lora_A);

@@ -3,6 +3,8 @@
 #include "studio/kernels/quant4_ref.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #if STUDIO_TRAINER_FUSED_KERNELS
 #include "studio/kernels/quant4_torch.h"
@@ -69,6 +71,46 @@ c10::intrusive_ptr<Quant4Weight> Quant4Weight::quantize(const torch::Tensor& w,
     if (q->qabsmax.defined()) q->qabsmax = q->qabsmax.clone(), q->absmax2 = q->absmax2.clone();
     if (q->dynamic.defined()) q->dynamic = q->dynamic.clone();
     if (q->absmax.defined()) q->absmax = q->absmax.clone();
+  }
+  return q;
+}
+
+c10::intrusive_ptr<Quant4Weight> Quant4Weight::from_parts(
+    const std::vector<std::int64_t>& shape, const Quant4Options& opt, const torch::Tensor& packed,
+    const torch::Tensor& absmax, const torch::Tensor& qabsmax, const torch::Tensor& absmax2,
+    const torch::Tensor& dynamic, double offset, torch::Device device) {
+  torch::NoGradGuard no_grad;
+  if (opt.blocksize <= 0 || opt.blocksize % 2 != 0)
+    throw std::invalid_argument("blocksize " + std::to_string(opt.blocksize) +
+                                " is not a positive even number");
+  auto q = c10::make_intrusive<Quant4Weight>();
+  q->shape_ = shape;
+  q->n_ = 1;
+  for (const auto d : shape) q->n_ *= d;
+  q->opt_ = opt;
+  const std::int64_t blocks = kernels::quant4_blocks(q->n_, opt.blocksize);
+  // The device's own copy (a checkpoint's tensors are read-only views of the mapped file).
+  auto take = [&](const torch::Tensor& t, torch::ScalarType dtype, std::int64_t numel,
+                  const char* what) {
+    if (!t.defined()) throw std::invalid_argument(std::string(what) + " is missing");
+    if (t.scalar_type() != dtype)
+      throw std::invalid_argument(std::string(what) + " is " + c10::toString(t.scalar_type()) +
+                                  ", expected " + c10::toString(dtype));
+    if (t.numel() != numel)
+      throw std::invalid_argument(std::string(what) + " holds " + std::to_string(t.numel()) +
+                                  " values, expected " + std::to_string(numel) + " for a " +
+                                  c10::str(c10::IntArrayRef(shape)) + " weight in blocks of " +
+                                  std::to_string(opt.blocksize));
+    return t.reshape({-1}).to(device, /*non_blocking=*/false, /*copy=*/true);
+  };
+  q->packed = take(packed, torch::kByte, (q->n_ + 1) / 2, "the packed weight");
+  if (opt.double_quant) {
+    q->qabsmax = take(qabsmax, torch::kByte, blocks, "the quantized absmax");
+    q->absmax2 = take(absmax2, torch::kFloat, (blocks + 255) / 256, "the nested absmax");
+    q->dynamic = take(dynamic, torch::kFloat, 256, "the nested quant map");
+    q->offset = offset;
+  } else {
+    q->absmax = take(absmax, torch::kFloat, blocks, "the absmax");
   }
   return q;
 }

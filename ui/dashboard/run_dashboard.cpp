@@ -638,6 +638,12 @@ void RunDashboard::updateFacts() {
   if (!f.model.architecture.empty())
     parts << QStringLiteral("%1, %2").arg(QString::fromStdString(f.model.architecture),
                                           parameterCount(f.model.parameters));
+  // LoRA and freeze runs train a part (LLaMA-Factory's "trainable params" line).
+  if (f.model.trainable_parameters > 0 && f.model.trainable_parameters < f.model.parameters)
+    parts << tr("%1 trained (%2%)")
+                 .arg(parameterCount(f.model.trainable_parameters))
+                 .arg(100.0 * double(f.model.trainable_parameters) / double(f.model.parameters), 0,
+                      'g', 3);
   if (f.starts > 1) parts << tr("resumed %n time(s)", nullptr, f.starts - 1);
   if (const QString eta = etaText(primary.series); !eta.isEmpty())
     parts << eta;

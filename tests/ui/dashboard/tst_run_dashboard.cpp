@@ -115,6 +115,7 @@ class TestRunDashboard : public QObject {
   void llamaFactoryTrainerLog();
   void constantSeriesGetsAWindow();
   void mfuEtaAndGpuActivity();
+  void adapterRunSaysWhatItTrains();
   void cpuRunNamesTheMissingPeak();
 };
 
@@ -914,6 +915,30 @@ void TestRunDashboard::oddFieldsCostOnlyThemselves() {
   QVERIFY(explained);
 }
 
+
+// A LoRA run's start event counts the trained parameters (LLaMA-Factory's "trainable params"):
+// the facts line says how many and their share; a full run's (all trained) says nothing more.
+void TestRunDashboard::adapterRunSaysWhatItTrains() {
+  auto start = [](int64_t trainable) {
+    return dash_test::parsed({{"event", "start"}, {"time", 1000.0}, {"stage", "sft"},
+                              {"model", {{"architecture", "Qwen2ForCausalLM"},
+                                         {"parameters", 7615616512},
+                                         {"trainable_parameters", trainable}}}});
+  };
+  RunDashboard dash;
+  dash.feed(QStringLiteral("lora"), {start(40370176)});
+  dash.flush();
+  const auto* facts = dash.findChild<QLabel*>(QStringLiteral("runFacts"));
+  QVERIFY2(facts->text().contains(QStringLiteral("Qwen2ForCausalLM, 7.62 B parameters")),
+           qPrintable(facts->text()));
+  QVERIFY2(facts->text().contains(QStringLiteral("40.37 M parameters trained (0.53%)")),
+           qPrintable(facts->text()));
+  RunDashboard full;
+  full.feed(QStringLiteral("full"), {start(7615616512)});
+  full.flush();
+  const auto* full_facts = full.findChild<QLabel*>(QStringLiteral("runFacts"));
+  QVERIFY2(!full_facts->text().contains(QStringLiteral("trained (")), qPrintable(full_facts->text()));
+}
 
 // A 2-rank GPU run of 100 steps, 10 done at 2 s a step: the facts line says the ETA (90 steps x
 // 2 s) and the last MFU; the activity chart draws each rank's utilisation and its power as a share

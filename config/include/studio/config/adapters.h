@@ -68,7 +68,13 @@ struct QuantizedBase {
   int64_t params = 0;
   int64_t bytes = 0;
 };
+// A model bitsandbytes saved in 4 bits (ModelInfo::bnb_4bit_on_disk) counts the same way, its
+// own format and llm_int8_skip_modules deciding (quantization_bit is then ignored).
 QuantizedBase quantized_base(const RunConfig& cfg, const ModelInfo& model);
+// transformers' should_convert_module, negated: whether one of llm_int8_skip_modules' patterns
+// leaves the module `full_name` unquantized (a suffix, or a regex matching up to a module
+// boundary from the start).
+bool bnb_skips_module(const std::string& full_name, const std::vector<std::string>& patterns);
 
 // The most parameters any one decoder layer trains (its adapters, or its trained modules): what
 // the largest gradient reduction of a layer holds.

@@ -30,6 +30,21 @@ struct RopeScaling {
   std::vector<double> short_factor, long_factor;
 };
 
+// config.json's quantization_config: how a checkpoint quantized on disk stores its weights
+// (transformers' save_pretrained of a quantized model). method "" = not quantized.
+struct DiskQuantization {
+  std::string method;         // quant_method: bitsandbytes, gptq, awq, aqlm, hqq, fp8, ...
+  int bits = 0;               // bitsandbytes: 4 (load_in_4bit) or 8 (load_in_8bit); others' "bits"
+  std::string quant_type;     // bitsandbytes 4-bit: bnb_4bit_quant_type (nf4 | fp4)
+  bool double_quant = false;  // bitsandbytes 4-bit: bnb_4bit_use_double_quant
+  std::string storage = "uint8";  // bitsandbytes 4-bit: bnb_4bit_quant_storage
+  // llm_int8_skip_modules: patterns of module names left unquantized (transformers'
+  // should_convert_module). When the config has none (null), transformers leaves the output
+  // embeddings (lm_head) unquantized; a list given replaces that default.
+  std::vector<std::string> skip_modules;
+  bool skip_modules_given = false;
+};
+
 struct ModelInfo {
   std::string architecture;  // e.g. Qwen2ForCausalLM
   std::string model_type;    // e.g. qwen2
@@ -114,6 +129,7 @@ struct ModelInfo {
   // (LLaMA-Factory's moe_aux_loss_coef sets both): router_aux_loss_coef x aux.
   bool output_router_logits = false;
   double router_aux_loss_coef = 0.001;
+  DiskQuantization quantization;  // quantization_config (method "" = none)
 
   // At least one MoE layer (num_experts > 0 and not every layer dense).
   bool is_moe() const { return moe_layer_count() > 0; }
@@ -133,6 +149,11 @@ struct ModelInfo {
   int64_t layer_window(int64_t layer) const;
   // Norms per decoder layer (2, or 4 with a sandwich layout).
   int norms_per_layer() const { return norm_layout == NormLayout::PreNorm ? 2 : 4; }
+  bool quantized_on_disk() const { return !quantization.method.empty(); }
+  // bitsandbytes' 4-bit format (nf4/fp4), the one quantized checkpoint the engine loads.
+  bool bnb_4bit_on_disk() const {
+    return quantization.method == "bitsandbytes" && quantization.bits == 4;
+  }
 };
 
 // Why the engine's decoder cannot run this model, or "" when it can: architecture, hidden_act

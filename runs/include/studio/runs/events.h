@@ -97,6 +97,9 @@ struct FieldIssue {
 struct ModelSummary {
   std::string architecture;  // e.g. "LlamaForCausalLM"
   std::int64_t parameters = 0;
+  // The parameters the run trains (LoRA: the adapters and additional_target's weights; freeze:
+  // the picked layers; full: all). 0: not known (events written before it was recorded).
+  std::int64_t trainable_parameters = 0;
   int layers = 0;
   int hidden_size = 0;
   int heads = 0;

@@ -26,6 +26,9 @@ class DeferredAllocation {
 
 // A parameter tensor of `sizes`: uninitialised bytes, or none under DeferredAllocation.
 torch::Tensor new_parameter(at::IntArrayRef sizes, const torch::TensorOptions& options);
+// Gives every parameter of `module` that has no bytes (made under DeferredAllocation) its bytes,
+// uninitialised; the others are left as they are. Returns how many it allocated.
+int64_t allocate_deferred(torch::nn::Module& module);
 
 // While one of these lives on a thread, the LoRA adapters of every Linear are switched off: the
 // forward is the base model's (PEFT's disable_adapter()), which is how a LoRA run's DPO/KTO
@@ -67,9 +70,18 @@ class LinearImpl : public torch::nn::Module {
   // then no longer a parameter (undefined) and the forward dequantizes it where it runs. The bias
   // stays.
   void quantize_weight(const Quant4Options& opt, const torch::Tensor& source);
+  // The same with a 4-bit weight already made (a checkpoint saved quantized); its shape must be
+  // the weight's.
+  void set_quantized_weight(c10::intrusive_ptr<Quant4Weight> q);
   c10::intrusive_ptr<Quant4Weight> quant;
+  // The weight's [out, in] and its dtype and device, whether it is held whole or in 4 bits.
+  int64_t out_features() const { return out_features_; }
+  int64_t in_features() const { return in_features_; }
+  const torch::TensorOptions& weight_options() const { return options_; }
 
  private:
+  int64_t in_features_ = 0, out_features_ = 0;
+  torch::TensorOptions options_;
   // x W^T without the bias, W the weight or its dequantized 4-bit form.
   torch::Tensor base_product(const torch::Tensor& x);
   torch::Tensor adapter_forward(const torch::Tensor& x, const torch::Tensor& y);

@@ -25,6 +25,20 @@ class Quant4Weight : public torch::CustomClassHolder {
   static c10::intrusive_ptr<Quant4Weight> quantize(const torch::Tensor& w, const Quant4Options& opt,
                                                    torch::Device device);
 
+  // A weight bitsandbytes quantized itself (a checkpoint saved quantized): its tensors as stored,
+  // on any device, moved to `device` (packed: the [(n + 1) / 2] bytes; absmax fp32 [blocks], or
+  // with double quantization qabsmax uint8 [blocks], absmax2 fp32 [ceil(blocks / 256)], dynamic
+  // fp32 [256] and offset). Throws std::invalid_argument naming the part whose size or dtype
+  // does not fit `shape` and `opt`.
+  static c10::intrusive_ptr<Quant4Weight> from_parts(const std::vector<std::int64_t>& shape,
+                                                     const Quant4Options& opt,
+                                                     const torch::Tensor& packed,
+                                                     const torch::Tensor& absmax,
+                                                     const torch::Tensor& qabsmax,
+                                                     const torch::Tensor& absmax2,
+                                                     const torch::Tensor& dynamic, double offset,
+                                                     torch::Device device);
+
   // The weight in `dtype` (float32 or bfloat16; others through fp32) with the shape it had.
   torch::Tensor dequantize(torch::ScalarType dtype) const;
   // Bytes held (packed values and statistics).
