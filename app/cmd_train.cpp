@@ -1,6 +1,7 @@
 // studio-train train / eval: a run config in, a trained model (or a loss) out.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <csignal>
 #include <cstdio>
@@ -18,6 +19,8 @@
 #include "studio/launch/dist_env.h"
 #include "studio/launch/launch_options.h"
 #include "studio/launch/launcher.h"
+#include "studio/runs/events.h"
+#include "studio/trainer/checkpoint.h"
 #include "studio/trainer/batching/batch.h"
 #include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/runtime_info.h"
@@ -91,8 +94,59 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
             << (opt.nnodes > 1 ? " on node " + std::to_string(opt.node_rank) + " of " +
                                      std::to_string(opt.nnodes)
                                : std::string())
+            << (opt.max_restarts > 0
+                    ? ", restarting them up to " + std::to_string(opt.max_restarts) +
+                          " time(s) after a failure"
+                    : std::string())
             << "\n";
-  const auto result = launch::launch_workers(opt, &g_stop);
+  const std::vector<std::string> first_argv = opt.worker_argv;
+  const bool fixed_port = opt.master_port != 0;
+  launch::LaunchResult result;
+  for (int attempt = 0;; ++attempt) {
+    // torchrun's variables for the attempt (a worker may read them; fault injection does).
+    opt.extra_env.erase(std::remove_if(opt.extra_env.begin(), opt.extra_env.end(),
+                                       [](const auto& kv) {
+                                         return kv.first.rfind("TORCHELASTIC_", 0) == 0;
+                                       }),
+                        opt.extra_env.end());
+    opt.extra_env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
+    opt.extra_env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(opt.max_restarts));
+    const bool restart_left = attempt < opt.max_restarts;
+    opt.record_failure = !restart_left;
+    result = launch::launch_workers(opt, &g_stop);
+    if (result.exit_code == 0 || result.stopped || !restart_left || g_stop) break;
+    // The whole world again, from the newest complete checkpoint (or from the start when none
+    // was written), with the same data order and RNG state as an uninterrupted run: resuming
+    // restores both (trainer/checkpoint.h).
+    const auto resume = trainer::last_checkpoint(cfg.output_dir);
+    RestartEvent event;
+    event.time = std::chrono::duration<double>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+    event.attempt = attempt + 1;
+    event.max_restarts = opt.max_restarts;
+    event.failed_rank = result.failed_rank;
+    event.reason = result.reason;
+    event.resume_from = resume.value_or("");
+    event.step = resume ? trainer::checkpoint_step(*resume) : 0;
+    std::cerr << "studio-train: " << result.reason << "\nstudio-train: restart "
+              << event.attempt << " of " << opt.max_restarts << ": "
+              << (resume ? "resuming from " + *resume : std::string("no checkpoint yet, starting over"))
+              << "\n";
+    if (opt.node_rank == 0) {
+      EventWriter writer;
+      std::string error = writer.open(events_path(cfg.output_dir));
+      if (error.empty()) error = writer.write(event);
+      if (error.empty()) error = writer.close();
+      if (!error.empty()) std::cerr << "studio-train: could not record the restart: " << error << "\n";
+    }
+    opt.worker_argv = first_argv;
+    // Appended after the user's own --set: the later one wins.
+    opt.worker_argv.insert(opt.worker_argv.end(), {"--set", "overwrite_output_dir=false"});
+    if (resume) opt.worker_argv.insert(opt.worker_argv.end(), {"--set", "resume_from_checkpoint=" + *resume});
+    // A port of its own: the failed world's may still be held (TIME_WAIT, a dying rank).
+    if (!fixed_port) opt.master_port = launch::choose_free_port();
+  }
   if (!result.record_error.empty())
     std::cerr << "studio-train: could not record the outcome: " << result.record_error << "\n";
   if (result.exit_code != 0) std::cerr << "studio-train: " << result.reason << "\n";
@@ -223,7 +277,18 @@ int cmd_train(const Argv& argv) {
                   : cfg.packing || cfg.neat_packing ? " packed training sequences, "
                                                     : " training samples, ")
               << n_eval << " for evaluation, output in " << cfg.output_dir << "\n";
-  const auto result = trainer::Trainer(std::move(in)).run(&g_stop);
+  trainer::TrainResult result;
+  try {
+    result = trainer::Trainer(std::move(in)).run(&g_stop);
+  } catch (const trainer::dist::CollectiveError& e) {
+    // A peer failed first (no watchdog named a stalled rank): under studio-train's launcher
+    // this exit code lets it report the peer's own failure instead of this one.
+    if (!std::getenv("STUDIO_LAUNCHED") ||
+        std::string_view(e.what()).find("; watchdog: ") != std::string_view::npos)
+      throw;
+    std::cerr << "studio-train train: " << e.what() << "\n";
+    return launch::kExitPeerFailed;
+  }
   if (rank0) {
     std::cerr << "studio-train: " << result.final_state << " at step " << result.steps;
     if (!result.step_losses.empty())

@@ -15,7 +15,8 @@ const char* kUsage = R"(usage: studio-train COMMAND [OPTIONS]
 
 Commands:
   train CONFIG.yaml [--set key=value ...] [--skip-bad-rows]
-        [--nproc N [--nnodes M --node-rank R --master-addr A --master-port P]]
+        [--nproc N [--nnodes M --node-rank R --master-addr A --master-port P]
+         [--max-restarts R]]
       Train (stage: pt, sft or dpo) as the config says; metrics go to OUTPUT_DIR/events.jsonl
       and status.json, a progress bar to the terminal. An output_dir holding checkpoints
       continues from the last one. Ctrl-C stops cleanly (every rank).
@@ -24,6 +25,9 @@ Commands:
       the others are stopped and OUTPUT_DIR says which rank failed and why. A process
       started by torchrun or srun with that environment trains as one rank directly.
       sequence_parallel_size must divide N x M.
+      --max-restarts R (or MAX_RESTARTS=R): after a failure, start every worker again
+      from the newest checkpoint, up to R times (one node); each restart is a 'restart'
+      event in OUTPUT_DIR/events.jsonl.
   eval CONFIG.yaml [--set key=value ...] [--skip-bad-rows]
       Print the mean loss per token of model_name_or_path on the evaluation data.
   validate CONFIG.yaml [--nproc N] [--nnodes M] [--for-training]

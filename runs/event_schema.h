@@ -166,6 +166,18 @@ TableOf<E, EndEvent> visit_fields(V& v, E& e) {
 }
 
 template <class V, class E>
+TableOf<E, RestartEvent> visit_fields(V& v, E& e) {
+  v.event(EventKind::Restart);
+  v("time", e.time, kNullWhenUnknown);
+  v("attempt", e.attempt, kRequired);
+  v("max_restarts", e.max_restarts);
+  v("failed_rank", e.failed_rank);
+  v("reason", e.reason);
+  v("resume_from", e.resume_from);
+  v("step", e.step);
+}
+
+template <class V, class E>
 TableOf<E, RunStatus> visit_fields(V& v, E& e) {
   v("state", e.state);  // required, and one of the states, even when tolerant
   v("pid", e.pid);

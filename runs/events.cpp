@@ -56,6 +56,8 @@ EventPayload parse_payload(EventKind kind, const json& j, Issues* issues) {
       return read_event<LogEvent>(j, issues);
     case EventKind::End:
       return read_event<EndEvent>(j, issues);
+    case EventKind::Restart:
+      return read_event<RestartEvent>(j, issues);
     case EventKind::Unknown:
       break;
   }
@@ -218,6 +220,7 @@ namespace {
 constexpr std::pair<EventKind, const char*> kKindNames[] = {
     {EventKind::Start, "start"},           {EventKind::Step, "step"}, {EventKind::Eval, "eval"},
     {EventKind::Checkpoint, "checkpoint"}, {EventKind::Log, "log"},   {EventKind::End, "end"},
+    {EventKind::Restart, "restart"},
 };
 }  // namespace
 
@@ -248,6 +251,7 @@ STUDIO_JSON_BY_FIELD_TABLE(EvalEvent)
 STUDIO_JSON_BY_FIELD_TABLE(CheckpointEvent)
 STUDIO_JSON_BY_FIELD_TABLE(LogEvent)
 STUDIO_JSON_BY_FIELD_TABLE(EndEvent)
+STUDIO_JSON_BY_FIELD_TABLE(RestartEvent)
 STUDIO_JSON_BY_FIELD_TABLE(EventCursor)
 STUDIO_JSON_BY_FIELD_TABLE(RunStatus)
 #undef STUDIO_JSON_BY_FIELD_TABLE
@@ -263,6 +267,7 @@ std::optional<std::int64_t> Event::step() const {
   if (const auto* s = get<StepEvent>()) return s->step;
   if (const auto* e = get<EvalEvent>()) return e->step;
   if (const auto* c = get<CheckpointEvent>()) return c->step;
+  if (const auto* r = get<RestartEvent>()) return r->step;
   return std::nullopt;
 }
 
@@ -669,6 +674,9 @@ std::string EventWriter::write(const LogEvent& e) {
   return write_object(e);
 }
 std::string EventWriter::write(const EndEvent& e) {
+  return write_object(e);
+}
+std::string EventWriter::write(const RestartEvent& e) {
   return write_object(e);
 }
 

@@ -31,6 +31,8 @@
 #include "studio/trainer/sp/layout.h"
 #include "studio/trainer/sp/sp_attention.h"
 #include "studio/config/adapters.h"
+#include "studio/config/deepspeed.h"
+#include "studio/config/memory_estimate.h"
 #include "studio/trainer/model/lora.h"
 #include "studio/trainer/peft_adapter.h"
 #include "adapter_setup.h"
@@ -432,6 +434,52 @@ struct Trainer::Impl {
     state.total_steps = schedule.total_steps;
   }
 
+  // Where the step is, for an out-of-memory error: set by train_step.
+  std::string phase = "the step's setup";
+
+  // Out of memory in a step: which rank, step and phase, torch's own words, and what the memory
+  // estimate says of this run and suggests.
+  std::string out_of_memory(const std::string& torch_message, int64_t step) {
+    std::string text = "out of memory on rank " + std::to_string(par.rank()) + " at step " +
+                       std::to_string(step) + ", in " + phase + ": " +
+                       torch_message.substr(0, torch_message.find('\n'));
+    EstimateOptions eo;
+    eo.nproc_per_node = par.world();
+    eo.cpu = !device.is_cuda();
+    if (cfg.deepspeed) {
+      std::string error;
+      eo.deepspeed = read_deepspeed_json(*cfg.deepspeed, error);
+    }
+    if (device.is_cuda())
+      for (const auto& d : query_runtime_info().devices)
+        if (d.index == device.index()) eo.gpu_capacity_bytes = double(d.total_memory_bytes);
+    const MemoryEstimate est = estimate_memory(cfg, in.model, eo);
+    char line[160];
+    std::snprintf(line, sizeof line, ". The memory estimate for this run is %.1f GiB per rank",
+                  est.bytes.total() / (1024.0 * 1024.0 * 1024.0));
+    text += line;
+    if (eo.gpu_capacity_bytes > 0) {
+      std::snprintf(line, sizeof line, " of the GPU's %.1f GiB",
+                    eo.gpu_capacity_bytes / (1024.0 * 1024.0 * 1024.0));
+      text += line;
+    }
+    std::vector<std::string> options;
+    if (const auto sp = smallest_fitting_sp(cfg, in.model, eo); sp && *sp > cfg.sequence_parallel_size)
+      options.push_back("sequence_parallel_size: " + std::to_string(*sp));
+    if (const auto cutoff = longest_fitting_cutoff(cfg, in.model, eo); cutoff && *cutoff < cfg.cutoff_len)
+      options.push_back("cutoff_len: " + std::to_string(*cutoff));
+    if (!cfg.gradient_checkpointing) options.push_back("gradient_checkpointing: true");
+    if (zero_options.stage < 3) options.push_back("ZeRO stage 3 (zero_stage: 3)");
+    if (!cfg.offload_optimizer) options.push_back("offload_optimizer: true");
+    if (!cfg.tiled_mlp) options.push_back("tiled_mlp: true");
+    if (cfg.per_device_train_batch_size > 1)
+      options.push_back("per_device_train_batch_size: 1 with more gradient_accumulation_steps");
+    text += "; what lowers it (studio-train estimate shows each): ";
+    for (size_t i = 0; i < options.size(); ++i) text += (i ? ", " : "") + options[i];
+    if (options.empty()) text += "a larger sequence_parallel_size or a shorter cutoff_len";
+    return text;
+  }
+
   StepStats train_step(const StepPlan& plan) {
     StepStats st;
     // The normaliser of the whole global batch (valid tokens, or pairs), summed over DP: each
@@ -466,8 +514,11 @@ struct Trainer::Impl {
     auto accumulate = [](torch::Tensor& acc, const torch::Tensor& v) {
       acc = acc.defined() ? acc + v.detach() : v.detach();
     };
+    std::vector<torch::Tensor> nonfinite;
     for (const auto& micro : plan) {
       if (st.normaliser <= 0) break;
+      const std::string of = " of micro-batch " + std::to_string(nonfinite.size() + 1) + " of " +
+                             std::to_string(plan.size());
       // Every rank's gradient covers its own tokens of its own samples: their sum over the
       // world (the ZeRO stage's reduction) is the gradient of the global batch's loss
       // (= SUM over SP of MEAN-over-DP shares).
@@ -475,18 +526,27 @@ struct Trainer::Impl {
       // The MoE auxiliary loss a forward starts ends with this micro-batch, however it ends.
       const std::unique_ptr<StepModels, void (*)(StepModels*)> aux_guard(
           &m, [](StepModels* models) { models->end_aux(); });
+      phase = "the forward" + of;
+      if (fault_requested("oom", state.global_step + 1, par.rank()))
+        TORCH_CHECK_WITH(OutOfMemoryError, false,
+                         "CUDA out of memory. Tried to allocate 2.00 GiB (injected by "
+                         "STUDIO_INJECT_FAULT=oom)");
       MicroLoss out = objective->micro_loss(micro);
       auto sum = out.sum;
       if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
         sum = sum * std::numeric_limits<double>::quiet_NaN();
+      nonfinite.push_back(torch::isfinite(sum.detach()).logical_not());
+      phase = "the backward" + of;
       (sum / st.normaliser).backward();
       accumulate(loss_acc, sum);
       if (out.metrics.defined()) accumulate(metric_sums, out.metrics);
       if (aux_weight > 0) accumulate(aux_acc, m.aux_value);
       zero->end_backward();
     }
+    if (!nonfinite.empty()) st.micro_nonfinite = torch::stack(nonfinite);
     measure_model_states();
     torch::Tensor grad_norm;
+    phase = "the gradient clipping and optimizer step";
     if (st.normaliser > 0) {
       const double max_norm = cfg.max_grad_norm > 0 ? cfg.max_grad_norm
                                                     : std::numeric_limits<double>::infinity();
@@ -516,6 +576,25 @@ struct Trainer::Impl {
     // The objective's sums over the grid (every rank runs them, whatever its data).
     objective->reduce(st, loss_sum, metric_sums);
     return st;
+  }
+
+  // Where a step that is not finite went wrong: the first rank (in rank order) with a
+  // micro-batch whose loss was not finite, and which one; or that every loss was finite and the
+  // gradients overflowed. Every rank calls it (a collective): all see the same global loss.
+  std::string nonfinite_where(const StepStats& st) {
+    const int world = par.world();
+    std::vector<double> slots(2 * static_cast<size_t>(world), 0.0);
+    if (st.micro_nonfinite.defined()) {
+      const auto bad = st.micro_nonfinite.to(torch::kCPU).nonzero();
+      if (bad.numel() > 0) slots[2 * par.rank()] = double(bad[0][0].item<int64_t>() + 1);
+      slots[2 * par.rank() + 1] = double(st.micro_nonfinite.numel());
+    }
+    const auto all = par.sum(par.world_group(), slots, "non-finite micro-batch");
+    for (int r = 0; r < world; ++r)
+      if (all[2 * r] > 0)
+        return " (first on rank " + std::to_string(r) + ", in the loss of micro-batch " +
+               std::to_string(int64_t(all[2 * r])) + " of " + std::to_string(int64_t(all[2 * r + 1])) + ")";
+    return " (every micro-batch's loss was finite on every rank: the gradients overflowed)";
   }
 
   // Every rank learns whether any failed (a collective): all stop together, none waits for a
@@ -785,6 +864,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
            state.global_step < state.total_steps) {
       if (par.comm) par.comm->set_step(state.global_step);
       if (fault_requested("stall", state.global_step + 1, par.rank())) ::raise(SIGSTOP);
+      if (fault_requested("crash", state.global_step + 1, par.rank())) ::raise(SIGKILL);
       // A stop request on any rank stops all of them at the same step.
       const double stop_here = stop && stop->load() ? 1.0 : 0.0;
       if (par.sum(par.world_group(), {stop_here}, "stop flag")[0] > 0) {
@@ -805,13 +885,18 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
         ::raise(SIGTERM);
       }
       const double lr = cfg.learning_rate * schedule.factor(state.global_step);
-      const StepStats st = train_step(plan[static_cast<size_t>(state.step_in_epoch)]);
+      StepStats st;
+      try {
+        st = train_step(plan[static_cast<size_t>(state.step_in_epoch)]);
+      } catch (const c10::OutOfMemoryError& e) {
+        throw std::runtime_error(out_of_memory(e.what_without_backtrace(), state.global_step + 1));
+      }
       snapshot.after_step(state.global_step + 1);
       const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser + st.aux_term : kNaN;
       // Not finite: every rank sees the same global loss and norm, so all decide alike.
       if (st.normaliser > 0 && (!std::isfinite(loss) || !std::isfinite(st.grad_norm))) {
         const std::string what = "step " + std::to_string(state.global_step + 1) + ": " +
-                                  nonfinite_text(loss, st.grad_norm);
+                                  nonfinite_text(loss, st.grad_norm) + nonfinite_where(st);
         if (++nonfinite_in_a_row > cfg.skip_nonfinite_steps) {
           throw std::runtime_error(
               what + (cfg.skip_nonfinite_steps > 0

@@ -45,6 +45,8 @@ class TestLaunchOptions : public QObject {
   void resolves();
   void refusesToResolve_data();
   void refusesToResolve();
+  void restartsFromFlagOrEnvironment_data();
+  void restartsFromFlagOrEnvironment();
 };
 
 void TestLaunchOptions::takesFlags_data() {
@@ -194,6 +196,38 @@ void TestLaunchOptions::refusesToResolve_data() {
       << QStringList{} << QStringList{"--master-port"};
   QTest::newRow("bad MASTER_PORT") << QStringList{"--nproc", "1"} << QStringList{"MASTER_PORT=http"}
                                    << QStringList{"MASTER_PORT=http"};
+  QTest::newRow("bad MAX_RESTARTS") << QStringList{"--nproc", "1"} << QStringList{"MAX_RESTARTS=-1"}
+                                    << QStringList{"MAX_RESTARTS=-1", "0..1000"};
+  QTest::newRow("RDZV_ID: no rendezvous yet")
+      << QStringList{"--nproc", "2"} << QStringList{"RDZV_ID=job7", "MAX_RESTARTS=2"}
+      << QStringList{"RDZV_ID=job7", "not implement", "--max-restarts N"};
+  QTest::newRow("restarts across nodes")
+      << QStringList{"--nproc", "1", "--nnodes", "2", "--master-addr", "h", "--master-port", "5",
+                     "--max-restarts", "1"}
+      << QStringList{} << QStringList{"--max-restarts 1 with --nnodes 2", "rendezvous"};
+}
+
+void TestLaunchOptions::restartsFromFlagOrEnvironment_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QStringList>("env");
+  QTest::addColumn<int>("restarts");
+  QTest::newRow("none") << QStringList{"--nproc", "2"} << QStringList{} << 0;
+  QTest::newRow("the flag") << QStringList{"--nproc", "2", "--max-restarts", "3"} << QStringList{} << 3;
+  QTest::newRow("MAX_RESTARTS (LLaMA-Factory's)") << QStringList{"--nproc", "2"}
+                                                  << QStringList{"MAX_RESTARTS=2"} << 2;
+  QTest::newRow("the flag wins") << QStringList{"--nproc", "2", "--max-restarts=1"}
+                                 << QStringList{"MAX_RESTARTS=5"} << 1;
+}
+
+void TestLaunchOptions::restartsFromFlagOrEnvironment() {
+  QFETCH(QStringList, args);
+  QFETCH(QStringList, env);
+  QFETCH(int, restarts);
+  std::vector<std::string> argv = to_std(args);
+  const FakeEnv fake(env);
+  const LauncherFlags flags = studio::launch::take_launcher_flags(argv);
+  QVERIFY(flags.any());
+  QCOMPARE(studio::launch::launch_options_from(flags, fake.getenv()).max_restarts, restarts);
 }
 
 void TestLaunchOptions::refusesToResolve() {

@@ -281,7 +281,8 @@ class TestFaults : public QObject {
       QVERIFY(r.code != 0);
       QCOMPARE(status["state"].toString(), QStringLiteral("failed"));
       const QString reason = status["reason"].toString();
-      QVERIFY2(reason.startsWith("step 3: the loss is nan and the gradient norm is nan: training "
+      QVERIFY2(reason.startsWith("step 3: the loss is nan and the gradient norm is nan (first on "
+                                 "rank 1, in the loss of micro-batch 1 of 1): training "
                                  "stopped, and nothing of this step was saved; the last "
                                  "checkpoint is " +
                                  out + "/checkpoint-2."),
@@ -300,7 +301,8 @@ class TestFaults : public QObject {
       warned |= e["event"].toString() == "log" && e["level"].toString() == "warning" &&
                 e["message"].toString().startsWith(
                     "step 3: the loss is nan and the gradient norm "
-                    "is nan: skipped, no update");
+                    "is nan (first on rank 1, in the loss of micro-batch 1 of 1): skipped, no "
+                    "update");
     QVERIFY(warned);
     // The skipped step's line says it diverged, as Python writes it (not null: "no value").
     QFile lines(out + "/events.jsonl");
@@ -401,6 +403,86 @@ class TestFaults : public QObject {
                    reason.contains("does not answer either: rank 0 is stalled"),
                qPrintable(reason));
     }
+  }
+
+  // Two ranks die one after the other (rank 2 at step 3; in the restarted world rank 1 at step
+  // 6) in a 4-process run (dp 2 x SP 2) with --max-restarts 2: the launcher starts the whole
+  // world again from checkpoint-2, then from checkpoint-4, and the run ends as the uninterrupted
+  // one: each step's loss (the resumed attempt's, the later line) within 1e-6 and the final
+  // weights within 1e-6. Each restart is an event naming the failed rank, its cause and the
+  // checkpoint it resumed from.
+  void restartsAfterKilledRanks() {
+    const QStringList keys{"sequence_parallel_size: 2"};
+    const QString ref = dir_.filePath("restart-ref");
+    Run r = run_alone({"train", write_config("restart-ref", ref, keys), "--nproc", "4"});
+    QVERIFY2(r.code == 0, qPrintable(r.err.right(3000)));
+    const QString out = dir_.filePath("restarts");
+    r = run_alone({"train", write_config("restarts", out, keys), "--nproc", "4", "--max-restarts", "2"},
+                  {"STUDIO_INJECT_FAULT=crash@3#2%0,crash@6#1%1"});
+    QVERIFY2(r.code == 0, qPrintable(r.err.right(4000)));
+    QVERIFY2(r.err.contains("restart 1 of 2: resuming from " + out + "/checkpoint-2"),
+             qPrintable(r.err.right(4000)));
+    std::vector<QJsonObject> restarts;
+    int starts = 0;
+    for (const auto& e : train_runs::events(out)) {
+      if (e["event"].toString() == "restart") restarts.push_back(e);
+      starts += e["event"].toString() == "start";
+    }
+    QCOMPARE(starts, 3);
+    QCOMPARE(int(restarts.size()), 2);
+    const int failed[] = {2, 1}, resumed[] = {2, 4};
+    for (int i = 0; i < 2; ++i) {
+      const QJsonObject& e = restarts[size_t(i)];
+      QCOMPARE(e["attempt"].toInt(), i + 1);
+      QCOMPARE(e["max_restarts"].toInt(), 2);
+      QCOMPARE(e["failed_rank"].toInt(), failed[i]);
+      QVERIFY2(e["reason"].toString().contains(
+                   QStringLiteral("rank %1 was killed by signal 9 (SIGKILL)").arg(failed[i])),
+               qPrintable(e["reason"].toString()));
+      QCOMPARE(e["resume_from"].toString(), out + QStringLiteral("/checkpoint-%1").arg(resumed[i]));
+      QCOMPARE(e["step"].toInt(), resumed[i]);
+    }
+    QCOMPARE(read_json(out + "/status.json")["state"].toString(), QStringLiteral("finished"));
+    const auto want = step_losses(ref), got = step_losses(out);
+    QCOMPARE(got.size(), want.size());
+    for (const auto& [step, loss] : want)
+      QVERIFY2(std::abs(got.at(step) - loss) <= 1e-6 * std::abs(loss),
+               qPrintable(QStringLiteral("step %1: %2 vs %3").arg(step).arg(got.at(step)).arg(loss)));
+    QVERIFY(max_relative_param_error(ref, out) <= 1e-6);
+  }
+
+  // Out of memory on rank 1 in step 3 (torch's error, injected): the run stops and says which
+  // rank, step and phase, torch's words, the estimate and what lowers it.
+  void outOfMemorySaysWhereAndWhatToChange() {
+    const QString out = dir_.filePath("oom");
+    const Run r = train("oom", out, {}, {"STUDIO_INJECT_FAULT=oom@3#1"});
+    QVERIFY(r.code != 0);
+    const QJsonObject status = read_json(out + "/status.json");
+    QCOMPARE(status["state"].toString(), QStringLiteral("failed"));
+    const QString reason = status["reason"].toString();
+    for (const char* part :
+         {"rank 1 exited with code 1", "out of memory on rank 1 at step 3, in the forward of "
+                                       "micro-batch 1 of 1: CUDA out of memory. Tried to allocate",
+          "The memory estimate for this run is", "what lowers it (studio-train estimate shows each): ",
+          "offload_optimizer: true", "ZeRO stage 3"})
+      QVERIFY2(reason.contains(QString::fromUtf8(part)), qPrintable(part + QString(" not in: ") + reason));
+    QVERIFY(QFile::exists(out + "/checkpoint-2/trainer_state.json"));  // what was saved stays
+  }
+
+  // Restarts run out (MAX_RESTARTS=1, LLaMA-Factory's variable, and two crashes): the second
+  // failure ends the run, recorded as failed with the rank that failed.
+  void restartsRunOut() {
+    const QString out = dir_.filePath("restarts-run-out");
+    const Run r = run_alone({"train", write_config("restarts-run-out", out, {}), "--nproc", "2"},
+                            {"MAX_RESTARTS=1", "STUDIO_INJECT_FAULT=crash@3#1%0,crash@5#0%1"});
+    QVERIFY2(r.code != 0, qPrintable(r.err.right(3000)));
+    int restarts = 0;
+    for (const auto& e : train_runs::events(out)) restarts += e["event"].toString() == "restart";
+    QCOMPARE(restarts, 1);
+    const QJsonObject status = read_json(out + "/status.json");
+    QCOMPARE(status["state"].toString(), QStringLiteral("failed"));
+    QVERIFY2(status["reason"].toString().contains("rank 0 was killed by signal 9"),
+             qPrintable(status["reason"].toString()));
   }
 };
 

@@ -32,6 +32,7 @@ void store(LauncherFlags& out, const std::string& flag, const std::string& value
   if (flag == "--nnodes") set_once(out.nnodes, flag, flag_int(flag, value, 1, kMax));
   if (flag == "--node-rank") set_once(out.node_rank, flag, flag_int(flag, value, 0, kMax));
   if (flag == "--master-port") set_once(out.master_port, flag, flag_int(flag, value, 0, 65535));
+  if (flag == "--max-restarts") set_once(out.max_restarts, flag, flag_int(flag, value, 0, 1000));
   if (flag == "--master-addr") {
     if (value.empty()) fail("--master-addr: expected a host name or address, got ''");
     set_once(out.master_addr, flag, value);
@@ -118,6 +119,20 @@ LaunchOptions launch_options_from(const LauncherFlags& flags, const Getenv& gete
     fail("--nnodes " + std::to_string(opt.nnodes) +
          " needs a port that every node agrees on: pass --master-port P or export MASTER_PORT "
          "(a free port on node 0)");
+
+  if (flags.max_restarts)
+    opt.max_restarts = *flags.max_restarts;
+  else if (const auto n = env_int(getenv, "MAX_RESTARTS", 0, 1000))
+    opt.max_restarts = *n;
+  if (const auto id = env_string(getenv, "RDZV_ID"))
+    fail("RDZV_ID=" + *id + " asks for an elastic rendezvous (torchrun --rdzv-id), which "
+         "studio-train's launcher does not implement yet: unset RDZV_ID; on one node, "
+         "--max-restarts N (or MAX_RESTARTS) restarts the workers without one");
+  if (multi_node && opt.max_restarts > 0)
+    fail("--max-restarts " + std::to_string(opt.max_restarts) + " with --nnodes " +
+         std::to_string(opt.nnodes) + ": restarts across nodes need a rendezvous, which "
+         "studio-train's launcher does not implement yet; restart on one node, or resubmit the "
+         "job (it continues from the newest checkpoint)");
   return opt;
 }
 

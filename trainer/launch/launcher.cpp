@@ -402,7 +402,20 @@ class Watch {
       w.alive = false;
       if (r < 0) status = 255 << 8;  // reaped elsewhere: the status is lost
       w.exit_code = exit_code_of(status);
-      if (stopping_ || !failed(status)) continue;
+      if (!failed(status)) continue;
+      if (stopping_) {
+        // A rank that only saw a broken collective gives way to the rank whose own failure
+        // broke it, when that one comes before the others are gone (not by our SIGTERM/SIGKILL).
+        const bool ours = w.exit_code == 128 + SIGTERM || (killed_ && w.exit_code == 128 + SIGKILL);
+        if (result_.exit_code == kExitPeerFailed && result_.failed_rank >= 0 && !result_.stopped &&
+            w.exit_code != kExitPeerFailed && !ours) {
+          result_.failed_rank = w.rank;
+          result_.exit_code = w.exit_code;
+          result_.reason = describe_exit(w.rank, status) + host_suffix(opt_);
+          note(opt_, result_.reason + " (the failure the others stopped for)");
+        }
+        continue;
+      }
       result_.failed_rank = w.rank;
       result_.exit_code = w.exit_code;
       result_.reason = describe_exit(w.rank, status) + host_suffix(opt_);
@@ -454,7 +467,8 @@ LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* s
   }
 
   for (const Worker& w : workers) result.exit_codes.push_back(w.exit_code);
-  if (!opt.output_dir.empty() && opt.node_rank == 0 && (result.exit_code != 0 || result.stopped))
+  const bool record = result.stopped || (result.exit_code != 0 && opt.record_failure);
+  if (!opt.output_dir.empty() && opt.node_rank == 0 && record)
     result.record_error = record_run_outcome(
         opt.output_dir, RunOutcome{result.exit_code, result.stopped && result.failed_rank < 0,
                                    result.reason});

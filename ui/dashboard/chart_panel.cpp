@@ -311,7 +311,9 @@ void ChartPanel::setEmptyText(const QString& text) {
 bool ChartPanel::showsPlot() const { return stack_->currentWidget() == plot_; }
 
 void ChartPanel::setXAxisMode(XAxisMode mode) {
+  const bool moved = mode != mode_ && !marks_.empty();
   mode_ = mode;
+  if (moved) drawItems();
   plot_->xAxis->setTicker(makeXTicker(mode));
   plot_->xAxis->setLabel(xAxisLabel(mode));
   // Steps read as plain integers (1000000, not 1·10^6); the time tickers make their own labels.
@@ -347,8 +349,27 @@ void ChartPanel::setFixedValueRange(double lower, double upper) {
 }
 
 void ChartPanel::setLimitLines(const std::vector<double>& values, const QString& unit) {
-  if (values == limits_) return;
+  if (values == limits_ && unit == limitUnit_) return;
   limits_ = values;
+  limitUnit_ = unit;
+  drawItems();
+}
+
+void ChartPanel::setMarks(const std::vector<ChartMark>& marks) {
+  const bool same = marks.size() == marks_.size() &&
+                    std::equal(marks.begin(), marks.end(), marks_.begin(),
+                               [](const ChartMark& a, const ChartMark& b) {
+                                 return a.step == b.step && a.wall == b.wall &&
+                                        a.relative == b.relative && a.label == b.label;
+                               });
+  if (same) return;
+  marks_ = marks;
+  drawItems();
+}
+
+// The limit lines and the marks, drawn again from limits_ and marks_ (the x axis mode decides
+// where a mark goes).
+void ChartPanel::drawItems() {
   plot_->clearItems();
   for (double value : limits_) {
     auto* line = new QCPItemStraightLine(plot_);
@@ -360,7 +381,28 @@ void ChartPanel::setLimitLines(const std::vector<double>& values, const QString&
     label->position->setTypeY(QCPItemPosition::ptPlotCoords);
     label->position->setCoords(0.01, value);
     label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-    label->setText(tr("device capacity %1 %2").arg(QString::number(value, 'f', 0), unit));
+    label->setText(tr("device capacity %1 %2").arg(QString::number(value, 'f', 0), limitUnit_));
+  }
+  for (const ChartMark& mark : marks_) {
+    const double x = mode_ == XAxisMode::WallTime       ? mark.wall
+                     : mode_ == XAxisMode::RelativeTime ? mark.relative
+                                                        : mark.step;
+    if (!std::isfinite(x)) continue;
+    auto* line = new QCPItemStraightLine(plot_);
+    line->setObjectName(QStringLiteral("mark"));
+    // Across the axis rect whatever the value axis (a log scale has no 0).
+    line->point1->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    line->point2->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    line->point1->setCoords(x, 0);
+    line->point2->setCoords(x, 1);
+    auto* label = new QCPItemText(plot_);
+    label->setObjectName(QStringLiteral("mark"));
+    label->position->setTypeX(QCPItemPosition::ptPlotCoords);
+    label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    label->position->setCoords(x, 0.02);
+    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+    label->setRotation(90);
+    label->setText(mark.label);
   }
   applyPalette();
 }

@@ -24,6 +24,15 @@ class QStackedWidget;
 
 namespace studio::ui {
 
+// A vertical mark across a chart where something happened to a run (a restart): its place on
+// each kind of x axis and its label.
+struct ChartMark {
+  double step = 0;
+  double wall = 0;      // unix time
+  double relative = 0;  // seconds since the run's first start
+  QString label;
+};
+
 class ChartPanel : public QWidget {
   Q_OBJECT
 
@@ -48,6 +57,8 @@ class ChartPanel : public QWidget {
   // Horizontal limit lines (device capacities), with a label each; the value axis keeps them
   // in view.
   void setLimitLines(const std::vector<double>& values, const QString& unit);
+  // Vertical marks (restarts), placed on the current x axis and moved when it changes.
+  void setMarks(const std::vector<ChartMark>& marks);
 
   // Until the user drags or zooms, the axes follow the data; a double click or "Fit to data"
   // brings that back.
@@ -112,6 +123,9 @@ class ChartPanel : public QWidget {
   bool followData_ = true;
   std::optional<std::pair<double, double>> fixedValueRange_;
   std::vector<double> limits_;
+  QString limitUnit_;
+  std::vector<ChartMark> marks_;
+  void drawItems();
   bool ignoreOutliers_ = false;
   bool userAxisChange_ = false;  // a mouse drag or wheel of the user's is changing the axes
   QLabel* title_;

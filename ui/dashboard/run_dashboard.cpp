@@ -538,6 +538,20 @@ void RunDashboard::updateChartStates() {
 
   ChartPanel* memory = panels_[static_cast<std::size_t>(ChartKind::Memory)];
   memory->setLimitLines({capacities.begin(), capacities.end()}, QStringLiteral("MiB"));
+  // Restarts on every chart, where the restarted world took over (its resumed step).
+  std::vector<ChartMark> marks;
+  for (const auto& run : runs_)
+    for (const RestartMark& r : run->series.facts().restarts) {
+      ChartMark m;
+      m.step = r.step;
+      m.wall = r.wall;
+      m.relative = r.relative;
+      m.label = (runs_.size() > 1 ? run->graphs->label() + QStringLiteral(": ") : QString()) +
+                tr("restart %1").arg(r.attempt) +
+                (r.failedRank >= 0 ? tr(" (rank %1 failed)").arg(r.failedRank) : QString());
+      marks.push_back(m);
+    }
+  for (ChartPanel* panel : panels_) panel->setMarks(marks);
   QString sampledHost;
   for (const auto& run : runs_)
     if (!run->series.facts().sampledHost.empty())
@@ -644,7 +658,11 @@ void RunDashboard::updateFacts() {
                  .arg(parameterCount(f.model.trainable_parameters))
                  .arg(100.0 * double(f.model.trainable_parameters) / double(f.model.parameters), 0,
                       'g', 3);
-  if (f.starts > 1) parts << tr("resumed %n time(s)", nullptr, f.starts - 1);
+  if (!f.restarts.empty())
+    parts << tr("restarted %n time(s), last after: %1", nullptr, int(f.restarts.size()))
+                 .arg(QString::fromStdString(f.restarts.back().reason).left(160));
+  else if (f.starts > 1)
+    parts << tr("resumed %n time(s)", nullptr, f.starts - 1);
   if (const QString eta = etaText(primary.series); !eta.isEmpty())
     parts << eta;
   else if (!primary.series.empty())

@@ -44,6 +44,8 @@ void RunSeries::ingest(const std::vector<Event>& events) {
       addStart(*start);
     else if (const auto* end = event.get<EndEvent>())
       addEnd(*end);
+    else if (const auto* restart = event.get<RestartEvent>())
+      addRestart(*restart);
   }
 }
 
@@ -165,6 +167,19 @@ void RunSeries::addEnd(const EndEvent& end) {
   facts_.endReason = end.reason;
   changes_.facts = true;
   changes_.ended = true;
+}
+
+void RunSeries::addRestart(const RestartEvent& restart) {
+  RestartMark mark;
+  mark.attempt = restart.attempt;
+  mark.failedRank = restart.failed_rank;
+  mark.reason = restart.reason;
+  mark.resumeFrom = restart.resume_from;
+  mark.step = static_cast<double>(restart.step);
+  mark.wall = restart.time;
+  mark.relative = std::isfinite(origin_) ? restart.time - origin_ : kNoValue;
+  facts_.restarts.push_back(std::move(mark));
+  changes_.facts = true;
 }
 
 double RunSeries::timeOrigin(double wall, double elapsed) {

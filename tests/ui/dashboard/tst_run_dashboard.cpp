@@ -116,6 +116,7 @@ class TestRunDashboard : public QObject {
   void constantSeriesGetsAWindow();
   void mfuEtaAndGpuActivity();
   void adapterRunSaysWhatItTrains();
+  void restartsAreMarkedOnEveryChart();
   void cpuRunNamesTheMissingPeak();
 };
 
@@ -938,6 +939,49 @@ void TestRunDashboard::adapterRunSaysWhatItTrains() {
   full.flush();
   const auto* full_facts = full.findChild<QLabel*>(QStringLiteral("runFacts"));
   QVERIFY2(!full_facts->text().contains(QStringLiteral("trained (")), qPrintable(full_facts->text()));
+}
+
+// A run the launcher restarted (--max-restarts): a vertical mark on every chart at the step the
+// new world resumed from (at its time on the time axes), labelled with the attempt and the rank
+// that failed, and the facts line says how many restarts and the last cause.
+void TestRunDashboard::restartsAreMarkedOnEveryChart() {
+  std::vector<studio::Event> events = {
+      dash_test::parsed({{"event", "start"}, {"time", 1000.0}, {"stage", "sft"}})};
+  for (const auto& e : threeSteps()) events.push_back(e);
+  events.push_back(dash_test::parsed(
+      {{"event", "restart"}, {"time", 1010.0}, {"attempt", 1}, {"max_restarts", 2},
+       {"failed_rank", 2}, {"reason", "rank 2 was killed by signal 9 (SIGKILL)"},
+       {"resume_from", "/runs/a/checkpoint-2"}, {"step", 2}}));
+  events.push_back(dash_test::parsed({{"event", "start"}, {"time", 1011.0}, {"stage", "sft"}}));
+  events.push_back(dash_test::stepEvent(3, 1.7, 1012.0));
+  RunDashboard dash;
+  dash.feed(QStringLiteral("restarted"), events);
+  dash.flush();
+  auto marks = [&](ChartKind kind) {
+    QList<double> x;
+    QStringList labels;
+    QCustomPlot* plot = dash.plot(kind);
+    for (int i = 0; i < plot->itemCount(); ++i) {
+      if (plot->item(i)->objectName() != QStringLiteral("mark")) continue;
+      if (auto* line = qobject_cast<QCPItemStraightLine*>(plot->item(i)))
+        x << line->point1->coords().x();
+      if (auto* text = qobject_cast<QCPItemText*>(plot->item(i))) labels << text->text();
+    }
+    return std::make_pair(x, labels);
+  };
+  for (ChartKind kind : {ChartKind::Loss, ChartKind::LearningRate, ChartKind::TokensPerSec}) {
+    const auto [x, labels] = marks(kind);
+    QCOMPARE(x, QList<double>{2.0});
+    QCOMPARE(labels, QStringList{QStringLiteral("restart 1 (rank 2 failed)")});
+  }
+  const auto* facts = dash.findChild<QLabel*>(QStringLiteral("runFacts"));
+  QVERIFY2(facts->text().contains(QStringLiteral("restarted 1 time(s), last after: rank 2 was "
+                                                 "killed by signal 9 (SIGKILL)")),
+           qPrintable(facts->text()));
+  dash.setXAxis(studio::ui::XAxisMode::RelativeTime);
+  QCOMPARE(marks(ChartKind::Loss).first, QList<double>{10.0});
+  dash.setXAxis(studio::ui::XAxisMode::WallTime);
+  QCOMPARE(marks(ChartKind::Loss).first, QList<double>{1010.0});
 }
 
 // A 2-rank GPU run of 100 steps, 10 done at 2 s a step: the facts line says the ETA (90 steps x

@@ -64,7 +64,7 @@ class EventFormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class EventKind { Start, Step, Eval, Checkpoint, Log, End, Unknown };
+enum class EventKind { Start, Step, Eval, Checkpoint, Log, End, Restart, Unknown };
 
 // "start", "step", ...; "unknown" for Unknown.
 const char* event_kind_name(EventKind kind);
@@ -240,6 +240,21 @@ struct EndEvent {
   std::string reason;
 };
 
+// The launcher started the whole world again after a failure (studio-train train
+// --max-restarts): written by node 0's launcher between the failed attempt's events and the
+// new attempt's start event.
+struct RestartEvent {
+  double time = kNoValue;
+  int attempt = 1;           // 1 for the first restart
+  int max_restarts = 0;      // the run's --max-restarts (MAX_RESTARTS)
+  int failed_rank = -1;      // the global rank that failed first; -1 when not known
+  std::string reason;        // the failure, as the launcher reports it
+  // The checkpoint the new attempt resumes from ("" when none was written yet: it starts over)
+  // and its optimizer step (0 without one).
+  std::string resume_from;
+  std::int64_t step = 0;
+};
+
 // to_json writes the complete line object, "event" included; from_json ignores "event".
 // Found by nlohmann's ADL, so `nlohmann::json j = step;` and `j.get<StepEvent>()` work.
 void to_json(nlohmann::json& j, const ModelSummary& v);
@@ -258,10 +273,12 @@ void to_json(nlohmann::json& j, const LogEvent& v);
 void from_json(const nlohmann::json& j, LogEvent& v);
 void to_json(nlohmann::json& j, const EndEvent& v);
 void from_json(const nlohmann::json& j, EndEvent& v);
+void to_json(nlohmann::json& j, const RestartEvent& v);
+void from_json(const nlohmann::json& j, RestartEvent& v);
 
 // monostate holds an event of Unknown kind: only `raw` describes it.
 using EventPayload = std::variant<std::monostate, StartEvent, StepEvent, EvalEvent, CheckpointEvent,
-                                  LogEvent, EndEvent>;
+                                  LogEvent, EndEvent, RestartEvent>;
 
 // One line of events.jsonl as read: the typed payload plus the whole object, so fields added
 // by newer engines stay reachable.
@@ -491,6 +508,7 @@ class EventWriter {
   std::string write(const CheckpointEvent& e);
   std::string write(const LogEvent& e);
   std::string write(const EndEvent& e);
+  std::string write(const RestartEvent& e);
   // Any object with a string "event" field, e.g. a kind this version does not know yet.
   std::string write(const nlohmann::json& event);
 

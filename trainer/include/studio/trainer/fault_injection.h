@@ -3,10 +3,12 @@
 // tst_faults) and for anyone who wants to see what the engine does then. Off unless the
 // STUDIO_INJECT_FAULT environment variable names a point:
 //
-//   STUDIO_INJECT_FAULT=POINT[@STEP][#RANK]
+//   STUDIO_INJECT_FAULT=POINT[@STEP][#RANK][%ATTEMPT][,POINT...]
 //
 // POINT is one of the points below; @STEP fires only at that optimizer step (or the checkpoint of
-// that step), #RANK only on that rank. What happens at a point:
+// that step), #RANK only on that rank, %ATTEMPT only in that attempt of a restarted run
+// (TORCHELASTIC_RESTART_COUNT: 0 before any restart, as torchrun numbers them). Several faults,
+// comma-separated, each fire where they match. What happens at a point:
 //   save.staged, save.model, save.optimizer, save.committed  SIGKILL to the whole process group
 //       (the run: start it in its own session): after the staging folder exists, after the model
 //       files are written, after the optimizer files, after the rename into checkpoint-N
@@ -14,6 +16,10 @@
 //   stop      in the middle of the step, a stop request as Ctrl-C or the studio's Stop would
 //       make it: SIGTERM to this rank and, under studio-train's launcher, to the launcher (which
 //       passes it on to every worker)
+//   oom       the forward of the step's first micro-batch throws torch's out-of-memory error
+//       (c10::OutOfMemoryError, as the CUDA allocator does), on this rank
+//   crash     this rank alone dies (SIGKILL to itself) at the start of the step, as a process the
+//       OOM killer or an ECC error takes; its peers are stopped by the launcher
 //   stall     this rank stops itself (SIGSTOP) at the start of the step: stalled, not dead, as
 //       under a debugger or a frozen node; its peers time out after ddp_timeout and the watchdog
 //       names it (trainer/parallel/watchdog.h)

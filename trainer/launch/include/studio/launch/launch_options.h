@@ -29,11 +29,19 @@ struct LaunchOptions {
   std::vector<std::pair<std::string, std::string>> extra_env;
   int stdout_fd = 1;          // where worker output goes: rank 0's unchanged, others' prefixed
   int stderr_fd = 2;
+  // Whole-world restarts after a failure (torchrun's --max-restarts; LLaMA-Factory's
+  // MAX_RESTARTS): the caller starts the workers again, from the newest checkpoint, up to this
+  // many times. One node only for now.
+  int max_restarts = 0;
+  // Whether launch_workers records a worker failure in output_dir (a stop is always recorded):
+  // false while a restart is still to come, so that the run is not marked failed in between.
+  bool record_failure = true;
 };
 
 // The launcher flags, in the order torchrun users know them.
 inline constexpr const char* kLauncherFlags[] = {"--nproc", "--nnodes", "--node-rank",
-                                                 "--master-addr", "--master-port"};
+                                                 "--master-addr", "--master-port",
+                                                 "--max-restarts"};
 
 // Launcher flags as given on the command line; absent ones are nullopt.
 struct LauncherFlags {
@@ -42,9 +50,12 @@ struct LauncherFlags {
   std::optional<int> node_rank;
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
+  std::optional<int> max_restarts;
 
   // True when any launcher flag was given: this process launches workers.
-  bool any() const { return nproc || nnodes || node_rank || master_addr || master_port; }
+  bool any() const {
+    return nproc || nnodes || node_rank || master_addr || master_port || max_restarts;
+  }
 };
 
 // Removes every launcher flag (`--nproc 4` and `--nproc=4`) from `args` and returns their
@@ -63,6 +74,9 @@ LauncherFlags take_launcher_flags(std::vector<std::string>& args);
 //    on one node; multi-node without any of them is an error.
 //  - master_port: the flag, MASTER_PORT, slurm_default_port(SLURM_JOB_ID) for multi-node under
 //    srun, else 0 (a free port) on one node; multi-node without any of them is an error.
+//  - max_restarts: the flag, else MAX_RESTARTS (LLaMA-Factory's launcher variable), else 0.
+//    Restarts across nodes need a rendezvous (RDZV_ID), which is not implemented: more than one
+//    node with max_restarts > 0, or RDZV_ID set, is an error that says so.
 // Throws std::invalid_argument when --nproc is missing, when node_rank >= nnodes, or when this
 // process is already a worker (RANK or WORLD_SIZE set: torchrun or an outer --nproc started it).
 LaunchOptions launch_options_from(const LauncherFlags& flags, const Getenv& getenv);

@@ -13,12 +13,18 @@ namespace studio::launch {
 
 // The launcher's exit code after a stop request (SIGINT/SIGTERM), as a shell reports Ctrl-C.
 inline constexpr int kExitStopped = 130;
+// A worker's exit code when it stopped because a collective broke (a peer failed first; no
+// watchdog named a stalled rank): the launcher reports a peer's own failure over it when one
+// comes within the stop's grace time.
+inline constexpr int kExitPeerFailed = 3;
 
 struct LaunchResult {
   // 0 when every worker exited 0; after a failure the first failing worker's exit code, or
   // 128 + signal when a signal killed it; kExitStopped after a stop request.
   int exit_code = 0;
-  int failed_rank = -1;  // global rank of the first worker that failed; -1 when none did
+  // Global rank of the first worker that failed (one that exited with kExitPeerFailed gives way
+  // to a peer whose own failure is reaped before the others are gone); -1 when none did.
+  int failed_rank = -1;
   // "" on success; else e.g. "rank 2 exited with code 1", "rank 3 was killed by signal 9
   // (SIGKILL)", "stopped: ..."; multi-node runs add the host; a failed rank > 0 adds its last
   // stderr line (its error message), after ": ".

@@ -71,6 +71,17 @@ struct GpuSeries {
 };
 
 // What the start and end events say about the run.
+// A restart of the whole world by the launcher (studio-train train --max-restarts).
+struct RestartMark {
+  int attempt = 0;
+  int failedRank = -1;
+  std::string reason;
+  std::string resumeFrom;  // "" when it started over
+  double step = 0;         // the step it resumed from
+  double wall = kNoValue;  // unix time
+  double relative = kNoValue;  // seconds since the run's origin
+};
+
 struct RunFacts {
   int starts = 0;                  // start events seen: 1, plus one per resume
   double firstStartTime = kNoValue;  // `time` of the first start event: relative time 0
@@ -85,6 +96,7 @@ struct RunFacts {
   // The memory series come from nvidia-smi samples of the run's host (addDeviceSample): per GPU
   // index, every process on it; "" when the run reports its own memory.
   std::string sampledHost;
+  std::vector<RestartMark> restarts;  // in the order they happened
   bool ended = false;  // the last event of the run so far is an end event
   std::string endState;   // "finished", "failed", "stopped"
   std::string endReason;
@@ -173,6 +185,7 @@ class RunSeries {
   void amendStep(const StepEvent& step);
   void addEval(const EvalEvent& eval);
   void addEnd(const EndEvent& end);
+  void addRestart(const RestartEvent& restart);
   void truncateRows(std::size_t rows);
   void truncateEvals(std::size_t evals);
   void pushMetric(Metric metric, double value, bool notFinite);
