@@ -241,28 +241,51 @@ int64_t quant4_weight_bytes(int64_t n, int64_t blocksize, bool double_quant) {
   return packed + blocks + 4 * ((blocks + 255) / 256) + 4 * 256;
 }
 
-bool bnb_skips_module(const std::string& full_name, const std::vector<std::string>& patterns) {
-  for (const auto& key : patterns) {
-    if (key.empty()) continue;
-    if (full_name.size() >= key.size() &&
-        full_name.compare(full_name.size() - key.size(), key.size(), key) == 0)
-      return true;
-    // re.match(key + boundary): some prefix ending at a module boundary matches key whole.
-    std::optional<std::regex> re;
-    try {
-      re.emplace(key);
-    } catch (const std::regex_error&) {
-      re.reset();
-    }
-    for (size_t len = 1; len <= full_name.size(); ++len) {
-      const bool boundary =
-          len == full_name.size() || full_name[len] == '.' || full_name[len - 1] == '.';
-      if (!boundary) continue;
-      const std::string prefix = full_name.substr(0, len);
-      if (re ? std::regex_match(prefix, *re) : prefix == key) return true;
+namespace {
+
+// llm_int8_skip_modules' patterns, each compiled once (a pattern that is no regex is taken as
+// written).
+class SkipPatterns {
+ public:
+  explicit SkipPatterns(const std::vector<std::string>& patterns) {
+    for (const auto& key : patterns) {
+      if (key.empty()) continue;
+      std::optional<std::regex> re;
+      try {
+        re.emplace(key);
+      } catch (const std::regex_error&) {
+      }
+      keys_.push_back({key, std::move(re)});
     }
   }
-  return false;
+
+  bool empty() const { return keys_.empty(); }
+
+  bool skips(const std::string& full_name) const {
+    for (const auto& [key, re] : keys_) {
+      if (full_name.size() >= key.size() &&
+          full_name.compare(full_name.size() - key.size(), key.size(), key) == 0)
+        return true;
+      // re.match(key + boundary): some prefix ending at a module boundary matches key whole.
+      for (size_t len = 1; len <= full_name.size(); ++len) {
+        const bool boundary =
+            len == full_name.size() || full_name[len] == '.' || full_name[len - 1] == '.';
+        if (!boundary) continue;
+        const std::string prefix = full_name.substr(0, len);
+        if (re ? std::regex_match(prefix, *re) : prefix == key) return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::regex>>> keys_;
+};
+
+}  // namespace
+
+bool bnb_skips_module(const std::string& full_name, const std::vector<std::string>& patterns) {
+  return SkipPatterns(patterns).skips(full_name);
 }
 
 QuantizedBase quantized_base(const RunConfig& cfg, const ModelInfo& model) {
@@ -270,16 +293,15 @@ QuantizedBase quantized_base(const RunConfig& cfg, const ModelInfo& model) {
   const bool disk = model.bnb_4bit_on_disk();
   if (!disk && (!cfg.quantized() || *cfg.quantization_bit != 4)) return q;
   const bool double_quant = disk ? model.quantization.double_quant : cfg.double_quantization;
-  const std::vector<std::string> none;
-  const auto& skip = disk ? model.quantization.skip_modules : none;
+  const SkipPatterns skip(disk ? model.quantization.skip_modules : std::vector<std::string>{});
   const auto linears = decoder_linears(model);
   for (int64_t i = 0; i < model.num_layers; ++i)
     for (const auto& l : linears) {
       const bool attention = l.name == "q_proj" || l.name == "k_proj" || l.name == "v_proj" ||
                              l.name == "o_proj" || l.name == "qkv_proj";
-      const std::string full = "model.layers." + std::to_string(i) +
-                               (attention ? ".self_attn." : ".mlp.") + l.name;
-      if (!skip.empty() && bnb_skips_module(full, skip)) continue;
+      if (!skip.empty() && skip.skips("model.layers." + std::to_string(i) +
+                                      (attention ? ".self_attn." : ".mlp.") + l.name))
+        continue;
       q.params += l.in * l.out;
       q.bytes += quant4_weight_bytes(l.in * l.out, 64, double_quant);
     }

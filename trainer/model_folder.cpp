@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -129,11 +130,17 @@ WeightGetter model_weights(const std::string& dir, CausalLM& model, uint64_t see
     (is_value_head_tensor(name) ? head : own)[name] = shape;
   // A 4-bit weight (load_bnb_4bit_weights) is the folder's `<name>.weight` and its quant_state
   // entries, read already: expected as they are.
+  std::set<std::string> quantized;  // "<module>.weight" of every 4-bit linear
   for (const auto& item : model->named_modules())
-    if (auto* lin = item.value()->as<LinearImpl>(); lin && lin->quant) {
-      const std::string w = item.key() + ".weight";
-      for (const auto& name : reader->names())
-        if (name == w || name.rfind(w + ".", 0) == 0) own[name] = reader->info(name).shape;
+    if (auto* lin = item.value()->as<LinearImpl>(); lin && lin->quant)
+      quantized.insert(item.key() + ".weight");
+  if (!quantized.empty())
+    for (const auto& name : reader->names()) {
+      // "<module>.weight" itself or one of its entries ("<module>.weight.absmax", ...).
+      const auto at = name.find(".weight");
+      const bool boundary = at != std::string::npos && (at + 7 == name.size() || name[at + 7] == '.');
+      if (boundary && quantized.count(name.substr(0, at + 7)))
+        own[name] = reader->info(name).shape;
     }
   reader->check_shapes(own);
   if (head.empty())

@@ -44,9 +44,9 @@ struct StepStats {
   double aux_loss = std::numeric_limits<double>::quiet_NaN();  // MoE: mean auxiliary loss
   double aux_term = 0;   // MoE: what the loss adds for it (coefficient x aux_loss)
   bool skipped = false;  // skip_nonfinite_steps: not finite, so no update was made
-  // Per micro-batch of this rank, whether its loss was not finite (on the device; read only
-  // when the step is not finite, to say where).
-  torch::Tensor micro_nonfinite;
+  // This rank's micro-batch loss sums (detached, on the device): read only when the step is not
+  // finite, to say where (no work on the step's path).
+  std::vector<torch::Tensor> micro_losses;
 };
 
 // A micro-batch's share of the step, on this rank, before any reduction.

@@ -514,10 +514,9 @@ struct Trainer::Impl {
     auto accumulate = [](torch::Tensor& acc, const torch::Tensor& v) {
       acc = acc.defined() ? acc + v.detach() : v.detach();
     };
-    std::vector<torch::Tensor> nonfinite;
     for (const auto& micro : plan) {
       if (st.normaliser <= 0) break;
-      const std::string of = " of micro-batch " + std::to_string(nonfinite.size() + 1) + " of " +
+      const std::string of = " of micro-batch " + std::to_string(st.micro_losses.size() + 1) + " of " +
                              std::to_string(plan.size());
       // Every rank's gradient covers its own tokens of its own samples: their sum over the
       // world (the ZeRO stage's reduction) is the gradient of the global batch's loss
@@ -535,7 +534,7 @@ struct Trainer::Impl {
       auto sum = out.sum;
       if (fault_requested("loss.nan", state.global_step + 1, par.rank()))
         sum = sum * std::numeric_limits<double>::quiet_NaN();
-      nonfinite.push_back(torch::isfinite(sum.detach()).logical_not());
+      st.micro_losses.push_back(sum.detach());
       phase = "the backward" + of;
       (sum / st.normaliser).backward();
       accumulate(loss_acc, sum);
@@ -543,7 +542,6 @@ struct Trainer::Impl {
       if (aux_weight > 0) accumulate(aux_acc, m.aux_value);
       zero->end_backward();
     }
-    if (!nonfinite.empty()) st.micro_nonfinite = torch::stack(nonfinite);
     measure_model_states();
     torch::Tensor grad_norm;
     phase = "the gradient clipping and optimizer step";
@@ -584,10 +582,11 @@ struct Trainer::Impl {
   std::string nonfinite_where(const StepStats& st) {
     const int world = par.world();
     std::vector<double> slots(2 * static_cast<size_t>(world), 0.0);
-    if (st.micro_nonfinite.defined()) {
-      const auto bad = st.micro_nonfinite.to(torch::kCPU).nonzero();
+    if (!st.micro_losses.empty()) {
+      const auto bad =
+          torch::isfinite(torch::stack(st.micro_losses)).logical_not().to(torch::kCPU).nonzero();
       if (bad.numel() > 0) slots[2 * par.rank()] = double(bad[0][0].item<int64_t>() + 1);
-      slots[2 * par.rank() + 1] = double(st.micro_nonfinite.numel());
+      slots[2 * par.rank() + 1] = double(st.micro_losses.size());
     }
     const auto all = par.sum(par.world_group(), slots, "non-finite micro-batch");
     for (int r = 0; r < world; ++r)

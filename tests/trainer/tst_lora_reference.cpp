@@ -169,6 +169,19 @@ QString peft_mismatch(const EngineRun& ours, const SafetensorsFile& ref) {
   return {};
 }
 
+// `studio-train train` of LLaMA-Factory's example FILE (tests/fixtures/configs/lf_examples) on
+// NPROC processes with `sets` as --set overrides; whether it exited 0, its stderr in `err`.
+bool train_lf_example(const QString& file, const QStringList& sets, int nproc, QString* err) {
+  QStringList args{"train", STUDIO_TEST_FIXTURES_DIR "/configs/lf_examples/" + file, "--nproc",
+                   QString::number(nproc)};
+  for (const auto& s : sets) args << "--set" << s;
+  QProcess train;
+  train.start(QStringLiteral(STUDIO_TRAIN_EXE), args);
+  const bool finished = train.waitForFinished(600000);
+  *err = QString::fromUtf8(train.readAllStandardError());
+  return finished && train.exitStatus() == QProcess::NormalExit && train.exitCode() == 0;
+}
+
 }  // namespace
 
 class TestLoraReference : public QObject {
@@ -422,13 +435,8 @@ void TestLoraReference::llamaFactoryExamplesTrainUnderSp() {
                       "learning_rate=0.01", "sequence_parallel_size=4",
                       "sequence_parallel_mode=" + mode};
   if (mode == "usp") sets << "sequence_parallel_ulysses_degree=2" << "sequence_parallel_ring_degree=2";
-  QStringList args{"train", STUDIO_TEST_FIXTURES_DIR "/configs/lf_examples/" + file, "--nproc", "4"};
-  for (const auto& s : sets) args << "--set" << s;
-  QProcess train;
-  train.start(QStringLiteral(STUDIO_TRAIN_EXE), args);
-  QVERIFY(train.waitForFinished(600000));
-  const QString err = QString::fromUtf8(train.readAllStandardError());
-  QVERIFY2(train.exitCode() == 0, qPrintable(err.right(3000)));
+  QString err;
+  QVERIFY2(train_lf_example(file, sets, 4, &err), qPrintable(err.right(3000)));
   // LLaMA-Factory's line (rank 0).
   QVERIFY2(err.contains("trainable params:"), qPrintable(err.right(2000)));
   // The losses of the 4 steps, and they moved.
@@ -647,22 +655,16 @@ void TestLoraReference::baseQuantizedOnDiskTrainsUnderSp() {
                                                qdir, "--type", "nf4", "--double"});
   QVERIFY2(error.isEmpty(), qPrintable(error));
   const QString out = tmp_.filePath("disk-train-run");
-  QStringList args{"train", STUDIO_TEST_FIXTURES_DIR "/configs/lf_examples/qwen3_lora_sft.yaml",
-                   "--nproc", "2"};
-  for (const QString& s : {"model_name_or_path=" + qdir, QString("dataset=demo_sft"),
+  const QStringList sets = {"model_name_or_path=" + qdir, QString("dataset=demo_sft"),
                            QString("dataset_dir=" STUDIO_SOURCE_DIR "/resources/demo/data"),
                            QString("template=qwen"), QString("cutoff_len=64"),
                            QString("max_samples=16"), QString("preprocessing_num_workers=1"),
                            "output_dir=" + out, QString("max_steps=3"), QString("logging_steps=1"),
                            QString("save_steps=3"), QString("learning_rate=0.01"),
                            QString("bf16=false"), QString("sequence_parallel_size=2"),
-                           QString("sequence_parallel_mode=ulysses")})
-    args << "--set" << s;
-  QProcess train;
-  train.start(QStringLiteral(STUDIO_TRAIN_EXE), args);
-  QVERIFY(train.waitForFinished(600000));
-  const QString err = QString::fromUtf8(train.readAllStandardError());
-  QVERIFY2(train.exitCode() == 0, qPrintable(err.right(3000)));
+                           QString("sequence_parallel_mode=ulysses")};
+  QString err;
+  QVERIFY2(train_lf_example("qwen3_lora_sft.yaml", sets, 2, &err), qPrintable(err.right(3000)));
   QVERIFY2(err.contains("read in 4 bits from"), qPrintable(err.right(2000)));
   const QString ref = tmp_.filePath("disk-train-peft.safetensors");
   error = run_reference({"--model", qdir, "--adapter", out, "--batch",
