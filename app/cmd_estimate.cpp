@@ -97,6 +97,8 @@ nlohmann::json to_json(const MemoryEstimate& est, const Capacity& cap,
   j["model_state_bytes"] = whole(est.model_state_bytes);
   j["offloaded_bytes"] = whole(est.offloaded_bytes);
   j["host_activation_bytes"] = whole(est.host_activation_bytes);
+  j["checkpoint_host_bytes"] = {{"rank0", whole(est.checkpoint_host_bytes_rank0)},
+                                {"other_ranks", whole(est.checkpoint_host_bytes_other)}};
   const LongContextCosts& lc = est.long_context;
   j["long_context"] = {{"loss_chunk_tokens", lc.loss_chunk_tokens},
                        {"loss_held", whole(lc.loss_held)},

@@ -77,6 +77,10 @@ constexpr const char* kUsage =
     "  --slurm               submit with sbatch; with --nodes N --gpus-per-node G\n"
     "                        --partition P --time T --account A --cpus-per-task C\n"
     "                        --sbatch DIRECTIVE (repeatable, e.g. --sbatch=--exclusive)\n"
+    "                        --checkpoint-before-end S: S seconds before the time limit the\n"
+    "                        engine writes a checkpoint and the job requeues itself\n"
+    "                        (default 300; 0: no signal); --no-requeue: no requeue (neither\n"
+    "                        this one nor Slurm's own after a preemption or a node failure)\n"
     "attach options:\n"
     "  --folder DIR          follow this run folder (absolute, or relative to the login\n"
     "                        directory) instead of a run id; its state comes from its files\n"
@@ -172,6 +176,14 @@ int submit(Args& args, const Connection& conn) {
     if (auto a = args.value("--account")) slurm.account = *a;
     if (args.value("--cpus-per-task")) slurm.cpus_per_task = args.positive_int("--cpus-per-task", 1);
     slurm.extra_directives = args.values("--sbatch");
+    slurm.requeue = !args.flag("--no-requeue");
+    if (auto s = args.value("--checkpoint-before-end")) {
+      int64_t v = 0;
+      const std::string bad = parse_whole(*s, WholeRange{0, 65535}, v);
+      if (!bad.empty())
+        return usage_error("--checkpoint-before-end: " + bad + " (give 0..65535 seconds)");
+      slurm.checkpoint_before_end_s = static_cast<int>(v);
+    }
     if (!request.extra_nodes.empty()) return usage_error("--node is for runs without --slurm");
     request.slurm = slurm;
   }
@@ -365,8 +377,10 @@ std::optional<int> run_remote_command(int argc, char** argv) {
             {"--host", "--identity", "--known-hosts", "--ssh-config", "--connect-timeout",
              "--remote-root", "--engine", "--nproc", "--set", "--name", "--node", "--master-addr",
              "--master-port", "--nodes", "--gpus-per-node", "--partition", "--time", "--account",
-             "--cpus-per-task", "--sbatch", "--poll-ms", "--grace", "--folder"},
-            {"--help", "-h", "--batch", "--upload-model", "--slurm", "--log", "--json"});
+             "--cpus-per-task", "--sbatch", "--checkpoint-before-end", "--poll-ms", "--grace",
+             "--folder"},
+            {"--help", "-h", "--batch", "--upload-model", "--slurm", "--no-requeue", "--log",
+             "--json"});
   if (args.ok() && (args.flag("--help") || args.flag("-h"))) {
     std::fputs(kUsage, stdout);
     return kExitFinished;

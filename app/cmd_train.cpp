@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include <unistd.h>
 
@@ -20,9 +23,11 @@
 #include "studio/launch/launch_options.h"
 #include "studio/launch/launcher.h"
 #include "studio/runs/events.h"
+#include "studio/runs/run_outcome.h"
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/batching/batch.h"
 #include "studio/trainer/parallel/communicator.h"
+#include "studio/trainer/parallel/node_rendezvous.h"
 #include "studio/trainer/runtime_info.h"
 #include "studio/trainer/train_loop.h"
 
@@ -30,8 +35,68 @@ namespace studio::app {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_checkpoint_stop{false};
 
 extern "C" void on_stop_signal(int) { g_stop = true; }
+// SIGUSR1: write a checkpoint, then stop (the Slurm batch script sends it when the time limit is
+// near; remote/slurm_script.h).
+extern "C" void on_checkpoint_stop_signal(int) {
+  g_checkpoint_stop = true;
+  g_stop = true;
+}
+
+void install_stop_handlers() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_checkpoint_stop_signal);
+}
+
+// A job that Slurm requeued (preemption, a node failure, `scontrol requeue`, or the batch
+// script's own requeue before the time limit) runs its batch script again with
+// SLURM_RESTART_COUNT set: 0 when it has not been requeued.
+int slurm_restart_count() {
+  const char* v = std::getenv("SLURM_RESTART_COUNT");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return end != nullptr && *end == '\0' && n > 0 ? static_cast<int>(std::min<long>(n, 1 << 20)) : 0;
+}
+
+// The newest checkpoint of output_dir whose files match its manifest, as an absolute path; those
+// passed over are said on stderr (the workers' log says it again).
+std::optional<std::string> newest_good_checkpoint(const std::string& output_dir) {
+  std::vector<std::string> skipped;
+  const auto found = trainer::last_good_checkpoint(output_dir, &skipped);
+  for (const std::string& why : skipped) std::cerr << "studio-train: not resuming from " << why << "\n";
+  if (!found) return std::nullopt;
+  return std::filesystem::absolute(*found).lexically_normal().string();
+}
+
+// A restarted world's workers: from `resume`, or, when no checkpoint was written, from the start
+// in the same output_dir (its events.jsonl is appended to; nothing is removed). Appended after
+// the user's own --set: the later one wins.
+void add_resume_args(std::vector<std::string>& argv, const std::optional<std::string>& resume) {
+  if (resume) {
+    argv.insert(argv.end(), {"--set", "overwrite_output_dir=false", "--set",
+                             "resume_from_checkpoint=" + *resume});
+  } else {
+    argv.insert(argv.end(), {"--set", "overwrite_output_dir=true"});
+  }
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Appends a restart event to the run's events.jsonl (node 0's launcher only).
+void record_restart(const std::string& output_dir, const RestartEvent& event) {
+  EventWriter writer;
+  std::string error = writer.open(events_path(output_dir));
+  if (error.empty()) error = writer.write(event);
+  if (error.empty()) error = writer.close();
+  if (!error.empty()) std::cerr << "studio-train: could not record the restart: " << error << "\n";
+}
 
 // Loads CONFIG.yaml, applies --set overrides and validates for a run on this machine. Returns
 // false after printing every problem.
@@ -83,13 +148,17 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
   opt.worker_argv = {launch::self_executable_path(), "train"};
   opt.worker_argv.insert(opt.worker_argv.end(), args.begin(), args.end());
   opt.output_dir = cfg.output_dir;
-  // save_on_stop: a stop request must leave the workers the time of that last checkpoint.
+  // save_on_stop: a stop request must leave the workers the time of that last checkpoint;
+  // SIGUSR1 always writes one.
   opt.stop_request_extra_s = stop_grace_seconds(cfg, 0);
+  RunConfig saving = cfg;
+  saving.save_on_stop = true;
+  opt.checkpoint_stop_extra_s = stop_grace_seconds(saving, 0);
+  opt.checkpoint_stop = &g_checkpoint_stop;
   // Workers leave the run's end record to the launcher when a peer failed first: it alone
   // knows which rank that was.
   opt.extra_env.emplace_back("STUDIO_LAUNCHED", "1");
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  install_stop_handlers();
   std::cerr << "studio-train: launching " << opt.nproc << " worker" << (opt.nproc > 1 ? "s" : "")
             << (opt.nnodes > 1 ? " on node " + std::to_string(opt.node_rank) + " of " +
                                      std::to_string(opt.nnodes)
@@ -99,10 +168,77 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
                           " time(s) after a failure"
                     : std::string())
             << "\n";
-  const std::vector<std::string> first_argv = opt.worker_argv;
   const bool fixed_port = opt.master_port != 0;
+  // A requeued Slurm job: the run continues from its newest complete checkpoint (or starts over
+  // in the same output_dir when none was written), and the events say so once, on node 0.
+  if (const int requeues = slurm_restart_count(); requeues > 0) {
+    const auto resume = newest_good_checkpoint(cfg.output_dir);
+    const char* job = std::getenv("SLURM_JOB_ID");
+    RestartEvent event;
+    event.time = now_seconds();
+    event.attempt = requeues;
+    event.reason = "Slurm requeued job " + std::string(job ? job : "?") + " (SLURM_RESTART_COUNT=" +
+                   std::to_string(requeues) + ")";
+    event.resume_from = resume.value_or("");
+    event.step = resume ? trainer::checkpoint_step(*resume) : 0;
+    std::cerr << "studio-train: " << event.reason << ": "
+              << (resume ? "resuming from " + *resume : std::string("no checkpoint yet, starting over"))
+              << "\n";
+    if (opt.node_rank == 0) record_restart(cfg.output_dir, event);
+    add_resume_args(opt.worker_argv, resume);
+  }
+  const std::vector<std::string> requeued_argv = opt.worker_argv;
+  // Several nodes with restarts: the launchers meet at node 0's rendezvous before each round
+  // (trainer/parallel/node_rendezvous.h). A launcher started while the others wait for it (a
+  // node that came back) joins the round they are in.
+  std::unique_ptr<trainer::dist::NodeRendezvous> rdzv;
+  int first_round = 0;
+  auto rendezvous_failed = [&](const std::string& why) {
+    std::cerr << "studio-train: " << why << "\n";
+    if (opt.node_rank == 0) {
+      const std::string error = record_run_outcome(cfg.output_dir, RunOutcome{1, false, why});
+      if (!error.empty()) std::cerr << "studio-train: could not record the outcome: " << error << "\n";
+    }
+    return 1;
+  };
+  if (opt.elastic()) {
+    trainer::dist::RendezvousOptions ro;
+    ro.host = opt.master_addr;
+    ro.port = opt.master_port;
+    ro.nnodes = opt.nnodes;
+    ro.node_rank = opt.node_rank;
+    ro.run_id = opt.rdzv_id.empty() ? "run" : opt.rdzv_id;
+    ro.join_timeout = std::chrono::seconds(opt.rdzv_timeout_s);
+    try {
+      rdzv = std::make_unique<trainer::dist::NodeRendezvous>(ro);
+      first_round = rdzv->current_round();
+    } catch (const std::exception& e) {
+      return rendezvous_failed(e.what());
+    }
+    if (first_round > 0)
+      std::cerr << "studio-train: node " << opt.node_rank << " joins the run at restart "
+                << first_round << ", where the other nodes wait\n";
+  }
   launch::LaunchResult result;
-  for (int attempt = 0;; ++attempt) {
+  std::optional<std::string> resume;  // where the next round resumes (node 0 decides with rdzv)
+  for (int attempt = first_round;; ++attempt) {
+    if (rdzv) {
+      trainer::dist::Round round;
+      try {
+        round = rdzv->join(attempt, opt.node_rank == 0 ? launch::choose_free_port() : 0,
+                           resume.value_or(""));
+      } catch (const std::exception& e) {
+        return rendezvous_failed(e.what());
+      }
+      // Every node's workers: the port node 0 chose for this round, its checkpoint.
+      opt.master_port = round.master_port;
+      if (attempt > 0) {
+        opt.worker_argv = requeued_argv;
+        add_resume_args(opt.worker_argv, round.resume_from.empty()
+                                             ? std::nullopt
+                                             : std::optional<std::string>(round.resume_from));
+      }
+    }
     // torchrun's variables for the attempt (a worker may read them; fault injection does).
     opt.extra_env.erase(std::remove_if(opt.extra_env.begin(), opt.extra_env.end(),
                                        [](const auto& kv) {
@@ -114,38 +250,58 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
     const bool restart_left = attempt < opt.max_restarts;
     opt.record_failure = !restart_left;
     result = launch::launch_workers(opt, &g_stop);
-    if (result.exit_code == 0 || result.stopped || !restart_left || g_stop) break;
+    if (result.exit_code == 0 || result.stopped || g_stop) break;
+    // Across nodes, the round's cause is the first failure a node saw of its own (its worker
+    // died); a node whose workers only lost their peers (kExitPeerFailed) takes that one.
+    int failed_rank = result.failed_rank;
+    std::string reason = result.reason;
+    if (rdzv) {
+      if (result.exit_code != launch::kExitPeerFailed)
+        rdzv->report_failure(attempt, std::to_string(result.failed_rank) + "\n" + result.reason);
+      if (const auto shared = rdzv->failure(attempt, std::chrono::seconds(3))) {
+        const auto cut = shared->find('\n');
+        failed_rank = cut == std::string::npos ? -1 : std::atoi(shared->substr(0, cut).c_str());
+        reason = cut == std::string::npos ? *shared : shared->substr(cut + 1);
+      }
+    }
+    if (!restart_left) {
+      // Recorded by launch_workers with this node's view; node 0 records the round's cause.
+      if (rdzv && opt.node_rank == 0 && reason != result.reason) {
+        result.reason = reason;
+        result.record_error = record_run_outcome(
+            cfg.output_dir, RunOutcome{result.exit_code, false, reason});
+      }
+      break;
+    }
     // The whole world again, from the newest complete checkpoint (or from the start when none
     // was written), with the same data order and RNG state as an uninterrupted run: resuming
-    // restores both (trainer/checkpoint.h).
-    const auto resume = trainer::last_checkpoint(cfg.output_dir);
-    RestartEvent event;
-    event.time = std::chrono::duration<double>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count();
-    event.attempt = attempt + 1;
-    event.max_restarts = opt.max_restarts;
-    event.failed_rank = result.failed_rank;
-    event.reason = result.reason;
-    event.resume_from = resume.value_or("");
-    event.step = resume ? trainer::checkpoint_step(*resume) : 0;
-    std::cerr << "studio-train: " << result.reason << "\nstudio-train: restart "
-              << event.attempt << " of " << opt.max_restarts << ": "
-              << (resume ? "resuming from " + *resume : std::string("no checkpoint yet, starting over"))
+    // restores both (trainer/checkpoint.h). Across nodes, node 0 decides and the rendezvous tells
+    // the others.
+    resume = !rdzv || opt.node_rank == 0 ? newest_good_checkpoint(cfg.output_dir) : std::nullopt;
+    std::cerr << "studio-train: " << reason << "\nstudio-train: restart " << attempt + 1
+              << " of " << opt.max_restarts << ": "
+              << (rdzv && opt.node_rank != 0
+                      ? std::string("from the checkpoint node 0 chooses")
+                      : resume ? "resuming from " + *resume
+                               : std::string("no checkpoint yet, starting over"))
               << "\n";
     if (opt.node_rank == 0) {
-      EventWriter writer;
-      std::string error = writer.open(events_path(cfg.output_dir));
-      if (error.empty()) error = writer.write(event);
-      if (error.empty()) error = writer.close();
-      if (!error.empty()) std::cerr << "studio-train: could not record the restart: " << error << "\n";
+      RestartEvent event;
+      event.time = now_seconds();
+      event.attempt = attempt + 1;
+      event.max_restarts = opt.max_restarts;
+      event.failed_rank = failed_rank;
+      event.reason = reason;
+      event.resume_from = resume.value_or("");
+      event.step = resume ? trainer::checkpoint_step(*resume) : 0;
+      record_restart(cfg.output_dir, event);
     }
-    opt.worker_argv = first_argv;
-    // Appended after the user's own --set: the later one wins.
-    opt.worker_argv.insert(opt.worker_argv.end(), {"--set", "overwrite_output_dir=false"});
-    if (resume) opt.worker_argv.insert(opt.worker_argv.end(), {"--set", "resume_from_checkpoint=" + *resume});
-    // A port of its own: the failed world's may still be held (TIME_WAIT, a dying rank).
-    if (!fixed_port) opt.master_port = launch::choose_free_port();
+    if (!rdzv) {
+      opt.worker_argv = requeued_argv;
+      add_resume_args(opt.worker_argv, resume);
+      // A port of its own: the failed world's may still be held (TIME_WAIT, a dying rank).
+      if (!fixed_port) opt.master_port = launch::choose_free_port();
+    }
   }
   if (!result.record_error.empty())
     std::cerr << "studio-train: could not record the outcome: " << result.record_error << "\n";
@@ -165,8 +321,11 @@ int cmd_train(const Argv& argv) {
   RunConfig cfg;
   int code = kExitOk;
   if (!load_for_run(args, "train", cfg, code, env.local_world_size, env.nnodes)) return code;
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  install_stop_handlers();
+  // A reader of this process's output that goes away (a launcher killed with the pipes it reads
+  // rank > 0's output from, a studio or a pager that closed): the writes fail, training goes on
+  // (and a stop still ends it cleanly) rather than dying of SIGPIPE mid-step.
+  std::signal(SIGPIPE, SIG_IGN);
 
   // STUDIO_DIST_BACKEND: nccl (the default on GPUs) or gloo (on GPUs: host-staged collectives that
   // let several ranks share one GPU, for checks on a 1-GPU machine; on CPUs Gloo is the only one).
@@ -217,6 +376,7 @@ int cmd_train(const Argv& argv) {
   if (!info) throw std::runtime_error(error);
 
   trainer::TrainInputs in;
+  in.checkpoint_stop = &g_checkpoint_stop;
   in.config = cfg;
   in.model_dir = cfg.model_name_or_path;
   in.model = *info;

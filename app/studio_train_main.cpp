@@ -16,7 +16,7 @@ const char* kUsage = R"(usage: studio-train COMMAND [OPTIONS]
 Commands:
   train CONFIG.yaml [--set key=value ...] [--skip-bad-rows]
         [--nproc N [--nnodes M --node-rank R --master-addr A --master-port P]
-         [--max-restarts R]]
+         [--max-restarts R [--rdzv-timeout S]]]
       Train (stage: pt, sft or dpo) as the config says; metrics go to OUTPUT_DIR/events.jsonl
       and status.json, a progress bar to the terminal. An output_dir holding checkpoints
       continues from the last one. Ctrl-C stops cleanly (every rank).
@@ -26,8 +26,14 @@ Commands:
       started by torchrun or srun with that environment trains as one rank directly.
       sequence_parallel_size must divide N x M.
       --max-restarts R (or MAX_RESTARTS=R): after a failure, start every worker again
-      from the newest checkpoint, up to R times (one node); each restart is a 'restart'
-      event in OUTPUT_DIR/events.jsonl.
+      from the newest checkpoint (whose files match its manifest), up to R times; each
+      restart is a 'restart' event in OUTPUT_DIR/events.jsonl. With --nnodes M the
+      launchers first meet at node 0's rendezvous (a c10d TCPStore at the master address
+      and port; RDZV_ID names the run there): a node started again while the others wait
+      joins them; one that does not come within --rdzv-timeout S seconds (600) ends the run.
+      SIGUSR1 to the launcher: every worker writes a checkpoint, then stops (Slurm's
+      warning before the time limit). Under Slurm a requeued job (SLURM_RESTART_COUNT)
+      resumes from the newest checkpoint.
   eval CONFIG.yaml [--set key=value ...] [--skip-bad-rows]
       Print the mean loss per token of model_name_or_path on the evaluation data.
   validate CONFIG.yaml [--nproc N] [--nnodes M] [--for-training]

@@ -165,6 +165,12 @@ class Estimator {
     b().optimizer = off_opt ? 0 : masters + adam;
     est_.zero_stage = zero_;
     est_.offloaded_bytes = host;
+    // A background checkpoint's host copies (the masters of every saved tensor in fp32; each
+    // rank's AdamW pieces, rank 0's alone at stage 0).
+    const double saved = cfg_.finetuning_type == FinetuningType::Lora ? 4 * T : 4 * P;
+    const double adam_file = cfg_.save_only_model ? 0 : 8 * T / n;
+    est_.checkpoint_host_bytes_rank0 = saved + adam_file;
+    est_.checkpoint_host_bytes_other = zero_ >= 1 ? adam_file : 0;
     est_.model_state_bytes = weights + b().gradients + b().optimizer;
     est_.bytes_per_param = (weights + b().gradients + b().optimizer) / P;
     if (T < P)

@@ -58,6 +58,10 @@ void SbatchOptions::validate() const {
   if (nodes < 1) fail("nodes", std::to_string(nodes), "give 1 or more nodes");
   if (gpus_per_node < 0) fail("gpus_per_node", std::to_string(gpus_per_node), "give 0 or more");
   if (cpus_per_task < 0) fail("cpus_per_task", std::to_string(cpus_per_task), "give 0 or more");
+  if (checkpoint_before_end_s < 0 || checkpoint_before_end_s > 65535) {
+    fail("checkpoint_before_end_s", std::to_string(checkpoint_before_end_s),
+         "give 0..65535 seconds (0: no signal before the time limit)");
+  }
   if (master_port < 0 || master_port > 65535) {
     fail("master_port", std::to_string(master_port), "give 1..65535, or 0 for the default");
   }
@@ -95,6 +99,14 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
   if (!options.partition.empty()) script += sbatch_line("--partition=" + options.partition);
   if (!options.time.empty()) script += sbatch_line("--time=" + options.time);
   if (!options.account.empty()) script += sbatch_line("--account=" + options.account);
+  // LLaMA-Factory neither saves on a signal nor resumes on its own where overwrite_output_dir
+  // is set (its examples set it): its jobs are left as the cluster's defaults make them.
+  const bool engine_job = options.llamafactory_cli.empty();
+  const bool trap = engine_job && options.checkpoint_before_end_s > 0;
+  if (engine_job) script += sbatch_line(options.requeue ? "--requeue" : "--no-requeue");
+  if (trap) {
+    script += sbatch_line("--signal=B:USR1@" + std::to_string(options.checkpoint_before_end_s));
+  }
   for (const std::string& directive : options.extra_directives) script += sbatch_line(directive);
   script += "# Written by SeqStudio: one engine launcher per node, started by srun.\n";
   // pipefail: a failing scontrol must stop the script, not leave MASTER_ADDR empty.
@@ -120,7 +132,42 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
     srun.push_back("--cpus-per-task=" + std::to_string(options.cpus_per_task));
   }
   for (std::string& arg : engine_argv(engine, config_file, launcher)) srun.push_back(arg);
-  script += "exec " + shell_join(srun) + "\n";
+  if (!trap) {
+    script += "exec " + shell_join(srun) + "\n";
+    return script;
+  }
+  // Slurm sends SIGUSR1 to this shell alone (B:) before the time limit. srun passes it on to
+  // every node's launcher, which has its workers write a checkpoint and stop; then the job goes
+  // back into the queue, and the next run resumes from that checkpoint. bash runs a trap only
+  // between commands, so srun runs in the background and `wait` (which a trapped signal
+  // interrupts) is repeated until srun has really ended.
+  script += "step=\n";
+  script += "checkpointed=0\n";
+  script += "on_time_limit() {\n";
+  script += "  checkpointed=1\n";
+  script += "  echo \"SeqStudio: job $SLURM_JOB_ID is near its time limit (SIGUSR1): writing a "
+            "checkpoint, then " +
+            std::string(options.requeue ? "requeueing the job" : "stopping (--no-requeue)") +
+            "\" >&2\n";
+  script += "  if [ -n \"$step\" ]; then kill -USR1 \"$step\" 2>/dev/null || true; fi\n";
+  script += "}\n";
+  script += "trap on_time_limit USR1\n";
+  script += shell_join(srun) + " &\n";
+  script += "step=$!\n";
+  script += "set +e\n";
+  script += "while :; do\n";
+  script += "  wait \"$step\"\n";
+  script += "  status=$?\n";
+  script += "  kill -0 \"$step\" 2>/dev/null || break\n";
+  script += "done\n";
+  if (options.requeue) {
+    script += "if [ \"$checkpointed\" = 1 ]; then\n";
+    script += "  echo \"SeqStudio: requeueing job $SLURM_JOB_ID (the engine stopped with status "
+              "$status)\" >&2\n";
+    script += "  scontrol requeue \"$SLURM_JOB_ID\"\n";
+    script += "fi\n";
+  }
+  script += "exit \"$status\"\n";
   return script;
 }
 

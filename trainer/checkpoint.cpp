@@ -1,6 +1,7 @@
 #include "studio/trainer/checkpoint.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 #include "studio/base/atomic_file.h"
 #include "studio/base/json_file.h"
 #include "studio/base/whole_number.h"
+#include "studio/base/crc32c.h"
 #include "studio/trainer/hf_checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -19,6 +21,22 @@ namespace {
 
 constexpr const char* kStateFile = "trainer_state.json";
 constexpr const char* kRngFile = "rng_state.pt";
+constexpr const char* kManifestFile = "manifest.json";
+constexpr const char* kDigestsPrefix = ".digests-";
+
+std::string hex32(std::uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+nlohmann::json digest_of(const fs::path& file) {
+  std::uint64_t size = 0;
+  std::uint32_t crc = 0;
+  const std::string error = file_crc32c(file.string(), size, crc);
+  if (!error.empty()) throw std::runtime_error(error);
+  return {{"size", size}, {"crc32c", hex32(crc)}};
+}
 
 nlohmann::json to_json(const TrainerState& s) {
   return {{"global_step", s.global_step},   {"total_steps", s.total_steps},
@@ -83,16 +101,57 @@ void prepare_checkpoint(const std::string& staging) {
                              ec.message());
 }
 
+void write_rng_state(const std::string& staging) {
+  const std::string path = (fs::path(staging) / kRngFile).string();
+  try {
+    torch::save(at::detail::getDefaultCPUGenerator().get_state(), path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("cannot write " + path + ": " + e.what_without_backtrace());
+  }
+}
+
+void write_digests(const std::string& staging, int rank, const std::vector<std::string>& files) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const std::string& name : files) j[name] = digest_of(fs::path(staging) / name);
+  const std::string path =
+      (fs::path(staging) / (kDigestsPrefix + std::to_string(rank) + ".json")).string();
+  const std::string err = write_file_atomic(path, j.dump() + "\n");
+  if (!err.empty()) throw std::runtime_error(err);
+}
+
 std::string commit_checkpoint(const std::string& output_dir, const std::string& staging,
                               const TrainerState& state) {
   const fs::path final_dir = fs::path(output_dir) / checkpoint_name(state.global_step);
   try {
-    torch::save(at::detail::getDefaultCPUGenerator().get_state(),
-                (fs::path(staging) / kRngFile).string());
-    // The state file goes last: its presence marks a complete checkpoint.
-    const std::string err = write_file_atomic((fs::path(staging) / kStateFile).string(),
-                                              to_json(state).dump(2) + "\n");
+    // The ranks' digests, then whatever has none (trainer_state.json goes in last).
+    nlohmann::json files = nlohmann::json::object();
+    std::vector<fs::path> digests, others;
+    for (const auto& e : fs::directory_iterator(staging)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(kDigestsPrefix, 0) == 0)
+        digests.push_back(e.path());
+      else if (e.is_regular_file())
+        others.push_back(e.path());
+    }
+    for (const fs::path& d : digests) {
+      nlohmann::json j;
+      std::string error;
+      if (!read_json_file(d.string(), j, error) || !j.is_object()) throw std::runtime_error(error);
+      for (auto it = j.begin(); it != j.end(); ++it) files[it.key()] = it.value();
+    }
+    for (const fs::path& f : others)
+      if (!files.contains(f.filename().string())) files[f.filename().string()] = digest_of(f);
+    const std::string state_text = to_json(state).dump(2) + "\n";
+    files[kStateFile] = {{"size", state_text.size()}, {"crc32c", hex32(crc32c_of(state_text))}};
+    nlohmann::json manifest = {{"format", 1}, {"global_step", state.global_step},
+                               {"files", files}};
+    std::string err = write_file_atomic((fs::path(staging) / kManifestFile).string(),
+                                        manifest.dump(1) + "\n");
     if (!err.empty()) throw std::runtime_error(err);
+    // The state file goes last: its presence marks a complete checkpoint.
+    err = write_file_atomic((fs::path(staging) / kStateFile).string(), state_text);
+    if (!err.empty()) throw std::runtime_error(err);
+    for (const fs::path& d : digests) fs::remove(d);
     if (fs::exists(final_dir)) fs::remove_all(final_dir);
     fs::rename(staging, final_dir);
   } catch (const std::exception& e) {
@@ -131,6 +190,51 @@ std::optional<std::string> last_checkpoint(const std::string& output_dir) {
   auto all = list_checkpoints(output_dir);
   if (all.empty()) return std::nullopt;
   return all.back();
+}
+
+std::string verify_checkpoint(const std::string& dir, bool hashes) {
+  const fs::path manifest_path = fs::path(dir) / kManifestFile;
+  std::error_code ec;
+  if (!fs::exists(manifest_path, ec)) return {};
+  nlohmann::json j;
+  std::string error;
+  if (!read_json_file(manifest_path.string(), j, error)) return error;
+  const auto files = j.find("files");
+  if (!j.is_object() || files == j.end() || !files->is_object())
+    return manifest_path.string() + ": no \"files\" object";
+  for (auto it = files->begin(); it != files->end(); ++it) {
+    const fs::path file = fs::path(dir) / it.key();
+    const auto& want = it.value();
+    if (!want.is_object() || !want.contains("size") || !want["size"].is_number_unsigned() ||
+        !want.contains("crc32c") || !want["crc32c"].is_string())
+      return manifest_path.string() + ": the entry of " + it.key() + " is malformed";
+    const auto want_size = want["size"].get<std::uint64_t>();
+    const auto size = fs::file_size(file, ec);
+    if (ec) return it.key() + " is missing (manifest.json lists it)";
+    if (size != want_size)
+      return it.key() + ": " + std::to_string(size) + " bytes, manifest.json says " +
+             std::to_string(want_size);
+    if (!hashes) continue;
+    std::uint64_t read_size = 0;
+    std::uint32_t crc = 0;
+    error = file_crc32c(file.string(), read_size, crc);
+    if (!error.empty()) return error;
+    if (hex32(crc) != want["crc32c"].get<std::string>())
+      return it.key() + ": CRC-32C " + hex32(crc) + ", manifest.json says " +
+             want["crc32c"].get<std::string>() + " (the file changed after it was written)";
+  }
+  return {};
+}
+
+std::optional<std::string> last_good_checkpoint(const std::string& output_dir,
+                                                std::vector<std::string>* skipped) {
+  const auto all = list_checkpoints(output_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const std::string problem = verify_checkpoint(*it);
+    if (problem.empty()) return *it;
+    if (skipped) skipped->push_back(*it + ": " + problem);
+  }
+  return std::nullopt;
 }
 
 void rotate_checkpoints(const std::string& output_dir, int64_t limit) {

@@ -7,6 +7,9 @@
 #include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -90,6 +93,18 @@ struct Trainer::Impl {
   RunReporter reporter;
   std::string resume_dir;
   std::string last_saved_dir;  // the newest checkpoint this run can go back to ("" when none)
+  // The checkpoint being written in the background (at most one): its files are written by
+  // `written` on every rank; once every rank's is done, rank 0 commits it (finish_save).
+  struct PendingSave {
+    int64_t step = 0;
+    std::string staging;
+    TrainerState state;
+    std::future<std::string> written;  // "" or this rank's error
+    double staged_s = 0;                   // the step's wait: gathers and copies to host memory
+    double copies_mib = 0;                 // the host memory the copies hold (measured)
+    std::shared_ptr<double> written_s;     // the background write's time (set when written)
+  };
+  std::optional<PendingSave> pending_save;
   std::string batching_note;  // dynamic batching: what it made of the first epoch (logged at start)
   // MoE models: the auxiliary loss's coefficient (0: off; studio::moe_aux_coefficient).
   double aux_coef = 0;
@@ -100,6 +115,8 @@ struct Trainer::Impl {
   // What building the models found worth saying (trained parameters, adapters, QLoRA), logged
   // once the run's event file is open.
   std::vector<std::string> start_notes;
+  std::vector<std::string> start_warnings;  // the same, as warnings
+  const pid_t parent_at_start = ::getppid();  // studio-train's launcher, when STUDIO_LAUNCHED
 
   explicit Impl(TrainInputs inputs)
       : in(std::move(inputs)),
@@ -147,9 +164,20 @@ struct Trainer::Impl {
   void find_resume_point() {
     if (cfg.resume_from_checkpoint) {
       resume_dir = *cfg.resume_from_checkpoint;
+      // Checked file by file against its manifest (build_model's resuming() names the way back).
+      resuming([&] {
+        const std::string problem = verify_checkpoint(resume_dir);
+        if (!problem.empty()) throw std::runtime_error(problem);
+      });
     } else if (!cfg.overwrite_output_dir) {
-      // As LLaMA-Factory: an output_dir holding checkpoints continues from the last one.
-      if (auto last = last_checkpoint(cfg.output_dir)) resume_dir = *last;
+      // As LLaMA-Factory: an output_dir holding checkpoints continues from the last one; here,
+      // the last whose files match its manifest, saying why the newer ones were passed over.
+      std::vector<std::string> skipped;
+      if (auto last = last_good_checkpoint(cfg.output_dir, &skipped)) resume_dir = *last;
+      for (const std::string& why : skipped)
+        start_warnings.push_back("not resuming from " + why + "; " +
+                                 (resume_dir.empty() ? std::string("starting over")
+                                                     : "taking " + resume_dir + " instead"));
     }
   }
 
@@ -654,17 +682,7 @@ struct Trainer::Impl {
   // updates are done (save_model).
   void save_adapter(const std::string& dir) {
     std::string error;
-    const auto shapes = adapter_file_shapes(*model, adapters->adapter);
-    NamedTensors tensors;
-    for (size_t i = 0; i < zero->names().size(); ++i) {
-      if (!shapes.count(zero->names()[i])) continue;
-      try {
-        torch::Tensor t = zero->gather_full(i);
-        if (par.rank() == 0) tensors.emplace_back(zero->names()[i], std::move(t));
-      } catch (const std::exception& e) {
-        if (error.empty()) error = e.what();
-      }
-    }
+    NamedTensors tensors = gather_adapter(error, /*to_host=*/false);
     if (par.rank() == 0 && error.empty()) {
       try {
         save_peft_adapter(dir, tensors, adapters->adapter, in.model_dir);
@@ -675,9 +693,33 @@ struct Trainer::Impl {
     agree(error, "saving " + dir);
   }
 
-  // A checkpoint in three phases (checkpoint.h): rank 0 stages the folder and writes the model,
-  // every rank owning optimizer pieces writes its file, rank 0 commits.
-  void save(int64_t step) {
+  // The adapter's tensors (as adapter_file_shapes lists them) gathered one at a time in names()
+  // order, every rank taking part in each gather whatever failed; rank 0 keeps them (copied to
+  // host memory with `to_host`). The first failure goes to `error`.
+  NamedTensors gather_adapter(std::string& error, bool to_host) {
+    const auto shapes = adapter_file_shapes(*model, adapters->adapter);
+    NamedTensors tensors;
+    for (size_t i = 0; i < zero->names().size(); ++i) {
+      if (!shapes.count(zero->names()[i])) continue;
+      try {
+        torch::Tensor t = zero->gather_full(i);
+        if (par.rank() == 0)
+          tensors.emplace_back(zero->names()[i], to_host ? host_copy(t) : std::move(t));
+      } catch (const std::exception& e) {
+        if (error.empty()) error = e.what();
+      }
+    }
+    return tensors;
+  }
+
+  // A checkpoint in three phases (checkpoint.h). Rank 0 stages the folder; then, when every
+  // rank has the host memory for it, the model (rank 0) and each rank's optimizer states are
+  // copied to host memory and written in the background while training goes on, and rank 0
+  // commits the folder at the first step at which every rank's write is done (at most one
+  // save in flight; `finish` or the next save waits for it). Otherwise every rank writes its
+  // files now, streaming the model a tensor at a time, and rank 0 commits at once.
+  void save(int64_t step, bool finish = false) {
+    finish_save();
     const std::string staging = checkpoint_staging_dir(cfg.output_dir, step);
     std::string error;
     auto on_rank0 = [&](const std::function<void()>& f) {
@@ -688,39 +730,311 @@ struct Trainer::Impl {
         error = e.what();
       }
     };
-    on_rank0([&] { prepare_checkpoint(staging); });
+    on_rank0([&] {
+      prepare_checkpoint(staging);
+      write_rng_state(staging);
+    });
     agree(error, "checkpoint " + std::to_string(step));
     fault_point("save.staged", step, par.rank());
-    HfSaveOptions opt;
-    opt.dtype = torch::kFloat;  // the masters, for an exact resume
-    opt.source_dir = in.model_dir;
-    std::string path;
+    const bool in_background = every_rank_can_stage(step);
     try {
-      save_model(staging, opt);
+      if (in_background) {
+        start_background_save(step, staging);
+        if (finish) finish_save();
+        return;
+      }
+      save_model(staging, checkpoint_save_options());
       fault_point("save.model", step, par.rank());
+      std::vector<std::string> files;
+      if (par.rank() == 0) files = own_files(staging, "");
       if (!cfg.save_only_model) {
         try {
           zero->save_optimizer(staging);
+          const std::string name = optimizer_file_name_of_rank();
+          if (!name.empty()) files.push_back(name);
         } catch (const std::exception& e) {
           error = e.what();
         }
         agree(error, "checkpoint " + std::to_string(step) + " optimizer states");
         fault_point("save.optimizer", step, par.rank());
       }
-      on_rank0([&] { path = commit_checkpoint(cfg.output_dir, staging, state); });
+      try {
+        write_digests(staging, par.rank(), files);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
       agree(error, "checkpoint " + std::to_string(step));
-      fault_point("save.committed", step, par.rank());
+      commit(step, staging, state);
     } catch (const std::exception& e) {
       if (par.rank() == 0) abandon_checkpoint(staging);
       throw std::runtime_error("cannot write checkpoint " +
                                (fs::path(cfg.output_dir) / checkpoint_name(step)).string() +
                                ": " + e.what());
     }
+  }
+
+  HfSaveOptions checkpoint_save_options() const {
+    HfSaveOptions opt;
+    opt.dtype = torch::kFloat;  // the masters, for an exact resume
+    opt.source_dir = in.model_dir;
+    return opt;
+  }
+
+  // This rank's optimizer file name ("" when it writes none).
+  std::string optimizer_file_name_of_rank() const {
+    return cfg.save_only_model ? std::string() : zero->optimizer_file_name_here();
+  }
+
+  // The files of `staging` rank 0 wrote: all but the other ranks' optimizer files (being written
+  // now) and the digests. `own_optimizer`: rank 0's own optimizer file, when it writes one.
+  static std::vector<std::string> own_files(const std::string& staging,
+                                            const std::string& own_optimizer) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(staging)) {
+      const std::string name = e.path().filename().string();
+      if (!e.is_regular_file() || name.rfind(".digests-", 0) == 0) continue;
+      if (name.rfind("optimizer-", 0) == 0 && name != own_optimizer) continue;
+      out.push_back(name);
+    }
+    return out;
+  }
+
+  // Rank 0 commits the folder every rank has written (a collective: all learn the outcome).
+  void commit(int64_t step, const std::string& staging, const TrainerState& saved) {
+    std::string error, path;
+    if (par.rank() == 0) {
+      try {
+        path = commit_checkpoint(cfg.output_dir, staging, saved);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    agree(error, "checkpoint " + std::to_string(step));
+    fault_point("save.committed", step, par.rank());
     last_saved_dir = (fs::path(cfg.output_dir) / checkpoint_name(step)).string();
     if (par.rank() == 0) {
       if (cfg.save_total_limit) rotate_checkpoints(cfg.output_dir, *cfg.save_total_limit);
       reporter.checkpoint(step, path);
     }
+  }
+
+  // Whether every rank has the host memory to hold its part of a checkpoint while it is written
+  // (rank 0: the model in fp32, or the adapter; each rank: its optimizer states), with as much
+  // again to spare (MemAvailable). A collective: all decide alike. The first save that cannot
+  // says so.
+  bool every_rank_can_stage(int64_t step) {
+    // STUDIO_CHECKPOINT_WRITES=foreground: every save as before (tests of other things that want
+    // each checkpoint committed at its step; file systems that must not be written during a
+    // step). Every rank has the same environment.
+    if (const char* mode = std::getenv("STUDIO_CHECKPOINT_WRITES");
+        mode != nullptr && std::string(mode) == "foreground")
+      return false;
+    double bytes = 0;
+    if (par.rank() == 0) {
+      const auto shapes = adapters ? adapter_file_shapes(*model, adapters->adapter)
+                                   : std::map<std::string, std::vector<int64_t>>{};
+      for (size_t i = 0; i < zero->names().size(); ++i) {
+        if (adapters && !shapes.count(zero->names()[i])) continue;
+        double n = 1;
+        for (int64_t d : zero->shape(i)) n *= static_cast<double>(d);
+        bytes += 4 * n;
+      }
+    }
+    if (!cfg.save_only_model) bytes += static_cast<double>(zero->optimizer_bytes());
+    const double available = available_host_bytes();
+    const double cannot = available > 0 && 2 * bytes <= available ? 0.0 : 1.0;
+    if (par.sum(par.world_group(), {cannot}, "checkpoint staging")[0] == 0) return true;
+    if (!staging_note_given) {
+      staging_note_given = true;
+      reporter.log("warning",
+                   "checkpoint " + std::to_string(step) +
+                       " is written with the step waiting: a rank lacks the host memory to hold "
+                       "its part (twice " + std::to_string(static_cast<int64_t>(bytes / (1 << 20))) +
+                       " MiB on rank " + std::to_string(par.rank()) +
+                       ", MemAvailable " + std::to_string(static_cast<int64_t>(available / (1 << 20))) +
+                       " MiB) while the next steps run");
+    }
+    return false;
+  }
+  bool staging_note_given = false;
+
+  // MemAvailable of /proc/meminfo in bytes (0 when unknown).
+  static double available_host_bytes() {
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    double kib = 0;
+    std::string unit;
+    while (f >> key >> kib >> unit)
+      if (key == "MemAvailable:") return kib * 1024;
+    return 0;
+  }
+
+  // The snapshot (every rank takes part in each gather, in order) and the background write.
+  void start_background_save(int64_t step, const std::string& staging) {
+    const auto began = std::chrono::steady_clock::now();
+    const auto held_before = host_allocator_stats().allocated;
+    std::string error;
+    try {
+      zero->finish_updates();  // an offloaded update's failure surfaces here, on every rank
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    agree(error, "checkpoint " + std::to_string(step));
+    std::function<void(const std::string&)> write_model;  // rank 0
+    if (adapters) {
+      NamedTensors tensors = gather_adapter(error, /*to_host=*/true);
+      write_model = [tensors = std::move(tensors), adapter = adapters->adapter,
+                     source = in.model_dir](const std::string& dir) {
+        save_peft_adapter(dir, tensors, adapter, source);
+      };
+    } else {
+      NamedTensors metas;
+      for (size_t i = 0; i < zero->names().size(); ++i)
+        metas.emplace_back(zero->names()[i],
+                           torch::empty(zero->shape(i), torch::TensorOptions()
+                                                            .dtype(torch::kFloat)
+                                                            .device(torch::kMeta)));
+      HfSaveOptions opt = checkpoint_save_options();
+      const auto order = hf_save_order(metas, opt);
+      auto host = std::make_shared<std::vector<torch::Tensor>>(metas.size());
+      for (size_t i : order) {
+        if (par.rank() != 0 && zero->shards() == 1) break;  // nothing to gather
+        try {
+          torch::Tensor t = zero->gather_full(i);
+          if (par.rank() == 0) (*host)[i] = host_copy(t);
+        } catch (const std::exception& e) {
+          if (error.empty()) error = e.what();
+        }
+      }
+      write_model = [metas = std::move(metas), opt, host](const std::string& dir) mutable {
+        opt.fetch = [host](size_t i) { return std::move((*host)[i]); };
+        save_hf_model(dir, metas, opt);
+      };
+    }
+    ShardedState::OptimizerFile optimizer;
+    if (!cfg.save_only_model) {
+      try {
+        optimizer = zero->optimizer_snapshot();
+      } catch (const std::exception& e) {
+        if (error.empty()) error = e.what();
+      }
+    }
+    agree(error, "checkpoint " + std::to_string(step));
+    PendingSave p;
+    p.step = step;
+    p.staging = staging;
+    p.state = state;
+    p.staged_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    p.copies_mib =
+        (static_cast<double>(host_allocator_stats().allocated) - static_cast<double>(held_before)) /
+        kMiB;
+    p.written_s = std::make_shared<double>(0.0);
+    const int rank = par.rank();
+    p.written = std::async(
+        std::launch::async,
+        [step, rank, staging, write_model = std::move(write_model),
+         optimizer = std::move(optimizer), written_s = p.written_s]() -> std::string {
+          const auto start = std::chrono::steady_clock::now();
+          try {
+            if (fault_requested("save.slow", step, rank))
+              std::this_thread::sleep_for(std::chrono::seconds(3));
+            std::vector<std::string> files;
+            if (rank == 0) {
+              write_model(staging);
+              files = own_files(staging, optimizer.name);
+            }
+            fault_point("save.model", step, rank);
+            if (!optimizer.name.empty()) {
+              write_safetensors((fs::path(staging) / optimizer.name).string(), optimizer.tensors,
+                                optimizer.metadata);
+              files.push_back(optimizer.name);
+            }
+            fault_point("save.optimizer", step, rank);
+            // rank 0's own optimizer file is listed by own_files only once it exists
+            std::sort(files.begin(), files.end());
+            files.erase(std::unique(files.begin(), files.end()), files.end());
+            write_digests(staging, rank, files);
+            *written_s =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            return {};
+          } catch (const std::exception& e) {
+            return e.what();
+          }
+        });
+    pending_save = std::move(p);
+  }
+
+  static torch::Tensor host_copy(const torch::Tensor& t) {
+    return t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  }
+
+  // Waits for the background save (if any) on every rank, then commits it or, when a rank's
+  // write failed, removes it and stops the run with that error. A collective.
+  void finish_save() {
+    if (!pending_save) return;
+    PendingSave p = std::move(*pending_save);
+    pending_save.reset();
+    const std::string error = p.written.get();
+    try {
+      agree(error, "checkpoint " + std::to_string(p.step));
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "checkpoint %lld: the step waited %.3f s for the copies to host memory "
+                    "(%.3f MiB on rank 0); rank 0 wrote its files in %.3f s while training went on",
+                    static_cast<long long>(p.step), p.staged_s, p.copies_mib, *p.written_s);
+      commit(p.step, p.staging, p.state);
+      reporter.log("info", line);
+    } catch (const std::exception& e) {
+      if (par.rank() == 0) abandon_checkpoint(p.staging);
+      throw std::runtime_error("cannot write checkpoint " +
+                               (fs::path(cfg.output_dir) / checkpoint_name(p.step)).string() +
+                               ": " + e.what());
+    }
+  }
+
+  // After a failure, when collectives can no longer be trusted: a background save whose files
+  // every rank has written (each rank's digests file is its last) is still committed, by rank 0
+  // alone, so that no finished step's checkpoint is lost. Waits for this rank's own write, then
+  // up to 5 s for the other ranks' digests (a launcher stopping this rank waits 8). Never throws.
+  void salvage_pending_save() noexcept {
+    if (!pending_save) return;
+    PendingSave p = std::move(*pending_save);
+    pending_save.reset();
+    try {
+      if (!p.written.get().empty() || par.rank() != 0) return;
+      auto all_written = [&] {
+        for (int r = 0; r < par.world(); ++r)
+          if (!fs::exists(fs::path(p.staging) / (".digests-" + std::to_string(r) + ".json")))
+            return false;
+        return true;
+      };
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!all_written() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (!all_written()) {
+        reporter.log("warning", "checkpoint " + std::to_string(p.step) +
+                                    " was not complete when the run failed (a rank had not "
+                                    "written its files): removed");
+        abandon_checkpoint(p.staging);
+        return;
+      }
+      const std::string path = commit_checkpoint(cfg.output_dir, p.staging, p.state);
+      last_saved_dir = path;
+      reporter.checkpoint(p.step, path);
+      reporter.log("info", "checkpoint " + std::to_string(p.step) +
+                               ", written in the background, was committed after the failure");
+    } catch (const std::exception& e) {
+      reporter.log("warning", "checkpoint " + std::to_string(p.step) +
+                                  " could not be committed after the failure: " + e.what());
+    }
+  }
+
+  // 1.0 when this rank has no background save or its write is done.
+  double save_written() const {
+    return !pending_save || pending_save->written.wait_for(std::chrono::seconds(0)) ==
+                                std::future_status::ready
+               ? 1.0
+               : 0.0;
   }
 
   void save_final_model() {
@@ -863,18 +1177,27 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
            state.global_step < state.total_steps) {
       if (par.comm) par.comm->set_step(state.global_step);
       if (fault_requested("stall", state.global_step + 1, par.rank())) ::raise(SIGSTOP);
+      if (fault_requested("slow", state.global_step + 1, par.rank()))
+        std::this_thread::sleep_for(std::chrono::seconds(1));
       if (fault_requested("crash", state.global_step + 1, par.rank())) ::raise(SIGKILL);
-      // A stop request on any rank stops all of them at the same step.
+      // A stop request on any rank stops all of them at the same step; a checkpoint request
+      // (in.checkpoint_stop) on any rank makes every rank save first.
+      // The same sum tells whether every rank has written its part of a background save.
       const double stop_here = stop && stop->load() ? 1.0 : 0.0;
-      if (par.sum(par.world_group(), {stop_here}, "stop flag")[0] > 0) {
+      const double save_here = in.checkpoint_stop && in.checkpoint_stop->load() ? 1.0 : 0.0;
+      const auto flags =
+          par.sum(par.world_group(), {stop_here, save_here, save_written()}, "stop flag");
+      if (pending_save && flags[2] == static_cast<double>(par.world())) finish_save();
+      if (flags[0] > 0) {
+        finish_save();
         result.final_state = "stopped";
         result.steps = state.global_step;
         // save_on_stop: the step every rank has just finished, as a checkpoint to resume from
         // (none before the first step; the one already there when this step was saved).
-        if (cfg.save_on_stop && state.global_step > 0) {
+        if ((cfg.save_on_stop || flags[1] > 0) && state.global_step > 0) {
           const std::string dir =
               (fs::path(cfg.output_dir) / checkpoint_name(state.global_step)).string();
-          if (last_saved_dir != dir) save(state.global_step);
+          if (last_saved_dir != dir) save(state.global_step, /*finish=*/true);
           result.stop_checkpoint = dir;
         }
         return result;
@@ -897,6 +1220,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
         const std::string what = "step " + std::to_string(state.global_step + 1) + ": " +
                                   nonfinite_text(loss, st.grad_norm) + nonfinite_where(st);
         if (++nonfinite_in_a_row > cfg.skip_nonfinite_steps) {
+          finish_save();  // every rank is here: the checkpoint being written is kept
           throw std::runtime_error(
               what + (cfg.skip_nonfinite_steps > 0
                           ? " (" + std::to_string(nonfinite_in_a_row) + " such steps in a row, " +
@@ -982,7 +1306,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       }
     }
   }
-  save(state.global_step);
+  save(state.global_step, /*finish=*/true);
   save_final_model();
   result.steps = state.global_step;
   result.final_state = "finished";
@@ -1007,6 +1331,7 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
     t.reporter.start(t.cfg, t.in.model, t.par.world(), t.state.total_steps, t.state.global_step,
                      t.device_name_, t.peak_tflops_);
     for (const auto& note : t.start_notes) t.reporter.log("info", note);
+    for (const auto& note : t.start_warnings) t.reporter.log("warning", note);
     if (!t.resume_dir.empty())
       t.reporter.log("info", "resuming from " + t.resume_dir + " at step " +
                                  std::to_string(t.state.global_step));
@@ -1027,12 +1352,15 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
     // A peer failed or hung. Under studio-train's launcher the end record is left to it: it
     // knows which rank failed first, and why (this rank only sees a broken connection) -- unless
     // this rank timed out and its watchdog named who stalls, which no launcher can tell.
+    t.salvage_pending_save();
     t.reporter.log("error", e.what());
-    if (!std::getenv("STUDIO_LAUNCHED") ||
+    // (A launcher that is gone, killed, records nothing: this process was orphaned.)
+    if (!std::getenv("STUDIO_LAUNCHED") || ::getppid() != t.parent_at_start ||
         std::string_view(e.what()).find("; watchdog: ") != std::string_view::npos)
       t.reporter.end(RunState::Failed, e.what(), 1);
     throw;
   } catch (const std::exception& e) {
+    t.salvage_pending_save();
     t.reporter.log("error", e.what());
     t.reporter.end(RunState::Failed, e.what(), 1);
     throw;

@@ -47,6 +47,8 @@ class TestLaunchOptions : public QObject {
   void refusesToResolve();
   void restartsFromFlagOrEnvironment_data();
   void restartsFromFlagOrEnvironment();
+  void rendezvousWhenElastic_data();
+  void rendezvousWhenElastic();
 };
 
 void TestLaunchOptions::takesFlags_data() {
@@ -198,13 +200,12 @@ void TestLaunchOptions::refusesToResolve_data() {
                                    << QStringList{"MASTER_PORT=http"};
   QTest::newRow("bad MAX_RESTARTS") << QStringList{"--nproc", "1"} << QStringList{"MAX_RESTARTS=-1"}
                                     << QStringList{"MAX_RESTARTS=-1", "0..1000"};
-  QTest::newRow("RDZV_ID: no rendezvous yet")
-      << QStringList{"--nproc", "2"} << QStringList{"RDZV_ID=job7", "MAX_RESTARTS=2"}
-      << QStringList{"RDZV_ID=job7", "not implement", "--max-restarts N"};
-  QTest::newRow("restarts across nodes")
-      << QStringList{"--nproc", "1", "--nnodes", "2", "--master-addr", "h", "--master-port", "5",
-                     "--max-restarts", "1"}
-      << QStringList{} << QStringList{"--max-restarts 1 with --nnodes 2", "rendezvous"};
+  QTest::newRow("RDZV_ID with a space")
+      << QStringList{"--nproc", "2"} << QStringList{"RDZV_ID=job 7"}
+      << QStringList{"RDZV_ID=job 7", "letters, digits"};
+  QTest::newRow("--rdzv-timeout 0")
+      << QStringList{"--nproc", "1", "--rdzv-timeout", "0"} << QStringList{}
+      << QStringList{"--rdzv-timeout"};
 }
 
 void TestLaunchOptions::restartsFromFlagOrEnvironment_data() {
@@ -217,6 +218,40 @@ void TestLaunchOptions::restartsFromFlagOrEnvironment_data() {
                                                   << QStringList{"MAX_RESTARTS=2"} << 2;
   QTest::newRow("the flag wins") << QStringList{"--nproc", "2", "--max-restarts=1"}
                                  << QStringList{"MAX_RESTARTS=5"} << 1;
+}
+
+// Several nodes with restarts (or an RDZV_ID) meet at a rendezvous; one node needs none.
+void TestLaunchOptions::rendezvousWhenElastic_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QStringList>("env");
+  QTest::addColumn<bool>("elastic");
+  QTest::addColumn<QString>("id");
+  QTest::addColumn<int>("timeout");
+  const QStringList two{"--nproc", "1", "--nnodes", "2", "--master-addr", "h", "--master-port", "5"};
+  QTest::newRow("two nodes, no restarts") << two << QStringList{} << false << "" << 600;
+  QTest::newRow("two nodes, restarts")
+      << two + QStringList{"--max-restarts", "1", "--rdzv-timeout", "30"} << QStringList{} << true
+      << "" << 30;
+  QTest::newRow("two nodes, RDZV_ID (LLaMA-Factory's)")
+      << two << QStringList{"RDZV_ID=job-7.a", "MAX_RESTARTS=2"} << true << "job-7.a" << 600;
+  QTest::newRow("one node, RDZV_ID: restarts without one")
+      << QStringList{"--nproc", "2"} << QStringList{"RDZV_ID=job7", "MAX_RESTARTS=2"} << false
+      << "job7" << 600;
+}
+
+void TestLaunchOptions::rendezvousWhenElastic() {
+  QFETCH(QStringList, args);
+  QFETCH(QStringList, env);
+  QFETCH(bool, elastic);
+  QFETCH(QString, id);
+  QFETCH(int, timeout);
+  std::vector<std::string> argv = to_std(args);
+  const FakeEnv fake(env);
+  const LaunchOptions opt =
+      studio::launch::launch_options_from(studio::launch::take_launcher_flags(argv), fake.getenv());
+  QCOMPARE(opt.elastic(), elastic);
+  QCOMPARE(QString::fromStdString(opt.rdzv_id), id);
+  QCOMPARE(opt.rdzv_timeout_s, timeout);
 }
 
 void TestLaunchOptions::restartsFromFlagOrEnvironment() {

@@ -8,6 +8,8 @@
 // follow_run, and another one cancelled with cancel_run (scancel).
 #include <QDir>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QStandardPaths>
 #include <QSysInfo>
@@ -19,7 +21,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
+#include <mutex>
+#include <numeric>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -164,6 +171,35 @@ class TestSlurmLive : public QObject {
     return job ? job->state : JobState::Unknown;
   }
 
+#ifdef STUDIO_TRAIN_EXE
+  // A real sshd on loopback whose login shells find this test's cluster the way a cluster's
+  // users find theirs (SLURM_CONF). Returns "" or why it did not start.
+  QString start_sshd(SshdFixture& sshd) {
+    return sshd.set_up(tmp_.path(), "SetEnv SLURM_CONF=" + conf_);
+  }
+  static studio::remote::SshSession connect_to(const studio::remote::RemoteHostRef& host) {
+    return studio::remote::SshSession::connect(studio::remote::ssh_options(host),
+                                               studio::remote::reject_unknown_host_keys());
+  }
+
+  // The demo model and an SFT config on it, in tmp_ (made once).
+  bool prepare_demo_run() {
+    if (QFile::exists(tmp_.filePath("sft.yaml"))) return true;
+    QProcess init;
+    init.start(STUDIO_TRAIN_EXE, {"init-model", "--config",
+                                  STUDIO_SOURCE_DIR "/resources/demo/model/config.json", "--out",
+                                  tmp_.filePath("model"), "--seed", "7"});
+    if (!init.waitForFinished(120000) || init.exitCode() != 0) return false;
+    QByteArray yaml = read_all(STUDIO_SOURCE_DIR "/resources/demo/sft_demo.yaml");
+    yaml.replace("model_name_or_path: build/demo/model",
+                 "model_name_or_path: " + tmp_.filePath("model").toUtf8());
+    yaml.replace("dataset_dir: resources/demo/data",
+                 "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data");
+    yaml.replace("logging_steps: 5", "logging_steps: 1");
+    return write_file(tmp_.filePath("sft.yaml"), yaml);
+  }
+#endif
+
  private slots:
   void initTestCase() {
     QStringList missing;
@@ -293,32 +329,18 @@ class TestSlurmLive : public QObject {
     QVERIFY2(run.err.contains("accounting storage is disabled"), run.err.constData());
     QVERIFY(!parse_sacct(run.out, "1").has_value());
   }
+
   void engineRunSubmittedOverSsh() {
 #ifndef STUDIO_TRAIN_EXE
     QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
 #else
     using namespace studio::remote;
     SshdFixture sshd;
-    // The login shells find this test's cluster the way a cluster's users find theirs.
-    const QString error = sshd.set_up(tmp_.path(), "SetEnv SLURM_CONF=" + conf_);
+    const QString error = start_sshd(sshd);
     QVERIFY2(error.isEmpty(), qPrintable(error));
     const RemoteHostRef host = sshd.host_ref();
-    auto connect = [&] {
-      return SshSession::connect(studio::remote::ssh_options(host), reject_unknown_host_keys());
-    };
-
-    QProcess init;
-    init.start(STUDIO_TRAIN_EXE, {"init-model", "--config",
-                                  STUDIO_SOURCE_DIR "/resources/demo/model/config.json", "--out",
-                                  tmp_.filePath("model"), "--seed", "7"});
-    QVERIFY(init.waitForFinished(120000) && init.exitCode() == 0);
-    QByteArray yaml = read_all(STUDIO_SOURCE_DIR "/resources/demo/sft_demo.yaml");
-    yaml.replace("model_name_or_path: build/demo/model",
-                 "model_name_or_path: " + tmp_.filePath("model").toUtf8());
-    yaml.replace("dataset_dir: resources/demo/data",
-                 "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data");
-    yaml.replace("logging_steps: 5", "logging_steps: 1");
-    QVERIFY(write_file(tmp_.filePath("sft.yaml"), yaml));
+    auto connect = [&] { return connect_to(host); };
+    QVERIFY(prepare_demo_run());
 
     SubmitRequest request;
     request.config_file = tmp_.filePath("sft.yaml").toStdString();
@@ -377,6 +399,191 @@ class TestSlurmLive : public QObject {
     QCOMPARE(lines.front(), "job " + long_run.record.job_id + ": cancel requested");
     QTRY_COMPARE_WITH_TIMEOUT(to_string(query_status(session, long_run.record).state),
                               "stopped", 60000);
+#endif
+  }
+
+  // A job that Slurm requeues continues where it was, and the studio follows it as one run:
+  // first the batch script gets the time-limit warning (sent here with `scancel --batch
+  // --signal=USR1`, which is what --signal=B:USR1@300 makes Slurm do before the limit): the
+  // engine writes a checkpoint of its last step and the script requeues the job; then an
+  // operator's `scontrol requeue` (as a preemption does: SIGTERM to the job, with save_on_stop a
+  // checkpoint). Each time the next run resumes from that checkpoint (SLURM_RESTART_COUNT),
+  // every step is done exactly once, the losses are those of a run never interrupted, and the
+  // follower sees the job queued again, never ended, until it completes.
+  void engineRunRequeued() {
+#ifndef STUDIO_TRAIN_EXE
+    QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
+#else
+    using namespace studio::remote;
+    SshdFixture sshd;
+    const QString error = start_sshd(sshd);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const RemoteHostRef host = sshd.host_ref();
+    auto connect = [&] { return connect_to(host); };
+    QVERIFY(prepare_demo_run());
+    const QStringList keys{"max_steps=40", "save_steps=1000", "eval_steps=1000",
+                           "save_on_stop=true"};
+
+    SubmitRequest request;
+    request.config_file = tmp_.filePath("sft.yaml").toStdString();
+    for (const QString& k : keys) request.overrides.push_back(k.toStdString());
+    request.host = host;
+    request.remote_root = tmp_.filePath("requeued").toStdString();
+    request.engine = STUDIO_TRAIN_EXE;
+    SbatchOptions slurm;
+    slurm.gpus_per_node = 0;
+    slurm.time = "10";
+    request.slurm = slurm;
+    const SshSession session = connect();
+    const SubmitResult done = submit_run(session, request);
+    const std::string id = done.record.job_id;
+    auto stop_job = qScopeGuard([&] { run_sh(scancel_command(id)); });
+    const QString run_dir = QString::fromStdString(done.record.run_dir());
+    QVERIFY(read_all(run_dir + "/job.sbatch")
+                .contains("#SBATCH --signal=B:USR1@300"));
+
+    // The follower, as the studio runs it, in a thread of its own.
+    std::mutex mu;
+    std::vector<std::string> states;
+    std::string followed;
+    std::optional<RemoteRunStatus> end;
+    std::atomic<bool> stop{false};
+    std::thread follower([&] {
+      FollowCursor cursor;
+      FollowCallbacks callbacks;
+      callbacks.on_events = [&](const std::string& bytes) {
+        std::lock_guard<std::mutex> lock(mu);
+        followed += bytes;
+      };
+      callbacks.on_status = [&](const RemoteRunStatus& st) {
+        std::lock_guard<std::mutex> lock(mu);
+        const std::string name = to_string(st.state);
+        if (states.empty() || states.back() != name) states.push_back(name);
+      };
+      FollowOptions options;
+      options.poll_interval = std::chrono::milliseconds(200);
+      try {
+        end = follow_run(connect, done.record, cursor, callbacks, options, stop);
+      } catch (const std::exception& e) {
+        qWarning("follow_run: %s", e.what());
+      }
+    });
+    auto join = qScopeGuard([&] {
+      stop = true;
+      follower.join();
+    });
+    const QString events_file = run_dir + "/output/events.jsonl";
+    // The highest step in events.jsonl (-1 before the first).
+    auto last_step = [&] {
+      int last = -1;
+      for (const QByteArray& line : read_all(events_file).split('\n')) {
+        const auto j = QJsonDocument::fromJson(line).object();
+        if (j["event"].toString() == "step") last = std::max(last, j["step"].toInt());
+      }
+      return last;
+    };
+    // Slurm holds a requeued job back for a while (BeginTime, 2 minutes here); the test lets it
+    // start sooner, as an operator may: once the node is idle again, and 3 s after the requeue
+    // (slurmd refuses a job whose credential is not newer, to the second, than its revocation
+    // by the requeue: "Job credential revoked").
+    std::vector<int> stopped_at;  // the last step done before each requeue
+    auto start_now = [&] {
+      QTRY_COMPARE_WITH_TIMEOUT(state_of(id), JobState::Pending, 60000);
+      QTRY_COMPARE_WITH_TIMEOUT(node_state(), QString("idle"), 60000);
+      QTest::qWait(3000);
+      stopped_at.push_back(last_step());
+      ShellRun update = run_sh("scontrol update JobId=" + id + " StartTime=now");
+      QVERIFY2(update.exit_code == 0, update.err.constData());
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(last_step() >= 5, 120000);
+    ShellRun sig = run_sh("scancel --batch --signal=USR1 " + id);
+    QVERIFY2(sig.exit_code == 0, sig.err.constData());
+    // Requeued by its own script, started again, past its checkpoint.
+    start_now();
+    QTRY_VERIFY_WITH_TIMEOUT(read_all(events_file).contains("SLURM_RESTART_COUNT=1"), 120000);
+    QCOMPARE(int(stopped_at.size()), 1);
+    QTRY_VERIFY_WITH_TIMEOUT(last_step() >= stopped_at[0] + 5, 120000);
+    ShellRun requeue = run_sh("scontrol requeue " + id);
+    QVERIFY2(requeue.exit_code == 0, requeue.err.constData());
+    start_now();
+    QTRY_VERIFY_WITH_TIMEOUT(read_all(events_file).contains("SLURM_RESTART_COUNT=2"), 120000);
+    QTRY_VERIFY_WITH_TIMEOUT(end.has_value() || !follower.joinable(), 240000);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      QVERIFY(end.has_value());
+    }
+    QCOMPARE(to_string(end->state), "finished");
+    QCOMPARE(state_of(id), JobState::Completed);
+
+    // One run across three jobs' worth of starts: the restarts, with their checkpoints, and
+    // every step once, in order.
+    const QByteArray all = read_all(events_file);
+    QCOMPARE(QByteArray::fromStdString(followed), all);
+    std::vector<int> steps;
+    std::vector<double> losses;
+    std::vector<QJsonObject> restarts;
+    int starts = 0;
+    for (const QByteArray& line : all.split('\n')) {
+      const auto j = QJsonDocument::fromJson(line).object();
+      const QString kind = j["event"].toString();
+      if (kind == "start") ++starts;
+      if (kind == "restart") restarts.push_back(j);
+      if (kind == "step") {
+        steps.push_back(j["step"].toInt());
+        losses.push_back(j["loss"].toDouble());
+      }
+    }
+    QCOMPARE(starts, 3);
+    QCOMPARE(int(restarts.size()), 2);
+    for (int k = 0; k < 2; ++k) {
+      const QString reason = restarts[k]["reason"].toString();
+      QVERIFY2(reason == QString("Slurm requeued job %1 (SLURM_RESTART_COUNT=%2)")
+                             .arg(QString::fromStdString(id))
+                             .arg(k + 1),
+               qPrintable(reason));
+      const int at = restarts[k]["step"].toInt();
+      QVERIFY2(at > 0, qPrintable(reason));
+      QCOMPARE(restarts[k]["resume_from"].toString(),
+               run_dir + "/output/checkpoint-" + QString::number(at));
+    }
+    // The time-limit warning and the operator's requeue (SIGTERM, with save_on_stop) each left a
+    // checkpoint of the last step done.
+    QCOMPARE(int(stopped_at.size()), 2);
+    QCOMPARE(restarts[0]["step"].toInt(), stopped_at[0]);
+    QCOMPARE(restarts[1]["step"].toInt(), stopped_at[1]);
+    std::vector<int> want(40);
+    std::iota(want.begin(), want.end(), 1);
+    QCOMPARE(steps, want);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      // Running, queued again (never stopped or failed), running, ..., finished.
+      const auto queued = std::count(states.begin(), states.end(), "queued");
+      QVERIFY2(queued >= 2, qPrintable(QString::fromStdString(
+                                 std::accumulate(states.begin(), states.end(), std::string(),
+                                                 [](std::string a, const std::string& b) {
+                                                   return a + b + " ";
+                                                 }))));
+      for (const std::string& st : states)
+        QVERIFY2(st != "stopped" && st != "failed" && st != "lost", st.c_str());
+    }
+
+    // The same 40 steps never interrupted, on this machine: the same losses.
+    QProcess plain;
+    QStringList args{"train", tmp_.filePath("sft.yaml")};
+    for (const QString& k : keys) args << "--set" << k;
+    args << "--set" << "output_dir=" + tmp_.filePath("uninterrupted");
+    plain.start(STUDIO_TRAIN_EXE, args);
+    QVERIFY(plain.waitForFinished(300000));
+    QVERIFY2(plain.exitCode() == 0, plain.readAllStandardError().right(2000).constData());
+    std::vector<double> want_losses;
+    for (const QByteArray& line : read_all(tmp_.filePath("uninterrupted/events.jsonl")).split('\n')) {
+      const auto j = QJsonDocument::fromJson(line).object();
+      if (j["event"].toString() == "step") want_losses.push_back(j["loss"].toDouble());
+    }
+    QCOMPARE(want_losses.size(), losses.size());
+    for (size_t k = 0; k < losses.size(); ++k)
+      QVERIFY2(std::abs(losses[k] - want_losses[k]) <= 1e-6 * std::max(1.0, std::abs(want_losses[k])),
+               qPrintable(QString("step %1: %2 against %3").arg(k + 1).arg(losses[k]).arg(want_losses[k])));
 #endif
   }
 };

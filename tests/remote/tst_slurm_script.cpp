@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <csignal>
 #include <stdexcept>
 #include <string>
 
@@ -33,6 +34,8 @@ SbatchOptions full_options() {
   o.cpus_per_task = 32;
   o.master_port = 29511;
   o.extra_directives = {"--exclusive", "--mail-type=END"};
+  o.requeue = false;
+  o.checkpoint_before_end_s = 0;
   return o;
 }
 
@@ -62,6 +65,8 @@ class TestSlurmScript : public QObject {
                                  "#SBATCH --nodes=1\n"
                                  "#SBATCH --ntasks-per-node=1\n"
                                  "#SBATCH --gpus-per-node=1\n"
+                                 "#SBATCH --requeue\n"
+                                 "#SBATCH --signal=B:USR1@300\n"
                                  "# Written by SeqStudio: one engine launcher per node, started "
                                  "by srun.\n"
                                  "set -euo pipefail\n"
@@ -70,8 +75,31 @@ class TestSlurmScript : public QObject {
                                  "| head -n 1)\n"
                                  "export MASTER_ADDR\n"
                                  "export MASTER_PORT=$((29500 + SLURM_JOB_ID % 10000))\n"
-                                 "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
-                                 "studio-train train config.yaml --nproc 1\n";
+                                 "step=\n"
+                                 "checkpointed=0\n"
+                                 "on_time_limit() {\n"
+                                 "  checkpointed=1\n"
+                                 "  echo \"SeqStudio: job $SLURM_JOB_ID is near its time limit "
+                                 "(SIGUSR1): writing a checkpoint, then requeueing the job\" >&2\n"
+                                 "  if [ -n \"$step\" ]; then kill -USR1 \"$step\" 2>/dev/null "
+                                 "|| true; fi\n"
+                                 "}\n"
+                                 "trap on_time_limit USR1\n"
+                                 "srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
+                                 "studio-train train config.yaml --nproc 1 &\n"
+                                 "step=$!\n"
+                                 "set +e\n"
+                                 "while :; do\n"
+                                 "  wait \"$step\"\n"
+                                 "  status=$?\n"
+                                 "  kill -0 \"$step\" 2>/dev/null || break\n"
+                                 "done\n"
+                                 "if [ \"$checkpointed\" = 1 ]; then\n"
+                                 "  echo \"SeqStudio: requeueing job $SLURM_JOB_ID (the engine "
+                                 "stopped with status $status)\" >&2\n"
+                                 "  scontrol requeue \"$SLURM_JOB_ID\"\n"
+                                 "fi\n"
+                                 "exit \"$status\"\n";
     QTest::newRow("everything") << true
                                 << "#!/bin/bash\n"
                                    "#SBATCH --job-name=sp-run_7\n"
@@ -82,6 +110,7 @@ class TestSlurmScript : public QObject {
                                    "#SBATCH --partition=gpu,gpu-long\n"
                                    "#SBATCH --time=1-12:00:00\n"
                                    "#SBATCH --account=proj-42\n"
+                                   "#SBATCH --no-requeue\n"
                                    "#SBATCH --exclusive\n"
                                    "#SBATCH --mail-type=END\n"
                                    "# Written by SeqStudio: one engine launcher per node, started "
@@ -116,7 +145,7 @@ class TestSlurmScript : public QObject {
     o.gpus_per_node = 0;
     std::string script = sbatch_script(o, "studio-train", "config.yaml");
     QVERIFY(script.find("--gpus-per-node") == std::string::npos);
-    QVERIFY(script.find("--nproc 1\n") != std::string::npos);
+    QVERIFY(script.find("--nproc 1 &\n") != std::string::npos);
   }
 
   // The script under bash with scontrol and srun replaced: what reaches the engine's launcher.
@@ -158,6 +187,75 @@ class TestSlurmScript : public QObject {
       want.append(a).append('\0');
     }
     QCOMPARE(argvFile.readAll(), want);
+  }
+
+  // The time-limit path under bash, with srun and scontrol replaced: Slurm's SIGUSR1 to the batch
+  // shell reaches srun (which passes it on to the engine's launchers), the script waits for srun
+  // to end, then requeues the job (or, with --no-requeue, only ends), and exits with srun's
+  // status. LLaMA-Factory jobs get neither the signal nor the requeue.
+  void timeLimitSignal_data() {
+    QTest::addColumn<bool>("requeue");
+    QTest::addColumn<bool>("llamafactory");
+    QTest::newRow("checkpoint, then requeue") << true << false;
+    QTest::newRow("checkpoint, --no-requeue") << false << false;
+    QTest::newRow("LLaMA-Factory: none of it") << true << true;
+  }
+  void timeLimitSignal() {
+    QFETCH(bool, requeue);
+    QFETCH(bool, llamafactory);
+    QTemporaryDir tmp;
+    QString bin = tmp.filePath("bin");
+    QVERIFY(QDir().mkpath(bin));
+    QVERIFY(write_file(bin + "/scontrol",
+                       "#!/bin/sh\nif [ \"$1\" = show ]; then echo n1; exit 0; fi\n"
+                       "printf '%s\\n' \"$*\" >> scontrol-calls\n",
+                       true));
+    // srun: ready once its trap is set; SIGUSR1 ends it with the engine's "stopped" status.
+    QVERIFY(write_file(bin + "/srun",
+                       "#!/bin/bash\ntrap 'echo USR1 > srun-got; exit 130' USR1\n"
+                       "touch srun-ready\nfor i in $(seq 600); do sleep 0.05; done\nexit 9\n",
+                       true));
+    SbatchOptions o;
+    o.requeue = requeue;
+    if (llamafactory) o.llamafactory_cli = "llamafactory-cli";
+    const std::string script = sbatch_script(o, "studio-train", "config.yaml");
+    QCOMPARE(script.find("--signal=B:USR1@300") != std::string::npos, !llamafactory);
+    QCOMPARE(script.find("#SBATCH --requeue") != std::string::npos, requeue && !llamafactory);
+    QCOMPARE(script.find("#SBATCH --no-requeue") != std::string::npos, !requeue);
+    QVERIFY(write_file(tmp.filePath("job.sbatch"), script));
+    QProcess bash;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("PATH", bin + ":" + env.value("PATH"));
+    env.insert("SLURM_JOB_NODELIST", "n1");
+    env.insert("SLURM_JOB_ID", "4242");
+    bash.setProcessEnvironment(env);
+    bash.setWorkingDirectory(tmp.path());
+    bash.start("bash", {tmp.filePath("job.sbatch")});
+    QVERIFY(bash.waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(tmp.filePath("srun-ready")), 10000);
+    ::kill(static_cast<pid_t>(bash.processId()), SIGUSR1);  // what Slurm's --signal=B: does
+    QVERIFY(bash.waitForFinished(20000));
+    const QByteArray err = bash.readAllStandardError();
+    if (llamafactory) {
+      // exec srun: the signal went to srun itself, no requeue.
+      QCOMPARE(bash.exitCode(), 130);
+      QVERIFY(!QFile::exists(tmp.filePath("scontrol-calls")));
+      return;
+    }
+    QVERIFY2(bash.exitStatus() == QProcess::NormalExit && bash.exitCode() == 130, err.constData());
+    QFile got(tmp.filePath("srun-got"));
+    QVERIFY(got.open(QIODevice::ReadOnly));
+    QCOMPARE(got.readAll(), QByteArray("USR1\n"));
+    QVERIFY2(err.contains("job 4242 is near its time limit (SIGUSR1): writing a checkpoint"),
+             err.constData());
+    QFile calls(tmp.filePath("scontrol-calls"));
+    if (requeue) {
+      QVERIFY(calls.open(QIODevice::ReadOnly));
+      QCOMPARE(calls.readAll(), QByteArray("requeue 4242\n"));
+      QVERIFY(err.contains("requeueing job 4242 (the engine stopped with status 130)"));
+    } else {
+      QVERIFY(!calls.exists());
+    }
   }
 
   void rejectsBadOptions_data() {
@@ -204,6 +302,11 @@ class TestSlurmScript : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, o.validate());
     o = SbatchOptions{};
     o.master_port = 65536;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, o.validate());
+    o = SbatchOptions{};
+    o.checkpoint_before_end_s = -1;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, o.validate());
+    o.checkpoint_before_end_s = 65536;  // sbatch's own bound
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, o.validate());
   }
 

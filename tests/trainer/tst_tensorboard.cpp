@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "studio/base/crc32c.h"
 #include "studio/trainer/metrics/tensorboard_writer.h"
 #include "tensorboard_reference.h"
 
@@ -28,11 +29,22 @@ class TestTensorBoard : public QObject {
     QTest::newRow("123456789") << QByteArray("123456789") << 0xE3069283u;  // the CRC-32C check value
     QTest::newRow("32 zeros") << QByteArray(32, '\0') << 0x8A9136AAu;    // RFC 3720 B.4
     QTest::newRow("32 x 0xFF") << QByteArray(32, '\xFF') << 0x62A8AB43u;
+    QByteArray up, down;
+    for (int i = 0; i < 32; ++i) up.append(char(i)), down.append(char(31 - i));
+    QTest::newRow("0..31") << up << 0x46DD794Eu;    // RFC 3720 B.4
+    QTest::newRow("31..0") << down << 0x113FDB5Cu;
   }
   void crc32cCheckValues() {
     QFETCH(QByteArray, bytes);
     QFETCH(uint, crc);
     QCOMPARE(uint(crc32c(std::string_view(bytes.constData(), std::size_t(bytes.size())))), crc);
+    // Continued in two pieces at every split (the 8-byte words and the bytes left over).
+    for (qsizetype cut = 0; cut <= bytes.size(); ++cut) {
+      const auto first = studio::crc32c_extend(0, bytes.constData(), std::size_t(cut));
+      QCOMPARE(uint(studio::crc32c_extend(first, bytes.constData() + cut,
+                                                   std::size_t(bytes.size() - cut))),
+               crc);
+    }
   }
 
   void recordFraming() {

@@ -1,5 +1,6 @@
 #include "studio/launch/launch_options.h"
 
+#include <regex>
 #include <stdexcept>
 
 #include "env_vars.h"
@@ -33,6 +34,7 @@ void store(LauncherFlags& out, const std::string& flag, const std::string& value
   if (flag == "--node-rank") set_once(out.node_rank, flag, flag_int(flag, value, 0, kMax));
   if (flag == "--master-port") set_once(out.master_port, flag, flag_int(flag, value, 0, 65535));
   if (flag == "--max-restarts") set_once(out.max_restarts, flag, flag_int(flag, value, 0, 1000));
+  if (flag == "--rdzv-timeout") set_once(out.rdzv_timeout, flag, flag_int(flag, value, 1, 86400));
   if (flag == "--master-addr") {
     if (value.empty()) fail("--master-addr: expected a host name or address, got ''");
     set_once(out.master_addr, flag, value);
@@ -124,15 +126,13 @@ LaunchOptions launch_options_from(const LauncherFlags& flags, const Getenv& gete
     opt.max_restarts = *flags.max_restarts;
   else if (const auto n = env_int(getenv, "MAX_RESTARTS", 0, 1000))
     opt.max_restarts = *n;
-  if (const auto id = env_string(getenv, "RDZV_ID"))
-    fail("RDZV_ID=" + *id + " asks for an elastic rendezvous (torchrun --rdzv-id), which "
-         "studio-train's launcher does not implement yet: unset RDZV_ID; on one node, "
-         "--max-restarts N (or MAX_RESTARTS) restarts the workers without one");
-  if (multi_node && opt.max_restarts > 0)
-    fail("--max-restarts " + std::to_string(opt.max_restarts) + " with --nnodes " +
-         std::to_string(opt.nnodes) + ": restarts across nodes need a rendezvous, which "
-         "studio-train's launcher does not implement yet; restart on one node, or resubmit the "
-         "job (it continues from the newest checkpoint)");
+  if (const auto id = env_string(getenv, "RDZV_ID")) {
+    static const std::regex kId("[A-Za-z0-9_.-]{1,128}");
+    if (!std::regex_match(*id, kId))
+      fail("RDZV_ID=" + *id + ": use 1 to 128 letters, digits, '_', '.' or '-'");
+    opt.rdzv_id = *id;
+  }
+  if (flags.rdzv_timeout) opt.rdzv_timeout_s = *flags.rdzv_timeout;
   return opt;
 }
 

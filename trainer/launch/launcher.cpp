@@ -121,7 +121,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   // Handlers are reset by exec, but ignored signals and the mask are inherited.
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP, SIGQUIT, SIGCHLD})
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGPIPE, SIGHUP, SIGQUIT, SIGCHLD})
     ::sigaction(sig, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
@@ -210,7 +210,7 @@ class OutputPump {
     // signals stay with the thread that watches the workers.
     sigset_t block;
     sigemptyset(&block);
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD}) sigaddset(&block, sig);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGUSR1, SIGCHLD}) sigaddset(&block, sig);
     pthread_sigmask(SIG_BLOCK, &block, nullptr);
 
     constexpr auto kDrain = std::chrono::milliseconds(1000);
@@ -370,9 +370,13 @@ class Watch {
       if (!stopping_ && stop != nullptr && stop->load()) {
         result_.stopped = true;
         result_.exit_code = kExitStopped;
-        result_.reason = "stopped: the launcher was asked to stop (SIGINT/SIGTERM)";
-        begin_stop(opt_.stop_request_extra_s);
-        note(opt_, "stop requested: SIGTERM to " + std::to_string(alive()) + " worker(s)");
+        const bool save = opt_.checkpoint_stop != nullptr && opt_.checkpoint_stop->load();
+        result_.reason = save ? "stopped: the launcher was asked to checkpoint and stop (SIGUSR1)"
+                              : "stopped: the launcher was asked to stop (SIGINT/SIGTERM)";
+        begin_stop(save ? opt_.checkpoint_stop_extra_s : opt_.stop_request_extra_s,
+                   save ? SIGUSR1 : SIGTERM);
+        note(opt_, std::string("stop requested: ") + (save ? "SIGUSR1" : "SIGTERM") + " to " +
+                       std::to_string(alive()) + " worker(s)");
       }
       if (stopping_ && !killed_ && Clock::now() >= kill_at_ && alive() > 0) kill_the_rest();
       if (alive() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -384,13 +388,13 @@ class Watch {
     return std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.alive; });
   }
 
-  void begin_stop(double extra_s = 0) {
+  void begin_stop(double extra_s = 0, int signal = SIGTERM) {
     stopping_ = true;
     grace_s_ = opt_.stop_timeout_s + extra_s;
     kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                   std::chrono::duration<double>(grace_s_));
     for (const Worker& w : workers_)
-      if (w.alive) ::kill(w.pid, SIGTERM);
+      if (w.alive) ::kill(w.pid, signal);
   }
 
   void reap() {

@@ -1,5 +1,7 @@
 #include "studio/trainer/metrics/tensorboard_writer.h"
 
+#include "studio/base/crc32c.h"
+
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -11,16 +13,6 @@
 
 namespace studio {
 namespace {
-
-std::array<std::uint32_t, 256> crc_table() {
-  std::array<std::uint32_t, 256> t{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;  // reflected 0x1EDC6F41
-    t[i] = c;
-  }
-  return t;
-}
 
 void put_u32(std::string& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
@@ -67,12 +59,7 @@ std::string host_name() {
 
 }  // namespace
 
-std::uint32_t crc32c(std::string_view bytes) {
-  static const auto table = crc_table();
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : bytes) c = table[(c ^ b) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
+std::uint32_t crc32c(std::string_view bytes) { return crc32c_of(bytes); }
 
 std::uint32_t masked_crc32c(std::string_view bytes) {
   const std::uint32_t c = crc32c(bytes);

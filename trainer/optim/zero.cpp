@@ -758,24 +758,47 @@ torch::Tensor ShardedState::gather_full(size_t i) {
   return out.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU);
 }
 
-void ShardedState::save_optimizer(const std::string& dir) const {
-  impl_->wait_updates();
+ShardedState::OptimizerFile ShardedState::optimizer_file(bool copy) const {
   const Impl& s = *impl_;
-  if (!s.any_trained) return;
-  if (s.shards == 1 && s.world && s.world->rank() != 0) return;  // identical on every rank
-  NamedTensors tensors;
+  const int64_t step = step_;
+  OptimizerFile out;
+  if (!s.any_trained) return out;
+  if (s.shards == 1 && s.world && s.world->rank() != 0) return out;  // identical on every rank
+  out.name = optimizer_file_name(s.rank, s.shards);
+  auto host = [copy](const torch::Tensor& t) {
+    return copy ? t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true) : t;
+  };
   for (const auto& q : s.params) {
     if (q.len == 0 || !q.trained) continue;
     const int64_t len = s.shards == 1 ? q.n : q.len;
-    tensors.emplace_back(q.name + ".exp_avg", q.exp_avg.narrow(0, 0, len));
-    tensors.emplace_back(q.name + ".exp_avg_sq", q.exp_avg_sq.narrow(0, 0, len));
+    out.tensors.emplace_back(q.name + ".exp_avg", host(q.exp_avg.narrow(0, 0, len)));
+    out.tensors.emplace_back(q.name + ".exp_avg_sq", host(q.exp_avg_sq.narrow(0, 0, len)));
   }
-  const std::map<std::string, std::string> meta{{"step", std::to_string(step_)},
-                                                {"shards", std::to_string(s.shards)},
-                                                {"rank", std::to_string(s.rank)},
-                                                {"zero_stage", std::to_string(s.opt.stage)}};
-  write_safetensors((fs::path(dir) / optimizer_file_name(s.rank, s.shards)).string(), tensors,
-                    meta);
+  out.metadata = {{"step", std::to_string(step)},
+                  {"shards", std::to_string(s.shards)},
+                  {"rank", std::to_string(s.rank)},
+                  {"zero_stage", std::to_string(s.opt.stage)}};
+  return out;
+}
+
+void ShardedState::save_optimizer(const std::string& dir) const {
+  impl_->wait_updates();
+  const OptimizerFile f = optimizer_file(/*copy=*/false);
+  if (f.name.empty()) return;
+  write_safetensors((fs::path(dir) / f.name).string(), f.tensors, f.metadata);
+}
+
+std::string ShardedState::optimizer_file_name_here() const { return optimizer_file(false).name; }
+
+int64_t ShardedState::optimizer_bytes() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : optimizer_file(false).tensors) n += t.numel() * t.element_size();
+  return n;
+}
+
+ShardedState::OptimizerFile ShardedState::optimizer_snapshot() const {
+  impl_->wait_updates();
+  return optimizer_file(/*copy=*/true);
 }
 
 void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) {

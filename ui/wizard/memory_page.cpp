@@ -222,6 +222,10 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
     details += tr(" Offloaded to host memory: %1 per rank.").arg(gib(e.offloaded_bytes));
   if (e.host_activation_bytes > 0)
     details += tr(" Activations in host memory: %1 per rank.").arg(gib(e.host_activation_bytes));
+  if (e.checkpoint_host_bytes_rank0 > 0)
+    details += tr(" While a checkpoint is written: %1 of host memory on rank 0, %2 on each other "
+                  "rank.")
+                   .arg(gib(e.checkpoint_host_bytes_rank0), gib(e.checkpoint_host_bytes_other));
   details_->setText(details);
   const int64_t cutoff = draft()->config().cutoff_len;
   longest_->setText(outcome.longestCutoff

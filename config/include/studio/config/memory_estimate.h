@@ -98,6 +98,12 @@ struct MemoryEstimate {
   double offloaded_bytes = 0;
   // offload_activations: the checkpointed layer inputs in host memory (beside offloaded_bytes).
   double host_activation_bytes = 0;
+  // While a checkpoint is written in the background (trainer/train_loop.cpp), the host copies it
+  // is written from: on rank 0 the fp32 model (finetuning_type lora: the adapter's trained
+  // tensors) and its optimizer states; on every other rank its optimizer states (none at ZeRO
+  // stage 0, none with save_only_model). What the engine logs as "the copies hold".
+  double checkpoint_host_bytes_rank0 = 0;
+  double checkpoint_host_bytes_other = 0;
   double capacity_bytes = 0;      // EstimateOptions::gpu_capacity_bytes
   std::vector<std::string> notes; // the assumptions made, one sentence each
   bool fits() const { return capacity_bytes <= 0 || bytes.total() <= capacity_bytes; }

@@ -25,6 +25,17 @@ struct SbatchOptions {
   // engine_argv); supervise takes NODE_RANK and NNODES from Slurm.
   std::string llamafactory_cli;
   std::string output_dir = "output";
+  // studio-train jobs (llamafactory_cli empty) only:
+  // - requeue: `#SBATCH --requeue`, so that Slurm puts the job back in the queue after a
+  //   preemption or a node failure; false writes --no-requeue.
+  // - checkpoint_before_end_s > 0: `#SBATCH --signal=B:USR1@S`. S seconds before the time limit
+  //   (Slurm may send it up to 60 s earlier) the script sends SIGUSR1 to the engine, which
+  //   writes a checkpoint of the step every rank has finished and stops; with `requeue` the
+  //   script then requeues the job (`scontrol requeue`), and the engine of the next run
+  //   resumes from its newest checkpoint (SLURM_RESTART_COUNT; app/cmd_train.cpp). The same
+  //   happens at a preemption where the cluster sets preempt_send_user_signal. 0: no signal.
+  bool requeue = true;
+  int checkpoint_before_end_s = 300;
   // More directives, each written as "#SBATCH <directive>", e.g. "--mail-type=END",
   // "--exclusive", "--constraint=a100". Each must start with '-' and hold no newline.
   std::vector<std::string> extra_directives;
@@ -39,8 +50,9 @@ bool is_valid_slurm_time(std::string_view time);
 
 // The whole batch script (bash): #SBATCH lines, MASTER_ADDR (the first host of the allocation,
 // where the batch script and rank 0 run) and MASTER_PORT, then
-// `exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 [--cpus-per-task=C] ENGINE train CONFIG
-// --nproc G`.
+// `srun --ntasks-per-node=1 --kill-on-bad-exit=1 [--cpus-per-task=C] ENGINE train CONFIG
+// --nproc G`: run in the background and waited for when the script handles the time-limit
+// signal (checkpoint_before_end_s), exec'd otherwise.
 std::string sbatch_script(const SbatchOptions& options, const std::string& engine,
                           const std::string& config_file);
 

@@ -12,6 +12,8 @@
 //   save.staged, save.model, save.optimizer, save.committed  SIGKILL to the whole process group
 //       (the run: start it in its own session): after the staging folder exists, after the model
 //       files are written, after the optimizer files, after the rename into checkpoint-N
+//   save.slow  the background write of checkpoint-N (every file of this rank) takes 3 s longer,
+//       as on a slow or busy file system: the steps after it go on meanwhile
 //   loss.nan  the step's loss (and so its gradients) become NaN on this rank
 //   stop      in the middle of the step, a stop request as Ctrl-C or the studio's Stop would
 //       make it: SIGTERM to this rank and, under studio-train's launcher, to the launcher (which
@@ -20,6 +22,8 @@
 //       (c10::OutOfMemoryError, as the CUDA allocator does), on this rank
 //   crash     this rank alone dies (SIGKILL to itself) at the start of the step, as a process the
 //       OOM killer or an ECC error takes; its peers are stopped by the launcher
+//   slow      the step takes 1 s longer on this rank (a sleep at its start): a run slow enough
+//       for a test to act in the middle of it
 //   stall     this rank stops itself (SIGSTOP) at the start of the step: stalled, not dead, as
 //       under a debugger or a frozen node; its peers time out after ddp_timeout and the watchdog
 //       names it (trainer/parallel/watchdog.h)

@@ -36,6 +36,10 @@ struct TrainInputs {
   bool share_gpus = false;             // Gloo on CUDA: rank r uses device r mod count
   // Called after every optimizer step (tests, embedding callers); may set the stop flag.
   std::function<void(int64_t step, double loss)> on_step;
+  // True (on any rank) together with the stop flag: the stop writes a checkpoint of the step
+  // every rank has finished whatever save_on_stop says (SIGUSR1: Slurm's warning before the
+  // time limit, so that the requeued job resumes at that step).
+  const std::atomic<bool>* checkpoint_stop = nullptr;
 };
 
 struct TrainResult {
@@ -43,7 +47,8 @@ struct TrainResult {
   std::vector<double> step_losses;     // loss of every step this process ran
   double eval_loss = 0;                // last evaluation, NaN when none ran (DPO: mean pair loss)
   std::string final_state;             // finished | stopped
-  std::string stop_checkpoint;         // save_on_stop: the checkpoint written when stopped
+  std::string stop_checkpoint;         // the checkpoint written when stopped (save_on_stop,
+                                       // checkpoint_stop)
 };
 
 class Trainer {

@@ -28,6 +28,7 @@
 // rank runs the same ones in the same order.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,7 @@
 #include "studio/config/run_config.h"
 #include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/model/decoder.h"
+#include "studio/trainer/tensors/safetensors.h"
 
 namespace studio::trainer {
 
@@ -153,6 +155,18 @@ class ShardedState : public LayerHooks {
   torch::Tensor gather_full(size_t i);
   // This rank's optimizer file in `dir` (every rank from stage 1 on; rank 0 alone at stage 0).
   void save_optimizer(const std::string& dir) const;
+  // What save_optimizer writes, its tensors copied to host memory so that training can go on
+  // while the file is written (write it with write_safetensors): an empty `name` when this
+  // rank writes none.
+  struct OptimizerFile {
+    std::string name;
+    NamedTensors tensors;
+    std::map<std::string, std::string> metadata;
+  };
+  OptimizerFile optimizer_snapshot() const;
+  // The name of this rank's optimizer file ("" when it writes none) and its tensors' bytes.
+  std::string optimizer_file_name_here() const;
+  int64_t optimizer_bytes() const;
   // Takes the masters from the checkpoint's fp32 weights and the AdamW states from its optimizer
   // files, whatever world size saved them. Throws std::runtime_error naming the file.
   void load(const std::string& checkpoint_dir, bool with_optimizer);
@@ -166,6 +180,7 @@ class ShardedState : public LayerHooks {
   void after_backward(int64_t layer) override;
 
  private:
+  OptimizerFile optimizer_file(bool copy) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t step_ = 0;

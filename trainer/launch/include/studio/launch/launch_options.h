@@ -2,6 +2,7 @@
 // What `studio-train train CONFIG.yaml --nproc N [--nnodes M --node-rank R --master-addr A
 // --master-port P]` asks of the launcher: the flags as given, and the options they resolve to
 // once the environment (MASTER_ADDR, an srun step with one task per node) fills the gaps.
+#include <atomic>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,12 @@ struct LaunchOptions {
                               // that follows, all are gone within 10 s
   double stop_request_extra_s = 0;  // after a stop request (not a failure), this much longer:
                                     // the time save_on_stop's checkpoint may take
+  // Non-null and true when the stop request comes: the workers get SIGUSR1 (write a checkpoint
+  // of the step every rank has finished, whatever save_on_stop says, then stop) instead of
+  // SIGTERM, and checkpoint_stop_extra_s instead of stop_request_extra_s. Slurm's warning
+  // before the time limit (remote/slurm_script.h), so that a requeued job resumes there.
+  const std::atomic<bool>* checkpoint_stop = nullptr;
+  double checkpoint_stop_extra_s = 0;
   // Variables every worker gets on top of the launcher's environment (set here rather than in
   // the launcher's own environment: setenv races with any thread reading it).
   std::vector<std::pair<std::string, std::string>> extra_env;
@@ -31,8 +38,14 @@ struct LaunchOptions {
   int stderr_fd = 2;
   // Whole-world restarts after a failure (torchrun's --max-restarts; LLaMA-Factory's
   // MAX_RESTARTS): the caller starts the workers again, from the newest checkpoint, up to this
-  // many times. One node only for now.
+  // many times. Across nodes the launchers meet at a rendezvous first
+  // (trainer/parallel/node_rendezvous.h), hosted by node 0 at master_addr:master_port.
   int max_restarts = 0;
+  std::string rdzv_id;         // RDZV_ID (LLaMA-Factory's): names the run at the rendezvous
+  int rdzv_timeout_s = 600;    // --rdzv-timeout: how long the nodes wait for each other
+  // Whether the launchers of this run meet at a rendezvous: several nodes with restarts, or an
+  // RDZV_ID.
+  bool elastic() const { return nnodes > 1 && (max_restarts > 0 || !rdzv_id.empty()); }
   // Whether launch_workers records a worker failure in output_dir (a stop is always recorded):
   // false while a restart is still to come, so that the run is not marked failed in between.
   bool record_failure = true;
@@ -41,7 +54,7 @@ struct LaunchOptions {
 // The launcher flags, in the order torchrun users know them.
 inline constexpr const char* kLauncherFlags[] = {"--nproc", "--nnodes", "--node-rank",
                                                  "--master-addr", "--master-port",
-                                                 "--max-restarts"};
+                                                 "--max-restarts", "--rdzv-timeout"};
 
 // Launcher flags as given on the command line; absent ones are nullopt.
 struct LauncherFlags {
@@ -51,10 +64,12 @@ struct LauncherFlags {
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
   std::optional<int> max_restarts;
+  std::optional<int> rdzv_timeout;
 
   // True when any launcher flag was given: this process launches workers.
   bool any() const {
-    return nproc || nnodes || node_rank || master_addr || master_port || max_restarts;
+    return nproc || nnodes || node_rank || master_addr || master_port || max_restarts ||
+           rdzv_timeout;
   }
 };
 
