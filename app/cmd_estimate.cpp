@@ -1,6 +1,7 @@
 // studio-train estimate: the per-GPU memory of a run before it starts, and the smallest sequence
 // parallel size that fits the GPU.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -8,6 +9,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "studio/config/length_plan.h"
 #include "studio/config/memory_estimate.h"
 #include "studio/config/validate.h"
 #include "studio/trainer/runtime_info.h"
@@ -24,12 +26,23 @@ struct EstimateArgs {
   double gpu_gib = 0;  // 0: not given
   bool json = false;
   bool cpu = false;  // estimate a CPU run (EstimateOptions::cpu)
+  bool plan = false;  // --plan: the length planner (length_plan.h)
+  int gpus_per_node = 8;
+  int max_gpus = 64;
   std::vector<std::string> sets;
 };
 
 bool read_args(const Argv& argv, EstimateArgs& out, std::string& error) {
-  cli::Args args(argv, {"--nproc", "--nnodes", "--gpu-memory", "--set"}, {"--json", "--cpu"});
+  cli::Args args(argv, {"--nproc", "--nnodes", "--gpu-memory", "--set", "--gpus-per-node",
+                        "--max-gpus"},
+                 {"--json", "--cpu", "--plan"});
   out.nproc = args.positive_int("--nproc", 0);
+  out.plan = args.flag("--plan");
+  out.gpus_per_node = args.positive_int("--gpus-per-node", 8);
+  out.max_gpus = args.positive_int("--max-gpus", 64);
+  if ((args.value("--gpus-per-node") || args.value("--max-gpus")) && !out.plan)
+    return error = "--gpus-per-node and --max-gpus are for --plan", false;
+  if (out.max_gpus > 4096) return error = "--max-gpus: at most 4096", false;
   out.nnodes = args.positive_int("--nnodes", 1);
   out.json = args.flag("--json");
   out.cpu = args.flag("--cpu");
@@ -138,6 +151,93 @@ std::string longest_text(const Capacity& cap, const std::optional<int64_t>& long
          std::to_string(cfg.sequence_parallel_size) + " and the other settings unchanged)";
 }
 
+// "96k", "1.25M": a length as the plan's table shows it ("-" when nothing fits).
+std::string short_tokens(const std::optional<int64_t>& t) {
+  if (!t) return "-";
+  char buf[32];
+  if (*t >= 1'000'000)
+    std::snprintf(buf, sizeof buf, "%.2fM", double(*t) / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%lldk", static_cast<long long>(*t / 1000));
+  return buf;
+}
+
+nlohmann::json plan_json(const LengthPlan& plan, const Capacity& cap) {
+  nlohmann::json j;
+  j["capacity"] = cap.bytes > 0 ? nlohmann::json(static_cast<int64_t>(cap.bytes)) : nlohmann::json();
+  j["capacity_source"] = cap.source;
+  j["gpu_counts"] = plan.gpu_counts;
+  j["lines"] = nlohmann::json::array();
+  for (const PlanLine& line : plan.lines) {
+    nlohmann::json l;
+    l["label"] = line.option.label();
+    l["sequence_parallel_mode"] = std::string(to_string(line.option.mode));
+    l["zero_stage"] = line.option.zero_stage;
+    l["offload"] = line.option.offload;
+    l["tiled_mlp_and_activation_offload"] = line.option.long_context;
+    l["points"] = nlohmann::json::array();
+    for (const PlanPoint& p : line.points)
+      l["points"].push_back({{"gpus", p.gpus},
+                             {"nodes", p.nodes},
+                             {"sequence_parallel_size", p.sp},
+                             {"ulysses_degree", p.ulysses_degree},
+                             {"longest_cutoff_len",
+                              p.longest ? nlohmann::json(*p.longest) : nlohmann::json()}});
+    j["lines"].push_back(std::move(l));
+  }
+  j["published"] = nlohmann::json::array();
+  for (const PublishedPoint& p : published_long_context_points())
+    j["published"].push_back({{"who", p.who},
+                              {"what", p.what},
+                              {"gpus", p.gpus},
+                              {"tokens", p.tokens},
+                              {"gpu_gib", p.gpu_gib},
+                              {"source", p.source}});
+  return j;
+}
+
+int print_plan(const EstimateArgs& a, const RunConfig& cfg, const ModelInfo& model,
+               EstimateOptions opt, const Capacity& cap) {
+  if (cap.bytes <= 0) {
+    std::cerr << "estimate --plan: " << cap.source << "\n";
+    return kExitInvalid;
+  }
+  const LengthPlan plan = plan_lengths(cfg, model, opt, a.gpus_per_node, a.max_gpus);
+  if (a.json) {
+    std::cout << plan_json(plan, cap).dump() << "\n";
+    return kExitOk;
+  }
+  std::cout << a.path << ": " << model.architecture << " " << format_size(model) << ", stage "
+            << to_string(cfg.stage) << ": the longest cutoff_len that fits in "
+            << format_gib(cap.bytes) << " per GPU (" << cap.source << "), up to "
+            << a.gpus_per_node << " GPUs a node, all of them in one sequence-parallel group "
+            << "where the model's heads allow it\n";
+  size_t width = 0;
+  for (const PlanLine& l : plan.lines) width = std::max(width, l.option.label().size());
+  std::string head(width, ' ');
+  for (int g : plan.gpu_counts) {
+    std::string c = std::to_string(g) + " GPU" + (g > 1 ? "s" : "");
+    head += "  " + std::string(c.size() < 8 ? 8 - c.size() : 0, ' ') + c;
+  }
+  std::cout << head << "\n";
+  for (const PlanLine& l : plan.lines) {
+    std::string row = l.option.label();
+    row += std::string(width - row.size(), ' ');
+    for (const PlanPoint& p : l.points) {
+      std::string c = short_tokens(p.longest);
+      if (p.longest && p.sp != p.gpus) c += "*";
+      row += "  " + std::string(c.size() < 8 ? 8 - c.size() : 0, ' ') + c;
+    }
+    std::cout << row << "\n";
+  }
+  std::cout << "(* the model's heads allow a smaller SP group there; the other GPUs are data "
+               "parallel)\nPublished, for comparison (their models and GPUs):\n";
+  for (const PublishedPoint& p : published_long_context_points())
+    std::cout << "  " << p.who << ": " << short_tokens(p.tokens) << " tokens, " << p.what << " ("
+              << p.source << ")\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int cmd_estimate(const Argv& argv) {
@@ -172,6 +272,7 @@ int cmd_estimate(const Argv& argv) {
   const Capacity cap = gpu_capacity(a.gpu_gib);
   opt.gpu_capacity_bytes = cap.bytes;
   opt.cpu = a.cpu;
+  if (a.plan) return print_plan(a, cfg, *res.model, opt, cap);
   const MemoryEstimate est = estimate_memory(cfg, *res.model, opt);
   const std::vector<int> sizes = valid_sp_sizes(cfg, *res.model, opt.world_size());
   const std::optional<int> smallest = smallest_fitting_sp(cfg, *res.model, opt);

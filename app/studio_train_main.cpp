@@ -43,7 +43,7 @@ Commands:
       Exit 0 when the config is valid (warnings allowed), 2 otherwise.
       --for-training  treat missing local paths as errors, as a training run does.
   estimate CONFIG.yaml [--nproc N] [--nnodes M] [--gpu-memory GIB] [--json] [--cpu]
-           [--set key=value ...]
+           [--set key=value ...] [--plan ...]
       Estimate the memory per GPU of the run (weights, gradients, optimizer states,
       DPO reference, activations, logits, sequence-parallel buffers), the smallest
       sequence_parallel_size that fits and the longest cutoff_len that fits. The config is validated first (errors and
@@ -53,6 +53,10 @@ Commands:
               smallest_fitting_sp, longest_cutoff_len, long_context and the notes.
       --cpu   estimate a run on the CPU (the engine's CPU attention kernels, plain host
               buffers for offloaded activations) instead of CUDA.
+      --plan [--gpus-per-node G] [--max-gpus N]  the length planner: the longest
+              cutoff_len that fits against 1, 2, 4, ... N GPUs (64; G a node, 8), one
+              line per SP mode x ZeRO-2 / ZeRO-3 / + offload / + tiled MLP and activation
+              offload, with published long-context points beside; --json for all of it.
   export CONFIG.yaml [--set key=value ...]
       LLaMA-Factory's export of adapters (its merge_lora examples): the base model of
       model_name_or_path with every adapter_name_or_path merged, written to export_dir

@@ -6,6 +6,7 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -16,6 +17,7 @@
 #include "studio/ui/base/local_path.h"
 #include "studio/config/validate.h"
 #include "studio/ui/wizard/field_bindings.h"
+#include "studio/ui/wizard/length_plan_chart.h"
 #include "studio/ui/wizard/memory_bar.h"
 #include "studio/ui/wizard/run_draft.h"
 #include "studio/ui/wizard/sp_choice.h"
@@ -82,6 +84,10 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
       smallest_(new QPushButton(tr("&Smallest SP size that fits"))),
       longest_(new QLabel),
       gains_(new QTableWidget(0, 3)),
+      planChart_(new LengthPlanChart),
+      planTable_(new QTableWidget(0, 0)),
+      planUse_(new QPushButton(tr("&Use this point"))),
+      tabs_(new QTabWidget),
       job_(std::make_unique<LatestJob<MemoryOutcome>>(
           this, [this](const MemoryOutcome& o) { show(o); })) {
   setTitle(tr("Memory"));
@@ -104,7 +110,6 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   notes_->setObjectName(QStringLiteral("notes"));
   notes_->setAccessibleName(tr("Memory notes"));
   notes_->setReadOnly(true);
-  notes_->setMaximumHeight(notes_->fontMetrics().height() * 6);
 
   longest_->setObjectName(QStringLiteral("longest"));
   longest_->setWordWrap(true);
@@ -129,6 +134,25 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   longLayout->addWidget(longest_);
   longLayout->addWidget(gains_);
 
+  planTable_->setObjectName(QStringLiteral("planTable"));
+  planTable_->setAccessibleName(tr("Longest cutoff_len by way of running and number of GPUs"));
+  planTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  planTable_->setSelectionMode(QAbstractItemView::SingleSelection);
+  planTable_->setSelectionBehavior(QAbstractItemView::SelectItems);
+  planTable_->setMaximumHeight(planTable_->fontMetrics().height() * 16);
+  planUse_->setObjectName(QStringLiteral("planUse"));
+  planUse_->setEnabled(false);
+  auto* planGroup = new QGroupBox(tr("Length planner: the longest cutoff_len against the number "
+                                     "of GPUs (%1 a node)")
+                                      .arg(kPlanGpusPerNode));
+  auto* planLayout = new QVBoxLayout(planGroup);
+  planLayout->addWidget(planChart_, 2);
+  planLayout->addWidget(planTable_, 1);
+  auto* planButtons = new QHBoxLayout;
+  planButtons->addStretch(1);
+  planButtons->addWidget(planUse_);
+  planLayout->addLayout(planButtons);
+
   auto* top = new QHBoxLayout;
   auto* gpuLabel = new QLabel(tr("&GPU memory:"));
   gpuLabel->setBuddy(gpu_);
@@ -141,13 +165,29 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   layout->addWidget(bar_, 1);
   layout->addWidget(verdict_);
   layout->addWidget(details_);
-  layout->addWidget(longGroup);
-  layout->addWidget(notes_);
+  // The longest sequence, the planner and the assumptions share the space below the bar.
+  tabs_->setObjectName(QStringLiteral("memoryTabs"));
+  tabs_->addTab(longGroup, tr("&Longest sequence"));
+  tabs_->addTab(planGroup, tr("Length &planner"));
+  tabs_->addTab(notes_, tr("&Assumptions"));
+  layout->addWidget(tabs_, 2);
   layout->addWidget(messagesWidget());
 
   connect(gpu_, &QDoubleSpinBox::valueChanged, this, &MemoryPage::request);
   connect(draft, &RunDraft::validated, this, &MemoryPage::request);
   connect(smallest_, &QPushButton::clicked, this, &MemoryPage::applySmallest);
+  connect(planChart_, &LengthPlanChart::pointChosen, this, &MemoryPage::applyPlanPoint);
+  connect(planTable_, &QTableWidget::currentCellChanged, this, [this](int row, int column) {
+    const bool fits = outcome_ && row >= 0 && column >= 0 &&
+                      row < int(outcome_->plan.lines.size()) &&
+                      column < int(outcome_->plan.gpu_counts.size()) &&
+                      outcome_->plan.lines[size_t(row)].points[size_t(column)].longest;
+    planUse_->setEnabled(fits);
+  });
+  connect(planUse_, &QPushButton::clicked, this, [this] {
+    applyPlanPoint(planTable_->currentRow(), planTable_->currentColumn());
+  });
+  connect(planTable_, &QTableWidget::cellActivated, this, &MemoryPage::applyPlanPoint);
   request();
   refresh();
 }
@@ -169,6 +209,9 @@ void MemoryPage::request() {
     notes_->clear();
     longest_->clear();
     gains_->setRowCount(0);
+    planChart_->clearPlan();
+    planTable_->setRowCount(0);
+    planUse_->setEnabled(false);
     smallest_->setEnabled(false);
     return;
   }
@@ -192,6 +235,7 @@ void MemoryPage::request() {
     for (const auto& [option, on] : switch_options(cfg, studio::zero_request(cfg, opt.deepspeed)))
       out.gains.push_back(
           {option, on, studio::longest_fitting_cutoff(switched(cfg, option), info, opt)});
+    out.plan = studio::plan_lengths(cfg, info, opt, kPlanGpusPerNode, 64);
     return out;
   });
 }
@@ -254,6 +298,8 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
   for (const std::string& n : e.notes) notes << QString::fromStdString(n);
   notes_->setPlainText(notes.join(QLatin1Char('\n')));
 
+  showPlan(outcome.plan);
+
   const int current = static_cast<int>(draft()->config().sequence_parallel_size);
   const auto& best = outcome.smallestFittingSp;
   smallest_->setEnabled(best && *best != current);
@@ -264,6 +310,48 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
             : *best == current ? tr("SP %1 is already the smallest size that fits.").arg(current)
                                : tr("Sets sequence_parallel_size to %1.").arg(*best));
   emit estimated();
+}
+
+void MemoryPage::showPlan(const studio::LengthPlan& plan) {
+  planChart_->setPlan(plan);
+  const int row = planTable_->currentRow(), column = planTable_->currentColumn();
+  planTable_->setRowCount(static_cast<int>(plan.lines.size()));
+  planTable_->setColumnCount(static_cast<int>(plan.gpu_counts.size()));
+  QStringList columns, rows;
+  for (int g : plan.gpu_counts) columns << tr("%n GPU(s)", nullptr, g);
+  for (size_t l = 0; l < plan.lines.size(); ++l) {
+    rows << QString::fromStdString(plan.lines[l].option.label());
+    for (size_t k = 0; k < plan.lines[l].points.size(); ++k) {
+      const studio::PlanPoint& p = plan.lines[l].points[k];
+      auto* item = new QTableWidgetItem(p.longest ? tokens(*p.longest) : tr("none"));
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      item->setToolTip(p.longest ? tr("SP %1 (Ulysses %2) on %3 node(s)%4")
+                                       .arg(p.sp)
+                                       .arg(p.ulysses_degree)
+                                       .arg(p.nodes)
+                                       .arg(p.sp != p.gpus
+                                                ? tr("; the heads allow no larger SP group, the "
+                                                     "other GPUs are data parallel")
+                                                : QString())
+                                 : tr("Not even 1,024 tokens fit this way."));
+      planTable_->setItem(int(l), int(k), item);
+    }
+  }
+  planTable_->setHorizontalHeaderLabels(columns);
+  planTable_->setVerticalHeaderLabels(rows);
+  planTable_->resizeColumnsToContents();
+  if (row >= 0 && column >= 0 && row < planTable_->rowCount() && column < planTable_->columnCount())
+    planTable_->setCurrentCell(row, column);
+}
+
+void MemoryPage::applyPlanPoint(int line, int point) {
+  if (!outcome_ || line < 0 || point < 0 || line >= int(outcome_->plan.lines.size())) return;
+  const studio::PlanLine& l = outcome_->plan.lines[size_t(line)];
+  if (point >= int(l.points.size()) || !l.points[size_t(point)].longest) return;
+  const studio::PlanPoint p = l.points[size_t(point)];
+  const studio::PlanOption option = l.option;
+  draft()->setWorld(std::min(p.gpus, kPlanGpusPerNode), p.nodes);
+  draft()->assign([&](studio::RunConfig& c) { c = studio::config_for(c, option, p); });
 }
 
 void MemoryPage::applySmallest() {

@@ -15,10 +15,12 @@
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 
+#include "studio/config/sp_picture.h"
 #include "studio/config/validate.h"
 #include "studio/ui/wizard/field_bindings.h"
 #include "studio/ui/wizard/run_draft.h"
 #include "studio/ui/wizard/sp_choice.h"
+#include "studio/ui/wizard/sp_layout_view.h"
 
 namespace studio::ui {
 
@@ -78,7 +80,8 @@ ParallelismPage::ParallelismPage(RunDraft* draft, QWidget* parent)
       offloadOptimizer_(bindings()->flag("offload_optimizer", &RunConfig::offload_optimizer,
                                          tr("masters, AdamW states and gradient pieces in CPU memory"))),
       offloadParam_(bindings()->flag("offload_param", &RunConfig::offload_param,
-                                     tr("ZeRO-3 weight pieces in CPU memory"))) {
+                                     tr("ZeRO-3 weight pieces in CPU memory"))),
+      layout_(new SpLayoutView) {
   setTitle(tr("Parallelism"));
   setSubTitle(tr("GPUs, and how many of them share one sequence (sequence parallelism)."));
   size_->setObjectName(QStringLiteral("sequence_parallel_size"));
@@ -111,8 +114,8 @@ ParallelismPage::ParallelismPage(RunDraft* draft, QWidget* parent)
   form->addRow(tr("offload_param:"), offloadParam_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(form);
+  layout->addWidget(layout_, 1);
   layout->addWidget(messagesWidget());
-  layout->addStretch(1);
 
   auto world = [this] { this->draft()->setWorld(gpus_->value(), nodes_->value()); };
   connect(nodes_, &QSpinBox::valueChanged, this, world);
@@ -165,6 +168,11 @@ void ParallelismPage::rebuild() {
                                           .arg(left.join(QStringLiteral("; "))));
   excluded_->setVisible(!left.isEmpty());
   rebuildSplits();
+  if (model)
+    layout_->setPicture(studio::sp_picture(c, *model, draft()->processesPerNode(), draft()->nodes()),
+                        model->num_layers);
+  else
+    layout_->clearPicture();
 }
 
 void ParallelismPage::rebuildSplits() {

@@ -3,11 +3,14 @@
 // (an all-padding rank included) and the head checks that refuse impossible Ulysses splits.
 #include "studio/trainer/sp/layout.h"
 #include "studio/trainer/sp/sp_attention.h"
+#include "studio/config/sp_picture.h"
 
 #include <torch/torch.h>
 
 #include <QtTest>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -43,6 +46,8 @@ class TestSpLayout : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
+  void pictureIsTheEnginesSplit_data();
+  void pictureIsTheEnginesSplit();
   void positionsPerRank_data();
   void positionsPerRank();
   void padMultiple_data();
@@ -241,6 +246,53 @@ void TestSpLayout::headsCheck() {
   } catch (const std::invalid_argument& e) {
     QVERIFY2(!error.isEmpty(), e.what());
     QVERIFY2(QString::fromUtf8(e.what()).contains(error), e.what());
+  }
+}
+
+// The Parallelism page's picture (config/sp_picture.h, which the studio draws without Torch)
+// holds, for every SP rank of every group, exactly the positions the engine's split gives it.
+void TestSpLayout::pictureIsTheEnginesSplit_data() {
+  QTest::addColumn<SpMode>("mode");
+  QTest::addColumn<int>("sp");
+  QTest::addColumn<int>("ulysses");
+  QTest::addColumn<int>("world");
+  QTest::newRow("zigzag-ring 4") << SpMode::ZigzagRing << 4 << 1 << 4;
+  QTest::newRow("zigzag-ring 2 x dp 2") << SpMode::ZigzagRing << 2 << 1 << 4;
+  QTest::newRow("ulysses 4") << SpMode::Ulysses << 4 << 4 << 8;
+  QTest::newRow("usp 2 x 2") << SpMode::Usp << 4 << 2 << 4;
+  QTest::newRow("usp 4 x 2") << SpMode::Usp << 8 << 4 << 16;
+}
+void TestSpLayout::pictureIsTheEnginesSplit() {
+  QFETCH(SpMode, mode);
+  QFETCH(int, sp);
+  QFETCH(int, ulysses);
+  QFETCH(int, world);
+  ModelInfo m;
+  m.num_heads = 16;
+  m.num_kv_heads = 8;
+  m.head_dim = 64;
+  m.hidden_size = 1024;
+  RunConfig cfg;
+  cfg.sequence_parallel_mode = mode;
+  cfg.sequence_parallel_size = sp;
+  cfg.sequence_parallel_ulysses_degree = ulysses;
+  cfg.sequence_parallel_ring_degree = sp / ulysses;
+  cfg.cutoff_len = 64 * sp;
+  const SpPicture pic = sp_picture(cfg, m, std::min(world, 8), std::max(1, world / 8));
+  QVERIFY2(pic.problem.empty(), pic.problem.c_str());
+  QCOMPARE(int(pic.ranks.size()), world);
+  QCOMPARE(pic.replicas, world / sp);
+  for (const SpRankPicture& r : pic.ranks) {
+    const SpLayout l = make_sp_layout(mode, sp, r.sp_rank, ulysses, sp / ulysses);
+    std::vector<int64_t> want = to_vector(sp_token_positions(pic.tokens, l));
+    std::sort(want.begin(), want.end());
+    std::vector<int64_t> drawn;
+    for (const SeqSpan& span : r.tokens)
+      for (int64_t t = std::llround(span.begin * double(pic.tokens));
+           t < std::llround(span.end * double(pic.tokens)); ++t)
+        drawn.push_back(t);
+    QCOMPARE(drawn, want);
+    QCOMPARE(int64_t(drawn.size()), pic.tokens_per_rank);
   }
 }
 

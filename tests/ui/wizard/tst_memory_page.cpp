@@ -3,12 +3,14 @@
 // fits" sets sequence_parallel_size, which the Parallelism page then shows.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QDoubleSpinBox>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QtTest>
 
+#include "studio/ui/wizard/length_plan_chart.h"
 #include "studio/ui/wizard/memory_bar.h"
 #include "studio/ui/wizard/memory_page.h"
 #include "studio/ui/wizard/parallelism_page.h"
@@ -22,6 +24,13 @@ using studio::ui::RunDraft;
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// 1048576 -> "1,048,576", as the page writes lengths.
+QString grouped(qint64 n) {
+  QString d = QString::number(n);
+  for (auto i = d.size() - 3; i > 0; i -= 3) d.insert(i, QLatin1Char(','));
+  return d;
+}
 
 // Qwen2.5-7B at 256k tokens on one node of 8 GPUs, ZeRO-3 with offload.
 studio::RunConfig longRun() {
@@ -45,6 +54,7 @@ class TestMemoryPage : public QObject {
   void zeroChoicesChangeTheEstimate();
   void noModelNoEstimate();
   void longestSequenceAndWhatOptionsBuy();
+  void lengthPlannerDrawsAndSetsAPoint();
 };
 
 void TestMemoryPage::estimateIsDrawn() {
@@ -189,3 +199,104 @@ void TestMemoryPage::longestSequenceAndWhatOptionsBuy() {
 
 QTEST_MAIN(TestMemoryPage)
 #include "tst_memory_page.moc"
+
+// The length planner on Qwen2.5-7B at 80 GiB: the chart's lines and the table's cells are the
+// planner's own points (studio::plan_lengths, checked in tst_length_plan), the published points
+// are drawn, and choosing a cell by keyboard ("Use this point") or a point on the chart by mouse
+// sets that configuration: SP mode and size, ZeRO and offload keys, tiling, cutoff_len and the
+// world, which the estimate then finds fitting.
+void TestMemoryPage::lengthPlannerDrawsAndSetsAPoint() {
+  RunDraft draft;
+  ParallelismPage parallelism(&draft);
+  MemoryPage page(&draft);
+  page.resize(1100, 800);
+  page.QWidget::show();
+  page.tabs()->setCurrentWidget(page.planChart()->parentWidget());
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  draft.setWorld(8, 1);
+  draft.load(longRun(), QDir::tempPath());
+  QTRY_VERIFY_WITH_TIMEOUT(page.outcome().has_value() && !page.isBusy(), 30000);
+  const studio::LengthPlan want = studio::plan_lengths(
+      draft.config(), *draft.model(), [] {
+        studio::EstimateOptions o;
+        o.gpu_capacity_bytes = 80 * kGiB;
+        return o;
+      }(), MemoryPage::kPlanGpusPerNode, 64);
+  const studio::LengthPlan& plan = page.outcome()->plan;
+  QCOMPARE(int(plan.lines.size()), 12);
+  QCOMPARE(page.planChart()->lineCount(), 12);
+  QCOMPARE(page.planTable()->rowCount(), 12);
+  QCOMPARE(page.planTable()->columnCount(), 7);
+  for (int l = 0; l < 12; ++l) {
+    QCOMPARE(page.planChart()->lineName(l), QString::fromStdString(want.lines[size_t(l)].option.label()));
+    QCOMPARE(page.planTable()->verticalHeaderItem(l)->text(), page.planChart()->lineName(l));
+    QVector<QPointF> drawn;
+    for (int k = 0; k < 7; ++k) {
+      const studio::PlanPoint& p = want.lines[size_t(l)].points[size_t(k)];
+      QCOMPARE(plan.lines[size_t(l)].points[size_t(k)].longest, p.longest);
+      if (p.longest) drawn << QPointF(p.gpus, double(*p.longest));
+      QCOMPARE(page.planTable()->item(l, k)->text(),
+               p.longest ? grouped(*p.longest) : QStringLiteral("none"));
+    }
+    QCOMPARE(page.planChart()->linePoints(l), drawn);
+  }
+  QCOMPARE(page.planChart()->publishedPoints().size(),
+           int(studio::published_long_context_points().size()));
+
+  // Keyboard: the cell of "ulysses, ZeRO-3 + offload, tiled MLP + activation offload" at 16
+  // GPUs, then "Use this point".
+  const int line = 7, column = 4;  // ulysses' fourth line; 1, 2, 4, 8, 16
+  const studio::PlanPoint target = plan.lines[line].points[column];
+  QVERIFY(target.longest.has_value());
+  page.planTable()->setFocus();
+  page.planTable()->setCurrentCell(line, column);
+  QVERIFY(page.planUseButton()->isEnabled());
+  QTest::keyClick(page.planUseButton(), Qt::Key_Space);
+  QCOMPARE(draft.worldSize(), 16);
+  QCOMPARE(draft.nodes(), 2);
+  const studio::RunConfig& c = draft.config();
+  QCOMPARE(c.sequence_parallel_mode, studio::SpMode::Ulysses);
+  QCOMPARE(c.sequence_parallel_size, int64_t{target.sp});
+  QCOMPARE(c.cutoff_len, *target.longest);
+  QVERIFY(c.tiled_mlp && c.offload_activations && c.offload_optimizer && c.offload_param);
+  QCOMPARE(c.zero_stage.value_or(-1), int64_t{3});
+  QVERIFY(!c.deepspeed.has_value());
+  QTRY_VERIFY_WITH_TIMEOUT(!page.isBusy() && page.outcome()->estimate->world_size == 16, 30000);
+  QVERIFY2(page.outcome()->estimate->fits(), qPrintable(page.verdictText()));
+
+  // Mouse: a click on a point of the chart that no other line's point is near (lines that
+  // reach the same length at a GPU count draw their points on top of each other).
+  page.planChart()->replot();
+  const studio::LengthPlan& now = page.outcome()->plan;
+  auto pixel = [&](const studio::PlanPoint& p) {
+    return QPointF(page.planChart()->xAxis->coordToPixel(p.gpus),
+                   page.planChart()->yAxis->coordToPixel(double(*p.longest)));
+  };
+  int pickLine = -1, pickPoint = -1;
+  for (int l = 0; l < 12 && pickLine < 0; ++l)
+    for (int k = 0; k < 7 && pickLine < 0; ++k) {
+      const studio::PlanPoint& p = now.lines[size_t(l)].points[size_t(k)];
+      if (!p.longest || p.gpus == 16) continue;
+      bool alone = true;
+      for (int m = 0; m < 12 && alone; ++m)
+        for (int j = 0; j < 7 && alone; ++j) {
+          const studio::PlanPoint& q = now.lines[size_t(m)].points[size_t(j)];
+          if ((m != l || j != k) && q.longest && QLineF(pixel(p), pixel(q)).length() < 14) alone = false;
+        }
+      if (alone) pickLine = l, pickPoint = k;
+    }
+  QVERIFY2(pickLine >= 0, "every point of the chart has a neighbour within 14 px");
+  const studio::PlanLine& line2 = now.lines[size_t(pickLine)];
+  const studio::PlanPoint picked = line2.points[size_t(pickPoint)];
+  const QPoint at = pixel(picked).toPoint();
+  QCOMPARE(page.planChart()->pointAt(at), std::make_pair(pickLine, pickPoint));
+  QSignalSpy chosen(page.planChart(), &studio::ui::LengthPlanChart::pointChosen);
+  QTest::mouseClick(page.planChart(), Qt::LeftButton, {}, at);
+  QCOMPARE(chosen.count(), 1);
+  QCOMPARE(draft.worldSize(), picked.gpus);
+  QCOMPARE(draft.config().sequence_parallel_mode, line2.option.mode);
+  QCOMPARE(draft.config().sequence_parallel_size, int64_t{picked.sp});
+  QCOMPARE(draft.config().cutoff_len, *picked.longest);
+  QCOMPARE(draft.config().zero_stage.value_or(-1), int64_t{line2.option.zero_stage});
+  QCOMPARE(parallelism.spSizeBox()->currentData().toInt(), picked.sp);
+}

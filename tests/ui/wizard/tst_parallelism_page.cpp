@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include "studio/ui/wizard/parallelism_page.h"
+#include "studio/ui/wizard/sp_layout_view.h"
 #include "studio/ui/wizard/run_wizard.h"
 #include "wizard_test_support.h"
 
@@ -38,6 +39,7 @@ class TestParallelismPage : public QObject {
   void importedUlysses8();
   void uspSplits();
   void choicesReachTheConfig();
+  void layoutIsDrawnLive();
 };
 
 void TestParallelismPage::offeredSizes_data() {
@@ -204,6 +206,62 @@ void TestParallelismPage::choicesReachTheConfig() {
   QVERIFY(wizard_test::setField(&page, QStringLiteral("deepspeed"), QStringLiteral("ds.json")));
   QCOMPARE(draft.config().deepspeed.value_or(""), std::string("ds.json"));
   QVERIFY(!page.selectSpSize(5));
+}
+
+// The layout is drawn live from the page's choices: zigzag-ring's paired chunks in each SP
+// rank's colour (read back from the widget's pixels), the GPUs of both replicas, the traffic of a
+// layer in words and bytes; switching to usp 4 x 2 adds the head groups and the all-to-alls.
+void TestParallelismPage::layoutIsDrawnLive() {
+  RunDraft draft;
+  ParallelismPage page(&draft);
+  page.resize(900, 900);
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  draft.load(shapeRun(QStringLiteral("qwen2.5-7b"),
+                      {"sequence_parallel_size=4", "cutoff_len=32768", "bf16=true",
+                       "per_device_train_batch_size=1"}),
+             QDir::tempPath());
+  page.gpusBox()->setValue(8);
+  QVERIFY(wizard_test::settled(draft));
+  studio::ui::SpLayoutView* view = page.layoutView();
+  QTRY_VERIFY(view->picture().has_value() && view->picture()->world == 8);
+  const studio::SpPicture& pic = *view->picture();
+  QCOMPARE(pic.sp, 4);
+  QCOMPARE(pic.replicas, 2);
+  QCOMPARE(int(pic.ranks[0].tokens.size()), 2);  // c_0 and c_7
+  const QImage shot = view->grab().toImage();
+  const qreal dpr = shot.devicePixelRatio();
+  for (int s = 0; s < 4; ++s) {
+    for (int k = 0; k < int(pic.ranks[size_t(s)].tokens.size()); ++k) {
+      const QRect r = view->spanRect(s, k);
+      QVERIFY(!r.isEmpty());
+      // The centre of a span is its rank's colour unless a label is drawn there: look beside it.
+      const QColor c = shot.pixelColor(QPoint(r.left() + 2, r.center().y()) * dpr);
+      QCOMPARE(c.rgb(), view->rankColor(s).rgb());
+    }
+  }
+  QVERIFY(view->spanRect(0, 0).left() < view->spanRect(1, 0).left());   // c_0 before c_1
+  QVERIFY(view->spanRect(0, 1).left() > view->spanRect(1, 1).left());   // c_7 after c_6
+  for (int g = 0; g < 8; ++g) {
+    const QRect box = view->gpuRect(g);
+    QCOMPARE(shot.pixelColor(QPoint(box.left() + 2, box.top() + 2) * dpr).rgb(),
+             view->rankColor(g % 4).rgb());
+  }
+  const QStringList traffic = view->trafficLines();
+  QCOMPARE(traffic.size(), 1);
+  // 8,192 tokens a rank x 4 KV heads x 128 x 2 bytes x 2 (K, V) = 16.0 MiB, 3 times, 28 layers.
+  QVERIFY2(traffic[0].startsWith("K/V block passed to the next of the 4 ring ranks: 16.0 MiB x 3 "
+                                 "per layer forward, x 28 layers"),
+           qPrintable(traffic[0]));
+
+  QVERIFY(wizard_test::setField(&page, QStringLiteral("sequence_parallel_mode"),
+                                QStringLiteral("usp")));
+  QVERIFY(wizard_test::settled(draft));
+  QTRY_VERIFY(view->picture()->mode == studio::SpMode::Usp);
+  QCOMPARE(view->picture()->ulysses, 4);  // 4 divides the 28 heads: 4 x 1 for SP 4
+  QVERIFY(!view->headsRect(1).isEmpty());
+  QCOMPARE(view->trafficLines().size(), 2);  // the two all-to-alls; a ring of 1 passes nothing
+  QVERIFY(view->trafficLines()[0].startsWith("all-to-all of q, k and v among the 4 Ulysses ranks"));
 }
 
 QTEST_MAIN(TestParallelismPage)

@@ -4,12 +4,16 @@
 // X GiB", the estimate's assumptions, and a button that sets the smallest SP size that fits on
 // the Parallelism page. Below it, the longest cutoff_len that fits (studio::longest_fitting_cutoff)
 // and what each long-sequence option buys: the longest cutoff_len with that option switched,
-// beside switches for offload_activations and tiled_mlp, so that the effect shows live.
-// Estimating (and reading the DeepSpeed JSON) runs off the GUI thread.
+// beside switches for offload_activations and tiled_mlp, so that the effect shows live. Last,
+// the length planner (studio::plan_lengths): the longest cutoff_len against 1-64 GPUs for each
+// SP mode and memory saving, drawn with the published points of 360-LLaMA-Factory and ALST, and
+// listed in a table; choosing a point (a click on the chart, or a cell and "Use") sets that
+// configuration. Estimating (and reading the DeepSpeed JSON) runs off the GUI thread.
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "studio/config/length_plan.h"
 #include "studio/config/memory_estimate.h"
 #include "studio/ui/wizard/wizard_page.h"
 
@@ -17,10 +21,12 @@ class QDoubleSpinBox;
 class QLabel;
 class QPlainTextEdit;
 class QPushButton;
+class QTabWidget;
 class QTableWidget;
 
 namespace studio::ui {
 
+class LengthPlanChart;
 class MemoryBar;
 template <class Result>
 class LatestJob;
@@ -34,6 +40,7 @@ struct OptionGain {
 
 struct MemoryOutcome {
   std::optional<studio::MemoryEstimate> estimate;
+  studio::LengthPlan plan;  // the length planner for this model, stage and GPU memory
   std::optional<int> smallestFittingSp;
   std::optional<int64_t> longestCutoff;  // nullopt: none fits
   std::vector<OptionGain> gains;
@@ -58,6 +65,18 @@ class MemoryPage : public WizardPage {
   // "Longest cutoff_len that fits: ..." and the table of what each option buys.
   QString longestText() const;
   QTableWidget* gainsTable() const { return gains_; }
+  // The length planner: its chart, its table (a row per line, a column per GPU count; each
+  // cell the longest cutoff_len) and the button that sets the selected cell's configuration.
+  LengthPlanChart* planChart() const { return planChart_; }
+  QTableWidget* planTable() const { return planTable_; }
+  QPushButton* planUseButton() const { return planUse_; }
+  // Below the bar: "Longest sequence", "Length planner" and "Assumptions" tabs.
+  QTabWidget* tabs() const { return tabs_; }
+  // GPUs a node the planner assumes (the Parallelism page's world when it has more).
+  static constexpr int kPlanGpusPerNode = 8;
+  // Sets the configuration of the plan's `point` of `line`: the SP mode and size, the ZeRO and
+  // offload keys, tiling, cutoff_len, and the world (GPUs a node x nodes).
+  void applyPlanPoint(int line, int point);
   const std::optional<MemoryOutcome>& outcome() const { return outcome_; }
   bool isBusy() const;
 
@@ -68,6 +87,7 @@ class MemoryPage : public WizardPage {
   void request();
   void show(const MemoryOutcome& outcome);
   void applySmallest();
+  void showPlan(const studio::LengthPlan& plan);
 
   QDoubleSpinBox* gpu_;
   MemoryBar* bar_;
@@ -77,6 +97,10 @@ class MemoryPage : public WizardPage {
   QPushButton* smallest_;
   QLabel* longest_;
   QTableWidget* gains_;
+  LengthPlanChart* planChart_;
+  QTableWidget* planTable_;
+  QPushButton* planUse_;
+  QTabWidget* tabs_;
   std::unique_ptr<LatestJob<MemoryOutcome>> job_;
   std::optional<MemoryOutcome> outcome_;
 };

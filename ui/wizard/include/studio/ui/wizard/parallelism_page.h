@@ -3,7 +3,8 @@
 // only the sizes valid for the mode and the model (a note lists the divisors left out and why);
 // the mode selector explains each mode in one line; usp picks its Ulysses x ring split. The
 // constraint messages are validate_config's for the SP keys. An optional DeepSpeed JSON gives the
-// ZeRO stage the memory estimate uses.
+// ZeRO stage the memory estimate uses. Below, the layout drawn live: which part of the sequence
+// and which heads each rank holds, the replicas, and what travels between ranks per layer.
 #include <vector>
 
 #include "studio/ui/wizard/wizard_page.h"
@@ -15,6 +16,8 @@ class QLineEdit;
 class QSpinBox;
 
 namespace studio::ui {
+
+class SpLayoutView;
 
 class ParallelismPage : public WizardPage {
   Q_OBJECT
@@ -36,6 +39,8 @@ class ParallelismPage : public WizardPage {
   QComboBox* modeBox() const { return mode_; }
   QComboBox* spSizeBox() const { return size_; }
   QComboBox* uspSplitBox() const { return split_; }
+  // The layout of the chosen world and SP choice, drawn live (sp_layout_view.h).
+  SpLayoutView* layoutView() const { return layout_; }
 
  private:
   void rebuild();
@@ -56,6 +61,7 @@ class ParallelismPage : public WizardPage {
   QSpinBox* zeroStage_;
   QCheckBox* offloadOptimizer_;
   QCheckBox* offloadParam_;
+  SpLayoutView* layout_;
 };
 
 }  // namespace studio::ui
