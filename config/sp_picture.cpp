@@ -61,7 +61,7 @@ SpPicture sp_picture(const RunConfig& cfg, const ModelInfo& model, int gpus_per_
   p.tokens_per_rank = p.tokens / p.sp;
   const int64_t H = std::max<int64_t>(1, model.num_heads);
   const int64_t KV = std::max<int64_t>(1, model.num_kv_heads);
-  for (int g = 0; g < p.world; ++g) {
+  for (int g = 0; g < std::min(p.world, std::max(kMaxPictureRanks, p.sp)); ++g) {
     SpRankPicture r;
     r.global_rank = g;
     r.sp_rank = g % p.sp;

@@ -121,6 +121,17 @@ class TestSpPicture : public QObject {
     }
   }
 
+  // A huge world (the Parallelism page allows 4,096 nodes of 1,024 GPUs) costs a bounded
+  // picture: the first kMaxPictureRanks ranks, the counts exact.
+  void hugeWorldIsBounded() {
+    const SpPicture p = sp_picture(choice(SpMode::ZigzagRing, 8, 1, 1 << 20), model(32, 8), 1024, 4096);
+    QVERIFY(p.problem.empty());
+    QCOMPARE(p.world, 1024 * 4096);
+    QCOMPARE(p.replicas, 1024 * 4096 / 8);
+    QCOMPARE(int(p.ranks.size()), kMaxPictureRanks);
+    QCOMPARE(p.ranks.back().sp_rank, (kMaxPictureRanks - 1) % 8);
+  }
+
   void problemsAreSaid() {
     QVERIFY(QString::fromStdString(
                 sp_picture(choice(SpMode::ZigzagRing, 3, 1, 1024), model(8, 8), 4, 1).problem)

@@ -14,6 +14,7 @@ constexpr int kCaption = 18;
 constexpr int kGpuHeight = 30;
 constexpr int kGpuGap = 4;
 constexpr int kLine = 18;
+constexpr int kMaxNodesDrawn = 8;  // more nodes repeat the same rows: the caption says how many
 
 QString bytes_text(int64_t bytes) {
   const double b = double(bytes);
@@ -63,7 +64,7 @@ QRect SpLayoutView::headsBar() const {
 QRect SpLayoutView::gridArea() const {
   const bool heads = picture_ && picture_->ulysses > 1;
   const int top = (heads ? headsBar() : sequenceBar()).bottom() + 1 + kCaption;
-  const int nodes = picture_ ? picture_->nodes : 1;
+  const int nodes = picture_ ? std::min(picture_->nodes, kMaxNodesDrawn) : 1;
   return QRect(kMargin, top, width() - 2 * kMargin, nodes * (kGpuHeight + kGpuGap));
 }
 
@@ -89,10 +90,11 @@ QRect SpLayoutView::headsRect(int sp_rank) const {
 }
 
 QRect SpLayoutView::gpuRect(int global_rank) const {
-  if (!picture_ || global_rank < 0 || global_rank >= picture_->world) return {};
+  if (!picture_ || global_rank < 0 || global_rank >= int(picture_->ranks.size())) return {};
   const QRect area = gridArea();
   const int per_node = picture_->gpus_per_node;
   const int node = global_rank / per_node, col = global_rank % per_node;
+  if (node >= kMaxNodesDrawn) return {};
   const double w = double(area.width() - (per_node - 1) * kGpuGap) / per_node;
   const int x = area.left() + int(std::lround(col * (w + kGpuGap)));
   return QRect(x, area.top() + node * (kGpuHeight + kGpuGap), std::max(1, int(std::lround(w))),
@@ -114,7 +116,7 @@ QStringList SpLayoutView::trafficLines() const {
 }
 
 QSize SpLayoutView::sizeHint() const {
-  const int nodes = picture_ ? picture_->nodes : 1;
+  const int nodes = picture_ ? std::min(picture_->nodes, kMaxNodesDrawn) : 1;
   const int lines = int(trafficLines().size()) + 1;
   return QSize(480, 2 * kMargin + 3 * kCaption + 2 * kBarHeight + nodes * (kGpuHeight + kGpuGap) +
                         lines * kLine);
@@ -176,12 +178,16 @@ void SpLayoutView::paintEvent(QPaintEvent*) {
   const QRect grid = gridArea();
   p.setPen(text);
   p.drawText(QRect(kMargin, grid.top() - kCaption, width(), kCaption), Qt::AlignLeft | Qt::AlignVCenter,
-             tr("%1 node(s) x %2 GPUs: %3 data-parallel replica(s) of the SP group")
+             tr("%1 node(s) x %2 GPUs: %3 data-parallel replica(s) of the SP group%4")
                  .arg(pic.nodes)
                  .arg(pic.gpus_per_node)
-                 .arg(pic.replicas));
+                 .arg(pic.replicas)
+                 .arg(pic.nodes > kMaxNodesDrawn
+                          ? tr(" (the first %1 nodes drawn)").arg(kMaxNodesDrawn)
+                          : QString()));
   for (const studio::SpRankPicture& r : pic.ranks) {
     const QRect box = gpuRect(r.global_rank);
+    if (box.isEmpty()) continue;
     p.fillRect(box, rankColor(r.sp_rank));
     p.setPen(frame);
     p.drawRect(box.adjusted(0, 0, -1, -1));

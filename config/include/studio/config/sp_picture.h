@@ -41,13 +41,18 @@ struct SpTransfer {
   std::string backward;    // what the backward adds, in words with sizes
 };
 
+inline constexpr int kMaxPictureRanks = 1024;
+
 struct SpPicture {
   int world = 1, nodes = 1, gpus_per_node = 1;
   int sp = 1, ulysses = 1, ring = 1, replicas = 1;
   SpMode mode = SpMode::ZigzagRing;
   int64_t tokens = 0;                // the sequence (cutoff_len, padded to the SP multiple)
   int64_t tokens_per_rank = 0;
-  std::vector<SpRankPicture> ranks;  // every global rank, in order
+  // The global ranks in order: every one up to kMaxPictureRanks, beyond that the first
+  // kMaxPictureRanks (the pattern repeats per SP group and node; a picture of a 4,096-node world
+  // must not cost the GUI millions of entries).
+  std::vector<SpRankPicture> ranks;
   std::vector<SpTransfer> per_layer;
   std::string problem;               // why this choice does not work ("" when it does)
 };
