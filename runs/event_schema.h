@@ -83,6 +83,16 @@ TableOf<E, GpuMemory> visit_fields(V& v, E& e) {
 }
 
 template <class V, class E>
+TableOf<E, RankTime> visit_fields(V& v, E& e) {
+  v("rank", e.rank);
+  v("compute_s", e.compute_s, kNullWhenUnknown);
+  v("sp_comm_s", e.sp_comm_s, kNullWhenUnknown);
+  v("grad_comm_s", e.grad_comm_s, kNullWhenUnknown);
+  v("data_s", e.data_s, kNullWhenUnknown);
+  v("wait_s", e.wait_s, kNullWhenUnknown);
+}
+
+template <class V, class E>
 TableOf<E, StartEvent> visit_fields(V& v, E& e) {
   v.event(EventKind::Start);
   v("time", e.time, kNullWhenUnknown);
@@ -129,6 +139,7 @@ TableOf<E, StepEvent> visit_fields(V& v, E& e) {
   v("mfu", e.mfu, diverging(StepValue::Mfu).only_with("model_tflops"));
   v("total_steps", e.total_steps, kOmittedWhenUnknown);
   v("gpus", e.gpus);
+  v("rank_times", e.rank_times, kOmittedWhenUnknown);
   v("rss_mib", e.rss_mib, kOmittedWhenUnknown);
   v("peak_rss_mib", e.peak_rss_mib, kOmittedWhenUnknown);
   v("aux_loss", e.aux_loss, diverging(StepValue::AuxLoss, Unknown::Omitted));
@@ -348,6 +359,7 @@ class FieldWriter {
     } else if constexpr (std::is_same_v<T, json>) {
       j_[key] = v;
     } else if constexpr (is_vector<T>::value) {
+      if (v.empty() && o.unknown == Unknown::Omitted) return;
       json list = json::array();
       for (const auto& item : v) list.push_back(written(item));
       j_[key] = std::move(list);

@@ -245,6 +245,7 @@ EventKind event_kind_from_name(std::string_view name) {
   void from_json(const json& j, T& v) { read_fields(j, "", v, nullptr); }
 STUDIO_JSON_BY_FIELD_TABLE(ModelSummary)
 STUDIO_JSON_BY_FIELD_TABLE(GpuMemory)
+STUDIO_JSON_BY_FIELD_TABLE(RankTime)
 STUDIO_JSON_BY_FIELD_TABLE(StartEvent)
 STUDIO_JSON_BY_FIELD_TABLE(StepEvent)
 STUDIO_JSON_BY_FIELD_TABLE(EvalEvent)

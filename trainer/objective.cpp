@@ -14,8 +14,14 @@ torch::Tensor StepModels::forward_hidden(CausalLM& m, const Batch& b) {
   MoeAuxLoss* aux = aux_weight > 0 && m.ptr() == model.ptr() && torch::GradMode::is_enabled()
                         ? m->moe_aux()
                         : nullptr;
-  if (aux) aux->begin(b.token_mask.to(device));
-  auto hidden = m->hidden_states(b.input_ids.to(device), b.position_ids.to(device));
+  torch::Tensor ids, positions;
+  {
+    const dist::StepClock::Span counted_as(dist::StepTime::Data);
+    if (aux) aux->begin(b.token_mask.to(device));
+    ids = b.input_ids.to(device);
+    positions = b.position_ids.to(device);
+  }
+  auto hidden = m->hidden_states(ids, positions);
   if (aux) {
     dist::Group* sp = par.sequence_parallel() ? par.sp_group() : nullptr;
     aux_value = aux->finish(aux_weight, [sp](torch::Tensor& t) {

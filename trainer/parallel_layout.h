@@ -35,6 +35,7 @@ struct Parallel {
   // global length (RoPE sees global positions).
   Batch local_batch(CausalLM& model, const std::vector<const TokenizedSample*>& rows,
                     int64_t pad_id) const {
+    const dist::StepClock::Span counted_as(dist::StepTime::Data);
     Batch global = make_batch(rows, pad_id, sp::sp_pad_multiple(layout), neat_packing);
     // The longest row before SP's padding: length-dependent RoPE (dynamic, longrope) then picks
     // the frequencies the single-process run picks, whatever the SP size pads to.

@@ -1,5 +1,6 @@
 #include "studio/trainer/train_loop.h"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -19,6 +20,7 @@
 #include "studio/trainer/checkpoint.h"
 #include "studio/trainer/batching/sampler.h"
 #include "studio/trainer/parallel/reduce.h"
+#include "studio/trainer/parallel/step_clock.h"
 #include "studio/trainer/fault_injection.h"
 #include "studio/trainer/hf_checkpoint.h"
 #include "studio/trainer/tensors/host_allocator.h"
@@ -516,11 +518,14 @@ struct Trainer::Impl {
     double local_norm = 0, local_spans = 0;
     int64_t local_tokens = 0;
     const auto local_micro = static_cast<double>(plan.size());
-    for (const auto& micro : plan) {
-      const MicroCounts c = objective->count(micro);
-      local_norm += c.normaliser;
-      local_tokens += c.tokens;
-      local_spans += c.span_term;
+    {
+      const dist::StepClock::Span counted_as(dist::StepTime::Data);
+      for (const auto& micro : plan) {
+        const MicroCounts c = objective->count(micro);
+        local_norm += c.normaliser;
+        local_tokens += c.tokens;
+        local_spans += c.span_term;
+      }
     }
     const auto totals =
         par.sum(par.dp_group(),
@@ -1089,7 +1094,27 @@ struct Trainer::Impl {
 
   // Per-rank memory for the step event, gathered to every rank (all call it): the CUDA caching
   // allocator's figures, or on a CPU run the CPU allocator's count and RSS (device -1).
-  std::vector<GpuMemory> gpu_memory() {
+  // Where this rank's time went over the steps since the last step event (RankTime): the
+  // sums of compute, SP communication, gradient communication, data and waits, and the steps.
+  std::array<double, 5> window_time{};
+  int64_t window_timed_steps = 0;
+  // One step's parts from the clock (step_clock.h) and the step's wall time; compute is the rest.
+  void count_step_time(double wall_s) {
+    const auto parts = dist::StepClock::instance().take();
+    double counted = 0;
+    for (double p : parts) counted += p;
+    window_time[0] += std::max(0.0, wall_s - counted);
+    window_time[1] += parts[static_cast<size_t>(dist::StepTime::SpComm)];
+    window_time[2] += parts[static_cast<size_t>(dist::StepTime::GradComm)];
+    window_time[3] += parts[static_cast<size_t>(dist::StepTime::Data)];
+    window_time[4] += parts[static_cast<size_t>(dist::StepTime::Wait)];
+    ++window_timed_steps;
+  }
+
+  // Per-rank memory for the step event, and each rank's RankTime (the window's mean per step),
+  // gathered to every rank in one sum (all call it): the CUDA caching allocator's figures, or
+  // on a CPU run the CPU allocator's count and RSS (device -1).
+  std::vector<GpuMemory> gpu_memory(std::vector<RankTime>& times) {
     std::vector<GpuMemory> out;
     std::vector<double> v;
     if (device.is_cuda()) {
@@ -1115,6 +1140,10 @@ struct Trainer::Impl {
     v.push_back(activity ? activity->util_percent : kNaN);
     v.push_back(activity ? activity->power_w : kNaN);
     v.push_back(activity && activity->power_limit_w > 0 ? activity->power_limit_w : kNaN);
+    const auto steps = static_cast<double>(std::max<int64_t>(1, window_timed_steps));
+    for (double t : window_time) v.push_back(t / steps);
+    window_time = {};
+    window_timed_steps = 0;
     const int world = par.world();
     const auto cols = static_cast<int64_t>(v.size());
     auto all = torch::zeros({world, cols}, torch::kDouble);
@@ -1133,6 +1162,14 @@ struct Trainer::Impl {
       g.power_w = all[r][8].item<double>();
       g.power_limit_w = all[r][9].item<double>();
       out.push_back(g);
+      RankTime t;
+      t.rank = r;
+      t.compute_s = all[r][10].item<double>();
+      t.sp_comm_s = all[r][11].item<double>();
+      t.grad_comm_s = all[r][12].item<double>();
+      t.data_s = all[r][13].item<double>();
+      t.wait_s = all[r][14].item<double>();
+      times.push_back(t);
     }
     return out;
   }
@@ -1175,6 +1212,9 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
     state.steps_per_epoch = std::max<int64_t>(1, static_cast<int64_t>(plan.size()));
     while (state.step_in_epoch < static_cast<int64_t>(plan.size()) &&
            state.global_step < state.total_steps) {
+      // The step's time, from here to its loss being known (count_step_time).
+      const auto step_began = std::chrono::steady_clock::now();
+      dist::StepClock::instance().take();  // what came after the previous step is not its
       if (par.comm) par.comm->set_step(state.global_step);
       if (fault_requested("stall", state.global_step + 1, par.rank())) ::raise(SIGSTOP);
       if (fault_requested("slow", state.global_step + 1, par.rank()))
@@ -1213,6 +1253,8 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
       } catch (const c10::OutOfMemoryError& e) {
         throw std::runtime_error(out_of_memory(e.what_without_backtrace(), state.global_step + 1));
       }
+      count_step_time(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - step_began).count());
       snapshot.after_step(state.global_step + 1);
       const double loss = st.normaliser > 0 ? st.loss_sum / st.normaliser + st.aux_term : kNaN;
       // Not finite: every rank sees the same global loss and norm, so all decide alike.
@@ -1277,7 +1319,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
         e.peak_rss_mib = mem->peak_rss_mib;
       }
       const bool log_now = state.global_step % cfg.logging_steps == 0 || last;
-      if (log_now) e.gpus = gpu_memory();
+      if (log_now) e.gpus = gpu_memory(e.rank_times);
       if (in.on_step) in.on_step(state.global_step, loss);
       reporter.step(e, log_now);
       if (log_now) {
@@ -1325,6 +1367,9 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
     install_counting_host_allocator();
     t.select_device();
     t.states_baseline_mib = t.allocated_mib_now();
+    dist::StepClock::instance().start(t.device);
+    const std::unique_ptr<dist::StepClock, void (*)(dist::StepClock*)> clock_stops(
+        &dist::StepClock::instance(), [](dist::StepClock* c) { c->stop(); });
     t.resuming([&] { t.build_model(); });
     t.resuming([&] { t.plan_run(); });
     t.find_peak();

@@ -21,6 +21,7 @@
 #include "studio/config/deepspeed.h"
 #include "studio/trainer/tensors/host_allocator.h"
 #include "studio/trainer/optim/adamw.h"
+#include "studio/trainer/parallel/step_clock.h"
 #include "studio/trainer/tensors/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -263,6 +264,7 @@ struct ShardedState::Impl {
   // Issues the all-gather of unit u's weights from every rank's pieces (in the model dtype).
   void launch_gather(size_t u) {
     RECORD_USER_SCOPE("zero::gather");
+    const dist::TimeKindScope counted_as(dist::StepTime::GradComm);
     Unit& unit = units[u];
     std::vector<torch::Tensor> parts;
     int64_t width = 0;
@@ -339,6 +341,7 @@ struct ShardedState::Impl {
     Unit& unit = units[u];
     if (unit.reduced || unit.trained.empty()) return;
     RECORD_USER_SCOPE("zero::reduce");
+    const dist::TimeKindScope counted_as(dist::StepTime::GradComm);
     unit.reduced = true;
     torch::NoGradGuard no_grad;
     // Gradients arrive in the model dtype and are summed in fp32: each is converted on its way
@@ -673,6 +676,7 @@ void ShardedState::end_backward() {
 
 torch::Tensor ShardedState::clip_gradients(double max_norm) {
   RECORD_USER_SCOPE("zero::clip");
+  const dist::TimeKindScope counted_as(dist::StepTime::GradComm);
   Impl& s = *impl_;
   s.wait_updates();
   torch::NoGradGuard no_grad;

@@ -1,5 +1,7 @@
 #include "studio/trainer/parallel/communicator.h"
 
+#include "studio/trainer/parallel/step_clock.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +57,7 @@ struct Pending::State {
   torch::Tensor host_in;            // ... and its staged input, when that is another copy
   std::function<void()> on_done;    // ... and what to copy back then
   std::shared_ptr<Watchdog> watchdog;  // multi-process worlds: told of the wait, asked on timeout
+  StepTime kind = StepTime::Wait;      // what its wait counts as (step_clock.h)
 };
 
 void Pending::wait() {
@@ -62,6 +65,7 @@ void Pending::wait() {
   state_->done = true;
 #if STUDIO_HAVE_C10D_GLOO
   if (!state_->work) return;
+  const StepClock::Span span(state_->kind);
   Watchdog* dog = state_->watchdog.get();
   // After a timeout, the watchdog's word on who stalls ("" without one).
   auto diagnosis = [dog] { return dog ? "; " + dog->diagnose() : std::string(); };
@@ -195,6 +199,7 @@ Pending Group::unstage(Pending p, torch::Tensor t, torch::Tensor host) const {
     state->context = context(*this, op, what);                                         \
     state->timeout = timeout_;                                                         \
     state->watchdog = watchdog_;                                                       \
+    state->kind = time_kind_now(time_kind_);                                           \
     try {                                                                               \
       state->work = (expr);                                                            \
     } catch (const std::exception& e) {                                                \
@@ -576,6 +581,9 @@ Communicator::Communicator(const CommOptions& opt) : store_(std::make_unique<Sto
                      ring_ranks, me, opt, store_.get());
   for (Group* g : {world_.get(), sp_.get(), dp_.get(), ulysses_.get(), ring_.get()})
     g->watchdog_ = watchdog_;
+  // The step's time (step_clock.h): the SP groups' operations are sequence-parallel traffic;
+  // the world's and DP's (small sums, unless a TimeKindScope says otherwise) are waits.
+  for (Group* g : {sp_.get(), ulysses_.get(), ring_.get()}) g->time_kind_ = StepTime::SpComm;
 }
 
 void Communicator::set_step(int64_t step) {

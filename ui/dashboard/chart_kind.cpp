@@ -15,6 +15,8 @@ QString chartTitle(ChartKind kind) {
       return QCoreApplication::translate("RunDashboard", "GPU utilisation and power");
     case ChartKind::Rewards: return QCoreApplication::translate("RunDashboard", "Rewards (DPO, reward model)");
     case ChartKind::Accuracy: return QCoreApplication::translate("RunDashboard", "Reward accuracy");
+    case ChartKind::Straggler:
+      return QCoreApplication::translate("RunDashboard", "Straggler (slowest rank / mean)");
   }
   return {};
 }
@@ -29,6 +31,7 @@ QString chartName(ChartKind kind) {
     case ChartKind::GpuActivity: return QStringLiteral("gpu-activity");
     case ChartKind::Rewards: return QStringLiteral("rewards");
     case ChartKind::Accuracy: return QStringLiteral("accuracy");
+    case ChartKind::Straggler: return QStringLiteral("straggler");
   }
   return {};
 }

@@ -359,8 +359,12 @@ void ChartPanel::setMarks(const std::vector<ChartMark>& marks) {
   const bool same = marks.size() == marks_.size() &&
                     std::equal(marks.begin(), marks.end(), marks_.begin(),
                                [](const ChartMark& a, const ChartMark& b) {
-                                 return a.step == b.step && a.wall == b.wall &&
-                                        a.relative == b.relative && a.label == b.label;
+                                 auto same = [](double x, double y) {
+                                   return x == y || (std::isnan(x) && std::isnan(y));
+                                 };
+                                 return a.kind == b.kind && same(a.step, b.step) &&
+                                        same(a.wall, b.wall) && same(a.relative, b.relative) &&
+                                        a.label == b.label;
                                });
   if (same) return;
   marks_ = marks;
@@ -388,15 +392,19 @@ void ChartPanel::drawItems() {
                      : mode_ == XAxisMode::RelativeTime ? mark.relative
                                                         : mark.step;
     if (!std::isfinite(x)) continue;
+    const QString name = mark.kind == ChartMark::Kind::Checkpoint ? QStringLiteral("mark-checkpoint")
+                         : mark.kind == ChartMark::Kind::Eval     ? QStringLiteral("mark-eval")
+                                                                   : QStringLiteral("mark");
     auto* line = new QCPItemStraightLine(plot_);
-    line->setObjectName(QStringLiteral("mark"));
+    line->setObjectName(name);
     // Across the axis rect whatever the value axis (a log scale has no 0).
     line->point1->setTypeY(QCPItemPosition::ptAxisRectRatio);
     line->point2->setTypeY(QCPItemPosition::ptAxisRectRatio);
     line->point1->setCoords(x, 0);
     line->point2->setCoords(x, 1);
+    if (mark.label.isEmpty()) continue;
     auto* label = new QCPItemText(plot_);
-    label->setObjectName(QStringLiteral("mark"));
+    label->setObjectName(name);
     label->position->setTypeX(QCPItemPosition::ptPlotCoords);
     label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
     label->position->setCoords(x, 0.02);
@@ -551,14 +559,13 @@ void ChartPanel::changeEvent(QEvent* event) {
   }
 }
 
-void ChartPanel::applyPalette() {
-  const QPalette& pal = palette();
+void ChartPanel::applyPlotPalette(QCustomPlot* plot, const QPalette& pal) {
   const QColor background = pal.color(QPalette::Base);
   const QColor text = pal.color(QPalette::Text);
   QColor grid = text;
   grid.setAlpha(45);  // a faint tint of the text colour reads on any background
-  plot_->setBackground(background);
-  for (QCPAxis* axis : plot_->axisRect()->axes()) {
+  plot->setBackground(background);
+  for (QCPAxis* axis : plot->axisRect()->axes()) {
     axis->setBasePen(QPen(text, 1));
     axis->setTickPen(QPen(text, 1));
     axis->setSubTickPen(QPen(text, 1));
@@ -569,12 +576,23 @@ void ChartPanel::applyPalette() {
   }
   QColor legendBackground = background;
   legendBackground.setAlpha(220);
-  plot_->legend->setBrush(legendBackground);
-  plot_->legend->setBorderPen(QPen(grid));
-  plot_->legend->setTextColor(text);
+  plot->legend->setBrush(legendBackground);
+  plot->legend->setBorderPen(QPen(grid));
+  plot->legend->setTextColor(text);
+}
+
+void ChartPanel::applyPalette() {
+  const QColor text = palette().color(QPalette::Text);
+  applyPlotPalette(plot_, palette());
   for (int i = 0; i < plot_->itemCount(); ++i) {
-    if (auto* line = qobject_cast<QCPItemStraightLine*>(plot_->item(i)))
-      line->setPen(QPen(text, 1, Qt::DashDotLine));
+    if (auto* line = qobject_cast<QCPItemStraightLine*>(plot_->item(i))) {
+      const QString name = line->objectName();
+      QColor faint = text;
+      faint.setAlpha(110);
+      line->setPen(name == QLatin1String("mark-checkpoint") ? QPen(faint, 1, Qt::DashLine)
+                   : name == QLatin1String("mark-eval")     ? QPen(faint, 1, Qt::DotLine)
+                                                            : QPen(text, 1, Qt::DashDotLine));
+    }
     else if (auto* label = qobject_cast<QCPItemText*>(plot_->item(i)))
       label->setColor(text);
   }

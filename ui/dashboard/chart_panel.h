@@ -20,13 +20,18 @@ class QCPGraph;
 class QCPRange;
 class QCustomPlot;
 class QLabel;
+class QPalette;
 class QStackedWidget;
 
 namespace studio::ui {
 
-// A vertical mark across a chart where something happened to a run (a restart): its place on
-// each kind of x axis and its label.
+// A vertical mark across a chart where something happened to a run (a restart, a checkpoint,
+// an evaluation): its place on each kind of x axis and its label ("" for none). Restarts are
+// solid lines named "mark"; checkpoints dashed ("mark-checkpoint"), evaluations dotted
+// ("mark-eval").
 struct ChartMark {
+  enum class Kind { Restart, Checkpoint, Eval };
+  Kind kind = Kind::Restart;
   double step = 0;
   double wall = 0;      // unix time
   double relative = 0;  // seconds since the run's first start
@@ -78,6 +83,8 @@ class ChartPanel : public QWidget {
 
   // Colours of series, from a palette that reads on light and dark backgrounds; any index.
   static QColor seriesColor(int index);
+  // A plot's background, axes, grid and legend in the palette's colours (every chart's look).
+  static void applyPlotPalette(QCustomPlot* plot, const QPalette& palette);
 
   // "Ignore outliers": the value axis fits the drawn values within Tukey's far fences (3
   // interquartile ranges beyond the quartiles), so one loss spike does not flatten the rest.

@@ -1,5 +1,7 @@
 #include "studio/ui/dashboard/run_dashboard.h"
 
+#include "studio/ui/dashboard/rank_time_view.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -42,6 +44,7 @@ struct RunDashboard::Run {
 namespace {
 
 constexpr int kSmoothingSteps = 1000;  // slider positions: weight = position / 1000
+constexpr int kRankTimeRow = 1000;     // the time-per-rank view's grid row: below the charts
 const QSize kExportSize(1200, 700);
 
 QString keyOf(const QString& runDir) { return QDir::cleanPath(runDir); }
@@ -205,7 +208,7 @@ QWidget* RunDashboard::buildCharts() {
   // DPO charts after them. The user's order and enlarged chart come back from the settings.
   order_ = {ChartKind::Loss,     ChartKind::TokensPerSec, ChartKind::Memory,
             ChartKind::LearningRate, ChartKind::GradNorm, ChartKind::GpuActivity,
-            ChartKind::Rewards,  ChartKind::Accuracy};
+            ChartKind::Straggler, ChartKind::Rewards,  ChartKind::Accuracy};
   QSettings settings;
   std::vector<ChartKind> saved;
   for (const QString& name : settings.value(QStringLiteral("dashboard/order")).toStringList())
@@ -222,9 +225,27 @@ QWidget* RunDashboard::buildCharts() {
   grid_ = grid;
   for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
 
+  // Under the charts: where each rank's time went at a step, picked on the straggler chart.
+  rankTime_ = new RankTimeView;
+  rankTime_->hide();
+  connect(at(ChartKind::Straggler)->plot(), &QCustomPlot::plottableClick, this,
+          [this](QCPAbstractPlottable* plottable, int index, QMouseEvent*) {
+            auto* graph = qobject_cast<QCPGraph*>(plottable);
+            if (!graph || runs_.empty() || index < 0 || index >= graph->dataCount()) return;
+            // The point's row in the first run (on a time axis, the row at that time).
+            const RunSeries& s = runs_.front()->series;
+            const auto& xs = s.x(mode_);
+            const double key = (graph->data()->begin() + index)->key;
+            const auto row = std::lower_bound(xs.begin(), xs.end(), key) - xs.begin();
+            if (row < static_cast<std::ptrdiff_t>(xs.size()))
+              rankTime_->selectStep(s.steps()[static_cast<std::size_t>(row)]);
+          });
   auto* charts = new QWidget;
   charts->setLayout(grid);
   relayout();  // the panels have their parent now: hiding one never makes it a window
+  // Below every chart row however many there are (empty rows take no room), and after the
+  // charts in the Tab order.
+  grid->addWidget(rankTime_, kRankTimeRow, 0, 1, 3);  // the panels have their parent now: hiding one never makes it a window
   auto* scroll = new QScrollArea;
   scroll->setObjectName(QStringLiteral("chartsArea"));
   scroll->setAccessibleName(tr("Charts"));
@@ -234,6 +255,8 @@ QWidget* RunDashboard::buildCharts() {
   scroll_ = scroll;
   return scroll;
 }
+
+void RunDashboard::revealRankTimes() { scroll_->ensureWidgetVisible(rankTime_, 0, 0); }
 
 void RunDashboard::revealChart(ChartKind kind) {
   scroll_->ensureWidgetVisible(panels_[static_cast<std::size_t>(kind)], 0, 0);
@@ -516,6 +539,7 @@ void RunDashboard::updateChartStates() {
   bool cpuRanksOnly = true;  // every run with per-rank memory trained on the CPU (device -1)
   bool anyRss = false;
   bool anyActivity = false;
+  bool anyStraggler = false;
   std::set<double> capacities;
   for (const auto& run : runs_) {
     const RunSeries& s = run->series;
@@ -524,6 +548,7 @@ void RunDashboard::updateChartStates() {
     anyGpu = anyGpu || !s.gpus().empty();
     if (!s.gpus().empty()) cpuRanksOnly = cpuRanksOnly && s.facts().deviceName == "cpu";
     anyRss = anyRss || (s.gpus().empty() && s.has(Metric::RssMib));
+    anyStraggler = anyStraggler || s.has(Metric::Straggler);
     for (const GpuSeries& gpu : s.gpus()) anyActivity = anyActivity || gpu.hasActivity();
     collectCapacities(s, capacities);
   }
@@ -532,13 +557,25 @@ void RunDashboard::updateChartStates() {
   wanted_[static_cast<std::size_t>(ChartKind::Rewards)] = anyDpo;
   wanted_[static_cast<std::size_t>(ChartKind::Accuracy)] = anyDpo;
   wanted_[static_cast<std::size_t>(ChartKind::GpuActivity)] = anyActivity;
+  wanted_[static_cast<std::size_t>(ChartKind::Straggler)] = anyStraggler;
   if (wanted_ != before) relayout();
+  // Where each rank's time goes: the first run's steps (an overlay's other runs are compared
+  // on the straggler chart).
+  const RunSeries* primary = runs_.empty() ? nullptr : &runs_.front()->series;
+  // Runs of two ranks or more: one rank has no one to wait for (its compute and data are in
+  // the step time already).
+  const bool times = primary && !primary->rankTimes().empty() &&
+                     primary->rankTimes().back().ranks.size() >= 2;
+  if (rankTime_->series() != primary) rankTime_->setSeries(primary);
+  if (times) rankTime_->refresh();
+  rankTime_->setVisible(times && !enlarged_);
   ChartPanel* activity = panels_[static_cast<std::size_t>(ChartKind::GpuActivity)];
   activity->setTitle(tr("GPU utilisation per rank (solid, %) and power draw (dashed, % of its limit)"));
 
   ChartPanel* memory = panels_[static_cast<std::size_t>(ChartKind::Memory)];
   memory->setLimitLines({capacities.begin(), capacities.end()}, QStringLiteral("MiB"));
-  // Restarts on every chart, where the restarted world took over (its resumed step).
+  // Restarts on every chart, where the restarted world took over (its resumed step); then
+  // checkpoints and evaluations (labelled while there are few enough to read).
   std::vector<ChartMark> marks;
   for (const auto& run : runs_)
     for (const RestartMark& r : run->series.facts().restarts) {
@@ -551,6 +588,32 @@ void RunDashboard::updateChartStates() {
                 (r.failedRank >= 0 ? tr(" (rank %1 failed)").arg(r.failedRank) : QString());
       marks.push_back(m);
     }
+  for (const auto& run : runs_) {
+    const RunSeries& s = run->series;
+    const QString prefix = runs_.size() > 1 ? run->graphs->label() + QStringLiteral(": ") : QString();
+    const auto& checkpoints = s.facts().checkpoints;
+    for (const RunFacts::CheckpointMark& c : checkpoints) {
+      ChartMark m;
+      m.kind = ChartMark::Kind::Checkpoint;
+      m.step = c.step;
+      m.wall = c.wall;
+      m.relative = c.relative;
+      if (checkpoints.size() <= kLabelledMarks)
+        m.label = prefix + tr("checkpoint %1").arg(static_cast<qint64>(c.step));
+      marks.push_back(m);
+    }
+    const std::size_t evals = s.evalCount();
+    for (std::size_t i = 0; i < evals; ++i) {
+      ChartMark m;
+      m.kind = ChartMark::Kind::Eval;
+      m.step = s.evalX(XAxisMode::Step)[i];
+      m.wall = s.evalX(XAxisMode::WallTime)[i];
+      m.relative = s.evalX(XAxisMode::RelativeTime)[i];
+      if (evals <= kLabelledMarks)
+        m.label = prefix + tr("eval %1").arg(static_cast<qint64>(m.step));
+      marks.push_back(m);
+    }
+  }
   for (ChartPanel* panel : panels_) panel->setMarks(marks);
   QString sampledHost;
   for (const auto& run : runs_)

@@ -32,6 +32,7 @@ QString metricName(Metric metric) {
     case Metric::ModelTflops: return QStringLiteral("model TFLOP/s");
     case Metric::Mfu: return QStringLiteral("MFU");
     case Metric::Kl: return QStringLiteral("KL");
+    case Metric::Straggler: return QStringLiteral("slowest / mean");
   }
   return {};
 }
@@ -193,6 +194,7 @@ void RunGraphs::addMissingLines(const RunSeries& series) {
   metricLine(ChartKind::Rewards, Metric::RewardsMargins, rewards + 2);
   metricLine(ChartKind::Rewards, Metric::Kl, rewards + 3);
   metricLine(ChartKind::Accuracy, Metric::RewardsAccuracies, slot_);
+  metricLine(ChartKind::Straggler, Metric::Straggler, slot_);
   // The evaluations' accuracy (dpo, rm) as markers over the training accuracy, as eval loss.
   if (series.hasEvalAccuracy()) addLine(ChartKind::Accuracy, slot_, Source::EvalAccuracy);
   marks(ChartKind::Loss, Metric::Loss, slot_);

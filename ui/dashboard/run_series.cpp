@@ -46,6 +46,8 @@ void RunSeries::ingest(const std::vector<Event>& events) {
       addEnd(*end);
     else if (const auto* restart = event.get<RestartEvent>())
       addRestart(*restart);
+    else if (const auto* checkpoint = event.get<CheckpointEvent>())
+      addCheckpoint(*checkpoint);
   }
 }
 
@@ -59,6 +61,7 @@ void RunSeries::clear() {
   rowSteps_.clear();
   stride_ = 1;
   gpus_.clear();
+  rankTimes_.clear();
   evalSteps_.clear();
   evalWall_.clear();
   evalRelative_.clear();
@@ -136,9 +139,47 @@ void forEachStepMetric(const StepEvent& step, F&& f) {
   f(Metric::ModelTflops, step.model_tflops, written(StepValue::ModelTflops));
   f(Metric::Mfu, step.mfu, written(StepValue::Mfu));
   f(Metric::Kl, dpo.kl, written(StepValue::Kl));
+  f(Metric::Straggler, stragglerOf(step.rank_times).ratio, false);
 }
 
 }  // namespace
+
+Straggler stragglerOf(const std::vector<RankTime>& ranks) {
+  Straggler out;
+  double sum = 0, most = -1;
+  int counted = 0;
+  for (const RankTime& r : ranks) {
+    const double busy = r.compute_s + r.data_s;
+    if (!std::isfinite(busy)) continue;
+    sum += busy;
+    ++counted;
+    if (busy > most) most = busy, out.rank = r.rank;
+  }
+  if (counted < 2 || !(sum > 0)) return Straggler{};
+  out.ratio = most / (sum / counted);
+  return out;
+}
+
+const RankTimeRow* RunSeries::rankTimesAt(double step) const {
+  auto it = std::upper_bound(rankTimes_.begin(), rankTimes_.end(), step,
+                             [](double s, const RankTimeRow& row) { return s < row.step; });
+  return it == rankTimes_.begin() ? nullptr : &*std::prev(it);
+}
+
+void RunSeries::addCheckpoint(const CheckpointEvent& checkpoint) {
+  const double key = static_cast<double>(checkpoint.step);
+  auto& marks = facts_.checkpoints;
+  while (!marks.empty() && marks.back().step >= key) marks.pop_back();
+  const std::size_t after = static_cast<std::size_t>(
+      std::upper_bound(steps_.begin(), steps_.end(), key) - steps_.begin());
+  RunFacts::CheckpointMark mark;
+  mark.step = key;
+  mark.wall = after > 0 ? wall_[after - 1] : kNoValue;
+  mark.relative = after > 0 ? relative_[after - 1] : kNoValue;
+  mark.path = checkpoint.path;
+  marks.push_back(std::move(mark));
+  changes_.facts = true;
+}
 
 void RunSeries::addStart(const StartEvent& start) {
   if (facts_.starts == 0) {
@@ -206,6 +247,16 @@ void RunSeries::addStep(const StepEvent& step) {
   if (!steps_.empty() && key <= steps_.back()) {
     truncateRows(lowerBound(steps_, key));
     truncateEvals(lowerBound(evalSteps_, key));
+    auto& marks = facts_.checkpoints;
+    const std::size_t before = marks.size();
+    while (!marks.empty() && marks.back().step >= key) marks.pop_back();
+    changes_.facts = changes_.facts || marks.size() != before;
+  }
+  while (!rankTimes_.empty() && rankTimes_.back().step >= key) rankTimes_.pop_back();
+  if (!step.rank_times.empty()) {
+    if (rankTimes_.size() == kMaxRankTimeRows)
+      rankTimes_.erase(rankTimes_.begin(), rankTimes_.begin() + kMaxRankTimeRows / 4);
+    rankTimes_.push_back({key, step.time, relativeTime(step), step.rank_times});
   }
   if (stride_ > 1 && !steps_.empty() && rowSteps_.back() < stride_) {
     mergeStep(step);

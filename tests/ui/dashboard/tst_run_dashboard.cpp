@@ -53,7 +53,9 @@ QStringList legendNames(const QCustomPlot* plot) {
 int limitLines(const QCustomPlot* plot) {
   int n = 0;
   for (int i = 0; i < plot->itemCount(); ++i)
-    if (qobject_cast<QCPItemStraightLine*>(plot->item(i))) ++n;
+    if (qobject_cast<QCPItemStraightLine*>(plot->item(i)) &&
+        plot->item(i)->objectName() == QStringLiteral("limit"))
+      ++n;
   return n;
 }
 
@@ -117,6 +119,8 @@ class TestRunDashboard : public QObject {
   void mfuEtaAndGpuActivity();
   void adapterRunSaysWhatItTrains();
   void restartsAreMarkedOnEveryChart();
+  void checkpointsAndEvaluationsAreMarked_data();
+  void checkpointsAndEvaluationsAreMarked();
   void cpuRunNamesTheMissingPeak();
 };
 
@@ -982,6 +986,59 @@ void TestRunDashboard::restartsAreMarkedOnEveryChart() {
   QCOMPARE(marks(ChartKind::Loss).first, QList<double>{10.0});
   dash.setXAxis(studio::ui::XAxisMode::WallTime);
   QCOMPARE(marks(ChartKind::Loss).first, QList<double>{1010.0});
+}
+
+// Recorded runs' checkpoints and evaluations: a dashed line at each checkpoint's step and a
+// dotted one at each evaluation's, on every chart, labelled while there are few; a resumed run
+// (dpo-gpu2: killed after step 6, resumed from checkpoint-4) keeps only its timeline's.
+void TestRunDashboard::checkpointsAndEvaluationsAreMarked_data() {
+  QTest::addColumn<QString>("run");
+  QTest::addColumn<QList<double>>("checkpoints");
+  QTest::addColumn<QList<double>>("evals");
+  QTest::addRow("sft-cpu") << QStringLiteral("sft-cpu") << QList<double>{30, 60}
+                           << QList<double>{30, 60};
+  QTest::addRow("dpo-gpu2, resumed") << QStringLiteral("dpo-gpu2") << QList<double>{4}
+                                     << QList<double>{4, 8};
+}
+void TestRunDashboard::checkpointsAndEvaluationsAreMarked() {
+  QFETCH(QString, run);
+  QFETCH(QList<double>, checkpoints);
+  QFETCH(QList<double>, evals);
+  RunDashboard dash;
+  dash.feed(run, dash_test::loadEvents(run));
+  dash.flush();
+  auto marks = [&](ChartKind kind, const QString& name) {
+    QList<double> x;
+    QStringList labels;
+    QCustomPlot* plot = dash.plot(kind);
+    for (int i = 0; i < plot->itemCount(); ++i) {
+      if (plot->item(i)->objectName() != name) continue;
+      if (auto* line = qobject_cast<QCPItemStraightLine*>(plot->item(i)))
+        x << line->point1->coords().x();
+      if (auto* text = qobject_cast<QCPItemText*>(plot->item(i))) labels << text->text();
+    }
+    return std::make_pair(x, labels);
+  };
+  for (ChartKind kind : {ChartKind::Loss, ChartKind::LearningRate, ChartKind::GradNorm}) {
+    const auto [cx, clabels] = marks(kind, QStringLiteral("mark-checkpoint"));
+    QCOMPARE(cx, checkpoints);
+    QCOMPARE(clabels.size(), checkpoints.size());
+    for (int i = 0; i < checkpoints.size(); ++i)
+      QCOMPARE(clabels[i], QStringLiteral("checkpoint %1").arg(checkpoints[i]));
+    const auto [ex, elabels] = marks(kind, QStringLiteral("mark-eval"));
+    QCOMPARE(ex, evals);
+    QCOMPARE(elabels.size(), evals.size());
+    QVERIFY(marks(kind, QStringLiteral("mark")).first.isEmpty());  // no restart
+    // Dashed and dotted, apart from a restart's line.
+    QCustomPlot* plot = dash.plot(kind);
+    for (int i = 0; i < plot->itemCount(); ++i)
+      if (auto* line = qobject_cast<QCPItemStraightLine*>(plot->item(i)))
+        QCOMPARE(line->pen().style(), line->objectName() == QStringLiteral("mark-checkpoint")
+                                          ? Qt::DashLine
+                                          : line->objectName() == QStringLiteral("mark-eval")
+                                                ? Qt::DotLine
+                                                : Qt::DashDotLine);
+  }
 }
 
 // A 2-rank GPU run of 100 steps, 10 done at 2 s a step: the facts line says the ETA (90 steps x

@@ -142,6 +142,22 @@ struct GpuMemory {
   double power_limit_w = kNoValue;  // enforced power limit
 };
 
+// Where one rank's step time went (docs/events.md, "Where the time goes"), in seconds per
+// optimizer step: the mean over the steps since the previous step event. The five parts add up
+// to the rank's step, from the start of the step to its loss being known (what follows, the
+// step event, evaluations and checkpoints, is not in it). Communication is the time the rank's
+// stream was held up by it (exposed, not overlapped with compute), a late peer included.
+struct RankTime {
+  int rank = 0;
+  double compute_s = kNoValue;    // forward, backward and the optimizer: the step's rest
+  double sp_comm_s = kNoValue;    // sequence parallelism: ring K/V hops, all-to-alls, SP sums
+  double grad_comm_s = kNoValue;  // gradient reduction, ZeRO's gathers, the gradient norm
+  double data_s = kNoValue;       // building the micro-batches and copying them to the device
+  double wait_s = kNoValue;       // held at the step's small sums (stop flags, loss, batch size)
+  // The five added: the rank's step time.
+  double total_s() const { return compute_s + sp_comm_s + grad_comm_s + data_s + wait_s; }
+};
+
 // Preference stages only (dpo, rm, kto); written flat into the step (and eval) object as
 // "rewards/chosen", "logps/chosen", ...
 struct DpoMetrics {
@@ -195,6 +211,9 @@ struct StepEvent {
   // start event); 0 otherwise.
   std::int64_t total_steps = 0;
   std::vector<GpuMemory> gpus;
+  // Where each rank's time went (RankTime), in rank order; written by studio-train at the steps
+  // that carry gpus, omitted when empty.
+  std::vector<RankTime> rank_times;
   // Model FLOPs of the window's tokens (studio/model_facts/model_flops.h) per second and rank, in
   // TFLOP/s, and that as a share of start.peak_tflops (NaN when the peak is not known).
   double model_tflops = kNoValue;
@@ -261,6 +280,8 @@ void to_json(nlohmann::json& j, const ModelSummary& v);
 void from_json(const nlohmann::json& j, ModelSummary& v);
 void to_json(nlohmann::json& j, const GpuMemory& v);
 void from_json(const nlohmann::json& j, GpuMemory& v);
+void to_json(nlohmann::json& j, const RankTime& v);
+void from_json(const nlohmann::json& j, RankTime& v);
 void to_json(nlohmann::json& j, const StartEvent& v);
 void from_json(const nlohmann::json& j, StartEvent& v);
 void to_json(nlohmann::json& j, const StepEvent& v);

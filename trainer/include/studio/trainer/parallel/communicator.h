@@ -19,6 +19,8 @@
 
 #include <torch/torch.h>
 
+#include "studio/trainer/parallel/step_clock.h"
+
 namespace studio::trainer::dist {
 
 class Watchdog;  // names a rank that stalls without dying (trainer/parallel/watchdog.h)
@@ -115,6 +117,7 @@ class Group {
   int64_t collectives_ = 0;          // verified group-wide operations so far
   std::map<std::pair<int, int>, int64_t> p2p_;  // verified sends/receives per (peer, tag)
   std::shared_ptr<Watchdog> watchdog_;           // told of every wait; asked after a timeout
+  StepTime time_kind_ = StepTime::Wait;          // what its waits count as (step_clock.h)
   friend class Communicator;
 };
 

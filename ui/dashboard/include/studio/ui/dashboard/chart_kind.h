@@ -16,12 +16,13 @@ enum class ChartKind {
   GpuActivity,   // per-rank GPU utilisation and power as a share of its limit (NVML)
   Rewards,       // DPO: chosen, rejected and margin rewards
   Accuracy,      // DPO: rewards/accuracies
+  Straggler,     // the slowest rank's busy time over the ranks' mean (runs of 2+ ranks)
 };
-inline constexpr std::size_t kChartCount = 8;
+inline constexpr std::size_t kChartCount = 9;
 inline constexpr std::array<ChartKind, kChartCount> kAllCharts = {
     ChartKind::Loss,        ChartKind::TokensPerSec, ChartKind::LearningRate,
     ChartKind::GradNorm,    ChartKind::Memory,       ChartKind::GpuActivity,
-    ChartKind::Rewards,     ChartKind::Accuracy};
+    ChartKind::Rewards,     ChartKind::Accuracy,     ChartKind::Straggler};
 
 // "Loss", "Tokens/sec", ...: the chart's title, also used in file dialogs.
 QString chartTitle(ChartKind kind);

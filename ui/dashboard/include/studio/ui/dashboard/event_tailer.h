@@ -42,7 +42,7 @@ class EventTailer : public QObject {
   studio::EventCursor cursor() const { return cursor_; }
   bool isRunning() const { return thread_.isRunning(); }
 
- signals:
+ Q_SIGNALS:
   // New complete events, in file order. After restarted() they start again at the first line.
   void eventsRead(QString runDir, std::shared_ptr<const std::vector<studio::Event>> events);
   // The file shrank or was replaced (another inode): what was read so far belongs to the old

@@ -33,6 +33,7 @@ namespace studio::ui {
 
 class ChartPanel;
 class EventTailer;
+class RankTimeView;
 
 class RunDashboard : public QWidget {
   Q_OBJECT
@@ -43,6 +44,8 @@ class RunDashboard : public QWidget {
   static constexpr int kMaxCoalesceMs = 1000;
   static constexpr double kDefaultSmoothing = 0.6;
   static constexpr double kMaxSmoothing = 0.999;
+  // Checkpoint and evaluation marks carry a label while a run has at most this many of them.
+  static constexpr std::size_t kLabelledMarks = 12;
 
   explicit RunDashboard(QWidget* parent = nullptr);
   ~RunDashboard() override;
@@ -105,6 +108,8 @@ class RunDashboard : public QWidget {
   bool exportCsv(ChartKind kind, const QString& path, QString* error = nullptr);
 
   QCustomPlot* plot(ChartKind kind) const;
+  // Where each rank's time went at a step (the first run's; hidden while it reports none).
+  RankTimeView* rankTimeView() const { return rankTime_; }
   // False when the dashboard hides the chart: the DPO charts while no DPO run is shown.
   bool chartShown(ChartKind kind) const;
   // False when the chart shows a line of text instead of its plot (nothing to draw).
@@ -119,6 +124,8 @@ class RunDashboard : public QWidget {
   void fitToData();
   // Scrolls the charts so that `kind`'s is in view (the charts do not all fit a small window).
   void revealChart(ChartKind kind);
+  // Scrolls the time-per-rank view (under the charts) into view.
+  void revealRankTimes();
   bool updatePending() const { return pending_; }
 
   // The facts line's live parts for a run: "step 120 of 1000, ETA 1:12:05" from the pace of its
@@ -127,7 +134,7 @@ class RunDashboard : public QWidget {
   static QString etaText(const RunSeries& series);
   static QString utilisationText(const RunSeries& series);
 
- signals:
+ Q_SIGNALS:
   // New events of a run reached the charts (once per coalesced update).
   void runUpdated(QString runDir);
   // An end event of the run reached the charts; `state` is finished, failed or stopped.
@@ -187,6 +194,7 @@ class RunDashboard : public QWidget {
   QCheckBox* logBox_ = nullptr;
   QLabel* facts_ = nullptr;
   QLabel* status_ = nullptr;
+  RankTimeView* rankTime_ = nullptr;
 };
 
 }  // namespace studio::ui

@@ -50,8 +50,27 @@ enum class Metric {
   ModelTflops,  // model FLOPs per second and rank (docs/events.md, MFU)
   Mfu,          // model_tflops / the device's peak, 0..1
   Kl,           // KTO's KL estimate
+  // The slowest rank's busy time (compute + data) over the ranks' mean (stragglerOf): 1 when
+  // balanced; NaN on steps without rank_times or with one rank.
+  Straggler,
 };
-inline constexpr std::size_t kMetricCount = 12;
+inline constexpr std::size_t kMetricCount = 13;
+
+// A step's rank_times (docs/events.md, "Where the time goes") as the dashboard draws them.
+struct RankTimeRow {
+  double step = 0;
+  double wall = kNoValue;
+  double relative = kNoValue;
+  std::vector<RankTime> ranks;  // in rank order
+};
+// The slowest rank of a step by busy time (compute + data: what a rank does itself, with no
+// one to wait for) and its busy time over the ranks' mean. rank -1 and NaN with fewer than two
+// ranks or no finite busy time.
+struct Straggler {
+  int rank = -1;
+  double ratio = kNoValue;
+};
+Straggler stragglerOf(const std::vector<RankTime>& ranks);
 
 // Memory of one rank, in MiB, parallel to the rows (NaN where a step did not report the rank).
 struct GpuSeries {
@@ -97,6 +116,16 @@ struct RunFacts {
   // index, every process on it; "" when the run reports its own memory.
   std::string sampledHost;
   std::vector<RestartMark> restarts;  // in the order they happened
+  // Checkpoints written (checkpoint events), in step order; a resume drops those at or after
+  // its first step (the old timeline's). Times as for evaluations: the last row's at or
+  // before the step.
+  struct CheckpointMark {
+    double step = 0;
+    double wall = kNoValue;
+    double relative = kNoValue;
+    std::string path;
+  };
+  std::vector<CheckpointMark> checkpoints;
   bool ended = false;  // the last event of the run so far is an end event
   std::string endState;   // "finished", "failed", "stopped"
   std::string endReason;
@@ -165,6 +194,13 @@ class RunSeries {
 
   // One entry per rank that ever reported memory, by ascending rank.
   const std::vector<GpuSeries>& gpus() const { return gpus_; }
+  // The steps that reported where each rank's time went, in step order: the newest
+  // kMaxRankTimeRows (each row is a world's worth of numbers, so they are not merged like the
+  // metrics but the oldest are dropped). rankTimesAt: the row of `step`, or the nearest
+  // before it; nullptr when there is none.
+  static constexpr std::size_t kMaxRankTimeRows = 4096;
+  const std::vector<RankTimeRow>& rankTimes() const { return rankTimes_; }
+  const RankTimeRow* rankTimesAt(double step) const;
 
   const RunFacts& facts() const { return facts_; }
   // A DPO run: its start event says so, or its steps carry rewards.
@@ -186,6 +222,7 @@ class RunSeries {
   void addEval(const EvalEvent& eval);
   void addEnd(const EndEvent& end);
   void addRestart(const RestartEvent& restart);
+  void addCheckpoint(const CheckpointEvent& checkpoint);
   void truncateRows(std::size_t rows);
   void truncateEvals(std::size_t evals);
   void pushMetric(Metric metric, double value, bool notFinite);
@@ -205,6 +242,7 @@ class RunSeries {
   std::vector<double> relative_;
   std::array<std::vector<double>, kMetricCount> metrics_;
   std::vector<GpuSeries> gpus_;
+  std::vector<RankTimeRow> rankTimes_;
 
   std::vector<double> evalSteps_;
   std::vector<double> evalWall_;
