@@ -33,6 +33,7 @@ namespace studio::ui {
 
 class ChartPanel;
 class EventTailer;
+class FailurePanel;
 
 class RunDashboard : public QWidget {
   Q_OBJECT
@@ -105,6 +106,8 @@ class RunDashboard : public QWidget {
   bool exportCsv(ChartKind kind, const QString& path, QString* error = nullptr);
 
   QCustomPlot* plot(ChartKind kind) const;
+  // The first run's cause of failure, above the charts (hidden unless it failed).
+  FailurePanel* failurePanel() const { return failure_; }
   // False when the dashboard hides the chart: the DPO charts while no DPO run is shown.
   bool chartShown(ChartKind kind) const;
   // False when the chart shows a line of text instead of its plot (nothing to draw).
@@ -140,6 +143,8 @@ class RunDashboard : public QWidget {
   // Reading a followed run folder skipped lines or repaired fields (EventTailer::readProblems);
   // the summary is also shown above the charts, and on the charts while no step was read.
   void readProblems(QString runDir, QString summary);
+  // The failure panel's "Open the config" (a config error): the file, 1-based line and column.
+  void openConfigRequested(QString path, int line, int column);
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -187,6 +192,7 @@ class RunDashboard : public QWidget {
   QCheckBox* logBox_ = nullptr;
   QLabel* facts_ = nullptr;
   QLabel* status_ = nullptr;
+  FailurePanel* failure_ = nullptr;
 };
 
 }  // namespace studio::ui
