@@ -98,6 +98,26 @@ void record_restart(const std::string& output_dir, const RestartEvent& event) {
   if (!error.empty()) std::cerr << "studio-train: could not record the restart: " << error << "\n";
 }
 
+// A config that fails validation in a run folder made for it (the studio's launch folder: it
+// exists and has no events yet) gets a failed end event and status.json naming the first error,
+// FILE:LINE:COL: key: message, so that the run's dashboard opens on it. A folder holding another
+// run's events is left alone.
+void record_config_error(const RunConfig& cfg, const std::vector<Diagnostic>& diags) {
+  if (cfg.output_dir.empty() || std::getenv("STUDIO_LAUNCHED")) return;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(cfg.output_dir, ec) ||
+      std::filesystem::exists(events_path(cfg.output_dir), ec))
+    return;
+  for (const Diagnostic& d : diags) {
+    if (d.severity != Severity::Error) continue;
+    RunOutcome outcome;
+    outcome.exit_code = kExitInvalid;
+    outcome.reason = d.format();
+    record_run_outcome(cfg.output_dir, outcome);
+    return;
+  }
+}
+
 // Loads CONFIG.yaml, applies --set overrides and validates for a run on this machine. Returns
 // false after printing every problem.
 bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_code,
@@ -128,6 +148,7 @@ bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_c
   std::cerr << format_all(diags);
   if (has_errors(diags)) {
     exit_code = kExitInvalid;
+    record_config_error(loaded.config, diags);
     return false;
   }
   cfg = normalized(loaded.config);

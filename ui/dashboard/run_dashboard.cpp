@@ -1,6 +1,7 @@
 #include "studio/ui/dashboard/run_dashboard.h"
 
 #include "studio/ui/dashboard/rank_time_view.h"
+#include "studio/ui/dashboard/failure_panel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -105,10 +106,14 @@ RunDashboard::RunDashboard(QWidget* parent) : QWidget(parent) {
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   status_->hide();
 
+  failure_ = new FailurePanel;
+  connect(failure_, &FailurePanel::openConfigRequested, this, &RunDashboard::openConfigRequested);
+
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(buildControls());
   layout->addWidget(facts_);
   layout->addWidget(status_);
+  layout->addWidget(failure_);
   layout->addWidget(buildCharts(), 1);
   updateChartStates();
   updateFacts();
@@ -702,10 +707,16 @@ void RunDashboard::updateFacts() {
   if (runs_.empty()) {
     facts_->setText(tr("No run shown."));
     status_->hide();
+    failure_->showEnd({}, {}, {}, -1);
     return;
   }
   const Run& primary = *runs_.front();
   const RunFacts& f = primary.series.facts();
+  // A failed run opens on its cause (its folder's train.log when it has one).
+  failure_->showEnd(primary.tailer ? primary.key : QString(),
+                    f.ended ? QString::fromStdString(f.endState) : QString(),
+                    QString::fromStdString(f.endReason),
+                    primary.series.empty() ? -1.0 : primary.series.steps().back());
   QStringList parts;
   parts << primary.graphs->label();
   if (!f.stage.empty()) parts << QString::fromStdString(f.stage).toUpper();

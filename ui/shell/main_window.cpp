@@ -27,6 +27,7 @@
 #include "studio/ui/chat/chat_panel.h"
 #include "studio/ui/runs/run_folder.h"
 #include "studio/ui/runs/gpu_sampler.h"
+#include "studio/ui/editor/code_editor.h"
 #include "studio/ui/editor/config_inspector.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/remote/gui_prompts.h"
@@ -232,6 +233,11 @@ void MainWindow::connectRuns() {
   connect(runsPanel_, &RunsPanel::configRequested, this, [this](const QString& path) {
     if (openFile(path)) showTab(ConfigTab);
   });
+  // A failed run's config error: the config in the Config tab, at the line.
+  connect(dashboard_, &RunDashboard::openConfigRequested, this,
+          [this](const QString& path, int line, int column) {
+            if (openFile(path)) inspector_->editor()->goTo(line, column);
+          });
   connect(dashboard_, &RunDashboard::runEnded, this, [this](const QString& dir, const QString& state) {
     statusBar()->showMessage(tr("%1: %2").arg(QFileInfo(dir).fileName(), state), kStatusMs);
     store_->refresh();

@@ -34,6 +34,7 @@ namespace studio::ui {
 class ChartPanel;
 class EventTailer;
 class RankTimeView;
+class FailurePanel;
 
 class RunDashboard : public QWidget {
   Q_OBJECT
@@ -110,6 +111,8 @@ class RunDashboard : public QWidget {
   QCustomPlot* plot(ChartKind kind) const;
   // Where each rank's time went at a step (the first run's; hidden while it reports none).
   RankTimeView* rankTimeView() const { return rankTime_; }
+  // The first run's cause of failure, above the charts (hidden unless it failed).
+  FailurePanel* failurePanel() const { return failure_; }
   // False when the dashboard hides the chart: the DPO charts while no DPO run is shown.
   bool chartShown(ChartKind kind) const;
   // False when the chart shows a line of text instead of its plot (nothing to draw).
@@ -147,6 +150,8 @@ class RunDashboard : public QWidget {
   // Reading a followed run folder skipped lines or repaired fields (EventTailer::readProblems);
   // the summary is also shown above the charts, and on the charts while no step was read.
   void readProblems(QString runDir, QString summary);
+  // The failure panel's "Open the config" (a config error): the file, 1-based line and column.
+  void openConfigRequested(QString path, int line, int column);
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -195,6 +200,7 @@ class RunDashboard : public QWidget {
   QLabel* facts_ = nullptr;
   QLabel* status_ = nullptr;
   RankTimeView* rankTime_ = nullptr;
+  FailurePanel* failure_ = nullptr;
 };
 
 }  // namespace studio::ui
