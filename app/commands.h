@@ -32,5 +32,6 @@ int cmd_preview(const Argv& argv);
 int cmd_estimate(const Argv& argv);
 int cmd_chat(const Argv& argv);
 int cmd_supervise(const Argv& argv);
+int cmd_sweep(const Argv& argv);
 
 }  // namespace studio::app

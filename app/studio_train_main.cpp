@@ -92,6 +92,20 @@ Commands:
               requests are read as JSON lines from stdin (docs/CHAT.md).
       --device auto picks the first CUDA device when there is one; --dtype auto is the
       checkpoint's torch_dtype on a GPU and float32 on the CPU.
+  sweep CONFIG.yaml --sweep KEY=V1,V2,... [--sweep ...] [--list] --out SWEEP_DIR
+        [--nproc N] [--parallel K] [--dry-run] [--cpu]
+  sweep --resume SWEEP_DIR [--nproc N] [--parallel K] [--point I]
+  sweep CONFIG.yaml --sweep ... --out SWEEP_DIR --prepare
+      Train the base config at every point of a grid of the swept keys' values (--list:
+      the i-th values together), each point a run of its own in SWEEP_DIR/NN-KEY=V,...
+      (config.yaml, train.log, events.jsonl; SWEEP_DIR/sweep.json lists them). Every
+      point is validated first; none starts while one is invalid. Points run one after
+      another, K at a time: on GPUs each takes N of them (CUDA_VISIBLE_DEVICES), so K is
+      at most GPUs / N. Ctrl-C stops the running points and starts no more; --resume
+      skips the finished points and continues the others from their checkpoints.
+      --prepare writes the folder and prints the number of points, training nothing;
+      --point I trains point I alone (a Slurm job array task: I = SLURM_ARRAY_TASK_ID).
+      Exit 0 when every point finished, 1 when one failed (docs/SWEEPS.md).
   supervise --output-dir DIR [--grace S] [--env NAME=VALUE ...] -- PROGRAM ARGS...
       Run another trainer (e.g. llamafactory-cli train CONFIG.yaml) the way studio-train
       runs: DIR/status.json says running, then finished, failed (exit code and its last
@@ -145,6 +159,7 @@ int main(int argc, char** argv) {
     if (cmd == "export") return cmd_export(rest);
     if (cmd == "chat") return cmd_chat(rest);
     if (cmd == "supervise") return cmd_supervise(rest);
+    if (cmd == "sweep") return cmd_sweep(rest);
     if (cmd == "config-keys") return std::cout << studio::config_keys_markdown(), kExitOk;
   } catch (const std::exception& e) {
     std::cerr << "studio-train " << cmd << ": " << e.what() << "\n";

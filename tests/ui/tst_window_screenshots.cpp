@@ -39,12 +39,18 @@
 
 #include "studio/remote/host_key.h"
 #include "studio/remote/ssh_auth.h"
+#include "studio/ui/dashboard/failure_panel.h"
+#include "studio/ui/dashboard/rank_time_view.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/remote/gui_prompts.h"
 #include "studio/ui/main_window.h"
 #include "studio/ui/shell/app_theme.h"
 #include "studio/ui/shell/comparison_dialog.h"
+#include "studio/ui/shell/runs_panel.h"
+#include "studio/ui/wizard/memory_page.h"
+#include "studio/ui/wizard/parallelism_page.h"
 #include "studio/ui/wizard/run_wizard.h"
+#include "studio/ui/wizard/sp_layout_view.h"
 
 using studio::ui::MainWindow;
 
@@ -660,6 +666,163 @@ class TestWindowScreenshots : public QObject {
     dialog->close();
   }
 
+  // studio-train with `args` in the source folder (the demo config's paths are relative to it),
+  // `env` added, its output in `log` when given; the exit code.
+  int engine(const QStringList& args, const QStringList& env = {}, const QString& log = {}) {
+    QProcess p;
+    p.setWorkingDirectory(QStringLiteral(STUDIO_SOURCE_DIR));
+    auto e = QProcessEnvironment::systemEnvironment();
+    for (const QString& kv : env) e.insert(kv.section(QLatin1Char('='), 0, 0), kv.section(QLatin1Char('='), 1));
+    p.setProcessEnvironment(e);
+    if (!log.isEmpty()) {
+      p.setStandardOutputFile(log, QIODevice::Append);
+      p.setStandardErrorFile(log, QIODevice::Append);
+    }
+    p.start(engine_, args);
+    if (!p.waitForFinished(300000)) return -1;
+    return p.exitCode();
+  }
+  QString demoModel() const { return tmp_.filePath(QStringLiteral("data/demo/model")); }
+  // The demo config with the demo model made here and `extra` lines, written to `path`.
+  QString demoConfig(const QString& path, const QStringList& extra) const {
+    QFile in(QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/sft_demo.yaml"));
+    if (!in.open(QIODevice::ReadOnly)) return {};
+    QStringList lines;
+    for (const QString& line : QString::fromUtf8(in.readAll()).split(QLatin1Char('\n'))) {
+      const QString key = line.section(QLatin1Char(':'), 0, 0).trimmed();
+      bool replaced = key == QLatin1String("model_name_or_path") ||
+                      key == QLatin1String("dataset_dir");
+      for (const QString& e : extra) replaced = replaced || e.section(QLatin1Char(':'), 0, 0) == key;
+      if (!replaced) lines << line;
+    }
+    lines << QStringLiteral("model_name_or_path: ") + demoModel()
+          << QStringLiteral("dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data") << extra;
+    QFile out(path);
+    if (!out.open(QIODevice::WriteOnly)) return {};
+    out.write(lines.join(QLatin1Char('\n')).toUtf8() + '\n');
+    return path;
+  }
+
+  // Planning a long-context run by looking: Qwen2.5-7B at 128k tokens on 2 nodes x 8 GPUs
+  // under usp, the Parallelism page's layout, and the Memory page's length planner.
+  void planningPages() {
+    const QString config = tmp_.filePath(QStringLiteral("plan-7b.yaml"));
+    QFile f(config);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("model_name_or_path: " STUDIO_SOURCE_DIR "/resources/model-shapes/qwen2.5-7b\n"
+            "stage: sft\ndo_train: true\nfinetuning_type: full\ndataset: demo_sft\n"
+            "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data\ntemplate: qwen\n"
+            "cutoff_len: 131072\nbf16: true\nper_device_train_batch_size: 1\n"
+            "gradient_checkpointing: true\nsequence_parallel_size: 8\n"
+            "sequence_parallel_mode: usp\nzero_stage: 3\n");
+    f.write(("output_dir: " + tmp_.filePath(QStringLiteral("runs/plan-7b")) + "\n").toUtf8());
+    f.close();
+    QVERIFY(window_->openConfigInWizard(config));
+    studio::ui::RunWizard* wizard = window_->wizard();
+    QVERIFY(wizard);
+    studio::ui::ParallelismPage* parallelism = wizard->parallelismPage();
+    while (wizard->currentPage() != parallelism) {
+      const int before = wizard->currentId();
+      wizard->next();
+      QVERIFY2(wizard->currentId() != before, "a page before Parallelism does not validate");
+    }
+    parallelism->nodesBox()->setValue(2);
+    parallelism->gpusBox()->setValue(8);
+    QTRY_VERIFY(parallelism->layoutView()->picture().has_value() &&
+                parallelism->layoutView()->picture()->world == 16);
+    check(wizard, QStringLiteral("wizard-parallelism-2x8-usp"));
+    studio::ui::MemoryPage* memory = wizard->memoryPage();
+    while (wizard->currentPage() != memory) {
+      const int before = wizard->currentId();
+      wizard->next();
+      QVERIFY2(wizard->currentId() != before, "a page before Memory does not validate");
+    }
+    memory->tabs()->setCurrentIndex(1);
+    auto* plan = memory->findChild<QTableWidget*>(QStringLiteral("planTable"));
+    QVERIFY(plan);
+    QTRY_VERIFY_WITH_TIMEOUT(plan->rowCount() > 0, 20000);
+    check(wizard, QStringLiteral("wizard-memory-length-planner"));
+    QVERIFY(wizard->close());
+  }
+
+  // Where each rank's time goes: a 4-process demo run (SP 2 x dp 2) whose rank 3 is made 1 s
+  // slower at step 6; the straggler chart and the bars of step 6 under the charts.
+  void timePerRank() {
+    if (!QFileInfo(engine_).isExecutable()) QSKIP("the run is trained by studio-train");
+    const QString out = tmp_.filePath(QStringLiteral("runs/demo-sp2-dp2-slow-rank3"));
+    const QString config = demoConfig(tmp_.filePath(QStringLiteral("time.yaml")),
+                                      {QStringLiteral("output_dir: ") + out,
+                                       QStringLiteral("max_steps: 12"), QStringLiteral("logging_steps: 1"),
+                                       QStringLiteral("sequence_parallel_size: 2")});
+    QCOMPARE(engine({QStringLiteral("train"), config, QStringLiteral("--nproc"), QStringLiteral("4")},
+                    {QStringLiteral("STUDIO_INJECT_FAULT=slow@6#3")}),
+             0);
+    QVERIFY(window_->openRun(out));
+    studio::ui::RunDashboard* dash = window_->dashboard();
+    QTRY_VERIFY_WITH_TIMEOUT(dash->series(QDir::cleanPath(out)) &&
+                                 dash->series(QDir::cleanPath(out))->rankTimes().size() == 12,
+                             20000);
+    dash->flush();
+    studio::ui::RankTimeView* view = dash->rankTimeView();
+    QVERIFY(view->isVisible());
+    view->selectStep(6);
+    QVERIFY2(view->summary().contains(QStringLiteral("slowest rank 3")), qPrintable(view->summary()));
+    dash->setEnlargedChart(studio::ui::ChartKind::Straggler);
+    dash->revealRankTimes();
+    check(window_.get(), QStringLiteral("dashboard-time-per-rank"));
+    dash->setEnlargedChart(std::nullopt);
+  }
+
+  // A failed run opens on its cause: a 2-process demo run out of memory on rank 1 at step 4.
+  void failedRun() {
+    if (!QFileInfo(engine_).isExecutable()) QSKIP("the run is trained by studio-train");
+    const QString out = tmp_.filePath(QStringLiteral("runs/demo-sp2-oom"));
+    QVERIFY(QDir().mkpath(out));
+    const QString config = demoConfig(out + QStringLiteral("/config.yaml"),
+                                      {QStringLiteral("output_dir: ") + out,
+                                       QStringLiteral("overwrite_output_dir: true"),
+                                       QStringLiteral("max_steps: 12"), QStringLiteral("logging_steps: 1"),
+                                       QStringLiteral("sequence_parallel_size: 2")});
+    QVERIFY(engine({QStringLiteral("train"), config, QStringLiteral("--nproc"), QStringLiteral("2")},
+                   {QStringLiteral("STUDIO_INJECT_FAULT=oom@4#1")}, out + QStringLiteral("/train.log")) != 0);
+    QVERIFY(window_->openRun(out));
+    studio::ui::FailurePanel* panel = window_->dashboard()->failurePanel();
+    QTRY_VERIFY_WITH_TIMEOUT(panel->isVisible() && !panel->logText().isEmpty(), 20000);
+    QVERIFY2(panel->headline().contains(QStringLiteral("on rank 1 at step 4")), qPrintable(panel->headline()));
+    check(window_.get(), QStringLiteral("dashboard-failed-run"));
+  }
+
+  // A sweep: learning rate x SP size over the demo, 2 processes a point, two points at a time;
+  // the runs list groups its points, Compare Sweep lists them with the swept keys as columns.
+  void sweep() {
+    if (!QFileInfo(engine_).isExecutable()) QSKIP("the sweep is trained by studio-train");
+    const QString out = tmp_.filePath(QStringLiteral("runs/lr-sp"));
+    const QString base = demoConfig(tmp_.filePath(QStringLiteral("sweep-base.yaml")),
+                                    {QStringLiteral("max_steps: 20"), QStringLiteral("logging_steps: 2")});
+    QCOMPARE(engine({QStringLiteral("sweep"), base, QStringLiteral("--sweep"),
+                     QStringLiteral("learning_rate=1e-3,3e-3"), QStringLiteral("--sweep"),
+                     QStringLiteral("sequence_parallel_size=1,2"), QStringLiteral("--nproc"),
+                     QStringLiteral("2"), QStringLiteral("--parallel"), QStringLiteral("2"),
+                     QStringLiteral("--out"), out}),
+             0);
+    const QString first = out + QStringLiteral("/00-learning_rate=1e-3,sequence_parallel_size=1");
+    QVERIFY(window_->openRun(first));
+    auto* runs = window_->findChild<studio::ui::RunsPanel*>();
+    QVERIFY(runs);
+    QTRY_VERIFY_WITH_TIMEOUT(runs->sweepRuns(first).size() == 4, 20000);
+    QTRY_VERIFY(runs->compareSweepAction()->isEnabled());
+    runs->compareSweepAction()->trigger();
+    studio::ui::ComparisonDialog* dialog = nullptr;
+    QTRY_VERIFY(dialog = window_->findChild<studio::ui::ComparisonDialog*>());
+    QTRY_VERIFY_WITH_TIMEOUT(dialog->isLoaded(), 20000);
+    QCOMPARE(dialog->comparison().swept,
+             (QStringList{QStringLiteral("learning_rate"), QStringLiteral("sequence_parallel_size")}));
+    check(dialog, QStringLiteral("dialog-sweep-comparison"));
+    check(window_.get(), QStringLiteral("main-window-sweep"));
+    dialog->close();
+    dialog->deleteLater();
+  }
+
   // Qt's own dialogs as the studio opens them from its menus: the About box and the file
   // dialogs (Qt's widget dialogs on a bare X server, where no desktop provides native ones).
   void standardDialogs_data() {
@@ -692,6 +855,22 @@ class TestWindowScreenshots : public QObject {
       for (int x = 0; x < img.width(); x += 4) sum += QColor(img.pixel(x, y)).lightness();
     const double mean = double(sum) / ((img.height() + 3) / 4) / ((img.width() + 3) / 4);
     QVERIFY2(mean < 90, qPrintable(QStringLiteral("the dark window's mean lightness is %1").arg(mean)));
+    // The time per rank and a failed run's cause in the dark theme.
+    const QString slow = tmp_.filePath(QStringLiteral("runs/demo-sp2-dp2-slow-rank3"));
+    if (QFileInfo::exists(slow + QStringLiteral("/events.jsonl"))) {
+      QVERIFY(window_->openRun(slow));
+      studio::ui::RunDashboard* dash = window_->dashboard();
+      QTRY_VERIFY_WITH_TIMEOUT(dash->rankTimeView()->isVisible(), 20000);
+      dash->rankTimeView()->selectStep(6);
+      dash->revealRankTimes();
+      check(window_.get(), QStringLiteral("dashboard-time-per-rank-dark"));
+    }
+    const QString failed = tmp_.filePath(QStringLiteral("runs/demo-sp2-oom"));
+    if (QFileInfo::exists(failed + QStringLiteral("/events.jsonl"))) {
+      QVERIFY(window_->openRun(failed));
+      QTRY_VERIFY_WITH_TIMEOUT(window_->dashboard()->failurePanel()->isVisible(), 20000);
+      check(window_.get(), QStringLiteral("dashboard-failed-run-dark"));
+    }
     auto* system = window_->findChild<QAction*>(QStringLiteral("theme-system"));
     QVERIFY(system);
     system->trigger();

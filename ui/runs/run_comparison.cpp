@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "studio/base/atomic_file.h"
+#include "studio/config/sweep.h"
 #include "studio/runs/events.h"
 #include "studio/ui/base/local_path.h"
 
@@ -56,6 +57,23 @@ QString RunComparison::value(int run, const QString& key) const {
 
 QString RunComparison::toCsv() const {
   QStringList lines;
+  if (!swept.isEmpty()) {
+    QStringList header{QStringLiteral("run")};
+    for (const QString& key : differing) header << csvField(key);
+    header << QStringLiteral("final loss") << QStringLiteral("best loss")
+           << QStringLiteral("final eval loss") << QStringLiteral("best eval loss")
+           << QStringLiteral("steps");
+    lines << header.join(QLatin1Char(','));
+    for (int i = 0; i < runs.size(); ++i) {
+      const ComparedRun& r = runs[i];
+      QStringList cells{csvField(r.name)};
+      for (const QString& key : differing) cells << csvField(value(i, key));
+      cells << number(r.finalLoss) << number(r.bestLoss) << number(r.finalEvalLoss)
+            << number(r.bestEvalLoss) << QString::number(r.steps);
+      lines << cells.join(QLatin1Char(','));
+    }
+    return lines.join(QLatin1Char('\n')) + QLatin1Char('\n');
+  }
   QStringList header{QStringLiteral("key")};
   for (const ComparedRun& r : runs) header << csvField(r.name);
   lines << header.join(QLatin1Char(','));
@@ -124,11 +142,30 @@ ComparedRun readComparedRun(const QString& dir) {
 RunComparison compareRuns(const QStringList& dirs) {
   RunComparison c;
   for (const QString& dir : dirs) c.runs << readComparedRun(dir);
+  // One sweep's points: its keys lead, in its order.
+  QString parent;
+  for (const QString& dir : dirs) {
+    const QString p = QFileInfo(QDir::cleanPath(dir)).path();
+    parent = parent.isNull() || parent == p ? p : QString();
+    if (parent.isEmpty()) break;
+  }
+  if (!parent.isEmpty() &&
+      QFileInfo::exists(QString::fromStdString(localPath(parent)) + QLatin1Char('/') +
+                        QString::fromLatin1(studio::kSweepFileName))) {
+    try {
+      const studio::SweepFile sweep = studio::read_sweep(localPath(parent));
+      c.sweep = QString::fromStdString(sweep.name);
+      for (const studio::SweepAxis& a : sweep.spec.axes) c.swept << QString::fromStdString(a.key);
+    } catch (const std::exception&) {
+      // Not readable as a sweep: compared as plain runs.
+    }
+  }
+  c.differing = c.swept;
   std::set<QString> keys;
   for (const ComparedRun& r : c.runs)
     for (const auto& [key, value] : r.config) keys.insert(key);
   for (const QString& key : keys) {
-    if (key == QLatin1String("output_dir")) continue;
+    if (key == QLatin1String("output_dir") || c.swept.contains(key)) continue;
     for (int i = 1; i < c.runs.size(); ++i)
       if (c.value(i, key) != c.value(0, key)) {
         c.differing << key;

@@ -1,5 +1,7 @@
 #include "studio/ui/runs/run_info.h"
 
+#include "studio/config/sweep.h"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -294,7 +296,7 @@ bool RunInfo::operator==(const RunInfo& o) const {
          lastStep == o.lastStep && maxSteps == o.maxSteps && sameLoss && started == o.started &&
          updated == o.updated && configPath == o.configPath && logPath == o.logPath &&
          local == o.local && remote == o.remote && remoteTarget == o.remoteTarget &&
-         readProblems == o.readProblems;
+         sweep == o.sweep && sweepDir == o.sweepDir && readProblems == o.readProblems;
 }
 
 RunInfo readRunInfo(const QString& dir) {
@@ -308,6 +310,16 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
   info.name = QFileInfo(info.dir).fileName();
   const QDir dir(info.dir);
   digest.update();
+  // A sweep's point: its parent folder holds sweep.json.
+  if (const QString parent = QFileInfo(info.dir).path();
+      QFileInfo::exists(runFile(parent, studio::kSweepFileName))) {
+    info.sweepDir = parent;
+    try {
+      info.sweep = QString::fromStdString(studio::read_sweep(localPath(parent)).name);
+    } catch (const std::exception&) {
+      info.sweep = QFileInfo(parent).fileName();
+    }
+  }
 
   LaunchRecord launchRecord;
   QString launchError;

@@ -3,8 +3,11 @@
 #include <algorithm>
 
 #include <QDir>
+#include <QFileInfo>
+#include <QSet>
 
 #include "studio/ui/base/local_path.h"
+#include "studio/config/sweep.h"
 #include "studio/runs/events.h"
 #include "studio/ui/runs/run_folder.h"
 
@@ -18,16 +21,56 @@ bool newerFirst(const RunInfo& a, const RunInfo& b) {
   return a.dir < b.dir;
 }
 
+QStringList RunScanner::sweepPoints(const QString& dir) {
+  QStringList points;
+  if (!QFileInfo::exists(runFile(dir, studio::kSweepFileName))) return points;
+  const QDir sweep(dir);
+  for (const QString& name : sweep.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
+    const QString point = runDirPath(sweep.filePath(name));
+    if (isRunFolder(point)) points << point;
+  }
+  return points;
+}
+
+void RunScanner::groupSweeps(QVector<RunInfo>& runs) {
+  // Each sweep's points together, in point order, where its newest point sorted.
+  QVector<RunInfo> grouped;
+  grouped.reserve(runs.size());
+  QSet<QString> placed;
+  for (const RunInfo& run : runs) {
+    if (run.sweepDir.isEmpty()) {
+      grouped << run;
+      continue;
+    }
+    if (placed.contains(run.sweepDir)) continue;
+    placed.insert(run.sweepDir);
+    QVector<RunInfo> points;
+    for (const RunInfo& other : runs)
+      if (other.sweepDir == run.sweepDir) points << other;
+    std::sort(points.begin(), points.end(),
+              [](const RunInfo& a, const RunInfo& b) { return a.name < b.name; });
+    grouped << points;
+  }
+  runs = std::move(grouped);
+}
+
 void RunScanner::scan(const QString& root, const QStringList& added, const QStringList& hidden) {
   QStringList dirs;
   if (!root.isEmpty()) {
     const QDir rootDir(root);
     for (const QString& name : rootDir.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
       const QString dir = runDirPath(rootDir.filePath(name));
-      if (isRunFolder(dir)) dirs << dir;
+      if (isRunFolder(dir))
+        dirs << dir;
+      else
+        dirs << sweepPoints(dir);  // a sweep folder: its points that have started
     }
   }
-  dirs << added;
+  // An added sweep folder stands for its points; any other added folder is listed as it is.
+  for (const QString& dir : added)
+    dirs << (!isRunFolder(dir) && QFileInfo::exists(runFile(dir, studio::kSweepFileName))
+                 ? sweepPoints(dir)
+                 : QStringList{dir});
   dirs.removeDuplicates();
   for (const QString& h : hidden) dirs.removeAll(h);
 
@@ -44,6 +87,7 @@ void RunScanner::scan(const QString& root, const QStringList& added, const QStri
   }
   digests_ = std::move(digests);  // forgets the runs that are gone
   std::sort(runs.begin(), runs.end(), newerFirst);
+  groupSweeps(runs);
   emit scanned(runs);
 }
 

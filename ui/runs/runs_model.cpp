@@ -130,7 +130,8 @@ QIcon RunsModel::stateIcon(RunState state) const {
 QVariant RunsModel::display(const RunInfo& run, int column) const {
   switch (column) {
     case NameColumn:
-      return run.name;
+      // A sweep's points read as one group: "SWEEP / NN-key=value,...".
+      return run.sweep.isEmpty() ? run.name : run.sweep + QStringLiteral(" / ") + run.name;
     case StateColumn:
       return run.stateText;
     case StageColumn:

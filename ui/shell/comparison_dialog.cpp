@@ -77,6 +77,10 @@ ComparisonDialog::ComparisonDialog(const QStringList& runDirs, QWidget* chart, Q
 
 void ComparisonDialog::fill(const RunComparison& c) {
   comparison_ = c;
+  if (!c.swept.isEmpty()) {
+    fillSweep(c);
+    return;
+  }
   QStringList headers;
   for (const ComparedRun& r : c.runs) headers << r.name;
   const QStringList metrics{tr("final loss"), tr("best loss"), tr("final eval loss"),
@@ -110,6 +114,50 @@ void ComparisonDialog::fill(const RunComparison& c) {
                          ? tr("The runs' configs are the same (output_dir aside).")
                          : tr("%n config key(s) differ between the runs.", nullptr,
                               static_cast<int>(c.differing.size()))) +
+                    (unread.isEmpty() ? QString() : QLatin1Char('\n') + unread.join(QLatin1Char('\n'))));
+  loaded_ = true;
+  emit loaded();
+}
+
+// A sweep's points as rows: the swept keys, then the losses, then any other key that differs.
+void ComparisonDialog::fillSweep(const RunComparison& c) {
+  setWindowTitle(tr("Sweep %1: %n point(s)", nullptr, static_cast<int>(c.runs.size())).arg(c.sweep));
+  const QStringList metrics{tr("final loss"), tr("best loss"), tr("final eval loss"),
+                            tr("best eval loss"), tr("steps")};
+  QStringList headers = c.swept;
+  headers << metrics;
+  for (const QString& key : c.differing)
+    if (!c.swept.contains(key)) headers << key;
+  table_->setRowCount(static_cast<int>(c.runs.size()));
+  table_->setColumnCount(static_cast<int>(headers.size()));
+  table_->setHorizontalHeaderLabels(headers);
+  QStringList rowNames;
+  for (const ComparedRun& r : c.runs) rowNames << r.name;
+  table_->setVerticalHeaderLabels(rowNames);
+  for (int row = 0; row < c.runs.size(); ++row) {
+    const ComparedRun& r = c.runs[row];
+    int col = 0;
+    for (const QString& key : c.swept) {
+      auto* item = new QTableWidgetItem(c.value(row, key));
+      QFont bold = item->font();
+      bold.setBold(true);
+      item->setFont(bold);
+      table_->setItem(row, col++, item);
+    }
+    for (const QString& v : {number(r.finalLoss), number(r.bestLoss), number(r.finalEvalLoss),
+                             number(r.bestEvalLoss), QString::number(r.steps)}) {
+      auto* item = new QTableWidgetItem(v);
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      table_->setItem(row, col++, item);
+    }
+    for (const QString& key : c.differing)
+      if (!c.swept.contains(key)) table_->setItem(row, col++, new QTableWidgetItem(c.value(row, key)));
+  }
+  table_->setSortingEnabled(true);  // sort the points by a key or a loss
+  QStringList unread;
+  for (const ComparedRun& r : c.runs)
+    if (!r.error.isEmpty()) unread << r.error;
+  summary_->setText(tr("Sweep %1 over %2: one row per point.").arg(c.sweep, c.swept.join(QStringLiteral(", "))) +
                     (unread.isEmpty() ? QString() : QLatin1Char('\n') + unread.join(QLatin1Char('\n'))));
   loaded_ = true;
   emit loaded();

@@ -107,18 +107,28 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
     const QStringList dirs = selectedRuns();
     if (dirs.size() >= 2) emit compareRequested(dirs);
   });
+  compareSweep_ = new QAction(tr("Compare S&weep"), this);
+  compareSweep_->setObjectName(QStringLiteral("compareSweep"));
+  compareSweep_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+W")));
+  compareSweep_->setToolTip(tr("Overlay every point of the selected run's sweep and list them "
+                               "with the swept keys as columns"));
+  connect(compareSweep_, &QAction::triggered, this, [this] {
+    const QStringList dirs = sweepRuns(selectedRun());
+    if (!dirs.isEmpty()) emit compareRequested(dirs);
+  });
   connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           &RunsPanel::updateActions);
   for (QAction* a :
-       {newRun_, openRun_, stop_, overlay_, forget_, openFolder_, openLog_, openConfig_, compare_})
+       {newRun_, openRun_, stop_, overlay_, forget_, openFolder_, openLog_, openConfig_, compare_,
+        compareSweep_})
     a->setShortcutContext(Qt::WindowShortcut);
-  addActions({openFolder_, openLog_, openConfig_});
+  addActions({openFolder_, openLog_, openConfig_, compareSweep_});
   view_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(view_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
     QMenu menu(this);
     menu.addActions({openFolder_, openLog_, openConfig_});
     menu.addSeparator();
-    menu.addAction(compare_);
+    menu.addActions({compare_, compareSweep_});
     menu.addActions({stop_, overlay_, forget_});
     menu.exec(view_->viewport()->mapToGlobal(at));
   });
@@ -302,6 +312,17 @@ void RunsPanel::updateActions() {
   openLog_->setEnabled(info.has_value());
   openConfig_->setEnabled(info && !info->configPath.isEmpty());
   compare_->setEnabled(view_->selectionModel()->selectedRows(0).size() >= 2);
+  compareSweep_->setEnabled(info && !info->sweepDir.isEmpty() && sweepRuns(dir).size() >= 2);
+}
+
+QStringList RunsPanel::sweepRuns(const QString& dir) const {
+  const auto info = dir.isEmpty() ? std::nullopt : store_->run(dir);
+  QStringList dirs;
+  if (!info || info->sweepDir.isEmpty()) return dirs;
+  dirs << info->dir;  // the current point first: it stays the dashboard's run
+  for (const RunInfo& r : store_->runs())
+    if (r.sweepDir == info->sweepDir && r.dir != info->dir) dirs << r.dir;
+  return dirs;
 }
 
 }  // namespace studio::ui

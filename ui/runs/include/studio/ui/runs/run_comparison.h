@@ -27,13 +27,20 @@ struct ComparedRun {
 struct RunComparison {
   QVector<ComparedRun> runs;
   // Keys whose values differ between the runs, sorted (output_dir, different by nature, left out).
+  // For a sweep, its swept keys first, in the sweep's order.
   QStringList differing;
+  // When every run is a point of one sweep (studio-train sweep: the runs' common parent folder
+  // holds sweep.json, docs/SWEEPS.md): its name and swept keys. The comparison then reads as a
+  // table of points: one row per run, the swept keys as columns, then the losses.
+  QString sweep;
+  QStringList swept;
 
   // A run's value of a config key as shown: "(unset)" where the run has none.
   QString value(int run, const QString& key) const;
   // The comparison as CSV: a header of "key" and the run names, the loss rows (final loss, best
-  // loss, final eval loss, best eval loss, steps), then one row per differing key. RFC 4180
-  // quoting.
+  // loss, final eval loss, best eval loss, steps), then one row per differing key. A sweep's:
+  // a header of "run", the swept keys, the losses and the other differing keys, and one row per
+  // run. RFC 4180 quoting.
   QString toCsv() const;
 };
 

@@ -52,6 +52,10 @@ struct RunInfo {
   bool local = false;  // runs (or ran) on this machine, so its pid can be checked and signalled
   bool remote = false;   // a mirror of a run on an SSH host (host is then the SSH target)
   QString remoteTarget;  // that SSH target, "[user@]host[:port]" or an alias; "" when local
+  // A point of a sweep (studio-train sweep, docs/SWEEPS.md): the sweep's name and folder (the
+  // run folder's parent, holding sweep.json); "" for a run of its own.
+  QString sweep;
+  QString sweepDir;
   // What reading its files skipped or repaired (status.json fields of an unexpected type,
   // events.jsonl lines or fields): one sentence per file; "" when all read as written.
   QString readProblems;

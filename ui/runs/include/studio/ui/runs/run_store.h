@@ -57,7 +57,7 @@ class RunStore : public QObject {
   // Rescans on the worker thread. Calls while a scan runs are folded into one more scan.
   void refresh();
 
- signals:
+ Q_SIGNALS:
   // After a scan that changed anything (a run appeared, went away or changed).
   void runsChanged();
   // For each run whose information changed or that appeared in a scan.

@@ -27,11 +27,12 @@ class ComparisonDialog : public QDialog {
   bool exportCsv(const QString& path, QString* error = nullptr) const;
   bool exportPng(const QString& path, QString* error = nullptr) const;
 
- signals:
+ Q_SIGNALS:
   void loaded();
 
  private:
   void fill(const RunComparison& comparison);
+  void fillSweep(const RunComparison& comparison);
 
   QPointer<QWidget> chart_;
   QTableWidget* table_;

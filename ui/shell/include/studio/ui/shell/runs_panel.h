@@ -42,6 +42,9 @@ class RunsPanel : public QWidget {
   QAction* openLogAction() const { return openLog_; }
   QAction* openConfigAction() const { return openConfig_; }
   QAction* compareAction() const { return compare_; }
+  // Compare Sweep: every listed point of the current run's sweep (it first), for compareRequested.
+  QAction* compareSweepAction() const { return compareSweep_; }
+  QStringList sweepRuns(const QString& dir) const;
 
  signals:
   // Open Config: the selected run's config file, for the Config tab.
@@ -84,6 +87,7 @@ class RunsPanel : public QWidget {
   QAction* openLog_;
   QAction* openConfig_;
   QAction* compare_;
+  QAction* compareSweep_;
 };
 
 }  // namespace studio::ui

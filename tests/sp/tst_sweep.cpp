@@ -1,0 +1,196 @@
+// studio-train sweep end to end: a grid of learning rates x SP sizes trained as a queue of real
+// 2-process runs, two at a time; a point that cannot run refuses the whole sweep before
+// anything starts; a stopped sweep continues with --resume.
+#include <QtCore/QDirIterator>
+#include <QtCore/QTemporaryDir>
+#include <QtTest/QtTest>
+
+#include <csignal>
+
+#include "train_runs.h"
+
+#if STUDIO_TEST_GUI
+#include <QtWidgets/QApplication>
+#include <QtWidgets/QHeaderView>
+#include <QtWidgets/QTableWidget>
+
+#include "studio/ui/runs/run_comparison.h"
+#include "studio/ui/runs/run_store.h"
+#include "studio/ui/runs/runs_model.h"
+#include "studio/ui/shell/comparison_dialog.h"
+#endif
+
+namespace {
+const QString kSource = QStringLiteral(STUDIO_SOURCE_DIR);
+
+QString readAll(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+}
+}  // namespace
+
+class TestSweep : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir dir_;
+  QString model_;
+
+  QString base(const QString& name, const QStringList& extra = {}) {
+    return train_runs::write_yaml(
+        dir_.filePath(name + ".yaml"),
+        {"model_name_or_path: " + model_, "stage: sft", "do_train: true", "finetuning_type: full",
+         "dataset: demo_sft", "dataset_dir: " + kSource + "/resources/demo/data", "template: qwen",
+         "cutoff_len: 64", "max_samples: 32", "output_dir: unused", "logging_steps: 1",
+         "save_steps: 2", "per_device_train_batch_size: 2", "max_steps: 4", "eval_strategy: 'no'",
+         "seed: 3"},
+        extra);
+  }
+
+  static train_runs::Run sweep(const QStringList& args, const QStringList& env = {}) {
+    QProcess p;
+    auto e = QProcessEnvironment::systemEnvironment();
+    for (const QString& kv : env) e.insert(kv.section('=', 0, 0), kv.section('=', 1));
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(STUDIO_TRAIN_EXE), QStringList{"sweep"} + args);
+    if (!p.waitForFinished(600000)) return {-1, "timed out"};
+    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError())};
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    model_ = train_runs::make_tiny_model(dir_.path(), train_runs::TinyModel{});
+    QVERIFY(!model_.isEmpty());
+  }
+
+  // 2 learning rates x SP 1 and 2, each point 2 processes, two points at a time on the CPU.
+  void gridTrainsEveryPoint() {
+    const QString out = dir_.filePath("grid");
+    const auto r = sweep({base("grid"), "--sweep", "learning_rate=1e-3,1e-2", "--sweep",
+                          "sequence_parallel_size=1,2", "--nproc", "2", "--parallel", "2", "--out",
+                          out});
+    QVERIFY2(r.code == 0, qPrintable(r.err.right(3000)));
+    const QStringList names{"00-learning_rate=1e-3,sequence_parallel_size=1",
+                            "01-learning_rate=1e-3,sequence_parallel_size=2",
+                            "02-learning_rate=1e-2,sequence_parallel_size=1",
+                            "03-learning_rate=1e-2,sequence_parallel_size=2"};
+    const QJsonObject sweepFile = train_runs::read_json(out + "/sweep.json");
+    QCOMPARE(sweepFile["points"].toArray().size(), 4);
+    QCOMPARE(sweepFile["nproc"].toInt(), 2);
+    std::map<QString, double> lastLoss;
+    for (const QString& name : names) {
+      const QString point = out + "/" + name;
+      QCOMPARE(train_runs::read_json(point + "/status.json")["state"].toString(), "finished");
+      // The run's own start event has the point's values.
+      QJsonObject start;
+      double loss = 0;
+      for (const QJsonObject& e : train_runs::events(point)) {
+        if (e["event"].toString() == "start") start = e;
+        if (e["event"].toString() == "step") loss = e["loss"].toDouble();
+      }
+      const QJsonObject config = start["config"].toObject();
+      QCOMPARE(config["learning_rate"].toDouble(), name.contains("1e-3") ? 1e-3 : 1e-2);
+      QCOMPARE(start["sequence_parallel_size"].toInt(), name.endsWith("=2") ? 2 : 1);
+      QCOMPARE(QDir::cleanPath(config["output_dir"].toString()), QDir::cleanPath(point));
+      QVERIFY(readAll(point + "/train.log").contains("finished at step 4"));
+      lastLoss[name] = loss;
+    }
+    // SP changes nothing of the maths; the learning rate does.
+    QVERIFY(std::abs(lastLoss[names[0]] - lastLoss[names[1]]) <= 1e-4 * std::abs(lastLoss[names[0]]));
+    QVERIFY(std::abs(lastLoss[names[0]] - lastLoss[names[2]]) > 1e-3);
+    QVERIFY2(r.err.contains("4 of 4 finished"), qPrintable(r.err));
+
+#if STUDIO_TEST_GUI
+    // The studio: the runs list holds the sweep's points together, in point order, named by
+    // the sweep; Compare Sweep reads them as a table of points with the swept keys as columns.
+    studio::ui::RunStore store;
+    store.setRoot(dir_.path());
+    auto points = [&] {
+      QStringList found;
+      for (const auto& run : store.runs())
+        if (run.sweep == QStringLiteral("grid")) found << run.dir;
+      return found;
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(points().size(), 4, 20000);
+    int first = -1;
+    for (int i = 0; i < store.runs().size(); ++i)
+      if (store.runs()[i].sweep == QStringLiteral("grid")) {
+        if (first < 0) first = i;
+        QCOMPARE(i - first, names.indexOf(store.runs()[i].name));  // together, in order
+      }
+    studio::ui::RunsModel model(&store);
+    QTRY_VERIFY(model.rowCount() >= 4);
+    QCOMPARE(model.index(first, studio::ui::RunsModel::NameColumn).data().toString(),
+             "grid / " + names[0]);
+    studio::ui::ComparisonDialog dialog(points(), nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(dialog.isLoaded(), 20000);
+    QCOMPARE(dialog.comparison().swept,
+             (QStringList{"learning_rate", "sequence_parallel_size"}));
+    QTableWidget* table = dialog.table();
+    QCOMPARE(table->rowCount(), 4);
+    QCOMPARE(table->horizontalHeaderItem(0)->text(), "learning_rate");
+    QCOMPARE(table->horizontalHeaderItem(1)->text(), "sequence_parallel_size");
+    QCOMPARE(table->horizontalHeaderItem(2)->text(), "final loss");
+    for (int row = 0; row < 4; ++row) {
+      const QString name = table->verticalHeaderItem(row)->text();
+      QCOMPARE(table->item(row, 0)->text(), name.contains("1e-3") ? "0.001" : "0.01");
+      QCOMPARE(table->item(row, 1)->text(), name.endsWith("=2") ? "2" : "1");
+      // Shown to 6 significant digits.
+      QVERIFY(std::abs(table->item(row, 2)->text().toDouble() - lastLoss[name]) <=
+              1e-5 * std::abs(lastLoss[name]));
+    }
+    QVERIFY(dialog.comparison().toCsv().startsWith(
+        "run,learning_rate,sequence_parallel_size,final loss,best loss"));
+#endif
+  }
+
+  // SP 3 does not divide 2 processes: the sweep names the point and the key, and writes nothing.
+  void invalidPointRefusesTheSweep() {
+    const QString out = dir_.filePath("invalid");
+    const auto r = sweep({base("invalid"), "--sweep", "sequence_parallel_size=1,3", "--nproc", "2",
+                          "--out", out});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("point 01-sequence_parallel_size=3") &&
+                 r.err.contains("sequence_parallel_size"),
+             qPrintable(r.err));
+    QVERIFY(r.err.contains("nothing was started"));
+    QVERIFY(!QFileInfo::exists(out));
+  }
+
+  // A sweep stopped (SIGTERM) while its first point trains: the point stops at a step boundary
+  // with its checkpoint, no other point starts; --resume continues that point from its
+  // checkpoint and trains the rest.
+  void stoppedSweepResumes() {
+    const QString out = dir_.filePath("stopped");
+    QProcess p;
+    auto e = QProcessEnvironment::systemEnvironment();
+    e.insert("STUDIO_INJECT_FAULT", "slow");  // every step 1 s slower: time to stop it
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(STUDIO_TRAIN_EXE),
+            {"sweep", base("stopped", {"save_on_stop: true"}), "--sweep", "learning_rate=1e-3,2e-3",
+             "--out", out});
+    const QString first = out + "/00-learning_rate=1e-3";
+    QTRY_VERIFY_WITH_TIMEOUT(readAll(first + "/events.jsonl").contains("\"step\":2"), 60000);
+    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 130);
+    const QString said = QString::fromUtf8(p.readAllStandardOutput());
+    QVERIFY2(said.contains("--resume"), qPrintable(said));
+    QCOMPARE(train_runs::read_json(first + "/status.json")["state"].toString(), "stopped");
+    QVERIFY(!QFileInfo::exists(out + "/01-learning_rate=2e-3/status.json"));
+
+    const auto r = sweep({"--resume", out});
+    QVERIFY2(r.code == 0, qPrintable(r.err.right(3000)));
+    for (const QString& point : {first, out + "/01-learning_rate=2e-3"})
+      QCOMPARE(train_runs::read_json(point + "/status.json")["state"].toString(), "finished");
+    QVERIFY2(readAll(first + "/train.log").contains("resuming from"), qPrintable(readAll(first + "/train.log")));
+  }
+};
+
+#if STUDIO_TEST_GUI
+QTEST_MAIN(TestSweep)
+#else
+QTEST_GUILESS_MAIN(TestSweep)
+#endif
+#include "tst_sweep.moc"
