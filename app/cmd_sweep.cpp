@@ -178,13 +178,14 @@ int cmd_sweep(const Argv& argv) {
     // Every point checked before anything is written.
     ValidateOptions vo;
     vo.nproc_per_node = nproc;
+    vo.for_training = true;  // as each point's `studio-train train` checks it
     const CheckResult base = check_config_file(args.positional().front(), vo);
     if (!print_check(base, args.positional().front())) return kExitInvalid;
     const std::string root = fs::absolute(sweep_dir).lexically_normal().string();
     bool bad = false;
     std::vector<RunConfig> configs;
     for (const SweepPoint& p : sweep.points) {
-      SweepPointConfig pc = sweep_point_config(base.config, p, root + "/" + p.name);
+      SweepPointConfig pc = sweep_point_config(base.config, p, root + "/" + p.name, vo);
       for (Diagnostic& d : pc.diagnostics) {
         if (d.severity != Severity::Error) continue;
         bad = true;

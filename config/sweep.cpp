@@ -116,16 +116,14 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec) {
 }
 
 SweepPointConfig sweep_point_config(const RunConfig& base, const SweepPoint& point,
-                                    const std::string& output_dir) {
+                                    const std::string& output_dir, const ValidateOptions& validate) {
   SweepPointConfig out;
   out.config = base;
   std::vector<std::string> sets = point.sets;
   sets.push_back("output_dir=" + output_dir);
   out.diagnostics = apply_overrides(out.config, sets);
-  if (!has_errors(out.diagnostics)) {
-    ValidateOptions opt;
-    for (const Diagnostic& d : validate_config(out.config, opt)) out.diagnostics.push_back(d);
-  }
+  if (!has_errors(out.diagnostics))
+    for (const Diagnostic& d : validate_config(out.config, validate)) out.diagnostics.push_back(d);
   return out;
 }
 

@@ -63,7 +63,9 @@ class TestRunCauseLive : public QObject {
          "dataset_dir: " + kSource + "/resources/demo/data", "template: qwen", "cutoff_len: 64",
          "max_samples: 64", "output_dir: " + out, "logging_steps: 1", "save_steps: 100",
          "per_device_train_batch_size: 2", "max_steps: 5", "eval_strategy: 'no'",
-         "sequence_parallel_size: 2"},
+         "sequence_parallel_size: 2",
+         // As the studio's launch folder: config.yaml and train.log are already there.
+         "overwrite_output_dir: true"},
         badLine.isEmpty() ? QStringList{} : QStringList{badLine});
     QProcess p;
     auto env = QProcessEnvironment::systemEnvironment();

@@ -17,6 +17,7 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QCursor>
+#include <QDockWidget>
 #include <QDir>
 #include <QGroupBox>
 #include <QImage>
@@ -26,6 +27,9 @@
 #include <QProcess>
 #include <QScopeGuard>
 #include <QScreen>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QTabWidget>
 #include <QSet>
 #include <QTemporaryDir>
 #include <QWizard>
@@ -767,10 +771,13 @@ class TestWindowScreenshots : public QObject {
     QVERIFY(view->isVisible());
     view->selectStep(6);
     QVERIFY2(view->summary().contains(QStringLiteral("slowest rank 3")), qPrintable(view->summary()));
-    dash->setEnlargedChart(studio::ui::ChartKind::Straggler);
+    // Room for the charts and the bars: the Log dock closed while the picture is taken.
+    auto* log = window_->findChild<QDockWidget*>(QStringLiteral("logDock"));
+    QVERIFY(log);
+    log->hide();
+    const auto reopen = qScopeGuard([log] { log->show(); });
     dash->revealRankTimes();
     check(window_.get(), QStringLiteral("dashboard-time-per-rank"));
-    dash->setEnlargedChart(std::nullopt);
   }
 
   // A failed run opens on its cause: a 2-process demo run out of memory on rank 1 at step 4.
@@ -862,6 +869,10 @@ class TestWindowScreenshots : public QObject {
       studio::ui::RunDashboard* dash = window_->dashboard();
       QTRY_VERIFY_WITH_TIMEOUT(dash->rankTimeView()->isVisible(), 20000);
       dash->rankTimeView()->selectStep(6);
+      auto* log = window_->findChild<QDockWidget*>(QStringLiteral("logDock"));
+      QVERIFY(log);
+      log->hide();
+      const auto reopen = qScopeGuard([log] { log->show(); });
       dash->revealRankTimes();
       check(window_.get(), QStringLiteral("dashboard-time-per-rank-dark"));
     }
@@ -869,6 +880,7 @@ class TestWindowScreenshots : public QObject {
     if (QFileInfo::exists(failed + QStringLiteral("/events.jsonl"))) {
       QVERIFY(window_->openRun(failed));
       QTRY_VERIFY_WITH_TIMEOUT(window_->dashboard()->failurePanel()->isVisible(), 20000);
+      window_->dashboard()->revealChart(studio::ui::ChartKind::Loss);
       check(window_.get(), QStringLiteral("dashboard-failed-run-dark"));
     }
     auto* system = window_->findChild<QAction*>(QStringLiteral("theme-system"));

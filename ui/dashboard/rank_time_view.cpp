@@ -60,19 +60,26 @@ RankTimeView::RankTimeView(QWidget* parent) : QWidget(parent) {
   summary_ = new QLabel;
   summary_->setObjectName(QStringLiteral("rankTimeSummary"));
   summary_->setWordWrap(true);
+  // A long sentence wraps in the width the charts leave; it never widens the dashboard.
+  summary_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   summary_->setTextFormat(Qt::PlainText);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
   plot_ = new QCustomPlot;
   plot_->setObjectName(QStringLiteral("rankTimePlot"));
   plot_->setAccessibleName(tr("Time per rank at the chosen step"));
-  plot_->setMinimumHeight(220);
+  plot_->setMinimumHeight(180);
+  plot_->setMinimumWidth(0);
+  plot_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
   plot_->xAxis->setLabel(tr("rank"));
   plot_->yAxis->setLabel(tr("seconds per step"));
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   plot_->xAxis->setTicker(ticker);
+  // The legend beside the plot, where it never hides a rank's bar.
   plot_->legend->setVisible(true);
-  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  plot_->axisRect()->insetLayout()->take(plot_->legend);
+  plot_->plotLayout()->addElement(0, 1, plot_->legend);
+  plot_->plotLayout()->setColumnStretchFactor(1, 0.001);
   for (int i = 0; i < kParts; ++i) {
     auto* bars = new QCPBars(plot_->xAxis, plot_->yAxis);
     bars->setName(partName(i));
@@ -158,7 +165,7 @@ void RankTimeView::draw() {
     plot_->xAxis->setRange(-0.6, 0.6);
   }
   plot_->xAxis->setTicker(ticker);
-  plot_->yAxis->setRange(0, highest > 0 ? highest * 1.25 : 1.0);  // room for the legend
+  plot_->yAxis->setRange(0, highest > 0 ? highest * 1.08 : 1.0);
 
   QString text;
   if (!row) {
@@ -192,7 +199,7 @@ void RankTimeView::draw() {
     text += QStringLiteral(".");
   }
   summary_->setText(text);
-  plot_->replot(QCustomPlot::rpQueuedReplot);
+  plot_->replot();  // now: the bars and the sentence above them always show the same step
   const double step = row ? row->step : -1;
   if (step != shown_) {
     shown_ = step;

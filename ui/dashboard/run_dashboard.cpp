@@ -45,7 +45,6 @@ struct RunDashboard::Run {
 namespace {
 
 constexpr int kSmoothingSteps = 1000;  // slider positions: weight = position / 1000
-constexpr int kRankTimeRow = 1000;     // the time-per-rank view's grid row: below the charts
 const QSize kExportSize(1200, 700);
 
 QString keyOf(const QString& runDir) { return QDir::cleanPath(runDir); }
@@ -245,12 +244,15 @@ QWidget* RunDashboard::buildCharts() {
             if (row < static_cast<std::ptrdiff_t>(xs.size()))
               rankTime_->selectStep(s.steps()[static_cast<std::size_t>(row)]);
           });
-  auto* charts = new QWidget;
-  charts->setLayout(grid);
+  auto* gridHost = new QWidget;
+  gridHost->setLayout(grid);
   relayout();  // the panels have their parent now: hiding one never makes it a window
-  // Below every chart row however many there are (empty rows take no room), and after the
-  // charts in the Tab order.
-  grid->addWidget(rankTime_, kRankTimeRow, 0, 1, 3);  // the panels have their parent now: hiding one never makes it a window
+  // Below the charts, and after them in the Tab order.
+  auto* charts = new QWidget;
+  auto* column = new QVBoxLayout(charts);
+  column->setContentsMargins(0, 0, 0, 0);
+  column->addWidget(gridHost, 1);
+  column->addWidget(rankTime_);  // the panels have their parent now: hiding one never makes it a window
   auto* scroll = new QScrollArea;
   scroll->setObjectName(QStringLiteral("chartsArea"));
   scroll->setAccessibleName(tr("Charts"));

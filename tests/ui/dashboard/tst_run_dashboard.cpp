@@ -1043,6 +1043,8 @@ void TestRunDashboard::checkpointsAndEvaluationsAreMarked() {
                                                 ? Qt::DotLine
                                                 : Qt::DashDotLine);
   }
+}
+
 // A failed run's folder (events.jsonl ending in a failure, train.log with the launcher's rank
 // tags) opens on its cause above the charts: rank, step and phase, what to change, and the
 // failing rank's last log lines (read off the GUI thread); a config error offers the config at

@@ -19,6 +19,7 @@
 
 #include "studio/config/diagnostic.h"
 #include "studio/config/run_config.h"
+#include "studio/config/validate.h"
 
 namespace studio {
 
@@ -64,8 +65,10 @@ struct SweepPointConfig {
   RunConfig config;
   std::vector<Diagnostic> diagnostics;
 };
+// `validate` says the world the point runs in (its nproc_per_node x nnodes).
 SweepPointConfig sweep_point_config(const RunConfig& base, const SweepPoint& point,
-                                    const std::string& output_dir);
+                                    const std::string& output_dir,
+                                    const ValidateOptions& validate = {});
 
 // sweep.json: the sweep's name, the spec, the processes each point runs on (nproc) and the
 // points with their folders (relative to the sweep folder). read_sweep throws

@@ -53,7 +53,7 @@ class RunStore : public QObject {
   std::optional<RunInfo> run(const QString& dir) const;
   bool isScanning() const { return scanning_; }
 
- public slots:
+ public Q_SLOTS:
   // Rescans on the worker thread. Calls while a scan runs are folded into one more scan.
   void refresh();
 
