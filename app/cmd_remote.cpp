@@ -74,6 +74,9 @@ constexpr const char* kUsage =
     "  --node HOST           another node of a multi-node run without Slurm (repeatable)\n"
     "  --master-addr ADDR    rank 0's address as the other nodes reach it (default: HOST)\n"
     "  --master-port PORT    rank 0's rendezvous port (default 29500)\n"
+    "  --sweep KEY=V1,V2,... a sweep (repeatable; every combination, or with --list the i-th\n"
+    "                        values together) as one Slurm job array: one run per point, its\n"
+    "                        run ids printed one per line; --parallel K: K tasks at a time\n"
     "  --slurm               submit with sbatch; with --nodes N --gpus-per-node G\n"
     "                        --partition P --time T --account A --cpus-per-task C\n"
     "                        --sbatch DIRECTIVE (repeatable, e.g. --sbatch=--exclusive)\n"
@@ -187,14 +190,19 @@ int submit(Args& args, const Connection& conn) {
     if (!request.extra_nodes.empty()) return usage_error("--node is for runs without --slurm");
     request.slurm = slurm;
   }
+  const std::vector<std::string> axes = args.values("--sweep");
+  if (axes.empty() && (args.flag("--list") || args.value("--parallel")))
+    return usage_error("--list and --parallel are for a sweep: give --sweep KEY=V1,V2,...");
+  if (!axes.empty() && !request.slurm)
+    return usage_error("--sweep is submitted as a Slurm job array: add --slurm (on a host "
+                       "without Slurm, run `studio-train sweep` there)");
+  const int parallel = args.value("--parallel") ? args.positive_int("--parallel", 1) : 0;
   if (!args.ok()) return usage_error(args.error());
   return guarded("submit", [&] {
     const bool tty = ::isatty(STDERR_FILENO) != 0;
     const remote::SshSession session = conn.connect();
     std::string last_what;
-    const auto result = remote::submit_run(
-        session, request,
-        [&](const remote::SubmitProgress& p) {
+    const remote::SubmitProgressFn show = [&](const remote::SubmitProgress& p) {
           if (p.file_count == 0) {
             std::fprintf(stderr, "%s\n", p.what.c_str());
             return;
@@ -206,7 +214,29 @@ int submit(Args& args, const Connection& conn) {
                        p.file_index, p.file_count, p.what.c_str(),
                        static_cast<unsigned long long>(p.bytes),
                        static_cast<unsigned long long>(p.total), tty && !done ? "" : "\n");
-        },
+        };
+    if (!axes.empty()) {
+      remote::SweepSubmitRequest sweep;
+      sweep.run = request;
+      sweep.axes = axes;
+      sweep.list = args.flag("--list");
+      sweep.parallel = parallel;
+      const auto done = remote::submit_sweep(session, sweep, show);
+      std::fprintf(stderr,
+                   "uploaded %d file(s) (%llu bytes), %d unchanged; sweep %s submitted on %s as "
+                   "Slurm job array %s (%zu tasks)\n",
+                   done.files_uploaded, static_cast<unsigned long long>(done.bytes_uploaded),
+                   done.files_skipped, done.sweep_id.c_str(), session.where().c_str(),
+                   done.job_id.c_str(), done.points.size());
+      // One run id per line, in point order: each is attached to, cancelled and listed alone.
+      for (const auto& point : done.points)
+        std::fprintf(stderr, "  %s  job %s  %s\n", point.run_id.c_str(), point.job_id.c_str(),
+                     point.sweep_point.c_str());
+      for (const auto& point : done.points) std::printf("%s\n", point.run_id.c_str());
+      return kExitFinished;
+    }
+    const auto result = remote::submit_run(
+        session, request, show,
         [&](const remote::RemoteHostRef& node) { return conn.connect(node); });
     std::fprintf(stderr, "uploaded %d file(s) (%llu bytes), %d unchanged; run %s started on %s\n",
                  result.files_uploaded, static_cast<unsigned long long>(result.bytes_uploaded),
@@ -351,6 +381,10 @@ int runs(Args& args, const Connection& conn) {
                          {"nproc", record.nproc}, {"submitted", record.submitted},
                          {"config", record.config_name}};
         j["step"] = step >= 0 ? nlohmann::json(step) : nlohmann::json();
+        if (!record.sweep_id.empty()) {
+          j["sweep"] = record.sweep_id;
+          j["sweep_point"] = record.sweep_point;
+        }
         std::printf("%s\n", j.dump().c_str());
       } else {
         std::printf("%-44s %-9s %7s %-9s %-5s %-16s %s\n", record.run_id.c_str(),
@@ -358,7 +392,10 @@ int runs(Args& args, const Connection& conn) {
                     step >= 0 ? std::to_string(step).c_str() : "-",
                     remote::to_string(record.kind),
                     (std::to_string(record.nnodes) + "x" + std::to_string(record.nproc)).c_str(),
-                    format_time(record.submitted).c_str(), record.config_name.c_str());
+                    format_time(record.submitted).c_str(),
+                    (record.config_name +
+                     (record.sweep_id.empty() ? "" : "  (sweep point " + record.sweep_point + ")"))
+                        .c_str());
       }
     }
     for (const std::string& problem : problems) std::fprintf(stderr, "studio runs: %s\n", problem.c_str());
@@ -378,9 +415,9 @@ std::optional<int> run_remote_command(int argc, char** argv) {
              "--remote-root", "--engine", "--nproc", "--set", "--name", "--node", "--master-addr",
              "--master-port", "--nodes", "--gpus-per-node", "--partition", "--time", "--account",
              "--cpus-per-task", "--sbatch", "--checkpoint-before-end", "--poll-ms", "--grace",
-             "--folder"},
+             "--folder", "--sweep", "--parallel"},
             {"--help", "-h", "--batch", "--upload-model", "--slurm", "--no-requeue", "--log",
-             "--json"});
+             "--json", "--list"});
   if (args.ok() && (args.flag("--help") || args.flag("-h"))) {
     std::fputs(kUsage, stdout);
     return kExitFinished;

@@ -17,6 +17,8 @@
 
 #include "studio/config/config_io.h"
 #include "studio/config/llamafactory_v1.h"
+#include "studio/config/sweep.h"
+#include "studio/base/atomic_file.h"
 #include "studio/config/validate.h"
 #include "studio/data/dataset_info.h"
 #include "studio/remote/sftp_client.h"
@@ -341,50 +343,72 @@ long long start_detached(const SshSession& session, const RemoteRunRecord& recor
   return parse_start_output(r.std_out);
 }
 
-}  // namespace
+// The world a request runs in and where its config's relative paths resolve.
+struct World {
+  fs::path config_path;
+  fs::path base;
+  ValidateOptions vo;
+  bool slurm = false;
+  int nnodes = 1;
+  int nproc = 1;
+};
 
-SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
-                        const SubmitProgressFn& progress, const NodeConnector& connect_node) {
-  SubmitResult result;
-  Uploader uploader(progress, result);
-  const bool slurm = request.slurm.has_value();
-  if (slurm) request.slurm->validate();
-  const int nnodes = slurm ? request.slurm->nodes : 1 + static_cast<int>(request.extra_nodes.size());
-  const int nproc = slurm ? std::max(1, request.slurm->gpus_per_node) : request.nproc;
-  if (nproc < 1) throw std::invalid_argument("--nproc " + std::to_string(nproc) + ": give 1 or more");
-  if (!slurm && nnodes > 1 && !connect_node) {
+World world_of(const SubmitRequest& request, const NodeConnector& connect_node) {
+  World w;
+  w.slurm = request.slurm.has_value();
+  if (w.slurm) request.slurm->validate();
+  w.nnodes = w.slurm ? request.slurm->nodes : 1 + static_cast<int>(request.extra_nodes.size());
+  w.nproc = w.slurm ? std::max(1, request.slurm->gpus_per_node) : request.nproc;
+  if (w.nproc < 1) throw std::invalid_argument("--nproc " + std::to_string(w.nproc) + ": give 1 or more");
+  if (!w.slurm && w.nnodes > 1 && !connect_node) {
     throw std::invalid_argument("a run over several nodes needs a connection to each node");
   }
+  w.config_path = fs::absolute(request.config_file);
+  w.vo.nproc_per_node = w.nproc;
+  w.vo.nnodes = w.nnodes;
+  w.base = request.base_dir.empty() ? fs::current_path() : fs::absolute(request.base_dir);
+  w.vo.base_dir = w.base.string();
+  return w;
+}
 
-  // The config, checked against the world it will run in, as it is read here.
-  const fs::path config_path = fs::absolute(request.config_file);
-  ValidateOptions vo;
-  vo.nproc_per_node = nproc;
-  vo.nnodes = nnodes;
-  const fs::path base = request.base_dir.empty() ? fs::current_path() : fs::absolute(request.base_dir);
-  vo.base_dir = base.string();
-  CheckResult check = check_config_file(config_path.string(), vo, request.overrides);
+// The config with `overrides`, checked against the world it will run in, as it is read here.
+// `what` names it in the message ("point 01-learning_rate=3e-5 of the sweep").
+RunConfig checked_config(const World& w, const SubmitRequest& request,
+                         const std::vector<std::string>& overrides, const std::string& what = {}) {
+  CheckResult check = check_config_file(w.config_path.string(), w.vo, overrides);
+  const std::string name = w.config_path.string() + (what.empty() ? "" : " (" + what + ")");
   if (!check.ok()) {
-    throw std::invalid_argument(config_path.string() + " cannot be submitted:\n" +
-                                format_all(check.diagnostics));
+    throw std::invalid_argument(name + " cannot be submitted:\n" + format_all(check.diagnostics));
   }
-  RunConfig cfg = check.config;
-  const bool lf = !request.llamafactory_cli.empty();
-  if (lf) {
-    if (const std::string why = llamafactory_refusal(cfg); !why.empty())
-      throw std::invalid_argument(config_path.string() + " cannot be run by LLaMA-Factory:\n" + why);
+  if (!request.llamafactory_cli.empty()) {
+    if (const std::string why = llamafactory_refusal(check.config); !why.empty())
+      throw std::invalid_argument(name + " cannot be run by LLaMA-Factory:\n" + why);
   }
+  return check.config;
+}
 
+// A run folder made ready on the host, nothing started: inputs uploaded, config.yaml and
+// studio-remote.json written.
+struct Staged {
   RemoteRunRecord record;
-  record.run_id = make_run_id(request.run_name.empty() ? config_path.stem().string() : request.run_name);
+  RemoteRunLayout layout;
+  std::vector<SshSession> others;  // nodes 1..n-1 of a multi-node run without Slurm
+};
+
+Staged stage_run(const SshSession& session, const SubmitRequest& request, const World& w,
+                 RunConfig cfg, RemoteRunRecord record, Uploader& uploader, SubmitResult& result,
+                 const NodeConnector& connect_node, bool check_engine) {
+  const bool slurm = w.slurm;
+  const int nnodes = w.nnodes;
+  const bool lf = !request.llamafactory_cli.empty();
   record.host = request.host;
   record.remote_root = request.remote_root.empty() ? kDefaultRemoteRoot : request.remote_root;
   record.engine = request.engine.empty() ? "studio-train" : request.engine;
   record.kind = slurm ? RemoteRunKind::Slurm : RemoteRunKind::Detached;
-  record.nproc = nproc;
+  record.nproc = w.nproc;
   record.nnodes = nnodes;
   record.nodes = slurm ? std::vector<std::string>{} : request.extra_nodes;
-  record.config_name = config_path.filename().string();
+  record.config_name = w.config_path.filename().string();
   record.submitted = static_cast<double>(std::time(nullptr));
   record.stop_grace_s = static_cast<int>(stop_grace_seconds(cfg, kDefaultCancelGraceSeconds));
   record.llamafactory_cli = request.llamafactory_cli;
@@ -398,9 +422,11 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
       record.master_addr = target->host;
     }
   }
-  const RemoteRunLayout layout = run_layout(record);
+  Staged staged;
+  staged.layout = run_layout(record);
+  const RemoteRunLayout& layout = staged.layout;
 
-  InputPlan plan(base, record.remote_root);
+  InputPlan plan(w.base, record.remote_root);
   if (cfg.is_v1())
     plan.v1_datasets(cfg, record.run_dir());
   else
@@ -416,7 +442,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
 
   // Every node gets the inputs (a shared file system makes the later copies no-ops: same size
   // and hash) and its own start; node 0 last writes the record.
-  std::vector<SshSession> others;
+  std::vector<SshSession>& others = staged.others;
   for (int node = 1; node < nnodes && !slurm; ++node) {
     uploader.step("connecting to node " + std::to_string(node) + " (" + record.nodes[node - 1] + ")");
     others.push_back(connect_node(record.node_host(node)));
@@ -424,7 +450,7 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   auto node_session = [&](int node) -> const SshSession& {
     return node == 0 ? session : others[static_cast<std::size_t>(node - 1)];
   };
-  for (int node = 0; node < (slurm ? 1 : nnodes); ++node) {
+  for (int node = 0; node < (slurm ? 1 : nnodes) && check_engine; ++node) {
     require_engine(node_session(node), record.engine);
     if (lf)
       require_engine(node_session(node), record.llamafactory_cli, "LLaMA-Factory's llamafactory-cli",
@@ -440,6 +466,30 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
     upload_text(sftp, result.remote_config, join_path(record.run_dir(), layout.config_file));
     upload_text(sftp, record.to_json(), join_path(record.run_dir(), kRemoteRecordFileName));
   }
+  staged.record = std::move(record);
+  return staged;
+}
+
+}  // namespace
+
+SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
+                        const SubmitProgressFn& progress, const NodeConnector& connect_node) {
+  SubmitResult result;
+  Uploader uploader(progress, result);
+  const World w = world_of(request, connect_node);
+  const bool slurm = w.slurm;
+  const int nnodes = w.nnodes;
+  const int nproc = w.nproc;
+  RunConfig cfg = checked_config(w, request, request.overrides);
+  RemoteRunRecord proto;
+  proto.run_id = make_run_id(request.run_name.empty() ? w.config_path.stem().string() : request.run_name);
+  Staged staged = stage_run(session, request, w, std::move(cfg), std::move(proto), uploader, result,
+                            connect_node, true);
+  RemoteRunRecord& record = staged.record;
+  const RemoteRunLayout& layout = staged.layout;
+  auto node_session = [&](int node) -> const SshSession& {
+    return node == 0 ? session : staged.others[static_cast<std::size_t>(node - 1)];
+  };
 
   if (slurm) {
     SbatchOptions options = *request.slurm;
@@ -493,6 +543,118 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
   }
   result.record = record;
   return result;
+}
+
+SweepSubmitResult submit_sweep(const SshSession& session, const SweepSubmitRequest& request,
+                               const SubmitProgressFn& progress) {
+  const SubmitRequest& base = request.run;
+  if (!base.slurm) {
+    throw std::invalid_argument(
+        "a sweep is submitted as a Slurm job array: give the Slurm options (--slurm); on a host "
+        "without Slurm, run `studio-train sweep` there (docs/SWEEPS.md)");
+  }
+  if (request.parallel < 0)
+    throw std::invalid_argument("--parallel " + std::to_string(request.parallel) + ": give 0 (no limit) or more");
+  const World w = world_of(base, {});
+  SweepSpec spec;
+  spec.mode = request.list ? SweepMode::List : SweepMode::Grid;
+  for (const std::string& axis : request.axes) spec.axes.push_back(parse_sweep_axis(axis));
+  const std::vector<SweepPoint> points = expand_sweep(spec);
+  if (static_cast<int>(points.size()) > kMaxArraySize) {
+    throw std::invalid_argument("the sweep has " + std::to_string(points.size()) +
+                                " points, more than a Slurm job array holds by default (" +
+                                std::to_string(kMaxArraySize) + "): sweep fewer values");
+  }
+  // Every point checked against the world it runs in before anything is uploaded: one invalid
+  // point refuses the sweep, each named.
+  std::vector<RunConfig> configs;
+  std::string problems;
+  for (const SweepPoint& p : points) {
+    std::vector<std::string> overrides = base.overrides;
+    overrides.insert(overrides.end(), p.sets.begin(), p.sets.end());
+    try {
+      configs.push_back(checked_config(w, base, overrides, "sweep point " + p.name));
+    } catch (const std::invalid_argument& e) {
+      problems += std::string(e.what()) + "\n";
+    }
+  }
+  if (!problems.empty()) {
+    throw std::invalid_argument(problems +
+                                "nothing was submitted: change the swept values or the base "
+                                "config so that every point is valid");
+  }
+
+  SweepSubmitResult out;
+  SubmitResult counts;
+  Uploader uploader(progress, counts);
+  const std::string stem = base.run_name.empty() ? w.config_path.stem().string() : base.run_name;
+  out.sweep_id = make_run_id(stem);
+  const int width = static_cast<int>(points.front().name.find('-'));  // the names' NN- digits
+  const std::string prefix = out.sweep_id + "-";
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    RemoteRunRecord proto;
+    proto.run_id = array_task_dir(prefix, width, static_cast<int>(i));
+    proto.sweep_id = out.sweep_id;
+    proto.sweep_point = points[i].name;
+    uploader.step("point " + points[i].name + ": run folder " + proto.run_id);
+    SubmitResult point_result;
+    Uploader point_uploader(progress, point_result);
+    Staged staged = stage_run(session, base, w, configs[i], std::move(proto), point_uploader,
+                              point_result, {}, i == 0);
+    counts.files_uploaded += point_result.files_uploaded;
+    counts.files_skipped += point_result.files_skipped;
+    counts.bytes_uploaded += point_result.bytes_uploaded;
+    out.points.push_back(std::move(staged.record));
+  }
+
+  // The sweep's own folder: what it is (sweep.json with each point's run id), the base config
+  // as given, and the array's job script; sbatch runs there.
+  const std::string root = base.remote_root.empty() ? kDefaultRemoteRoot : base.remote_root;
+  const std::string sweep_dir = join_path(root, out.sweep_id);
+  SftpClient sftp(session);
+  sftp.mkdir_p(sweep_dir);
+  SweepFile file;
+  file.name = stem;
+  file.spec = spec;
+  file.nproc = w.nproc;
+  file.points = points;
+  nlohmann::json j = sweep_to_json(file);
+  j["remote_runs"] = nlohmann::json::array();
+  for (const RemoteRunRecord& r : out.points) j["remote_runs"].push_back(r.run_id);
+  upload_text(sftp, j.dump(2) + "\n", join_path(sweep_dir, kSweepFileName));
+  std::string base_text, error;
+  if (!read_file(w.config_path.string(), base_text, error)) throw std::runtime_error(error);
+  upload_text(sftp, base_text, join_path(sweep_dir, "base.yaml"));
+
+  SbatchOptions options = *base.slurm;
+  if (options.job_name == SbatchOptions{}.job_name) options.job_name = out.sweep_id;
+  options.llamafactory_cli = base.llamafactory_cli;
+  options.output_dir = kRemoteOutputDir;
+  options.array_size = static_cast<int>(points.size());
+  options.array_parallel = request.parallel;
+  options.array_dir_prefix = prefix;
+  options.array_index_width = width;
+  uploader.step("submitting " + std::string(kSbatchFile) + " with sbatch (" +
+                std::to_string(points.size()) + " array tasks)");
+  upload_text(sftp, sbatch_script(options, out.points.front().engine, "config.yaml"),
+              join_path(sweep_dir, kSbatchFile));
+  const ExecResult r =
+      session.exec(sbatch_array_submit_command(sweep_dir, prefix, width, kSbatchFile));
+  if (r.exit_status != 0) {
+    throw std::runtime_error(session.where() + ": sbatch refused sweep " + out.sweep_id + ": " +
+                             last_lines(r.std_err + r.std_out, 3) +
+                             " (its point folders stay under " + root + ")");
+  }
+  out.job_id = parse_sbatch_output(r.std_out).job_id;
+  for (RemoteRunRecord& rec : out.points) {
+    const std::size_t index = static_cast<std::size_t>(&rec - out.points.data());
+    rec.job_id = out.job_id + "_" + std::to_string(index);
+    upload_text(sftp, rec.to_json(), join_path(rec.run_dir(), kRemoteRecordFileName));
+  }
+  out.files_uploaded = counts.files_uploaded;
+  out.files_skipped = counts.files_skipped;
+  out.bytes_uploaded = counts.bytes_uploaded;
+  return out;
 }
 
 }  // namespace studio::remote

@@ -71,12 +71,33 @@ void SbatchOptions::validate() const {
     fail("time", time,
          "use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED (e.g. 1-12:00:00)");
   }
+  if (array_size < 0 || array_size > kMaxArraySize) {
+    fail("array_size", std::to_string(array_size),
+         "give 0 (no array) to " + std::to_string(kMaxArraySize) + " tasks (Slurm's MaxArraySize)");
+  }
+  if (array_size > 0) {
+    if (array_parallel < 0)
+      fail("array_parallel", std::to_string(array_parallel), "give 0 (no limit) or more");
+    if (array_index_width < 1 || array_index_width > 10)
+      fail("array_index_width", std::to_string(array_index_width), "give 1..10 digits");
+    static const std::regex kPrefix("[A-Za-z0-9_][A-Za-z0-9._-]*");
+    if (!std::regex_match(array_dir_prefix, kPrefix))
+      fail("array_dir_prefix", array_dir_prefix,
+           "must be a folder name start of letters, digits and . _ - (no '/', no '%')");
+  }
   for (const std::string& directive : extra_directives) {
     require_word("extra directive", directive, false);
     if (directive.front() != '-') {
       fail("extra directive", directive, "must be an sbatch option such as --exclusive");
     }
   }
+}
+
+std::string array_task_dir(const std::string& prefix, int width, int index) {
+  std::string digits = std::to_string(index);
+  if (static_cast<int>(digits.size()) < width)
+    digits.insert(0, static_cast<std::size_t>(width) - digits.size(), '0');
+  return prefix + digits;
 }
 
 std::string sbatch_script(const SbatchOptions& options, const std::string& engine,
@@ -99,6 +120,11 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
   if (!options.partition.empty()) script += sbatch_line("--partition=" + options.partition);
   if (!options.time.empty()) script += sbatch_line("--time=" + options.time);
   if (!options.account.empty()) script += sbatch_line("--account=" + options.account);
+  if (options.array_size > 0) {
+    std::string array = "--array=0-" + std::to_string(options.array_size - 1);
+    if (options.array_parallel > 0) array += "%" + std::to_string(options.array_parallel);
+    script += sbatch_line(array);
+  }
   // LLaMA-Factory neither saves on a signal nor resumes on its own where overwrite_output_dir
   // is set (its examples set it): its jobs are left as the cluster's defaults make them.
   const bool engine_job = options.llamafactory_cli.empty();
@@ -114,6 +140,11 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
   // Everything the run writes on the cluster (events, status, checkpoints, logs) is the user's
   // alone.
   script += "umask 077\n";
+  if (options.array_size > 0) {
+    // Each task trains one point, in that point's run folder (config, output/, train.log).
+    script += "cd -- ../" + shell_quote(options.array_dir_prefix) + "\"$(printf '%0" +
+              std::to_string(options.array_index_width) + "d' \"$SLURM_ARRAY_TASK_ID\")\"\n";
+  }
   // The batch script runs on the allocation's first node, which is where srun puts task 0 and
   // so rank 0's rendezvous store.
   script += "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n";
@@ -186,11 +217,27 @@ std::string sbatch_submit_command(const RemoteRunLayout& layout, const std::stri
                                                "--open-mode=append", script_file});
 }
 
+std::string sbatch_array_submit_command(const std::string& dir, const std::string& dir_prefix,
+                                        int width, const std::string& script_file) {
+  if (script_file.empty() || script_file.front() == '-') {
+    throw std::invalid_argument("sbatch: script file '" + script_file +
+                                "' is empty or starts with '-'; prefix it with ./");
+  }
+  if (dir_prefix.find_first_of("%/") != std::string::npos || dir_prefix.empty())
+    throw std::invalid_argument("sbatch: array folder prefix '" + dir_prefix +
+                                "' must be a folder name start without '/' or '%'");
+  // The tasks' folders are siblings of `dir`; %<width>a is the task index, zero-padded.
+  const std::string output = "../" + dir_prefix + "%" + std::to_string(width) + "a/train.log";
+  return "umask 077 && " +
+         shell_command_in_dir(dir, {"sbatch", "--parsable", "--output=" + output,
+                                    "--open-mode=append", script_file});
+}
+
 std::string squeue_command(const std::string& job_id) {
   require_job_id(job_id);
   // -t all: without it squeue drops a job the moment it ends, although slurmctld still knows it
   // (for MinJobAge seconds) and sacct may not (no accounting storage).
-  return shell_command({"squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i|%T|%M|%R"});
+  return shell_command({"squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%i|%T|%M|%R"});
 }
 
 std::string sacct_command(const std::string& job_id) {

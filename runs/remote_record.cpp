@@ -113,6 +113,10 @@ std::string RemoteRunRecord::to_json() const {
          {"submitted", submitted},
          {"stop_grace_s", stop_grace_s}};
   if (!llamafactory_cli.empty()) j["llamafactory_cli"] = llamafactory_cli;
+  if (!sweep_id.empty()) {
+    j["sweep_id"] = sweep_id;
+    j["sweep_point"] = sweep_point;
+  }
   if (kind == RemoteRunKind::Folder) {
     j["folder"] = folder;
     j["folder_events"] = folder_events;
@@ -180,6 +184,11 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
       if (r.stop_grace_s < 0) throw std::invalid_argument("must not be negative");
     }
     if (j.contains("llamafactory_cli")) get(j, "llamafactory_cli", r.llamafactory_cli);
+    if (j.contains("sweep_id")) {
+      get(j, "sweep_id", r.sweep_id);
+      if (!is_valid_run_id(r.sweep_id)) throw std::invalid_argument("'" + r.sweep_id + "' is not a folder name");
+      get(j, "sweep_point", r.sweep_point);
+    }
     if (r.kind == RemoteRunKind::Folder) {
       get(j, "folder", r.folder);
       if (r.folder.empty()) throw std::invalid_argument("empty: the folder followed is needed");

@@ -390,6 +390,48 @@ if [ -x "$bin" ]; then
   step "sp2_ulysses_${backend}_bf16" sp_compare 2 ulysses "$backend" bf16
 fi
 
+# Where each rank's time goes, on CUDA (trainer/parallel/step_clock.h): the SP 2 runs above
+# measured compute, SP communication, gradient communication, data and waiting with CUDA events
+# on the current stream. Every step with logging_steps 1 carries both ranks' parts: compute and
+# SP communication must be > 0, none negative, and their sum at most the wall time between two
+# step events (the parts are the mean per step over the window, the window is one step here).
+rank_times_check() {
+  "$python" - "$@" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    steps = [json.loads(l) for l in open(path) if '"event":"step"' in l]
+    assert steps, f"{path}: no step events"
+    prev = 0.0
+    for e in steps:
+        rt = e.get("rank_times")
+        assert rt and len(rt) == 2, f"{path}: step {e['step']}: rank_times {rt}"
+        between = e["elapsed"] - prev
+        prev = e["elapsed"]
+        for r in rt:
+            parts = [r[k] for k in ("compute_s", "sp_comm_s", "grad_comm_s", "data_s", "wait_s")]
+            assert min(parts) >= 0, f"{path}: step {e['step']} rank {r['rank']}: {r}"
+            assert r["compute_s"] > 0 and r["sp_comm_s"] > 0, f"{path}: step {e['step']}: {r}"
+            if e["step"] > 1:  # the first includes start-up outside the clock
+                assert sum(parts) <= between * 1.05 + 2e-3, f"{path}: step {e['step']}: {sum(parts):.4f} s of parts in {between:.4f} s: {r}"
+    last = steps[-1]["rank_times"]
+    print(path.split("/demo/")[-1], "last step:",
+          "; ".join(f"rank {r['rank']}: compute {r['compute_s']*1e3:.2f} ms, sp {r['sp_comm_s']*1e3:.2f} ms, "
+                    f"grad {r['grad_comm_s']*1e3:.2f} ms, data {r['data_s']*1e3:.2f} ms, wait {r['wait_s']*1e3:.2f} ms"
+                    for r in last))
+PY
+}
+if [ -x "$bin" ]; then
+  rt=()
+  for f in "$demo"/sp2-zigzag-ring-*-fp32/sp2/events.jsonl "$demo"/sp2-ulysses-*-fp32/sp2/events.jsonl; do
+    [ -f "$f" ] && rt+=("$f")
+  done
+  if [ ${#rt[@]} -gt 0 ]; then
+    step rank_times_cuda rank_times_check "${rt[@]}"
+  else
+    rows+=("| rank_times_cuda | not run | - | the SP 2 runs it reads did not run |")
+  fi
+fi
+
 # ZeRO on CUDA (docs/SHARDING.md): 2 ranks, SP 2, stage 3 with offload (pinned host masters and
 # AdamW states, the CPU update, per-layer gathers to the device) and stage 2 against the unsharded
 # run; the log gets each rank's measured model states (device side and offloaded).

@@ -1111,10 +1111,11 @@ struct Trainer::Impl {
     ++window_timed_steps;
   }
 
-  // Per-rank memory for the step event, and each rank's RankTime (the window's mean per step),
-  // gathered to every rank in one sum (all call it): the CUDA caching allocator's figures, or
-  // on a CPU run the CPU allocator's count and RSS (device -1).
-  std::vector<GpuMemory> gpu_memory(std::vector<RankTime>& times) {
+  // Every rank's figures for the step event, gathered to every rank in one sum (all call it):
+  // memory (returned; the CUDA caching allocator's figures, or on a CPU run the CPU
+  // allocator's count and RSS, device -1) and each rank's RankTime (the window's mean per
+  // step, into `times`).
+  std::vector<GpuMemory> rank_stats(std::vector<RankTime>& times) {
     std::vector<GpuMemory> out;
     std::vector<double> v;
     if (device.is_cuda()) {
@@ -1319,7 +1320,7 @@ TrainResult Trainer::Impl::run(const std::atomic<bool>* stop) {
         e.peak_rss_mib = mem->peak_rss_mib;
       }
       const bool log_now = state.global_step % cfg.logging_steps == 0 || last;
-      if (log_now) e.gpus = gpu_memory(e.rank_times);
+      if (log_now) e.gpus = rank_stats(e.rank_times);
       if (in.on_step) in.on_step(state.global_step, loss);
       reporter.step(e, log_now);
       if (log_now) {

@@ -653,6 +653,18 @@ class TestRemoteRun : public QObject {
     QCOMPARE(runStudio(QStringList{"runs"} << unknownKey, &out, &err, 60000), 5);
     QVERIFY2(err.contains("SHA256:"), err.constData());
     QCOMPARE(runStudio({"attach", "--host", "-oProxyCommand=x", "r"}, &out, &err, 60000), 2);
+
+    // A sweep is a Slurm job array: without --slurm it is refused before connecting, as are
+    // --list and --parallel without --sweep (tst_slurm_live submits one).
+    QStringList sweep = submit;
+    sweep.insert(sweep.size() - 1, "--sweep");
+    sweep.insert(sweep.size() - 1, "learning_rate=1e-3,3e-3");
+    QCOMPARE(runStudio(sweep, &out, &err, 60000), 2);
+    QVERIFY2(err.contains("--sweep is submitted as a Slurm job array: add --slurm"), err.constData());
+    QStringList listOnly = submit;
+    listOnly.insert(listOnly.size() - 1, "--list");
+    QCOMPARE(runStudio(listOnly, &out, &err, 60000), 2);
+    QVERIFY2(err.contains("--list and --parallel are for a sweep"), err.constData());
   }
 
   void headlessAttachSurvivesCut() {

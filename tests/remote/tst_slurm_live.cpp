@@ -8,6 +8,7 @@
 // follow_run, and another one cancelled with cancel_run (scancel).
 #include <QDir>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -177,6 +178,12 @@ class TestSlurmLive : public QObject {
   QString start_sshd(SshdFixture& sshd) {
     return sshd.set_up(tmp_.path(), "SetEnv SLURM_CONF=" + conf_);
   }
+  // The sshd for this test's cluster and the demo run's files: "" or what did not start.
+  QString live_host(SshdFixture& sshd, studio::remote::RemoteHostRef& host) {
+    if (QString error = start_sshd(sshd); !error.isEmpty()) return error;
+    host = sshd.host_ref();
+    return prepare_demo_run() ? QString() : QStringLiteral("the demo model or sft.yaml was not made");
+  }
   static studio::remote::SshSession connect_to(const studio::remote::RemoteHostRef& host) {
     return studio::remote::SshSession::connect(studio::remote::ssh_options(host),
                                                studio::remote::reject_unknown_host_keys());
@@ -268,6 +275,119 @@ class TestSlurmLive : public QObject {
     QVERIFY(write_file(engine_, kStandIn, true));
   }
 
+  // A sweep as one Slurm job array: every point checked before anything is uploaded (an invalid
+  // one refuses the whole sweep and leaves no folder), then one run folder per point and array
+  // task, each followed, listed and ended like a run of its own, at most `parallel` at once.
+  void sweepSubmittedAsJobArray() {
+#ifndef STUDIO_TRAIN_EXE
+    QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
+#else
+    using namespace studio::remote;
+    SshdFixture sshd;
+    RemoteHostRef host;
+    const QString error = live_host(sshd, host);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    auto connect = [&] { return connect_to(host); };
+    const SshSession session = connect();
+
+    SweepSubmitRequest sweep;
+    sweep.run.config_file = tmp_.filePath("sft.yaml").toStdString();
+    sweep.run.overrides = {"max_steps=4", "save_steps=1000", "eval_steps=1000"};
+    sweep.run.host = host;
+    sweep.run.remote_root = tmp_.filePath("sweeps").toStdString();
+    sweep.run.engine = STUDIO_TRAIN_EXE;
+    sweep.run.run_name = "lr";
+    SbatchOptions slurm;
+    slurm.gpus_per_node = 0;
+    slurm.time = "10";
+    sweep.run.slurm = slurm;
+
+    // Point 01 cannot run in a world of 1: nothing is uploaded or submitted.
+    SweepSubmitRequest bad = sweep;
+    bad.axes = {"sequence_parallel_size=1,2"};
+    try {
+      submit_sweep(session, bad);
+      QFAIL("an invalid point was submitted");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(QString(e.what()).contains("sweep point 01-sequence_parallel_size=2"), e.what());
+      QVERIFY2(QString(e.what()).contains("nothing was submitted"), e.what());
+      QVERIFY2(!QString(e.what()).contains("sweep point 00-"), e.what());
+    }
+    QVERIFY(!QDir(tmp_.filePath("sweeps")).exists());
+    SweepSubmitRequest without_slurm = sweep;
+    without_slurm.axes = {"learning_rate=1e-3,3e-3"};
+    without_slurm.run.slurm.reset();
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, submit_sweep(session, without_slurm));
+
+    sweep.axes = {"learning_rate=1e-3,3e-3,1e-2"};
+    sweep.parallel = 2;
+    const SweepSubmitResult done = submit_sweep(session, sweep);
+    QCOMPARE(int(done.points.size()), 3);
+    auto stop_jobs = qScopeGuard([&] { run_sh(scancel_command(done.job_id)); });
+    const QString sweep_dir = tmp_.filePath("sweeps/") + QString::fromStdString(done.sweep_id);
+    QVERIFY(read_all(sweep_dir + "/job.sbatch").contains("#SBATCH --array=0-2%2\n"));
+    const auto sweep_json = QJsonDocument::fromJson(read_all(sweep_dir + "/sweep.json")).object();
+    QCOMPARE(sweep_json["name"].toString(), QString("lr"));
+    QCOMPARE(sweep_json["remote_runs"].toArray().size(), 3);
+    const char* names[] = {"00-learning_rate=1e-3", "01-learning_rate=3e-3", "02-learning_rate=1e-2"};
+    const double lrs[] = {1e-3, 3e-3, 1e-2};
+    for (int i = 0; i < 3; ++i) {
+      const RemoteRunRecord& point = done.points[static_cast<std::size_t>(i)];
+      QCOMPARE(point.run_id, done.sweep_id + "-0" + std::to_string(i));
+      QCOMPARE(point.job_id, done.job_id + "_" + std::to_string(i));
+      QCOMPARE(point.sweep_point, std::string(names[i]));
+      QCOMPARE(sweep_json["remote_runs"].toArray()[i].toString().toStdString(), point.run_id);
+      // The record on the host is the one the studio reads back (with the task's job id).
+      const RemoteRunRecord read = read_remote_record(session, sweep.run.remote_root, point.run_id);
+      QCOMPARE(read.job_id, point.job_id);
+      QCOMPARE(read.sweep_id, done.sweep_id);
+      QCOMPARE(read.sweep_point, point.sweep_point);
+    }
+    // The scheduler holds the array to two tasks at once (this one-CPU node runs one anyway).
+    const ShellRun show = run_sh("scontrol show job " + done.job_id);
+    QVERIFY2(show.out.find("ArrayTaskThrottle=2") != std::string::npos, show.out.c_str());
+    QTRY_VERIFY_WITH_TIMEOUT(std::all_of(done.points.begin(), done.points.end(),
+                                         [&](const RemoteRunRecord& p) {
+                                           return is_terminal(state_of(p.job_id));
+                                         }),
+                             240000);
+    for (int i = 0; i < 3; ++i) {
+      const RemoteRunRecord& point = done.points[static_cast<std::size_t>(i)];
+      FollowCursor cursor;
+      std::string events;
+      FollowCallbacks callbacks;
+      callbacks.on_events = [&](const std::string& bytes) { events += bytes; };
+      FollowOptions options;
+      options.poll_interval = std::chrono::milliseconds(300);
+      std::atomic<bool> stop{false};
+      const auto end = follow_run(connect, point, cursor, callbacks, options, stop);
+      QVERIFY(end.has_value());
+      const QString dir = QString::fromStdString(point.run_dir());
+      QVERIFY2(to_string(end->state) == std::string("finished"),
+               qPrintable(QString::fromStdString(end->reason) + "\n" +
+                          read_all(dir + "/train.log").right(600)));
+      QCOMPARE(state_of(point.job_id), JobState::Completed);
+      QCOMPARE(QByteArray::fromStdString(events), read_all(dir + "/output/events.jsonl"));
+      // The task trained its own point: its config and the learning rate of its first step.
+      QVERIFY(read_all(dir + "/config.yaml").contains("output_dir: output\n"));
+      double peak_lr = 0;
+      int last_step = 0;
+      for (const QByteArray& line : QByteArray::fromStdString(events).split('\n')) {
+        const auto j = QJsonDocument::fromJson(line).object();
+        if (j["event"].toString() != "step") continue;
+        peak_lr = std::max(peak_lr, j["lr"].toDouble());
+        last_step = j["step"].toInt();
+      }
+      QCOMPARE(last_step, 4);
+      QVERIFY2(peak_lr <= lrs[i] * (1 + 1e-6) && peak_lr > lrs[i] * 0.5,
+               qPrintable(QString("point %1: peak lr %2").arg(i).arg(peak_lr)));
+      // The task's output is the point's own train.log (sbatch --output=../PREFIX%2a/train.log).
+      QVERIFY(!read_all(dir + "/train.log").isEmpty());
+    }
+    QVERIFY(!QFile::exists(sweep_dir + "/train.log"));
+#endif
+  }
+
   void cleanupTestCase() {
     // Reverse order: slurmd and slurmctld still talk to munged while they stop.
     for (auto it = daemons_.rbegin(); it != daemons_.rend(); ++it) {
@@ -336,11 +456,10 @@ class TestSlurmLive : public QObject {
 #else
     using namespace studio::remote;
     SshdFixture sshd;
-    const QString error = start_sshd(sshd);
+    RemoteHostRef host;
+    const QString error = live_host(sshd, host);
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    const RemoteHostRef host = sshd.host_ref();
     auto connect = [&] { return connect_to(host); };
-    QVERIFY(prepare_demo_run());
 
     SubmitRequest request;
     request.config_file = tmp_.filePath("sft.yaml").toStdString();
@@ -382,8 +501,12 @@ class TestSlurmLive : public QObject {
     const auto lf_end = follow_run(connect, lf_done.record, lf_cursor, callbacks, options, stop);
     QVERIFY(lf_end.has_value());
     const QString lf_dir = QString::fromStdString(lf_done.record.run_dir());
+    // QTest cuts a message at about 1,000 bytes: the state and its reason first, then the end of
+    // LLaMA-Factory's log.
     QVERIFY2(to_string(lf_end->state) == std::string("finished"),
-             read_all(lf_dir + "/train.log").right(2000).constData());
+             qPrintable(QString("%1: %2\n...%3")
+                            .arg(to_string(lf_end->state), QString::fromStdString(lf_end->reason),
+                                 QString::fromUtf8(read_all(lf_dir + "/train.log").right(600)))));
     QCOMPARE(QByteArray::fromStdString(lf_events), read_all(lf_dir + "/output/trainer_log.jsonl"));
     QVERIFY(lf_events.find("\"current_steps\": 6,") != std::string::npos);
     QCOMPARE(state_of(lf_done.record.job_id), JobState::Completed);
@@ -416,11 +539,10 @@ class TestSlurmLive : public QObject {
 #else
     using namespace studio::remote;
     SshdFixture sshd;
-    const QString error = start_sshd(sshd);
+    RemoteHostRef host;
+    const QString error = live_host(sshd, host);
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    const RemoteHostRef host = sshd.host_ref();
     auto connect = [&] { return connect_to(host); };
-    QVERIFY(prepare_demo_run());
     const QStringList keys{"max_steps=40", "save_steps=1000", "eval_steps=1000",
                            "save_on_stop=true"};
 

@@ -11,11 +11,13 @@
 #include <string>
 
 #include "studio/remote/slurm_script.h"
+#include "studio/runs/remote_record.h"
 
 using studio::remote::is_valid_slurm_time;
 using studio::remote::RemoteRunLayout;
 using studio::remote::sacct_command;
 using studio::remote::sbatch_script;
+using studio::remote::sbatch_array_submit_command;
 using studio::remote::sbatch_submit_command;
 using studio::remote::SbatchOptions;
 using studio::remote::scancel_command;
@@ -329,7 +331,7 @@ class TestSlurmScript : public QObject {
 
   void commands() {
     QCOMPARE(squeue_command("123"),
-             std::string("squeue -h -t all -j 123 -o '%i|%T|%M|%R'"));
+             std::string("squeue -h -r -t all -j 123 -o '%i|%T|%M|%R'"));
     QCOMPARE(sacct_command("123_4"),
              std::string("sacct -n -P -j 123_4 --format=JobID,State,ExitCode,Elapsed"));
     QCOMPARE(scancel_command("9"), std::string("scancel 9"));
@@ -343,6 +345,137 @@ class TestSlurmScript : public QObject {
              std::string("umask 077 && cd '/runs/a b' && exec sbatch --parsable --output=train%%j.log "
                          "--open-mode=append job.sbatch"));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, sbatch_submit_command(layout, "-x"));
+    QCOMPARE(sbatch_array_submit_command("/runs/lr sweep", "lr-1-", 3, "job.sbatch"),
+             std::string("umask 077 && cd '/runs/lr sweep' && exec sbatch --parsable "
+                         "--output=../lr-1-%3a/train.log --open-mode=append job.sbatch"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             sbatch_array_submit_command("/runs", "a/b-", 2, "job.sbatch"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             sbatch_array_submit_command("/runs", "a%j-", 2, "job.sbatch"));
+  }
+
+  // A sweep's job array: the --array line (with its throttle), and each task, run by bash with
+  // stand-ins, enters its own point's folder (../PREFIX + zero-padded index) and trains it there
+  // with its own MASTER_PORT (each task has its own SLURM_JOB_ID).
+  void arrayTasks_data() {
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("parallel");
+    QTest::addColumn<int>("width");
+    QTest::addColumn<int>("task");
+    QTest::addColumn<QString>("array");
+    QTest::addColumn<QString>("folder");
+    QTest::newRow("3 points, 2 at once, task 0") << 3 << 2 << 2 << 0 << "--array=0-2%2" << "sw-00";
+    QTest::newRow("3 points, no limit, task 2") << 3 << 0 << 2 << 2 << "--array=0-2" << "sw-02";
+    QTest::newRow("150 points, task 7") << 150 << 10 << 3 << 7 << "--array=0-149%10" << "sw-007";
+    QTest::newRow("1001 points, task 1000") << 1001 << 0 << 4 << 1000 << "--array=0-1000" << "sw-1000";
+  }
+  void arrayTasks() {
+    QFETCH(int, size);
+    QFETCH(int, parallel);
+    QFETCH(int, width);
+    QFETCH(int, task);
+    QFETCH(QString, array);
+    QFETCH(QString, folder);
+    QCOMPARE(QString::fromStdString(studio::remote::array_task_dir("sw-", width, task)), folder);
+    SbatchOptions o;
+    o.gpus_per_node = 2;
+    o.array_size = size;
+    o.array_parallel = parallel;
+    o.array_dir_prefix = "sw-";
+    o.array_index_width = width;
+    const std::string script = sbatch_script(o, "studio-train", "config.yaml");
+    QVERIFY2(script.find("#SBATCH " + array.toStdString() + "\n") != std::string::npos, script.c_str());
+    QTemporaryDir tmp;
+    const QString bin = tmp.filePath("bin");
+    QVERIFY(QDir().mkpath(bin));
+    QVERIFY(QDir().mkpath(tmp.filePath("sweep")));
+    QVERIFY(QDir().mkpath(tmp.filePath(folder)));
+    QVERIFY(QDir().mkpath(tmp.filePath("sw-01")));  // a neighbour the task must not enter
+    QVERIFY(write_file(bin + "/scontrol", "#!/bin/sh\nprintf 'n1\\n'\n", true));
+    QVERIFY(write_file(bin + "/srun",
+                       "#!/bin/sh\nprintf '%s\\000' \"$@\" > srun-argv\n"
+                       "printf '%s|%s\\n' \"$(basename \"$PWD\")\" \"$MASTER_PORT\" > srun-env\n",
+                       true));
+    QVERIFY(write_file(tmp.filePath("sweep/job.sbatch"), script));
+    QProcess bash;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("PATH", bin + ":" + env.value("PATH"));
+    env.insert("SLURM_JOB_NODELIST", "n1");
+    env.insert("SLURM_JOB_ID", QString::number(4000 + task));
+    env.insert("SLURM_ARRAY_JOB_ID", "4000");
+    env.insert("SLURM_ARRAY_TASK_ID", QString::number(task));
+    bash.setProcessEnvironment(env);
+    bash.setWorkingDirectory(tmp.filePath("sweep"));
+    bash.start("bash", {tmp.filePath("sweep/job.sbatch")});
+    QVERIFY(bash.waitForFinished(10000));
+    QVERIFY2(bash.exitCode() == 0, bash.readAllStandardError().constData());
+    QFile envFile(tmp.filePath(folder + "/srun-env"));
+    QVERIFY2(envFile.open(QIODevice::ReadOnly), qPrintable(folder + " was not entered"));
+    QCOMPARE(QString::fromUtf8(envFile.readAll()),
+             QString("%1|%2\n").arg(folder).arg(29500 + (4000 + task) % 10000));
+    QFile argvFile(tmp.filePath(folder + "/srun-argv"));
+    QVERIFY(argvFile.open(QIODevice::ReadOnly));
+    QVERIFY(argvFile.readAll().contains(QByteArray("train\0config.yaml\0--nproc\0" "2\0", 28)));
+  }
+
+  // A sweep point's record: its sweep and point go to studio-remote.json and back; a sweep
+  // folder name that is not a run folder name is refused, naming the key.
+  void sweepPointRecord() {
+    studio::RemoteRunRecord r;
+    r.run_id = "lr-20261204-223000-ab12-01";
+    r.kind = studio::RemoteRunKind::Slurm;
+    r.job_id = "77_1";
+    r.sweep_id = "lr-20261204-223000-ab12";
+    r.sweep_point = "01-learning_rate=3e-3";
+    const auto back = studio::RemoteRunRecord::from_json(r.to_json(), "t");
+    QCOMPARE(back.sweep_id, r.sweep_id);
+    QCOMPARE(back.sweep_point, r.sweep_point);
+    QCOMPARE(back.job_id, std::string("77_1"));
+    studio::RemoteRunRecord single = r;
+    single.sweep_id.clear();
+    QVERIFY(single.to_json().find("sweep") == std::string::npos);
+    QVERIFY(studio::RemoteRunRecord::from_json(single.to_json(), "t").sweep_id.empty());
+    std::string bad = r.to_json();
+    bad.replace(bad.find("\"lr-20261204-223000-ab12\""), 25, "\"../x\"");
+    try {
+      studio::RemoteRunRecord::from_json(bad, "host:rec.json");
+      QFAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(QString(e.what()).contains("host:rec.json: run record key 'sweep_id'"), e.what());
+    }
+  }
+
+  void rejectsBadArrays_data() {
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("parallel");
+    QTest::addColumn<QString>("prefix");
+    QTest::addColumn<int>("width");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("negative size") << -1 << 0 << "sw-" << 2 << "array_size '-1'";
+    QTest::newRow("over MaxArraySize") << 1002 << 0 << "sw-" << 2 << "MaxArraySize";
+    QTest::newRow("negative parallel") << 4 << -2 << "sw-" << 2 << "array_parallel '-2'";
+    QTest::newRow("prefix with a slash") << 4 << 0 << "../sw-" << 2 << "array_dir_prefix";
+    QTest::newRow("prefix with a quote") << 4 << 0 << "sw'-" << 2 << "array_dir_prefix";
+    QTest::newRow("empty prefix") << 4 << 0 << "" << 2 << "array_dir_prefix";
+    QTest::newRow("width 0") << 4 << 0 << "sw-" << 0 << "array_index_width";
+  }
+  void rejectsBadArrays() {
+    QFETCH(int, size);
+    QFETCH(int, parallel);
+    QFETCH(QString, prefix);
+    QFETCH(int, width);
+    QFETCH(QString, message);
+    SbatchOptions o;
+    o.array_size = size;
+    o.array_parallel = parallel;
+    o.array_dir_prefix = prefix.toStdString();
+    o.array_index_width = width;
+    try {
+      o.validate();
+      QFAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(QString(e.what()).contains(message), e.what());
+    }
   }
 };
 

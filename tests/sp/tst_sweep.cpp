@@ -6,6 +6,7 @@
 #include <QtTest/QtTest>
 
 #include <csignal>
+#include <optional>
 
 #include "train_runs.h"
 
@@ -179,6 +180,26 @@ class TestSweep : public QObject {
     QVERIFY2(said.contains("--resume"), qPrintable(said));
     QCOMPARE(train_runs::read_json(first + "/status.json")["state"].toString(), "stopped");
     QVERIFY(!QFileInfo::exists(out + "/01-learning_rate=2e-3/status.json"));
+#if STUDIO_TEST_GUI
+    // The runs list shows the point that never started as Queued, saying how to continue.
+    {
+      studio::ui::RunStore store;
+      store.setRoot(dir_.path());
+      auto find = [&](const QString& dir) -> std::optional<studio::ui::RunInfo> {
+        for (const auto& run : store.runs())
+          if (run.dir == dir) return run;
+        return std::nullopt;
+      };
+      const QString second = out + "/01-learning_rate=2e-3";
+      QTRY_VERIFY_WITH_TIMEOUT(find(second).has_value() && find(first).has_value(), 20000);
+      QCOMPARE(find(second)->state, studio::ui::RunState::Queued);
+      QCOMPARE(find(second)->stateText, QString("Queued"));
+      QVERIFY2(find(second)->reason.contains("studio-train sweep --resume " + out),
+               qPrintable(find(second)->reason));
+      QCOMPARE(find(second)->sweep, QString("stopped"));
+      QCOMPARE(find(first)->state, studio::ui::RunState::Stopped);
+    }
+#endif
 
     const auto r = sweep({"--resume", out});
     QVERIFY2(r.code == 0, qPrintable(r.err.right(3000)));

@@ -3,6 +3,7 @@
 // run still training when the window closes is found running by the next window, its dashboard
 // keeps receiving steps, and Stop ends it (every rank at the same step, state "stopped").
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -18,7 +19,12 @@
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
+#include "studio/ui/wizard/review_page.h"
 #include "studio/ui/wizard/run_wizard.h"
+#include "studio/ui/wizard/sweep_dialog.h"
+#include <QLineEdit>
+#include <QSpinBox>
+#include <algorithm>
 
 using studio::ui::MainWindow;
 using studio::ui::RunState;
@@ -68,6 +74,24 @@ QString launchFromWizard(MainWindow& w, const QString& path, int world) {
   return runDir;
 }
 
+// The demo config `name` (resources/demo) with the window's demo model, the demo data by its
+// absolute path and each (from, to) of `changes` made, then `extra` appended, written to `path`.
+bool writeDemoConfig(const MainWindow& w, const char* name, const QString& path,
+                     const QList<QPair<QByteArray, QByteArray>>& changes, const QByteArray& extra = {}) {
+  QFile source(QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/") + QString::fromLatin1(name));
+  if (!source.open(QIODevice::ReadOnly)) return false;
+  QByteArray yaml = source.readAll();
+  yaml.replace(QRegularExpression(QStringLiteral("(?m)^model_name_or_path: .*$")).match(QString::fromUtf8(yaml)).captured(0).toUtf8(),
+               "model_name_or_path: " + w.demo()->modelDir().toUtf8());
+  yaml.replace("dataset_dir: resources/demo/data", "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data");
+  for (const auto& [from, to] : changes) {
+    if (!yaml.contains(from)) return false;
+    yaml.replace(from, to);
+  }
+  QFile out(path);
+  return out.open(QIODevice::WriteOnly) && out.write(yaml + extra) == yaml.size() + extra.size();
+}
+
 }  // namespace
 
 class TestStudioLocalRun : public QObject {
@@ -79,6 +103,7 @@ class TestStudioLocalRun : public QObject {
   void dpoWithSequenceParallelFromAYaml();
   void llamaFactoryV1FileWithRelativeDataPaths();
   void runningRunSurvivesTheWindowAndStops();
+  void sweepFromTheReviewPage();
 
  private:
   std::unique_ptr<MainWindow> window();
@@ -157,21 +182,10 @@ void TestStudioLocalRun::dpoWithSequenceParallelFromAYaml() {
   auto w = window();
   w->demo()->ensureModel();
   QTRY_VERIFY_WITH_TIMEOUT(w->demo()->isModelReady(), 60000);
-  QFile source(QStringLiteral(STUDIO_SOURCE_DIR "/resources/demo/dpo_demo.yaml"));
-  QVERIFY(source.open(QIODevice::ReadOnly));
-  QByteArray yaml = source.readAll();
-  yaml.replace("model_name_or_path: build/demo/run",
-               "model_name_or_path: " + w->demo()->modelDir().toUtf8());
-  yaml.replace("dataset_dir: resources/demo/data",
-               "dataset_dir: " STUDIO_SOURCE_DIR "/resources/demo/data");
-  yaml.replace("max_steps: 30", "max_steps: 6");
-  yaml.replace("logging_steps: 5", "logging_steps: 1");
-  yaml += "sequence_parallel_size: 2\nsequence_parallel_mode: zigzag-ring\n";
   const QString path = tmp_.filePath(QStringLiteral("dpo-sp2.yaml"));
-  QFile out(path);
-  QVERIFY(out.open(QIODevice::WriteOnly));
-  out.write(yaml);
-  out.close();
+  QVERIFY(writeDemoConfig(*w, "dpo_demo.yaml", path,
+                          {{"max_steps: 30", "max_steps: 6"}, {"logging_steps: 5", "logging_steps: 1"}},
+                          "sequence_parallel_size: 2\nsequence_parallel_mode: zigzag-ring\n"));
 
   const QString runDir = launchFromWizard(*w, path, 2);
   QVERIFY(!runDir.isEmpty());
@@ -256,6 +270,55 @@ void TestStudioLocalRun::runningRunSurvivesTheWindowAndStops() {
   QTRY_COMPARE_WITH_TIMEOUT(stopped.count(), 1, 30000);
   QCOMPARE(stopped.at(0).at(1).toBool(), false);  // stopped by SIGTERM, not killed
   QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Stopped), 10000);
+  w->close();
+}
+
+// The Review page's Sweep...: two learning rates of a short demo, one at a time. The studio
+// starts `studio-train sweep` detached; the runs list shows both points at once, the second
+// Queued while the first trains, each then finished with its own learning rate.
+void TestStudioLocalRun::sweepFromTheReviewPage() {
+  auto w = window();
+  w->demo()->ensureModel();
+  QTRY_VERIFY_WITH_TIMEOUT(w->demo()->isModelReady(), 60000);
+  const QString path = tmp_.filePath(QStringLiteral("sweep-base.yaml"));
+  QVERIFY(writeDemoConfig(*w, "sft_demo.yaml", path,
+                          {{"max_steps: 60", "max_steps: 6"}, {"logging_steps: 5", "logging_steps: 1"},
+                           {"save_steps: 30", "save_steps: 1000"}, {"eval_steps: 30", "eval_steps: 1000"}}));
+  QVERIFY(w->openConfigInWizard(path));
+  studio::ui::RunWizard* wizard = w->wizard();
+  auto* sweep = wizard->reviewPage()->sweepButton();
+  QTRY_VERIFY_WITH_TIMEOUT(sweep->isEnabled(), 20000);
+  sweep->click();
+  studio::ui::SweepDialog* dialog = wizard->sweepDialog();
+  QVERIFY(dialog);
+  dialog->setAxes({QStringLiteral("learning_rate=1e-3,3e-3")});
+  dialog->nameEdit()->setText(QStringLiteral("lr-pair"));
+  dialog->parallelBox()->setValue(1);
+  QTRY_VERIFY_WITH_TIMEOUT(!dialog->isChecking() && dialog->startButton()->isEnabled(), 20000);
+  dialog->startButton()->click();
+  const QString sweepDir = w->lastSweepDir();
+  QVERIFY2(sweepDir.startsWith(paths_.runsRoot + QStringLiteral("/lr-pair-")), qPrintable(sweepDir));
+  QTRY_VERIFY(!w->wizard() || !w->wizard()->isVisible());
+
+  const QString first = sweepDir + QStringLiteral("/00-learning_rate=1e-3");
+  const QString second = sweepDir + QStringLiteral("/01-learning_rate=3e-3");
+  // Both listed while the first trains: the second is Queued.
+  QTRY_VERIFY_WITH_TIMEOUT(stateOf(*w, second) == std::optional<RunState>(RunState::Queued) &&
+                               stateOf(*w, first).has_value() &&
+                               stateOf(*w, first) != std::optional<RunState>(RunState::Queued),
+                           kRunTimeoutMs);
+  QCOMPARE(w->runStore()->run(second)->sweep, QStringLiteral("lr-pair"));
+  for (const QString& dir : {first, second})
+    QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Finished),
+                              kRunTimeoutMs);
+  QVERIFY(w->openRun(second));
+  QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, second), std::size_t(6), 10000);
+  const auto& lr = w->dashboard()->series(second)->values(studio::ui::Metric::LearningRate);
+  QVERIFY(!lr.empty());
+  QVERIFY2(*std::max_element(lr.begin(), lr.end()) > 2e-3 &&
+               *std::max_element(lr.begin(), lr.end()) <= 3e-3 * (1 + 1e-6),
+           qPrintable(QString::number(*std::max_element(lr.begin(), lr.end()))));
+  QVERIFY(QFile(sweepDir + QStringLiteral("/sweep.log")).size() > 0);
   w->close();
 }
 

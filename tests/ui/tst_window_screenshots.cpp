@@ -13,6 +13,7 @@
 // under the build tree's tests/ui/window-screenshots-failed/.
 #include <QAbstractButton>
 #include <QAbstractScrollArea>
+#include <QScrollBar>
 #include <QAccessible>
 #include <QApplication>
 #include <QComboBox>
@@ -27,6 +28,8 @@
 #include <QProcess>
 #include <QScopeGuard>
 #include <QScreen>
+#include <QListWidget>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTabWidget>
@@ -53,7 +56,9 @@
 #include "studio/ui/shell/runs_panel.h"
 #include "studio/ui/wizard/memory_page.h"
 #include "studio/ui/wizard/parallelism_page.h"
+#include "studio/ui/wizard/review_page.h"
 #include "studio/ui/wizard/run_wizard.h"
+#include "studio/ui/wizard/sweep_dialog.h"
 #include "studio/ui/wizard/sp_layout_view.h"
 
 using studio::ui::MainWindow;
@@ -388,6 +393,17 @@ QString rectText(const QRect& r) {
   return QStringLiteral("(%1,%2 %3x%4)").arg(r.x()).arg(r.y()).arg(r.width()).arg(r.height());
 }
 
+// Where a control sits in reading order: its place on the screen as if every scroll area it is
+// in were scrolled to its start. A control scrolled out of view still comes after the ones above
+// it (Qt scrolls it into view when it takes the focus); it is not "back up the screen".
+QRect readingRect(QWidget* w) {
+  QPoint p = w->mapToGlobal(QPoint(0, 0));
+  for (QWidget* up = w->parentWidget(); up; up = up->parentWidget())
+    if (auto* area = qobject_cast<QAbstractScrollArea*>(up); area && area->viewport()->isAncestorOf(w))
+      p += QPoint(area->horizontalScrollBar()->value(), area->verticalScrollBar()->value());
+  return QRect(p, w->size());
+}
+
 // Keyboard and accessibility basics of the window `top`: every control Tab can reach has an
 // accessible name, and Tab moves in reading order: it goes from a control to one wholly above it
 // and not to its right (back up the same column, or up and to the left) only once, where the
@@ -406,8 +422,8 @@ QStringList accessibilityProblems(QWidget* top) {
   for (int i = 1; i <= order.size() && order.size() > 1; ++i) {
     QWidget* from = order[i - 1];
     QWidget* to = order[i % order.size()];
-    const QRect a(from->mapToGlobal(QPoint(0, 0)), from->size());
-    const QRect b(to->mapToGlobal(QPoint(0, 0)), to->size());
+    const QRect a = readingRect(from);
+    const QRect b = readingRect(to);
     if (b.bottom() < a.top() && b.left() <= a.left() + 2)
       backwards << QStringLiteral("Tab goes back up from %1 %2 to %3 %4")
                        .arg(describe(from), rectText(a), describe(to), rectText(b));
@@ -485,6 +501,16 @@ class TestWindowScreenshots : public QObject {
     });
     open();
     return checked;
+  }
+
+  // File > New Run from Demo, as a user opens it; null when it did not open.
+  studio::ui::RunWizard* demoWizard() {
+    QSignalSpy opened(window_.get(), &MainWindow::demoWizardOpened);
+    QAction* demo = menuAction(QStringLiteral("New Run from &Demo"));
+    if (!demo) return nullptr;
+    demo->trigger();
+    if (opened.count() == 0 && !opened.wait(120000)) return nullptr;
+    return window_->wizard();
   }
 
   QAction* menuAction(const QString& text) {
@@ -592,12 +618,7 @@ class TestWindowScreenshots : public QObject {
   void wizardPages() {
     if (!QFileInfo(engine_).isExecutable())
       QSKIP("the demo model is made by studio-train: build the engine or set STUDIO_TRAIN");
-    QSignalSpy opened(window_.get(), &MainWindow::demoWizardOpened);
-    QAction* demo = menuAction(QStringLiteral("New Run from &Demo"));
-    QVERIFY(demo);
-    demo->trigger();
-    QVERIFY(opened.count() == 1 || opened.wait(120000));
-    studio::ui::RunWizard* wizard = window_->wizard();
+    studio::ui::RunWizard* wizard = demoWizard();
     QVERIFY(wizard);
     QVERIFY2(wizard->width() >= 1100 && wizard->height() >= 800,
              qPrintable(QStringLiteral("%1 x %2").arg(wizard->width()).arg(wizard->height())));
@@ -828,6 +849,31 @@ class TestWindowScreenshots : public QObject {
     check(window_.get(), QStringLiteral("main-window-sweep"));
     dialog->close();
     dialog->deleteLater();
+
+    // The wizard's Sweep...: keys and values, the points each checked, in both themes.
+    studio::ui::RunWizard* wizard = demoWizard();
+    QVERIFY(wizard);
+    QTRY_VERIFY_WITH_TIMEOUT(wizard->reviewPage()->sweepButton()->isEnabled(), 20000);
+    wizard->reviewPage()->sweepButton()->click();
+    studio::ui::SweepDialog* sweepDialog = wizard->sweepDialog();
+    QVERIFY(sweepDialog);
+    sweepDialog->setAxes({QStringLiteral("learning_rate=1e-3,3e-3,1e-2"),
+                          QStringLiteral("per_device_train_batch_size=8,16")});
+    sweepDialog->parallelBox()->setValue(2);
+    QTRY_VERIFY_WITH_TIMEOUT(!sweepDialog->isChecking(), 20000);
+    QCOMPARE(sweepDialog->pointsList()->count(), 6);
+    QVERIFY(sweepDialog->startButton()->isEnabled());
+    check(sweepDialog, QStringLiteral("dialog-sweep-start"));
+    auto* dark = window_->findChild<QAction*>(QStringLiteral("theme-dark"));
+    QVERIFY(dark);
+    dark->trigger();
+    const auto light = qScopeGuard([this] {
+      if (auto* system = window_->findChild<QAction*>(QStringLiteral("theme-system"))) system->trigger();
+    });
+    QTest::qWait(200);
+    check(sweepDialog, QStringLiteral("dialog-sweep-start-dark"));
+    sweepDialog->close();
+    wizard->close();
   }
 
   // Qt's own dialogs as the studio opens them from its menus: the About box and the file

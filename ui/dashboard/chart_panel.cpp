@@ -47,6 +47,7 @@ QString valueAxisLabel(ChartKind kind) {
     case ChartKind::GpuActivity: return ChartPanel::tr("%");
     case ChartKind::Rewards: return ChartPanel::tr("reward");
     case ChartKind::Accuracy: return ChartPanel::tr("accuracy");
+    case ChartKind::Straggler: return ChartPanel::tr("slowest rank / mean");
   }
   return {};
 }

@@ -246,6 +246,7 @@ QWidget* RunDashboard::buildCharts() {
           });
   auto* gridHost = new QWidget;
   gridHost->setLayout(grid);
+  gridHost_ = gridHost;
   relayout();  // the panels have their parent now: hiding one never makes it a window
   // Below the charts, and after them in the Tab order.
   auto* charts = new QWidget;
@@ -259,8 +260,29 @@ QWidget* RunDashboard::buildCharts() {
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
   scroll->setWidget(charts);
+  scroll->viewport()->installEventFilter(this);
   scroll_ = scroll;
   return scroll;
+}
+
+bool RunDashboard::eventFilter(QObject* watched, QEvent* event) {
+  if (scroll_ && watched == scroll_->viewport() && event->type() == QEvent::Resize) fitChartsToView();
+  return QWidget::eventFilter(watched, event);
+}
+
+void RunDashboard::fitChartsToView() {
+  if (!gridHost_ || !scroll_) return;
+  // The view under the charts takes only what rows of kComfortableRowPx leave of the visible
+  // height; in a shorter window the charts keep all of it and the view lies below the fold.
+  constexpr int kComfortableRowPx = 300;
+  int shown = 0;
+  for (ChartPanel* panel : panels_)
+    if (panel && !panel->isHidden()) ++shown;
+  const int rows = std::max(1, (shown + 2) / 3);
+  const int height = rankTime_->isHidden()
+                         ? 0
+                         : std::min(scroll_->viewport()->height(), rows * kComfortableRowPx);
+  if (gridHost_->minimumHeight() != height) gridHost_->setMinimumHeight(height);
 }
 
 void RunDashboard::revealRankTimes() { scroll_->ensureWidgetVisible(rankTime_, 0, 0); }
@@ -576,6 +598,7 @@ void RunDashboard::updateChartStates() {
   if (rankTime_->series() != primary) rankTime_->setSeries(primary);
   if (times) rankTime_->refresh();
   rankTime_->setVisible(times && !enlarged_);
+  fitChartsToView();
   ChartPanel* activity = panels_[static_cast<std::size_t>(ChartKind::GpuActivity)];
   activity->setTitle(tr("GPU utilisation per rank (solid, %) and power draw (dashed, % of its limit)"));
 
@@ -809,6 +832,11 @@ void RunDashboard::moveChart(ChartKind kind, int delta) {
 void RunDashboard::setEnlargedChart(std::optional<ChartKind> kind) {
   enlarged_ = kind;
   relayout();
+  updateChartStates();  // the time-per-rank view: hidden while a chart is enlarged
+  fitChartsToView();
+  // The new geometry now, before the replot: a chart enlarged from a grid cell must not be
+  // drawn at its cell's old size in the corner it came from.
+  gridHost_->layout()->activate();
   saveLayout();
   replot();
 }

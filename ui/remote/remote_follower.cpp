@@ -403,6 +403,10 @@ void RemoteRuns::listRuns(const studio::remote::RemoteHostRef& host, const QStri
                                  QString::fromLatin1(studio::remote::to_string(record.kind)))
                             .arg(record.nnodes)
                             .arg(record.nproc);
+        if (!record.sweep_id.empty())
+          descriptions.back() += QStringLiteral(", sweep %1 point %2")
+                                     .arg(QString::fromStdString(record.sweep_id),
+                                          QString::fromStdString(record.sweep_point));
       }
     } catch (const std::exception& e) {
       error = QString::fromStdString(e.what());

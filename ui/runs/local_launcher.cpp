@@ -53,6 +53,25 @@ void makeAbsolute(std::optional<std::string>& path, const QDir& base) {
   if (path) makeAbsolute(*path, base);
 }
 
+// Starts `setsid ARGS` detached in `dir`, stdin from /dev/null, stdout and stderr appended to
+// DIR/log. QProcess forks twice; setsid then makes the program the leader of a new session and
+// process group (it is no group leader yet, so setsid execs it in place and the pid is the
+// program's), so it outlives the studio.
+bool startInSession(const QString& setsid, const QStringList& args, const QString& dir,
+                    const char* log, qint64* pid, QString* why) {
+  QProcess process;
+  process.setProgram(setsid);
+  process.setArguments(args);
+  process.setWorkingDirectory(dir);
+  process.setStandardInputFile(QProcess::nullDevice());
+  const QString path = runFile(dir, log);
+  process.setStandardOutputFile(path, QIODevice::Append);
+  process.setStandardErrorFile(path, QIODevice::Append);
+  if (process.startDetached(pid)) return true;
+  *why = process.errorString();
+  return false;
+}
+
 }  // namespace
 
 LocalLauncher::LocalLauncher(QObject* parent) : QObject(parent), root_(defaultRunsRoot()) {
@@ -61,6 +80,7 @@ LocalLauncher::LocalLauncher(QObject* parent) : QObject(parent), root_(defaultRu
   worker_->moveToThread(&thread_);
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
   connect(worker_, &StopWorker::launchFailed, this, &LocalLauncher::launchFailed);
+  connect(worker_, &StopWorker::sweepWritten, this, &LocalLauncher::sweepWritten);
   connect(worker_, &StopWorker::stopRequested, this, &LocalLauncher::stopRequested);
   connect(worker_, &StopWorker::stopFinished, this, &LocalLauncher::stopFinished);
   connect(worker_, &StopWorker::stopFailed, this, &LocalLauncher::stopFailed);
@@ -123,7 +143,7 @@ QString LocalLauncher::createRunDir(const QString& name, QString* error) const {
   return fail(error, tr("cannot find a free folder name for %1 in %2").arg(base, root_));
 }
 
-QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
+QString LocalLauncher::checkEngine(QString* error, QString* setsidOut) const {
   const QFileInfo engine(engine_);
   if (engine_.isEmpty())
     return fail(error, tr("no training engine is set: the studio runs the studio-train that is "
@@ -140,6 +160,57 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
   if (setsid.isEmpty())
     return fail(error, tr("setsid was not found in PATH: the studio starts runs in their own "
                           "session with it, so they outlive the studio (install util-linux)"));
+  *setsidOut = setsid;
+  return engine.absoluteFilePath();
+}
+
+QString LocalLauncher::launchSweep(const SweepLaunchRequest& request, QString* error) {
+  QString setsid;
+  const QString engine = checkEngine(error, &setsid);
+  if (engine.isEmpty()) return {};
+  if (request.nproc < 1 || request.parallel < 1)
+    return fail(error, tr("a sweep needs at least 1 process per point and 1 point at once"));
+  if (request.axes.isEmpty())
+    return fail(error, tr("a sweep needs at least one key to vary"));
+  const QString name = request.name.isEmpty() ? QStringLiteral("sweep") : request.name;
+  const QString dir = createRunDir(name, error);
+  if (dir.isEmpty()) return {};
+  auto abandon = [&](const QString& message) {
+    QDir(dir).removeRecursively();
+    return fail(error, message);
+  };
+  studio::RunConfig base;
+  try {
+    base = configForRun(request.config, request.baseDir, dir);
+  } catch (const std::exception& e) {
+    return abandon(QString::fromStdString(e.what()));
+  }
+  // The base's output_dir is the sweep's folder, which holds base.yaml; every point gets its own
+  // folder and overwrite_output_dir anyway (studio-train sweep).
+  base.overwrite_output_dir = true;
+  const QString basePath = runFile(dir, "base.yaml");
+  if (const std::string saved = studio::save_config_file(base, localPath(basePath)); !saved.empty())
+    return abandon(QString::fromStdString(saved));
+  QStringList args{engine, QStringLiteral("sweep"), basePath};
+  for (const QString& axis : request.axes) args << QStringLiteral("--sweep") << axis;
+  if (request.list) args << QStringLiteral("--list");
+  args << QStringLiteral("--nproc") << QString::number(request.nproc) << QStringLiteral("--parallel")
+       << QString::number(request.parallel) << QStringLiteral("--name") << name
+       << QStringLiteral("--out") << dir;
+  qint64 pid = 0;
+  QString why;
+  if (!startInSession(setsid, args, dir, kSweepLogFileName, &pid, &why))
+    return abandon(tr("cannot start %1: %2").arg((QStringList{setsid} + args).join(QLatin1Char(' ')), why));
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, dir, pid] { w->watchSweepLaunch(dir, pid); }, Qt::QueuedConnection);
+  return dir;
+}
+
+QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
+  QString setsid;
+  const QString enginePath = checkEngine(error, &setsid);
+  if (enginePath.isEmpty()) return {};
+  const QFileInfo engine(enginePath);
   if (request.nproc < 1)
     return fail(error, tr("nproc must be at least 1, got %1").arg(request.nproc));
 
@@ -208,20 +279,10 @@ QString LocalLauncher::launch(const LaunchRequest& request, QString* error) {
   }
   record.command = QStringList{setsid} + args;
 
-  QProcess process;
-  process.setProgram(setsid);
-  process.setArguments(args);
-  process.setWorkingDirectory(dir);
-  process.setStandardInputFile(QProcess::nullDevice());
-  const QString log = runFile(dir, kTrainLogFileName);
-  process.setStandardOutputFile(log, QIODevice::Append);
-  process.setStandardErrorFile(log, QIODevice::Append);
   record.started = QDateTime::currentDateTime();
-  // QProcess forks twice; setsid then makes the engine the leader of a new session and process
-  // group (it is no group leader yet, so setsid execs it in place and the pid is the engine's).
-  if (!process.startDetached(&record.pid))
-    return abandon(tr("cannot start %1: %2")
-                       .arg(record.command.join(QLatin1Char(' ')), process.errorString()));
+  QString why;
+  if (!startInSession(setsid, args, dir, kTrainLogFileName, &record.pid, &why))
+    return abandon(tr("cannot start %1: %2").arg(record.command.join(QLatin1Char(' ')), why));
   if (const QString written = record.write(dir); !written.isEmpty()) {
     // Without the record the run could not be stopped or recognised later: do not leave it
     // running unaccounted for.

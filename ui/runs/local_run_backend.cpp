@@ -11,6 +11,8 @@ LocalRunBackend::LocalRunBackend(QObject* parent)
             emit notice(tr("Launch of %1 failed: %2").arg(dir, message), true, 0);
             emit notice(message, false, kNoticeMs);
           });
+  // The points of a sweep just started are listed once it wrote their folders.
+  connect(launcher_, &LocalLauncher::sweepWritten, this, [this] { emit runsChanged(); });
   connect(launcher_, &LocalLauncher::stopFailed, this,
           [this](const QString& dir, const QString& message) {
             emit notice(tr("Cannot stop %1: %2").arg(dir, message), true, 0);
@@ -59,6 +61,22 @@ QString LocalRunBackend::launch(const studio::RunConfig& config, const QString& 
   }
   emit notice(tr("Launched %1").arg(dir), true, 0);
   emit started(dir);
+  return dir;
+}
+
+QString LocalRunBackend::launchSweep(const SweepLaunchRequest& request, const QString& runsRoot) {
+  launcher_->setRunsRoot(runsRoot);
+  QString error;
+  const QString dir = launcher_->launchSweep(request, &error);
+  if (dir.isEmpty()) {
+    emit startFailed(error);
+    return {};
+  }
+  emit notice(tr("Sweep started in %1 (%2 at a time; its points are listed as they are written)")
+                  .arg(dir)
+                  .arg(request.parallel),
+              true, 0);
+  emit runsChanged();
   return dir;
 }
 

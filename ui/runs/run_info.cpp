@@ -8,6 +8,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <QHash>
 
 #include "studio/ui/base/local_path.h"
 #include "studio/config/config_io.h"
@@ -174,6 +175,14 @@ void decideState(RunInfo& info, const QDir& dir, const RunEventDigest& digest,
     info.reason = QStringLiteral("%1 no longer exists: deleted or moved (Forget removes it from "
                                  "the list)")
                       .arg(dir.path());
+  } else if (!info.sweepDir.isEmpty() && QFileInfo::exists(runFile(info.dir, studio::kRunConfigFileName))) {
+    // A sweep writes every point's folder first and starts them in order, K at a time.
+    info.state = RunState::Queued;
+    info.configPath = runFile(info.dir, studio::kRunConfigFileName);
+    info.reason = QStringLiteral("not started yet: the sweep starts it when a slot is free (a "
+                                 "sweep that was stopped continues with studio-train sweep "
+                                 "--resume %1)")
+                      .arg(info.sweepDir);
   } else {
     info.reason = QStringLiteral("neither status.json nor events.jsonl is in %1").arg(dir.path());
   }
@@ -249,6 +258,28 @@ void decideRemoteState(RunInfo& info, const RunEventDigest& digest, const studio
   info.stateText = runStateText(info.state);
 }
 
+// A sweep folder's name from its sweep.json, read again only when the file changed: a scan
+// reads every point of a sweep, and they all share the one file.
+QString sweepName(const QString& sweepDir) {
+  struct Known {
+    QDateTime modified;
+    qint64 size = -1;
+    QString name;
+  };
+  thread_local QHash<QString, Known> known;
+  const QFileInfo file(runFile(sweepDir, studio::kSweepFileName));
+  Known& k = known[sweepDir];
+  if (k.size == file.size() && k.modified == file.lastModified() && !k.name.isEmpty()) return k.name;
+  k.modified = file.lastModified();
+  k.size = file.size();
+  try {
+    k.name = QString::fromStdString(studio::read_sweep(localPath(sweepDir)).name);
+  } catch (const std::exception&) {
+    k.name = QFileInfo(sweepDir).fileName();
+  }
+  return k.name;
+}
+
 // For a mirror folder: host, target and record times; "" or why the record is unreadable.
 QString readRemoteRecord(RunInfo& info, QString& jobId, QDateTime& submitted) {
   try {
@@ -280,12 +311,14 @@ QString runStateText(RunState state) {
       return QStringLiteral("Stopped");
     case RunState::Lost:
       return QStringLiteral("Lost");
+    case RunState::Queued:
+      return QStringLiteral("Queued");
   }
   return QStringLiteral("Unknown");
 }
 
 bool isActive(RunState state) {
-  return state == RunState::Starting || state == RunState::Running;
+  return state == RunState::Starting || state == RunState::Running || state == RunState::Queued;
 }
 
 bool RunInfo::operator==(const RunInfo& o) const {
@@ -314,11 +347,7 @@ RunInfo readRunInfo(const QString& path, RunEventDigest& digest) {
   if (const QString parent = QFileInfo(info.dir).path();
       QFileInfo::exists(runFile(parent, studio::kSweepFileName))) {
     info.sweepDir = parent;
-    try {
-      info.sweep = QString::fromStdString(studio::read_sweep(localPath(parent)).name);
-    } catch (const std::exception&) {
-      info.sweep = QFileInfo(parent).fileName();
-    }
+    info.sweep = sweepName(parent);
   }
 
   LaunchRecord launchRecord;

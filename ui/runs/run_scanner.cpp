@@ -25,9 +25,17 @@ QStringList RunScanner::sweepPoints(const QString& dir) {
   QStringList points;
   if (!QFileInfo::exists(runFile(dir, studio::kSweepFileName))) return points;
   const QDir sweep(dir);
+  QSet<QString> named;
+  try {
+    // Every point sweep.json names whose folder is there, started or not (Queued).
+    for (const studio::SweepPoint& p : studio::read_sweep(localPath(dir)).points)
+      named.insert(QString::fromStdString(p.name));
+  } catch (const std::exception&) {
+    // Unreadable: the folders that have started are still worth listing.
+  }
   for (const QString& name : sweep.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
     const QString point = runDirPath(sweep.filePath(name));
-    if (isRunFolder(point)) points << point;
+    if (named.contains(name) || isRunFolder(point)) points << point;
   }
   return points;
 }
@@ -63,7 +71,7 @@ void RunScanner::scan(const QString& root, const QStringList& added, const QStri
       if (isRunFolder(dir))
         dirs << dir;
       else
-        dirs << sweepPoints(dir);  // a sweep folder: its points that have started
+        dirs << sweepPoints(dir);  // a sweep folder: its points, started or not
     }
   }
   // An added sweep folder stands for its points; any other added folder is listed as it is.

@@ -15,13 +15,13 @@ class RunScanner : public QObject {
   Q_OBJECT
 
  public:
-  // Every run folder directly under `root`, and the started points of every sweep folder
-  // there (studio-train sweep), plus `added` (listed even when their files are gone, so the
+  // Every run folder directly under `root`, and the points of every sweep folder there
+  // (studio-train sweep; those not started yet as Queued), plus `added` (listed even when their files are gone, so the
   // user sees why; an added sweep folder stands for its points), minus `hidden`; newest
   // first, each sweep's points together in point order.
   void scan(const QString& root, const QStringList& added, const QStringList& hidden);
-  // The point folders of a sweep folder that have started (run folders), in name order; none
-  // when `dir` holds no sweep.json.
+  // The point folders of a sweep folder, in name order: those sweep.json names, started or
+  // not, and any other run folder in it; none when `dir` holds no sweep.json.
   static QStringList sweepPoints(const QString& dir);
   // Moves each sweep's points next to its newest one, in point order.
   static void groupSweeps(QVector<RunInfo>& runs);

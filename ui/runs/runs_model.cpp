@@ -106,6 +106,8 @@ QColor RunsModel::stateColor(RunState state) {
       return QColor(0xf5, 0x9e, 0x0b);  // amber
     case RunState::Lost:
       return QColor(0xa8, 0x55, 0xf7);  // purple: needs a look, not necessarily a failure
+    case RunState::Queued:
+      return QColor(0x93, 0xc5, 0xfd);  // pale blue: Starting's, still waiting
     case RunState::Unknown:
       break;
   }

@@ -15,6 +15,7 @@
 
 #include "studio/ui/base/local_path.h"
 #include "studio/config/config_io.h"
+#include "studio/config/sweep.h"
 #include "studio/runs/events.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/process_probe.h"
@@ -96,6 +97,15 @@ void StopWorker::watchLaunch(const QString& runDir, qint64 pid) {
   track(std::move(job));
 }
 
+void StopWorker::watchSweepLaunch(const QString& sweepDir, qint64 pid) {
+  Job job;
+  job.dir = sweepDir;
+  job.pid = pid;
+  job.phase = Phase::Launching;
+  job.sweep = true;
+  track(std::move(job));
+}
+
 void StopWorker::stop(const QString& runDir, const QString& engine, int graceSeconds) {
   // Asking again while a stop is under way must not push its SIGKILL further out.
   for (const Job& j : jobs_)
@@ -153,12 +163,18 @@ bool StopWorker::advance(Job& job) {
   const bool alive = processAlive(job.pid);
   switch (job.phase) {
     case Phase::Launching:
-      if (QFileInfo::exists(runFile(job.dir, studio::kStatusFileName))) return true;
+      if (QFileInfo::exists(
+              runFile(job.dir, job.sweep ? studio::kSweepFileName : studio::kStatusFileName))) {
+        if (job.sweep) emit sweepWritten(job.dir);
+        return true;
+      }
       if (alive) return false;
       {
-        const QString log = runFile(job.dir, kTrainLogFileName);
+        const QString log = runFile(job.dir, job.sweep ? kSweepLogFileName : kTrainLogFileName);
         const QString last = lastLogLine(log);
-        emit launchFailed(job.dir, QStringLiteral("studio-train exited before it started the run") +
+        emit launchFailed(job.dir, (job.sweep ? QStringLiteral("studio-train sweep exited before it "
+                                                               "started the sweep")
+                                              : QStringLiteral("studio-train exited before it started the run")) +
                                        (last.isEmpty() ? QString() : QStringLiteral(": ") + last) +
                                        QStringLiteral(" (see %1)").arg(log));
       }

@@ -24,11 +24,15 @@ class StopWorker : public QObject {
 
   // Reports launchFailed when `pid` exits before the engine wrote status.json.
   void watchLaunch(const QString& runDir, qint64 pid);
+  // The same for `studio-train sweep`: before it wrote SWEEP_DIR/sweep.json (log: sweep.log).
+  void watchSweepLaunch(const QString& sweepDir, qint64 pid);
   // `engine`: the launcher's engine program, used when the run has no launch record.
   void stop(const QString& runDir, const QString& engine, int graceSeconds);
 
  signals:
   void launchFailed(const QString& runDir, const QString& message);
+  // A sweep watched by watchSweepLaunch wrote sweep.json: its points can be listed.
+  void sweepWritten(const QString& sweepDir);
   void stopRequested(const QString& runDir);
   void stopFinished(const QString& runDir, bool killed);
   void stopFailed(const QString& runDir, const QString& message);
@@ -41,6 +45,7 @@ class StopWorker : public QObject {
     Phase phase = Phase::Launching;
     qint64 deadlineMs = 0;  // on `clock`: SIGKILL (Terminating) or give up (Killing)
     int graceSeconds = 0;
+    bool sweep = false;  // Launching: a sweep (sweep.json, sweep.log), not a run
   };
 
   void poll();

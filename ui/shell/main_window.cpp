@@ -105,7 +105,7 @@ MainWindow::MainWindow(const StudioPaths& paths, QWidget* parent)
     for (const QString& dir : dashboard_->runs()) {
       if (!dashboard_->wantsDeviceSamples(dir)) continue;
       const std::optional<RunInfo> info = store_->run(dir);
-      if (info && isActive(info->state)) gpuSampler_->sample(dir);
+      if (info && isActive(info->state) && info->state != RunState::Queued) gpuSampler_->sample(dir);
     }
   });
   connect(gpuSampler_, &GpuSampler::sampled, dashboard_, &RunDashboard::addDeviceSample);
@@ -356,6 +356,7 @@ RunWizard* MainWindow::showWizard() {
           [this] { wizard_->setHosts(hosts_->hosts()); });
   connect(wizard_, &RunWizard::manageHostsRequested, this, &MainWindow::showHostsDialog);
   connect(wizard_, &RunWizard::launchRequested, this, &MainWindow::onLaunchRequested);
+  connect(wizard_, &RunWizard::sweepRequested, this, &MainWindow::onSweepRequested);
   // Every page shows whole at 1100 x 800 (the model page's facts, the memory page's table).
   fitToScreen(wizard_, QSize(1100, 800));
   wizard_->show();
@@ -411,6 +412,22 @@ void MainWindow::openDemoWizard() {
 void MainWindow::onLaunchRequested(const studio::RunConfig& config, const QString& baseDir,
                                    const LaunchTarget& target) {
   startRun(config, baseDir, target);  // the wizard closes once the run has started
+}
+
+void MainWindow::onSweepRequested(const studio::RunConfig& config, const QString& baseDir,
+                                  const LaunchTarget& target, const SweepChoice& sweep) {
+  SweepLaunchRequest request;
+  request.config = config;
+  request.baseDir = baseDir;
+  request.name = sweep.name;
+  request.axes = sweep.axes;
+  request.list = sweep.list;
+  request.nproc = target.nproc;
+  request.parallel = sweep.parallel;
+  const QString dir = localRuns_->launchSweep(request, store_->root());
+  if (dir.isEmpty()) return;
+  lastSweepDir_ = dir;
+  if (wizard_) wizard_->close();
 }
 
 bool MainWindow::startRun(const studio::RunConfig& config, const QString& baseDir,

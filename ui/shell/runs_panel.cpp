@@ -193,8 +193,8 @@ QWidget* RunsPanel::createFilterBar() {
   stateFilter_->setObjectName(QStringLiteral("filterState"));
   stateFilter_->setAccessibleName(tr("Filter runs by state"));
   stateFilter_->addItem(tr("Any state"), -1);
-  for (RunState s : {RunState::Running, RunState::Starting, RunState::Finished, RunState::Failed,
-                     RunState::Stopped, RunState::Lost})
+  for (RunState s : {RunState::Running, RunState::Starting, RunState::Queued, RunState::Finished,
+                     RunState::Failed, RunState::Stopped, RunState::Lost})
     stateFilter_->addItem(runStateText(s), static_cast<int>(s));
   hostFilter_ = new QComboBox;
   hostFilter_->setObjectName(QStringLiteral("filterHost"));

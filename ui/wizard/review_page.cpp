@@ -93,6 +93,9 @@ QWidget* ReviewPage::buildButtons() {
   export_ = new QPushButton(tr("&Export YAML..."));
   copy_ = new QPushButton(tr("&Copy command line"));
   launch_ = new QPushButton(tr("&Launch"));
+  sweep_ = new QPushButton(tr("&Sweep..."));
+  sweep_->setObjectName(QStringLiteral("sweep"));
+  connect(sweep_, &QPushButton::clicked, this, &ReviewPage::sweepClicked);
   export_->setObjectName(QStringLiteral("export"));
   copy_->setObjectName(QStringLiteral("copy"));
   launch_->setObjectName(QStringLiteral("launch"));
@@ -124,6 +127,7 @@ QWidget* ReviewPage::buildButtons() {
   layout->addWidget(export_);
   layout->addWidget(copy_);
   layout->addStretch(1);
+  layout->addWidget(sweep_);
   layout->addWidget(launch_);
   return row;
 }
@@ -204,6 +208,15 @@ void ReviewPage::update() {
                            : tr("&Launch"));
   launch_->setEnabled(!nodes && !errors && !draft()->validating());
   launch_->setToolTip(errors ? tr("Fix the errors listed above to launch") : QString());
+  // A sweep is a queue of studio-train runs on this machine (on a cluster: studio submit
+  // --slurm --sweep, a job array).
+  sweep_->setEnabled(!remote && !nodes && !lf && !errors && !draft()->validating());
+  sweep_->setToolTip(remote ? tr("A sweep runs on this machine; on a Slurm cluster use studio submit "
+                                 "--slurm --sweep (docs/SWEEPS.md)")
+                     : lf   ? tr("A sweep trains with studio-train")
+                     : errors ? tr("Fix the errors listed above to sweep")
+                              : tr("Train this config at several values of some keys, each point "
+                                   "a run of its own"));
 }
 
 void ReviewPage::markLines() {

@@ -63,7 +63,22 @@ RunWizard::RunWizard(QWidget* parent)
   connect(review_, &ReviewPage::launchClicked, this,
           [this] { emit launchRequested(config(), baseDir(), target()); });
   connect(targetPage_, &TargetPage::manageHostsRequested, this, &RunWizard::manageHostsRequested);
+  connect(review_, &ReviewPage::sweepClicked, this, &RunWizard::openSweepDialog);
   syncTarget();
+}
+
+void RunWizard::openSweepDialog() {
+  if (sweepDialog_) sweepDialog_->close();
+  const studio::RunConfig base = config();
+  const QString dir = baseDir();
+  const LaunchTarget t = target();
+  auto* dialog = new SweepDialog(base, dir, t.nproc, this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  sweepDialog_ = dialog;
+  connect(dialog, &QDialog::accepted, this, [this, dialog, base, dir, t] {
+    emit sweepRequested(base, dir, t, dialog->choice());
+  });
+  dialog->open();  // window-modal, without a nested event loop
 }
 
 void RunWizard::setDemoModelDir(const QString& dir) {

@@ -13,12 +13,15 @@
 #include <QGridLayout>
 #include <QAbstractButton>
 #include <QScopeGuard>
+#include <QScrollArea>
+#include <QStackedWidget>
 #include <QtTest>
 #include <qcustomplot.h>
 
 #include "dashboard_test_support.h"
 #include "studio/ui/dashboard/chart_kind.h"
 #include "studio/ui/dashboard/event_tailer.h"
+#include "studio/ui/dashboard/rank_time_view.h"
 #include "studio/ui/dashboard/run_dashboard.h"
 
 using studio::ui::ChartKind;
@@ -122,6 +125,8 @@ class TestRunDashboard : public QObject {
   void checkpointsAndEvaluationsAreMarked_data();
   void checkpointsAndEvaluationsAreMarked();
   void cpuRunNamesTheMissingPeak();
+  void rankTimesBelowTheCharts_data();
+  void rankTimesBelowTheCharts();
 };
 
 void TestRunDashboard::graphsPerChart() {
@@ -1112,6 +1117,108 @@ void TestRunDashboard::cpuRunNamesTheMissingPeak() {
   none.ingest({dash_test::stepEvent(1, 2.0, 5.0)});
   QVERIFY(RunDashboard::utilisationText(none).isEmpty());
   QVERIFY(RunDashboard::etaText(none).isEmpty());  // no total_steps
+}
+
+// Two ranks' times under the charts, in windows short and tall: the charts keep rows of 300 px
+// or the whole visible height (the view then lies below, scrolled to); in a tall window both
+// show at once. A chart enlarged from any grid cell is drawn across the whole width, never at
+// its cell's old size in that cell's corner.
+void TestRunDashboard::rankTimesBelowTheCharts_data() {
+  QTest::addColumn<int>("height");
+  QTest::addColumn<int>("enlarged");  // a ChartKind, or -1
+  QTest::newRow("short window") << 560 << -1;
+  QTest::newRow("medium window") << 770 << -1;  // where the view used to squeeze the rows
+  QTest::newRow("tall window") << 1500 << -1;
+  QTest::newRow("short, memory (top right) enlarged") << 560 << int(ChartKind::Memory);
+  QTest::newRow("tall, straggler (third row) enlarged") << 1500 << int(ChartKind::Straggler);
+}
+void TestRunDashboard::rankTimesBelowTheCharts() {
+  QFETCH(int, height);
+  QFETCH(int, enlarged);
+  QSettings().remove(QStringLiteral("dashboard"));
+  auto cleanup = qScopeGuard([] { QSettings().remove(QStringLiteral("dashboard")); });
+  RunDashboard dash;
+  std::vector<studio::Event> events;
+  for (int step = 1; step <= 6; ++step) {
+    nlohmann::json j = {{"event", "step"}, {"step", step}, {"loss", 2.0 - 0.1 * step},
+                        {"elapsed", 0.1 * step}, {"tokens_per_sec", 1000.0}};
+    j["rank_times"] = nlohmann::json::array(
+        {{{"rank", 0}, {"compute_s", 0.05}, {"sp_comm_s", 0.01}, {"grad_comm_s", 0.005},
+          {"data_s", 0.001}, {"wait_s", step == 3 ? 0.04 : 0.002}},
+         {{"rank", 1}, {"compute_s", step == 3 ? 0.09 : 0.05}, {"sp_comm_s", 0.01},
+          {"grad_comm_s", 0.005}, {"data_s", 0.001}, {"wait_s", 0.002}}});
+    events.push_back(dash_test::parsed(j));
+  }
+  dash.feed(QStringLiteral("two-ranks"), events);
+  dash.resize(1200, height);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  dash.flush();
+  auto* view = dash.rankTimeView();
+  QTRY_VERIFY(view->isVisible());
+  auto* area = dash.findChild<QScrollArea*>(QStringLiteral("chartsArea"));
+  QVERIFY(area);
+  QWidget* grid = dash.plot(ChartKind::Loss)->parentWidget()->parentWidget()->parentWidget();
+  // Two rows of charts: loss, tokens/s, memory; learning rate, gradient norm, straggler.
+  const int rows = 2;
+  QTRY_VERIFY2(grid->height() >= std::min(area->viewport()->height(), rows * 300),
+               qPrintable(QString("charts %1 px tall in a viewport of %2")
+                              .arg(grid->height())
+                              .arg(area->viewport()->height())));
+  if (height >= 1500) {  // room for both: the view in sight without scrolling
+    QVERIFY(view->mapTo(area->viewport(), QPoint(0, view->height())).y() <= area->viewport()->height());
+  }
+  QTRY_VERIFY2(view->mapTo(area->widget(), QPoint(0, 0)).y() > grid->geometry().bottom(),
+               qPrintable(QString("view at y %1, charts %2..%3, viewport %4")
+                              .arg(view->mapTo(area->widget(), QPoint(0, 0)).y())
+                              .arg(grid->geometry().top())
+                              .arg(grid->geometry().bottom())
+                              .arg(area->viewport()->height())));
+  dash.revealRankTimes();
+  auto shownOfView = [&] {
+    const QRect inViewport(view->mapTo(area->viewport(), QPoint(0, 0)), view->size());
+    return inViewport.intersected(area->viewport()->rect()).height();
+  };
+  QTRY_VERIFY2(shownOfView() >= std::min(view->height(), area->viewport()->height()) * 9 / 10,
+               qPrintable(QString("%1 px of the view shown, %2 tall, viewport %3")
+                              .arg(shownOfView())
+                              .arg(view->height())
+                              .arg(area->viewport()->height())));
+  if (enlarged < 0) return;
+
+  const auto kind = static_cast<ChartKind>(enlarged);
+  dash.setEnlargedChart(kind);
+  QCOMPARE(dash.enlargedChart(), std::optional<ChartKind>(kind));
+  QVERIFY(!view->isVisibleTo(&dash));  // one chart alone fills the area
+  QCustomPlot* plot = dash.plot(kind);
+  auto* stack = qobject_cast<QStackedWidget*>(plot->parentWidget());
+  QVERIFY(stack);
+  // What the panel shows (the chart, or the text saying why there is none) fills the whole
+  // width at once, as the replot right after the enlarge draws it, and after the next events;
+  // and the chart drawn there has the size it is drawn at.
+  auto fills = [&](const char* when) {
+    QWidget* shown = stack->currentWidget();
+    QVERIFY2(shown->width() >= area->viewport()->width() * 9 / 10,
+             qPrintable(QString("%1: %2 of %3").arg(when).arg(shown->width()).arg(area->viewport()->width())));
+    QVERIFY(shown->mapTo(area->widget(), QPoint(0, 0)).x() < 40);
+    if (shown == plot) QCOMPARE(plot->viewport(), plot->rect());
+  };
+  fills("at once");
+  QTest::qWait(50);
+  fills("after the events");
+  // A chart that had nothing to draw when enlarged (no memory readings yet) gets its data:
+  // drawn across the whole width, not at the grid cell's size it last had.
+  nlohmann::json more = {{"event", "step"}, {"step", 7}, {"loss", 1.0}, {"elapsed", 0.7}};
+  more["gpus"] = nlohmann::json::array(
+      {{{"rank", 0}, {"device", 0}, {"allocated_mib", 100}, {"reserved_mib", 120}, {"total_mib", 81559}}});
+  dash.feed(QStringLiteral("two-ranks"), {dash_test::parsed(more)});
+  dash.flush();
+  QVERIFY(dash.chartHasPlot(kind));
+  fills("with data");
+  // Back to the grid: the view below the charts again.
+  dash.setEnlargedChart(std::nullopt);
+  QTRY_VERIFY(view->isVisible());
+  QTRY_VERIFY(grid->height() >= std::min(area->viewport()->height(), rows * 300));
 }
 
 QTEST_MAIN(TestRunDashboard)

@@ -64,4 +64,32 @@ SubmitResult submit_run(const SshSession& session, const SubmitRequest& request,
                         const SubmitProgressFn& progress = {},
                         const NodeConnector& connect_node = {});
 
+// A sweep (config/sweep.h, docs/SWEEPS.md) submitted as one Slurm job array: every point is the base config
+// with its values set (after run.overrides), checked against the job's world before anything
+// is uploaded; each point gets a run folder of its own, REMOTE_ROOT/SWEEP_ID-NN, with its
+// config.yaml and studio-remote.json (sweep_id, sweep_point, job_id "ARRAY_NN"), so that it is
+// listed, followed, cancelled and requeued like any submitted run. REMOTE_ROOT/SWEEP_ID holds
+// sweep.json (with "remote_runs", the points' run ids), base.yaml and job.sbatch, whose task I
+// trains point I in its folder, `parallel` tasks at a time (0: the cluster's limit).
+struct SweepSubmitRequest {
+  SubmitRequest run;               // the base config, host, engine and `slurm` (required)
+  std::vector<std::string> axes;   // "key=v1,v2,...", as `--sweep` gives them
+  bool list = false;               // the i-th values together; false: every combination
+  int parallel = 0;
+};
+
+struct SweepSubmitResult {
+  std::string sweep_id;                 // the sweep's folder under remote_root
+  std::string job_id;                   // the array's job id
+  std::vector<RemoteRunRecord> points;  // in point order; job_id "JOB_I"
+  int files_uploaded = 0;
+  int files_skipped = 0;
+  std::uint64_t bytes_uploaded = 0;
+};
+
+// Throws as submit_run does; std::invalid_argument lists every invalid point. Nothing is
+// uploaded when a point is invalid, and nothing starts when sbatch refuses the script.
+SweepSubmitResult submit_sweep(const SshSession& session, const SweepSubmitRequest& request,
+                               const SubmitProgressFn& progress = {});
+
 }  // namespace studio::remote

@@ -39,10 +39,26 @@ struct SbatchOptions {
   // More directives, each written as "#SBATCH <directive>", e.g. "--mail-type=END",
   // "--exclusive", "--constraint=a100". Each must start with '-' and hold no newline.
   std::vector<std::string> extra_directives;
+  // A job array (a sweep, remote::submit_sweep): array_size > 0 writes `#SBATCH
+  // --array=0-(array_size-1)[%array_parallel]`, and task I first enters the run folder
+  // ../array_dir_prefix + I (I zero-padded to array_index_width digits), a sibling of the
+  // folder sbatch was called from: each task is an ordinary run of one point, with its own job id
+  // (SLURM_JOB_ID, hence its own MASTER_PORT), requeue and time-limit checkpoint.
+  int array_size = 0;      // 0: no array; at most kMaxArraySize tasks
+  int array_parallel = 0;  // tasks running at once; 0: as many as the cluster allows
+  std::string array_dir_prefix;
+  int array_index_width = 2;
 
   // Throws std::invalid_argument naming the field, the value and what is allowed.
   void validate() const;
 };
+
+// Slurm's default MaxArraySize is 1001 (indices 0..1000); a cluster may set it lower.
+inline constexpr int kMaxArraySize = 1001;
+
+// The run folder of array task `index`: prefix + index zero-padded to `width` digits, as the
+// script enters it and as sbatch's %<width>a writes the task's log path.
+std::string array_task_dir(const std::string& prefix, int width, int index);
 
 // True for the --time formats sbatch accepts: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, UNLIMITED or
 // INFINITE (any case).
@@ -60,12 +76,19 @@ std::string sbatch_script(const SbatchOptions& options, const std::string& engin
 // --parsable, output appended to the layout's log file. Prints "JOBID" or "JOBID;CLUSTER".
 std::string sbatch_submit_command(const RemoteRunLayout& layout, const std::string& script_file);
 
+// A job array's submit: cd's to `dir` (the sweep's folder) and submits SCRIPT_FILE with
+// --parsable; each task's output is appended to OUTPUT_DIR_PREFIX<index>/train.log, where
+// <index> is the task index padded to `width` digits (sbatch's %<width>a).
+std::string sbatch_array_submit_command(const std::string& dir, const std::string& dir_prefix,
+                                        int width, const std::string& script_file);
+
 // Job ids as sbatch prints them: digits, optionally "_N" for an array task. Throws
 // std::invalid_argument otherwise, so no other text reaches a command line (runs/remote_record.h,
 // where a record's job_id is checked too).
 using studio::require_job_id;
 
-// `squeue -h -t all -j ID -o "%i|%T|%M|%R"`: read with parse_squeue.
+// `squeue -h -r -t all -j ID -o "%i|%T|%M|%R"` (-r: one line per array task, so a pending
+// task "123_4" is listed as itself, not inside "123_[4-9]"): read with parse_squeue.
 std::string squeue_command(const std::string& job_id);
 // `sacct -n -P -j ID --format=JobID,State,ExitCode,Elapsed`: read with parse_sacct.
 std::string sacct_command(const std::string& job_id);

@@ -64,6 +64,12 @@ struct RemoteRunRecord {
   // events file in it (events.jsonl or LLaMA-Factory's trainer_log.jsonl).
   std::string folder;
   std::string folder_events;
+  // A point of a sweep submitted as a Slurm job array (remote::submit_sweep): the sweep's folder
+  // name under remote_root (its sweep.json, base config and job script) and the point's name
+  // there ("01-learning_rate=3e-5"); job_id is then the array task's "ARRAYID_INDEX". Empty for
+  // a run of its own.
+  std::string sweep_id;
+  std::string sweep_point;
 
   std::string run_dir() const;  // remote_root + "/" + run_id; Folder: folder
   // The run's files in run_dir for one node: node 0 logs to train.log with its pid in train.pid,

@@ -113,6 +113,8 @@ class MainWindow : public QMainWindow {
   RemoteRuns* remoteRuns() const;
   RemoteSubmitter* remoteSubmitter() const;
   QString currentRun() const { return currentRun_; }
+  // The folder of the last sweep the wizard's Sweep... started here; "" before any.
+  QString lastSweepDir() const { return lastSweepDir_; }
   // The colour theme (View > Theme): light, dark or the system's.
   AppTheme* theme() const { return theme_; }
 
@@ -169,6 +171,8 @@ class MainWindow : public QMainWindow {
   QString addRunFolder(const QString& path);
   void onLaunchRequested(const studio::RunConfig& config, const QString& baseDir,
                          const studio::ui::LaunchTarget& target);
+  void onSweepRequested(const studio::RunConfig& config, const QString& baseDir,
+                        const studio::ui::LaunchTarget& target, const studio::ui::SweepChoice& sweep);
   RunWizard* showWizard();
   void about();
   bool maybeSave();
@@ -203,6 +207,7 @@ class MainWindow : public QMainWindow {
   QList<RunBackend*> backends_;
   QProgressBar* submitProgress_ = nullptr;  // in the status bar while a start uploads
   QString submitStep_;                      // the start step last logged
+  QString lastSweepDir_;
 };
 
 }  // namespace studio::ui

@@ -155,6 +155,7 @@ class RunDashboard : public QWidget {
 
  protected:
   void showEvent(QShowEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   struct Run;
@@ -183,6 +184,11 @@ class RunDashboard : public QWidget {
   void relayout();
   void saveLayout() const;
   QScrollArea* scroll_ = nullptr;
+  QWidget* gridHost_ = nullptr;
+  // With the time-per-rank view shown, the charts keep rows of 300 px, or the whole visible
+  // height in a shorter window, the view then below them (scrolled to): it never squeezes the
+  // charts' rows.
+  void fitChartsToView();
   XAxisMode mode_ = XAxisMode::Step;
   double smoothing_ = kDefaultSmoothing;
   bool ignoreOutliers_ = false;

@@ -5,6 +5,7 @@
 // read back from the folder, so runs started by an earlier studio session can be stopped too.
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <QThread>
 
 #include "studio/config/run_config.h"
@@ -31,6 +32,16 @@ struct LaunchRequest {
   QString llamafactoryCli = QStringLiteral("llamafactory-cli");
 };
 
+// A sweep (docs/SWEEPS.md) of one base config on this machine.
+struct SweepLaunchRequest {
+  studio::RunConfig config;  // the base config
+  QString baseDir;           // as LaunchRequest's
+  QString name;              // the sweep's name; the folder is <root>/<name>-<yyyyMMdd-HHmmss>
+  QStringList axes;          // "key=v1,v2,...", as studio-train sweep --sweep takes them
+  bool list = false;         // the i-th values together; false: every combination
+  int nproc = 1;             // processes per point
+  int parallel = 1;          // points at once
+};
 
 class LocalLauncher : public QObject {
   Q_OBJECT
@@ -55,6 +66,15 @@ class LocalLauncher : public QObject {
   // run in status.json (e.g. the config is refused), launchFailed() says so.
   QString launch(const LaunchRequest& request, QString* error = nullptr);
 
+  // Creates the sweep's folder, writes the base config there as base.yaml (configForRun: its
+  // relative paths made absolute) and starts `studio-train sweep base.yaml --sweep AXIS ...
+  // [--list] --nproc N --parallel K --name NAME --out SWEEP_DIR` detached in its own session,
+  // its output appended to SWEEP_DIR/sweep.log. The sweep checks every point before it writes
+  // sweep.json and the point folders, which RunStore then lists (Queued until each starts).
+  // Returns the folder, or "" with `error`; should the sweep exit before it wrote sweep.json
+  // (a point the engine refuses), launchFailed() says why.
+  QString launchSweep(const SweepLaunchRequest& request, QString* error = nullptr);
+
   // Asks the run to stop: SIGTERM to its engine, then SIGKILL to its process group when it is
   // still alive after `graceSeconds`. Only a process that still is this run's engine is ever
   // signalled (see isRunProcess). Returns at once; the outcome comes as stopRequested(), then
@@ -73,6 +93,8 @@ class LocalLauncher : public QObject {
  signals:
   void launched(const QString& runDir);
   void launchFailed(const QString& runDir, const QString& message);
+  // A sweep launchSweep started wrote sweep.json and its point folders: they can be listed.
+  void sweepWritten(const QString& sweepDir);
   // SIGTERM was sent.
   void stopRequested(const QString& runDir);
   // The engine is gone; `killed` when it took SIGKILL (the studio then records the run as
@@ -84,6 +106,8 @@ class LocalLauncher : public QObject {
 
  private:
   QString createRunDir(const QString& name, QString* error) const;
+  // The engine and setsid to start it with; "" with `error` when either is missing.
+  QString checkEngine(QString* error, QString* setsid) const;
 
   QString engine_;
   QString root_;

@@ -28,6 +28,9 @@ class LocalRunBackend : public RunBackend {
   // start(), returning the run folder ("" when it did not start, after startFailed()).
   QString launch(const studio::RunConfig& config, const QString& baseDir,
                  const LaunchTarget& target, const QString& runsRoot);
+  // A sweep on this machine (LocalLauncher::launchSweep) under `runsRoot`: notice() with its
+  // folder, or startFailed(); returns the sweep's folder or "".
+  QString launchSweep(const SweepLaunchRequest& request, const QString& runsRoot);
 
  private:
   LocalLauncher* launcher_;

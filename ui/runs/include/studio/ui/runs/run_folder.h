@@ -14,6 +14,10 @@ QString runDirPath(const QString& dir);
 bool isRunFolder(const QString& dir);
 bool hasTrainerState(const QString& dir);
 
+// What `studio-train sweep` prints when the studio starts it (LocalLauncher::launchSweep): in
+// the sweep's folder, beside sweep.json.
+inline constexpr const char* kSweepLogFileName = "sweep.log";
+
 // RUN_DIR/<name>.
 QString runFile(const QString& dir, const char* name);
 

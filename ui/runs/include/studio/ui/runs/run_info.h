@@ -23,11 +23,12 @@ enum class RunState {
   Failed,
   Stopped,
   Lost,  // status.json says running but its pid is gone on this host: killed without a record
+  Queued,  // a sweep's point that has not started: its folder holds only its config.yaml
 };
 
 // "Running", "Lost", ...: the word the studio shows.
 QString runStateText(RunState state);
-// Starting and Running: a run that may still change on disk.
+// Queued, Starting and Running: a run that may still change on disk.
 bool isActive(RunState state);
 
 struct RunInfo {

@@ -1,7 +1,7 @@
 #pragma once
 // Page 8: the YAML the wizard will write (read-only, highlighted, problem lines marked), the keys
 // kept as written, every diagnostic of validate_config (errors block Launch), and the actions:
-// Export YAML... (atomic write), Copy command line, Launch. Launch starts the run on this
+// Export YAML... (atomic write), Copy command line, Sweep... (SweepDialog), Launch. Launch starts the run on this
 // machine (one node: it is disabled, saying why, for more than one) or on the SSH host of the
 // Target page ("Launch on HOST"). "Train with" picks the trainer: studio-train, or LLaMA-Factory's
 // llamafactory-cli (the YAML then shows what it is given, and keys it cannot run block Launch).
@@ -55,12 +55,16 @@ class ReviewPage : public WizardPage {
   QPushButton* exportButton() const { return export_; }
   QPushButton* copyButton() const { return copy_; }
   QPushButton* launchButton() const { return launch_; }
+  // "Sweep...": the config at several values of some keys on this machine (SweepDialog);
+  // enabled where Launch is, for studio-train on this machine.
+  QPushButton* sweepButton() const { return sweep_; }
   QString keptKeysText() const;
   // "No problems found.", "2 warnings; the run can start.", "1 error, 2 warnings: fix ...".
   QString summaryText() const;
 
  signals:
   void launchClicked();
+  void sweepClicked();
 
  private:
   QWidget* buildButtons();
@@ -82,6 +86,7 @@ class ReviewPage : public WizardPage {
   QPushButton* export_ = nullptr;
   QPushButton* copy_ = nullptr;
   QPushButton* launch_ = nullptr;
+  QPushButton* sweep_ = nullptr;
   QComboBox* trainer_ = nullptr;
   QLineEdit* lfCli_ = nullptr;
   QLabel* lfProblems_ = nullptr;

@@ -5,12 +5,14 @@
 //
 // The app creates it with the demo model folder it ships, optionally imports a YAML or loads the
 // demo, shows it, and connects launchRequested to its launcher.
+#include <QPointer>
 #include <QString>
 #include <QWizard>
 
 #include "studio/config/run_config.h"
 #include "studio/ui/remote/host_profile.h"
 #include "studio/ui/runs/launch_target.h"
+#include "studio/ui/wizard/sweep_dialog.h"
 
 namespace studio::ui {
 
@@ -74,10 +76,17 @@ class RunWizard : public QWizard {
   MemoryPage* memoryPage() const { return memory_; }
   TargetPage* targetPage() const { return targetPage_; }
   ReviewPage* reviewPage() const { return review_; }
+  // The sweep dialog the Review page's Sweep... opened last; null when closed.
+  SweepDialog* sweepDialog() const { return sweepDialog_; }
+  // What Sweep... does: opens the sweep dialog for the config as it is now.
+  void openSweepDialog();
 
  signals:
   void launchRequested(const studio::RunConfig& config, const QString& baseDir,
                        const studio::ui::LaunchTarget& target);
+  // Start Sweep in the Review page's sweep dialog: `config` at the dialog's values.
+  void sweepRequested(const studio::RunConfig& config, const QString& baseDir,
+                      const studio::ui::LaunchTarget& target, const studio::ui::SweepChoice& sweep);
   // "Manage hosts..." on the Target page: the studio opens its Hosts page.
   void manageHostsRequested();
 
@@ -93,6 +102,7 @@ class RunWizard : public QWizard {
   MemoryPage* memory_;
   TargetPage* targetPage_;
   ReviewPage* review_;
+  QPointer<SweepDialog> sweepDialog_;
 };
 
 }  // namespace studio::ui
