@@ -596,6 +596,8 @@ SweepSubmitResult submit_sweep(const SshSession& session, const SweepSubmitReque
     proto.run_id = array_task_dir(prefix, width, static_cast<int>(i));
     proto.sweep_id = out.sweep_id;
     proto.sweep_point = points[i].name;
+    proto.sweep_name = stem;
+    for (const SweepAxis& a : spec.axes) proto.sweep_keys.push_back(a.key);
     uploader.step("point " + points[i].name + ": run folder " + proto.run_id);
     SubmitResult point_result;
     Uploader point_uploader(progress, point_result);

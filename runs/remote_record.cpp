@@ -116,6 +116,8 @@ std::string RemoteRunRecord::to_json() const {
   if (!sweep_id.empty()) {
     j["sweep_id"] = sweep_id;
     j["sweep_point"] = sweep_point;
+    j["sweep_name"] = sweep_name;
+    j["sweep_keys"] = sweep_keys;
   }
   if (kind == RemoteRunKind::Folder) {
     j["folder"] = folder;
@@ -188,6 +190,8 @@ RemoteRunRecord RemoteRunRecord::from_json(const std::string& text, const std::s
       get(j, "sweep_id", r.sweep_id);
       if (!is_valid_run_id(r.sweep_id)) throw std::invalid_argument("'" + r.sweep_id + "' is not a folder name");
       get(j, "sweep_point", r.sweep_point);
+      get(j, "sweep_name", r.sweep_name);
+      get(j, "sweep_keys", r.sweep_keys);
     }
     if (r.kind == RemoteRunKind::Folder) {
       get(j, "folder", r.folder);

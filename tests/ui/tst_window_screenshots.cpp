@@ -468,6 +468,12 @@ class TestWindowScreenshots : public QObject {
   // saves it as `name` when asked, and checks it.
   void check(QWidget* w, const QString& name) {
     QVERIFY2(QTest::qWaitForWindowExposed(w, 10000), qPrintable(name + " never appeared"));
+    // What is pending (a dock just hidden, a layout just changed) is laid out first: the picture
+    // is of the window as the user then sees it, not of the moment before.
+    for (int i = 0; i < 3; ++i) {
+      QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+      QCoreApplication::processEvents();
+    }
     // Its frames reach the server at once; the wait covers a busy machine and what the pages
     // update asynchronously.
     if (!QTest::qWaitFor([w] { return screenProblem(w).isEmpty(); }, 5000)) {
@@ -797,6 +803,7 @@ class TestWindowScreenshots : public QObject {
     QVERIFY(log);
     log->hide();
     const auto reopen = qScopeGuard([log] { log->show(); });
+    QTest::qWait(200);  // the room the Log leaves laid out, then the bars scrolled to
     dash->revealRankTimes();
     check(window_.get(), QStringLiteral("dashboard-time-per-rank"));
   }
@@ -919,6 +926,7 @@ class TestWindowScreenshots : public QObject {
       QVERIFY(log);
       log->hide();
       const auto reopen = qScopeGuard([log] { log->show(); });
+      QTest::qWait(200);
       dash->revealRankTimes();
       check(window_.get(), QStringLiteral("dashboard-time-per-rank-dark"));
     }

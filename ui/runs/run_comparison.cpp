@@ -16,6 +16,7 @@
 #include "studio/config/sweep.h"
 #include "studio/runs/events.h"
 #include "studio/ui/base/local_path.h"
+#include "studio/ui/runs/remote_mirror.h"
 
 namespace studio::ui {
 namespace {
@@ -158,6 +159,32 @@ RunComparison compareRuns(const QStringList& dirs) {
       for (const studio::SweepAxis& a : sweep.spec.axes) c.swept << QString::fromStdString(a.key);
     } catch (const std::exception&) {
       // Not readable as a sweep: compared as plain runs.
+    }
+  }
+  // The points of a sweep submitted as a Slurm job array, mirrored here: each record names
+  // the sweep and its keys.
+  if (c.swept.isEmpty() && dirs.size() >= 2) {
+    std::string id;
+    studio::remote::RemoteRunRecord first;
+    bool same = true;
+    for (const QString& dir : dirs) {
+      if (!QFileInfo::exists(QDir(dir).filePath(QString::fromLatin1(studio::kRemoteRecordFileName)))) {
+        same = false;
+        break;
+      }
+      try {
+        const studio::remote::RemoteRunRecord r = RemoteMirror(dir).readRecord();
+        if (r.sweep_id.empty() || (!id.empty() && r.sweep_id != id)) same = false;
+        if (id.empty()) first = r;
+        id = r.sweep_id;
+      } catch (const std::exception&) {
+        same = false;
+      }
+      if (!same) break;
+    }
+    if (same && !id.empty()) {
+      c.sweep = QString::fromStdString(first.sweep_name.empty() ? first.sweep_id : first.sweep_name);
+      for (const std::string& key : first.sweep_keys) c.swept << QString::fromStdString(key);
     }
   }
   c.differing = c.swept;

@@ -286,6 +286,14 @@ QString readRemoteRecord(RunInfo& info, QString& jobId, QDateTime& submitted) {
     const studio::remote::RemoteRunRecord record = RemoteMirror(info.dir).readRecord();
     info.remoteTarget = QString::fromStdString(record.host.target);
     jobId = QString::fromStdString(record.job_id);
+    if (!record.sweep_id.empty()) {
+      info.sweepDir = QStringLiteral("%1:%2/%3").arg(info.remoteTarget,
+                                                     QString::fromStdString(record.remote_root),
+                                                     QString::fromStdString(record.sweep_id));
+      info.sweep = QString::fromStdString(record.sweep_name.empty() ? record.sweep_id : record.sweep_name);
+      info.sweepPoint = QString::fromStdString(record.sweep_point);
+      for (const std::string& key : record.sweep_keys) info.sweepKeys << QString::fromStdString(key);
+    }
     if (record.submitted > 0) submitted = fromUnixTime(record.submitted);
     return {};
   } catch (const std::exception& e) {
@@ -329,7 +337,8 @@ bool RunInfo::operator==(const RunInfo& o) const {
          lastStep == o.lastStep && maxSteps == o.maxSteps && sameLoss && started == o.started &&
          updated == o.updated && configPath == o.configPath && logPath == o.logPath &&
          local == o.local && remote == o.remote && remoteTarget == o.remoteTarget &&
-         sweep == o.sweep && sweepDir == o.sweepDir && readProblems == o.readProblems;
+         sweep == o.sweep && sweepDir == o.sweepDir && sweepPoint == o.sweepPoint &&
+         sweepKeys == o.sweepKeys && readProblems == o.readProblems;
 }
 
 RunInfo readRunInfo(const QString& dir) {

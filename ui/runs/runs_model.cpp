@@ -133,7 +133,9 @@ QVariant RunsModel::display(const RunInfo& run, int column) const {
   switch (column) {
     case NameColumn:
       // A sweep's points read as one group: "SWEEP / NN-key=value,...".
-      return run.sweep.isEmpty() ? run.name : run.sweep + QStringLiteral(" / ") + run.name;
+      return run.sweep.isEmpty() ? run.name
+                                 : run.sweep + QStringLiteral(" / ") +
+                                       (run.sweepPoint.isEmpty() ? run.name : run.sweepPoint);
     case StateColumn:
       return run.stateText;
     case StageColumn:

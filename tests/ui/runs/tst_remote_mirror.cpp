@@ -17,7 +17,10 @@
 #include "studio/ui/remote/remote_follower.h"
 #include "studio/ui/runs/remote_mirror.h"
 #include "studio/ui/runs/run_folder.h"
+#include "studio/ui/runs/run_comparison.h"
 #include "studio/ui/runs/run_info.h"
+#include "studio/ui/runs/run_store.h"
+#include "studio/ui/runs/runs_model.h"
 
 using studio::remote::RemoteRunKind;
 using studio::remote::RemoteRunState;
@@ -76,6 +79,7 @@ class TestRemoteMirror : public QObject {
   void runInfo_data();
   void runInfo();
   void unreachableHostRetriesAndLetsGo();
+  void pointsOfASlurmArraySweep();
 };
 
 void TestRemoteMirror::createAndReadBack() {
@@ -379,6 +383,55 @@ void TestRemoteMirror::unreachableHostRetriesAndLetsGo() {
   // The destructor stops the follower thread, which is sleeping between tries.
   QVERIFY2(elapsed.elapsed() < 1500, qPrintable(QString::number(elapsed.elapsed())));
   QCOMPARE(RemoteMirror(done).readFollowState()->connection, Connection::Ended);
+}
+
+// The points of a sweep submitted as one Slurm job array (remote::submit_sweep), mirrored here:
+// the runs list keeps them together in point order, named "SWEEP / POINT", beside a run of its
+// own; Compare Sweep finds them by their shared sweep and takes the swept keys from the records.
+void TestRemoteMirror::pointsOfASlurmArraySweep() {
+  QTemporaryDir root;
+  QStringList points;
+  const char* names[] = {"00-learning_rate=1e-3", "01-learning_rate=3e-3", "02-learning_rate=1e-2"};
+  for (int i = 2; i >= 0; --i) {  // submitted last first: the list still orders them by point
+    auto r = submitted("lr-20261204-2330-ab12-0" + std::to_string(i), RemoteRunKind::Slurm);
+    r.record.job_id = "77_" + std::to_string(i);
+    r.record.sweep_id = "lr-20261204-2330-ab12";
+    r.record.sweep_point = names[i];
+    r.record.sweep_name = "lr";
+    r.record.sweep_keys = {"learning_rate"};
+    r.remote_config = "stage: sft\noutput_dir: output\nlearning_rate: " +
+                      std::string(names[i]).substr(17) + "\n";
+    points.prepend(create(root.path(), r));
+  }
+  const QString single = create(root.path(), submitted("plain-run", RemoteRunKind::Slurm));
+  studio::ui::RunStore store;
+  store.setRoot(root.path());
+  QTRY_COMPARE(store.runs().size(), 4);
+  QStringList order;
+  for (const RunInfo& run : store.runs()) {
+    if (run.dir == single) {
+      QVERIFY(run.sweep.isEmpty() && run.sweepDir.isEmpty());
+      continue;
+    }
+    order << run.dir;
+    QCOMPARE(run.sweep, QString("lr"));
+    QCOMPARE(run.sweepDir, QString("ann@gpu1:2222:/scratch/ann/runs/lr-20261204-2330-ab12"));
+    QCOMPARE(run.sweepKeys, QStringList{"learning_rate"});
+  }
+  QCOMPARE(order, points);  // together, in point order
+  studio::ui::RunsModel model(&store);
+  QTRY_COMPARE(model.rowCount(), 4);
+  QStringList shown;
+  for (int row = 0; row < model.rowCount(); ++row)
+    shown << model.index(row, studio::ui::RunsModel::NameColumn).data().toString();
+  QVERIFY2(shown.join('|').contains("lr / 00-learning_rate=1e-3|lr / 01-learning_rate=3e-3|"
+                                    "lr / 02-learning_rate=1e-2"),
+           qPrintable(shown.join('|')));
+  const studio::ui::RunComparison c = studio::ui::compareRuns(points);
+  QCOMPARE(c.sweep, QString("lr"));
+  QCOMPARE(c.swept, QStringList{"learning_rate"});
+  // A plain run among them: compared as plain runs, no sweep.
+  QVERIFY(studio::ui::compareRuns({points[0], single}).swept.isEmpty());
 }
 
 QTEST_MAIN(TestRemoteMirror)

@@ -70,6 +70,8 @@ struct RemoteRunRecord {
   // a run of its own.
   std::string sweep_id;
   std::string sweep_point;
+  std::string sweep_name;               // as given (--name), for display
+  std::vector<std::string> sweep_keys;  // the swept keys, in the sweep's order
 
   std::string run_dir() const;  // remote_root + "/" + run_id; Folder: folder
   // The run's files in run_dir for one node: node 0 logs to train.log with its pid in train.pid,

@@ -9,6 +9,7 @@
 #include <QDateTime>
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 
 namespace studio::ui {
@@ -54,9 +55,14 @@ struct RunInfo {
   bool remote = false;   // a mirror of a run on an SSH host (host is then the SSH target)
   QString remoteTarget;  // that SSH target, "[user@]host[:port]" or an alias; "" when local
   // A point of a sweep (studio-train sweep, docs/SWEEPS.md): the sweep's name and folder (the
-  // run folder's parent, holding sweep.json); "" for a run of its own.
+  // run folder's parent, holding sweep.json); "" for a run of its own. A point of a sweep
+  // submitted as a Slurm job array (a remote mirror): its sweep's name, "HOST:REMOTE_ROOT/
+  // SWEEP_ID" in sweepDir (the key its points share), its point's name in sweepPoint and the
+  // swept keys in sweepKeys.
   QString sweep;
   QString sweepDir;
+  QString sweepPoint;
+  QStringList sweepKeys;
   // What reading its files skipped or repaired (status.json fields of an unexpected type,
   // events.jsonl lines or fields): one sentence per file; "" when all read as written.
   QString readProblems;
