@@ -607,6 +607,7 @@ SweepSubmitResult submit_sweep(const SshSession& session, const SweepSubmitReque
     counts.files_skipped += point_result.files_skipped;
     counts.bytes_uploaded += point_result.bytes_uploaded;
     out.points.push_back(std::move(staged.record));
+    out.remote_configs.push_back(std::move(point_result.remote_config));
   }
 
   // The sweep's own folder: what it is (sweep.json with each point's run id), the base config

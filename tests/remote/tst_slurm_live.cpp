@@ -37,6 +37,14 @@
 #include "studio/remote/run_submit.h"
 #include "studio/remote/slurm_script.h"
 #include "studio/remote/slurm_state.h"
+#ifdef STUDIO_TEST_UI_REMOTE
+#include <QSignalSpy>
+
+#include "studio/config/config_io.h"
+#include "studio/ui/remote/remote_submitter.h"
+#include "studio/ui/runs/remote_mirror.h"
+#include "studio/ui/runs/run_info.h"
+#endif
 
 using studio::remote::is_terminal;
 using studio::remote::JobState;
@@ -385,6 +393,49 @@ class TestSlurmLive : public QObject {
       QVERIFY(!read_all(dir + "/train.log").isEmpty());
     }
     QVERIFY(!QFile::exists(sweep_dir + "/train.log"));
+
+#ifdef STUDIO_TEST_UI_REMOTE
+    // The studio's way (the wizard's Sweep... on a Slurm target): RemoteSubmitter stages the
+    // config, submits the array off the GUI thread and mirrors every point; the runs list reads
+    // the mirrors as one sweep.
+    studio::ui::RemoteSubmitter submitter;
+    QSignalSpy submitted(&submitter, &studio::ui::RemoteSubmitter::sweepSubmitted);
+    QSignalSpy failed(&submitter, &studio::ui::RemoteSubmitter::failed);
+    const QString mirrors = tmp_.filePath("mirrors");
+    studio::RunConfig config = studio::load_config_file(sweep.run.config_file).config;
+    config.max_steps = 3;
+    config.save_steps = 1000;
+    config.eval_steps = 1000;
+    SubmitRequest studio_request = sweep.run;
+    studio_request.overrides.clear();
+    studio_request.run_name = "studio-lr";
+    QVERIFY(submitter.submitSweep(config, tmp_.path(), studio_request,
+                                  {"learning_rate=2e-3,4e-3"}, false, 1, mirrors));
+    QVERIFY(!submitter.submitSweep(config, tmp_.path(), studio_request, {"seed=1,2"}, false, 1,
+                                   mirrors));  // one submit at a time
+    QTRY_VERIFY_WITH_TIMEOUT(submitted.count() + failed.count() == 1, 120000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().front().toString()));
+    const QStringList dirs = submitted.front().at(0).toStringList();
+    const QString array = submitted.front().at(1).toString();
+    auto stop_studio_jobs = qScopeGuard([&] { run_sh(scancel_command(array.toStdString())); });
+    QCOMPARE(dirs.size(), 2);
+    for (int i = 0; i < 2; ++i) {
+      const studio::ui::RunInfo info = studio::ui::readRunInfo(dirs[i]);
+      QVERIFY(info.remote);
+      QCOMPARE(info.sweep, QString("studio-lr"));
+      QCOMPARE(info.sweepPoint, QString(i == 0 ? "00-learning_rate=2e-3" : "01-learning_rate=4e-3"));
+      QCOMPARE(info.sweepKeys, QStringList{"learning_rate"});
+      QCOMPARE(info.sweepDir, studio::ui::readRunInfo(dirs[0]).sweepDir);
+      const RemoteRunRecord record = studio::ui::RemoteMirror(dirs[i]).readRecord();
+      QCOMPARE(QString::fromStdString(record.job_id), array + "_" + QString::number(i));
+      const auto point_config = studio::load_config_file((dirs[i] + "/config.yaml").toStdString());
+      QVERIFY(point_config.ok());
+      QCOMPARE(point_config.config.learning_rate, i == 0 ? 2e-3 : 4e-3);
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(state_of((array + "_1").toStdString()) == JobState::Completed &&
+                                 state_of((array + "_0").toStdString()) == JobState::Completed,
+                             240000);
+#endif
 #endif
   }
 

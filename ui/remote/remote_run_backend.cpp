@@ -22,6 +22,16 @@ RemoteRunBackend::RemoteRunBackend(RemotePrompts prompts, QObject* parent)
     runs_->follow(dir);
     emit started(dir);
   });
+  connect(submitter_, &RemoteSubmitter::sweepSubmitted, this,
+          [this](const QStringList& dirs, const QString& jobId) {
+            emit notice(tr("Sweep submitted as Slurm job array %1: %n point(s), each followed into "
+                           "its folder",
+                           nullptr, static_cast<int>(dirs.size()))
+                            .arg(jobId),
+                        true, 0);
+            for (const QString& dir : dirs) runs_->follow(dir);
+            if (!dirs.isEmpty()) emit started(dirs.front());
+          });
   connect(submitter_, &RemoteSubmitter::failed, this, [this](const QString& error) {
     emit startFailed(tr("Remote launch failed: %1").arg(error));
   });
@@ -74,8 +84,7 @@ bool RemoteRunBackend::startsOn(const LaunchTarget& target) const {
 
 bool RemoteRunBackend::owns(const RunInfo& run) const { return run.remote; }
 
-bool RemoteRunBackend::start(const studio::RunConfig& config, const QString& baseDir,
-                             const LaunchTarget& target, const QString& runsRoot) {
+studio::remote::SubmitRequest RemoteRunBackend::requestFor(const LaunchTarget& target) {
   studio::remote::SubmitRequest request;
   request.host.target = target.sshTarget.toStdString();
   request.host.identity_file = localPath(target.identityFile);
@@ -99,8 +108,22 @@ bool RemoteRunBackend::start(const studio::RunConfig& config, const QString& bas
     for (const QString& node : target.extraNodes) request.extra_nodes.push_back(node.toStdString());
     request.master_addr = target.masterAddr.toStdString();
   }
-  if (!submitter_->submit(config, baseDir, request, runsRoot)) return false;
+  return request;
+}
+
+bool RemoteRunBackend::start(const studio::RunConfig& config, const QString& baseDir,
+                             const LaunchTarget& target, const QString& runsRoot) {
+  if (!submitter_->submit(config, baseDir, requestFor(target), runsRoot)) return false;
   emit notice(tr("Launching on %1 ...").arg(target.sshTarget), true, 0);
+  return true;
+}
+
+bool RemoteRunBackend::startSweep(const studio::RunConfig& config, const QString& baseDir,
+                                  const LaunchTarget& target, const QStringList& axes, bool list,
+                                  int parallel, const QString& runsRoot) {
+  if (!submitter_->submitSweep(config, baseDir, requestFor(target), axes, list, parallel, runsRoot))
+    return false;
+  emit notice(tr("Submitting a sweep to %1 as a Slurm job array ...").arg(target.sshTarget), true, 0);
   return true;
 }
 

@@ -20,6 +20,20 @@ QString runName(const studio::RunConfig& config) {
   return name.isEmpty() ? QStringLiteral("run") : name;
 }
 
+// Writes `config` (relative paths made absolute against `baseDir`) into `staging` as NAME.yaml,
+// the file submit_run and submit_sweep read; throws std::runtime_error when it cannot.
+std::string stageConfig(QTemporaryDir& staging, const studio::RunConfig& config,
+                        const QString& baseDir, const std::string& name) {
+  if (!staging.isValid())
+    throw std::runtime_error("cannot create a temporary folder to stage the config: " +
+                             staging.errorString().toStdString());
+  const QString staged = staging.filePath(QString::fromStdString(name) + QStringLiteral(".yaml"));
+  const std::string saved = studio::save_config_file(
+      LocalLauncher::configForRun(config, baseDir, staging.path()), localPath(staged));
+  if (!saved.empty()) throw std::runtime_error(saved);
+  return localPath(staged);
+}
+
 }  // namespace
 
 RemoteSubmitter::RemoteSubmitter(RemotePrompts prompts, QObject* parent)
@@ -27,6 +41,7 @@ RemoteSubmitter::RemoteSubmitter(RemotePrompts prompts, QObject* parent)
   auto done = [this] { busy_ = false; };
   connect(this, &RemoteSubmitter::submitted, this, done);
   connect(this, &RemoteSubmitter::failed, this, done);
+  connect(this, &RemoteSubmitter::sweepSubmitted, this, done);
 }
 
 RemoteSubmitter::~RemoteSubmitter() {
@@ -46,15 +61,7 @@ bool RemoteSubmitter::submit(const studio::RunConfig& config, const QString& bas
         try {
           // submit_run reads a config file; the staged copy lives only as long as the submit.
           QTemporaryDir staging;
-          if (!staging.isValid())
-            throw std::runtime_error("cannot create a temporary folder to stage the config: " +
-                                     staging.errorString().toStdString());
-          const QString staged =
-              staging.filePath(QString::fromStdString(request.run_name) + QStringLiteral(".yaml"));
-          const std::string saved = studio::save_config_file(
-              LocalLauncher::configForRun(config, baseDir, staging.path()), localPath(staged));
-          if (!saved.empty()) throw std::runtime_error(saved);
-          request.config_file = localPath(staged);
+          request.config_file = stageConfig(staging, config, baseDir, request.run_name);
 
           report([&] {
             emit progress(tr("connecting to %1").arg(QString::fromStdString(request.host.target)),
@@ -81,6 +88,69 @@ bool RemoteSubmitter::submit(const studio::RunConfig& config, const QString& bas
                          QString::fromStdString(result.record.host.target), error)
                     .toStdString());
           report([&] { emit submitted(dir); });
+        } catch (const std::exception& e) {
+          const QString error = QString::fromStdString(e.what());
+          report([&] { emit failed(error); });
+        }
+      });
+  return true;
+}
+
+bool RemoteSubmitter::submitSweep(const studio::RunConfig& config, const QString& baseDir,
+                                  studio::remote::SubmitRequest request, const QStringList& axes,
+                                  bool list, int parallel, const QString& runsRoot) {
+  if (busy_) return false;
+  busy_ = true;
+  if (request.run_name.empty()) request.run_name = runName(config).toStdString();
+  studio::remote::SweepSubmitRequest sweep;
+  for (const QString& axis : axes) sweep.axes.push_back(axis.toStdString());
+  sweep.list = list;
+  sweep.parallel = parallel;
+  auto link = link_;
+  thread_ = startWorkerThread(
+      [this, link, config, baseDir, request, sweep, runsRoot, prompts = prompts_]() mutable {
+        auto report = [&](auto&& emitIt) { link->call(emitIt); };
+        try {
+          QTemporaryDir staging;
+          request.config_file = stageConfig(staging, config, baseDir, request.run_name);
+          sweep.run = request;
+          report([&] {
+            emit progress(tr("connecting to %1").arg(QString::fromStdString(request.host.target)),
+                          0, 0, 0, 0);
+          });
+          const studio::remote::SshSession session = connectRemote(request.host, prompts);
+          const studio::remote::SweepSubmitResult result = studio::remote::submit_sweep(
+              session, sweep, [&](const studio::remote::SubmitProgress& p) {
+                const QString text = QString::fromStdString(p.what) +
+                                     (p.skipped ? tr(" (unchanged, skipped)") : QString());
+                report([&] {
+                  emit progress(text, p.file_index, p.file_count, static_cast<qint64>(p.bytes),
+                                static_cast<qint64>(p.total));
+                });
+              });
+          // One mirror per point, as for a run submitted alone.
+          QStringList dirs;
+          QStringList unwritten;
+          for (std::size_t i = 0; i < result.points.size(); ++i) {
+            studio::remote::SubmitResult point;
+            point.record = result.points[i];
+            point.remote_config = result.remote_configs[i];
+            QString error;
+            const QString dir = RemoteMirror::create(runsRoot, point, &error);
+            if (dir.isEmpty())
+              unwritten << QString::fromStdString(point.record.run_id) + QStringLiteral(": ") + error;
+            else
+              dirs << dir;
+          }
+          if (!unwritten.isEmpty())
+            throw std::runtime_error(
+                tr("sweep %1 was submitted as Slurm job array %2 on %3, but the local folders of "
+                   "some points could not be written (attach them by run id): %4")
+                    .arg(QString::fromStdString(result.sweep_id), QString::fromStdString(result.job_id),
+                         QString::fromStdString(request.host.target), unwritten.join(QStringLiteral("; ")))
+                    .toStdString());
+          const QString jobId = QString::fromStdString(result.job_id);
+          report([&] { emit sweepSubmitted(dirs, jobId); });
         } catch (const std::exception& e) {
           const QString error = QString::fromStdString(e.what());
           report([&] { emit failed(error); });

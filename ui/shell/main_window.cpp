@@ -416,6 +416,13 @@ void MainWindow::onLaunchRequested(const studio::RunConfig& config, const QStrin
 
 void MainWindow::onSweepRequested(const studio::RunConfig& config, const QString& baseDir,
                                   const LaunchTarget& target, const SweepChoice& sweep) {
+  if (target.kind == LaunchTarget::Ssh) {
+    // One Slurm job array on the host; the wizard closes once its points are followed.
+    if (!remoteRuns_->startSweep(config, baseDir, target, sweep.axes, sweep.list, sweep.parallel,
+                                 store_->root()))
+      statusBar()->showMessage(remoteRuns_->busyMessage(), kStatusMs);
+    return;
+  }
   SweepLaunchRequest request;
   request.config = config;
   request.baseDir = baseDir;

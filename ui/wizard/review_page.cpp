@@ -208,15 +208,19 @@ void ReviewPage::update() {
                            : tr("&Launch"));
   launch_->setEnabled(!nodes && !errors && !draft()->validating());
   launch_->setToolTip(errors ? tr("Fix the errors listed above to launch") : QString());
-  // A sweep is a queue of studio-train runs on this machine (on a cluster: studio submit
-  // --slurm --sweep, a job array).
-  sweep_->setEnabled(!remote && !nodes && !lf && !errors && !draft()->validating());
-  sweep_->setToolTip(remote ? tr("A sweep runs on this machine; on a Slurm cluster use studio submit "
-                                 "--slurm --sweep (docs/SWEEPS.md)")
-                     : lf   ? tr("A sweep trains with studio-train")
-                     : errors ? tr("Fix the errors listed above to sweep")
-                              : tr("Train this config at several values of some keys, each point "
-                                   "a run of its own"));
+  // A sweep is a queue of studio-train runs on this machine, or one Slurm job array on a host
+  // with Slurm (remote::submit_sweep).
+  const bool plainHost = remote && !target_.useSlurm;
+  sweep_->setEnabled(!plainHost && !nodes && !lf && !errors && !draft()->validating());
+  sweep_->setToolTip(plainHost ? tr("On an SSH host a sweep is one Slurm job array: choose Slurm on "
+                                    "the Target page (or run studio-train sweep on the host)")
+                     : lf      ? tr("A sweep trains with studio-train")
+                     : errors  ? tr("Fix the errors listed above to sweep")
+                     : remote  ? tr("Train this config at several values of some keys on %1, as one "
+                                    "Slurm job array: each point a run of its own")
+                                    .arg(target_.hostName.isEmpty() ? target_.sshTarget : target_.hostName)
+                               : tr("Train this config at several values of some keys, each point "
+                                    "a run of its own"));
 }
 
 void ReviewPage::markLines() {

@@ -1,5 +1,7 @@
 #include "studio/ui/wizard/run_wizard.h"
 
+#include <algorithm>
+
 #include <QDir>
 #include <QFileInfo>
 #include <QStandardPaths>
@@ -72,7 +74,8 @@ void RunWizard::openSweepDialog() {
   const studio::RunConfig base = config();
   const QString dir = baseDir();
   const LaunchTarget t = target();
-  auto* dialog = new SweepDialog(base, dir, t.nproc, this);
+  auto* dialog = new SweepDialog(base, dir, t.nproc * std::max(1, t.nnodes), this,
+                                 t.kind == LaunchTarget::Local);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   sweepDialog_ = dialog;
   connect(dialog, &QDialog::accepted, this, [this, dialog, base, dir, t] {

@@ -28,7 +28,7 @@ QString number(double v) { return QString::number(v, 'g', 6); }
 
 // The work of one check, on QtConcurrent's pool: everything by value.
 SweepCheck checkSweep(const studio::RunConfig& base, const QString& baseDir, int nproc,
-                      const QStringList& axes, bool list) {
+                      bool forTraining, const QStringList& axes, bool list) {
   SweepCheck out;
   std::vector<studio::SweepPoint> points;
   try {
@@ -42,7 +42,7 @@ SweepCheck checkSweep(const studio::RunConfig& base, const QString& baseDir, int
   }
   studio::ValidateOptions vo;
   vo.nproc_per_node = nproc;
-  vo.for_training = true;  // as each point's studio-train train checks it
+  vo.for_training = forTraining;  // as each point's studio-train train checks it, here
   vo.base_dir = baseDir.toStdString();
   for (const studio::SweepPoint& p : points) {
     out.points << QString::fromStdString(p.name);
@@ -61,16 +61,24 @@ SweepCheck checkSweep(const studio::RunConfig& base, const QString& baseDir, int
 }  // namespace
 
 SweepDialog::SweepDialog(const studio::RunConfig& base, const QString& baseDir, int nproc,
-                         QWidget* parent)
-    : QDialog(parent), base_(base), baseDir_(baseDir), nproc_(std::max(1, nproc)) {
+                         QWidget* parent, bool onThisMachine)
+    : QDialog(parent),
+      base_(base),
+      baseDir_(baseDir),
+      nproc_(std::max(1, nproc)),
+      onThisMachine_(onThisMachine) {
   setWindowTitle(tr("Sweep"));
   setObjectName(QStringLiteral("sweepDialog"));
   job_ = std::make_unique<LatestJob<SweepCheck>>(this, [this](const SweepCheck& c) { showCheck(c); });
 
   auto* intro = new QLabel(
-      tr("Each point is this config with the values below set, trained as a run of its own on "
-         "%n process(es), in a folder of the sweep's.",
-         nullptr, nproc_));
+      onThisMachine
+          ? tr("Each point is this config with the values below set, trained as a run of its own "
+               "on %n process(es), in a folder of the sweep's.",
+               nullptr, nproc_)
+          : tr("Each point is this config with the values below set, trained as a run of its own "
+               "on %n process(es): one task of a Slurm job array.",
+               nullptr, nproc_));
   intro->setWordWrap(true);
 
   axes_ = new QTableWidget(0, 2);
@@ -211,9 +219,9 @@ void SweepDialog::scheduleCheck() {
 }
 
 void SweepDialog::runCheck() {
-  job_->request([base = base_, dir = baseDir_, nproc = nproc_, axes = axisTexts(),
-                 list = mode_->currentData().toBool()] {
-    return checkSweep(base, dir, nproc, axes, list);
+  job_->request([base = base_, dir = baseDir_, nproc = nproc_, local = onThisMachine_,
+                 axes = axisTexts(), list = mode_->currentData().toBool()] {
+    return checkSweep(base, dir, nproc, local, axes, list);
   });
 }
 

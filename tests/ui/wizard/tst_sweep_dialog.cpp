@@ -1,6 +1,7 @@
 // The Review page's sweep dialog: the points of the keys and values typed, each checked as
 // `studio-train sweep` checks it for the run's world, off the GUI thread; Start Sweep only when
 // every point is valid. (tst_studio_local_run starts a sweep from it and sees the points train.)
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -160,11 +161,31 @@ class TestSweepDialog : public QObject {
     QVERIFY(!review->sweepButton()->isEnabled());
     review->setTrainer(studio::ui::LaunchTarget::StudioTrain);
     QVERIFY(review->sweepButton()->isEnabled());
-    // An SSH host: a sweep there is `studio submit --slurm --sweep`, said in the tooltip.
+    // An SSH host without Slurm: no sweep there, the tooltip says why; with Slurm, one job
+    // array, checked for the host (a model path may be the host's own).
     wizard.targetPage()->setSshTarget(QStringLiteral("ssh://ann@gpu1:2222"));
     QVERIFY(wizard_test::settled(*wizard.draft()));
     QTRY_VERIFY(!review->sweepButton()->isEnabled());
-    QVERIFY(review->sweepButton()->toolTip().contains("studio submit --slurm --sweep"));
+    QVERIFY2(review->sweepButton()->toolTip().contains("choose Slurm on the Target page"),
+             qPrintable(review->sweepButton()->toolTip()));
+    wizard.targetPage()->slurmBox()->setChecked(true);
+    QVERIFY(wizard_test::settled(*wizard.draft()));
+    QTRY_VERIFY(review->sweepButton()->isEnabled());
+    QVERIFY(review->sweepButton()->toolTip().contains("Slurm job array"));
+    QTest::mouseClick(review->sweepButton(), Qt::LeftButton);
+    QVERIFY(wizard.sweepDialog() != nullptr);
+    QVERIFY(checkedNow(*wizard.sweepDialog()));
+    QVERIFY(wizard.sweepDialog()->findChild<QLabel*>() != nullptr);
+    bool saysArray = false;
+    for (const QLabel* label : wizard.sweepDialog()->findChildren<QLabel*>())
+      saysArray = saysArray || label->text().contains("one task of a Slurm job array");
+    QVERIFY(saysArray);
+    QVERIFY(wizard.sweepDialog()->startButton()->isEnabled());
+    QTest::mouseClick(wizard.sweepDialog()->startButton(), Qt::LeftButton);
+    QCOMPARE(requested.count(), 2);
+    const auto slurm = requested.back().at(2).value<studio::ui::LaunchTarget>();
+    QCOMPARE(slurm.kind, studio::ui::LaunchTarget::Ssh);
+    QVERIFY(slurm.useSlurm);
   }
 };
 

@@ -82,6 +82,7 @@ struct SweepSubmitResult {
   std::string sweep_id;                 // the sweep's folder under remote_root
   std::string job_id;                   // the array's job id
   std::vector<RemoteRunRecord> points;  // in point order; job_id "JOB_I"
+  std::vector<std::string> remote_configs;  // each point's config.yaml as uploaded
   int files_uploaded = 0;
   int files_skipped = 0;
   std::uint64_t bytes_uploaded = 0;

@@ -34,12 +34,19 @@ class RemoteRunBackend : public RunBackend {
   // under `runsRoot` and follows it: attached() or a notice of why not.
   void attach(const studio::remote::RemoteHostRef& host, const QString& remoteRoot,
               const QString& runId, const QString& runsRoot);
+  // A sweep of `config` on the Slurm host of `target` as one job array (RemoteSubmitter::
+  // submitSweep): each point mirrored and followed, started() with the first point's folder.
+  // False while a submit is in flight; `target` must use Slurm.
+  bool startSweep(const studio::RunConfig& config, const QString& baseDir,
+                  const LaunchTarget& target, const QStringList& axes, bool list, int parallel,
+                  const QString& runsRoot);
 
  signals:
   // attach() mirrored the run into `dir`, now followed.
   void attached(const QString& dir);
 
  private:
+  static studio::remote::SubmitRequest requestFor(const LaunchTarget& target);
   RemoteRuns* runs_;
   RemoteSubmitter* submitter_;
 };

@@ -1,5 +1,5 @@
 #pragma once
-// Submits a run to a remote host off the GUI thread: writes the wizard's config (relative paths
+// Submits a run (or a sweep, as a Slurm job array) to a remote host off the GUI thread: writes the wizard's config (relative paths
 // made absolute) to a staging file, connects with the GUI prompts, runs remote::submit_run
 // (uploads with progress, then the start), and creates the run's local mirror folder under the
 // runs root. RemoteRuns then follows it like any other mirror.
@@ -8,6 +8,7 @@
 #include <QObject>
 #include <QPointer>
 #include <QString>
+#include <QStringList>
 #include <QThread>
 
 #include "studio/config/run_config.h"
@@ -34,6 +35,12 @@ class RemoteSubmitter : public QObject {
   // made absolute against `baseDir`; `request.run_name` empty: the config's output_dir name.
   bool submit(const studio::RunConfig& config, const QString& baseDir,
               studio::remote::SubmitRequest request, const QString& runsRoot);
+  // A sweep of `config` as one Slurm job array (remote::submit_sweep; `request.slurm` set):
+  // every point checked first, then one mirror folder per point under `runsRoot`, each
+  // reported by sweepSubmitted() (the first point's folder first in `dirs`).
+  bool submitSweep(const studio::RunConfig& config, const QString& baseDir,
+                   studio::remote::SubmitRequest request, const QStringList& axes, bool list,
+                   int parallel, const QString& runsRoot);
   bool isBusy() const { return busy_; }
 
  signals:
@@ -42,6 +49,8 @@ class RemoteSubmitter : public QObject {
   void progress(const QString& text, int fileIndex, int fileCount, qint64 bytes, qint64 total);
   // The run started; `dir` is its mirror folder.
   void submitted(const QString& dir);
+  // A sweep's array was submitted; `dirs` are its points' mirror folders, in point order.
+  void sweepSubmitted(const QStringList& dirs, const QString& jobId);
   void failed(const QString& error);
 
  private:

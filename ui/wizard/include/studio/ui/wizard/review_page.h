@@ -55,8 +55,9 @@ class ReviewPage : public WizardPage {
   QPushButton* exportButton() const { return export_; }
   QPushButton* copyButton() const { return copy_; }
   QPushButton* launchButton() const { return launch_; }
-  // "Sweep...": the config at several values of some keys on this machine (SweepDialog);
-  // enabled where Launch is, for studio-train on this machine.
+  // "Sweep...": the config at several values of some keys (SweepDialog), on this machine or as
+  // a Slurm job array on the SSH host; enabled where Launch is, for studio-train, except on an
+  // SSH host without Slurm.
   QPushButton* sweepButton() const { return sweep_; }
   QString keptKeysText() const;
   // "No problems found.", "2 warnings; the run can start.", "1 error, 2 warnings: fix ...".

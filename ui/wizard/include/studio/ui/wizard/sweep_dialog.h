@@ -45,10 +45,11 @@ class SweepDialog : public QDialog {
   Q_OBJECT
 
  public:
-  // `nproc`: the processes each point runs on (the Target page's), the world every point is
-  // checked for.
+  // `nproc`: the processes each point runs on (the Target page's nodes x GPUs), the world every
+  // point is checked for; `onThisMachine`: local paths must exist (as studio-train train checks
+  // them); false for a Slurm host, where a model path may be the host's own.
   SweepDialog(const studio::RunConfig& base, const QString& baseDir, int nproc,
-              QWidget* parent = nullptr);
+              QWidget* parent = nullptr, bool onThisMachine = true);
   ~SweepDialog() override;
 
   SweepChoice choice() const;
@@ -81,6 +82,7 @@ class SweepDialog : public QDialog {
   studio::RunConfig base_;
   QString baseDir_;
   int nproc_ = 1;
+  bool onThisMachine_ = true;
   QTableWidget* axes_;
   QComboBox* mode_;
   QSpinBox* parallel_;
