@@ -320,8 +320,9 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
     if (!rdzv) {
       opt.worker_argv = requeued_argv;
       add_resume_args(opt.worker_argv, resume);
-      // A port of its own: the failed world's may still be held (TIME_WAIT, a dying rank).
-      if (!fixed_port) opt.master_port = launch::choose_free_port();
+      // A port of its own (the failed world's may still be held: TIME_WAIT, a dying rank):
+      // launch_workers binds a new one when none was given.
+      if (!fixed_port) opt.master_port = 0;
     }
   }
   if (!result.record_error.empty())
@@ -339,6 +340,8 @@ int cmd_train(const Argv& argv) {
 
   // A worker (started by our launcher, torchrun or srun) or a single process.
   const auto env = launch::dist_env_from_environment();
+  // Rank 0's store socket from our launcher (taken out of the environment on every rank).
+  const std::optional<int> store_fd = launch::take_store_listen_fd(env.master_port);
   RunConfig cfg;
   int code = kExitOk;
   if (!load_for_run(args, "train", cfg, code, env.local_world_size, env.nnodes)) return code;
@@ -365,6 +368,7 @@ int cmd_train(const Argv& argv) {
     c.world_size = env.world_size;
     c.master_addr = env.master_addr;
     c.master_port = env.master_port;
+    c.store_listen_fd = store_fd.value_or(-1);
     c.sp = cfg.sequence_parallel_size;
     c.ulysses_degree = cfg.sequence_parallel_mode == SpMode::Ulysses ? cfg.sequence_parallel_size
                        : cfg.sequence_parallel_mode == SpMode::Usp

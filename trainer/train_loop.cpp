@@ -1001,12 +1001,19 @@ struct Trainer::Impl {
   // every rank has written (each rank's digests file is its last) is still committed, by rank 0
   // alone, so that no finished step's checkpoint is lost. Waits for this rank's own write, then
   // up to 5 s for the other ranks' digests (a launcher stopping this rank waits 8). Never throws.
-  void salvage_pending_save() noexcept {
-    if (!pending_save) return;
+  // Returns why this rank's own write failed ("cannot write checkpoint DIR: why"; that
+  // checkpoint is removed), or "".
+  std::string salvage_pending_save() noexcept {
+    if (!pending_save) return {};
     PendingSave p = std::move(*pending_save);
     pending_save.reset();
     try {
-      if (!p.written.get().empty() || par.rank() != 0) return;
+      if (const std::string failed = p.written.get(); !failed.empty()) {
+        if (par.rank() == 0) abandon_checkpoint(p.staging);
+        return "cannot write checkpoint " +
+               (fs::path(cfg.output_dir) / checkpoint_name(p.step)).string() + ": " + failed;
+      }
+      if (par.rank() != 0) return {};
       auto all_written = [&] {
         for (int r = 0; r < par.world(); ++r)
           if (!fs::exists(fs::path(p.staging) / (".digests-" + std::to_string(r) + ".json")))
@@ -1021,7 +1028,7 @@ struct Trainer::Impl {
                                     " was not complete when the run failed (a rank had not "
                                     "written its files): removed");
         abandon_checkpoint(p.staging);
-        return;
+        return {};
       }
       const std::string path = commit_checkpoint(cfg.output_dir, p.staging, p.state);
       last_saved_dir = path;
@@ -1032,6 +1039,7 @@ struct Trainer::Impl {
       reporter.log("warning", "checkpoint " + std::to_string(p.step) +
                                   " could not be committed after the failure: " + e.what());
     }
+    return {};
   }
 
   // 1.0 when this rank has no background save or its write is done.
@@ -1406,10 +1414,19 @@ TrainResult Trainer::run(const std::atomic<bool>* stop) {
       t.reporter.end(RunState::Failed, e.what(), 1);
     throw;
   } catch (const std::exception& e) {
-    t.salvage_pending_save();
-    t.reporter.log("error", e.what());
-    t.reporter.end(RunState::Failed, e.what(), 1);
-    throw;
+    // A background save that failed is the cause even when the step met its consequence first
+    // (a full disk: the save took the room, then an event could not be appended).
+    const std::string save_failure = t.salvage_pending_save();
+    if (save_failure.empty() ||
+        std::string_view(e.what()).find(save_failure) != std::string_view::npos) {
+      t.reporter.log("error", e.what());
+      t.reporter.end(RunState::Failed, e.what(), 1);
+      throw;
+    }
+    const std::string reason = save_failure + " (then: " + e.what() + ")";
+    t.reporter.log("error", reason);
+    t.reporter.end(RunState::Failed, reason, 1);
+    throw std::runtime_error(reason);
   }
 }
 

@@ -10,6 +10,9 @@
 //                           partial stdout line without newline
 //   --events-dir D          rank 0's events.jsonl for --write-end and --graceful
 //   --write-end STATE       rank 0 appends an `end` event with STATE before acting
+// Every rank file also says what descriptor 3 is (the store socket the launcher hands rank 0:
+// listening, on which port) and whether a connection to 127.0.0.1:MASTER_PORT is taken (before
+// any rank serves on it, only the launcher's socket can take it).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -19,7 +22,11 @@
 #include <string>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -90,13 +97,40 @@ std::string env_or_null(const char* name) {
   return v ? v : "<unset>";
 }
 
+// "none", or {"listening": bool, "port": N} for a TCP socket.
+nlohmann::json descriptor_3() {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(3, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "none";
+  int listening = 0;
+  socklen_t n = sizeof listening;
+  ::getsockopt(3, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n);
+  return {{"listening", listening != 0}, {"port", ntohs(addr.sin_port)}};
+}
+
+bool connects_to_master_port() {
+  const int port = std::atoi(env_or_null("MASTER_PORT").c_str());
+  if (port <= 0) return false;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
 void write_rank_file(const Args& a, int rank) {
   nlohmann::json j;
   for (const char* name :
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
         "NNODES", "NODE_RANK", "GROUP_RANK", "PYTORCH_CUDA_ALLOC_CONF",
-        "TORCH_NCCL_AVOID_RECORD_STREAMS", "OMP_NUM_THREADS", "STUDIO_LAUNCHED"})
+        "TORCH_NCCL_AVOID_RECORD_STREAMS", "OMP_NUM_THREADS", "STUDIO_LAUNCHED",
+        "STUDIO_STORE_LISTEN_FD"})
     j["env"][name] = env_or_null(name);
+  j["fd3"] = descriptor_3();
+  j["master_port_connects"] = connects_to_master_port();
   j["pid"] = ::getpid();
   j["ppid"] = ::getppid();
   try {
@@ -153,6 +187,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "err %d\n", rank);
   }
   write_rank_file(a, rank);
+  // Rank 0 keeps the store socket open until every local rank has tried to connect to it.
+  if (::fcntl(3, F_GETFD) != -1) wait_for_local_ranks(a, local_world);
 
   if (rank == 0 && !a.write_end.empty())
     write_end(a, a.write_end, "rank 0 wrote its own end: " + a.write_end);

@@ -4,6 +4,11 @@
 
 #include <stdexcept>
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "launch_test_util.h"
 #include "studio/launch/dist_env.h"
 
@@ -42,6 +47,8 @@ class TestDistEnv : public QObject {
   void workerProcess_data();
   void workerProcess();
   void slurmPortIsStablePerJob();
+  void storeListenFd_data();
+  void storeListenFd();
 };
 
 void TestDistEnv::reads_data() {
@@ -244,4 +251,64 @@ void TestDistEnv::slurmPortIsStablePerJob() {
 }
 
 QTEST_MAIN(TestDistEnv)
+// take_store_listen_fd: the socket rank 0 gets from the launcher is taken (the variable unset,
+// the descriptor made close-on-exec); anything else in the variable is refused, naming it.
+void TestDistEnv::storeListenFd_data() {
+  QTest::addColumn<QString>("value");  // "$LISTEN", "$BOUND", "$FILE": such a descriptor's number
+  QTest::addColumn<int>("portOffset");  // MASTER_PORT given as the socket's port plus this
+  QTest::addColumn<QString>("error");   // "" when taken
+  QTest::newRow("unset") << QString() << 0 << "";
+  QTest::newRow("the listening socket") << "$LISTEN" << 0 << "";
+  QTest::newRow("not a number") << "three" << 0 << "STUDIO_STORE_LISTEN_FD=three is not a descriptor number";
+  QTest::newRow("negative") << "-1" << 0 << "STUDIO_STORE_LISTEN_FD=-1 is not a descriptor number";
+  QTest::newRow("closed descriptor") << "999" << 0 << "STUDIO_STORE_LISTEN_FD=999 is not a listening socket";
+  QTest::newRow("a file") << "$FILE" << 0 << "is not a listening socket";
+  QTest::newRow("bound, not listening") << "$BOUND" << 0 << "is not a listening socket";
+  QTest::newRow("another port") << "$LISTEN" << 1 << ", not on MASTER_PORT=";
+}
+
+void TestDistEnv::storeListenFd() {
+  QFETCH(QString, value);
+  QFETCH(int, portOffset);
+  QFETCH(QString, error);
+  auto socket_on_any_port = [](bool listen, int& port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    socklen_t len = sizeof addr;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    if (listen) ::listen(fd, 4);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+    return fd;
+  };
+  int port = 0;
+  int fd = -1;
+  if (value == "$LISTEN" || value == "$BOUND") fd = socket_on_any_port(value == "$LISTEN", port);
+  if (value == "$FILE") fd = ::open("/dev/null", O_RDONLY);
+  if (fd >= 0) value = QString::number(fd);
+  std::optional<launch_test::ScopedEnv> var;
+  if (!value.isNull()) var.emplace("STUDIO_STORE_LISTEN_FD", value.toStdString());
+  std::string message;
+  std::optional<int> taken;
+  try {
+    taken = studio::launch::take_store_listen_fd(port + portOffset);
+  } catch (const std::invalid_argument& e) {
+    message = e.what();
+  }
+  QVERIFY(qgetenv("STUDIO_STORE_LISTEN_FD").isNull());  // taken out in every case
+  if (error.isEmpty()) {
+    QVERIFY2(message.empty(), message.c_str());
+    QCOMPARE(taken.has_value(), fd >= 0);
+    if (taken) {
+      QCOMPARE(*taken, fd);
+      QCOMPARE(::fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    }
+  } else {
+    QVERIFY2(message.find(error.toStdString()) != std::string::npos, message.c_str());
+    QVERIFY2(message.find("unset") != std::string::npos, message.c_str());
+  }
+  if (fd >= 0) ::close(fd);
+}
+
 #include "tst_dist_env.moc"

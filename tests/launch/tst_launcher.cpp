@@ -118,6 +118,7 @@ class TestLauncher : public QObject {
   void badOptionsAreRefused_data();
   void badOptionsAreRefused();
   void freePortIsBindable();
+  void busyPortFailsBeforeAnyWorker();
   void signalNames();
 };
 
@@ -144,6 +145,7 @@ void TestLauncher::environmentOfEveryRank() {
   ScopedEnv nccl("TORCH_NCCL_AVOID_RECORD_STREAMS", std::nullopt);
   ScopedEnv omp("OMP_NUM_THREADS", std::nullopt);
   ScopedEnv stale_rank("LOCAL_RANK", "7");  // the launcher's own value must not leak through
+  ScopedEnv stale_fd("STUDIO_STORE_LISTEN_FD", "9");  // nor an outer launcher's socket
   QTemporaryDir dir;
   LaunchOptions opt = probe(dir.path(), nproc);
   opt.nnodes = nnodes;
@@ -195,6 +197,20 @@ void TestLauncher::environmentOfEveryRank() {
     QCOMPARE(d["node_rank"].get<int>(), nodeRank);
     QCOMPARE(j["ppid"].get<int>(), int(::getpid()));
     pids.insert(j["pid"].get<int>());
+    // Rank 0 of a world of several gets the store's socket as descriptor 3, listening on
+    // MASTER_PORT; every other rank gets neither the socket nor the variable.
+    if (rank == 0 && nnodes * nproc > 1) {
+      QCOMPARE(env["STUDIO_STORE_LISTEN_FD"].get<std::string>(), std::string("3"));
+      QVERIFY2(j["fd3"].is_object(), j["fd3"].dump().c_str());
+      QCOMPARE(j["fd3"]["listening"].get<bool>(), true);
+      QCOMPARE(std::to_string(j["fd3"]["port"].get<int>()), env["MASTER_PORT"].get<std::string>());
+    } else {
+      QCOMPARE(env["STUDIO_STORE_LISTEN_FD"].get<std::string>(), std::string("<unset>"));
+      QCOMPARE(j["fd3"], json("none"));
+    }
+    // On rank 0's node the port takes connections before any rank serves on it: the launcher
+    // listened on it before starting them (no rank of this probe ever listens).
+    if (nodeRank == 0 && nnodes * nproc > 1) QVERIFY(j["master_port_connects"].get<bool>());
   }
   QCOMPARE(int(pids.size()), nproc);
   QCOMPARE(int(ports.size()), 1);  // a chosen port is the same for every rank
@@ -525,6 +541,41 @@ void TestLauncher::freePortIsBindable() {
   const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   ::close(fd);
   QCOMPARE(rc, 0);
+}
+
+// A given port another process listens on: the launch fails before any worker starts, naming
+// the port and what to do, and the failure is recorded in the output folder.
+void TestLauncher::busyPortFailsBeforeAnyWorker() {
+  const int other = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof addr;
+  QCOMPARE(::bind(other, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  QCOMPARE(::listen(other, 4), 0);
+  QCOMPARE(::getsockname(other, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  QTemporaryDir dir, output;
+  LaunchOptions opt = probe(dir.path(), 2);
+  opt.master_port = port;
+  opt.output_dir = output.path().toStdString();
+  const Timed t = timed_launch(opt);
+  ::close(other);
+  QCOMPARE(t.result.exit_code, 1);
+  const std::string expected = "cannot listen on port " + std::to_string(port) +
+                               " for the run's rendezvous store: bind: Address already in use";
+  QVERIFY2(t.result.reason.find(expected) == 0, t.result.reason.c_str());
+  QVERIFY2(t.result.reason.find("pass another --master-port") != std::string::npos,
+           t.result.reason.c_str());
+  QCOMPARE(count_rank_files(dir.path()), 0);
+  QCOMPARE(t.result.exit_codes, std::vector<int>({-1, -1}));
+  QVERIFY2(t.result.record_error.empty(), t.result.record_error.c_str());
+  studio::RunStatus status;
+  std::string error;
+  QVERIFY2(studio::RunStatus::read(studio::status_path(opt.output_dir), status, error),
+           error.c_str());
+  QCOMPARE(int(status.state), int(studio::RunState::Failed));
+  QCOMPARE(status.reason, t.result.reason);
 }
 
 void TestLauncher::signalNames() {

@@ -3,38 +3,23 @@
 // the dp x sp grid and the failure messages are the real ones.
 #include <QtTest/QtTest>
 
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <unistd.h>
-
 #include <array>
 #include <functional>
 #include <thread>
 
 #include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/parallel/reduce.h"
+#include "store_socket.h"
 
 using namespace studio::trainer::dist;
 
 namespace {
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Runs fn(rank, comm) on `world` threads; returns each rank's exception text ("" when none).
 std::vector<std::string> run_ranks(int world, int64_t sp, int64_t u, int timeout_s,
                                    const std::function<void(int, Communicator&)>& fn,
                                    bool verify = false) {
-  const int port = free_port();
+  const test_store::Listening store = test_store::listening_socket();
   std::vector<std::string> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
@@ -43,7 +28,8 @@ std::vector<std::string> run_ranks(int world, int64_t sp, int64_t u, int timeout
         CommOptions o;
         o.rank = r;
         o.world_size = world;
-        o.master_port = port;
+        o.master_port = store.port;
+        o.store_listen_fd = r == 0 ? store.fd : -1;
         o.sp = sp;
         o.ulysses_degree = u;
         o.ring_degree = sp / u;

@@ -3,6 +3,11 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "env_vars.h"
 
 namespace studio::launch {
@@ -205,6 +210,37 @@ bool is_worker_process(const Getenv& getenv) {
   if (!ntasks) return true;  // inconsistent: let dist_env_from say so
   const auto n = detail::parse_integer(*ntasks);
   return !n || *n > 1;
+}
+
+std::optional<int> take_store_listen_fd(int port) {
+  const char* value = std::getenv(kStoreListenFdVariable);
+  if (value == nullptr) return std::nullopt;
+  const std::string text = value;
+  ::unsetenv(kStoreListenFdVariable);
+  const std::string what = std::string(kStoreListenFdVariable) + "=" + text;
+  const auto fd = detail::parse_integer(text);
+  if (!fd || *fd < 0 || *fd > 1 << 20)
+    fail(what + " is not a descriptor number (set by `studio-train train --nproc N` for rank "
+                "0 only): unset it");
+  const int sock = static_cast<int>(*fd);
+  int listening = 0;
+  socklen_t len = sizeof listening;
+  sockaddr_storage addr{};
+  socklen_t addr_len = sizeof addr;
+  if (::getsockopt(sock, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+      ::getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0)
+    fail(what + " is not a listening socket of this process (it is handed down by "
+                "`studio-train train --nproc N` to rank 0 only): unset it");
+  const int bound = addr.ss_family == AF_INET
+                        ? ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port)
+                    : addr.ss_family == AF_INET6
+                        ? ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port)
+                        : -1;
+  if (bound != port)
+    fail(what + " listens on port " + std::to_string(bound) + ", not on MASTER_PORT=" +
+         std::to_string(port) + ": unset one of them");
+  ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+  return sock;
 }
 
 }  // namespace studio::launch

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "studio/launch/dist_env.h"
 #include "studio/launch/line_prefixer.h"
 #include "studio/runs/run_outcome.h"
 
@@ -64,7 +66,11 @@ int usable_cpus() {
 }
 
 // The launcher's environment with the worker's variables set over it.
-std::vector<std::string> worker_environment(const LaunchOptions& opt, int local_rank, int port) {
+// The descriptor number rank 0 finds the store's listening socket at (exec_child puts it there).
+constexpr int kStoreFdInChild = 3;
+
+std::vector<std::string> worker_environment(const LaunchOptions& opt, int local_rank, int port,
+                                            bool store_socket) {
   std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", std::to_string(opt.node_rank * opt.nproc + local_rank)},
       {"LOCAL_RANK", std::to_string(local_rank)},
@@ -77,6 +83,7 @@ std::vector<std::string> worker_environment(const LaunchOptions& opt, int local_
       {"GROUP_RANK", std::to_string(opt.node_rank)},
   };
   ours.insert(ours.end(), opt.extra_env.begin(), opt.extra_env.end());
+  if (store_socket) ours.emplace_back(kStoreListenFdVariable, std::to_string(kStoreFdInChild));
   std::set<std::string> inherited;
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
@@ -84,7 +91,8 @@ std::vector<std::string> worker_environment(const LaunchOptions& opt, int local_
     const std::string name = entry.substr(0, entry.find('='));
     const bool overridden =
         std::any_of(ours.begin(), ours.end(), [&](const auto& kv) { return kv.first == name; });
-    if (overridden) continue;
+    // Another launcher's socket variable (this one was started by a worker) means nothing here.
+    if (overridden || name == kStoreListenFdVariable) continue;
     inherited.insert(name);
     env.push_back(entry);
   }
@@ -110,8 +118,9 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 }
 
 // Between fork and exec only async-signal-safe calls: the pieces are prepared before.
-[[noreturn]] void exec_child(pid_t launcher, int out_fd, int err_fd, char* const* argv,
-                             char* const* envp, const std::string& exec_error) {
+// `store_fd` (-1: none): the store's listening socket, kept open as kStoreFdInChild.
+[[noreturn]] void exec_child(pid_t launcher, int out_fd, int err_fd, int store_fd,
+                             char* const* argv, char* const* envp, const std::string& exec_error) {
   // The kernel sends SIGTERM when the launcher dies, even by SIGKILL; if it is already gone
   // (it died before this line), nobody is left to watch this worker.
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -126,8 +135,15 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (store_fd >= 0) {
+    // dup2 clears close-on-exec on the copy; a socket already at that number keeps its flag.
+    if (store_fd == kStoreFdInChild)
+      ::fcntl(store_fd, F_SETFD, 0);
+    else if (::dup2(store_fd, kStoreFdInChild) < 0)
+      ::_exit(127);
+  }
   // Descriptors the caller left inheritable are not the worker's business (ENOSYS: kept).
-  ::close_range(3, ~0u, 0);
+  ::close_range(store_fd >= 0 ? kStoreFdInChild + 1 : 3, ~0u, 0);
   ::execve(argv[0], argv, envp);
   ::write(STDERR_FILENO, exec_error.data(), exec_error.size());
   ::_exit(127);
@@ -276,6 +292,64 @@ void validate(const LaunchOptions& opt) {
         "be lost; restore its default before launching");
 }
 
+// A TCP socket bound on every interface (IPv4) at a port (0: one the kernel picks), listening
+// when asked; closed when destroyed.
+struct StoreSocket {
+  int fd = -1;
+  int port = 0;
+
+  StoreSocket() = default;
+  StoreSocket(const StoreSocket&) = delete;
+  StoreSocket(StoreSocket&& other) noexcept : fd(other.fd), port(other.port) { other.fd = -1; }
+  StoreSocket& operator=(StoreSocket&& other) noexcept {
+    std::swap(fd, other.fd);
+    std::swap(port, other.port);
+    return *this;
+  }
+  ~StoreSocket() {
+    if (fd >= 0) ::close(fd);
+  }
+
+  // fd is -1 and `error` says which call failed, and why, when it cannot be had.
+  static StoreSocket bind_to(int port, bool listen, std::string& error);
+};
+
+StoreSocket StoreSocket::bind_to(int port, bool listen, std::string& error) {
+  StoreSocket s;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = "socket: " + errno_text(errno);
+    return s;
+  }
+  s.fd = fd;
+  // As c10d's own store does: a port whose last run's connections linger in TIME_WAIT is free.
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  socklen_t len = sizeof addr;
+  const char* step = "bind";
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (ok && listen) {
+    step = "listen";
+    ok = ::listen(fd, SOMAXCONN) == 0;
+  }
+  if (ok) {
+    step = "getsockname";
+    ok = ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  }
+  if (!ok) {
+    error = std::string(step) + ": " + errno_text(errno);
+    ::close(fd);
+    s.fd = -1;
+    return s;
+  }
+  s.port = ntohs(addr.sin_port);
+  return s;
+}
+
 }  // namespace
 
 std::string signal_name(int sig) {
@@ -284,22 +358,10 @@ std::string signal_name(int sig) {
 }
 
 int choose_free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    throw std::runtime_error("cannot create a socket to find a free port: " + errno_text(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::runtime_error("cannot bind a socket to find a free port: " + errno_text(err));
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  std::string error;
+  const StoreSocket s = StoreSocket::bind_to(0, /*listen=*/false, error);
+  if (s.fd < 0) throw std::runtime_error("cannot find a free port: " + error);
+  return s.port;
 }
 
 std::string self_executable_path() {
@@ -313,7 +375,8 @@ namespace {
 
 // Forks and execs every worker; returns "" or why the next one could not be started (the ones
 // started before it are in `workers`, alive).
-std::string spawn_workers(const LaunchOptions& opt, int port, std::vector<Worker>& workers) {
+std::string spawn_workers(const LaunchOptions& opt, int port, int store_fd,
+                          std::vector<Worker>& workers) {
   const pid_t self = ::getpid();
   const std::string exec_error = "studio-train: cannot execute " + opt.worker_argv[0] + "\n";
   std::vector<std::string> argv_strings = opt.worker_argv;
@@ -323,7 +386,9 @@ std::string spawn_workers(const LaunchOptions& opt, int port, std::vector<Worker
     w.local_rank = local;
     w.rank = opt.node_rank * opt.nproc + local;
     const std::string who = "cannot start rank " + std::to_string(w.rank);
-    std::vector<std::string> env_strings = worker_environment(opt, local, port);
+    const int child_store_fd = w.rank == 0 ? store_fd : -1;
+    std::vector<std::string> env_strings =
+        worker_environment(opt, local, port, child_store_fd >= 0);
     const std::vector<char*> envp = c_strings(env_strings);
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
     if (local > 0 && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
@@ -335,7 +400,8 @@ std::string spawn_workers(const LaunchOptions& opt, int port, std::vector<Worker
     const int child_out = local > 0 ? out_pipe[1] : opt.stdout_fd;
     const int child_err = local > 0 ? err_pipe[1] : opt.stderr_fd;
     const pid_t pid = ::fork();
-    if (pid == 0) exec_child(self, child_out, child_err, argv.data(), envp.data(), exec_error);
+    if (pid == 0)
+      exec_child(self, child_out, child_err, child_store_fd, argv.data(), envp.data(), exec_error);
     const int fork_errno = errno;
     if (local > 0) {
       ::close(out_pipe[1]);
@@ -455,19 +521,40 @@ class Watch {
 
 LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* stop) {
   validate(opt);
-  const int port = opt.master_port != 0 ? opt.master_port : choose_free_port();
   std::vector<Worker> workers(static_cast<std::size_t>(opt.nproc));
   LaunchResult result;
-  const std::string spawn_failure = spawn_workers(opt, port, workers);
-  OutputPump pump(opt, workers);
-  Watch watch(opt, workers, result);
-  if (!spawn_failure.empty()) watch.failed_to_start(spawn_failure);
-  watch.run(stop);
-  pump.finish();
-  // Say why, not only how: a failed rank's last line is usually its error message.
-  if (result.failed_rank >= 0) {
-    const std::string last = pump.last_error_line(result.failed_rank);
-    if (!last.empty()) result.reason += ": " + last.substr(0, 2000);
+  // Rank 0's store socket, listening before any worker starts (this node hosts rank 0 of a
+  // world of several): the port is held from the moment it is chosen.
+  StoreSocket store;
+  std::string listen_error;
+  if (opt.node_rank == 0 && opt.nnodes * opt.nproc > 1)
+    store = StoreSocket::bind_to(opt.master_port, /*listen=*/true, listen_error);
+  if (!listen_error.empty()) {
+    result.exit_code = 1;
+    result.reason = "cannot listen on port " + std::to_string(opt.master_port) +
+                    " for the run's rendezvous store: " + listen_error +
+                    (opt.master_port != 0
+                         ? " (another run on this host holds it? pass another --master-port, or "
+                           "none and a free one is chosen)"
+                         : std::string()) +
+                    host_suffix(opt);
+    note(opt, result.reason);
+  } else {
+    const int port = store.fd >= 0          ? store.port
+                     : opt.master_port != 0 ? opt.master_port
+                                            : choose_free_port();
+    const std::string spawn_failure = spawn_workers(opt, port, store.fd, workers);
+    store = StoreSocket();  // rank 0 holds its own copy now
+    OutputPump pump(opt, workers);
+    Watch watch(opt, workers, result);
+    if (!spawn_failure.empty()) watch.failed_to_start(spawn_failure);
+    watch.run(stop);
+    pump.finish();
+    // Say why, not only how: a failed rank's last line is usually its error message.
+    if (result.failed_rank >= 0) {
+      const std::string last = pump.last_error_line(result.failed_rank);
+      if (!last.empty()) result.reason += ": " + last.substr(0, 2000);
+    }
   }
 
   for (const Worker& w : workers) result.exit_codes.push_back(w.exit_code);

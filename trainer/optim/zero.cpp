@@ -38,7 +38,12 @@ ZeroOptions ZeroOptions::from(const RunConfig& cfg) {
   const ZeroRequest z = zero_request(cfg, ds);
   if (const std::string problem = zero_request_problem(z); !problem.empty())
     throw std::invalid_argument(problem);
-  return {z.stage, z.offload_optimizer, z.offload_param, z.pin_memory, /*unused=*/{}};
+  ZeroOptions o;  // unused and trained: set by the trainer for the model it trains
+  o.stage = z.stage;
+  o.offload_optimizer = z.offload_optimizer;
+  o.offload_param = z.offload_param;
+  o.pin_memory = z.pin_memory;
+  return o;
 }
 
 AdamWSettings AdamWSettings::from(const RunConfig& cfg) {

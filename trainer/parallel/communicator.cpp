@@ -534,6 +534,7 @@ Communicator::Communicator(const CommOptions& opt) : store_(std::make_unique<Sto
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(opt.master_port);
     so.isServer = me == 0;
+    if (me == 0 && opt.store_listen_fd >= 0) so.masterListenFd = opt.store_listen_fd;
     so.numWorkers = static_cast<size_t>(world);
     so.waitWorkers = true;
     so.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(opt.timeout);

@@ -49,114 +49,105 @@ RemoteSubmitter::~RemoteSubmitter() {
   waitBriefly(thread_, QDeadlineTimer(kJoinMs));
 }
 
-bool RemoteSubmitter::submit(const studio::RunConfig& config, const QString& baseDir,
-                             studio::remote::SubmitRequest request, const QString& runsRoot) {
+bool RemoteSubmitter::start(const studio::RunConfig& config, const QString& baseDir,
+                            studio::remote::SubmitRequest request, Submission submission) {
   if (busy_) return false;
   busy_ = true;
   if (request.run_name.empty()) request.run_name = runName(config).toStdString();
   auto link = link_;
-  thread_ = startWorkerThread(
-      [this, link, config, baseDir, request, runsRoot, prompts = prompts_]() mutable {
-        auto report = [&](auto&& emitIt) { link->call(emitIt); };
-        try {
-          // submit_run reads a config file; the staged copy lives only as long as the submit.
-          QTemporaryDir staging;
-          request.config_file = stageConfig(staging, config, baseDir, request.run_name);
-
-          report([&] {
-            emit progress(tr("connecting to %1").arg(QString::fromStdString(request.host.target)),
-                          0, 0, 0, 0);
-          });
-          const studio::remote::SshSession session = connectRemote(request.host, prompts);
-          const studio::remote::SubmitResult result = studio::remote::submit_run(
-              session, request,
-              [&](const studio::remote::SubmitProgress& p) {
-                const QString text = QString::fromStdString(p.what) +
-                                     (p.skipped ? tr(" (unchanged, skipped)") : QString());
-                report([&] {
-                  emit progress(text, p.file_index, p.file_count, static_cast<qint64>(p.bytes),
-                                static_cast<qint64>(p.total));
-                });
-              },
-              nodeConnector(prompts));
-          QString error;
-          const QString dir = RemoteMirror::create(runsRoot, result, &error);
-          if (dir.isEmpty())
-            throw std::runtime_error(
-                tr("the run %1 started on %2, but its local folder could not be written: %3")
-                    .arg(QString::fromStdString(result.record.run_id),
-                         QString::fromStdString(result.record.host.target), error)
-                    .toStdString());
-          report([&] { emit submitted(dir); });
-        } catch (const std::exception& e) {
-          const QString error = QString::fromStdString(e.what());
-          report([&] { emit failed(error); });
-        }
+  thread_ = startWorkerThread([this, link, config, baseDir, request, prompts = prompts_,
+                               submission = std::move(submission)]() mutable {
+    auto report = [&](auto&& emitIt) { link->call(emitIt); };
+    try {
+      // The remote side reads a config file; the staged copy lives only as long as the submit.
+      QTemporaryDir staging;
+      request.config_file = stageConfig(staging, config, baseDir, request.run_name);
+      report([&] {
+        emit progress(tr("connecting to %1").arg(QString::fromStdString(request.host.target)), 0,
+                      0, 0, 0);
       });
+      const studio::remote::SshSession session = connectRemote(request.host, prompts);
+      const std::function<void()> done =
+          submission(session, request, [&](const studio::remote::SubmitProgress& p) {
+            const QString text = QString::fromStdString(p.what) +
+                                 (p.skipped ? tr(" (unchanged, skipped)") : QString());
+            report([&] {
+              emit progress(text, p.file_index, p.file_count, static_cast<qint64>(p.bytes),
+                            static_cast<qint64>(p.total));
+            });
+          });
+      report(done);
+    } catch (const std::exception& e) {
+      const QString error = QString::fromStdString(e.what());
+      report([&] { emit failed(error); });
+    }
+  });
   return true;
+}
+
+bool RemoteSubmitter::submit(const studio::RunConfig& config, const QString& baseDir,
+                             studio::remote::SubmitRequest request, const QString& runsRoot) {
+  const RemotePrompts prompts = prompts_;
+  return start(config, baseDir, std::move(request),
+               [this, runsRoot, prompts](const studio::remote::SshSession& session,
+                                          const studio::remote::SubmitRequest& staged,
+                                          const studio::remote::SubmitProgressFn& progress) {
+                 const studio::remote::SubmitResult result = studio::remote::submit_run(
+                     session, staged, progress, nodeConnector(prompts));
+                 QString error;
+                 const QString dir = RemoteMirror::create(runsRoot, result, &error);
+                 if (dir.isEmpty())
+                   throw std::runtime_error(
+                       tr("the run %1 started on %2, but its local folder could not be written: "
+                          "%3")
+                           .arg(QString::fromStdString(result.record.run_id),
+                                QString::fromStdString(result.record.host.target), error)
+                           .toStdString());
+                 return std::function<void()>([this, dir] { emit submitted(dir); });
+               });
 }
 
 bool RemoteSubmitter::submitSweep(const studio::RunConfig& config, const QString& baseDir,
                                   studio::remote::SubmitRequest request, const QStringList& axes,
                                   bool list, int parallel, const QString& runsRoot) {
-  if (busy_) return false;
-  busy_ = true;
-  if (request.run_name.empty()) request.run_name = runName(config).toStdString();
   studio::remote::SweepSubmitRequest sweep;
   for (const QString& axis : axes) sweep.axes.push_back(axis.toStdString());
   sweep.list = list;
   sweep.parallel = parallel;
-  auto link = link_;
-  thread_ = startWorkerThread(
-      [this, link, config, baseDir, request, sweep, runsRoot, prompts = prompts_]() mutable {
-        auto report = [&](auto&& emitIt) { link->call(emitIt); };
-        try {
-          QTemporaryDir staging;
-          request.config_file = stageConfig(staging, config, baseDir, request.run_name);
-          sweep.run = request;
-          report([&] {
-            emit progress(tr("connecting to %1").arg(QString::fromStdString(request.host.target)),
-                          0, 0, 0, 0);
-          });
-          const studio::remote::SshSession session = connectRemote(request.host, prompts);
-          const studio::remote::SweepSubmitResult result = studio::remote::submit_sweep(
-              session, sweep, [&](const studio::remote::SubmitProgress& p) {
-                const QString text = QString::fromStdString(p.what) +
-                                     (p.skipped ? tr(" (unchanged, skipped)") : QString());
-                report([&] {
-                  emit progress(text, p.file_index, p.file_count, static_cast<qint64>(p.bytes),
-                                static_cast<qint64>(p.total));
-                });
-              });
-          // One mirror per point, as for a run submitted alone.
-          QStringList dirs;
-          QStringList unwritten;
-          for (std::size_t i = 0; i < result.points.size(); ++i) {
-            studio::remote::SubmitResult point;
-            point.record = result.points[i];
-            point.remote_config = result.remote_configs[i];
-            QString error;
-            const QString dir = RemoteMirror::create(runsRoot, point, &error);
-            if (dir.isEmpty())
-              unwritten << QString::fromStdString(point.record.run_id) + QStringLiteral(": ") + error;
-            else
-              dirs << dir;
-          }
-          if (!unwritten.isEmpty())
-            throw std::runtime_error(
-                tr("sweep %1 was submitted as Slurm job array %2 on %3, but the local folders of "
-                   "some points could not be written (attach them by run id): %4")
-                    .arg(QString::fromStdString(result.sweep_id), QString::fromStdString(result.job_id),
-                         QString::fromStdString(request.host.target), unwritten.join(QStringLiteral("; ")))
-                    .toStdString());
-          const QString jobId = QString::fromStdString(result.job_id);
-          report([&] { emit sweepSubmitted(dirs, jobId); });
-        } catch (const std::exception& e) {
-          const QString error = QString::fromStdString(e.what());
-          report([&] { emit failed(error); });
+  return start(
+      config, baseDir, std::move(request),
+      [this, sweep, runsRoot](const studio::remote::SshSession& session,
+                              const studio::remote::SubmitRequest& staged,
+                              const studio::remote::SubmitProgressFn& progress) mutable {
+        sweep.run = staged;
+        const studio::remote::SweepSubmitResult result =
+            studio::remote::submit_sweep(session, sweep, progress);
+        // One mirror per point, as for a run submitted alone.
+        QStringList dirs;
+        QStringList unwritten;
+        for (std::size_t i = 0; i < result.points.size(); ++i) {
+          studio::remote::SubmitResult point;
+          point.record = result.points[i];
+          point.remote_config = result.remote_configs[i];
+          QString error;
+          const QString dir = RemoteMirror::create(runsRoot, point, &error);
+          if (dir.isEmpty())
+            unwritten << QString::fromStdString(point.record.run_id) + QStringLiteral(": ") + error;
+          else
+            dirs << dir;
         }
+        if (!unwritten.isEmpty())
+          throw std::runtime_error(
+              tr("sweep %1 was submitted as Slurm job array %2 on %3, but the local folders of "
+                 "some points could not be written (attach them by run id): %4")
+                  .arg(QString::fromStdString(result.sweep_id),
+                       QString::fromStdString(result.job_id),
+                       QString::fromStdString(staged.host.target),
+                       unwritten.join(QStringLiteral("; ")))
+                  .toStdString());
+        const QString jobId = QString::fromStdString(result.job_id);
+        return std::function<void()>([this, dirs, jobId] { emit sweepSubmitted(dirs, jobId); });
       });
-  return true;
 }
 
 }  // namespace studio::ui

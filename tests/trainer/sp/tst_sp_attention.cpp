@@ -5,14 +5,11 @@
 #include "studio/trainer/sp/ring_attention.h"
 #include "studio/trainer/sp/sp_attention.h"
 
+#include "../store_socket.h"
+
 #include <torch/torch.h>
 
 #include <QtTest>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <exception>
@@ -29,21 +26,6 @@ Q_DECLARE_METATYPE(SpMode)
 
 namespace {
 
-// A port nobody listens on right now (the kernel's pick for an ephemeral bind).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
-}
-
 struct Grid {
   SpMode mode;
   int64_t ulysses, ring;
@@ -53,7 +35,7 @@ struct Grid {
 // Runs `body(layout, comm)` on sp threads, one rank each; returns each rank's error ("" if none).
 std::vector<std::string> run_ranks(
     const Grid& g, const std::function<void(const SpLayout&, dist::Communicator&)>& body) {
-  const int port = free_port();
+  const test_store::Listening store = test_store::listening_socket();
   const int world = static_cast<int>(g.sp());
   std::vector<std::string> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
@@ -63,7 +45,8 @@ std::vector<std::string> run_ranks(
         dist::CommOptions o;
         o.rank = r;
         o.world_size = world;
-        o.master_port = port;
+        o.master_port = store.port;
+        o.store_listen_fd = r == 0 ? store.fd : -1;
         o.sp = g.sp();
         o.ulysses_degree = g.ulysses;
         o.ring_degree = g.ring;
@@ -212,8 +195,7 @@ void TestSpAttention::ringOfOneIsLocalAttention() {
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
   const torch::Tensor q = torch::randn({1, 4, 7, 8}, f64), k = torch::randn({1, 2, 7, 8}, f64),
                       v = torch::randn({1, 2, 7, 8}, f64), dout = torch::randn({1, 4, 7, 8}, f64);
-  dist::CommOptions o;
-  o.master_port = free_port();
+  dist::CommOptions o;  // a world of one: no store
   dist::Communicator comm(o);
   QCOMPARE(comm.ring_group().size(), 1);
   const Grads want = run_attention(

@@ -126,6 +126,10 @@ struct CommOptions {
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Rank 0 only: a socket already listening on master_port (studio-train's launcher holds the
+  // port from before the ranks start, launcher.h) that its store serves on, taking it over;
+  // -1: the store binds master_port itself.
+  int store_listen_fd = -1;
   int64_t sp = 1;               // sequence_parallel_size
   // ulysses_degree * ring_degree == sp: zigzag-ring is (1, sp), ulysses (sp, 1), usp as configured.
   int64_t ulysses_degree = 1;

@@ -4,6 +4,7 @@
 // (SLURM_PROCID, SLURM_NTASKS, ...). No Torch here: the engine turns a DistEnv into a process
 // group, and the launcher decides from the same variables whether it may start workers.
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace studio::launch {
@@ -50,6 +51,19 @@ DistEnv dist_env_from_environment();
 // A process given --nproc is a launcher regardless (see launch_options_from); this answers the
 // question for a process without launcher flags. Never throws: dist_env_from reports problems.
 bool is_worker_process(const Getenv& getenv);
+
+// The variable through which `studio-train train --nproc N` hands rank 0 the listening socket
+// of the run's rendezvous store: the launcher binds MASTER_PORT and listens on it before any
+// worker starts, so no other process can take the port in between and ranks that connect before
+// rank 0's store is up wait in the backlog instead of being refused (launcher.h).
+inline constexpr const char* kStoreListenFdVariable = "STUDIO_STORE_LISTEN_FD";
+
+// Takes the socket of kStoreListenFdVariable out of the environment (unset, so that processes
+// this one starts neither see it nor inherit the descriptor, which is made close-on-exec):
+// nullopt when the variable is not set. Throws std::invalid_argument, naming the variable and
+// its value, when it is not a descriptor number or not a listening TCP socket of MASTER_PORT
+// (`port`).
+std::optional<int> take_store_listen_fd(int port);
 
 // The port every task of Slurm job `job_id` agrees on when MASTER_PORT is not set.
 int slurm_default_port(long long job_id);

@@ -49,6 +49,13 @@ struct LaunchResult {
 // the kernel sends it when the *thread* that called launch_workers exits, so call it from a
 // thread that outlives the workers (the main thread).
 //
+// The node that hosts rank 0 of a world of several binds MASTER_PORT (the given one, or one the
+// kernel picks when opt.master_port is 0) and listens on it before starting any worker; rank 0
+// gets that socket as descriptor 3, named by STUDIO_STORE_LISTEN_FD (dist_env.h), and its c10d
+// store serves on it. So the chosen port cannot be taken by another process before rank 0 is
+// up, and the other ranks' connections wait in the backlog meanwhile. A port that cannot be
+// bound fails the launch (exit code 1, the reason naming the port) before any worker starts.
+//
 // On node 0, with opt.output_dir set, a failure or a stop is recorded there by
 // record_run_outcome (runs/run_outcome.h) unless rank 0 already wrote its own end event.
 //
@@ -59,7 +66,9 @@ struct LaunchResult {
 LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* stop);
 
 // A TCP port free on every interface right now (bind port 0, read it back). Another process
-// may take it before rank 0 binds it; torchrun accepts the same race. Throws
+// may take it before anyone binds it again: launch_workers holds its port instead, and this
+// serves where a port must be agreed on before it can be held (node 0's choice for the next
+// round of a multi-node run). Throws
 // std::runtime_error when no socket can be bound.
 int choose_free_port();
 

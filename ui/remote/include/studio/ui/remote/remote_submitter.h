@@ -1,8 +1,10 @@
 #pragma once
-// Submits a run (or a sweep, as a Slurm job array) to a remote host off the GUI thread: writes the wizard's config (relative paths
-// made absolute) to a staging file, connects with the GUI prompts, runs remote::submit_run
-// (uploads with progress, then the start), and creates the run's local mirror folder under the
-// runs root. RemoteRuns then follows it like any other mirror.
+// Submits a run (or a sweep, as a Slurm job array) to a remote host off the GUI thread: writes
+// the wizard's config (relative paths made absolute) to a staging file, connects with the GUI
+// prompts, runs remote::submit_run or submit_sweep (uploads with progress, then the start), and
+// creates the local mirror folder of the run (or of each point) under the runs root. RemoteRuns
+// then follows it like any other mirror.
+#include <functional>
 #include <memory>
 
 #include <QObject>
@@ -54,6 +56,17 @@ class RemoteSubmitter : public QObject {
   void failed(const QString& error);
 
  private:
+  // What differs between a run and a sweep: given the session and the request with its staged
+  // config, submits with `progress` and mirrors, on the worker thread; returns the success
+  // signal to emit on the GUI thread. Throws std::exception with what the user is told.
+  using Submission = std::function<std::function<void()>(
+      const studio::remote::SshSession& session, const studio::remote::SubmitRequest& request,
+      const studio::remote::SubmitProgressFn& progress)>;
+  // The shared part: busy until a signal, the run name, the staged config, "connecting to",
+  // the progress and the failure.
+  bool start(const studio::RunConfig& config, const QString& baseDir,
+             studio::remote::SubmitRequest request, Submission submission);
+
   RemotePrompts prompts_;
   std::shared_ptr<WorkerLink> link_;
   QPointer<QThread> thread_;
