@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -24,8 +24,8 @@
 #include "studio/launch/launcher.h"
 #include "studio/runs/events.h"
 #include "studio/runs/run_outcome.h"
-#include "studio/trainer/checkpoint.h"
 #include "studio/trainer/batching/batch.h"
+#include "studio/trainer/checkpoint.h"
 #include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/parallel/node_rendezvous.h"
 #include "studio/trainer/runtime_info.h"
@@ -37,7 +37,9 @@ namespace {
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_checkpoint_stop{false};
 
-extern "C" void on_stop_signal(int) { g_stop = true; }
+extern "C" void on_stop_signal(int) {
+  g_stop = true;
+}
 // SIGUSR1: write a checkpoint, then stop (the Slurm batch script sends it when the time limit is
 // near; remote/slurm_script.h).
 extern "C" void on_checkpoint_stop_signal(int) {
@@ -67,7 +69,8 @@ int slurm_restart_count() {
 std::optional<std::string> newest_good_checkpoint(const std::string& output_dir) {
   std::vector<std::string> skipped;
   const auto found = trainer::last_good_checkpoint(output_dir, &skipped);
-  for (const std::string& why : skipped) std::cerr << "studio-train: not resuming from " << why << "\n";
+  for (const std::string& why : skipped)
+    std::cerr << "studio-train: not resuming from " << why << "\n";
   if (!found) return std::nullopt;
   return std::filesystem::absolute(*found).lexically_normal().string();
 }
@@ -85,8 +88,7 @@ void add_resume_args(std::vector<std::string>& argv, const std::optional<std::st
 }
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // Appends a restart event to the run's events.jsonl (node 0's launcher only).
@@ -159,9 +161,8 @@ bool load_for_run(const Argv& argv, const char* cmd, RunConfig& cfg, int& exit_c
 
 // `--nproc N [--nnodes ...]`: start the workers of this node and watch them (torchrun's job).
 int launch(Argv args, const launch::LauncherFlags& flags) {
-  launch::LaunchOptions opt = launch::launch_options_from(flags, [](const char* n) {
-    return std::getenv(n);
-  });
+  launch::LaunchOptions opt =
+      launch::launch_options_from(flags, [](const char* n) { return std::getenv(n); });
   // Validate once here, for the whole world, before any worker starts.
   RunConfig cfg;
   int code = kExitOk;
@@ -198,12 +199,13 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
     RestartEvent event;
     event.time = now_seconds();
     event.attempt = requeues;
-    event.reason = "Slurm requeued job " + std::string(job ? job : "?") + " (SLURM_RESTART_COUNT=" +
-                   std::to_string(requeues) + ")";
+    event.reason = "Slurm requeued job " + std::string(job ? job : "?") +
+                   " (SLURM_RESTART_COUNT=" + std::to_string(requeues) + ")";
     event.resume_from = resume.value_or("");
     event.step = resume ? trainer::checkpoint_step(*resume) : 0;
     std::cerr << "studio-train: " << event.reason << ": "
-              << (resume ? "resuming from " + *resume : std::string("no checkpoint yet, starting over"))
+              << (resume ? "resuming from " + *resume
+                         : std::string("no checkpoint yet, starting over"))
               << "\n";
     if (opt.node_rank == 0) record_restart(cfg.output_dir, event);
     add_resume_args(opt.worker_argv, resume);
@@ -218,7 +220,8 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
     std::cerr << "studio-train: " << why << "\n";
     if (opt.node_rank == 0) {
       const std::string error = record_run_outcome(cfg.output_dir, RunOutcome{1, false, why});
-      if (!error.empty()) std::cerr << "studio-train: could not record the outcome: " << error << "\n";
+      if (!error.empty())
+        std::cerr << "studio-train: could not record the outcome: " << error << "\n";
     }
     return 1;
   };
@@ -244,15 +247,26 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
   std::optional<std::string> resume;  // where the next round resumes (node 0 decides with rdzv)
   for (int attempt = first_round;; ++attempt) {
     if (rdzv) {
+      // Node 0 holds the round's worker port from before it publishes it until its rank 0 takes
+      // it over (launch_workers), so that no other process can take it meanwhile.
+      launch::HeldPort round_port;
+      if (opt.node_rank == 0) {
+        std::string error;
+        round_port = launch::HeldPort::listen_on(0, error);
+        if (!round_port.held())
+          return rendezvous_failed("cannot open a port for the workers' store: " + error);
+      }
       trainer::dist::Round round;
       try {
-        round = rdzv->join(attempt, opt.node_rank == 0 ? launch::choose_free_port() : 0,
-                           resume.value_or(""));
+        round = rdzv->join(attempt, round_port.port(), resume.value_or(""));
       } catch (const std::exception& e) {
         return rendezvous_failed(e.what());
       }
       // Every node's workers: the port node 0 chose for this round, its checkpoint.
       opt.master_port = round.master_port;
+      // (A round node 0 joins late was published before, with a port of its own.)
+      opt.store_listen_fd =
+          round_port.held() && round.master_port == round_port.port() ? round_port.release() : -1;
       if (attempt > 0) {
         opt.worker_argv = requeued_argv;
         add_resume_args(opt.worker_argv, round.resume_from.empty()
@@ -261,11 +275,10 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
       }
     }
     // torchrun's variables for the attempt (a worker may read them; fault injection does).
-    opt.extra_env.erase(std::remove_if(opt.extra_env.begin(), opt.extra_env.end(),
-                                       [](const auto& kv) {
-                                         return kv.first.rfind("TORCHELASTIC_", 0) == 0;
-                                       }),
-                        opt.extra_env.end());
+    opt.extra_env.erase(
+        std::remove_if(opt.extra_env.begin(), opt.extra_env.end(),
+                       [](const auto& kv) { return kv.first.rfind("TORCHELASTIC_", 0) == 0; }),
+        opt.extra_env.end());
     opt.extra_env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
     opt.extra_env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(opt.max_restarts));
     const bool restart_left = attempt < opt.max_restarts;
@@ -289,8 +302,8 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
       // Recorded by launch_workers with this node's view; node 0 records the round's cause.
       if (rdzv && opt.node_rank == 0 && reason != result.reason) {
         result.reason = reason;
-        result.record_error = record_run_outcome(
-            cfg.output_dir, RunOutcome{result.exit_code, false, reason});
+        result.record_error =
+            record_run_outcome(cfg.output_dir, RunOutcome{result.exit_code, false, reason});
       }
       break;
     }
@@ -299,12 +312,11 @@ int launch(Argv args, const launch::LauncherFlags& flags) {
     // restores both (trainer/checkpoint.h). Across nodes, node 0 decides and the rendezvous tells
     // the others.
     resume = !rdzv || opt.node_rank == 0 ? newest_good_checkpoint(cfg.output_dir) : std::nullopt;
-    std::cerr << "studio-train: " << reason << "\nstudio-train: restart " << attempt + 1
-              << " of " << opt.max_restarts << ": "
-              << (rdzv && opt.node_rank != 0
-                      ? std::string("from the checkpoint node 0 chooses")
-                      : resume ? "resuming from " + *resume
-                               : std::string("no checkpoint yet, starting over"))
+    std::cerr << "studio-train: " << reason << "\nstudio-train: restart " << attempt + 1 << " of "
+              << opt.max_restarts << ": "
+              << (rdzv && opt.node_rank != 0 ? std::string("from the checkpoint node 0 chooses")
+                  : resume                   ? "resuming from " + *resume
+                                             : std::string("no checkpoint yet, starting over"))
               << "\n";
     if (opt.node_rank == 0) {
       RestartEvent event;
@@ -383,10 +395,9 @@ int cmd_train(const Argv& argv) {
     c.verify_collectives = verify_env && std::string(verify_env) == "1";
     comm = std::make_unique<trainer::dist::Communicator>(c);
   } else if (cfg.sequence_parallel_size > 1) {
-    return usage_error("train: sequence_parallel_size " +
-                       std::to_string(cfg.sequence_parallel_size) +
-                       " needs as many processes: add --nproc " +
-                       std::to_string(cfg.sequence_parallel_size));
+    return usage_error(
+        "train: sequence_parallel_size " + std::to_string(cfg.sequence_parallel_size) +
+        " needs as many processes: add --nproc " + std::to_string(cfg.sequence_parallel_size));
   }
   const bool rank0 = env.rank == 0;
 
@@ -435,7 +446,8 @@ int cmd_train(const Argv& argv) {
     if (packing) data_cfg.cutoff_len = std::max<int64_t>(1, cfg.cutoff_len - 1);
     auto sft = data::load_sft_data(data_cfg, tokenizer, dopt);
     const size_t samples = sft.train.size();
-    in.train = packing ? trainer::pack_samples(sft.train, data_cfg.cutoff_len) : std::move(sft.train);
+    in.train =
+        packing ? trainer::pack_samples(sft.train, data_cfg.cutoff_len) : std::move(sft.train);
     in.eval = packing ? trainer::pack_samples(sft.eval, data_cfg.cutoff_len) : std::move(sft.eval);
     n_train = in.train.size();
     n_eval = in.eval.size();
@@ -491,7 +503,7 @@ int cmd_eval(const Argv& argv) {
   data::DatasetOptions dopt;
   dopt.skip_bad_rows = std::find(argv.begin(), argv.end(), "--skip-bad-rows") != argv.end();
   auto sft = cfg.stage == Stage::Pt ? data::load_pt_data(cfg, tokenizer, dopt)
-                                     : data::load_sft_data(cfg, tokenizer, dopt);
+                                    : data::load_sft_data(cfg, tokenizer, dopt);
   const bool held_out = !sft.eval.empty();
   if (!held_out)
     std::cerr << "studio-train eval: no val_size or eval_dataset: evaluating on the training "

@@ -119,6 +119,7 @@ class TestLauncher : public QObject {
   void badOptionsAreRefused();
   void freePortIsBindable();
   void busyPortFailsBeforeAnyWorker();
+  void heldPortIsHandedToRankZero();
   void signalNames();
 };
 
@@ -576,6 +577,32 @@ void TestLauncher::busyPortFailsBeforeAnyWorker() {
            error.c_str());
   QCOMPARE(int(status.state), int(studio::RunState::Failed));
   QCOMPARE(status.reason, t.result.reason);
+}
+
+// A port the caller already holds (node 0 of a multi-node run publishes it first): rank 0 gets
+// that very socket, and launch_workers closes the caller's copy, so the port is free afterwards.
+void TestLauncher::heldPortIsHandedToRankZero() {
+  using studio::launch::HeldPort;
+  std::string error;
+  HeldPort held = HeldPort::listen_on(0, error);
+  QVERIFY2(held.held(), error.c_str());
+  const int port = held.port();
+  QTemporaryDir dir;
+  LaunchOptions opt = probe(dir.path(), 2);
+  opt.master_port = port;
+  opt.store_listen_fd = held.release();
+  QVERIFY(!held.held());
+  const Timed t = timed_launch(opt);
+  QCOMPARE(t.result.exit_code, 0);
+  const json rank0 = read_json(dir.filePath("rank-0.json"));
+  QVERIFY2(rank0["fd3"].is_object(), rank0.dump().c_str());
+  QCOMPARE(rank0["fd3"]["port"].get<int>(), port);
+  QCOMPARE(rank0["fd3"]["listening"].get<bool>(), true);
+  const json rank1 = read_json(dir.filePath("rank-1.json"));
+  QCOMPARE(rank1["fd3"], json("none"));
+  QVERIFY(rank1["master_port_connects"].get<bool>());
+  const HeldPort again = HeldPort::listen_on(port, error);
+  QVERIFY2(again.held(), error.c_str());
 }
 
 void TestLauncher::signalNames() {

@@ -292,36 +292,41 @@ void validate(const LaunchOptions& opt) {
         "be lost; restore its default before launching");
 }
 
-// A TCP socket bound on every interface (IPv4) at a port (0: one the kernel picks), listening
-// when asked; closed when destroyed.
-struct StoreSocket {
-  int fd = -1;
-  int port = 0;
+}  // namespace
 
-  StoreSocket() = default;
-  StoreSocket(const StoreSocket&) = delete;
-  StoreSocket(StoreSocket&& other) noexcept : fd(other.fd), port(other.port) { other.fd = -1; }
-  StoreSocket& operator=(StoreSocket&& other) noexcept {
-    std::swap(fd, other.fd);
-    std::swap(port, other.port);
-    return *this;
-  }
-  ~StoreSocket() {
-    if (fd >= 0) ::close(fd);
-  }
+std::string signal_name(int sig) {
+  if (const char* abbrev = ::sigabbrev_np(sig)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(sig);
+}
 
-  // fd is -1 and `error` says which call failed, and why, when it cannot be had.
-  static StoreSocket bind_to(int port, bool listen, std::string& error);
-};
+HeldPort::HeldPort(int fd, int port) : fd_(fd), port_(port) {}
 
-StoreSocket StoreSocket::bind_to(int port, bool listen, std::string& error) {
-  StoreSocket s;
+HeldPort::HeldPort(HeldPort&& other) noexcept : fd_(other.fd_), port_(other.port_) {
+  other.fd_ = -1;
+}
+
+HeldPort& HeldPort::operator=(HeldPort&& other) noexcept {
+  std::swap(fd_, other.fd_);
+  std::swap(port_, other.port_);
+  return *this;
+}
+
+HeldPort::~HeldPort() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int HeldPort::release() {
+  return std::exchange(fd_, -1);
+}
+
+HeldPort HeldPort::listen_on(int port, std::string& error) {
+  HeldPort s;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     error = "socket: " + errno_text(errno);
     return s;
   }
-  s.fd = fd;
+  s.fd_ = fd;
   // As c10d's own store does: a port whose last run's connections linger in TIME_WAIT is free.
   const int on = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
@@ -332,7 +337,7 @@ StoreSocket StoreSocket::bind_to(int port, bool listen, std::string& error) {
   socklen_t len = sizeof addr;
   const char* step = "bind";
   bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  if (ok && listen) {
+  if (ok) {
     step = "listen";
     ok = ::listen(fd, SOMAXCONN) == 0;
   }
@@ -343,25 +348,18 @@ StoreSocket StoreSocket::bind_to(int port, bool listen, std::string& error) {
   if (!ok) {
     error = std::string(step) + ": " + errno_text(errno);
     ::close(fd);
-    s.fd = -1;
+    s.fd_ = -1;
     return s;
   }
-  s.port = ntohs(addr.sin_port);
+  s.port_ = ntohs(addr.sin_port);
   return s;
-}
-
-}  // namespace
-
-std::string signal_name(int sig) {
-  if (const char* abbrev = ::sigabbrev_np(sig)) return std::string("SIG") + abbrev;
-  return "signal " + std::to_string(sig);
 }
 
 int choose_free_port() {
   std::string error;
-  const StoreSocket s = StoreSocket::bind_to(0, /*listen=*/false, error);
-  if (s.fd < 0) throw std::runtime_error("cannot find a free port: " + error);
-  return s.port;
+  const HeldPort held = HeldPort::listen_on(0, error);
+  if (!held.held()) throw std::runtime_error("cannot find a free port: " + error);
+  return held.port();
 }
 
 std::string self_executable_path() {
@@ -457,8 +455,8 @@ class Watch {
   void begin_stop(double extra_s = 0, int signal = SIGTERM) {
     stopping_ = true;
     grace_s_ = opt_.stop_timeout_s + extra_s;
-    kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(grace_s_));
+    kill_at_ = Clock::now() +
+               std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s_));
     for (const Worker& w : workers_)
       if (w.alive) ::kill(w.pid, signal);
   }
@@ -520,15 +518,16 @@ class Watch {
 }  // namespace
 
 LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* stop) {
+  // The caller's held port, taken over first so that it is closed whatever happens next.
+  HeldPort store(opt.store_listen_fd, opt.master_port);
   validate(opt);
   std::vector<Worker> workers(static_cast<std::size_t>(opt.nproc));
   LaunchResult result;
   // Rank 0's store socket, listening before any worker starts (this node hosts rank 0 of a
   // world of several): the port is held from the moment it is chosen.
-  StoreSocket store;
   std::string listen_error;
-  if (opt.node_rank == 0 && opt.nnodes * opt.nproc > 1)
-    store = StoreSocket::bind_to(opt.master_port, /*listen=*/true, listen_error);
+  if (!store.held() && opt.node_rank == 0 && opt.nnodes * opt.nproc > 1)
+    store = HeldPort::listen_on(opt.master_port, listen_error);
   if (!listen_error.empty()) {
     result.exit_code = 1;
     result.reason = "cannot listen on port " + std::to_string(opt.master_port) +
@@ -540,11 +539,11 @@ LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* s
                     host_suffix(opt);
     note(opt, result.reason);
   } else {
-    const int port = store.fd >= 0          ? store.port
+    const int port = store.held()           ? store.port()
                      : opt.master_port != 0 ? opt.master_port
                                             : choose_free_port();
-    const std::string spawn_failure = spawn_workers(opt, port, store.fd, workers);
-    store = StoreSocket();  // rank 0 holds its own copy now
+    const std::string spawn_failure = spawn_workers(opt, port, store.fd(), workers);
+    store = HeldPort();  // rank 0 holds its own copy now
     OutputPump pump(opt, workers);
     Watch watch(opt, workers, result);
     if (!spawn_failure.empty()) watch.failed_to_start(spawn_failure);
@@ -561,8 +560,8 @@ LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* s
   const bool record = result.stopped || (result.exit_code != 0 && opt.record_failure);
   if (!opt.output_dir.empty() && opt.node_rank == 0 && record)
     result.record_error = record_run_outcome(
-        opt.output_dir, RunOutcome{result.exit_code, result.stopped && result.failed_rank < 0,
-                                   result.reason});
+        opt.output_dir,
+        RunOutcome{result.exit_code, result.stopped && result.failed_rank < 0, result.reason});
   return result;
 }
 

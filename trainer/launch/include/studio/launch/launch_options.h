@@ -18,6 +18,9 @@ struct LaunchOptions {
   int node_rank = 0;                      // this node's index, 0..nnodes-1; node 0 hosts rank 0
   std::string master_addr = "127.0.0.1";  // host of rank 0, reachable from every node
   int master_port = 0;  // 0: a free port is chosen (single node only; multi-node requires one)
+  // Node 0: a socket already listening on master_port (a released HeldPort, launcher.h) that
+  // rank 0's store serves on; launch_workers closes it. -1: launch_workers binds master_port.
+  int store_listen_fd = -1;
   std::vector<std::string> worker_argv;  // program + args every worker runs (argv[0] a path)
   std::string output_dir;     // rank 0's events.jsonl/status.json: a failure is recorded there
                               // (node 0 only; empty: not recorded)
@@ -34,15 +37,15 @@ struct LaunchOptions {
   // Variables every worker gets on top of the launcher's environment (set here rather than in
   // the launcher's own environment: setenv races with any thread reading it).
   std::vector<std::pair<std::string, std::string>> extra_env;
-  int stdout_fd = 1;          // where worker output goes: rank 0's unchanged, others' prefixed
+  int stdout_fd = 1;  // where worker output goes: rank 0's unchanged, others' prefixed
   int stderr_fd = 2;
   // Whole-world restarts after a failure (torchrun's --max-restarts; LLaMA-Factory's
   // MAX_RESTARTS): the caller starts the workers again, from the newest checkpoint, up to this
   // many times. Across nodes the launchers meet at a rendezvous first
   // (trainer/parallel/node_rendezvous.h), hosted by node 0 at master_addr:master_port.
   int max_restarts = 0;
-  std::string rdzv_id;         // RDZV_ID (LLaMA-Factory's): names the run at the rendezvous
-  int rdzv_timeout_s = 600;    // --rdzv-timeout: how long the nodes wait for each other
+  std::string rdzv_id;       // RDZV_ID (LLaMA-Factory's): names the run at the rendezvous
+  int rdzv_timeout_s = 600;  // --rdzv-timeout: how long the nodes wait for each other
   // Whether the launchers of this run meet at a rendezvous: several nodes with restarts, or an
   // RDZV_ID.
   bool elastic() const { return nnodes > 1 && (max_restarts > 0 || !rdzv_id.empty()); }
@@ -52,9 +55,9 @@ struct LaunchOptions {
 };
 
 // The launcher flags, in the order torchrun users know them.
-inline constexpr const char* kLauncherFlags[] = {"--nproc", "--nnodes", "--node-rank",
-                                                 "--master-addr", "--master-port",
-                                                 "--max-restarts", "--rdzv-timeout"};
+inline constexpr const char* kLauncherFlags[] = {"--nproc",       "--nnodes",      "--node-rank",
+                                                 "--master-addr", "--master-port", "--max-restarts",
+                                                 "--rdzv-timeout"};
 
 // Launcher flags as given on the command line; absent ones are nullopt.
 struct LauncherFlags {

@@ -50,7 +50,8 @@ struct LaunchResult {
 // thread that outlives the workers (the main thread).
 //
 // The node that hosts rank 0 of a world of several binds MASTER_PORT (the given one, or one the
-// kernel picks when opt.master_port is 0) and listens on it before starting any worker; rank 0
+// kernel picks when opt.master_port is 0) and listens on it before starting any worker (or
+// takes opt.store_listen_fd, already listening on it); rank 0
 // gets that socket as descriptor 3, named by STUDIO_STORE_LISTEN_FD (dist_env.h), and its c10d
 // store serves on it. So the chosen port cannot be taken by another process before rank 0 is
 // up, and the other ranks' connections wait in the backlog meanwhile. A port that cannot be
@@ -65,11 +66,35 @@ struct LaunchResult {
 // when SIGCHLD is ignored (the workers' exit status would be lost).
 LaunchResult launch_workers(const LaunchOptions& opt, const std::atomic<bool>* stop);
 
+// A TCP socket bound on every interface (IPv4) and listening: a port held from the moment it is
+// chosen, for a run's rendezvous store (LaunchOptions::store_listen_fd). Closed when destroyed.
+class HeldPort {
+ public:
+  HeldPort() = default;
+  HeldPort(int fd, int port);  // takes over `fd` (-1: none)
+  HeldPort(const HeldPort&) = delete;
+  HeldPort(HeldPort&& other) noexcept;
+  HeldPort& operator=(HeldPort&& other) noexcept;
+  ~HeldPort();
+
+  // Binds `port` (0: one the kernel picks) and listens (SO_REUSEADDR, as c10d's store does).
+  // Not held(), with `error` saying which call failed and why, when it cannot.
+  static HeldPort listen_on(int port, std::string& error);
+
+  bool held() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  int port() const { return port_; }
+  // The descriptor, no longer closed by this object.
+  int release();
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // A TCP port free on every interface right now (bind port 0, read it back). Another process
-// may take it before anyone binds it again: launch_workers holds its port instead, and this
-// serves where a port must be agreed on before it can be held (node 0's choice for the next
-// round of a multi-node run). Throws
-// std::runtime_error when no socket can be bound.
+// may take it before anyone binds it again: prefer a HeldPort. Throws std::runtime_error when
+// no socket can be bound.
 int choose_free_port();
 
 // This program's path (/proc/self/exe resolved), for worker_argv[0].
