@@ -25,7 +25,7 @@ struct EstimateArgs {
   int nnodes = 1;
   double gpu_gib = 0;  // 0: not given
   bool json = false;
-  bool cpu = false;  // estimate a CPU run (EstimateOptions::cpu)
+  bool cpu = false;   // estimate a CPU run (EstimateOptions::cpu)
   bool plan = false;  // --plan: the length planner (length_plan.h)
   int gpus_per_node = 8;
   int max_gpus = 64;
@@ -33,8 +33,8 @@ struct EstimateArgs {
 };
 
 bool read_args(const Argv& argv, EstimateArgs& out, std::string& error) {
-  cli::Args args(argv, {"--nproc", "--nnodes", "--gpu-memory", "--set", "--gpus-per-node",
-                        "--max-gpus"},
+  cli::Args args(argv,
+                 {"--nproc", "--nnodes", "--gpu-memory", "--set", "--gpus-per-node", "--max-gpus"},
                  {"--json", "--cpu", "--plan"});
   out.nproc = args.positive_int("--nproc", 0);
   out.plan = args.flag("--plan");
@@ -110,6 +110,7 @@ nlohmann::json to_json(const MemoryEstimate& est, const Capacity& cap,
   j["model_state_bytes"] = whole(est.model_state_bytes);
   j["offloaded_bytes"] = whole(est.offloaded_bytes);
   j["host_activation_bytes"] = whole(est.host_activation_bytes);
+  j["process_host_bytes"] = whole(est.process_host_bytes);
   j["checkpoint_host_bytes"] = {{"rank0", whole(est.checkpoint_host_bytes_rank0)},
                                 {"other_ranks", whole(est.checkpoint_host_bytes_other)}};
   const LongContextCosts& lc = est.long_context;
@@ -144,7 +145,8 @@ std::string longest_text(const Capacity& cap, const std::optional<int64_t>& long
                          const RunConfig& cfg) {
   if (cap.bytes <= 0) return "Longest cutoff_len that fits: unknown without the GPU capacity";
   if (!longest)
-    return "Longest cutoff_len that fits in " + format_gib(cap.bytes) + ": none (not even 1024 "
+    return "Longest cutoff_len that fits in " + format_gib(cap.bytes) +
+           ": none (not even 1024 "
            "tokens with these settings)";
   return "Longest cutoff_len that fits in " + format_gib(cap.bytes) + ": " +
          std::to_string(*longest) + " tokens (this world, sequence_parallel_size " +
@@ -164,7 +166,8 @@ std::string short_tokens(const std::optional<int64_t>& t) {
 
 nlohmann::json plan_json(const LengthPlan& plan, const Capacity& cap) {
   nlohmann::json j;
-  j["capacity"] = cap.bytes > 0 ? nlohmann::json(static_cast<int64_t>(cap.bytes)) : nlohmann::json();
+  j["capacity"] =
+      cap.bytes > 0 ? nlohmann::json(static_cast<int64_t>(cap.bytes)) : nlohmann::json();
   j["capacity_source"] = cap.source;
   j["gpu_counts"] = plan.gpu_counts;
   j["lines"] = nlohmann::json::array();
@@ -177,12 +180,12 @@ nlohmann::json plan_json(const LengthPlan& plan, const Capacity& cap) {
     l["tiled_mlp_and_activation_offload"] = line.option.long_context;
     l["points"] = nlohmann::json::array();
     for (const PlanPoint& p : line.points)
-      l["points"].push_back({{"gpus", p.gpus},
-                             {"nodes", p.nodes},
-                             {"sequence_parallel_size", p.sp},
-                             {"ulysses_degree", p.ulysses_degree},
-                             {"longest_cutoff_len",
-                              p.longest ? nlohmann::json(*p.longest) : nlohmann::json()}});
+      l["points"].push_back(
+          {{"gpus", p.gpus},
+           {"nodes", p.nodes},
+           {"sequence_parallel_size", p.sp},
+           {"ulysses_degree", p.ulysses_degree},
+           {"longest_cutoff_len", p.longest ? nlohmann::json(*p.longest) : nlohmann::json()}});
     j["lines"].push_back(std::move(l));
   }
   j["published"] = nlohmann::json::array();
@@ -209,8 +212,8 @@ int print_plan(const EstimateArgs& a, const RunConfig& cfg, const ModelInfo& mod
   }
   std::cout << a.path << ": " << model.architecture << " " << format_size(model) << ", stage "
             << to_string(cfg.stage) << ": the longest cutoff_len that fits in "
-            << format_gib(cap.bytes) << " per GPU (" << cap.source << "), up to "
-            << a.gpus_per_node << " GPUs a node, all of them in one sequence-parallel group "
+            << format_gib(cap.bytes) << " per GPU (" << cap.source << "), up to " << a.gpus_per_node
+            << " GPUs a node, all of them in one sequence-parallel group "
             << "where the model's heads allow it\n";
   size_t width = 0;
   for (const PlanLine& l : plan.lines) width = std::max(width, l.option.label().size());
@@ -281,9 +284,8 @@ int cmd_estimate(const Argv& argv) {
     std::cout << to_json(est, cap, sizes, smallest, longest).dump() << "\n";
     return kExitOk;
   }
-  std::cout << a.path << ": " << res.model->architecture << " "
-            << format_size(*res.model) << ", stage " << to_string(cfg.stage)
-            << ", cutoff_len " << cfg.cutoff_len
+  std::cout << a.path << ": " << res.model->architecture << " " << format_size(*res.model)
+            << ", stage " << to_string(cfg.stage) << ", cutoff_len " << cfg.cutoff_len
             << (a.nproc > 0 ? "" : " (no --nproc: the world is one SP group)") << "\n"
             << format_estimate_text(est) << "GPU capacity: "
             << (cap.bytes > 0 ? format_gib(cap.bytes) + " (" + cap.source + ")" : cap.source)

@@ -230,11 +230,6 @@ std::string scalar_or(const YAML::Node& n, const std::string& fallback = {}) {
   return n && n.IsScalar() ? n.Scalar() : fallback;
 }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  for (size_t i = 0; (i = s.find(from, i)) != std::string::npos; i += to.size())
-    s.replace(i, from.size(), to);
-}
-
 const RunConfig& v1_defaults() {
   static const RunConfig d = [] {
     RunConfig c;
@@ -313,8 +308,7 @@ YAML::Node peft_config_of(const RunConfig& c) {
     n["name"] = "freeze";
     n["freeze_trainable_layers"] = field("freeze_trainable_layers");
     n["freeze_trainable_modules"] = field("freeze_trainable_modules");
-    if (!c.freeze_extra_modules.empty())
-      n["freeze_extra_modules"] = field("freeze_extra_modules");
+    if (!c.freeze_extra_modules.empty()) n["freeze_extra_modules"] = field("freeze_extra_modules");
     return n;
   }
   n["name"] = "lora";
@@ -329,8 +323,7 @@ YAML::Node peft_config_of(const RunConfig& c) {
   if (c.use_rslora) n["use_rslora"] = "true";
   if (c.use_dora) n["use_dora"] = "true";
   if (!c.additional_target.empty()) n["modules_to_save"] = names(c.additional_target);
-  if (!c.adapter_name_or_path.empty())
-    n["adapter_name_or_path"] = names(c.adapter_name_or_path);
+  if (!c.adapter_name_or_path.empty()) n["adapter_name_or_path"] = names(c.adapter_name_or_path);
   return n;
 }
 
@@ -544,8 +537,8 @@ class V1Reader {
       error(
           "studio-train renders named chat templates, not Jinja: remove custom_chat_template "
           "and give `template:` the named template that renders like it (docs/templates.md)");
-    } else if (key == "quant_config" || key == "kernel_config" ||
-               key == "init_config" || key == "optim_config" || key == "lr_scheduler_config") {
+    } else if (key == "quant_config" || key == "kernel_config" || key == "init_config" ||
+               key == "optim_config" || key == "lr_scheduler_config") {
       read_plugin(key, plugin_block(v), vp);
     } else if (key == "batching_strategy") {
       const std::string name = is_null(v) ? "normal" : value;
@@ -568,8 +561,10 @@ class V1Reader {
       warn("llamafactory-cli chat's setting: no effect on training");
     } else if (key == "dp_size") {
       int64_t n = 0;
-      if (std::string err = yaml_whole(v, n); !err.empty()) error(err, ">= 1");
-      else if (n < 1) error("expected a whole number of data-parallel ranks");
+      if (std::string err = yaml_whole(v, n); !err.empty())
+        error(err, ">= 1");
+      else if (n < 1)
+        error("expected a whole number of data-parallel ranks");
     } else if (key == "mp_replicate_size" || key == "mp_shard_size") {
       warn("FSDP2's device-mesh layout: no effect (studio-train shards over every rank)");
     } else if (key == "batching_workers" || key == "full_determinism" || key == "save_ckpt_as_hf") {
@@ -662,9 +657,9 @@ class V1Reader {
           problem(Severity::Error, ovp, spelled, err, find_field(o->field)->allowed);
         continue;
       }
-      const bool export_option = name == "lora" && std::find(std::begin(kLoraExportOptions),
-                                                             std::end(kLoraExportOptions),
-                                                             option) != std::end(kLoraExportOptions);
+      const bool export_option =
+          name == "lora" && std::find(std::begin(kLoraExportOptions), std::end(kLoraExportOptions),
+                                      option) != std::end(kLoraExportOptions);
       if (export_option) {
         problem(Severity::Warning, op, spelled,
                 "llamafactory-cli export's option: no effect on training");
@@ -681,8 +676,8 @@ class V1Reader {
       // A misspelt r would train at the default rank, so it is refused here.
       std::string msg = "not an option of peft_config " + name;
       const PeftOption* v0 = peft_option_of_field(option);
-      std::string near = v0 && v0->plugin == name ? std::string(v0->option)
-                                                  : suggest_key(option, options);
+      std::string near =
+          v0 && v0->plugin == name ? std::string(v0->option) : suggest_key(option, options);
       if (!near.empty()) msg += " (did you mean '" + near + "'?)";
       std::string allowed;
       for (auto o : options) allowed += (allowed.empty() ? "" : " | ") + std::string(o);
@@ -937,8 +932,9 @@ std::string llamafactory_v1_keys_markdown() {
       {"eval_dataset", "`eval_dataset`"},
       {"global_batch_size", "`gradient_accumulation_steps`"},
       {"dist_config", "`zero_stage`, `offload_param`, `deepspeed`"},
-      {"peft_config", "`finetuning_type`, `lora_*`, `additional_target`, `use_rslora`, "
-                      "`use_dora`, `adapter_name_or_path`, `freeze_*`"}};
+      {"peft_config",
+       "`finetuning_type`, `lora_*`, `additional_target`, `use_rslora`, "
+       "`use_dora`, `adapter_name_or_path`, `freeze_*`"}};
   auto cell = [](std::string text) {
     for (size_t i = 0; (i = text.find('|', i)) != std::string::npos; i += 2) text.insert(i, "\\");
     return text;
@@ -956,15 +952,9 @@ std::string llamafactory_v1_keys_markdown() {
 
 const ConfigDialect& llamafactory_v1_dialect() {
   static const ConfigDialect dialect{
-      "LLaMA-Factory v1",
-      ConfigForm::LlamaFactoryV1,
-      is_llamafactory_v1,
-      read_llamafactory_v1,
-      apply_llamafactory_v1_override,
-      llamafactory_v1_yaml,
-      resolve_llamafactory_v1,
-      detail::check_llamafactory_v1,
-      llamafactory_v1_keys_markdown,
+      "LLaMA-Factory v1",      ConfigForm::LlamaFactoryV1,     is_llamafactory_v1,
+      read_llamafactory_v1,    apply_llamafactory_v1_override, llamafactory_v1_yaml,
+      resolve_llamafactory_v1, detail::check_llamafactory_v1,  llamafactory_v1_keys_markdown,
   };
   return dialect;
 }

@@ -138,9 +138,9 @@ class Estimator {
     // norm and LM head for a whole micro-batch, two decoder layers (the running one and the
     // prefetched next); DPO's reference adds its own outer weights while it runs.
     // The policy's layers are released when the reference runs; its outer weights are not.
-    const double gathered =
-        e * (outer_params_ + 2 * layer_params_) +
-        (reference_runs() && !reference_is_base() ? e * outer_params_ : 0);
+    const double gathered = e * (outer_params_ + 2 * layer_params_) +
+                            (reference_runs() && !reference_is_base() ? e * outer_params_ : 0);
+    gathered_ = zero_ >= 3 ? gathered : 0;
     // Frozen weights (lora's base, freeze's frozen layers) have no master: at stage 3 their
     // pieces are kept in the compute dtype (in host memory with offload_param).
     const double frozen_pieces = zero_ >= 3 ? e * (P - T) / n : 0;
@@ -149,17 +149,18 @@ class Estimator {
     const double weights = zero_ >= 3 ? (off_param ? 0 : frozen_pieces)
                                       : e * (P - double(quant.params)) + double(quant.bytes);
     if (quant.params > 0)
-      note("QLoRA: the decoder's linear weights (" + format_count(quant.params) + " parameters) "
-           "are held in 4 bits (" + cfg_.quantization_type +
-           (cfg_.double_quantization ? ", double quantization" : "") + "): " +
-           format_gib(double(quant.bytes)) + " instead of " +
+      note("QLoRA: the decoder's linear weights (" + format_count(quant.params) +
+           " parameters) "
+           "are held in 4 bits (" +
+           cfg_.quantization_type + (cfg_.double_quantization ? ", double quantization" : "") +
+           "): " + format_gib(double(quant.bytes)) + " instead of " +
            format_gib(e * double(quant.params)) + "; each layer's are dequantized where it runs.");
     // Masters: an unsharded fp32 model's weights are its masters.
     const double masters = zero_ == 0 ? (p_.mixed ? 4 * T : 0) : 4 * T / n;
     const double grads = zero_ >= 2 ? 4 * T / n : 4 * T;
     const double adam = 8 * T / n;
-    const double host = (off_opt ? masters + adam + (zero_ >= 2 ? grads : 0) : 0) +
-                        (off_param ? frozen_pieces : 0);
+    const double host =
+        (off_opt ? masters + adam + (zero_ >= 2 ? grads : 0) : 0) + (off_param ? frozen_pieces : 0);
     b().weights = weights + (zero_ >= 3 ? gathered : 0);
     b().gradients = zero_ >= 2 && off_opt ? 0 : grads;
     b().optimizer = off_opt ? 0 : masters + adam;
@@ -174,12 +175,14 @@ class Estimator {
     est_.model_state_bytes = weights + b().gradients + b().optimizer;
     est_.bytes_per_param = (weights + b().gradients + b().optimizer) / P;
     if (T < P)
-      note(std::string(to_string(cfg_.finetuning_type)) + ": " + format_count(static_cast<int64_t>(T)) +
-           " of the " + format_count(static_cast<int64_t>(P)) + " parameters are trained" +
-           (cfg_.finetuning_type == FinetuningType::Lora ? " (the adapters" +
-                (cfg_.additional_target.empty() ? std::string(")")
-                                                : std::string(" and additional_target)"))
-                                                     : std::string()) +
+      note(std::string(to_string(cfg_.finetuning_type)) + ": " +
+           format_count(static_cast<int64_t>(T)) + " of the " +
+           format_count(static_cast<int64_t>(P)) + " parameters are trained" +
+           (cfg_.finetuning_type == FinetuningType::Lora
+                ? " (the adapters" + (cfg_.additional_target.empty()
+                                          ? std::string(")")
+                                          : std::string(" and additional_target)"))
+                : std::string()) +
            ": only they have gradients, fp32 masters and AdamW states; the frozen weights are "
            "held in the compute dtype" +
            (zero_ >= 3 ? std::string(", cut into pieces at ZeRO-3") : std::string()) + ".");
@@ -194,42 +197,51 @@ class Estimator {
            "in fp32), fp32 masters and AdamW m and v (12): 18 B/param unsharded; the reference "
            "formula (bf16 gradients) says 16.");
     else
-      note("fp32: the weights are the masters (4 B/param), gradients 4, AdamW m and v 8: "
-           "16 B/param unsharded, and every activation value takes 4 B.");
+      note(
+          "fp32: the weights are the masters (4 B/param), gradients 4, AdamW m and v 8: "
+          "16 B/param unsharded, and every activation value takes 4 B.");
     if (zero_ == 0) {
       if (world_ > 1)
-        note("No ZeRO: each of the " + std::to_string(world_) + " ranks holds the whole model "
-             "states (" + format_gib(unsharded) + "); zero_stage (or a DeepSpeed JSON) shards them "
+        note("No ZeRO: each of the " + std::to_string(world_) +
+             " ranks holds the whole model "
+             "states (" +
+             format_gib(unsharded) +
+             "); zero_stage (or a DeepSpeed JSON) shards them "
              "over the ranks.");
       return;
     }
     const std::string N = std::to_string(world_);
-    const char* what = zero_ == 1   ? "the masters and AdamW states are"
-                       : zero_ == 2 ? "the masters, AdamW states and gradients are"
-                                    : "the weights (as their fp32 masters), gradients and AdamW states are";
-    note("ZeRO-" + std::to_string(zero_) + ": " + what + " cut into " + N + " pieces, one per "
+    const char* what = zero_ == 1 ? "the masters and AdamW states are"
+                       : zero_ == 2
+                           ? "the masters, AdamW states and gradients are"
+                           : "the weights (as their fp32 masters), gradients and AdamW states are";
+    note("ZeRO-" + std::to_string(zero_) + ": " + what + " cut into " + N +
+         " pieces, one per "
          "rank of the whole world (data x sequence parallel): " +
          grouped(est_.bytes_per_param * 100) + "/100 B/param on the GPU" +
          (host > 0 ? " and " + format_gib(host) + " in host memory" : std::string()) +
          " (unsharded: " + format_gib(unsharded) + " per rank).");
     if (zero_ >= 3)
-      note("ZeRO-3 gathers weights in the compute dtype as they are used: the embeddings, final "
-           "norm and LM head (" + format_count(static_cast<int64_t>(outer_params_)) +
-           " parameters) for each micro-batch, and two decoder layers at a time (" +
-           format_count(static_cast<int64_t>(layer_params_)) + " parameters each)" +
-           (reference_runs() && !reference_is_base()
-                ? std::string("; while the reference runs, its own embeddings and head and "
-                              "two of its layers")
-                : std::string()) +
-           ": " + format_gib(gathered) + ", counted in the weights.");
+      note(
+          "ZeRO-3 gathers weights in the compute dtype as they are used: the embeddings, final "
+          "norm and LM head (" +
+          format_count(static_cast<int64_t>(outer_params_)) +
+          " parameters) for each micro-batch, and two decoder layers at a time (" +
+          format_count(static_cast<int64_t>(layer_params_)) + " parameters each)" +
+          (reference_runs() && !reference_is_base()
+               ? std::string("; while the reference runs, its own embeddings and head and "
+                             "two of its layers")
+               : std::string()) +
+          ": " + format_gib(gathered) + ", counted in the weights.");
     if (off_opt)
       note(std::string("offload_optimizer: the fp32 masters, AdamW states") +
            (zero_ >= 2 ? " and gradient pieces" : "") +
            " live in pinned host memory and the update runs there (studio-train's CPU AdamW)" +
            (zero_ == 1 ? "; the whole fp32 gradients stay on the GPU until the step" : "") + ".");
     if (off_param)
-      note("offload_param: the weight pieces are the fp32 masters, already in host memory; only "
-           "the gathered layers are on the GPU.");
+      note(
+          "offload_param: the weight pieces are the fp32 masters, already in host memory; only "
+          "the gathered layers are on the GPU.");
   }
 
   // A frozen reference model runs next to the policy: DPO's (unless its log-probs are
@@ -259,7 +271,9 @@ class Estimator {
       return;
     }
     if (reference_is_base()) {
-      note(std::string(asft() ? "ASFT" : cfg_.stage == Stage::Kto ? "KTO" : "DPO") +
+      note(std::string(asft()                     ? "ASFT"
+                       : cfg_.stage == Stage::Kto ? "KTO"
+                                                  : "DPO") +
            " reference: the base model with the LoRA adapters switched off (PEFT's "
            "disable_adapter): no second copy of the weights, 0 B.");
       return;
@@ -276,7 +290,10 @@ class Estimator {
     b().reference = offloaded ? 0 : bytes;
     est_.model_state_bytes += b().reference;
     if (offloaded) est_.offloaded_bytes += bytes;
-    note(std::string(asft() ? "ASFT" : cfg_.stage == Stage::Kto ? "KTO" : "DPO") + " reference model: a frozen copy in the compute dtype (" + grouped(p_.value) +
+    note(std::string(asft()                     ? "ASFT"
+                     : cfg_.stage == Stage::Kto ? "KTO"
+                                                : "DPO") +
+         " reference model: a frozen copy in the compute dtype (" + grouped(p_.value) +
          " B/param)" +
          (offloaded ? std::string(", its ZeRO-3 pieces in host memory like the weights")
           : sharded ? std::string(", cut into pieces like the weights under ZeRO-3")
@@ -312,8 +329,9 @@ class Estimator {
       text += std::string(" (") + (cfg_.stage == Stage::Dpo ? "DPO" : "RM") +
               ": the chosen and rejected rows of each pair)";
     if (cfg_.stage == Stage::Kto)
-      text += " (KTO: the example's row; its KL row runs without gradients, as do the "
-              "reference's)";
+      text +=
+          " (KTO: the example's row; its KL row runs without gradients, as do the "
+          "reference's)";
     if (cfg_.stage == Stage::Sft && cfg_.dynamic_batching())
       text += std::string(" (") + std::string(to_string(cfg_.batching_strategy)) +
               ": each micro-batch holds at most per_device_train_batch_size x cutoff_len = " +
@@ -332,15 +350,15 @@ class Estimator {
     const double norm = m_.gemma_norm ? 8 * h_ + 4 : e * h_ + 4;
     // input_layernorm and post_attention_layernorm, plus the sandwich layouts' two more (GLM-4,
     // Gemma) on the attention and MLP outputs.
-    double bytes = m_.norms_per_layer() * norm
-                   + 2 * e * h_            // the inputs of q/k/v_proj and of gate/up_proj
-                   + e * (hq_ + 2 * hkv_)  // q, k after RoPE and v, as attention keeps them
-                   + e * hq_ + 4 * double(m_.num_heads)  // its output and fp32 log-sum-exp
-                   // o_proj's input: the flash kernels return the output as [B, S, heads, D],
-                   // which o_proj reads as it is; the math path (fp32 on CUDA, samples
-                   // isolated by packing) returns [B, heads, S, D], copied for o_proj
-                   + (math_attention() ? e * hq_ : 0)
-                   + 4 * e * f_;  // gate, silu(gate), up and their product
+    double bytes =
+        m_.norms_per_layer() * norm + 2 * e * h_  // the inputs of q/k/v_proj and of gate/up_proj
+        + e * (hq_ + 2 * hkv_)                    // q, k after RoPE and v, as attention keeps them
+        + e * hq_ +
+        4 * double(m_.num_heads)  // its output and fp32 log-sum-exp
+        // o_proj's input: the flash kernels return the output as [B, S, heads, D],
+        // which o_proj reads as it is; the math path (fp32 on CUDA, samples
+        // isolated by packing) returns [B, heads, S, D], copied for o_proj
+        + (math_attention() ? e * hq_ : 0) + 4 * e * f_;  // gate, silu(gate), up and their product
     if (m_.qk_norm)  // Qwen3, Gemma 3: an RMSNorm over each head of q and k
       bytes += double(m_.num_heads + m_.num_kv_heads) *
                (m_.gemma_norm ? 8 * double(m_.head_dim) + 4 : e * double(m_.head_dim) + 4);
@@ -358,8 +376,7 @@ class Estimator {
   // model whose windows cut only some layers, every layer is counted so (an upper bound).
   bool math_attention() const {
     const bool segmented = (cfg_.neat_packing && cfg_.stage != Stage::Pt) ||
-                           (cfg_.stage == Stage::Dpo && cfg_.packing) ||
-                           packed_micro_batches();
+                           (cfg_.stage == Stage::Dpo && cfg_.packing) || packed_micro_batches();
     return segmented || shaped_scores() || (!p_.mixed && !opt_.cpu);
   }
 
@@ -372,7 +389,8 @@ class Estimator {
   // sigmoid gate.
   double moe_mlp_bytes() const {
     const double e = p_.value, k = double(m_.num_experts_per_tok);
-    const double fe = double(m_.moe_intermediate_size), fs = double(m_.shared_expert_intermediate_size);
+    const double fe = double(m_.moe_intermediate_size),
+                 fs = double(m_.shared_expert_intermediate_size);
     double bytes = 4 * double(m_.num_experts) + 8 * k + (m_.norm_topk_prob ? 4 * k + 4 : 0) +
                    24 * k + k * (2 * e * h_ + 4 * e * fe + e);
     if (fs > 0) bytes += 4 * e * fs + e * h_ + e;
@@ -392,9 +410,9 @@ class Estimator {
     if (tiled) {
       // trainer/model/decoder.cpp TiledMlp: the layer keeps the MLP's input only; one tile at a
       // time recomputes its activations in the backward.
-      lc.mlp_tile_tokens = tiled_mlp_tile_tokens(tokens_, m_.hidden_size, m_.intermediate_size,
-                                                 static_cast<int>(e),
-                                                 double(cfg_.tiled_mlp_budget_mib) * 1024 * 1024);
+      lc.mlp_tile_tokens =
+          tiled_mlp_tile_tokens(tokens_, m_.hidden_size, m_.intermediate_size, static_cast<int>(e),
+                                double(cfg_.tiled_mlp_budget_mib) * 1024 * 1024);
       // In a tile's backward: the recomputed gate, SiLU's output and up, the gradients of the
       // product, of SiLU's output and of up, and the tile's output (6 e f + e h per token).
       lc.mlp_tile = double(lc.mlp_tile_tokens) * (6 * e * f_ + e * h_);
@@ -412,9 +430,8 @@ class Estimator {
     // head [S, heads, D] each (the model dtype), summed per group afterwards; its fp32
     // softmax_d [heads, S]. Per local token (Ulysses: S x heads / SP is the same product).
     if (!opt_.cpu && !math_attention())
-      lc.attention_backward =
-          t * (4 * hq_ + (m_.num_kv_heads < m_.num_heads ? 2 * e * hq_ : 0) +
-               4 * double(m_.num_heads));
+      lc.attention_backward = t * (4 * hq_ + (m_.num_kv_heads < m_.num_heads ? 2 * e * hq_ : 0) +
+                                   4 * double(m_.num_heads));
     // One layer's whole set while its backward runs, and the larger of a tile's MLP backward
     // and the attention backward's workspace (they run one after the other).
     const double running = lc.layer + std::max(lc.mlp_tile, lc.attention_backward);
@@ -455,16 +472,17 @@ class Estimator {
            std::to_string(m_.num_experts) + " experts and keep " + grouped(moe_layer) +
            " B per local token (the router's probabilities, each picked expert's input, MLP "
            "activations and output" +
-           (m_.shared_expert_intermediate_size > 0 ? ", the shared expert's" : "") +
-           ")" + (cfg_.tiled_mlp ? ", untiled" : "") + "; every expert's weights, gradients "
+           (m_.shared_expert_intermediate_size > 0 ? ", the shared expert's" : "") + ")" +
+           (cfg_.tiled_mlp ? ", untiled" : "") +
+           "; every expert's weights, gradients "
            "and optimizer states count in the model states (" +
            format_count(m_.parameter_count()) + " parameters, " +
            format_count(m_.active_parameter_count()) + " active per token).");
     if (tiled)
       note("tiled_mlp: the MLP runs over tiles of " + grouped(double(lc.mlp_tile_tokens)) +
            " tokens, so a layer keeps " + grouped(full_layer - mlp) +
-           " B per token and one tile's MLP activations and gradients (" +
-           format_gib(lc.mlp_tile) + ") exist at a time, instead of " + format_gib(t * mlp) +
+           " B per token and one tile's MLP activations and gradients (" + format_gib(lc.mlp_tile) +
+           ") exist at a time, instead of " + format_gib(t * mlp) +
            " kept for the whole sequence.");
     if (lc.attention_backward > 0)
       note("FlashAttention-2's backward works in " + format_gib(lc.attention_backward) +
@@ -499,9 +517,10 @@ class Estimator {
       lc.loss_held = 0;
       lc.loss_peak = e * h_ * t;
       b().logits = lc.loss_peak;
-      note("Stage rm: no LM head and no logits: the value head scores each sequence at its last "
-           "token; its backward forms the gradient of the final hidden states (" +
-           format_gib(lc.loss_peak) + ").");
+      note(
+          "Stage rm: no LM head and no logits: the value head scores each sequence at its last "
+          "token; its backward forms the gradient of the final hidden states (" +
+          format_gib(lc.loss_peak) + ").");
       return;
     }
     lc.loss_chunk_tokens = loss_chunk_tokens(tokens_, m_.hidden_size, m_.vocab_size);
@@ -512,9 +531,9 @@ class Estimator {
     // Gemma 2's final soft cap keeps tanh of the chunk's logits (fp32) for the gradient.
     // ASFT: the reference's logits (fp32, from a GEMM in the compute dtype) and probabilities.
     const double low = e < 4 ? e : 0;
-    const double chunk = double(lc.loss_chunk_tokens) * vocab_ *
-                         (4 + low + (m_.final_logit_softcapping > 0 ? 4 : 0) +
-                          (asft() ? 8 + low : 0));
+    const double chunk =
+        double(lc.loss_chunk_tokens) * vocab_ *
+        (4 + low + (m_.final_logit_softcapping > 0 ? 4 : 0) + (asft() ? 8 + low : 0));
     // ASFT: the reference's final hidden states and the rows of them the loss reads.
     const double reference_rows = asft() ? 2 * e * h_ * t : 0;
     // The head's fp32 gradient only when the head trains (lora and freeze leave it frozen).
@@ -530,21 +549,30 @@ class Estimator {
     note("Logits: the LM head and its loss are fused and run over " +
          grouped(double(lc.loss_chunk_tokens)) +
          " tokens at a time: no [tokens x vocab] tensor exists; at its peak the loss holds the "
-         "head's fp32 gradient (" + format_gib(head_grad) + "), the gradient of the hidden "
-         "states and the rows it reads (" + format_gib(hidden_grad + rows) + ") and one chunk's "
-         "logits (" + format_gib(chunk) + "); an unfused loss (2 + 4 + 4 B x vocab per token) "
-         "would take " + format_gib(10 * vocab_ * t) + ".");
-    if (cfg_.stage == Stage::Pt)
-      note("Stage pt: every token is a target.");
+         "head's fp32 gradient (" +
+         format_gib(head_grad) +
+         "), the gradient of the hidden "
+         "states and the rows it reads (" +
+         format_gib(hidden_grad + rows) +
+         ") and one chunk's "
+         "logits (" +
+         format_gib(chunk) +
+         "); an unfused loss (2 + 4 + 4 B x vocab per token) "
+         "would take " +
+         format_gib(10 * vocab_ * t) + ".");
+    if (cfg_.stage == Stage::Pt) note("Stage pt: every token is a target.");
     if (cfg_.stage == Stage::Sft)
       note(
           "Every local token is taken to have a target; masked prompt tokens skip the LM head "
           "and need no logits.");
     if (asft())
-      note("use_asft_loss: the reference model runs forward on every micro-batch; the loss "
-           "reads its final hidden states (" + format_gib(reference_rows) + " with the rows "
-           "taken from them) and forms its logits and probabilities next to the policy's, over "
-           "a third as many tokens at a time.");
+      note(
+          "use_asft_loss: the reference model runs forward on every micro-batch; the loss "
+          "reads its final hidden states (" +
+          format_gib(reference_rows) +
+          " with the rows "
+          "taken from them) and forms its logits and probabilities next to the policy's, over "
+          "a third as many tokens at a time.");
   }
 
   void sp_buffers() {
@@ -582,8 +610,7 @@ class Estimator {
     }
     b().sp_buffers = t * per_token;
     const bool isolated = (cfg_.neat_packing && cfg_.stage != Stage::Pt) ||
-                          (cfg_.stage == Stage::Dpo && cfg_.packing) ||
-                          packed_micro_batches();
+                          (cfg_.stage == Stage::Dpo && cfg_.packing) || packed_micro_batches();
     if (isolated || shaped_scores()) {
       // Sample-isolated, windowed or soft-capped attention blocks run on the math path
       // (trainer/model/attention_block.cpp): fp32 scores of at most 2^25 elements per query
@@ -598,8 +625,10 @@ class Estimator {
               ? "Soft-capped attention scores (attn_logit_softcapping): attention"
               : "Sliding window of " + grouped(double(m_.sliding_window)) +
                     " tokens, shorter than cutoff_len: the windowed layers' attention";
-      note(why + " runs on the math path, whose fp32 score workspace (scores, probabilities, "
-           "dP, dS of one query chunk) takes up to " + format_gib(workspace) + ".");
+      note(why +
+           " runs on the math path, whose fp32 score workspace (scores, probabilities, "
+           "dP, dS of one query chunk) takes up to " +
+           format_gib(workspace) + ".");
     }
   }
 
@@ -608,22 +637,28 @@ class Estimator {
   // and at stages 2-3 up to two earlier layers' reduce-scatters in flight (input and piece). At
   // its end, when the activations are gone: the embeddings' gradient (its own unit) in the
   // compute dtype, in fp32 and (stages 2-3) its piece: counted where it exceeds the backward.
-  // Gloo (every CPU run) reduce-scatters through a flat fp32 copy of its input, which the op
-  // holds while it is in flight: measured in tst_zero peakIsTheEstimate.
+  // A reduce-scatter sums in its own input (Group::reduce_scatter_sum_consuming_async): Gloo
+  // (every CPU run) all-reduces it in place and the piece is a view of it; NCCL writes the piece
+  // apart. Stage 3 releases a unit's gathered weights before reducing its gradients.
   void zero_buffers() {
     if (world_ == 1 && !p_.mixed) return;
     // Only trained weights have gradients to reduce.
-    const double e = p_.value, L = trained_layer_params_, E = embeddings_trained_ ? embed_params_ : 0;
+    const double e = p_.value, L = trained_layer_params_,
+                 E = embeddings_trained_ ? embed_params_ : 0;
     const double n = zero_ >= 2 ? world_ : 1;
     const bool scatter = world_ > 1 && zero_ >= 2;
+    const double piece = scatter && !opt_.cpu ? 4 / n : 0;  // B per parameter
     // The LM head's gradient in the compute dtype waits from the loss's backward to its unit's
     // reduction at the end; a layer's reduction runs meanwhile.
     head_grad_ = head_trained_ ? e * vocab_ * h_ : 0;
-    const double gloo_copy = opt_.cpu && scatter ? 4 : 0;
-    zero_layers_ = (e + 8) * L + (scatter ? 2 * (4 + gloo_copy) * L + 2 * 4 * L / n : 0) + head_grad_;
-    // The compute-dtype gradient is freed once converted, before the reduction starts: the larger
-    // of it and Gloo's copy is held with the fp32 input and the piece.
-    end_reduction_ = (std::max(e, gloo_copy) + 4 + (scatter ? 4 / n : 0)) * E;
+    zero_layers_ = (e + 8) * L + (scatter ? 2 * (4 + piece) * L : 0) + head_grad_;
+    // The compute-dtype gradient is held while it is converted into the fp32 input, then freed;
+    // the piece comes with the reduction. At stage 3 the weights gathered for the micro-batch
+    // (counted in the model states) are released by then.
+    // An fp32 gradient is its own input (no conversion) unless stages 0-1 add it to what
+    // earlier micro-batches accumulated.
+    const bool own = e == 4 && (zero_ >= 2 || cfg_.gradient_accumulation_steps == 1);
+    end_reduction_ = std::max(0.0, ((own ? 0 : e) + 4 + piece) * E - (zero_ >= 3 ? gathered_ : 0));
     b().zero_buffers = zero_layers_;
     scatter_ = scatter;
   }
@@ -634,15 +669,20 @@ class Estimator {
     if (world_ == 1 && !p_.mixed) return;
     const double backward = b().activations + b().logits + b().sp_buffers + zero_layers_;
     b().zero_buffers += std::max(0.0, end_reduction_ - backward);
-    note("Gradient reductions during the backward: the LM head's gradient waiting for its "
-         "reduction (" + format_gib(head_grad_) + "), one decoder layer's gradients (" +
-         format_count(static_cast<int64_t>(trained_layer_params_)) + " parameters) in the compute "
-         "dtype and fp32 with its flat buffer" +
-         (scatter_ ? std::string(", two earlier layers' reduce-scatters in flight")
-                   : std::string()) +
-         " (" + format_gib(zero_layers_) + " in all); then the embeddings' (" +
-         format_gib(end_reduction_) + ", after the activations are freed)" +
-         (end_reduction_ > backward ? ", the larger, counted" : std::string()) + ".");
+    note(
+        "Gradient reductions during the backward: the LM head's gradient waiting for its "
+        "reduction (" +
+        format_gib(head_grad_) + "), one decoder layer's gradients (" +
+        format_count(static_cast<int64_t>(trained_layer_params_)) +
+        " parameters) in the compute "
+        "dtype and fp32 with its flat buffer" +
+        (scatter_ ? std::string(", two earlier layers' reduce-scatters in flight")
+                  : std::string()) +
+        " (" + format_gib(zero_layers_) + " in all); then the embeddings' (" +
+        format_gib(end_reduction_) + ", after the activations are freed" +
+        (zero_ >= 3 ? std::string(", beyond the gathered weights released before it")
+                    : std::string()) +
+        ")" + (end_reduction_ > backward ? ", the larger, counted" : std::string()) + ".");
   }
 
   // The loss runs (and frees all it took) before the first layer's backward: its peak and the
@@ -657,7 +697,8 @@ class Estimator {
         recompute_ + b().sp_buffers + zero_layers_ + (offload ? 2 * e * h_ * t : 0);
     const double peak = est_.long_context.loss_peak;
     b().logits = std::max(0.0, peak - backward);
-    note("The loss's peak (" + format_gib(peak) + ") comes before the layers' backward, whose "
+    note("The loss's peak (" + format_gib(peak) +
+         ") comes before the layers' backward, whose "
          "working set (the layer recomputed, its SP and gradient buffers" +
          (offload ? std::string(", the inputs brought back") : std::string()) + ": " +
          format_gib(backward) + ") is freed by then: the logits part is the " +
@@ -695,9 +736,23 @@ class Estimator {
   }
 
   void closing_notes() {
-    note(
-        "Not counted: the CUDA context and library workspaces (about 0.5-1 GiB), allocator "
-        "fragmentation, and the short-lived temporaries of single operations.");
+    est_.process_host_bytes = kProcessHostBytes;
+    if (opt_.cpu)
+      note(
+          "Not counted above: each process's own resident memory beyond its tensors (LibTorch's "
+          "libraries and operator registry, its threads, what the C library keeps for reuse "
+          "after frees): about " +
+          format_gib(kProcessHostBytes) +
+          " per process, given "
+          "apart; and the short-lived temporaries of single operations.");
+    else
+      note(
+          "Not counted: the CUDA context and library workspaces (about 0.5-1 GiB), allocator "
+          "fragmentation, and the short-lived temporaries of single operations; in host "
+          "memory, each process's own (LibTorch's libraries and operator registry: about " +
+          format_gib(kProcessHostBytes) +
+          " measured on CPU runs, more with the CUDA "
+          "context's host side).");
     if (opt_.gpu_capacity_bytes <= 0) note("GPU capacity unknown: whether it fits is not judged.");
   }
 
@@ -716,9 +771,10 @@ class Estimator {
   int zero_ = 0;
   double outer_params_ = 0, unit_params_ = 0;
   int64_t tokens_ = 0;
-  double recompute_ = 0;  // checkpointing: the layer recomputed in the backward
-  double zero_layers_ = 0;  // zero_buffers: what the layers' gradient reductions hold
+  double recompute_ = 0;      // checkpointing: the layer recomputed in the backward
+  double zero_layers_ = 0;    // zero_buffers: what the layers' gradient reductions hold
   double end_reduction_ = 0;  // the embeddings' reduction at the end of the backward
+  double gathered_ = 0;       // stage 3: the weights gathered for a micro-batch
   double head_grad_ = 0;      // the LM head's gradient, held through the layers' backward
   bool scatter_ = false;      // stages 2-3 over several ranks: reduce-scatters in flight
   MemoryEstimate est_;
@@ -809,8 +865,8 @@ std::optional<int64_t> longest_fitting_cutoff(const RunConfig& cfg, const ModelI
   return lo * step;
 }
 
-int64_t tiled_mlp_tile_tokens(int64_t tokens, int64_t hidden, int64_t intermediate,
-                              int value_bytes, double budget_bytes) {
+int64_t tiled_mlp_tile_tokens(int64_t tokens, int64_t hidden, int64_t intermediate, int value_bytes,
+                              double budget_bytes) {
   if (tokens <= 0) return 1;
   const double per_token = 4.0 * double(intermediate) * double(value_bytes);
   const double budget =
@@ -856,8 +912,11 @@ std::string format_estimate_text(const MemoryEstimate& est) {
     out += "  host memory per rank (offloaded model states): " + format_gib(est.offloaded_bytes) +
            "\n";
   if (est.host_activation_bytes > 0)
-    out += "  host memory per rank (offloaded activations): " +
-           format_gib(est.host_activation_bytes) + "\n";
+    out +=
+        "  host memory per rank (offloaded activations): " + format_gib(est.host_activation_bytes) +
+        "\n";
+  out += "  host memory per process (its own, beyond tensors): about " +
+         format_gib(est.process_host_bytes) + "\n";
   out += "Notes:\n";
   for (const auto& n : est.notes) out += "  - " + n + "\n";
   return out;

@@ -296,8 +296,8 @@ class TestFaults : public QObject {
              qPrintable(order.join(", ")));
     QVERIFY2(wrote >= 3.0 && waited >= 0 && waited < 1.0,
              qPrintable(QString("waited %1 s, wrote %2 s").arg(waited).arg(wrote)));
-    for (const QString& c : {"checkpoint-2", "checkpoint-4", "checkpoint-6"})
-      QVERIFY2(QFile::exists(out + "/" + c + "/manifest.json"), qPrintable(c));
+    for (const char* c : {"checkpoint-2", "checkpoint-4", "checkpoint-6"})
+      QVERIFY2(QFile::exists(out + "/" + c + "/manifest.json"), c);
     QCOMPARE(QDir(out).entryList(QDir::Dirs | QDir::Hidden).filter(".saving"), QStringList());
     expect_like_reference(out, setup);
   }

@@ -14,8 +14,8 @@
 
 #include "studio/config/config_io.h"
 #include "studio/config/memory_estimate.h"
-#include "studio/model_facts/model_info.h"
 #include "studio/config/validate.h"
+#include "studio/model_facts/model_info.h"
 #include "train_runs.h"
 
 namespace {
@@ -70,18 +70,17 @@ class TestZero : public QObject {
   }
 
   QString write_config(const QString& name, const QStringList& extra) {
-    const QStringList lines{"model_name_or_path: " + model_, "stage: sft", "do_train: true",
-                      "finetuning_type: full", "dataset: demo_sft",
-                      "dataset_dir: " + kSource + "/resources/demo/data", "template: qwen",
-                      "cutoff_len: 96", "max_samples: 48",
-                      "output_dir: " + dir_.filePath(name + "-out"), "overwrite_output_dir: true",
-                      "logging_steps: 1", "save_steps: 100000", "learning_rate: 1.0e-3",
-                      "lr_scheduler_type: cosine", "warmup_steps: 0", "weight_decay: 0.01",
-                      "max_grad_norm: 1.0", "gradient_accumulation_steps: 2", "max_steps: 5",
-                      "eval_strategy: 'no'", "seed: 11", "pref_beta: 0.1",
-                      // As in tst_sp_equivalence: gradients that are 0 in exact arithmetic must
-                      // not become +-lr Adam steps whose sign depends on the summation order.
-                      "adam_epsilon: 1.0e-6"};
+    const QStringList lines{
+        "model_name_or_path: " + model_, "stage: sft", "do_train: true", "finetuning_type: full",
+        "dataset: demo_sft", "dataset_dir: " + kSource + "/resources/demo/data", "template: qwen",
+        "cutoff_len: 96", "max_samples: 48", "output_dir: " + dir_.filePath(name + "-out"),
+        "overwrite_output_dir: true", "logging_steps: 1", "save_steps: 100000",
+        "learning_rate: 1.0e-3", "lr_scheduler_type: cosine", "warmup_steps: 0",
+        "weight_decay: 0.01", "max_grad_norm: 1.0", "gradient_accumulation_steps: 2",
+        "max_steps: 5", "eval_strategy: 'no'", "seed: 11", "pref_beta: 0.1",
+        // As in tst_sp_equivalence: gradients that are 0 in exact arithmetic must
+        // not become +-lr Adam steps whose sign depends on the summation order.
+        "adam_epsilon: 1.0e-6"};
     return train_runs::write_yaml(dir_.filePath(name + ".yaml"), lines, extra);
   }
 
@@ -102,7 +101,8 @@ class TestZero : public QObject {
     const QString key = extra.join('|') + "|" + QString::number(nproc);
     auto it = reference_.find(key);
     if (it != reference_.end()) return it->second;
-    const QString out = train("ref" + QString::number(reference_.size()), extra + QStringList{"zero_stage: 0"}, nproc);
+    const QString out = train("ref" + QString::number(reference_.size()),
+                              extra + QStringList{"zero_stage: 0"}, nproc);
     reference_[key] = out;
     return out;
   }
@@ -182,7 +182,8 @@ class TestZero : public QObject {
     QTest::newRow("sft sp2 bf16 stage 3") << sp2 + QStringList{"bf16: true"} << z3 << 2 << 2e-3;
     // The DeepSpeed JSON instead of the native keys: the bundled ZeRO-3 offload file.
     QTest::newRow("sft dp2xsp2 deepspeed ds_z3_offload_config.json")
-        << grid << QStringList{"deepspeed: " + kSource + "/resources/deepspeed/ds_z3_offload_config.json"}
+        << grid
+        << QStringList{"deepspeed: " + kSource + "/resources/deepspeed/ds_z3_offload_config.json"}
         << 4 << 1e-6;
   }
 
@@ -193,7 +194,9 @@ class TestZero : public QObject {
     QFETCH(double, tolerance);
     const QString ref = reference(keys, nproc);
     QVERIFY(!ref.isEmpty());
-    const QString name = QString("z%1").arg(QTest::currentDataTag()).replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
+    const QString name = QString("z%1")
+                             .arg(QTest::currentDataTag())
+                             .replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
     const QString out = train(name, keys + zero, nproc);
     QVERIFY(!out.isEmpty());
     const auto a = step_losses(ref), b = step_losses(out);
@@ -208,7 +211,8 @@ class TestZero : public QObject {
     for (const auto& e : events(out, "eval")) got_eval[e["step"].toInt()] = e["loss"].toDouble();
     if (keys.contains("eval_strategy: steps")) QVERIFY(!ref_eval.empty());
     const double eval_error = max_relative_loss_error(ref_eval, got_eval);
-    QVERIFY2(eval_error <= tolerance, qPrintable(QString("eval losses differ by %1").arg(eval_error)));
+    QVERIFY2(eval_error <= tolerance,
+             qPrintable(QString("eval losses differ by %1").arg(eval_error)));
   }
 
   // Every rank's model states as measured (events: gpus[].model_states_mib) against the
@@ -223,9 +227,13 @@ class TestZero : public QObject {
     const QStringList longContext{"bf16: true", "gradient_checkpointing: true",
                                   "offload_activations: true", "tiled_mlp: true"};
     QTest::newRow("stage 3 offload, one process")
-        << longContext + QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"} << 1;
+        << longContext +
+               QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"}
+        << 1;
     QTest::newRow("stage 3 offload, two processes")
-        << longContext + QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"} << 2;
+        << longContext +
+               QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"}
+        << 2;
     QTest::newRow("stage 2, two processes") << longContext + QStringList{"zero_stage: 2"} << 2;
     QTest::newRow("stage 3, one process") << longContext + QStringList{"zero_stage: 3"} << 1;
   }
@@ -238,19 +246,25 @@ class TestZero : public QObject {
       m.name = "vocab-heavy";
       m.hidden = 128;
       m.tied = true;
-      m.overrides = QJsonObject{{"vocab_size", 32768}, {"intermediate_size", 256},
-                                {"max_position_embeddings", 4096}, {"torch_dtype", "bfloat16"}};
+      m.overrides = QJsonObject{{"vocab_size", 32768},
+                                {"intermediate_size", 256},
+                                {"max_position_embeddings", 4096},
+                                {"torch_dtype", "bfloat16"}};
       vocabModel_ = train_runs::make_tiny_model(dir_.path(), m);
       QVERIFY(!vocabModel_.isEmpty());
     }
-    const QString name = QString("peak-%1").arg(QTest::currentDataTag()).replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
+    const QString name = QString("peak-%1")
+                             .arg(QTest::currentDataTag())
+                             .replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
     // Packed rows trained on every token: each row is cutoff_len tokens with a target at
     // almost every one, what the estimate takes (the fused loss's chunk is sized by the rows
     // that have targets; short demo rows with masked prompts would hold far less).
-    const QString out = train(name, keys + QStringList{"model_name_or_path: " + vocabModel_,
-                                                       "cutoff_len: 256", "max_steps: 2",
-                                                       "packing: true", "train_on_prompt: true",
-                                                       "gradient_accumulation_steps: 1"}, nproc);
+    const QString out =
+        train(name,
+              keys + QStringList{"model_name_or_path: " + vocabModel_, "cutoff_len: 256",
+                                 "max_steps: 2", "packing: true", "train_on_prompt: true",
+                                 "gradient_accumulation_steps: 1"},
+              nproc);
     QVERIFY(!out.isEmpty());
     const auto steps = events(out, "step");
     QCOMPARE(int(steps.size()), 2);
@@ -264,13 +278,27 @@ class TestZero : public QObject {
     opt.cpu = true;
     const auto est = studio::estimate_memory(loaded.config, *info, opt);
     const double estimated = est.bytes.total() / (1024.0 * 1024.0);
+    // What the process holds as the kernel counts it (rank 0's VmHWM): the estimate plus the
+    // process's own memory, which the estimate gives apart (kProcessHostBytes).
+    const double rss = steps.back()["peak_rss_mib"].toDouble();
+    const double withProcess = estimated + est.process_host_bytes / (1024.0 * 1024.0);
+    QVERIFY2(rss <= withProcess * 1.1 && rss >= withProcess * 0.6,
+             qPrintable(
+                 QString("rank 0: peak RSS %1 MiB, estimate %2 MiB + the process's own %3 MiB (%4)")
+                     .arg(rss)
+                     .arg(estimated)
+                     .arg(withProcess - estimated)
+                     .arg(rss / withProcess)));
     // The second step: the first one's peak also holds the loading of the model.
     for (const auto& g : steps.back()["gpus"].toArray()) {
       const QJsonObject o = g.toObject();
       const double peak = o["peak_mib"].toDouble();
       QVERIFY2(peak <= estimated * 1.05 && peak >= estimated * 0.8,
                qPrintable(QString("rank %1: measured peak %2 MiB, estimated %3 MiB (%4)")
-                              .arg(o["rank"].toInt()).arg(peak).arg(estimated).arg(peak / estimated)));
+                              .arg(o["rank"].toInt())
+                              .arg(peak)
+                              .arg(estimated)
+                              .arg(peak / estimated)));
     }
   }
 
@@ -282,7 +310,8 @@ class TestZero : public QObject {
     QTest::newRow("stage 2") << QStringList{"zero_stage: 2"} << 4;
     QTest::newRow("stage 3") << QStringList{"zero_stage: 3"} << 4;
     QTest::newRow("stage 3 on 2") << QStringList{"zero_stage: 3"} << 2;
-    QTest::newRow("stage 2 offload") << QStringList{"zero_stage: 2", "offload_optimizer: true"} << 4;
+    QTest::newRow("stage 2 offload")
+        << QStringList{"zero_stage: 2", "offload_optimizer: true"} << 4;
     QTest::newRow("stage 3 offload")
         << QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"} << 4;
     QTest::newRow("stage 3 dpo (sharded reference)")
@@ -293,8 +322,10 @@ class TestZero : public QObject {
     QTest::newRow("stage 1 dpo simpo (no reference)")
         << QStringList{"zero_stage: 1", "stage: dpo", "dataset: demo_dpo", "pref_loss: simpo"} << 2;
     QTest::newRow("stage 3 dpo kto_pair (sharded reference)")
-        << QStringList{"zero_stage: 3", "stage: dpo", "dataset: demo_dpo", "pref_loss: kto_pair"} << 4;
-    QTest::newRow("stage 3 pt") << QStringList{"zero_stage: 3", "stage: pt", "dataset: demo_pt"} << 4;
+        << QStringList{"zero_stage: 3", "stage: dpo", "dataset: demo_dpo", "pref_loss: kto_pair"}
+        << 4;
+    QTest::newRow("stage 3 pt") << QStringList{"zero_stage: 3", "stage: pt", "dataset: demo_pt"}
+                                << 4;
     QTest::newRow("stage 3 ASFT (sharded reference)")
         << QStringList{"zero_stage: 3", "use_asft_loss: true"} << 4;
     QTest::newRow("stage 1 ASFT (whole reference)")
@@ -309,27 +340,37 @@ class TestZero : public QObject {
     QTest::newRow("stage 2 lora bf16") << lora + QStringList{"zero_stage: 2", "bf16: true"} << 4;
     QTest::newRow("stage 3 lora") << lora + QStringList{"zero_stage: 3"} << 4;
     QTest::newRow("stage 3 lora offload")
-        << lora + QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"} << 4;
+        << lora + QStringList{"zero_stage: 3", "offload_optimizer: true", "offload_param: true"}
+        << 4;
     QTest::newRow("stage 3 dpo lora (base reference)")
         << lora + QStringList{"zero_stage: 3", "stage: dpo", "dataset: demo_dpo"} << 4;
     QTest::newRow("stage 1 dpo lora, additional_target norm (a copy as reference)")
         << lora + QStringList{"zero_stage: 1", "stage: dpo", "dataset: demo_dpo",
-                              "additional_target: norm"} << 2;
+                              "additional_target: norm"}
+        << 2;
     // QLoRA: the decoder's linear weights in 4 bits, whole on every rank.
-    QTest::newRow("stage 2 qlora nf4") << lora + QStringList{"zero_stage: 2", "quantization_bit: 4"} << 2;
+    QTest::newRow("stage 2 qlora nf4")
+        << lora + QStringList{"zero_stage: 2", "quantization_bit: 4"} << 2;
     QTest::newRow("stage 0 qlora fp4, no double quantization, dpo")
-        << lora + QStringList{"zero_stage: 0", "quantization_bit: 4", "quantization_type: fp4",
-                              "double_quantization: false", "stage: dpo", "dataset: demo_dpo"} << 2;
+        << lora + QStringList{"zero_stage: 0",
+                              "quantization_bit: 4",
+                              "quantization_type: fp4",
+                              "double_quantization: false",
+                              "stage: dpo",
+                              "dataset: demo_dpo"}
+        << 2;
     // A base bitsandbytes saved in 4 bits (NF4, double quantization; @bnb: made on first use
     // by transformers, tests/reference/bnb_quantize_model.py): its stored bytes, counted as the
     // on-the-fly ones.
     QTest::newRow("stage 1 lora on a base quantized on disk")
         << lora + QStringList{"zero_stage: 1", "model_name_or_path: @bnb"} << 2;
-    QTest::newRow("stage 2 freeze") << QStringList{"zero_stage: 2", "finetuning_type: freeze",
-                                                   "freeze_trainable_layers: 1"} << 4;
+    QTest::newRow("stage 2 freeze")
+        << QStringList{"zero_stage: 2", "finetuning_type: freeze", "freeze_trainable_layers: 1"}
+        << 4;
     QTest::newRow("stage 3 freeze, embeddings too")
         << QStringList{"zero_stage: 3", "finetuning_type: freeze", "freeze_trainable_layers: -1",
-                       "freeze_extra_modules: embed_tokens"} << 2;
+                       "freeze_extra_modules: embed_tokens"}
+        << 2;
   }
 
   void modelStatesAreTheEstimate() {
@@ -337,7 +378,9 @@ class TestZero : public QObject {
     QFETCH(int, nproc);
     for (QString& k : keys)
       if (k.contains("@bnb")) k.replace("@bnb", bnb_model());
-    const QString name = QString("mem-%1").arg(QTest::currentDataTag()).replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
+    const QString name = QString("mem-%1")
+                             .arg(QTest::currentDataTag())
+                             .replace(QRegularExpression("[^A-Za-z0-9]+"), "-");
     const QStringList all = keys + QStringList{"max_steps: 1"};
     const QString out = train(name, all, nproc);
     QVERIFY(!out.isEmpty());
@@ -363,7 +406,9 @@ class TestZero : public QObject {
       const double offloaded = o["offloaded_mib"].toDouble();
       QVERIFY2(std::abs(measured - expected_mib) <= 0.05 * expected_mib,
                qPrintable(QString("rank %1: measured %2 MiB, estimated %3 MiB")
-                              .arg(o["rank"].toInt()).arg(measured).arg(expected_mib)));
+                              .arg(o["rank"].toInt())
+                              .arg(measured)
+                              .arg(expected_mib)));
       const bool reference = (keys.contains("stage: dpo") && !keys.contains("pref_loss: orpo") &&
                               !keys.contains("pref_loss: simpo")) ||
                              keys.contains("use_asft_loss: true");
@@ -372,12 +417,15 @@ class TestZero : public QObject {
         const double ideal = 16.0 * params / nproc / (1024.0 * 1024.0);
         QVERIFY2(std::abs(measured - ideal) <= 0.02 * ideal,
                  qPrintable(QString("rank %1: %2 MiB, 16/N B/param is %3 MiB")
-                                .arg(o["rank"].toInt()).arg(measured).arg(ideal)));
+                                .arg(o["rank"].toInt())
+                                .arg(measured)
+                                .arg(ideal)));
       }
       if (keys.contains("offload_param: true"))
         QVERIFY2(measured - offloaded <= 0.02 * measured,
                  qPrintable(QString("rank %1: %2 MiB on the device side")
-                                .arg(o["rank"].toInt()).arg(measured - offloaded)));
+                                .arg(o["rank"].toInt())
+                                .arg(measured - offloaded)));
       else if (!keys.contains("offload_optimizer: true"))
         QCOMPARE(offloaded, 0.0);
     }
@@ -406,10 +454,10 @@ class TestZero : public QObject {
     QVERIFY(QFile::exists(ckpt + "/optimizer-00000-of-00002.safetensors"));
     QVERIFY(QFile::exists(ckpt + "/optimizer-00001-of-00002.safetensors"));
     QString err;
-    const QString resumed = train("resume-" + QString::number(resume_nproc),
-                                  QStringList{"zero_stage: 3", resume_sp,
-                                              "resume_from_checkpoint: " + ckpt},
-                                  resume_nproc, &err);
+    const QString resumed =
+        train("resume-" + QString::number(resume_nproc),
+              QStringList{"zero_stage: 3", resume_sp, "resume_from_checkpoint: " + ckpt},
+              resume_nproc, &err);
     QVERIFY(!resumed.isEmpty());
     QVERIFY2(err.contains("resuming from"), qPrintable(err));
     expect_continues(whole, resumed);
@@ -419,8 +467,8 @@ class TestZero : public QObject {
   // ZeRO-3 over SP 2, continues exactly as the uninterrupted run; the base comes from
   // model_name_or_path.
   void resumeLora() {
-    const QStringList base{"finetuning_type: lora", "lora_rank: 4", "lora_target: all",
-                           "use_dora: true", "zero_stage: 3", "sequence_parallel_size: 2",
+    const QStringList base{"finetuning_type: lora", "lora_rank: 4",  "lora_target: all",
+                           "use_dora: true",        "zero_stage: 3", "sequence_parallel_size: 2",
                            "save_steps: 3"};
     const QString whole = train("lora-whole", base, 2);
     QVERIFY(!whole.isEmpty());
@@ -438,11 +486,13 @@ class TestZero : public QObject {
 
   // A checkpoint missing a rank's optimizer file is refused by name, not half-loaded.
   void resumeRefusesMissingOptimizerPiece() {
-    const QString first = train("piece-first", {"zero_stage: 2", "save_steps: 2", "max_steps: 2"}, 2);
+    const QString first =
+        train("piece-first", {"zero_stage: 2", "save_steps: 2", "max_steps: 2"}, 2);
     QVERIFY(!first.isEmpty());
     const QString ckpt = first + "/checkpoint-2";
     QVERIFY(QFile::remove(ckpt + "/optimizer-00001-of-00002.safetensors"));
-    const QString cfg = write_config("piece-second", {"zero_stage: 2", "resume_from_checkpoint: " + ckpt});
+    const QString cfg =
+        write_config("piece-second", {"zero_stage: 2", "resume_from_checkpoint: " + ckpt});
     const Run r = run({"train", cfg, "--nproc", "2"});
     QVERIFY(r.code != 0);
     QVERIFY2(r.err.contains("optimizer-00001-of-00002.safetensors is missing"), qPrintable(r.err));
@@ -457,7 +507,8 @@ class TestZero : public QObject {
              "STUDIO_PYTHON cannot import torch and transformers: run scripts/setup.sh");
     const QStringList keys{"sequence_parallel_size: 2"};
     const QString ref = reference(keys, 2);
-    const QString z3 = train("hf-z3", keys + QStringList{"zero_stage: 3", "offload_param: true"}, 2);
+    const QString z3 =
+        train("hf-z3", keys + QStringList{"zero_stage: 3", "offload_param: true"}, 2);
     QVERIFY(!ref.isEmpty() && !z3.isEmpty());
     auto logits = [](const QString& dir) {
       QProcess p;

@@ -7,9 +7,9 @@
 #include <functional>
 #include <thread>
 
+#include "store_socket.h"
 #include "studio/trainer/parallel/communicator.h"
 #include "studio/trainer/parallel/reduce.h"
-#include "store_socket.h"
 
 using namespace studio::trainer::dist;
 
@@ -62,8 +62,9 @@ class TestCommunicator : public QObject {
     QTest::newRow("usp u2 x ring2") << 4 << 4 << 2;
     QTest::newRow("single") << 1 << 1 << 1;
   }
-  // Group membership follows docs/SEQUENCE_PARALLEL.md ("Process groups"): contiguous SP groups, strided DP groups,
-  // Ulysses ranks contiguous inside an SP group; every group's all-reduce sums its members.
+  // Group membership follows docs/SEQUENCE_PARALLEL.md ("Process groups"): contiguous SP groups,
+  // strided DP groups, Ulysses ranks contiguous inside an SP group; every group's all-reduce sums
+  // its members.
   void grid() {
     QFETCH(int, world);
     QFETCH(int, sp);
@@ -142,7 +143,8 @@ class TestCommunicator : public QObject {
   // "every rank receives first" (the order before) deadlocks, which shows the simulation can fail.
   void ring_order_cannot_deadlock_data() {
     QTest::addColumn<int>("size");
-    for (int n : {2, 3, 4, 5, 7, 8, 16}) QTest::newRow(qPrintable(QString("ring of %1").arg(n))) << n;
+    for (int n : {2, 3, 4, 5, 7, 8, 16})
+      QTest::newRow(qPrintable(QString("ring of %1").arg(n))) << n;
   }
   void ring_order_cannot_deadlock() {
     QFETCH(int, size);
@@ -152,7 +154,8 @@ class TestCommunicator : public QObject {
       std::vector<std::array<Op, 2>> ops(static_cast<size_t>(size));
       for (int r = 0; r < size; ++r) {
         const Op s{true, (r + 1) % size}, v{false, (r + size - 1) % size};
-        ops[static_cast<size_t>(r)] = send_first(r) ? std::array<Op, 2>{s, v} : std::array<Op, 2>{v, s};
+        ops[static_cast<size_t>(r)] =
+            send_first(r) ? std::array<Op, 2>{s, v} : std::array<Op, 2>{v, s};
       }
       std::vector<size_t> at(static_cast<size_t>(size), 0);
       for (bool progress = true; progress;) {
@@ -194,7 +197,8 @@ class TestCommunicator : public QObject {
       if (ring.size() != size) throw std::runtime_error("ring size");
       torch::Tensor held = torch::full({3, 5}, static_cast<double>(r), torch::kDouble);
       for (int hop = 1; hop < 2 * size; ++hop) {
-        torch::Tensor got = torch::empty_like(held), grad_in = torch::full({2}, 100.0 + r, torch::kDouble);
+        torch::Tensor got = torch::empty_like(held),
+                      grad_in = torch::full({2}, 100.0 + r, torch::kDouble);
         torch::Tensor grad_out = torch::empty_like(grad_in);
         auto a = ring.ring_shift(held, got, 1, "kv");
         auto b = ring.ring_shift(grad_in, grad_out, 2, "dkv");
@@ -221,8 +225,10 @@ class TestCommunicator : public QObject {
     timer.start();
     auto errors = run_ranks(2, 1, 1, 3, [&](int r, Communicator& c) {
       auto t = torch::ones({1});
-      if (r == 0) c.world().all_reduce_sum(t, "gradients");
-      else std::this_thread::sleep_for(std::chrono::seconds(6));
+      if (r == 0)
+        c.world().all_reduce_sum(t, "gradients");
+      else
+        std::this_thread::sleep_for(std::chrono::seconds(6));
     });
     QVERIFY2(errors[0].find("rank 0: all_reduce(gradients) in group world") != std::string::npos,
              errors[0].c_str());
@@ -232,8 +238,9 @@ class TestCommunicator : public QObject {
     QVERIFY(timer.elapsed() < 20000);
   }
 
-  // ZeRO's collectives: reduce_scatter hands rank i the sum of every rank's i-th slice;
-  // all_gather_flat puts every rank's slice in rank order; a wrong size is refused by name.
+  // ZeRO's collectives: reduce_scatter hands rank i the sum of every rank's i-th slice (also
+  // when it may sum in its input); all_gather_flat puts every rank's slice in rank order; a wrong
+  // size is refused by name.
   void reduce_scatter_and_all_gather_data() {
     QTest::addColumn<int>("world");
     QTest::addColumn<int>("slice");
@@ -246,17 +253,40 @@ class TestCommunicator : public QObject {
     QFETCH(int, slice);
     auto errors = run_ranks(world, 1, 1, 30, [&](int r, Communicator& c) {
       // in[j] = 100 * r + j: the sum over ranks of slice i is sum_r (100 r + i*slice + t).
-      auto in = (torch::arange(world * slice, torch::kFloat) + 100.0f * static_cast<float>(r)).contiguous();
+      auto in = (torch::arange(world * slice, torch::kFloat) + 100.0f * static_cast<float>(r))
+                    .contiguous();
       auto out = torch::empty({slice}, torch::kFloat);
       c.world().reduce_scatter_sum_async(out, in, "grads").wait();
       const float ranks_sum = 100.0f * static_cast<float>(world * (world - 1) / 2);
-      auto want = torch::arange(r * slice, (r + 1) * slice, torch::kFloat) * static_cast<float>(world) + ranks_sum;
+      auto want =
+          torch::arange(r * slice, (r + 1) * slice, torch::kFloat) * static_cast<float>(world) +
+          ranks_sum;
       if (!torch::equal(out, want)) throw std::runtime_error("reduce_scatter: wrong sums");
+      // The consuming form sums in its input: the same sums, in a view of `in` on Gloo (no copy
+      // of the whole input is made); a size that does not split is refused by name.
+      auto given = (torch::arange(world * slice, torch::kFloat) + 100.0f * static_cast<float>(r))
+                       .contiguous();
+      torch::Tensor piece;
+      c.world().reduce_scatter_sum_consuming_async(piece, given, "grads").wait();
+      if (!torch::equal(piece, want))
+        throw std::runtime_error("consuming reduce_scatter: wrong sums");
+      if (piece.data_ptr() != given.narrow(0, r * slice, slice).data_ptr())
+        throw std::runtime_error(
+            "consuming reduce_scatter: the piece is not this rank's slice of the input");
+      auto odd = torch::zeros({world * slice + 1}, torch::kFloat);
+      try {
+        c.world().reduce_scatter_sum_consuming_async(piece, odd, "grads");
+        throw std::runtime_error("an input that does not split was accepted");
+      } catch (const std::invalid_argument& e) {
+        if (std::string(e.what()).find("reduce_scatter(grads)") == std::string::npos)
+          throw std::runtime_error(std::string("unclear error: ") + e.what());
+      }
       auto mine = torch::full({slice}, static_cast<float>(r));
       auto all = torch::empty({world * slice}, torch::kFloat);
       c.world().all_gather_flat_async(all, mine, "weights").wait();
       for (int q = 0; q < world; ++q)
-        if (!torch::equal(all.narrow(0, q * slice, slice), torch::full({slice}, static_cast<float>(q))))
+        if (!torch::equal(all.narrow(0, q * slice, slice),
+                          torch::full({slice}, static_cast<float>(q))))
           throw std::runtime_error("all_gather: slice " + std::to_string(q) + " is wrong");
       auto bad = torch::empty({world * slice + 1}, torch::kFloat);
       try {
@@ -276,37 +306,45 @@ class TestCommunicator : public QObject {
   void verification_names_divergent_collectives_data() {
     QTest::addColumn<QString>("kind");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("skipped collective") << "skip" << "runs all_reduce(gradients (bucket 0)) of 1000";
-    QTest::newRow("other size") << "size" << "of 7 ";
-    QTest::newRow("other dtype") << "dtype" << "Double";
-    QTest::newRow("ring hop of another shape") << "ring" << "send/recv(k/v) of 12";
-    QTest::newRow("agreeing ranks pass") << "same" << "";
+    QTest::newRow("skipped collective") << "skip"
+                                        << "runs all_reduce(gradients (bucket 0)) of 1000";
+    QTest::newRow("other size") << "size"
+                                << "of 7 ";
+    QTest::newRow("other dtype") << "dtype"
+                                 << "Double";
+    QTest::newRow("ring hop of another shape") << "ring"
+                                               << "send/recv(k/v) of 12";
+    QTest::newRow("agreeing ranks pass") << "same"
+                                         << "";
   }
   void verification_names_divergent_collectives() {
     QFETCH(QString, kind);
     QFETCH(QString, expected);
     const std::string k = kind.toStdString();
-    auto errors = run_ranks(2, 2, 1, 20, [&](int r, Communicator& c) {
-      if (k == "skip") {
-        // Rank 1 has no gradient bucket to reduce and goes straight to the loss.
-        if (r == 0) {
-          auto g = torch::ones({1000});
-          c.world().all_reduce_sum(g, "gradients (bucket 0)");
-        }
-        auto loss = torch::ones({1}, torch::kDouble);
-        c.world().all_reduce_sum(loss, "loss");
-      } else if (k == "size" || k == "dtype" || k == "same") {
-        auto t = torch::ones({k == "size" && r == 1 ? 7 : 5},
-                             k == "dtype" && r == 1 ? torch::kDouble : torch::kFloat);
-        c.world().all_reduce_sum(t, "loss");
-        if (k == "same" && t[0].item<double>() != 2.0) throw std::runtime_error("wrong sum");
-      } else {
-        auto sent = torch::ones({r == 0 ? 12 : 16}), got = torch::empty({r == 0 ? 12 : 16});
-        auto h = c.ring_group().ring_shift(sent, got, 3, "k/v");
-        h.send.wait();
-        h.recv.wait();
-      }
-    }, /*verify=*/true);
+    auto errors = run_ranks(
+        2, 2, 1, 20,
+        [&](int r, Communicator& c) {
+          if (k == "skip") {
+            // Rank 1 has no gradient bucket to reduce and goes straight to the loss.
+            if (r == 0) {
+              auto g = torch::ones({1000});
+              c.world().all_reduce_sum(g, "gradients (bucket 0)");
+            }
+            auto loss = torch::ones({1}, torch::kDouble);
+            c.world().all_reduce_sum(loss, "loss");
+          } else if (k == "size" || k == "dtype" || k == "same") {
+            auto t = torch::ones({k == "size" && r == 1 ? 7 : 5},
+                                 k == "dtype" && r == 1 ? torch::kDouble : torch::kFloat);
+            c.world().all_reduce_sum(t, "loss");
+            if (k == "same" && t[0].item<double>() != 2.0) throw std::runtime_error("wrong sum");
+          } else {
+            auto sent = torch::ones({r == 0 ? 12 : 16}), got = torch::empty({r == 0 ? 12 : 16});
+            auto h = c.ring_group().ring_shift(sent, got, 3, "k/v");
+            h.send.wait();
+            h.recv.wait();
+          }
+        },
+        /*verify=*/true);
     if (expected.isEmpty()) {
       for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
       return;
@@ -316,7 +354,8 @@ class TestCommunicator : public QObject {
     bool named = false;
     for (const auto& e : errors) {
       QVERIFY2(!e.empty(), "every rank fails");
-      if (k != "ring") QVERIFY2(e.find("rank-divergent collectives") != std::string::npos, e.c_str());
+      if (k != "ring")
+        QVERIFY2(e.find("rank-divergent collectives") != std::string::npos, e.c_str());
       named |= e.find("rank-divergent collectives") != std::string::npos &&
                e.find(expected.toStdString()) != std::string::npos;
     }

@@ -2,16 +2,16 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
-#include <ATen/record_function.h>
 #include <ATen/cpu/vec/vec.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <future>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <regex>
 #include <stdexcept>
@@ -19,9 +19,9 @@
 #include <utility>
 
 #include "studio/config/deepspeed.h"
-#include "studio/trainer/tensors/host_allocator.h"
 #include "studio/trainer/optim/adamw.h"
 #include "studio/trainer/parallel/step_clock.h"
+#include "studio/trainer/tensors/host_allocator.h"
 #include "studio/trainer/tensors/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -89,8 +89,7 @@ void host_adamw(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp
   const float keep = static_cast<float>(1.0 - lr * decay), b1 = static_cast<float>(s.beta1),
               b2 = static_cast<float>(s.beta2), c1 = static_cast<float>(1.0 - s.beta1),
               c2 = static_cast<float>(1.0 - s.beta2), inv_bc2 = static_cast<float>(1.0 / bc2_sqrt),
-              gc = coef,
-              eps = static_cast<float>(s.eps), ss = static_cast<float>(step_size);
+              gc = coef, eps = static_cast<float>(s.eps), ss = static_cast<float>(step_size);
   at::parallel_for(0, param.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
     int64_t i = begin;
     const V vkeep(keep), vb1(b1), vb2(b2), vc1(c1), vc2(c2), vinv(inv_bc2), veps(eps), vss(ss),
@@ -125,11 +124,13 @@ void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Te
               exp_avg_sqs.size(), " and ", grads.size(), " states and gradients");
   if (params.empty()) return;
   torch::NoGradGuard no_grad;
-  float host_coef = 1.0f;  // read once, where the host loop needs it (no device wait for host grads)
+  float host_coef =
+      1.0f;  // read once, where the host loop needs it (no device wait for host grads)
   bool host_coef_read = false;
   std::vector<torch::Tensor> fp, fm, fv, fg;  // the fused kernel's share
   for (size_t i = 0; i < params.size(); ++i) {
-    if (kernel != AdamWKernel::Fused && host_update_applies(params[i], exp_avgs[i], exp_avg_sqs[i])) {
+    if (kernel != AdamWKernel::Fused &&
+        host_update_applies(params[i], exp_avgs[i], exp_avg_sqs[i])) {
       if (grad_coef.defined() && !host_coef_read) {
         host_coef = grad_coef.item<float>();
         host_coef_read = true;
@@ -148,8 +149,9 @@ void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Te
   // torch.optim.AdamW(fused=True)'s kernel: one multi-tensor launch for the whole list, the
   // same formula in fp32. It reads the step (after increment) from a tensor per parameter;
   // one tensor serves them all.
-  const auto steps = torch::full({}, static_cast<double>(step),
-                                 torch::TensorOptions().dtype(torch::kFloat).device(fp.front().device()));
+  const auto steps =
+      torch::full({}, static_cast<double>(step),
+                  torch::TensorOptions().dtype(torch::kFloat).device(fp.front().device()));
   const std::vector<torch::Tensor> state_steps(fp.size(), steps);
   // Its grad_scale divides every gradient (AMP's unscaling): 1 / coef applies the clipping.
   std::optional<torch::Tensor> grad_scale;
@@ -190,10 +192,10 @@ int64_t unit_of(const std::string& name, int64_t layers) {
 struct ShardedState::Impl {
   struct Param {
     std::string name;
-    torch::Tensor p;       // the model's parameter (full shape)
-    int64_t n = 0, k = 0;  // elements; piece size
+    torch::Tensor p;          // the model's parameter (full shape)
+    int64_t n = 0, k = 0;     // elements; piece size
     int64_t lo = 0, len = 0;  // this rank's real elements [lo, lo + len)
-    int64_t offset = 0;        // offset in its unit's reduction buffer (whole at stages 0-1)
+    int64_t offset = 0;       // offset in its unit's reduction buffer (whole at stages 0-1)
     double decay = 0;
     torch::Tensor master;  // fp32: [n] at stage 0 (the parameter itself for fp32 models), else [k]
     torch::Tensor exp_avg, exp_avg_sq;
@@ -204,8 +206,8 @@ struct ShardedState::Impl {
   struct Unit {
     std::vector<size_t> params;   // all of its parameters (stage 3 gathers them all)
     std::vector<size_t> trained;  // those trained: reduced, updated, gathered after the update
-    int64_t width = 0;        // its reduction buffer: the trained weights (stages 0-1) or
-                              // pieces (2-3)
+    int64_t width = 0;            // its reduction buffer: the trained weights (stages 0-1) or
+                                  // pieces (2-3)
     // stage 3 gathering
     enum { Released, InFlight, Gathered } state = Released;
     torch::Tensor gather_in, gather_out;
@@ -230,7 +232,7 @@ struct ShardedState::Impl {
   std::vector<Unit> units;  // the decoder layers, then one per outer weight (see `layers`)
   bool last_micro = true;
   std::deque<size_t> in_flight;  // units whose reduction is pending, oldest first
-  torch::Tensor clip_coef;  // from clip_gradients, for the next step's AdamW (undefined: none)
+  torch::Tensor clip_coef;       // from clip_gradients, for the next step's AdamW (undefined: none)
 
   Impl(CausalLM m, torch::Device d) : model(std::move(m)), device(d) {}
 
@@ -239,7 +241,9 @@ struct ShardedState::Impl {
   size_t outer() const { return layers; }
   bool stage3() const { return opt.stage >= 3; }
   torch::TensorOptions host_fp32() const {
-    return torch::TensorOptions().dtype(torch::kFloat).pinned_memory(device.is_cuda() && opt.pin_memory);
+    return torch::TensorOptions()
+        .dtype(torch::kFloat)
+        .pinned_memory(device.is_cuda() && opt.pin_memory);
   }
   // Where masters, AdamW states and gradient pieces live.
   torch::TensorOptions state_options() const {
@@ -332,7 +336,8 @@ struct ShardedState::Impl {
     if (!g.defined()) {
       if (world && world->verifying())
         throw std::logic_error("rank " + std::to_string(world->global_rank(world->rank())) +
-                               ": parameter " + q.name + " got no gradient in this backward: "
+                               ": parameter " + q.name +
+                               " got no gradient in this backward: "
                                "its reduction would differ from other ranks'");
       g = torch::zeros(q.p.sizes(), q.p.options().device(comm_device()));
     }
@@ -379,8 +384,8 @@ struct ShardedState::Impl {
           q.grad = torch::Tensor();
         }
       }
-      unit.reduce = world->all_reduce_sum_async(unit.reduce_in,
-                                                "gradients (unit " + std::to_string(u) + ")");
+      unit.reduce =
+          world->all_reduce_sum_async(unit.reduce_in, "gradients (unit " + std::to_string(u) + ")");
     } else {
       const size_t only = unit.trained.front();
       if (unit.trained.size() == 1 && params[only].k * shards == params[only].n &&
@@ -397,18 +402,21 @@ struct ShardedState::Impl {
           auto g = take_grad(q).reshape({-1});
           auto dst = rows.narrow(1, q.offset, q.k);  // [shards, k]
           const int64_t whole = q.n / q.k, rest = q.n - whole * q.k;
-          if (whole > 0) dst.narrow(0, 0, whole).copy_(g.narrow(0, 0, whole * q.k).view({whole, q.k}));
+          if (whole > 0)
+            dst.narrow(0, 0, whole).copy_(g.narrow(0, 0, whole * q.k).view({whole, q.k}));
           if (whole < shards) {
             auto tail = dst.narrow(0, whole, shards - whole);
             tail.zero_();
-            if (rest > 0) tail.select(0, 0).narrow(0, 0, rest).copy_(g.narrow(0, whole * q.k, rest));
+            if (rest > 0)
+              tail.select(0, 0).narrow(0, 0, rest).copy_(g.narrow(0, whole * q.k, rest));
           }
         }
       }
       if (world) {
-        unit.reduce_out = torch::empty({unit.width}, unit.reduce_in.options());
-        unit.reduce = world->reduce_scatter_sum_async(unit.reduce_out, unit.reduce_in,
-                                                      "gradients (unit " + std::to_string(u) + ")");
+        // reduce_in is this reduction's own (a new buffer, or the gradient taken from the
+        // parameter): the reduction may sum in it, and on Gloo it does, without a copy.
+        unit.reduce = world->reduce_scatter_sum_consuming_async(
+            unit.reduce_out, unit.reduce_in, "gradients (unit " + std::to_string(u) + ")");
       } else {
         // One process: the gradient is its own piece. No second buffer (for the embeddings
         // that was another 4 B per parameter at the end of the backward, beyond the estimate).
@@ -529,7 +537,9 @@ struct ShardedState::Impl {
   }
 };
 
-bool ShardedState::trained(size_t i) const { return impl_->params[i].trained; }
+bool ShardedState::trained(size_t i) const {
+  return impl_->params[i].trained;
+}
 
 ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* world,
                            ZeroOptions opt, AdamWSettings adam, bool trainable,
@@ -566,8 +576,7 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
     q.k = (q.n + s.shards - 1) / s.shards;
     q.lo = std::min(q.n, s.rank * q.k);
     q.len = std::min(q.n, q.lo + q.k) - q.lo;
-    const bool unused =
-        std::find(opt.unused.begin(), opt.unused.end(), name) != opt.unused.end();
+    const bool unused = std::find(opt.unused.begin(), opt.unused.end(), name) != opt.unused.end();
     q.decay = decays(name) && !unused ? adam.weight_decay : 0.0;
     s.dtype = p.scalar_type();
     // A decoder layer's weights form one unit; every other weight (embeddings, final norm, LM
@@ -603,9 +612,9 @@ ShardedState::ShardedState(CausalLM model, torch::Device device, dist::Group* wo
       q.exp_avg = torch::zeros_like(q.master);
       q.exp_avg_sq = torch::zeros_like(q.master);
     } else if (opt.stage >= 3) {
-      auto where = opt.offload_param
-                       ? torch::TensorOptions().dtype(s.dtype).pinned_memory(device.is_cuda() && opt.pin_memory)
-                       : torch::TensorOptions().dtype(s.dtype).device(device);
+      auto where = opt.offload_param ? torch::TensorOptions().dtype(s.dtype).pinned_memory(
+                                           device.is_cuda() && opt.pin_memory)
+                                     : torch::TensorOptions().dtype(s.dtype).device(device);
       q.frozen = s.piece_of(full, q, where);
     }
     s.params.push_back(std::move(q));
@@ -652,7 +661,9 @@ void ShardedState::idle_forward() {
   end_forward();
 }
 
-void ShardedState::finish_updates() { impl_->wait_updates(); }
+void ShardedState::finish_updates() {
+  impl_->wait_updates();
+}
 
 void ShardedState::end_forward() {
   Impl& s = *impl_;
@@ -673,8 +684,8 @@ void ShardedState::end_backward() {
   // Units whose hook did not run (none in a normal backward) and the outer unit, in the same
   // order on every rank; then everything in flight completes.
   for (size_t u = s.units.size(); u-- > 0;) {
+    s.release(u);  // a reduction needs the gradients, not the weights: stage 3 frees them first
     s.reduce_unit(u);
-    s.release(u);
   }
   while (!s.in_flight.empty()) s.complete(s.in_flight.front());
 }
@@ -703,7 +714,8 @@ torch::Tensor ShardedState::clip_gradients(double max_norm) {
   }
   // clip_grad_norm_'s coefficient, applied by the step's AdamW as it reads each gradient.
   if (std::isfinite(max_norm))
-    s.clip_coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0).to(grads.front().device(), torch::kFloat);
+    s.clip_coef =
+        torch::clamp_max(max_norm / (total + 1e-6), 1.0).to(grads.front().device(), torch::kFloat);
   return total;
 }
 
@@ -760,7 +772,8 @@ torch::Tensor ShardedState::gather_full(size_t i) {
   torch::NoGradGuard no_grad;
   torch::Tensor source = q.trained ? q.master : q.frozen;
   if (!source.defined()) return q.p.detach().to(torch::kCPU, torch::kFloat);  // frozen, unsharded
-  if (s.shards == 1) return source.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU, torch::kFloat);
+  if (s.shards == 1)
+    return source.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU, torch::kFloat);
   auto in = source.to(s.comm_device(), torch::kFloat).contiguous();
   auto out = torch::empty({q.k * s.shards}, in.options());
   s.world->all_gather_flat_async(out, in, "save " + q.name).wait();
@@ -797,7 +810,9 @@ void ShardedState::save_optimizer(const std::string& dir) const {
   write_safetensors((fs::path(dir) / f.name).string(), f.tensors, f.metadata);
 }
 
-std::string ShardedState::optimizer_file_name_here() const { return optimizer_file(false).name; }
+std::string ShardedState::optimizer_file_name_here() const {
+  return optimizer_file(false).name;
+}
 
 int64_t ShardedState::optimizer_bytes() const {
   int64_t n = 0;
@@ -832,7 +847,8 @@ void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) 
     files[std::stoi(m[1].str())] = e.path().string();
   }
   if (files.empty())
-    throw std::runtime_error(checkpoint_dir + " has no optimizer-*-of-*.safetensors: it was "
+    throw std::runtime_error(checkpoint_dir +
+                             " has no optimizer-*-of-*.safetensors: it was "
                              "saved with save_only_model (or by an older studio-train) and "
                              "cannot continue the run exactly");
   std::vector<SafetensorsFile> opened;
@@ -856,7 +872,8 @@ void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) 
     const int64_t want_len = s.shards == 1 ? q.n : q.len;
     const int64_t k_saved = (q.n + saved_shards - 1) / saved_shards;
     for (const char* which : {".exp_avg", ".exp_avg_sq"}) {
-      auto dst = (std::string(which) == ".exp_avg" ? q.exp_avg : q.exp_avg_sq).narrow(0, 0, want_len);
+      auto dst =
+          (std::string(which) == ".exp_avg" ? q.exp_avg : q.exp_avg_sq).narrow(0, 0, want_len);
       for (int r = 0; r < saved_shards; ++r) {
         const int64_t lo = std::min(q.n, r * k_saved), hi = std::min(q.n, lo + k_saved);
         const int64_t a = std::max(lo, want_lo), b = std::min(hi, want_lo + want_len);
@@ -876,8 +893,12 @@ void ShardedState::load(const std::string& checkpoint_dir, bool with_optimizer) 
   }
 }
 
-const ZeroOptions& ShardedState::options() const { return impl_->opt; }
-int ShardedState::shards() const { return impl_->shards; }
+const ZeroOptions& ShardedState::options() const {
+  return impl_->opt;
+}
+int ShardedState::shards() const {
+  return impl_->shards;
+}
 
 ZeroBytes ShardedState::bytes() const {
   const Impl& s = *impl_;
@@ -913,7 +934,9 @@ void ShardedState::before_forward(int64_t layer) {
   if (u + 1 < s.outer()) s.start_gather(u + 1);  // prefetch the next layer
 }
 
-void ShardedState::after_forward(int64_t layer) { impl_->release(static_cast<size_t>(layer)); }
+void ShardedState::after_forward(int64_t layer) {
+  impl_->release(static_cast<size_t>(layer));
+}
 
 void ShardedState::before_backward(int64_t layer) {
   Impl& s = *impl_;
@@ -925,8 +948,8 @@ void ShardedState::before_backward(int64_t layer) {
 void ShardedState::after_backward(int64_t layer) {
   Impl& s = *impl_;
   const auto u = static_cast<size_t>(layer);
-  s.reduce_unit(u);
   s.release(u);
+  s.reduce_unit(u);
 }
 
 }  // namespace studio::trainer

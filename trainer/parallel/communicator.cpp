@@ -53,9 +53,9 @@ struct Pending::State {
   std::string context;  // "rank 3: send(k/v) in group sp0"
   std::chrono::milliseconds timeout{0};
   bool done = false;
-  torch::Tensor host;               // a staged operation's host copy, alive until it completes
-  torch::Tensor host_in;            // ... and its staged input, when that is another copy
-  std::function<void()> on_done;    // ... and what to copy back then
+  torch::Tensor host;                  // a staged operation's host copy, alive until it completes
+  torch::Tensor host_in;               // ... and its staged input, when that is another copy
+  std::function<void()> on_done;       // ... and what to copy back then
   std::shared_ptr<Watchdog> watchdog;  // multi-process worlds: told of the wait, asked on timeout
   StepTime kind = StepTime::Wait;      // what its wait counts as (step_clock.h)
 };
@@ -75,13 +75,14 @@ void Pending::wait() {
     completed = state_->work->wait(state_->timeout);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    const bool timed_out = what.find("imed out") != std::string::npos ||
-                           what.find("imeout") != std::string::npos;
+    const bool timed_out =
+        what.find("imed out") != std::string::npos || what.find("imeout") != std::string::npos;
     throw CollectiveError(state_->context + (timed_out ? " timed out after " : " failed after ") +
-                          seconds_text(state_->timeout) + " at most: " +
-                          what.substr(0, what.find('\n')) +
+                          seconds_text(state_->timeout) +
+                          " at most: " + what.substr(0, what.find('\n')) +
                           (timed_out ? " (a peer rank is hung or dead; raise ddp_timeout if "
-                                       "this step is legitimately slow)" + diagnosis()
+                                       "this step is legitimately slow)" +
+                                           diagnosis()
                                      : " (a peer rank probably died; see its log)"));
   }
   if (!completed)
@@ -136,8 +137,8 @@ std::string described_op(const torch::Tensor& d) {
   auto c = d.to(torch::kCPU).contiguous();
   const auto* v = c.data_ptr<int64_t>();
   return described_name(c) + " of " + std::to_string(v[1]) + " " +
-         std::string(c10::toString(static_cast<c10::ScalarType>(v[2]))) + " elements (its operation #" +
-         std::to_string(v[0]) + ")";
+         std::string(c10::toString(static_cast<c10::ScalarType>(v[2]))) +
+         " elements (its operation #" + std::to_string(v[0]) + ")";
 }
 }  // namespace
 
@@ -149,7 +150,8 @@ torch::Tensor Group::describe(const char* op, const std::string& what, const tor
   v[1] = t.numel();
   v[2] = static_cast<int64_t>(t.scalar_type());
   const std::string name = std::string(op) + "(" + what + ")";
-  std::memcpy(v + 3, name.data(), std::min<size_t>(name.size(), static_cast<size_t>(kNameWords * 8)));
+  std::memcpy(v + 3, name.data(),
+              std::min<size_t>(name.size(), static_cast<size_t>(kNameWords * 8)));
   const bool on_device = impl_ && impl_->device.is_cuda() && !impl_->stage_through_host;
   return on_device ? d.to(impl_->device) : d;
 }
@@ -160,7 +162,8 @@ void Group::check_same(const char* op, const std::string& what, const torch::Ten
   throw CollectiveError(
       context(*this, op, what) + ": rank-divergent collectives: this rank runs " +
       described_op(mine) + ", rank " + std::to_string(global_rank(peer)) + " runs " +
-      described_op(theirs) + ". Every rank must run the same collectives in the same order "
+      described_op(theirs) +
+      ". Every rank must run the same collectives in the same order "
       "whatever its data; this is a bug in studio-train, please report it with this message");
 }
 
@@ -177,13 +180,14 @@ void Group::verify(const char* op, const std::string& what, const torch::Tensor&
 // Host staging (Gloo carrying CUDA tensors): the host copy an operation runs on, or `t` itself.
 torch::Tensor Group::staged(const torch::Tensor& t, bool copy) const {
   if (!impl_ || !impl_->stage_through_host || !t.is_cuda()) return t;
-  return copy ? t.to(torch::kCPU).contiguous() : torch::empty(t.sizes(), t.options().device(torch::kCPU));
+  return copy ? t.to(torch::kCPU).contiguous()
+              : torch::empty(t.sizes(), t.options().device(torch::kCPU));
 }
 
 // After a staged operation: copies the host result into `t` (a no-op when nothing was staged).
 Pending Group::unstage(Pending p, torch::Tensor t, torch::Tensor host) const {
   if (!host.defined() || host.is_same(t)) return p;  // nothing was staged
-  if (!p.state_) {  // nothing in flight (a group of one)
+  if (!p.state_) {                                   // nothing in flight (a group of one)
     t.copy_(host);
     return p;
   }
@@ -193,19 +197,19 @@ Pending Group::unstage(Pending p, torch::Tensor t, torch::Tensor host) const {
 }
 
 #if STUDIO_HAVE_C10D_GLOO
-#define STUDIO_DIST_ISSUE(op, what, expr)                                              \
-  [&]() {                                                                               \
-    auto state = std::make_shared<Pending::State>();                                   \
-    state->context = context(*this, op, what);                                         \
-    state->timeout = timeout_;                                                         \
-    state->watchdog = watchdog_;                                                       \
-    state->kind = time_kind_now(time_kind_);                                           \
-    try {                                                                               \
-      state->work = (expr);                                                            \
-    } catch (const std::exception& e) {                                                \
-      throw CollectiveError(state->context + " could not start: " + e.what());         \
-    }                                                                                   \
-    return Pending(state);                                                             \
+#define STUDIO_DIST_ISSUE(op, what, expr)                                      \
+  [&]() {                                                                      \
+    auto state = std::make_shared<Pending::State>();                           \
+    state->context = context(*this, op, what);                                 \
+    state->timeout = timeout_;                                                 \
+    state->watchdog = watchdog_;                                               \
+    state->kind = time_kind_now(time_kind_);                                   \
+    try {                                                                      \
+      state->work = (expr);                                                    \
+    } catch (const std::exception& e) {                                        \
+      throw CollectiveError(state->context + " could not start: " + e.what()); \
+    }                                                                          \
+    return Pending(state);                                                     \
   }()
 #endif
 
@@ -288,10 +292,12 @@ void require_slices(const Group& g, const char* op, const std::string& what,
   require_contiguous(g, op, what, whole);
   require_contiguous(g, op, what, slice);
   if (whole.numel() != slice.numel() * g.size() || whole.scalar_type() != slice.scalar_type())
-    throw std::invalid_argument(context(g, op, what) + ": the whole tensor must hold group size "
-                                "slices of the same dtype (" + std::to_string(whole.numel()) +
-                                " vs " + std::to_string(slice.numel()) + " x " +
-                                std::to_string(g.size()) + ")");
+    throw std::invalid_argument(context(g, op, what) +
+                                ": the whole tensor must hold group size "
+                                "slices of the same dtype (" +
+                                std::to_string(whole.numel()) + " vs " +
+                                std::to_string(slice.numel()) + " x " + std::to_string(g.size()) +
+                                ")");
 }
 }  // namespace
 
@@ -306,10 +312,45 @@ Pending Group::reduce_scatter_sum_async(torch::Tensor& out, torch::Tensor& in,
 #if STUDIO_HAVE_C10D_GLOO
   torch::Tensor host_in = staged(in, true), host_out = staged(out, false);
   auto flat_out = host_out.view({-1}), flat_in = host_in.view({-1});
-  Pending p = STUDIO_DIST_ISSUE("reduce_scatter", what,
-                                impl_->pg->_reduce_scatter_base(flat_out, flat_in));
+  Pending p =
+      STUDIO_DIST_ISSUE("reduce_scatter", what, impl_->pg->_reduce_scatter_base(flat_out, flat_in));
   if (!host_in.is_same(in) && p.state_) p.state_->host_in = host_in;
   return unstage(std::move(p), out, host_out);
+#else
+  return {};
+#endif
+}
+
+Pending Group::reduce_scatter_sum_consuming_async(torch::Tensor& out, torch::Tensor& in,
+                                                  const std::string& what) {
+  require_contiguous(*this, "reduce_scatter", what, in);
+  if (in.numel() % size_ != 0)
+    throw std::invalid_argument(context(*this, "reduce_scatter", what) + ": " +
+                                std::to_string(in.numel()) + " elements do not split into " +
+                                std::to_string(size_) + " equal slices");
+  const bool nccl = impl_ && impl_->device.is_cuda() && !impl_->stage_through_host;
+  if (size_ == 1) {
+    out = in.view({-1});
+    return {};
+  }
+  if (nccl) {
+    out = torch::empty({in.numel() / size_}, in.options());
+    return reduce_scatter_sum_async(out, in, what);
+  }
+  verify("reduce_scatter", what, in);
+#if STUDIO_HAVE_C10D_GLOO
+  torch::Tensor host = staged(in, true);
+  std::vector<at::Tensor> ts{host};
+  Pending p = STUDIO_DIST_ISSUE("reduce_scatter", what, impl_->pg->allreduce(ts));
+  const torch::Tensor mine = host.view({size_, -1}).select(0, rank_);
+  if (host.is_same(in)) {
+    out = mine;
+    return p;
+  }
+  // Staged from a CUDA tensor: the slice goes back to the device when the sum is complete.
+  out = torch::empty({in.numel() / size_}, in.options());
+  if (p.state_) p.state_->host_in = host;
+  return unstage(std::move(p), out, mine);
 #else
   return {};
 #endif
@@ -353,8 +394,9 @@ void Group::barrier(const std::string& what) {
   // A one-element all-reduce: unlike barrier() it behaves the same on Gloo and NCCL (no device
   // guessing) and reports a dead peer the same way as every other collective.
   torch::Tensor t = torch::zeros(
-      {1}, torch::TensorOptions().dtype(torch::kFloat).device(
-               impl_->stage_through_host ? torch::Device(torch::kCPU) : impl_->device));
+      {1}, torch::TensorOptions()
+               .dtype(torch::kFloat)
+               .device(impl_->stage_through_host ? torch::Device(torch::kCPU) : impl_->device));
   all_reduce_sum(t, what);
 #endif
 }
@@ -382,8 +424,7 @@ Pending Group::recv(torch::Tensor& t, int src, int tag, const std::string& what)
 Pending Group::send_raw(torch::Tensor& t, int dst, int tag, const std::string& what) {
   require_contiguous(*this, "send", what, t);
   if (dst == rank_ || dst < 0 || dst >= size_)
-    throw std::invalid_argument(context(*this, "send", what) + ": bad peer " +
-                                std::to_string(dst));
+    throw std::invalid_argument(context(*this, "send", what) + ": bad peer " + std::to_string(dst));
 #if STUDIO_HAVE_C10D_GLOO
   torch::Tensor host = staged(t, true);
   std::vector<at::Tensor> ts{host};
@@ -398,8 +439,7 @@ Pending Group::send_raw(torch::Tensor& t, int dst, int tag, const std::string& w
 Pending Group::recv_raw(torch::Tensor& t, int src, int tag, const std::string& what) {
   require_contiguous(*this, "recv", what, t);
   if (src == rank_ || src < 0 || src >= size_)
-    throw std::invalid_argument(context(*this, "recv", what) + ": bad peer " +
-                                std::to_string(src));
+    throw std::invalid_argument(context(*this, "recv", what) + ": bad peer " + std::to_string(src));
 #if STUDIO_HAVE_C10D_GLOO
   torch::Tensor host = staged(t, false);
   std::vector<at::Tensor> ts{host};
@@ -409,7 +449,9 @@ Pending Group::recv_raw(torch::Tensor& t, int src, int tag, const std::string& w
 #endif
 }
 
-bool ring_send_first(int rank) { return rank % 2 == 0; }
+bool ring_send_first(int rank) {
+  return rank % 2 == 0;
+}
 
 Group::RingShift Group::ring_shift(torch::Tensor& sent, torch::Tensor& received, int tag,
                                    const std::string& what) {
@@ -458,8 +500,9 @@ bool distributed_available(bool cuda) {
 namespace {
 
 std::unique_ptr<Group> local_group(const std::string& name, int me, const CommOptions& opt) {
-  return std::make_unique<Group>(name, 0, 1, std::vector<int>{me}, nullptr,
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(opt.timeout));
+  return std::make_unique<Group>(
+      name, 0, 1, std::vector<int>{me}, nullptr,
+      std::chrono::duration_cast<std::chrono::milliseconds>(opt.timeout));
 }
 
 std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int>& ranks, int me,
@@ -506,8 +549,9 @@ std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int
   }
 #else
   (void)store;
-  throw std::runtime_error("this studio-train was built without c10d (Gloo): install "
-                           "libgloo-dev and rebuild to train with more than one process");
+  throw std::runtime_error(
+      "this studio-train was built without c10d (Gloo): install "
+      "libgloo-dev and rebuild to train with more than one process");
 #endif
   return std::make_unique<Group>(name, my_index, static_cast<int>(ranks.size()), ranks,
                                  std::move(impl), timeout, opt.verify_collectives);

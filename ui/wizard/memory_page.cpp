@@ -6,16 +6,16 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
-#include <QTabWidget>
-#include <QTableWidget>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QTabWidget>
+#include <QTableWidget>
 #include <QVBoxLayout>
 
 #include "latest_job.h"
-#include "studio/ui/base/local_path.h"
 #include "studio/config/validate.h"
+#include "studio/ui/base/local_path.h"
 #include "studio/ui/wizard/field_bindings.h"
 #include "studio/ui/wizard/length_plan_chart.h"
 #include "studio/ui/wizard/memory_bar.h"
@@ -34,7 +34,8 @@ QString gib(double bytes) {
 // 1048576 -> "1,048,576"
 QString tokens(int64_t n) {
   QString digits = QString::number(n);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, QLatin1Char(','));
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3)
+    digits.insert(i, QLatin1Char(','));
   return digits;
 }
 
@@ -115,8 +116,7 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
   longest_->setWordWrap(true);
   gains_->setObjectName(QStringLiteral("optionGains"));
   gains_->setAccessibleName(tr("What each option saves"));
-  gains_->setHorizontalHeaderLabels(
-      {tr("Option"), tr("Now"), tr("Longest cutoff_len switched")});
+  gains_->setHorizontalHeaderLabels({tr("Option"), tr("Now"), tr("Longest cutoff_len switched")});
   gains_->horizontalHeader()->setStretchLastSection(true);
   gains_->verticalHeader()->hide();
   gains_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -184,9 +184,8 @@ MemoryPage::MemoryPage(RunDraft* draft, QWidget* parent)
                       outcome_->plan.lines[size_t(row)].points[size_t(column)].longest;
     planUse_->setEnabled(fits);
   });
-  connect(planUse_, &QPushButton::clicked, this, [this] {
-    applyPlanPoint(planTable_->currentRow(), planTable_->currentColumn());
-  });
+  connect(planUse_, &QPushButton::clicked, this,
+          [this] { applyPlanPoint(planTable_->currentRow(), planTable_->currentColumn()); });
   connect(planTable_, &QTableWidget::cellActivated, this, &MemoryPage::applyPlanPoint);
   request();
   refresh();
@@ -246,12 +245,11 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
   const studio::MemoryEstimate& e = *outcome.estimate;
   bar_->setEstimate(e);
   const double total = e.bytes.total();
-  verdict_->setText(e.fits() ? tr("Fits: %1 of %2 per GPU (%3 to spare).")
-                                   .arg(gib(total), gib(e.capacity_bytes),
-                                        gib(e.capacity_bytes - total))
-                             : tr("Does not fit by %1: %2 needed per GPU, %3 there.")
-                                   .arg(gib(total - e.capacity_bytes), gib(total),
-                                        gib(e.capacity_bytes)));
+  verdict_->setText(
+      e.fits() ? tr("Fits: %1 of %2 per GPU (%3 to spare).")
+                     .arg(gib(total), gib(e.capacity_bytes), gib(e.capacity_bytes - total))
+               : tr("Does not fit by %1: %2 needed per GPU, %3 there.")
+                     .arg(gib(total - e.capacity_bytes), gib(total), gib(e.capacity_bytes)));
   QString details = tr("World size %1, sequence parallel %2 (Ulysses %3 x ring %4), %5 tokens per "
                        "GPU per micro-batch, ZeRO stage %6: %7 bytes of model state per parameter "
                        "on the GPU.")
@@ -270,26 +268,31 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
     details += tr(" While a checkpoint is written: %1 of host memory on rank 0, %2 on each other "
                   "rank.")
                    .arg(gib(e.checkpoint_host_bytes_rank0), gib(e.checkpoint_host_bytes_other));
+  details += tr(" Each process also holds about %1 of host memory of its own (LibTorch's libraries "
+                "and operator registry, memory the C library keeps after frees), not counted "
+                "above.")
+                 .arg(gib(e.process_host_bytes));
   details_->setText(details);
   const int64_t cutoff = draft()->config().cutoff_len;
-  longest_->setText(outcome.longestCutoff
-                        ? tr("Longest cutoff_len that fits in %1: %2 tokens (now %3).")
-                              .arg(gib(e.capacity_bytes), tokens(*outcome.longestCutoff),
-                                   tokens(cutoff))
-                        : tr("Not even the shortest cutoff_len the estimate tries (1024 tokens, or "
-                             "the SP padding) fits in %1 with these settings.")
-                              .arg(gib(e.capacity_bytes)));
+  longest_->setText(
+      outcome.longestCutoff
+          ? tr("Longest cutoff_len that fits in %1: %2 tokens (now %3).")
+                .arg(gib(e.capacity_bytes), tokens(*outcome.longestCutoff), tokens(cutoff))
+          : tr("Not even the shortest cutoff_len the estimate tries (1024 tokens, or "
+               "the SP padding) fits in %1 with these settings.")
+                .arg(gib(e.capacity_bytes)));
   gains_->setRowCount(static_cast<int>(outcome.gains.size()));
   for (int row = 0; row < gains_->rowCount(); ++row) {
     const OptionGain& g = outcome.gains[static_cast<size_t>(row)];
     const QString longest = g.longestSwitched ? tokens(*g.longestSwitched) : tr("none fits");
     QString change;
     if (g.longestSwitched && outcome.longestCutoff && *outcome.longestCutoff > 0)
-      change = tr(" (x%1)").arg(double(*g.longestSwitched) / double(*outcome.longestCutoff), 0,
-                                'f', 2);
+      change =
+          tr(" (x%1)").arg(double(*g.longestSwitched) / double(*outcome.longestCutoff), 0, 'f', 2);
     gains_->setItem(row, 0, new QTableWidgetItem(g.option));
     gains_->setItem(row, 1, new QTableWidgetItem(g.on ? tr("on") : tr("off")));
-    gains_->setItem(row, 2, new QTableWidgetItem((g.on ? tr("off: ") : tr("on: ")) + longest + change));
+    gains_->setItem(row, 2,
+                    new QTableWidgetItem((g.on ? tr("off: ") : tr("on: ")) + longest + change));
   }
   gains_->resizeColumnsToContents();
   QStringList notes;
@@ -307,8 +310,8 @@ void MemoryPage::show(const MemoryOutcome& outcome) {
       !best ? tr("No SP size this world allows fits in %1 GiB: add GPUs, enable ZeRO (deepspeed) "
                  "or gradient_checkpointing, or shorten cutoff_len.")
                   .arg(gpu_->value())
-            : *best == current ? tr("SP %1 is already the smallest size that fits.").arg(current)
-                               : tr("Sets sequence_parallel_size to %1.").arg(*best));
+      : *best == current ? tr("SP %1 is already the smallest size that fits.").arg(current)
+                         : tr("Sets sequence_parallel_size to %1.").arg(*best));
   emit estimated();
 }
 
@@ -365,7 +368,9 @@ QString MemoryPage::verdictText() const {
   return verdict_->text();
 }
 
-QString MemoryPage::detailsText() const { return details_->text(); }
+QString MemoryPage::detailsText() const {
+  return details_->text();
+}
 
 QString MemoryPage::longestText() const {
   QString out = longest_->text();

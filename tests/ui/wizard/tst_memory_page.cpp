@@ -3,11 +3,11 @@
 // fits" sets sequence_parallel_size, which the Parallelism page then shows.
 #include <QCheckBox>
 #include <QComboBox>
-#include <QTabWidget>
-#include <QTableWidget>
 #include <QDoubleSpinBox>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTabWidget>
+#include <QTableWidget>
 #include <QtTest>
 
 #include "studio/ui/wizard/length_plan_chart.h"
@@ -96,8 +96,7 @@ void TestMemoryPage::smallestSpButtonSetsTheSize() {
   QCOMPARE(draft.config().sequence_parallel_size, int64_t{*best});
   QCOMPARE(parallelism.spSizeBox()->currentData().toInt(), *best);
   QTRY_VERIFY_WITH_TIMEOUT(!page.isBusy() && page.outcome()->estimate->sp_size == *best, 20000);
-  QVERIFY2(page.verdictText().startsWith(QStringLiteral("Fits: ")),
-           qPrintable(page.verdictText()));
+  QVERIFY2(page.verdictText().startsWith(QStringLiteral("Fits: ")), qPrintable(page.verdictText()));
   QVERIFY(!page.smallestSpButton()->isEnabled());  // already the smallest
   QVERIFY(estimated.count() >= 2);
 }
@@ -125,11 +124,12 @@ void TestMemoryPage::zeroChoicesChangeTheEstimate() {
 
   parallelism.offloadOptimizerBox()->setChecked(true);
   QVERIFY(draft.config().offload_optimizer);
-  QTRY_VERIFY_WITH_TIMEOUT(
-      !page.isBusy() && page.outcome()->estimate->model_state_bytes == 0.0, 20000);
+  QTRY_VERIFY_WITH_TIMEOUT(!page.isBusy() && page.outcome()->estimate->model_state_bytes == 0.0,
+                           20000);
   QVERIFY(page.outcome()->estimate->offloaded_bytes > 10 * kGiB);
   QVERIFY2(page.detailsText().contains(QStringLiteral("ZeRO stage 3")) &&
-               page.detailsText().contains(QStringLiteral("Offloaded to host memory")),
+               page.detailsText().contains(QStringLiteral("Offloaded to host memory")) &&
+               page.detailsText().contains(QStringLiteral("0.50 GiB of host memory of its own")),
            qPrintable(page.detailsText()));
 }
 
@@ -174,7 +174,8 @@ void TestMemoryPage::longestSequenceAndWhatOptionsBuy() {
   opt.gpu_capacity_bytes = 80 * kGiB;
   std::string error;
   opt.deepspeed = studio::read_deepspeed_json(
-      wizard_test::sourcePath("resources/deepspeed/ds_z3_offload_config.json").toStdString(), error);
+      wizard_test::sourcePath("resources/deepspeed/ds_z3_offload_config.json").toStdString(),
+      error);
   const auto model = *draft.model();
   studio::RunConfig at = draft.config();
   at.cutoff_len = *longest;
@@ -217,18 +218,21 @@ void TestMemoryPage::lengthPlannerDrawsAndSetsAPoint() {
   draft.load(longRun(), QDir::tempPath());
   QTRY_VERIFY_WITH_TIMEOUT(page.outcome().has_value() && !page.isBusy(), 30000);
   const studio::LengthPlan want = studio::plan_lengths(
-      draft.config(), *draft.model(), [] {
+      draft.config(), *draft.model(),
+      [] {
         studio::EstimateOptions o;
         o.gpu_capacity_bytes = 80 * kGiB;
         return o;
-      }(), MemoryPage::kPlanGpusPerNode, 64);
+      }(),
+      MemoryPage::kPlanGpusPerNode, 64);
   const studio::LengthPlan& plan = page.outcome()->plan;
   QCOMPARE(int(plan.lines.size()), 12);
   QCOMPARE(page.planChart()->lineCount(), 12);
   QCOMPARE(page.planTable()->rowCount(), 12);
   QCOMPARE(page.planTable()->columnCount(), 7);
   for (int l = 0; l < 12; ++l) {
-    QCOMPARE(page.planChart()->lineName(l), QString::fromStdString(want.lines[size_t(l)].option.label()));
+    QCOMPARE(page.planChart()->lineName(l),
+             QString::fromStdString(want.lines[size_t(l)].option.label()));
     QCOMPARE(page.planTable()->verticalHeaderItem(l)->text(), page.planChart()->lineName(l));
     QVector<QPointF> drawn;
     for (int k = 0; k < 7; ++k) {
@@ -281,7 +285,8 @@ void TestMemoryPage::lengthPlannerDrawsAndSetsAPoint() {
       for (int m = 0; m < 12 && alone; ++m)
         for (int j = 0; j < 7 && alone; ++j) {
           const studio::PlanPoint& q = now.lines[size_t(m)].points[size_t(j)];
-          if ((m != l || j != k) && q.longest && QLineF(pixel(p), pixel(q)).length() < 14) alone = false;
+          if ((m != l || j != k) && q.longest && QLineF(pixel(p), pixel(q)).length() < 14)
+            alone = false;
         }
       if (alone) pickLine = l, pickPoint = k;
     }

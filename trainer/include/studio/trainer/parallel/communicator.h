@@ -1,10 +1,10 @@
 #pragma once
 // Process groups for data and sequence parallelism, over c10d: a TCPStore rendezvous, Gloo on
 // CPU, NCCL on CUDA. The world is a dp x sp grid (docs/SEQUENCE_PARALLEL.md, "Process
-// groups"): ranks [i*sp, ..., i*sp+sp-1] form SP group i; the DP groups are the strided ranks with the same
-// position inside their SP group. With usp, an SP group is further a ring_degree x ulysses_degree
-// grid: SP-local rank s = ring_index * ulysses_degree + ulysses_index, so the Ulysses ranks of a
-// ring piece are contiguous (inside a node).
+// groups"): ranks [i*sp, ..., i*sp+sp-1] form SP group i; the DP groups are the strided ranks with
+// the same position inside their SP group. With usp, an SP group is further a ring_degree x
+// ulysses_degree grid: SP-local rank s = ring_index * ulysses_degree + ulysses_index, so the
+// Ulysses ranks of a ring piece are contiguous (inside a node).
 //
 // Every operation names what it does (`what`) so that a failure or a hang past ddp_timeout
 // becomes an error like "rank 3: all_reduce(gradients) in group sp0 failed after 1800 s: ...",
@@ -57,7 +57,9 @@ class Group {
   const std::string& name() const { return name_; }
   int rank() const { return rank_; }  // this process's index inside the group
   int size() const { return size_; }
-  int global_rank(int group_rank) const { return global_ranks_.at(static_cast<size_t>(group_rank)); }
+  int global_rank(int group_rank) const {
+    return global_ranks_.at(static_cast<size_t>(group_rank));
+  }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   bool verifying() const { return verify_; }
 
@@ -72,6 +74,13 @@ class Group {
   // Sharded data parallelism (ZeRO): `in` holds size() equal slices; rank i's `out` (one slice)
   // receives the sum over ranks of their i-th slices. `in` must stay alive until completion.
   Pending reduce_scatter_sum_async(torch::Tensor& out, torch::Tensor& in, const std::string& what);
+  // The same for an input the caller gives up: `in` may be overwritten, and `out` is set to the
+  // tensor this rank's slice of the sum arrives in. Gloo's reduce-scatter all-reduces a copy of
+  // its whole input and copies the slice out; here Gloo all-reduces `in` itself and `out` is a
+  // view of it, so no copy of `in` is made (ZeRO's embeddings: 4 B per parameter less at the end
+  // of the backward). NCCL reduce-scatters into a new `out`.
+  Pending reduce_scatter_sum_consuming_async(torch::Tensor& out, torch::Tensor& in,
+                                             const std::string& what);
   // `out` (size() slices) receives every rank's `in` (one slice), in rank order.
   Pending all_gather_flat_async(torch::Tensor& out, torch::Tensor& in, const std::string& what);
   void broadcast(torch::Tensor& t, int root, const std::string& what);
@@ -114,10 +123,10 @@ class Group {
   std::unique_ptr<Impl> impl_;
   std::chrono::milliseconds timeout_;
   bool verify_ = false;
-  int64_t collectives_ = 0;          // verified group-wide operations so far
+  int64_t collectives_ = 0;                     // verified group-wide operations so far
   std::map<std::pair<int, int>, int64_t> p2p_;  // verified sends/receives per (peer, tag)
-  std::shared_ptr<Watchdog> watchdog_;           // told of every wait; asked after a timeout
-  StepTime time_kind_ = StepTime::Wait;          // what its waits count as (step_clock.h)
+  std::shared_ptr<Watchdog> watchdog_;          // told of every wait; asked after a timeout
+  StepTime time_kind_ = StepTime::Wait;         // what its waits count as (step_clock.h)
   friend class Communicator;
 };
 
@@ -130,12 +139,12 @@ struct CommOptions {
   // port from before the ranks start, launcher.h) that its store serves on, taking it over;
   // -1: the store binds master_port itself.
   int store_listen_fd = -1;
-  int64_t sp = 1;               // sequence_parallel_size
+  int64_t sp = 1;  // sequence_parallel_size
   // ulysses_degree * ring_degree == sp: zigzag-ring is (1, sp), ulysses (sp, 1), usp as configured.
   int64_t ulysses_degree = 1;
   int64_t ring_degree = 1;
   std::chrono::seconds timeout{1800};  // ddp_timeout
-  bool cuda = false;            // NCCL when true (CUDA LibTorch only), Gloo otherwise
+  bool cuda = false;                   // NCCL when true (CUDA LibTorch only), Gloo otherwise
   int cuda_device = 0;
   // With cuda: Gloo instead of NCCL, every operation copied through the host. Slow, but it lets
   // several ranks share one GPU, which NCCL refuses ("Duplicate GPU detected"): the SP checks of
