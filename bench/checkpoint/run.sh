@@ -26,10 +26,8 @@ done
 [ -x "$exe" ] || { echo "build studio-train first (ninja -C build studio-train)" >&2; exit 2; }
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-"$exe" init-model --config "$config" --out "$work/model" --seed 1 >/dev/null
-# The demo's tokenizer (4,288 tokens: valid ids of any larger vocabulary), when the shape has none.
-[ -f "$work/model/tokenizer.json" ] ||
-  cp "$root/resources/demo/model/tokenizer.json" "$root/resources/demo/model/tokenizer_config.json" "$work/model/"
+. "$root/bench/shape_model.sh"
+make_shape_model "$exe" "$config" "$work/model" "$root"
 cat > "$work/run.yaml" <<YAML
 model_name_or_path: $work/model
 stage: sft

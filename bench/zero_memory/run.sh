@@ -33,9 +33,8 @@ done
 [ -x "$exe" ] || { echo "build studio-train first (ninja -C build studio-train)" >&2; exit 2; }
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-"$exe" init-model --config "$config" --out "$work/model" --seed 1 >/dev/null
-[ -f "$work/model/tokenizer.json" ] ||
-  cp "$root/resources/demo/model/tokenizer.json" "$root/resources/demo/model/tokenizer_config.json" "$work/model/"
+. "$root/bench/shape_model.sh"
+make_shape_model "$exe" "$config" "$work/model" "$root"
 echo "| ZeRO | largest process RSS MiB (kernel) | per rank: model states MiB | allocator peak MiB | estimate MiB (--cpu) | RSS at the end MiB | mean step s (after the first) |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for stage in $stages; do
