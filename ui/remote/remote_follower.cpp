@@ -88,7 +88,9 @@ class FollowJob {
       follow();
       FolderClaims::instance().release(dir_);
     }
-    link_->call([this] { emit owner_->finished(dir_); });
+    // On the GUI thread, so the owner's running_ is false before anyone sees finished().
+    RemoteRunFollower* owner = owner_;
+    link_->post(owner, [owner, dir = dir_] { emit owner->finished(dir); });
   }
 
  private:
@@ -314,8 +316,8 @@ void RemoteRuns::cancel(const QString& path) {
     try {
       const studio::remote::RemoteRunRecord record = RemoteMirror(dir).readRecord();
       const studio::remote::SshSession session = connectRemote(record.host, prompts);
-      for (const std::string& line : studio::remote::cancel_run(
-               session, record, record.stop_grace_s, nodeConnector(prompts)))
+      for (const std::string& line :
+           studio::remote::cancel_run(session, record, record.stop_grace_s, nodeConnector(prompts)))
         lines << QString::fromStdString(line);
     } catch (const std::exception& e) {
       error = QString::fromStdString(e.what());
@@ -340,9 +342,9 @@ void RemoteRuns::attach(const studio::remote::RemoteHostRef& host, const QString
     try {
       // A path: a run folder on the host the studio did not start (attach_folder).
       const bool folder = isRemoteFolderPath(runId);
-      const QString id = folder ? QString::fromStdString(studio::remote::folder_run_id(
-                                      host, runId.toStdString()))
-                                : runId;
+      const QString id =
+          folder ? QString::fromStdString(studio::remote::folder_run_id(host, runId.toStdString()))
+                 : runId;
       const QString existing = runDirPath(QDir(runsRoot).filePath(id));
       if (studio::remote::is_valid_run_id(id.toStdString()) && isRemoteRunFolder(existing)) {
         dir = existing;  // mirrored before: follow on from its cursor
@@ -358,9 +360,9 @@ void RemoteRuns::attach(const studio::remote::RemoteHostRef& host, const QString
                                                           runId.toStdString());
         found.record.host = host;
         const studio::remote::SftpClient sftp(session);
-        found.remote_config =
-            sftp.read_from(found.record.run_dir() + "/" + studio::remote::run_layout(found.record).config_file, 0,
-                           4 << 20);
+        found.remote_config = sftp.read_from(
+            found.record.run_dir() + "/" + studio::remote::run_layout(found.record).config_file, 0,
+            4 << 20);
         dir = RemoteMirror::create(runsRoot, found, &error);
       }
     } catch (const std::exception& e) {
@@ -396,11 +398,11 @@ void RemoteRuns::listRuns(const studio::remote::RemoteHostRef& host, const QStri
            studio::remote::list_remote_runs(session, remoteRoot.toStdString())) {
         ids << QString::fromStdString(record.run_id);
         descriptions << QStringLiteral("%1, %2, %3 %4x%5")
-                            .arg(QString::fromStdString(record.config_name),
-                                 QDateTime::fromSecsSinceEpoch(
-                                     static_cast<qint64>(record.submitted))
-                                     .toString(QStringLiteral("yyyy-MM-dd HH:mm")),
-                                 QString::fromLatin1(studio::remote::to_string(record.kind)))
+                            .arg(
+                                QString::fromStdString(record.config_name),
+                                QDateTime::fromSecsSinceEpoch(static_cast<qint64>(record.submitted))
+                                    .toString(QStringLiteral("yyyy-MM-dd HH:mm")),
+                                QString::fromLatin1(studio::remote::to_string(record.kind)))
                             .arg(record.nnodes)
                             .arg(record.nproc);
         if (!record.sweep_id.empty())

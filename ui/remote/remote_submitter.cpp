@@ -63,8 +63,8 @@ bool RemoteSubmitter::start(const studio::RunConfig& config, const QString& base
       QTemporaryDir staging;
       request.config_file = stageConfig(staging, config, baseDir, request.run_name);
       report([&] {
-        emit progress(tr("connecting to %1").arg(QString::fromStdString(request.host.target)), 0,
-                      0, 0, 0);
+        emit progress(tr("connecting to %1").arg(QString::fromStdString(request.host.target)), 0, 0,
+                      0, 0);
       });
       const studio::remote::SshSession session = connectRemote(request.host, prompts);
       const std::function<void()> done =
@@ -76,10 +76,11 @@ bool RemoteSubmitter::start(const studio::RunConfig& config, const QString& base
                             static_cast<qint64>(p.total));
             });
           });
-      report(done);
+      // The outcome is emitted on the GUI thread: busy_ is false before anyone sees it.
+      link->post(this, done);
     } catch (const std::exception& e) {
       const QString error = QString::fromStdString(e.what());
-      report([&] { emit failed(error); });
+      link->post(this, [this, error] { emit failed(error); });
     }
   });
   return true;
@@ -90,10 +91,10 @@ bool RemoteSubmitter::submit(const studio::RunConfig& config, const QString& bas
   const RemotePrompts prompts = prompts_;
   return start(config, baseDir, std::move(request),
                [this, runsRoot, prompts](const studio::remote::SshSession& session,
-                                          const studio::remote::SubmitRequest& staged,
-                                          const studio::remote::SubmitProgressFn& progress) {
-                 const studio::remote::SubmitResult result = studio::remote::submit_run(
-                     session, staged, progress, nodeConnector(prompts));
+                                         const studio::remote::SubmitRequest& staged,
+                                         const studio::remote::SubmitProgressFn& progress) {
+                 const studio::remote::SubmitResult result =
+                     studio::remote::submit_run(session, staged, progress, nodeConnector(prompts));
                  QString error;
                  const QString dir = RemoteMirror::create(runsRoot, result, &error);
                  if (dir.isEmpty())

@@ -8,7 +8,9 @@
 #include <memory>
 
 #include <QDeadlineTimer>
+#include <QMetaObject>
 #include <QMutex>
+#include <QObject>
 #include <QPointer>
 #include <QThread>
 
@@ -22,6 +24,16 @@ class WorkerLink {
   void call(F&& f) {
     QMutexLocker lock(&mutex_);
     if (!cut_) f();
+  }
+  // Queues `f` to run on `context`'s thread unless the link has been cut (Qt drops it if
+  // `context` is destroyed first). A signal emitted in `f` is emitted on the owner's thread, so
+  // the owner's own slots connected to it (state such as "busy") run before any other receiver,
+  // a direct one such as a QSignalSpy included; emitted from the worker they would be queued
+  // while a direct receiver already saw the signal.
+  template <typename F>
+  void post(QObject* context, F f) {
+    QMutexLocker lock(&mutex_);
+    if (!cut_) QMetaObject::invokeMethod(context, std::move(f), Qt::QueuedConnection);
   }
   void cut() {
     QMutexLocker lock(&mutex_);
