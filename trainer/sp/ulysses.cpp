@@ -4,28 +4,73 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace studio::trainer::sp {
 namespace {
 
-// [B, H, S/u, D] -> [B, H/u, S, D]: slice i of the all-to-all input is head group i (for rank
-// i); slice i of its output is rank i's sequence chunk of our head group.
-torch::Tensor scatter_heads(const torch::Tensor& x, dist::Group& group) {
-  const int64_t u = group.size(), b = x.size(0), h = x.size(1), len = x.size(2), d = x.size(3);
-  torch::Tensor in = x.reshape({b, u, h / u, len, d}).transpose(0, 1).contiguous();
+// [B, H, S/u, D] -> [B, H/u, S, D] for each tensor of `xs` (each its own H, a multiple of u), in
+// one all-to-all: slice i of its input is head group i (for rank i) of each tensor in turn; slice
+// i of its output is rank i's sequence chunk of our head group of each. One collective for q, k
+// and v rather than three: on Gloo each one costs a round of scheduling across the ranks, on NCCL
+// a launch and a synchronisation.
+std::vector<torch::Tensor> scatter_heads(const std::vector<torch::Tensor>& xs, dist::Group& group) {
+  const int64_t u = group.size(), b = xs[0].size(0), len = xs[0].size(2), d = xs[0].size(3);
+  int64_t heads = 0;
+  for (const torch::Tensor& x : xs) heads += x.size(1) / u;
+  torch::Tensor in = torch::empty({u, b, heads, len, d}, xs[0].options());
+  int64_t at = 0;
+  for (const torch::Tensor& x : xs) {
+    const int64_t h = x.size(1) / u;
+    in.narrow(2, at, h).copy_(x.reshape({b, u, h, len, d}).transpose(0, 1));
+    at += h;
+  }
   torch::Tensor out = torch::empty_like(in);
   group.all_to_all(out, in, "ulysses: scatter heads");
-  return out.permute({1, 2, 0, 3, 4}).reshape({b, h / u, u * len, d});
+  std::vector<torch::Tensor> result;
+  at = 0;
+  for (const torch::Tensor& x : xs) {
+    const int64_t h = x.size(1) / u;
+    result.push_back(out.narrow(2, at, h).permute({1, 2, 0, 3, 4}).reshape({b, h, u * len, d}));
+    at += h;
+  }
+  return result;
 }
 
-// [B, H/u, S, D] -> [B, H, S/u, D]: slice i of the input is sequence chunk i (for rank i);
-// slice i of the output is rank i's head group of our chunk.
-torch::Tensor gather_heads(const torch::Tensor& x, dist::Group& group) {
-  const int64_t u = group.size(), b = x.size(0), h = x.size(1), len = x.size(2), d = x.size(3);
-  torch::Tensor in = x.reshape({b, h, u, len / u, d}).permute({2, 0, 1, 3, 4}).contiguous();
+// The inverse, [B, H/u, S, D] -> [B, H, S/u, D] for each tensor of `xs`, in one all-to-all:
+// slice i of the input is sequence chunk i (for rank i) of each tensor in turn; slice i of the
+// output is rank i's head group of our chunk of each.
+std::vector<torch::Tensor> gather_heads(const std::vector<torch::Tensor>& xs, dist::Group& group) {
+  const int64_t u = group.size(), b = xs[0].size(0), len = xs[0].size(2), d = xs[0].size(3);
+  int64_t heads = 0;
+  for (const torch::Tensor& x : xs) heads += x.size(1);
+  torch::Tensor in = torch::empty({u, b, heads, len / u, d}, xs[0].options());
+  int64_t at = 0;
+  for (const torch::Tensor& x : xs) {
+    const int64_t h = x.size(1);
+    in.narrow(2, at, h).copy_(x.reshape({b, h, u, len / u, d}).permute({2, 0, 1, 3, 4}));
+    at += h;
+  }
   torch::Tensor out = torch::empty_like(in);
   group.all_to_all(out, in, "ulysses: gather heads");
-  return out.transpose(0, 1).reshape({b, u * h, len / u, d});
+  std::vector<torch::Tensor> result;
+  at = 0;
+  for (const torch::Tensor& x : xs) {
+    const int64_t h = x.size(1);
+    result.push_back(out.narrow(2, at, h).transpose(0, 1).reshape({b, u * h, len / u, d}));
+    at += h;
+  }
+  return result;
+}
+
+dist::Group* group_of(torch::autograd::AutogradContext* ctx) {
+  return reinterpret_cast<dist::Group*>(
+      static_cast<std::intptr_t>(ctx->saved_data["group"].toInt()));
+}
+
+void keep_group(torch::autograd::AutogradContext* ctx, dist::Group* group) {
+  // The group outlives the graph (the Communicator lives for the whole run).
+  ctx->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<std::intptr_t>(group));
 }
 
 // One all-to-all; its backward is the reverse one.
@@ -33,18 +78,33 @@ struct UlyssesAllToAll : torch::autograd::Function<UlyssesAllToAll> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                bool to_heads, dist::Group* group) {
     ctx->saved_data["to_heads"] = to_heads;
-    // The group outlives the graph (the Communicator lives for the whole run).
-    ctx->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<std::intptr_t>(group));
-    return to_heads ? scatter_heads(x, *group) : gather_heads(x, *group);
+    keep_group(ctx, group);
+    return (to_heads ? scatter_heads({x}, *group) : gather_heads({x}, *group))[0];
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto* group = reinterpret_cast<dist::Group*>(
-        static_cast<std::intptr_t>(ctx->saved_data["group"].toInt()));
+    dist::Group* group = group_of(ctx);
     const bool to_heads = ctx->saved_data["to_heads"].toBool();
-    return {to_heads ? gather_heads(grads[0], *group) : scatter_heads(grads[0], *group),
+    return {(to_heads ? gather_heads({grads[0]}, *group) : scatter_heads({grads[0]}, *group))[0],
             torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// q, k and v scattered to heads in one all-to-all; their gradients come back in one as well.
+struct UlyssesScatterQkv : torch::autograd::Function<UlyssesScatterQkv> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const torch::Tensor& q, const torch::Tensor& k,
+                                                const torch::Tensor& v, dist::Group* group) {
+    keep_group(ctx, group);
+    return scatter_heads({q, k, v}, *group);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    // Undefined output gradients arrive as zeros (the Function materialises them).
+    std::vector<torch::Tensor> back = gather_heads({grads[0], grads[1], grads[2]}, *group_of(ctx));
+    return {back[0], back[1], back[2], torch::Tensor()};
   }
 };
 
@@ -105,10 +165,9 @@ torch::Tensor ulysses_attention(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t repeats = kv_heads % u == 0 ? 1 : u / kv_heads;
   const torch::Tensor kr = repeats == 1 ? k : repeat_heads(k, repeats);
   const torch::Tensor vr = repeats == 1 ? v : repeat_heads(v, repeats);
-  const torch::Tensor out =
-      attend(ulysses_scatter_heads(q, group), ulysses_scatter_heads(kr, group),
-             ulysses_scatter_heads(vr, group));
-  return ulysses_gather_heads(out, group);
+  if (u == 1) return attend(q, kr, vr);
+  const torch::autograd::variable_list heads = UlyssesScatterQkv::apply(q, kr, vr, &group);
+  return ulysses_gather_heads(attend(heads[0], heads[1], heads[2]), group);
 }
 
 }  // namespace studio::trainer::sp
