@@ -10,6 +10,7 @@
 
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 namespace {
@@ -124,6 +125,8 @@ QString SshdServer::start(const QString& host_key, const QString& extra_config) 
                      .toUtf8());
     config.close();
     process_.setProcessChannelMode(QProcess::MergedChannels);
+    // Ended with the test even when the test process is killed, so no sshd outlives it.
+    process_.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
     process_.start("/usr/sbin/sshd", {"-D", "-e", "-f", path("sshd_config")});
     if (!process_.waitForStarted(5000)) return "cannot start /usr/sbin/sshd";
     for (int wait = 0; wait < 100 && process_.state() == QProcess::Running; ++wait) {

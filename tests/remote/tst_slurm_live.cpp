@@ -19,6 +19,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -125,6 +127,9 @@ class TestSlurmLive : public QObject {
     auto proc = std::make_unique<QProcess>();
     proc->setProcessChannelMode(QProcess::MergedChannels);
     proc->setStandardOutputFile(tmp_.filePath(QFileInfo(program).fileName() + ".out"));
+    // Ended with the test even when the test process is killed (a timeout, Qt Test's watchdog),
+    // so no daemon outlives it.
+    proc->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
     proc->start(program, args);
     bool ok = proc->waitForStarted(10000);
     daemons_.push_back(std::move(proc));
