@@ -125,8 +125,7 @@ QString SshdServer::start(const QString& host_key, const QString& extra_config) 
                      .toUtf8());
     config.close();
     process_.setProcessChannelMode(QProcess::MergedChannels);
-    // Ended with the test even when the test process is killed, so no sshd outlives it.
-    process_.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+    end_with_test(process_);
     process_.start("/usr/sbin/sshd", {"-D", "-e", "-f", path("sshd_config")});
     if (!process_.waitForStarted(5000)) return "cannot start /usr/sbin/sshd";
     for (int wait = 0; wait < 100 && process_.state() == QProcess::Running; ++wait) {
@@ -140,6 +139,10 @@ QString SshdServer::start(const QString& host_key, const QString& extra_config) 
     // The port may have been taken between the probe and sshd's bind: try another.
   }
   return "sshd did not start: " + log_;
+}
+
+void end_with_test(QProcess& p) {
+  p.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
 }
 
 void SshdServer::stop() {

@@ -11,6 +11,10 @@
 #include "studio/remote/remote_run.h"
 #include "studio/remote/ssh_session.h"
 
+// Makes `p`, once started, end (SIGTERM) when this test process dies, killed or not
+// (PR_SET_PDEATHSIG), so no server or daemon a test starts outlives it.
+void end_with_test(QProcess& p);
+
 class SshdServer {
  public:
   SshdServer();

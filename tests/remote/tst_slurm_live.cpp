@@ -19,8 +19,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -127,9 +125,7 @@ class TestSlurmLive : public QObject {
     auto proc = std::make_unique<QProcess>();
     proc->setProcessChannelMode(QProcess::MergedChannels);
     proc->setStandardOutputFile(tmp_.filePath(QFileInfo(program).fileName() + ".out"));
-    // Ended with the test even when the test process is killed (a timeout, Qt Test's watchdog),
-    // so no daemon outlives it.
-    proc->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+    end_with_test(*proc);  // also when a timeout or Qt Test's watchdog kills the test
     proc->start(program, args);
     bool ok = proc->waitForStarted(10000);
     daemons_.push_back(std::move(proc));

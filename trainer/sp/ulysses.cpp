@@ -9,58 +9,58 @@
 namespace studio::trainer::sp {
 namespace {
 
-// [B, H, S/u, D] -> [B, H/u, S, D] for each tensor of `xs` (each its own H, a multiple of u), in
-// one all-to-all: slice i of its input is head group i (for rank i) of each tensor in turn; slice
-// i of its output is rank i's sequence chunk of our head group of each. One collective for q, k
-// and v rather than three: on Gloo each one costs a round of scheduling across the ranks, on NCCL
-// a launch and a synchronisation.
-std::vector<torch::Tensor> scatter_heads(const std::vector<torch::Tensor>& xs, dist::Group& group) {
-  const int64_t u = group.size(), b = xs[0].size(0), len = xs[0].size(2), d = xs[0].size(3);
-  int64_t heads = 0;
-  for (const torch::Tensor& x : xs) heads += x.size(1) / u;
-  torch::Tensor in = torch::empty({u, b, heads, len, d}, xs[0].options());
+// One all-to-all for several tensors: each of `parts` is [u, B, h_j, L, D], slice i going to rank
+// i; they are packed side by side along the head axis, and what arrives is returned unpacked, as
+// [u, B, h_j, L, D] views (slice i from rank i). One collective for q, k and v rather than three:
+// on Gloo each costs a round of scheduling across the ranks, on NCCL a launch and a
+// synchronisation.
+std::vector<torch::Tensor> all_to_all_packed(const std::vector<torch::Tensor>& parts,
+                                             dist::Group& group, const char* what) {
+  std::vector<int64_t> sizes = parts[0].sizes().vec();
+  sizes[2] = 0;
+  for (const torch::Tensor& p : parts) sizes[2] += p.size(2);
+  torch::Tensor in = torch::empty(sizes, parts[0].options());
   int64_t at = 0;
-  for (const torch::Tensor& x : xs) {
-    const int64_t h = x.size(1) / u;
-    in.narrow(2, at, h).copy_(x.reshape({b, u, h, len, d}).transpose(0, 1));
-    at += h;
+  for (const torch::Tensor& p : parts) {
+    in.narrow(2, at, p.size(2)).copy_(p);
+    at += p.size(2);
   }
   torch::Tensor out = torch::empty_like(in);
-  group.all_to_all(out, in, "ulysses: scatter heads");
-  std::vector<torch::Tensor> result;
+  group.all_to_all(out, in, what);
+  std::vector<torch::Tensor> arrived;
   at = 0;
-  for (const torch::Tensor& x : xs) {
-    const int64_t h = x.size(1) / u;
-    result.push_back(out.narrow(2, at, h).permute({1, 2, 0, 3, 4}).reshape({b, h, u * len, d}));
-    at += h;
+  for (const torch::Tensor& p : parts) {
+    arrived.push_back(out.narrow(2, at, p.size(2)));
+    at += p.size(2);
   }
-  return result;
+  return arrived;
 }
 
-// The inverse, [B, H/u, S, D] -> [B, H, S/u, D] for each tensor of `xs`, in one all-to-all:
-// slice i of the input is sequence chunk i (for rank i) of each tensor in turn; slice i of the
-// output is rank i's head group of our chunk of each.
+// [B, H, S/u, D] -> [B, H/u, S, D] for each of `xs` (each its own H, a multiple of u): slice i
+// sent is head group i (for rank i); slice i received is rank i's sequence chunk of our heads.
+std::vector<torch::Tensor> scatter_heads(const std::vector<torch::Tensor>& xs, dist::Group& group) {
+  const int64_t u = group.size();
+  std::vector<torch::Tensor> parts;
+  for (const torch::Tensor& x : xs)
+    parts.push_back(x.reshape({x.size(0), u, x.size(1) / u, x.size(2), x.size(3)}).transpose(0, 1));
+  std::vector<torch::Tensor> got = all_to_all_packed(parts, group, "ulysses: scatter heads");
+  for (torch::Tensor& g : got)  // [u, B, H/u, S/u, D] -> [B, H/u, S, D]
+    g = g.permute({1, 2, 0, 3, 4}).reshape({g.size(1), g.size(2), u * g.size(3), g.size(4)});
+  return got;
+}
+
+// The inverse, [B, H/u, S, D] -> [B, H, S/u, D] for each of `xs`: slice i sent is sequence chunk
+// i (for rank i); slice i received is rank i's head group of our chunk.
 std::vector<torch::Tensor> gather_heads(const std::vector<torch::Tensor>& xs, dist::Group& group) {
-  const int64_t u = group.size(), b = xs[0].size(0), len = xs[0].size(2), d = xs[0].size(3);
-  int64_t heads = 0;
-  for (const torch::Tensor& x : xs) heads += x.size(1);
-  torch::Tensor in = torch::empty({u, b, heads, len / u, d}, xs[0].options());
-  int64_t at = 0;
-  for (const torch::Tensor& x : xs) {
-    const int64_t h = x.size(1);
-    in.narrow(2, at, h).copy_(x.reshape({b, h, u, len / u, d}).permute({2, 0, 1, 3, 4}));
-    at += h;
-  }
-  torch::Tensor out = torch::empty_like(in);
-  group.all_to_all(out, in, "ulysses: gather heads");
-  std::vector<torch::Tensor> result;
-  at = 0;
-  for (const torch::Tensor& x : xs) {
-    const int64_t h = x.size(1);
-    result.push_back(out.narrow(2, at, h).transpose(0, 1).reshape({b, u * h, len / u, d}));
-    at += h;
-  }
-  return result;
+  const int64_t u = group.size();
+  std::vector<torch::Tensor> parts;
+  for (const torch::Tensor& x : xs)
+    parts.push_back(
+        x.reshape({x.size(0), x.size(1), u, x.size(2) / u, x.size(3)}).permute({2, 0, 1, 3, 4}));
+  std::vector<torch::Tensor> got = all_to_all_packed(parts, group, "ulysses: gather heads");
+  for (torch::Tensor& g : got)  // [u, B, H/u, S/u, D] -> [B, H, S/u, D]
+    g = g.transpose(0, 1).reshape({g.size(1), u * g.size(2), g.size(3), g.size(4)});
+  return got;
 }
 
 dist::Group* group_of(torch::autograd::AutogradContext* ctx) {
@@ -73,21 +73,17 @@ void keep_group(torch::autograd::AutogradContext* ctx, dist::Group* group) {
   ctx->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<std::intptr_t>(group));
 }
 
-// One all-to-all; its backward is the reverse one.
-struct UlyssesAllToAll : torch::autograd::Function<UlyssesAllToAll> {
+// The attention output gathered back to the sequence split; its backward scatters the gradient.
+struct UlyssesGatherHeads : torch::autograd::Function<UlyssesGatherHeads> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               bool to_heads, dist::Group* group) {
-    ctx->saved_data["to_heads"] = to_heads;
+                               dist::Group* group) {
     keep_group(ctx, group);
-    return (to_heads ? scatter_heads({x}, *group) : gather_heads({x}, *group))[0];
+    return gather_heads({x}, *group)[0];
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    dist::Group* group = group_of(ctx);
-    const bool to_heads = ctx->saved_data["to_heads"].toBool();
-    return {(to_heads ? gather_heads({grads[0]}, *group) : scatter_heads({grads[0]}, *group))[0],
-            torch::Tensor(), torch::Tensor()};
+    return {scatter_heads({grads[0]}, *group_of(ctx))[0], torch::Tensor()};
   }
 };
 
@@ -122,20 +118,12 @@ torch::Tensor repeat_heads(const torch::Tensor& x, int64_t times) {
 
 }  // namespace
 
-torch::Tensor ulysses_scatter_heads(const torch::Tensor& x, dist::Group& group) {
-  check_rank4(x, "the input");
-  TORCH_CHECK(x.size(1) % group.size() == 0, "ulysses: ", x.size(1),
-              " heads cannot be scattered over ", group.size(), " ranks");
-  if (group.size() == 1) return x;
-  return UlyssesAllToAll::apply(x, true, &group);
-}
-
 torch::Tensor ulysses_gather_heads(const torch::Tensor& x, dist::Group& group) {
   check_rank4(x, "the input");
   TORCH_CHECK(x.size(2) % group.size() == 0, "ulysses: a sequence of ", x.size(2),
               " tokens cannot be scattered over ", group.size(), " ranks");
   if (group.size() == 1) return x;
-  return UlyssesAllToAll::apply(x, false, &group);
+  return UlyssesGatherHeads::apply(x, &group);
 }
 
 void check_ulysses_heads(int64_t degree, int64_t q_heads, int64_t kv_heads, const char* mode) {

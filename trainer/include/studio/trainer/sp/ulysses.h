@@ -11,11 +11,9 @@
 
 namespace studio::trainer::sp {
 
-// [B, H, S/u, D] (this rank's contiguous chunk of the sequence, all heads) ->
-// [B, H/u, S, D] (the whole sequence, this rank's contiguous 1/u of the heads), over `group`
-// (size u, ranks in sequence order). Differentiable; H must be a multiple of u.
-torch::Tensor ulysses_scatter_heads(const torch::Tensor& x, dist::Group& group);
-// The inverse: [B, H/u, S, D] -> [B, H, S/u, D]. Differentiable.
+// [B, H/u, S, D] (the whole sequence, this rank's contiguous 1/u of the heads) ->
+// [B, H, S/u, D] (this rank's contiguous chunk of the sequence, all heads), over `group` (size u,
+// ranks in sequence order). Differentiable: its backward is the reverse all-to-all.
 torch::Tensor ulysses_gather_heads(const torch::Tensor& x, dist::Group& group);
 
 // Throws std::invalid_argument unless `q_heads` query and `kv_heads` key/value heads can be
