@@ -1,8 +1,11 @@
 """The reference forward pass of the decoders studio-train implements: Hugging Face transformers
 itself (pinned in scripts/python-requirements.txt), loading the model folder with its own classes.
 
-    python hf_logits.py MODEL_DIR 1,2,3[,...] [--dtype float32|float64]
-        prints {"logits": [[...], ...]}: one row per input id (positions 0..S-1), fp32 values
+    python hf_logits.py MODEL_DIR [MODEL_DIR ...] 1,2,3[,...] [--dtype float32|float64]
+        prints, per MODEL_DIR in order, one line {"dir": MODEL_DIR, "logits": [[...], ...]}: one
+        row per input id (positions 0..S-1), fp32 values; or {"dir": MODEL_DIR, "error": why}
+
+Several folders in one call share one start of Python, torch and transformers (seconds each).
 
 MODEL_DIR is a Hugging Face folder (config.json and one .safetensors file or a sharded index) whose
 architecture is one of SUPPORTED below (the decoders of docs/MODELS.md), with any RoPE scaling
@@ -17,7 +20,8 @@ it agrees with float32 to about 1e-6 relative.
 
 The load must be complete: a weight transformers expects but the folder lacks (which it would
 otherwise initialise at random), an unused or mis-shaped tensor, or a model class other than the
-config's architecture is an error. Any failure exits 1 with the reason on stderr.
+config's architecture is an error. A folder that fails gets its error line (and the reason on
+stderr) and the others are still answered; the exit status is then 1. A bad request exits 1.
 """
 
 import argparse
@@ -104,7 +108,7 @@ def forward(model, ids, vocab):
 
 def main(argv):
     parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir")
+    parser.add_argument("model_dir", nargs="+")
     parser.add_argument("ids", help="comma-separated token ids")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     args = parser.parse_args(argv)
@@ -118,12 +122,21 @@ def main(argv):
     except ImportError as e:
         raise Failure(f"the Python packages torch and transformers are needed ({e}): run scripts/setup.sh "
                       f"(this is {sys.executable})") from e
-    _, arch = read_config(args.model_dir)
-    model = load(args.model_dir, arch, args.dtype)
-    logits = forward(model, ids, model.config.vocab_size)
-    json.dump({"logits": logits.float().tolist()}, sys.stdout)
-    sys.stdout.write("\n")
-    return 0
+    status = 0
+    for model_dir in args.model_dir:
+        try:
+            _, arch = read_config(model_dir)
+            model = load(model_dir, arch, args.dtype)
+            logits = forward(model, ids, model.config.vocab_size)
+            answer = {"dir": model_dir, "logits": logits.float().tolist()}
+        except Failure as e:
+            print(f"hf_logits.py: {e}", file=sys.stderr)
+            answer = {"dir": model_dir, "error": str(e)}
+            status = 1
+        json.dump(answer, sys.stdout)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    return status
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 // Sequence parallelism, end to end and exact: `studio-train train --nproc N` (real worker
 // processes, real Gloo) on a tiny GQA model (4 query heads, 2 key/value heads) in fp32 must give
 // the per-step losses of the single-process run (relative difference <= 1e-5 over 20 steps) and
-// the same parameters after step 1 (max relative error <= 1e-4), for SFT and DPO, in every SP
+// the same parameters after the 20 steps (max relative error <= 1e-4), for SFT and DPO, in every SP
 // mode and with dp x sp. Also the failure paths users hit: heads that Ulysses cannot split, a
 // killed rank, a hung rank.
 #include <QtTest/QtTest>
@@ -372,18 +372,17 @@ class TestSpEquivalence : public QObject {
       QVERIFY2(shared, "no micro-batch packed two sequences into one row");
     }
 
-    // Parameters after one optimizer step.
-    const QString ref1 = reference(stage, cutoff, 1, data, ref_keys);
-    const QString got1 = train(name + "-1", stage, cutoff, nproc, 1, keys, data);
-    QVERIFY(!ref1.isEmpty() && !got1.isEmpty());
-    const double err = max_relative_param_error(ref1, got1);
+    // The parameters after the 20 steps. This is stronger than comparing after one step, which
+    // an earlier version did in two more runs: Adam's first update is lr * g / |g| per element,
+    // the gradients' signs only, while 20 updates carry their magnitudes through m / sqrt(v).
+    const double err = max_relative_param_error(ref, got);
     QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("max relative parameter error %1").arg(err)));
-    // ... and the step did change them, or the comparison would prove nothing (an adapter
+    // ... and training did change them, or the comparison would prove nothing (an adapter
     // starts with B = 0).
     if (lora)
-      QVERIFY(train_runs::adapter_b_max(ref1) > 0);
+      QVERIFY(train_runs::adapter_b_max(ref) > 0);
     else
-      QVERIFY(max_relative_param_error(model_, ref1) > 1e-6);
+      QVERIFY(max_relative_param_error(model_, ref) > 1e-6);
   }
 
   // LLaMA-Factory v1's dynamic batching: micro-batches filled to per_device_train_batch_size x
