@@ -213,11 +213,13 @@ namespace {
 // One `key: value` entry; block collections go on the following lines, indented.
 void write_entry(std::ostringstream& out, std::string_view key, const YAML::Node& value) {
   YAML::Emitter e;
-  e << YAML::BeginMap << YAML::Key << std::string(key) << YAML::Value;
+  e << YAML::BeginMap << YAML::Key;
+  if (yaml_long_key(key)) e << YAML::LongKey;
+  e << std::string(key) << YAML::Value;
   if (value.IsNull())
     e << YAML::Null;
   else
-    e << value;
+    emit_yaml(e, value);
   e << YAML::EndMap;
   out << e.c_str() << '\n';
 }

@@ -299,9 +299,61 @@ SourcePos yaml_pos(const YAML::Node& n) {
   return {m.line + 1, m.column + 1};
 }
 
+bool yaml_long_key(std::string_view key) {
+  return key.size() > 256;
+}
+
+namespace {
+
+// Whether `n` holds a long key, looking at no more than `budget` nodes: an alias may make a value
+// a graph (`&x [1, *x]` holds itself; `&a [x, x]`, `&b [*a, *a]`, ... doubles with each level),
+// which yaml-cpp writes with anchors and aliases but a walk would follow without end.
+bool has_long_key(const YAML::Node& n, int& budget) {
+  if (--budget < 0) return false;
+  if (n.IsMap())
+    for (const auto& kv : n)
+      if ((kv.first.IsScalar() && yaml_long_key(kv.first.Scalar())) ||
+          has_long_key(kv.first, budget) || has_long_key(kv.second, budget))
+        return true;
+  if (n.IsSequence())
+    for (const auto& x : n)
+      if (has_long_key(x, budget)) return true;
+  return false;
+}
+// `n` with its long keys in the explicit form. A value without one (nearly all) is written by
+// yaml-cpp as it is, styles, tags and aliases included; one with one is written out node by node,
+// within `budget` nodes (past it, and for the graphs above, yaml-cpp writes the rest).
+void emit_value(YAML::Emitter& e, const YAML::Node& n, int& budget) {
+  int look = 1024;
+  if (--budget < 0 || !has_long_key(n, look)) {
+    e << n;
+  } else if (n.IsMap()) {
+    e << YAML::BeginMap;
+    for (const auto& kv : n) {
+      e << YAML::Key;
+      if (kv.first.IsScalar() && yaml_long_key(kv.first.Scalar())) e << YAML::LongKey;
+      emit_value(e, kv.first, budget);
+      e << YAML::Value;
+      emit_value(e, kv.second, budget);
+    }
+    e << YAML::EndMap;
+  } else {
+    e << YAML::BeginSeq;
+    for (const auto& x : n) emit_value(e, x, budget);
+    e << YAML::EndSeq;
+  }
+}
+
+}  // namespace
+
+void emit_yaml(YAML::Emitter& e, const YAML::Node& n) {
+  int budget = 1024;
+  emit_value(e, n, budget);
+}
+
 std::string yaml_text(const YAML::Node& n) {
   YAML::Emitter e;
-  e << n;
+  emit_yaml(e, n);
   return e.c_str();
 }
 
@@ -698,6 +750,11 @@ std::string suggest_key(std::string_view unknown, const std::vector<std::string_
   std::string best;
   size_t best_d = 3;
   for (std::string_view c : candidates) {
+    // The distance is at least the difference in length: a long key (a line of text pasted as
+    // one) costs nothing here.
+    const size_t apart =
+        unknown.size() > c.size() ? unknown.size() - c.size() : c.size() - unknown.size();
+    if (apart >= best_d) continue;
     size_t d = distance(unknown, c);
     if (d < best_d) best_d = d, best = std::string(c);
   }

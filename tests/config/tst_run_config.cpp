@@ -82,6 +82,8 @@ class TestRunConfig : public QObject {
   void mergeKeysResolveAsPyYaml();
   void roundTripKeepsUnknownKeysAndOrder();
   void selfReferentialAliasInAnUnknownKey();
+  void longUnknownKeysSaveAndLoadBack_data();
+  void longUnknownKeysSaveAndLoadBack();
   void fullStyleRoundTripsEveryKey();
   void emittedFloatsReadBackByPyYaml();
   void normalizedKeepsCutoffUnderSequenceParallelism();
@@ -948,6 +950,49 @@ void TestRunConfig::selfReferentialAliasInAnUnknownKey() {
   LoadResult b = load_config_string(saved, "b.yaml");
   QVERIFY2(b.ok(), qPrintable(dump(b.diagnostics) + QString::fromStdString("\n" + saved)));
   QCOMPARE(b.config.extra_keys.size(), size_t{1});
+}
+
+// Unknown keys of any length are kept, and the saved file loads: YAML allows 1,024 characters
+// before an implicit key's colon, and escaping lengthens a key (a line break is written `\n`,
+// a control character `\x84`), so a key of 300 such characters would be written past that
+// limit as `"...": value` (scripts/fuzz.sh found it: the file did not load again).
+void TestRunConfig::longUnknownKeysSaveAndLoadBack_data() {
+  QTest::addColumn<QByteArray>("entry");  // the unknown entry, appended to a valid config
+  QTest::addColumn<int>("length");        // its key's length once read, nested or not
+  QByteArray lines, bytes, plain;
+  for (int i = 0; i < 300; ++i) lines += "ab\\n", bytes += "\\x84", plain += "k";
+  // Written in the explicit form in the source, where escaped they are past the limit too.
+  QTest::newRow("line breaks, 900 characters") << QByteArray("? \"" + lines + "\"\n: 1") << 900;
+  // (U+0084 is 2 bytes of UTF-8, and written back as the 4 characters \x84.)
+  QTest::newRow("control characters, 300 of them") << QByteArray("? \"" + bytes + "\"\n: 1") << 600;
+  QTest::newRow("plain, 300 characters") << QByteArray(plain + ": 1") << 300;
+  QTest::newRow("plain, 1,000 characters") << QByteArray(plain + plain + plain + plain.left(100) + ": 1") << 1000;
+  QTest::newRow("nested: line breaks, 900 characters")
+      << QByteArray("my_extra:\n  ? \"" + lines + "\"\n  : [1, 2]") << 900;
+}
+
+void TestRunConfig::longUnknownKeysSaveAndLoadBack() {
+  QFETCH(QByteArray, entry);
+  QFETCH(int, length);
+  const std::string yaml = "output_dir: out\nmodel_name_or_path: m\ndataset: d\ntemplate: qwen\n" +
+                           entry.toStdString() + "\n";
+  LoadResult a = load_config_string(yaml, "a.yaml");
+  QVERIFY2(a.ok(), qPrintable(dump(a.diagnostics)));
+  QCOMPARE(a.config.extra_keys.size(), size_t{1});
+  for (const auto style : {YamlStyle::Minimal, YamlStyle::Full}) {
+    const std::string saved = to_yaml(a.config, style);
+    LoadResult b = load_config_string(saved, "b.yaml");
+    QVERIFY2(b.ok(), qPrintable(dump(b.diagnostics) + QString::fromStdString("\n" + saved)));
+    QCOMPARE(b.config.extra_keys.size(), size_t{1});
+    // The same key (and, nested, the same inner key) as read from the source.
+    const YAML::Node root = YAML::Load(saved);
+    std::string key;
+    for (const auto& kv : root)
+      if (kv.first.Scalar() == a.config.extra_keys[0].key)
+        key = kv.second.IsMap() ? kv.second.begin()->first.Scalar() : kv.first.Scalar();
+    QCOMPARE(int(key.size()), length);
+    QCOMPARE(QString::fromStdString(to_yaml(b.config, style)), QString::fromStdString(saved));
+  }
 }
 
 void TestRunConfig::roundTripKeepsUnknownKeysAndOrder() {
