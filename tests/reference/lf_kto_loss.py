@@ -37,14 +37,13 @@ concatenated_forward splits them (batch["kto_tags"] and its negation; the per-to
 forward computes them, logps / valid_length). The logits LF logs are not compared (zeros here).
 """
 
-import json
 import math
 import os
 import sys
 import tempfile
 import warnings
 
-from reference_main import Failure, run
+from reference_main import Failure, read_requests, require, run, write_answers
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -162,24 +161,12 @@ def answer(p):
 
 
 def main():
-    try:
-        request = json.load(sys.stdin)
-    except ValueError as e:
-        raise Failure(f"stdin is not JSON: {e}") from e
-    parsed = [parse(r) for r in request] if isinstance(request, list) else parse(request)
-    try:
-        import torch
-        import trl  # noqa: F401
-        import llamafactory  # noqa: F401
-    except ImportError as e:
-        raise Failure(f"LLaMA-Factory 0.9.5's venv is needed ({e}): run scripts/setup.sh (this is "
-                      f"{sys.executable})") from e
+    parsed, as_array = read_requests(parse)
+    torch, trl, _ = require(["torch", "trl", "llamafactory"], "LLaMA-Factory 0.9.5's venv is needed")
     if not trl.__version__.startswith("0.24"):
         raise Failure(f"TRL {trl.__version__} here; LLaMA-Factory 0.9.5 pins 0.24 (kto_loss as a method)")
     torch.set_default_dtype(torch.float64)
-    out = [answer(p) for p in parsed] if isinstance(request, list) else answer(parsed)
-    json.dump(out, sys.stdout)
-    sys.stdout.write("\n")
+    write_answers([answer(p) for p in parsed], as_array)
     return 0
 
 

@@ -4,6 +4,9 @@ scripts/python-requirements.txt; written against PEFT 0.21.2) on a transformers 
     python peft_lora.py --model DIR --config CONFIG.json --init-out ADAPTER_DIR
     python peft_lora.py --model DIR --adapter ADAPTER_DIR --batch BATCH.safetensors
                         --out OUT.safetensors [--merge-out MERGED_DIR]
+    python peft_lora.py ARGUMENTS --and ARGUMENTS [--and ...]
+        several of the above in one start of Python (its imports take seconds), in order; every
+        one is checked before the first runs, and the first failure ends the run
 
 --init-out: a FRESH adapter, get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **CONFIG)),
   CONFIG a JSON object of LoraConfig arguments (r, lora_alpha, target_modules, use_rslora, use_dora,
@@ -162,6 +165,19 @@ def evaluate(model, adapter_dir, batch_path, out_path, merge_dir):
         merged.save_pretrained(merge_dir)
 
 
+def parse_request(parser, argv):
+    args = parser.parse_args(argv)
+    if bool(args.config) != bool(args.init_out):
+        raise Failure("--config and --init-out go together")
+    if bool(args.batch) != bool(args.out) or (args.merge_out and not args.out):
+        raise Failure("--batch and --out go together, and --merge-out needs them")
+    if not args.init_out and not args.out:
+        raise Failure("nothing to do: give --config/--init-out and/or --batch/--out")
+    if args.out and not (args.adapter or args.init_out):
+        raise Failure("--out needs --adapter (or --init-out)")
+    return args
+
+
 def main():
     import sys
     import warnings
@@ -177,13 +193,13 @@ def main():
     parser.add_argument("--batch", help="safetensors: input_ids, labels[, attention_mask]")
     parser.add_argument("--out", help="safetensors: loss, logits, disabled_logits, gradients")
     parser.add_argument("--merge-out", help="save the merged model here (with --batch/--out)")
-    args = parser.parse_args(sys.argv[1:])
-    if bool(args.config) != bool(args.init_out):
-        raise Failure("--config and --init-out go together")
-    if bool(args.batch) != bool(args.out) or (args.merge_out and not args.out):
-        raise Failure("--batch and --out go together, and --merge-out needs them")
-    if not args.init_out and not args.out:
-        raise Failure("nothing to do: give --config/--init-out and/or --batch/--out")
+    groups = [[]]
+    for arg in sys.argv[1:]:
+        if arg == "--and":
+            groups.append([])
+        else:
+            groups[-1].append(arg)
+    requests = [parse_request(parser, argv) for argv in groups]
     try:
         import peft  # noqa: F401
         import torch  # noqa: F401
@@ -191,13 +207,12 @@ def main():
     except ImportError as e:
         raise Failure(f"the Python packages torch, transformers and peft are needed ({e}): "
                       f"run scripts/setup.sh (this is {sys.executable})") from e
-    if args.init_out:
-        init_adapter(load_model(args.model), args.config, args.init_out)
-    if args.out:
-        adapter = args.adapter or args.init_out
-        if not adapter:
-            raise Failure("--out needs --adapter (or --init-out)")
-        evaluate(load_model(args.model), adapter, args.batch, args.out, args.merge_out)  # a fresh base model
+    for args in requests:
+        if args.init_out:
+            init_adapter(load_model(args.model), args.config, args.init_out)
+        if args.out:
+            adapter = args.adapter or args.init_out
+            evaluate(load_model(args.model), adapter, args.batch, args.out, args.merge_out)  # a fresh base model
     return 0
 
 

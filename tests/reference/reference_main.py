@@ -5,11 +5,43 @@ its traceback too). The scripts run as `python tests/reference/NAME.py`, so this
 their import path.
 """
 
+import json
 import sys
 
 
 class Failure(Exception):
     """A request the script cannot answer, or an environment without what it needs."""
+
+
+def require(modules, needed):
+    """Imports `modules` (names), or fails saying that `needed` and that scripts/setup.sh installs
+    them; returns the modules."""
+    import importlib
+
+    try:
+        return [importlib.import_module(m) for m in modules]
+    except ImportError as e:
+        raise Failure(f"{needed} ({e}): run scripts/setup.sh (this is {sys.executable})") from e
+
+
+def read_requests(parse):
+    """The JSON on stdin: one request (an object), or an array of them, answered in one start of
+    Python (the reference libraries take seconds to import). Every request is checked by `parse`
+    before any runs: one bad request fails them all. Returns the parsed requests and whether an
+    array was sent (write_answers answers alike)."""
+    try:
+        request = json.load(sys.stdin)
+    except ValueError as e:
+        raise Failure(f"stdin is not JSON: {e}") from e
+    if isinstance(request, list):
+        return [parse(r) for r in request], True
+    return [parse(request)], False
+
+
+def write_answers(answers, as_array):
+    """The answers on stdout: an array, or the one answer when one request (no array) was sent."""
+    json.dump(answers if as_array else answers[0], sys.stdout)
+    sys.stdout.write("\n")
 
 
 def run(main, script):

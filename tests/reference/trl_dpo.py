@@ -3,7 +3,8 @@ scripts/python-requirements.txt; written against TRL 1.16), run on given log-pro
 
     python trl_dpo.py < request.json > answer.json
 
-request.json, one object:
+request.json, one object, or an array of them (answered by an array in the same order, in one
+start of Python: TRL's import takes seconds):
     "loss_type"                  "sigmoid" | "ipo" | "hinge", or any other TRL loss type, or a list
                                  of them (TRL adds their means, weighted by "loss_weights")
     "loss_weights"               optional, one per loss type (TRL's default: 1 each)
@@ -65,14 +66,13 @@ log-probs; delta = (pc - rc) - (pr - rr)):
 """
 
 import collections
-import json
 import math
 import os
 import sys
 import tempfile
 import warnings
 
-from reference_main import Failure, run
+from reference_main import Failure, read_requests, require, run, write_answers
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -91,7 +91,7 @@ METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/
 
 def parse(request):
     if not isinstance(request, dict):
-        raise Failure("stdin must hold one JSON object")
+        raise Failure("stdin must hold one JSON object, or an array of them")
     loss_types = request.get("loss_type")
     if isinstance(loss_types, str):
         loss_types = [loss_types]
@@ -236,19 +236,11 @@ def run_batch(trainer, cols, rows):
     return float(loss.item()), metrics
 
 
-def main():
-    try:
-        request = json.load(sys.stdin)
-    except ValueError as e:
-        raise Failure(f"stdin is not JSON: {e}") from e
-    loss_types, weights, beta, ls, cols, n = parse(request)
-    try:
-        import torch
-        import trl
-        from trl import DPOTrainer  # noqa: F401
-    except ImportError as e:
-        raise Failure(f"the Python packages torch and trl are needed ({e}): run scripts/setup.sh "
-                      f"(this is {sys.executable})") from e
+def answer(loss_types, weights, beta, ls, cols, n):
+    """One request's answer (module docstring)."""
+    import torch
+    import trl
+
     if "sigmoid" in loss_types and ls != 0:
         print(f"trl_dpo.py: note: TRL {trl.__version__}'s sigmoid loss ignores label_smoothing "
               "(the label-smoothed sigmoid is its 'aot' loss on one pair)", file=sys.stderr)
@@ -271,8 +263,13 @@ def main():
     for key, values in out.items():
         if isinstance(values, list) and not all(math.isfinite(v) for v in values):
             print(f"trl_dpo.py: note: non-finite {key}", file=sys.stderr)
-    json.dump(out, sys.stdout)
-    sys.stdout.write("\n")
+    return out
+
+
+def main():
+    parsed, as_array = read_requests(parse)
+    require(["torch", "trl", "trl.trainer.dpo_trainer"], "the Python packages torch and trl are needed")
+    write_answers([answer(*p) for p in parsed], as_array)
     return 0
 
 

@@ -69,14 +69,13 @@ ftx > 1e-6, as LF's get_batch_loss_metrics does):
               + ftx * sft, and losses carries that for every N.
 """
 
-import json
 import math
 import os
 import sys
 import tempfile
 import warnings
 
-from reference_main import Failure, run
+from reference_main import Failure, read_requests, require, run, write_answers
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -254,23 +253,11 @@ def answer(p, n):
 
 
 def main():
-    try:
-        request = json.load(sys.stdin)
-    except ValueError as e:
-        raise Failure(f"stdin is not JSON: {e}") from e
-    # Every request is checked before any runs: one bad request fails them all.
-    parsed = [parse(r) for r in request] if isinstance(request, list) else parse(request)
-    try:
-        import torch
-        import trl  # noqa: F401
-        import accelerate  # noqa: F401
-    except ImportError as e:
-        raise Failure(f"the Python packages torch, accelerate and trl are needed ({e}): run scripts/setup.sh "
-                      f"(this is {sys.executable})") from e
+    parsed, as_array = read_requests(parse)
+    torch, _, _ = require(["torch", "trl", "accelerate"],
+                          "the Python packages torch, accelerate and trl are needed")
     torch.set_default_dtype(torch.float64)
-    out = [answer(p, n) for p, n in parsed] if isinstance(request, list) else answer(*parsed)
-    json.dump(out, sys.stdout)
-    sys.stdout.write("\n")
+    write_answers([answer(*p) for p in parsed], as_array)
     return 0
 
 

@@ -206,16 +206,23 @@ class TestLoraReference : public QObject {
  private:
   QTemporaryDir tmp_;
   std::string batch_;
+  QString peft_error_;  // matchesPeft's one run of peft_lora.py for every row: "" or its error
+  // matchesPeft's files of the row `tag`: the model folder, the LoraConfig, PEFT's adapter and
+  // PEFT's answer on batch_.
+  struct PeftFiles {
+    QString model, config, adapter, out;
+  };
+  PeftFiles matches_peft_files(const char* tag) const {
+    const QString t = QString::fromLatin1(tag).replace(QRegularExpression("\\W"), "_");
+    return {tmp_.filePath(t + "-model"), tmp_.filePath(t + ".json"), tmp_.filePath(t + "-adapter"),
+            tmp_.filePath(t + "-out.safetensors")};
+  }
 };
 
 void TestLoraReference::initTestCase() {
+  // (Without torch, transformers and peft, peft_lora.py's error says so, and that
+  // scripts/setup.sh installs them.)
   QVERIFY(tmp_.isValid());
-  QProcess p;
-  p.start(QStringLiteral(STUDIO_PYTHON), {"-c", "import torch, transformers, peft"});
-  QVERIFY2(p.waitForFinished(120000) && p.exitCode() == 0,
-           qPrintable(QStringLiteral(STUDIO_PYTHON " cannot import torch, transformers and peft: "
-                                     "run scripts/setup.sh (the project's Python environment): ") +
-                      QString::fromUtf8(p.readAllStandardError())));
   batch_ = tmp_.filePath("batch.safetensors").toStdString();
   write_batch(batch_);
 }
@@ -224,44 +231,48 @@ void TestLoraReference::matchesPeft_data() {
   QTest::addColumn<QString>("model");
   QTest::addColumn<QString>("config");  // LoraConfig arguments
   QTest::addColumn<bool>("base_reference");  // disabled logits are the base's (no modules_to_save)
-  QTest::newRow("llama: q, v") << "tiny-llama"
-                               << R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]})"
-                               << true;
-  QTest::newRow("qwen2 (biases, tied): all-linear, rslora")
-      << "tiny-qwen2" << R"({"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "use_rslora": true})"
-      << true;
-  QTest::newRow("llama: DoRA on o, down") << "tiny-llama"
-                                          << R"({"r": 4, "lora_alpha": 4, "target_modules": ["o_proj", "down_proj"], "use_dora": true})"
-                                          << true;
-  QTest::newRow("phi-3: fused qkv_proj, gate_up_proj")
-      << "tiny-phi3-longrope"
-      << R"({"r": 2, "lora_alpha": 5, "target_modules": ["qkv_proj", "gate_up_proj"]})" << true;
-  QTest::newRow("llama: modules_to_save lm_head and norm (every norm)")
-      << "tiny-llama"
-      << R"({"r": 4, "lora_alpha": 8, "target_modules": ["k_proj"], "modules_to_save": ["lm_head", "norm"]})"
-      << false;
+  struct Row {
+    const char* tag;
+    const char* model;
+    const char* config;
+    bool base_reference;
+  };
+  const Row rows[] = {
+      {"llama: q, v", "tiny-llama", R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]})", true},
+      {"qwen2 (biases, tied): all-linear, rslora", "tiny-qwen2",
+       R"({"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "use_rslora": true})", true},
+      {"llama: DoRA on o, down", "tiny-llama",
+       R"({"r": 4, "lora_alpha": 4, "target_modules": ["o_proj", "down_proj"], "use_dora": true})", true},
+      {"phi-3: fused qkv_proj, gate_up_proj", "tiny-phi3-longrope",
+       R"({"r": 2, "lora_alpha": 5, "target_modules": ["qkv_proj", "gate_up_proj"]})", true},
+      {"llama: modules_to_save lm_head and norm (every norm)", "tiny-llama",
+       R"({"r": 4, "lora_alpha": 8, "target_modules": ["k_proj"], "modules_to_save": ["lm_head", "norm"]})",
+       false},
+  };
+  // Every row's model folder, and PEFT's adapter and answer for it from one run of peft_lora.py
+  // (its imports take seconds); each row then compares its own (matches_peft_files).
+  QStringList args;
+  for (const Row& row : rows) {
+    QTest::newRow(row.tag) << QString(row.model) << QString(row.config) << row.base_reference;
+    const auto f = matches_peft_files(row.tag);
+    init_model_folder((kModels + "/" + row.model + "/config.json").toStdString(), f.model.toStdString(), 3);
+    {
+      std::ofstream out(f.config.toStdString());
+      out << row.config;
+    }
+    if (!args.isEmpty()) args << "--and";
+    args << "--model" << f.model << "--config" << f.config << "--init-out" << f.adapter << "--batch"
+         << QString::fromStdString(batch_) << "--out" << f.out;
+  }
+  peft_error_ = run_reference(args);
 }
 
 void TestLoraReference::matchesPeft() {
-  QFETCH(QString, model);
-  QFETCH(QString, config);
-  QFETCH(bool, base_reference);
-  const QString tag = data_tag();
-  const std::string dir = tmp_.filePath(tag + "-model").toStdString();
-  init_model_folder((kModels + "/" + model + "/config.json").toStdString(), dir, 3);
-  const QString cfg = tmp_.filePath(tag + ".json"), adapter = tmp_.filePath(tag + "-adapter"),
-                out = tmp_.filePath(tag + "-out.safetensors");
-  {
-    std::ofstream f(cfg.toStdString());
-    f << config.toStdString();
-  }
-  const QString error =
-      run_reference({"--model", QString::fromStdString(dir), "--config", cfg, "--init-out", adapter,
-                     "--batch", QString::fromStdString(batch_), "--out", out});
-  QVERIFY2(error.isEmpty(), qPrintable(error));
-
-  const EngineRun ours = engine_run(dir, adapter.toStdString(), batch_);
-  const auto ref = SafetensorsFile::open(out.toStdString());
+  QFETCH(bool, base_reference);  // (model and config: the files matchesPeft_data made)
+  QVERIFY2(peft_error_.isEmpty(), qPrintable(peft_error_));
+  const auto f = matches_peft_files(QTest::currentDataTag());
+  const EngineRun ours = engine_run(f.model.toStdString(), f.adapter.toStdString(), batch_);
+  const auto ref = SafetensorsFile::open(f.out.toStdString());
   const double loss_err = std::abs(ours.loss.item<double>() - ref.tensor("loss").item<double>());
   QVERIFY2(loss_err <= 1e-5, qPrintable(QString("loss %1 vs PEFT's %2")
                                             .arg(ours.loss.item<double>(), 0, 'g', 10)
@@ -319,14 +330,21 @@ void TestLoraReference::trainedAdapterLoadsInPeft() {
   train.start(QStringLiteral(STUDIO_TRAIN_EXE), {"train", yaml});
   QVERIFY(train.waitForFinished(300000));
   QVERIFY2(train.exitCode() == 0, train.readAllStandardError().constData());
-  for (const QString& folder : {out, out + "/checkpoint-2"}) {
-    QVERIFY(QFile::exists(folder + "/adapter_config.json"));
-    QVERIFY(QFile::exists(folder + "/adapter_model.safetensors"));
-    const QString ref = tmp_.filePath(tag + "-peft.safetensors");
-    const QString error = run_reference({"--model", QString::fromStdString(model), "--adapter",
-                                         folder, "--batch", QString::fromStdString(batch_),
-                                         "--out", ref});
-    QVERIFY2(error.isEmpty(), qPrintable(error));
+  // PEFT's answers for the final adapter and checkpoint-2's, in one run of peft_lora.py.
+  const QStringList folders{out, out + "/checkpoint-2"};
+  QStringList args;
+  for (int i = 0; i < folders.size(); ++i) {
+    QVERIFY(QFile::exists(folders[i] + "/adapter_config.json"));
+    QVERIFY(QFile::exists(folders[i] + "/adapter_model.safetensors"));
+    if (i > 0) args << "--and";
+    args << "--model" << QString::fromStdString(model) << "--adapter" << folders[i] << "--batch"
+         << QString::fromStdString(batch_) << "--out" << tmp_.filePath(tag + QString("-peft%1.safetensors").arg(i));
+  }
+  const QString error = run_reference(args);
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+  for (int i = 0; i < folders.size(); ++i) {
+    const QString& folder = folders[i];
+    const QString ref = tmp_.filePath(tag + QString("-peft%1.safetensors").arg(i));
     const EngineRun ours = engine_run(model, folder.toStdString(), batch_);
     const auto theirs = SafetensorsFile::open(ref.toStdString());
     const double d = max_diff(ours.logits, theirs.tensor("logits"));

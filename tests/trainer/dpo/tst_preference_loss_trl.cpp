@@ -136,10 +136,6 @@ QJsonDocument run_reference(const QString& script, const QJsonDocument& request,
   return doc;
 }
 
-QJsonObject run_trl(const QJsonObject& request, QString& error) {
-  return run_reference(kTrlScript, QJsonDocument(request), error).object();
-}
-
 // answer[key] as doubles; empty (and `error` set) unless it is an array of n numbers.
 std::vector<double> json_column(const QJsonObject& answer, const QString& key, qsizetype n,
                                 QString& error) {
@@ -210,6 +206,8 @@ class TestPreferenceLossTrl : public QObject {
   void matchesTrlPrefLosses();
 
  private:
+  QJsonArray trl_answers_;  // trl_dpo.py's answers to matchesTrl's rows
+  QString trl_error_;       // or why there are none
   QJsonArray pref_answers_;  // trl_pref_losses.py's answers to matchesTrlPrefLosses' rows
   QString pref_error_;       // or why there are none
 };
@@ -226,6 +224,7 @@ void TestPreferenceLossTrl::matchesTrl_data() {
   QTest::addColumn<Values>("rr");
   QTest::addColumn<Values>("lc");
   QTest::addColumn<Values>("lr");
+  QTest::addColumn<int>("answer_index");  // into trl_answers_
   struct Row {
     const char* name;
     PrefLoss kind;
@@ -245,6 +244,9 @@ void TestPreferenceLossTrl::matchesTrl_data() {
       {"ipo, beta 2", PrefLoss::Ipo, "ipo", 2.0, 0, 0, 1},
       {"ipo, beta 0.5, ftx 1", PrefLoss::Ipo, "ipo", 0.5, 0, 1.0, 2},
   };
+  // All rows' requests go to one run of trl_dpo.py (its TRL import takes seconds); each row then
+  // checks its own answer.
+  QJsonArray requests;
   const auto batches = trl_batches();
   for (const Row& row : rows) {
     for (int b = 0; b < static_cast<int>(batches.size()); ++b) {
@@ -252,9 +254,30 @@ void TestPreferenceLossTrl::matchesTrl_data() {
       const TrlBatch& x = batches[size_t(b)];
       QTest::newRow(qPrintable(QString(row.name) + "; " + x.name))
           << row.kind << QString::fromLatin1(row.trl) << row.beta << row.ls << row.ftx << x.pc << x.pr
-          << x.rc << x.rr << x.lc << x.lr;
+          << x.rc << x.rr << x.lc << x.lr << static_cast<int>(requests.size());
+      QJsonArray types{QString::fromLatin1(row.trl)}, weights{1.0};
+      if (row.ftx > 0) {
+        types.append(QStringLiteral("sft"));
+        weights.append(row.ftx);
+      }
+      QJsonObject request;
+      request["loss_type"] = types;
+      request["loss_weights"] = weights;
+      request["beta"] = row.beta;
+      request["label_smoothing"] = row.ls;
+      request["policy_chosen_logps"] = json_values(x.pc);
+      request["policy_rejected_logps"] = json_values(x.pr);
+      request["reference_chosen_logps"] = json_values(x.rc);
+      request["reference_rejected_logps"] = json_values(x.rr);
+      request["chosen_lengths"] = json_lengths(x.lc);
+      request["rejected_lengths"] = json_lengths(x.lr);
+      requests.append(request);
     }
   }
+  trl_error_.clear();
+  trl_answers_ = run_reference(kTrlScript, QJsonDocument(requests), trl_error_).array();
+  if (trl_error_.isEmpty() && trl_answers_.size() != requests.size())
+    trl_error_ = QStringLiteral("trl_dpo.py answered %1 of %2 requests").arg(trl_answers_.size()).arg(requests.size());
 }
 
 void TestPreferenceLossTrl::matchesTrl() {
@@ -269,27 +292,12 @@ void TestPreferenceLossTrl::matchesTrl() {
   QFETCH(Values, rr);
   QFETCH(Values, lc);
   QFETCH(Values, lr);
+  QFETCH(int, answer_index);
   const qsizetype n = pc.size();
 
-  QJsonArray types{trl}, weights{1.0};
-  if (ftx > 0) {
-    types.append(QStringLiteral("sft"));
-    weights.append(ftx);
-  }
-  QJsonObject request;
-  request["loss_type"] = types;
-  request["loss_weights"] = weights;
-  request["beta"] = beta;
-  request["label_smoothing"] = ls;
-  request["policy_chosen_logps"] = json_values(pc);
-  request["policy_rejected_logps"] = json_values(pr);
-  request["reference_chosen_logps"] = json_values(rc);
-  request["reference_rejected_logps"] = json_values(rr);
-  request["chosen_lengths"] = json_lengths(lc);
-  request["rejected_lengths"] = json_lengths(lr);
+  QVERIFY2(trl_error_.isEmpty(), qPrintable(trl_error_));
+  const QJsonObject answer = trl_answers_.at(answer_index).toObject();
   QString error;
-  const QJsonObject answer = run_trl(request, error);
-  QVERIFY2(error.isEmpty(), qPrintable(error));
   const auto losses = json_column(answer, "losses", n, error);
   const auto trl_chosen = json_column(answer, "chosen_rewards", n, error);
   const auto trl_rejected = json_column(answer, "rejected_rewards", n, error);
