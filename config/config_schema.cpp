@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "enum_names.h"
@@ -300,46 +301,95 @@ SourcePos yaml_pos(const YAML::Node& n) {
 }
 
 bool yaml_long_key(std::string_view key) {
-  return key.size() > 256;
+  return key.size() > 200;
 }
 
 namespace {
 
-// Whether `n` holds a long key, looking at no more than `budget` nodes: an alias may make a value
-// a graph (`&x [1, *x]` holds itself; `&a [x, x]`, `&b [*a, *a]`, ... doubles with each level),
-// which yaml-cpp writes with anchors and aliases but a walk would follow without end.
-bool has_long_key(const YAML::Node& n, int& budget) {
-  if (--budget < 0) return false;
-  if (n.IsMap())
-    for (const auto& kv : n)
-      if ((kv.first.IsScalar() && yaml_long_key(kv.first.Scalar())) ||
-          has_long_key(kv.first, budget) || has_long_key(kv.second, budget))
-        return true;
-  if (n.IsSequence())
-    for (const auto& x : n)
-      if (has_long_key(x, budget)) return true;
-  return false;
-}
-// `n` with its long keys in the explicit form. A value without one (nearly all) is written by
-// yaml-cpp as it is, styles, tags and aliases included; one with one is written out node by node,
-// within `budget` nodes (past it, and for the graphs above, yaml-cpp writes the rest).
-void emit_value(YAML::Emitter& e, const YAML::Node& n, int& budget) {
-  int look = 1024;
-  if (--budget < 0 || !has_long_key(n, look)) {
+// The nodes of a value as a graph: an alias is the very node it names (`&x [1, *x]` holds itself;
+// `&a [x, x]`, `&b [*a, *a]`, ... doubles with each level), so a walk visits each node once and
+// counts the ways to it. Parsed nodes are told apart by their place in the file and then by
+// identity; nodes made in memory (no place) are plain trees.
+class NodeGraph {
+ public:
+  struct Seen {
+    YAML::Node node;
+    int count = 0;
+    std::string anchor;  // for a node reached more than once
+    bool written = false;
+  };
+  // Counts the ways to each node of `n`; whether any map in it has a long key.
+  bool scan(const YAML::Node& n) {
+    if (n.Mark().pos >= 0) {
+      if (Seen* s = find(n)) {
+        ++s->count;
+        return false;  // its own nodes are counted already
+      }
+      by_place_[n.Mark().pos].push_back({n, 1, {}, false});
+    }
+    bool found = false;
+    if (n.IsMap()) {
+      for (const auto& kv : n) {
+        found |= kv.first.IsScalar() && yaml_long_key(kv.first.Scalar());
+        found |= scan(kv.first);
+        found |= scan(kv.second);
+      }
+    } else if (n.IsSequence()) {
+      for (const auto& x : n) found |= scan(x);
+    }
+    return found;
+  }
+  void name_shared() {
+    int next = 0;
+    for (auto& [place, nodes] : by_place_)
+      for (Seen& s : nodes)
+        if (s.count > 1) s.anchor = "a" + std::to_string(++next);
+  }
+  Seen* find(const YAML::Node& n) {
+    if (n.Mark().pos < 0) return nullptr;
+    auto it = by_place_.find(n.Mark().pos);
+    if (it == by_place_.end()) return nullptr;
+    for (Seen& s : it->second)
+      if (s.node.is(n)) return &s;
+    return nullptr;
+  }
+
+ private:
+  std::map<int, std::vector<Seen>> by_place_;
+};
+
+// `n` node by node, each long key in the explicit form, each node reached more than once written
+// once with an anchor and then as its alias (as yaml-cpp writes them), tags kept. Collections are
+// written in block style: yaml-cpp writes an explicit key inside a flow map as `{ ?"...": 1}`,
+// which it does not read back.
+void emit_node(YAML::Emitter& e, const YAML::Node& n, NodeGraph& graph) {
+  if (NodeGraph::Seen* s = graph.find(n); s && !s->anchor.empty()) {
+    if (s->written) {
+      e << YAML::Alias(s->anchor);
+      return;
+    }
+    s->written = true;
+    e << YAML::Anchor(s->anchor);
+  }
+  if (!n.IsMap() && !n.IsSequence()) {
     e << n;
-  } else if (n.IsMap()) {
+    return;
+  }
+  const std::string& tag = n.Tag();
+  if (!tag.empty() && tag != "?" && tag != "!") e << YAML::VerbatimTag(tag);
+  if (n.IsMap()) {
     e << YAML::BeginMap;
     for (const auto& kv : n) {
       e << YAML::Key;
       if (kv.first.IsScalar() && yaml_long_key(kv.first.Scalar())) e << YAML::LongKey;
-      emit_value(e, kv.first, budget);
+      emit_node(e, kv.first, graph);
       e << YAML::Value;
-      emit_value(e, kv.second, budget);
+      emit_node(e, kv.second, graph);
     }
     e << YAML::EndMap;
   } else {
     e << YAML::BeginSeq;
-    for (const auto& x : n) emit_value(e, x, budget);
+    for (const auto& x : n) emit_node(e, x, graph);
     e << YAML::EndSeq;
   }
 }
@@ -347,8 +397,13 @@ void emit_value(YAML::Emitter& e, const YAML::Node& n, int& budget) {
 }  // namespace
 
 void emit_yaml(YAML::Emitter& e, const YAML::Node& n) {
-  int budget = 1024;
-  emit_value(e, n, budget);
+  NodeGraph graph;
+  if (!graph.scan(n)) {  // nearly every value: as yaml-cpp writes it
+    e << n;
+    return;
+  }
+  graph.name_shared();
+  emit_node(e, n, graph);
 }
 
 std::string yaml_text(const YAML::Node& n) {

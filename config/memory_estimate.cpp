@@ -49,7 +49,7 @@ int64_t pad_multiple(const SpShape& s) {
   return s.ring == 1 ? s.ulysses : 2 * s.sp;
 }
 
-// The precision settings as the engine applies them (trainer/train_loop.cpp compute_dtype,
+// The precision settings as the engine applies them (trainer/train_setup.cpp compute_dtype,
 // trainer/optim/zero.cpp): weights in the compute dtype, fp32 masters (the weights themselves
 // for an unsharded fp32 model), fp32 gradients, fp32 AdamW m and v.
 struct Precision {
@@ -251,7 +251,7 @@ class Estimator {
     return cfg_.uses_reference() && (asft() || !cfg_.precompute_ref_logps);
   }
   // finetuning_type lora without ref_model or additional_target: the reference is the policy
-  // with its adapters off (trainer/train_loop.cpp), no second copy.
+  // with its adapters off (trainer/train_setup.cpp), no second copy.
   bool reference_is_base() const {
     return cfg_.finetuning_type == FinetuningType::Lora && !cfg_.ref_model &&
            cfg_.additional_target.empty();

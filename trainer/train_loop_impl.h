@@ -9,11 +9,14 @@
 #include <unistd.h>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <future>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "adapter_setup.h"

@@ -253,7 +253,7 @@ void Trainer::Impl::start_background_save(int64_t step, const std::string& stagi
       save_peft_adapter(dir, tensors, adapter, source);
     };
   } else {
-    const NamedTensors metas = master_metas();
+    NamedTensors metas = master_metas();  // moved into the write below
     HfSaveOptions opt = checkpoint_save_options();
     const auto order = hf_save_order(metas, opt);
     auto host = std::make_shared<std::vector<torch::Tensor>>(metas.size());

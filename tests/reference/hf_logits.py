@@ -129,7 +129,11 @@ def main(argv):
             model = load(model_dir, arch, args.dtype)
             logits = forward(model, ids, model.config.vocab_size)
             answer = {"dir": model_dir, "logits": logits.float().tolist()}
-        except Failure as e:
+        except Exception as e:  # this folder's failure, whatever raised it: the others still run
+            if not isinstance(e, Failure):
+                import traceback
+                traceback.print_exc()
+                e = Failure(f"{type(e).__name__}: {e}")
             print(f"hf_logits.py: {e}", file=sys.stderr)
             answer = {"dir": model_dir, "error": str(e)}
             status = 1

@@ -64,13 +64,13 @@ std::string yaml_whole(const YAML::Node& n, int64_t& out);
 // Where a parsed node stands in its file (1-based), and a node as YAML text.
 SourcePos yaml_pos(const YAML::Node& n);
 // A key too long for YAML's implicit `key: value` form. YAML allows at most 1,024 characters
-// before an implicit key's colon; yaml-cpp's emitter switches to the explicit `? key` form by the
-// key's own length, but escaping (a line break becomes `\n`, a control character `\x84`) can take
-// a shorter key past the limit, and the text then does not load. Past 256 characters (4 per
-// character at most once escaped) the explicit form is used.
+// from an implicit key's start to its colon; yaml-cpp's emitter switches to the explicit `? key`
+// form by the key's own length, but escaping (a line break becomes `\n`, a control character
+// `\x84`: at most 4 characters per byte, and 2 quotes) can take a shorter key past the limit,
+// and the text then does not load. Past 200 bytes the explicit form is used.
 bool yaml_long_key(std::string_view key);
 // `n` into `e` as yaml-cpp writes it, but with every long key (above) in the explicit form, so
-// that the text loads again.
+// that the text loads again, however the value's aliases share or nest its nodes.
 void emit_yaml(YAML::Emitter& e, const YAML::Node& n);
 std::string yaml_text(const YAML::Node& n);
 

@@ -98,7 +98,7 @@ struct MemoryEstimate {
   double offloaded_bytes = 0;
   // offload_activations: the checkpointed layer inputs in host memory (beside offloaded_bytes).
   double host_activation_bytes = 0;
-  // While a checkpoint is written in the background (trainer/train_loop.cpp), the host copies it
+  // While a checkpoint is written in the background (trainer/train_saving.cpp), the host copies it
   // is written from: on rank 0 the fp32 model (finetuning_type lora: the adapter's trained
   // tensors) and its optimizer states; on every other rank its optimizer states (none at ZeRO
   // stage 0, none with save_only_model). What the engine logs as "the copies hold".
