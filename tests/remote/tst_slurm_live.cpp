@@ -172,6 +172,17 @@ class TestSlurmLive : public QObject {
     return parse_sbatch_output(run.out).job_id;
   }
 
+  // The last lines of the daemons' logs, for a failure's message.
+  QString log_tails() {
+    QString text;
+    for (const char* name : {"slurmctld.log", "slurmd.log"}) {
+      QStringList lines = QString::fromUtf8(read_all(tmp_.filePath(name))).split('\n');
+      text += QString("--- %1\n").arg(name) +
+              lines.mid(std::max(0, static_cast<int>(lines.size()) - 25)).join('\n') + '\n';
+    }
+    return text;
+  }
+
   std::optional<JobStatus> poll(const std::string& job_id) {
     return parse_squeue(run_sh(squeue_command(job_id)).out, job_id);
   }
@@ -479,14 +490,38 @@ class TestSlurmLive : public QObject {
     QCOMPARE(job->reason, std::string("NonZeroExitCode"));
   }
 
+  // Cancelled while the engine runs. The stand-in's first file says its step has started, so
+  // scancel meets the running engine, not srun between allocation and launch. Slurm sends
+  // SIGTERM, and SIGKILL KillWait (30 s by default) later to whatever still runs, and the job
+  // stays COMPLETING until the node reports every process gone: 3 s here when the machine is
+  // quiet, 55 s once in CI under the whole suite's load. Hence 120 s, and Slurm's own logs
+  // when even that is not enough.
   void cancelledJob() {
+    const QString argv_file = QString::fromStdString(layout_.run_dir) + "/standin-argv";
+    QFile::remove(argv_file);
     std::string id = submit({"STANDIN_SLEEP=120"});
     QVERIFY(!id.empty());
     QTRY_COMPARE_WITH_TIMEOUT(state_of(id), JobState::Running, 30000);
     QCOMPARE(poll(id)->reason, "on " + node_.toStdString());
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(argv_file), 30000);
     ShellRun cancel = run_sh(scancel_command(id));
     QCOMPARE(cancel.exit_code, 0);
-    QTRY_COMPARE_WITH_TIMEOUT(state_of(id), JobState::Cancelled, 30000);
+    QElapsedTimer waited;
+    waited.start();
+    JobState state = state_of(id);
+    while (state != JobState::Cancelled && waited.elapsed() < 120000) {
+      QTest::qWait(500);
+      state = state_of(id);
+    }
+    if (state != JobState::Cancelled) {
+      // Qt Test cuts a failure's message at 1 KiB: the logs go out line by line before it.
+      for (const QString& line : log_tails().split('\n')) qInfo("%s", qPrintable(line));
+    }
+    QVERIFY2(state == JobState::Cancelled,
+             qPrintable(QString("job %1 is %2 %3 s after scancel (Slurm's logs above)")
+                            .arg(QString::fromStdString(id))
+                            .arg(studio::remote::job_state_name(state))
+                            .arg(waited.elapsed() / 1000)));
   }
 
   void unknownJobIsNotListed() {
