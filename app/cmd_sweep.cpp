@@ -4,6 +4,7 @@
 // studio's runs list, dashboard and comparison open it like any run.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -76,6 +78,61 @@ std::string loss_span(const std::string& dir) {
   std::snprintf(buf, sizeof buf, "loss %.4f -> %.4f", first, last);
   return buf;
 }
+
+// This process runs the whole queue of `sweep_dir`: it holds kSweepLockFileName (refusing when
+// another process does) and says so in kSweepStatusFileName. The lock goes with the process,
+// however it ends; the status is rewritten by end().
+class QueueDriver {
+ public:
+  ~QueueDriver() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // "" or why the queue cannot be run by this process.
+  std::string take(const std::string& sweep_dir) {
+    dir_ = sweep_dir;
+    const std::string lock = sweep_dir + "/" + kSweepLockFileName;
+    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return "cannot open " + lock + ": " + std::strerror(errno);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      if (err != EWOULDBLOCK) return "cannot lock " + lock + ": " + std::strerror(err);
+      RunStatus other;
+      std::string why;
+      const bool known = RunStatus::read(status_file(), other, why);
+      return "another studio-train sweep" +
+             (known ? " (pid " + std::to_string(other.pid) + " on " + other.host + ")"
+                    : std::string()) +
+             " is running the queue of " + sweep_dir +
+             ": wait for it, or stop it first (the studio's Stop Sweep, or kill -TERM " +
+             (known ? std::to_string(other.pid) : std::string("its pid")) +
+             ": its running points stop and the queue can be resumed)";
+    }
+    RunStatus running;
+    running.state = RunState::Running;
+    running.pid = ::getpid();
+    running.host = status_host_name();
+    return running.write(status_file());
+  }
+  // Records how the queue ended; a failure to write is said on stderr (the points' own folders
+  // hold their results all the same).
+  void end(RunState state, int exit_code, const std::string& reason) const {
+    RunStatus done;
+    done.state = state;
+    done.pid = ::getpid();
+    done.host = status_host_name();
+    done.exit_code = exit_code;
+    done.reason = reason;
+    if (const std::string e = done.write(status_file()); !e.empty())
+      std::cerr << "studio-train sweep: " << e << "\n";
+  }
+
+ private:
+  std::string status_file() const { return dir_ + "/" + kSweepStatusFileName; }
+  std::string dir_;
+  int fd_ = -1;
+};
 
 struct Child {
   pid_t pid = -1;
@@ -271,6 +328,16 @@ int cmd_sweep(const Argv& argv) {
     slot_devices.assign(static_cast<std::size_t>(parallel), std::string());
   }
 
+  // The whole queue (not a Slurm array task's one point): one process at a time, recorded for
+  // a stop. Taken before the handlers: a refused second driver ends as any invalid call does.
+  QueueDriver driver;
+  if (!only) {
+    if (const std::string why = driver.take(sweep_dir); !why.empty()) {
+      std::cerr << "studio-train sweep: " << why << "\n";
+      return kExitInvalid;
+    }
+  }
+
   // Without SA_RESTART: a stop interrupts the wait for the running points.
   struct sigaction sa {};
   sa.sa_handler = on_sweep_stop;
@@ -343,15 +410,17 @@ int cmd_sweep(const Argv& argv) {
     if (const std::string span = loss_span(dir_of(i)); !span.empty()) std::cout << ", " << span;
     std::cout << "\n" << std::flush;
   }
-  std::cout << "studio-train sweep: ";
   std::size_t finished = 0;
   for (const std::string& s : state) finished += s == "finished" ? 1 : 0;
-  std::cout << finished << " of " << (only ? 1 : n) << " finished";
-  if (failed) std::cout << ", " << failed << " failed";
-  if (g_sweep_stop) std::cout << "; stopped: continue with studio-train sweep --resume " << sweep_dir;
-  std::cout << "\n";
-  if (g_sweep_stop) return 130;
-  return failed ? kExitFailed : kExitOk;
+  std::string summary = std::to_string(finished) + " of " + std::to_string(only ? 1 : n) + " finished";
+  if (failed) summary += ", " + std::to_string(failed) + " failed";
+  if (g_sweep_stop) summary += "; stopped: continue with studio-train sweep --resume " + sweep_dir;
+  std::cout << "studio-train sweep: " << summary << "\n";
+  const int code = g_sweep_stop ? 130 : failed ? kExitFailed : kExitOk;
+  if (!only)
+    driver.end(g_sweep_stop ? RunState::Stopped : failed ? RunState::Failed : RunState::Finished,
+               code, summary);
+  return code;
 }
 
 }  // namespace studio::app

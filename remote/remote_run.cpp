@@ -434,6 +434,35 @@ std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRe
   return lines;
 }
 
+std::vector<std::string> cancel_sweep(const SshSession& session,
+                                      const std::vector<RemoteRunRecord>& points) {
+  if (points.empty()) throw std::invalid_argument("no point of the sweep to cancel was given");
+  const RemoteRunRecord& first = points.front();
+  const std::string array = first.job_id.substr(0, first.job_id.find('_'));
+  for (const RemoteRunRecord& p : points) {
+    const std::string what = "run " + p.run_id;
+    if (p.kind != RemoteRunKind::Slurm || p.sweep_id.empty())
+      throw std::invalid_argument(what + " is not a point of a sweep submitted as a Slurm job array: "
+                                  "stop it on its own");
+    if (p.sweep_id != first.sweep_id)
+      throw std::invalid_argument(what + " belongs to sweep " + p.sweep_id + ", not to " +
+                                  first.sweep_id);
+    const std::size_t underscore = p.job_id.find('_');
+    if (underscore == std::string::npos || p.job_id.substr(0, underscore) != array)
+      throw std::invalid_argument(what + " is Slurm job " + p.job_id + ", not a task of job array " +
+                                  array + " like the sweep's other points");
+  }
+  require_job_id(array);
+  const ExecResult r = session.exec(scancel_command(array));
+  if (r.exit_status != 0) {
+    throw std::runtime_error(session.where() + ": scancel " + array + " (sweep " + first.sweep_id +
+                             ") failed: " + last_lines(r.std_err + r.std_out));
+  }
+  const std::string name = first.sweep_name.empty() ? first.sweep_id : first.sweep_name;
+  return {"job array " + array + " (sweep " + name + ", " + std::to_string(points.size()) +
+          " point" + (points.size() == 1 ? "" : "s") + "): cancel requested"};
+}
+
 RemoteRunRecord read_remote_record(const SshSession& session, const std::string& remote_root,
                                    const std::string& run_id) {
   if (!is_valid_run_id(run_id)) {

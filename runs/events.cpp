@@ -782,4 +782,10 @@ bool RunStatus::parse(const std::string& text, RunStatus& out, std::string& erro
   return true;
 }
 
+std::string status_host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
 }  // namespace studio

@@ -67,12 +67,6 @@ std::string append_end(const std::string& path, bool torn, const nlohmann::json&
   return error.empty() ? closed : error;
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
 }  // namespace
 
 std::string record_run_outcome(const std::string& output_dir, const RunOutcome& result) {
@@ -93,7 +87,7 @@ std::string record_run_outcome(const std::string& output_dir, const RunOutcome& 
 
   RunStatus status;
   status.pid = ::getpid();
-  status.host = host_name();
+  status.host = status_host_name();
   status.exit_code = result.exit_code;
   if (have_old) status.step = old.step;
   if (tail.end) {

@@ -41,6 +41,7 @@
 #include <QSignalSpy>
 
 #include "studio/config/config_io.h"
+#include "studio/ui/remote/remote_follower.h"
 #include "studio/ui/remote/remote_submitter.h"
 #include "studio/ui/runs/remote_mirror.h"
 #include "studio/ui/runs/run_info.h"
@@ -204,6 +205,26 @@ class TestSlurmLive : public QObject {
     host = sshd.host_ref();
     return prepare_demo_run() ? QString() : QStringLiteral("the demo model or sft.yaml was not made");
   }
+  // A sweep of the demo run (no axes yet) to this test's cluster, `max_steps` steps a point (no
+  // checkpoint, no evaluation on the way), its runs under tmp/`root`.
+  studio::remote::SweepSubmitRequest demo_sweep(const studio::remote::RemoteHostRef& host,
+                                                const QString& root, const std::string& name,
+                                                int max_steps) {
+    studio::remote::SweepSubmitRequest sweep;
+    sweep.run.config_file = tmp_.filePath("sft.yaml").toStdString();
+    const std::string never = std::to_string(std::max(max_steps, 1000));
+    sweep.run.overrides = {"max_steps=" + std::to_string(max_steps), "save_steps=" + never,
+                           "eval_steps=" + never};
+    sweep.run.host = host;
+    sweep.run.remote_root = tmp_.filePath(root).toStdString();
+    sweep.run.engine = STUDIO_TRAIN_EXE;
+    sweep.run.run_name = name;
+    SbatchOptions slurm;
+    slurm.gpus_per_node = 0;
+    slurm.time = "10";
+    sweep.run.slurm = slurm;
+    return sweep;
+  }
   static studio::remote::SshSession connect_to(const studio::remote::RemoteHostRef& host) {
     return studio::remote::SshSession::connect(studio::remote::ssh_options(host),
                                                studio::remote::reject_unknown_host_keys());
@@ -310,17 +331,7 @@ class TestSlurmLive : public QObject {
     auto connect = [&] { return connect_to(host); };
     const SshSession session = connect();
 
-    SweepSubmitRequest sweep;
-    sweep.run.config_file = tmp_.filePath("sft.yaml").toStdString();
-    sweep.run.overrides = {"max_steps=4", "save_steps=1000", "eval_steps=1000"};
-    sweep.run.host = host;
-    sweep.run.remote_root = tmp_.filePath("sweeps").toStdString();
-    sweep.run.engine = STUDIO_TRAIN_EXE;
-    sweep.run.run_name = "lr";
-    SbatchOptions slurm;
-    slurm.gpus_per_node = 0;
-    slurm.time = "10";
-    sweep.run.slurm = slurm;
+    SweepSubmitRequest sweep = demo_sweep(host, "sweeps", "lr", 4);
 
     // Point 01 cannot run in a world of 1: nothing is uploaded or submitted.
     SweepSubmitRequest bad = sweep;
@@ -448,6 +459,86 @@ class TestSlurmLive : public QObject {
                                  state_of((array + "_0").toStdString()) == JobState::Completed,
                              240000);
 #endif
+#endif
+  }
+
+  // Stop Sweep on a Slurm target: one scancel of the array ends the running task and the
+  // pending ones alike (they never start). Through the studio's RemoteRuns::cancelSweep, off
+  // the GUI thread, on the points' mirror folders (RemoteMirror::create, as a submit makes
+  // them); records of another sweep or array are refused before anything is cancelled.
+  void sweepCancelledAsOneArray() {
+#ifndef STUDIO_TRAIN_EXE
+    QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
+#else
+    using namespace studio::remote;
+    SshdFixture sshd;
+    RemoteHostRef host;
+    const QString error = live_host(sshd, host);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const SshSession session = connect_to(host);
+    SweepSubmitRequest sweep = demo_sweep(host, "long-sweeps", "long", 100000);
+    sweep.axes = {"learning_rate=1e-3,3e-3,1e-2"};
+    sweep.parallel = 1;
+    const SweepSubmitResult done = submit_sweep(session, sweep);
+    auto stop_jobs = qScopeGuard([&] { run_sh(scancel_command(done.job_id)); });
+    QCOMPARE(int(done.points.size()), 3);
+    QTRY_COMPARE_WITH_TIMEOUT(state_of(done.points[0].job_id), JobState::Running, 60000);
+
+    // Not one sweep's, not one array's, or none: refused, nothing cancelled.
+    std::vector<RemoteRunRecord> other_sweep = done.points;
+    other_sweep[2].sweep_id = "another";
+    std::vector<RemoteRunRecord> other_array = done.points;
+    other_array[1].job_id = "999_1";
+    std::vector<RemoteRunRecord> plain_run = {done.points[0]};
+    plain_run[0].kind = RemoteRunKind::Detached;
+    for (const auto& [records, said] :
+         {std::pair{other_sweep, std::string("belongs to sweep another")},
+          std::pair{other_array, std::string("is Slurm job 999_1, not a task of job array")},
+          std::pair{plain_run, std::string("is not a point of a sweep")},
+          std::pair{std::vector<RemoteRunRecord>{}, std::string("no point")}}) {
+      try {
+        cancel_sweep(session, records);
+        QFAIL(("cancelled: " + said).c_str());
+      } catch (const std::invalid_argument& e) {
+        QVERIFY2(std::string(e.what()).find(said) != std::string::npos, e.what());
+      }
+    }
+    QCOMPARE(state_of(done.points[0].job_id), JobState::Running);
+
+#ifdef STUDIO_TEST_UI_REMOTE
+    // The studio's mirrors of the three points, as the runs list holds them.
+    const QString mirrors = tmp_.filePath("long-mirrors");
+    QStringList dirs;
+    for (const RemoteRunRecord& point : done.points) {
+      SubmitResult mirrored;
+      mirrored.record = point;
+      mirrored.remote_config =
+          read_all(QString::fromStdString(point.run_dir()) + "/config.yaml").toStdString();
+      QString why;
+      dirs << studio::ui::RemoteMirror::create(mirrors, mirrored, &why);
+      QVERIFY2(!dirs.back().isEmpty(), qPrintable(why));
+    }
+    studio::ui::RemoteRuns runs;
+    QSignalSpy cancelled(&runs, &studio::ui::RemoteRuns::cancelFinished);
+    QSignalSpy refused(&runs, &studio::ui::RemoteRuns::cancelFailed);
+    runs.cancelSweep("the long sweep", dirs);
+    QTRY_COMPARE_WITH_TIMEOUT(cancelled.size() + refused.size(), 1, 60000);
+    QVERIFY2(refused.isEmpty(), refused.isEmpty() ? "" : qPrintable(refused[0].at(1).toString()));
+    QCOMPARE(cancelled[0].at(0).toString(), QString("the long sweep"));
+    QCOMPARE(cancelled[0].at(1).toStringList(),
+             QStringList{QString("job array %1 (sweep long, 3 points): cancel requested")
+                             .arg(QString::fromStdString(done.job_id))});
+#else
+    QCOMPARE(cancel_sweep(session, done.points),
+             std::vector<std::string>{"job array " + done.job_id +
+                                      " (sweep long, 3 points): cancel requested"});
+#endif
+    for (const RemoteRunRecord& point : done.points)
+      QTRY_COMPARE_WITH_TIMEOUT(state_of(point.job_id), JobState::Cancelled, 120000);
+    // The pending points never started: no engine wrote their folders' status.
+    for (int i = 1; i < 3; ++i)
+      QVERIFY(!QFile::exists(QString::fromStdString(done.points[static_cast<std::size_t>(i)].run_dir()) +
+                             "/output/status.json"));
 #endif
   }
 

@@ -15,6 +15,9 @@
 #include <QtWidgets/QHeaderView>
 #include <QtWidgets/QTableWidget>
 
+#include "studio/runs/events.h"
+#include "studio/ui/runs/local_launcher.h"
+#include "studio/ui/runs/process_probe.h"
 #include "studio/ui/runs/run_comparison.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/runs/runs_model.h"
@@ -101,6 +104,10 @@ class TestSweep : public QObject {
     QVERIFY(std::abs(lastLoss[names[0]] - lastLoss[names[2]]) > 1e-3);
     QVERIFY(std::abs(lastLoss[names[1]] - lastLoss[names[3]]) > 1e-3);
     QVERIFY2(r.err.contains("4 of 4 finished"), qPrintable(r.err));
+    const QJsonObject queue = train_runs::read_json(out + "/sweep-status.json");
+    QCOMPARE(queue["state"].toString(), "finished");
+    QCOMPARE(queue["exit_code"].toInt(-1), 0);
+    QCOMPARE(queue["reason"].toString(), "4 of 4 finished");
 
 #if STUDIO_TEST_GUI
     // The studio: the runs list holds the sweep's points together, in point order, named by
@@ -173,11 +180,16 @@ class TestSweep : public QObject {
              "--out", out});
     const QString first = out + "/00-learning_rate=1e-3";
     QTRY_VERIFY_WITH_TIMEOUT(readAll(first + "/events.jsonl").contains("\"step\":2"), 60000);
-    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+    const qint64 pid = p.processId();
+    ::kill(static_cast<pid_t>(pid), SIGTERM);
     QVERIFY(p.waitForFinished(60000));
     QCOMPARE(p.exitCode(), 130);
     const QString said = QString::fromUtf8(p.readAllStandardOutput());
     QVERIFY2(said.contains("--resume"), qPrintable(said));
+    const QJsonObject stopped = train_runs::read_json(out + "/sweep-status.json");
+    QCOMPARE(stopped["state"].toString(), "stopped");
+    QCOMPARE(stopped["exit_code"].toInt(), 130);
+    QCOMPARE(stopped["pid"].toInteger(), pid);
     QCOMPARE(train_runs::read_json(first + "/status.json")["state"].toString(), "stopped");
     QVERIFY(!QFileInfo::exists(out + "/01-learning_rate=2e-3/status.json"));
 #if STUDIO_TEST_GUI
@@ -205,8 +217,90 @@ class TestSweep : public QObject {
     QVERIFY2(r.code == 0, qPrintable(r.err.right(3000)));
     for (const QString& point : {first, out + "/01-learning_rate=2e-3"})
       QCOMPARE(train_runs::read_json(point + "/status.json")["state"].toString(), "finished");
+    QCOMPARE(train_runs::read_json(out + "/sweep-status.json")["state"].toString(), "finished");
     QVERIFY2(readAll(first + "/train.log").contains("resuming from"), qPrintable(readAll(first + "/train.log")));
   }
+
+#if STUDIO_TEST_GUI
+  // The studio's Stop Sweep on a sweep started in a terminal: the process that runs the queue
+  // (sweep-status.json) gets SIGTERM, so the second point never starts, and the running point
+  // is stopped as a run is. While the queue runs, a second `--resume` of it is refused; once it
+  // ended, or when its record names a process that is not it, nothing is signalled.
+  void studioStopsTheSweep() {
+    const QString out = dir_.filePath("studio-stop");
+    QProcess p;
+    auto e = QProcessEnvironment::systemEnvironment();
+    e.insert("STUDIO_INJECT_FAULT", "slow");
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(STUDIO_TRAIN_EXE), {"sweep", base("studio-stop", {"max_steps: 40"}),
+                                               "--sweep", "learning_rate=1e-3,2e-3", "--out", out});
+    auto reap = qScopeGuard([&] {
+      if (p.state() != QProcess::NotRunning) {
+        p.kill();
+        p.waitForFinished();
+      }
+    });
+    const QString first = out + "/00-learning_rate=1e-3";
+    const QString second = out + "/01-learning_rate=2e-3";
+    QTRY_VERIFY_WITH_TIMEOUT(readAll(first + "/events.jsonl").contains("\"step\":1"), 60000);
+    const QJsonObject queue = train_runs::read_json(out + "/sweep-status.json");
+    QCOMPARE(queue["state"].toString(), "running");
+    QCOMPARE(queue["pid"].toInteger(), p.processId());
+    QCOMPARE(queue["host"].toString(), studio::ui::localHostName());
+    QVERIFY(studio::ui::isSweepProcess(p.processId(), out, STUDIO_TRAIN_EXE));
+    QVERIFY(!studio::ui::isSweepProcess(p.processId(), dir_.filePath("stopped"), STUDIO_TRAIN_EXE));
+    const auto twice = sweep({"--resume", out});
+    QCOMPARE(twice.code, 2);
+    QVERIFY2(twice.err.contains(QString("another studio-train sweep (pid %1 on ").arg(p.processId())),
+             qPrintable(twice.err));
+
+    studio::ui::LocalLauncher launcher;
+    launcher.setEngineProgram(QStringLiteral(STUDIO_TRAIN_EXE));
+    QSignalSpy requested(&launcher, &studio::ui::LocalLauncher::stopRequested);
+    QSignalSpy finished(&launcher, &studio::ui::LocalLauncher::stopFinished);
+    QSignalSpy failed(&launcher, &studio::ui::LocalLauncher::stopFailed);
+    launcher.stopSweep(out, {first, second}, 30);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 2, 60000);  // the point, then its queue
+    QCOMPARE(failed.size(), 0);
+    QStringList ended;
+    for (const auto& args : finished) {
+      ended << args.at(0).toString();
+      QCOMPARE(args.at(1).toBool(), false);  // both ended on SIGTERM
+    }
+    QVERIFY2(ended.contains(first) && ended.contains(out), qPrintable(ended.join(", ")));
+    // The studio saw it end, so QProcess may have reaped it already.
+    QVERIFY(p.state() == QProcess::NotRunning || p.waitForFinished(10000));
+    QCOMPARE(p.exitCode(), 130);
+    QCOMPARE(train_runs::read_json(first + "/status.json")["state"].toString(), "stopped");
+    QVERIFY(!QFileInfo::exists(second + "/status.json"));
+    QCOMPARE(train_runs::read_json(out + "/sweep-status.json")["state"].toString(), "stopped");
+    QVERIFY(requested.size() >= 2);
+
+    // Ended: nothing to signal, and the message says so.
+    launcher.stopSweep(out, {first, second}, 30);
+    QTRY_COMPARE(failed.size(), 1);
+    QVERIFY2(failed[0].at(1).toString().contains("is not running: its queue ended (stopped)"),
+             qPrintable(failed[0].at(1).toString()));
+
+    // A record naming another process (a queue killed without a record, its pid reused).
+    QProcess other;
+    other.start("sleep", {"30"});
+    QVERIFY(other.waitForStarted());
+    studio::RunStatus forged;
+    forged.state = studio::RunState::Running;
+    forged.pid = other.processId();
+    forged.host = studio::ui::localHostName().toStdString();
+    QCOMPARE(forged.write((out + "/sweep-status.json").toStdString()), std::string());
+    launcher.stopSweep(out, {first, second}, 30);
+    QTRY_COMPARE(failed.size(), 2);
+    QVERIFY2(failed[1].at(1).toString().contains(
+                 QString("its queue process %1 is gone").arg(other.processId())),
+             qPrintable(failed[1].at(1).toString()));
+    QVERIFY(studio::ui::processAlive(other.processId()));
+    other.kill();
+    other.waitForFinished();
+  }
+#endif
 };
 
 #if STUDIO_TEST_GUI

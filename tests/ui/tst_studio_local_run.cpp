@@ -92,6 +92,37 @@ bool writeDemoConfig(const MainWindow& w, const char* name, const QString& path,
   return out.open(QIODevice::WriteOnly) && out.write(yaml + extra) == yaml.size() + extra.size();
 }
 
+// The demo's sft config with `max_steps` steps (a loss each, no checkpoint or evaluation on the
+// way) written to `path`, opened in the wizard and started from the Review page's Sweep... as
+// `name`, one point at a time over `axes`: the sweep's folder, or "" on failure.
+QString startDemoSweep(MainWindow& w, const QString& path, const QByteArray& maxSteps,
+                       const QStringList& axes, const QString& name) {
+  w.demo()->ensureModel();
+  if (!QTest::qWaitFor([&] { return w.demo()->isModelReady(); }, 60000)) return {};
+  const QByteArray never = maxSteps.toInt() < 1000 ? QByteArray("1000") : maxSteps;
+  if (!writeDemoConfig(w, "sft_demo.yaml", path,
+                       {{"max_steps: 60", "max_steps: " + maxSteps},
+                        {"logging_steps: 5", "logging_steps: 1"},
+                        {"save_steps: 30", "save_steps: " + never},
+                        {"eval_steps: 30", "eval_steps: " + never}}) ||
+      !w.openConfigInWizard(path))
+    return {};
+  studio::ui::RunWizard* wizard = w.wizard();
+  auto* sweep = wizard->reviewPage()->sweepButton();
+  if (!QTest::qWaitFor([&] { return sweep->isEnabled(); }, 20000)) return {};
+  sweep->click();
+  studio::ui::SweepDialog* dialog = wizard->sweepDialog();
+  if (!dialog) return {};
+  dialog->setAxes(axes);
+  dialog->nameEdit()->setText(name);
+  dialog->parallelBox()->setValue(1);
+  if (!QTest::qWaitFor([&] { return !dialog->isChecking() && dialog->startButton()->isEnabled(); },
+                       20000))
+    return {};
+  dialog->startButton()->click();
+  return w.lastSweepDir();
+}
+
 }  // namespace
 
 class TestStudioLocalRun : public QObject {
@@ -104,6 +135,7 @@ class TestStudioLocalRun : public QObject {
   void llamaFactoryV1FileWithRelativeDataPaths();
   void runningRunSurvivesTheWindowAndStops();
   void sweepFromTheReviewPage();
+  void sweepStoppedFromTheRunsList();
 
  private:
   std::unique_ptr<MainWindow> window();
@@ -278,25 +310,9 @@ void TestStudioLocalRun::runningRunSurvivesTheWindowAndStops() {
 // Queued while the first trains, each then finished with its own learning rate.
 void TestStudioLocalRun::sweepFromTheReviewPage() {
   auto w = window();
-  w->demo()->ensureModel();
-  QTRY_VERIFY_WITH_TIMEOUT(w->demo()->isModelReady(), 60000);
-  const QString path = tmp_.filePath(QStringLiteral("sweep-base.yaml"));
-  QVERIFY(writeDemoConfig(*w, "sft_demo.yaml", path,
-                          {{"max_steps: 60", "max_steps: 6"}, {"logging_steps: 5", "logging_steps: 1"},
-                           {"save_steps: 30", "save_steps: 1000"}, {"eval_steps: 30", "eval_steps: 1000"}}));
-  QVERIFY(w->openConfigInWizard(path));
-  studio::ui::RunWizard* wizard = w->wizard();
-  auto* sweep = wizard->reviewPage()->sweepButton();
-  QTRY_VERIFY_WITH_TIMEOUT(sweep->isEnabled(), 20000);
-  sweep->click();
-  studio::ui::SweepDialog* dialog = wizard->sweepDialog();
-  QVERIFY(dialog);
-  dialog->setAxes({QStringLiteral("learning_rate=1e-3,3e-3")});
-  dialog->nameEdit()->setText(QStringLiteral("lr-pair"));
-  dialog->parallelBox()->setValue(1);
-  QTRY_VERIFY_WITH_TIMEOUT(!dialog->isChecking() && dialog->startButton()->isEnabled(), 20000);
-  dialog->startButton()->click();
-  const QString sweepDir = w->lastSweepDir();
+  const QString sweepDir =
+      startDemoSweep(*w, tmp_.filePath(QStringLiteral("sweep-base.yaml")), "6",
+                     {QStringLiteral("learning_rate=1e-3,3e-3")}, QStringLiteral("lr-pair"));
   QVERIFY2(sweepDir.startsWith(paths_.runsRoot + QStringLiteral("/lr-pair-")), qPrintable(sweepDir));
   QTRY_VERIFY(!w->wizard() || !w->wizard()->isVisible());
 
@@ -319,6 +335,53 @@ void TestStudioLocalRun::sweepFromTheReviewPage() {
                *std::max_element(lr.begin(), lr.end()) <= 3e-3 * (1 + 1e-6),
            qPrintable(QString::number(*std::max_element(lr.begin(), lr.end()))));
   QVERIFY(QFile(sweepDir + QStringLiteral("/sweep.log")).size() > 0);
+  w->close();
+}
+
+// Stop Sweep in the runs list: while the first of three points trains, the studio stops its
+// queue and that point; the two others never start (Queued, saying how to continue), and the
+// action is off once nothing of the sweep runs.
+void TestStudioLocalRun::sweepStoppedFromTheRunsList() {
+  auto w = window();
+  const QString sweepDir =
+      startDemoSweep(*w, tmp_.filePath(QStringLiteral("long-sweep-base.yaml")), "100000",
+                     {QStringLiteral("learning_rate=1e-3,3e-3,1e-2")}, QStringLiteral("lr-long"));
+  QVERIFY(!sweepDir.isEmpty());
+  const QStringList points{sweepDir + QStringLiteral("/00-learning_rate=1e-3"),
+                           sweepDir + QStringLiteral("/01-learning_rate=3e-3"),
+                           sweepDir + QStringLiteral("/02-learning_rate=1e-2")};
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, points[0]), std::optional<RunState>(RunState::Running),
+                            kRunTimeoutMs);
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, points[2]), std::optional<RunState>(RunState::Queued), 10000);
+  // Selecting a point that has not started offers the whole sweep's stop, not its own.
+  QVERIFY(w->runsPanel()->selectRun(points[2]));
+  QTRY_VERIFY(w->runsPanel()->stopSweepAction()->isEnabled());
+  QVERIFY(!w->runsPanel()->stopAction()->isEnabled());
+
+  QSignalSpy stopped(w->launcher(), &studio::ui::LocalLauncher::stopFinished);
+  w->runsPanel()->stopSweepAction()->trigger();
+  QTRY_VERIFY_WITH_TIMEOUT(std::any_of(stopped.begin(), stopped.end(),
+                                       [&](const QList<QVariant>& s) {
+                                         return s.at(0).toString() == sweepDir;
+                                       }),
+                           60000);
+  for (const QList<QVariant>& s : stopped) QCOMPARE(s.at(1).toBool(), false);  // on SIGTERM
+  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, points[0]), std::optional<RunState>(RunState::Stopped),
+                            10000);
+  for (int i = 1; i < 3; ++i) {
+    QCOMPARE(stateOf(*w, points[i]), std::optional<RunState>(RunState::Queued));
+    QVERIFY(!QFileInfo::exists(points[i] + QStringLiteral("/status.json")));
+  }
+  QVERIFY2(w->runStore()->run(points[1])->reason.contains(QStringLiteral("--resume")),
+           qPrintable(w->runStore()->run(points[1])->reason));
+  QTRY_VERIFY(!w->runsPanel()->stopSweepAction()->isEnabled());
+  studio::RunStatus queue;
+  std::string error;
+  QVERIFY2(studio::RunStatus::read((sweepDir + QStringLiteral("/sweep-status.json")).toStdString(),
+                                   queue, error),
+           error.c_str());
+  QCOMPARE(queue.state, studio::RunState::Stopped);
+  QCOMPARE(queue.exit_code, std::optional<int>(130));
   w->close();
 }
 

@@ -20,12 +20,6 @@
 namespace studio::launch {
 namespace {
 
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
 void write_all(int fd, const char* data, std::size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd, data, n);
@@ -80,7 +74,7 @@ SuperviseResult supervise(const SuperviseOptions& opt, const std::atomic<bool>* 
   std::filesystem::create_directories(opt.output_dir, ec);
   RunStatus status;
   status.pid = ::getpid();
-  status.host = host_name();
+  status.host = status_host_name();
   const auto record = [&](RunState state, const std::string& reason, std::optional<int> code) {
     status.state = state;
     status.reason = reason;

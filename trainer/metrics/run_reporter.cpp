@@ -12,12 +12,6 @@
 namespace studio::trainer {
 namespace {
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
 ModelSummary summary(const ModelInfo& m) {
   ModelSummary s;
   s.architecture = m.architecture;
@@ -48,7 +42,7 @@ void RunReporter::write_status(RunState state, const std::string& reason,
   RunStatus st;
   st.state = state;
   st.pid = ::getpid();
-  st.host = host_name();
+  st.host = status_host_name();
   st.exit_code = exit_code;
   st.reason = reason;
   st.step = last_step_;
@@ -79,7 +73,7 @@ void RunReporter::start(const RunConfig& cfg, const ModelInfo& model, int world_
   check(writer_.write(e));
   if (reports_to_tensorboard(cfg)) {
     const std::string dir =
-        cfg.logging_dir ? *cfg.logging_dir : default_logging_dir(output_dir_, started_, host_name());
+        cfg.logging_dir ? *cfg.logging_dir : default_logging_dir(output_dir_, started_, status_host_name());
     check(tensorboard_.open(dir, started_));
   }
   bar_ = std::make_unique<ProgressBar>(total_steps, first_step, terminal_);

@@ -331,6 +331,32 @@ void RemoteRuns::cancel(const QString& path) {
   });
 }
 
+void RemoteRuns::cancelSweep(const QString& sweep, const QStringList& points) {
+  auto link = link_;
+  const RemotePrompts prompts = prompts_;
+  workers_.removeAll(nullptr);
+  workers_ << startWorkerThread([this, link, prompts, sweep, points] {
+    QStringList lines;
+    QString error;
+    try {
+      std::vector<studio::remote::RemoteRunRecord> records;
+      for (const QString& point : points) records.push_back(RemoteMirror(runDirPath(point)).readRecord());
+      if (records.empty()) throw std::invalid_argument("the sweep has no point mirrored here");
+      const studio::remote::SshSession session = connectRemote(records.front().host, prompts);
+      for (const std::string& line : studio::remote::cancel_sweep(session, records))
+        lines << QString::fromStdString(line);
+    } catch (const std::exception& e) {
+      error = QString::fromStdString(e.what());
+    }
+    link->call([&] {
+      if (error.isEmpty())
+        emit cancelFinished(sweep, lines);
+      else
+        emit cancelFailed(sweep, error);
+    });
+  });
+}
+
 void RemoteRuns::attach(const studio::remote::RemoteHostRef& host, const QString& remoteRoot,
                         const QString& runId, const QString& runsRoot) {
   auto link = link_;

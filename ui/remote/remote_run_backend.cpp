@@ -140,6 +140,16 @@ QString RemoteRunBackend::stopDescription(const QString& dir) const {
 
 void RemoteRunBackend::stop(const QString& dir) { runs_->cancel(dir); }
 
+QString RemoteRunBackend::stopSweepDescription(const QString& sweepDir) const {
+  return tr("Stopping the sweep %1 on its host: scancel of its Slurm job array (running points "
+            "get SIGTERM, SIGKILL after Slurm's KillWait; pending ones never start)")
+      .arg(sweepDir);
+}
+
+void RemoteRunBackend::stopSweep(const QString& sweepDir, const QStringList& points) {
+  runs_->cancelSweep(sweepDir, points);
+}
+
 
 void RemoteRunBackend::followAll(const QString& runsRoot) { runs_->followAll(runsRoot); }
 

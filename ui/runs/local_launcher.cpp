@@ -305,4 +305,14 @@ void LocalLauncher::stop(const QString& runDir, int graceSeconds) {
       Qt::QueuedConnection);
 }
 
+void LocalLauncher::stopSweep(const QString& sweepDir, const QStringList& points,
+                              int graceSeconds) {
+  QMetaObject::invokeMethod(
+      worker_,
+      [w = worker_, dir = runDirPath(sweepDir), points, engine = engine_, graceSeconds] {
+        w->stopSweep(dir, points, engine, graceSeconds);
+      },
+      Qt::QueuedConnection);
+}
+
 }  // namespace studio::ui

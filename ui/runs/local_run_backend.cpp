@@ -88,6 +88,18 @@ QString LocalRunBackend::stopDescription(const QString& dir) const {
 
 void LocalRunBackend::stop(const QString& dir) { launcher_->stop(dir); }
 
+QString LocalRunBackend::stopSweepDescription(const QString& sweepDir) const {
+  return tr("Stopping the sweep %1: SIGTERM to its queue, so that no point starts any more, and "
+            "each running point stopped as a run is (SIGKILL after %2 s, plus ddp_timeout when it "
+            "saves on stop); studio-train sweep --resume %1 continues it")
+      .arg(sweepDir)
+      .arg(LocalLauncher::kDefaultGraceSeconds);
+}
+
+void LocalRunBackend::stopSweep(const QString& sweepDir, const QStringList& points) {
+  launcher_->stopSweep(sweepDir, points);
+}
+
 // A run on this machine writes its own folder, which the run store reads: nothing to resume.
 void LocalRunBackend::followAll(const QString& runsRoot) { Q_UNUSED(runsRoot); }
 

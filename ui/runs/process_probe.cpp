@@ -5,6 +5,7 @@
 #include <QFileInfo>
 #include <QSysInfo>
 
+#include "studio/config/sweep.h"
 #include "studio/ui/runs/run_folder.h"
 
 namespace studio::ui {
@@ -59,6 +60,22 @@ bool isRunProcess(qint64 pid, const QString& runDir, const QString& engine) {
                  dir))
       return true;
   }
+  return false;
+}
+
+bool isSweepProcess(qint64 pid, const QString& sweepDir, const QString& engine) {
+  const QStringList args = processArguments(pid);
+  const QString engineName =
+      engine.isEmpty() ? QStringLiteral("studio-train") : QFileInfo(engine).fileName();
+  if (args.size() < 2 || QFileInfo(args.front()).fileName() != engineName ||
+      args.at(1) != QLatin1String("sweep"))
+    return false;
+  const QString lock =
+      QFileInfo(runFile(sweepDir, studio::kSweepLockFileName)).canonicalFilePath();
+  if (lock.isEmpty()) return false;
+  const QDir fds(procPath(pid, "fd"));
+  for (const QString& fd : fds.entryList(QDir::Files | QDir::System | QDir::NoDotAndDotDot))
+    if (QFileInfo(fds.filePath(fd)).symLinkTarget() == lock) return true;
   return false;
 }
 

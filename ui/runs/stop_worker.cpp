@@ -52,6 +52,10 @@ bool findEngine(const QString& runDir, const QString& fallbackEngine, qint64& pi
   }
   pid = status.pid;
   engine = fallbackEngine;
+  // A run started without the studio (a sweep's point, a terminal): its folder's config.yaml
+  // says whether it saves on stop.
+  if (const QString file = runFile(runDir, studio::kRunConfigFileName); QFileInfo::exists(file))
+    config = file;
   return true;
 }
 
@@ -107,22 +111,28 @@ void StopWorker::watchSweepLaunch(const QString& sweepDir, qint64 pid) {
 }
 
 void StopWorker::stop(const QString& runDir, const QString& engine, int graceSeconds) {
+  stopRun(runDir, engine, graceSeconds, false);
+}
+
+int StopWorker::stopRun(const QString& runDir, const QString& engine, int graceSeconds,
+                        bool quiet) {
   // Asking again while a stop is under way must not push its SIGKILL further out.
   for (const Job& j : jobs_)
     if (j.dir == runDir && j.phase != Phase::Launching) {
       emit stopRequested(runDir);
-      return;
+      return j.graceSeconds;
     }
   qint64 pid = 0;
   QString engineProgram, config, error;
   if (!findEngine(runDir, engine, pid, engineProgram, config, error)) {
-    emit stopFailed(runDir, error);
-    return;
+    if (!quiet) emit stopFailed(runDir, error);
+    return -1;
   }
   if (!processAlive(pid)) {
-    emit stopFailed(
-        runDir, QStringLiteral("%1 is not running: its process %2 is gone").arg(runDir).arg(pid));
-    return;
+    if (!quiet)
+      emit stopFailed(runDir,
+                      QStringLiteral("%1 is not running: its process %2 is gone").arg(runDir).arg(pid));
+    return -1;
   }
   if (!isRunProcess(pid, runDir, engineProgram)) {
     emit stopFailed(runDir,
@@ -130,13 +140,13 @@ void StopWorker::stop(const QString& runDir, const QString& engine, int graceSec
                                    "it was not signalled")
                         .arg(pid)
                         .arg(runDir, processArguments(pid).join(QLatin1Char(' '))));
-    return;
+    return -1;
   }
   if (::kill(static_cast<pid_t>(pid), SIGTERM) != 0) {
     emit stopFailed(runDir, QStringLiteral("cannot signal process %1 of %2: %3")
                                 .arg(pid)
                                 .arg(runDir, QString::fromLocal8Bit(std::strerror(errno))));
-    return;
+    return -1;
   }
   emit stopRequested(runDir);
   // A run stopped while starting is no launch failure when it exits.
@@ -149,6 +159,66 @@ void StopWorker::stop(const QString& runDir, const QString& engine, int graceSec
   job.phase = Phase::Terminating;
   // save_on_stop: the engine writes a last checkpoint before it exits; leave it that time.
   job.graceSeconds = std::max(0, static_cast<int>(stopGraceSeconds(config, graceSeconds)));
+  job.deadlineMs = clock_.elapsed() + qint64{job.graceSeconds} * 1000;
+  const int grace = job.graceSeconds;
+  track(std::move(job));
+  return grace;
+}
+
+void StopWorker::stopSweep(const QString& sweepDir, const QStringList& points,
+                           const QString& engine, int graceSeconds) {
+  for (const Job& j : jobs_)
+    if (j.dir == sweepDir && j.phase != Phase::Launching) {
+      emit stopRequested(sweepDir);
+      return;
+    }
+  // The queue first: once it has the signal no point starts, so the points stopped below are
+  // the last. Its process relays the SIGTERM to its running points too (studio-train sweep).
+  const QString statusFile = runFile(sweepDir, studio::kSweepStatusFileName);
+  studio::RunStatus status;
+  std::string statusError;
+  qint64 queuePid = 0;
+  QString queueGone;  // why no queue process was signalled
+  if (!studio::RunStatus::read(localPath(statusFile), status, statusError)) {
+    queueGone = QString::fromStdString(statusError);
+  } else if (status.state != studio::RunState::Running) {
+    queueGone = QStringLiteral("its queue ended (%1)")
+                    .arg(QString::fromStdString(studio::run_state_name(status.state)));
+  } else if (QString::fromStdString(status.host) != localHostName()) {
+    emit stopFailed(sweepDir,
+                    QStringLiteral("the queue of %1 runs on %2, not on this machine (%3): it "
+                                   "cannot be stopped from here")
+                        .arg(sweepDir, QString::fromStdString(status.host), localHostName()));
+    return;
+  } else if (!processAlive(status.pid) || !isSweepProcess(status.pid, sweepDir, engine)) {
+    // Killed without a record (its lock went with it): what runs under that pid now is not it.
+    queueGone = QStringLiteral("its queue process %1 is gone").arg(status.pid);
+  } else if (::kill(static_cast<pid_t>(status.pid), SIGTERM) != 0) {
+    emit stopFailed(sweepDir, QStringLiteral("cannot signal process %1, the queue of %2: %3")
+                                  .arg(status.pid)
+                                  .arg(sweepDir, QString::fromLocal8Bit(std::strerror(errno))));
+    return;
+  } else {
+    queuePid = status.pid;
+  }
+  int longestGrace = -1;
+  for (const QString& point : points)
+    longestGrace = std::max(longestGrace, stopRun(runDirPath(point), engine, graceSeconds, true));
+  if (queuePid == 0 && longestGrace < 0) {
+    emit stopFailed(sweepDir, QStringLiteral("the sweep in %1 is not running: %2, and none of its "
+                                             "points runs on this machine")
+                                  .arg(sweepDir, queueGone));
+    return;
+  }
+  emit stopRequested(sweepDir);
+  if (queuePid == 0) return;  // its points report their own ends
+  Job job;
+  job.dir = sweepDir;
+  job.pid = queuePid;
+  job.phase = Phase::Terminating;
+  job.sweep = true;
+  // It ends once its points have: their grace, SIGKILL's wait, and a margin for it to reap them.
+  job.graceSeconds = std::max(longestGrace, 0) + kKillWaitMs / 1000 + kQueueMarginSeconds;
   job.deadlineMs = clock_.elapsed() + qint64{job.graceSeconds} * 1000;
   track(std::move(job));
 }
@@ -217,7 +287,8 @@ void StopWorker::kill(Job& job) {
 
 void StopWorker::recordKilled(const Job& job) {
   // The engine got no chance to record its end: say it for it, unless it managed after all.
-  const std::string statusFile = localPath(runFile(job.dir, studio::kStatusFileName));
+  const std::string statusFile = localPath(
+      runFile(job.dir, job.sweep ? studio::kSweepStatusFileName : studio::kStatusFileName));
   studio::RunStatus status;
   std::string error;
   const bool haveStatus = studio::RunStatus::read(statusFile, status, error);
@@ -230,6 +301,12 @@ void StopWorker::recordKilled(const Job& job) {
   status.exit_code = 128 + SIGKILL;
   status.reason = reason;
   status.updated = studio::kNoValue;
+  if (job.sweep) {  // a sweep's queue has no events of its own: its points have theirs
+    if (const std::string written = status.write(statusFile); !written.empty())
+      qWarning("studio: killed the queue of %s but could not record it: %s", qPrintable(job.dir),
+               written.c_str());
+    return;
+  }
   const QString events = runFile(job.dir, studio::kEventsFileName);
   endPartialLine(events);
   studio::EventWriter writer;

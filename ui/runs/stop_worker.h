@@ -7,6 +7,7 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <QString>
+#include <QStringList>
 
 class QTimer;
 
@@ -19,6 +20,9 @@ class StopWorker : public QObject {
   static constexpr int kPollMs = 100;
   // How long a SIGKILLed process may take to disappear before the stop counts as failed.
   static constexpr int kKillWaitMs = 5000;
+  // What a sweep's queue process is given, past its points' grace and kill wait, to reap them
+  // and record its end before it is killed.
+  static constexpr int kQueueMarginSeconds = 10;
 
   StopWorker();
 
@@ -28,6 +32,12 @@ class StopWorker : public QObject {
   void watchSweepLaunch(const QString& sweepDir, qint64 pid);
   // `engine`: the launcher's engine program, used when the run has no launch record.
   void stop(const QString& runDir, const QString& engine, int graceSeconds);
+  // Stops the sweep in `sweepDir`: SIGTERM to the process that runs its queue (from
+  // sweep-status.json, when it is still that process), so that no point starts any more, then
+  // stop() of every folder of `points` whose engine runs on this machine. The queue process
+  // gets SIGKILL when it outlives its points' grace times; stopFinished(sweepDir) when it ends.
+  void stopSweep(const QString& sweepDir, const QStringList& points, const QString& engine,
+                 int graceSeconds);
 
  signals:
   void launchFailed(const QString& runDir, const QString& message);
@@ -45,8 +55,12 @@ class StopWorker : public QObject {
     Phase phase = Phase::Launching;
     qint64 deadlineMs = 0;  // on `clock`: SIGKILL (Terminating) or give up (Killing)
     int graceSeconds = 0;
-    bool sweep = false;  // Launching: a sweep (sweep.json, sweep.log), not a run
+    bool sweep = false;  // a sweep's queue process (sweep.json, sweep.log), not a run's engine
   };
+
+  // stop(), or with `quiet` nothing said when the run is not running (a point of a sweep being
+  // stopped may have ended meanwhile). Returns the grace time given, or -1 when not signalled.
+  int stopRun(const QString& runDir, const QString& engine, int graceSeconds, bool quiet);
 
   void poll();
   // True when the job is over.

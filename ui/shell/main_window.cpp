@@ -165,6 +165,7 @@ void MainWindow::createMenus() {
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   run->addAction(runsPanel_->stopAction());
+  run->addAction(runsPanel_->stopSweepAction());
   run->addAction(runsPanel_->overlayAction());
   run->addAction(tr("&Clear Overlays"), this, [this] {
     for (const QString& dir : dashboard_->runs())
@@ -224,6 +225,7 @@ void MainWindow::connectRuns() {
   connect(runsPanel_->newRunAction(), &QAction::triggered, this, [this] { newRun(); });
   connect(runsPanel_->openRunAction(), &QAction::triggered, this, &MainWindow::openRunDialog);
   connect(runsPanel_->stopAction(), &QAction::triggered, this, &MainWindow::stopCurrentRun);
+  connect(runsPanel_->stopSweepAction(), &QAction::triggered, this, &MainWindow::stopCurrentSweep);
   connect(runsPanel_->overlayAction(), &QAction::triggered, this, &MainWindow::overlayCurrentRun);
   connect(store_, &RunStore::runsChanged, this, [this] {
     if (!currentRun_.isEmpty()) runsPanel_->selectRun(currentRun_);
@@ -319,6 +321,15 @@ void MainWindow::stopCurrentRun() {
   RunBackend* backend = backendOf(dir);
   log_->appendStudioMessage(backend->stopDescription(dir));
   backend->stop(dir);
+}
+
+void MainWindow::stopCurrentSweep() {
+  const QString dir = runsPanel_->selectedRun();
+  const auto info = dir.isEmpty() ? std::nullopt : store_->run(dir);
+  if (!info || info->sweepDir.isEmpty()) return;
+  RunBackend* backend = backendOf(dir);
+  log_->appendStudioMessage(backend->stopSweepDescription(info->sweepDir));
+  backend->stopSweep(info->sweepDir, runsPanel_->sweepRuns(dir));
 }
 
 // A menu of the other runs, each checked while it is drawn on the dashboard: toggling one adds or

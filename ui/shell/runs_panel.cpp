@@ -80,6 +80,12 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   stop_->setToolTip(
       tr("Stop the selected run: SIGTERM, then SIGKILL after a grace period (on its host for a "
          "remote run)"));
+  stopSweep_ = new QAction(tr("Stop Swee&p"), this);
+  stopSweep_->setObjectName(QStringLiteral("stopSweep"));
+  stopSweep_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+.")));
+  stopSweep_->setToolTip(tr("Stop the selected run's whole sweep: no point starts any more and the "
+                            "running ones stop (a local sweep continues with studio-train sweep "
+                            "--resume)"));
   overlay_ = toolbar_->addAction(tr("&Overlay"));
   overlay_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+L")));
   overlay_->setToolTip(tr("Draw other runs on the same charts as this one (e.g. SP=1 vs SP=4)"));
@@ -119,17 +125,17 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
   connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           &RunsPanel::updateActions);
   for (QAction* a :
-       {newRun_, openRun_, stop_, overlay_, forget_, openFolder_, openLog_, openConfig_, compare_,
-        compareSweep_})
+       {newRun_, openRun_, stop_, stopSweep_, overlay_, forget_, openFolder_, openLog_, openConfig_,
+        compare_, compareSweep_})
     a->setShortcutContext(Qt::WindowShortcut);
-  addActions({openFolder_, openLog_, openConfig_, compareSweep_});
+  addActions({stopSweep_, openFolder_, openLog_, openConfig_, compareSweep_});
   view_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(view_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
     QMenu menu(this);
     menu.addActions({openFolder_, openLog_, openConfig_});
     menu.addSeparator();
     menu.addActions({compare_, compareSweep_});
-    menu.addActions({stop_, overlay_, forget_});
+    menu.addActions({stop_, stopSweep_, overlay_, forget_});
     menu.exec(view_->viewport()->mapToGlobal(at));
   });
   auto openFile = [this](const QString& path) {
@@ -306,6 +312,16 @@ void RunsPanel::updateActions() {
   const bool alive = info && (info->state == RunState::Running || info->state == RunState::Starting);
   // A remote run is stopped on its host (RemoteRuns::cancel); a local one by its pid here.
   stop_->setEnabled(alive && (info->local || info->remote));
+  // A sweep can be stopped while any of its points runs here or on a host the studio reaches
+  // (a stopped sweep's points that never started stay Queued, with nothing left to signal).
+  bool sweepAlive = false;
+  if (info && !info->sweepDir.isEmpty())
+    for (const QString& point : sweepRuns(dir)) {
+      const auto p = store_->run(point);
+      sweepAlive = sweepAlive || (p && (p->local || p->remote) &&
+                                  (p->state == RunState::Running || p->state == RunState::Starting));
+    }
+  stopSweep_->setEnabled(sweepAlive);
   overlay_->setEnabled(info.has_value() && store_->runs().size() > 1);
   forget_->setEnabled(info.has_value());
   openFolder_->setEnabled(info.has_value());

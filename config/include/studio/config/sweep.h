@@ -9,6 +9,9 @@
 //   SWEEP_DIR/sweep.json            the spec, the points and their folders (this file's format)
 //   SWEEP_DIR/base.yaml             the base config as given
 //   SWEEP_DIR/NN-key=value,.../     one run folder per point: config.yaml, events.jsonl, ...
+//   SWEEP_DIR/sweep-status.json     the process that runs the queue on this machine: its pid,
+//                                   host and state (status.json's format), for a stop
+//   SWEEP_DIR/sweep.lock            held (flock) by that process while it runs the queue
 //
 // Plain C++: the engine's `studio-train sweep` runs the queue, the studio draws and opens it.
 #include <cstddef>
@@ -24,6 +27,13 @@
 namespace studio {
 
 inline constexpr const char* kSweepFileName = "sweep.json";
+// Written by `studio-train sweep` when it runs the whole queue (not by a Slurm array task's
+// --point I): RunStatus's format, "running" with its pid and host, then how the queue ended.
+inline constexpr const char* kSweepStatusFileName = "sweep-status.json";
+// Held with flock(LOCK_EX) by that process from start to end: a second `--resume` of the same
+// sweep is refused instead of training the same points twice, and a stop can tell the process
+// that runs the queue from another that took its pid (it holds this file open).
+inline constexpr const char* kSweepLockFileName = "sweep.lock";
 
 enum class SweepMode { Grid, List };
 

@@ -84,6 +84,14 @@ std::vector<std::string> cancel_run(const SshSession& session, const RemoteRunRe
                                     int grace_seconds = -1,
                                     const NodeConnector& connect_node = {});
 
+// Stops a sweep submitted as a Slurm job array (submit_sweep): one scancel of the array, so its
+// running tasks get Slurm's SIGTERM (KillWait is the grace) and its pending ones never start.
+// `points`: records of the sweep's points, at least one, all of one sweep (sweep_id) and one
+// array (job ids ARRAYID_INDEX); std::invalid_argument otherwise, naming the odd one. Returns
+// the line saying what was asked ("job array 42 (sweep lr, 3 points): cancel requested").
+std::vector<std::string> cancel_sweep(const SshSession& session,
+                                      const std::vector<RemoteRunRecord>& points);
+
 // Reads <remote_root>/<run_id>/studio-remote.json. Throws RemoteError(Transfer) naming the host
 // and the path when it is missing ("no run RUN_ID under ROOT on HOST").
 RemoteRunRecord read_remote_record(const SshSession& session, const std::string& remote_root,

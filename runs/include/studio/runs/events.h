@@ -573,4 +573,8 @@ void to_json(nlohmann::json& j, const RunStatus& v);
 // Throws EventFormatError on a malformed object (strict: any field of the wrong type).
 void from_json(const nlohmann::json& j, RunStatus& v);
 
+// This machine's name as RunStatus::host records it (gethostname; "unknown" when that fails):
+// what a stop on this machine compares with.
+std::string status_host_name();
+
 }  // namespace studio

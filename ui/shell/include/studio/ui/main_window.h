@@ -152,6 +152,7 @@ class MainWindow : public QMainWindow {
   bool saveAs();
   void exportNormalized();
   void stopCurrentRun();
+  void stopCurrentSweep();
   // The run backends and what the window shows of them (log, status bar, start progress).
   void createBackends();
   void connectBackend(RunBackend* backend);

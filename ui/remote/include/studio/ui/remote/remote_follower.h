@@ -95,6 +95,10 @@ class RemoteRuns : public QObject {
   // Stops the remote run (remote::cancel_run) on a worker thread; cancelFinished() gives the
   // lines cancel_run returned, cancelFailed() why it could not.
   void cancel(const QString& dir);
+  // Stops the sweep `sweep` (its label: RunInfo::sweepDir) whose points' mirrors are `points`
+  // (remote::cancel_sweep, one scancel of its job array) on a worker thread; cancelFinished()
+  // and cancelFailed() come with `sweep` as their dir.
+  void cancelSweep(const QString& sweep, const QStringList& points);
   // Mirrors a run started elsewhere (`studio submit`, another studio, another machine) into
   // <runsRoot>/<run_id>/ and follows it from its first event. Its record and config are read on
   // a worker thread; the record's host is replaced by `host` (this studio's way to reach it).

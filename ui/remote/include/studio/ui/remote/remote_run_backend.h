@@ -28,6 +28,8 @@ class RemoteRunBackend : public RunBackend {
   bool startFailureIsModal() const override { return false; }
   QString stopDescription(const QString& dir) const override;
   void stop(const QString& dir) override;
+  QString stopSweepDescription(const QString& sweepDir) const override;
+  void stopSweep(const QString& sweepDir, const QStringList& points) override;
   void followAll(const QString& runsRoot) override;
 
   // Mirrors the run `runId` of `host` (under `remoteRoot`; "" the host's default) into a folder

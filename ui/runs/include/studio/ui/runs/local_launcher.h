@@ -81,6 +81,15 @@ class LocalLauncher : public QObject {
   // stopFinished() or stopFailed().
   void stop(const QString& runDir, int graceSeconds = kDefaultGraceSeconds);
 
+  // Asks the sweep in `sweepDir` to stop: SIGTERM to the process that runs its queue (recorded
+  // in sweep-status.json; signalled only while it is that process, see isSweepProcess), so that
+  // no point starts any more, then stop() of every folder of `points` that runs here. The
+  // signals are those of stop(), with sweepDir for the queue: stopRequested(sweepDir) when
+  // anything was signalled, stopFinished(sweepDir) when the queue process ended, and
+  // stopFailed(sweepDir) when nothing of the sweep runs on this machine.
+  void stopSweep(const QString& sweepDir, const QStringList& points,
+                 int graceSeconds = kDefaultGraceSeconds);
+
   // The config as launch() writes it: output_dir = runDir, and every path key that is relative
   // (model_name_or_path, ref_model, dataset_dir, deepspeed, resume_from_checkpoint) made
   // absolute against baseDir, since the engine runs in the run folder. A LLaMA-Factory v1
@@ -90,7 +99,7 @@ class LocalLauncher : public QObject {
   static studio::RunConfig configForRun(const studio::RunConfig& config, const QString& baseDir,
                                         const QString& runDir);
 
- signals:
+ Q_SIGNALS:
   void launched(const QString& runDir);
   void launchFailed(const QString& runDir, const QString& message);
   // A sweep launchSweep started wrote sweep.json and its point folders: they can be listed.

@@ -22,6 +22,8 @@ class LocalRunBackend : public RunBackend {
   bool startFailureIsModal() const override { return true; }
   QString stopDescription(const QString& dir) const override;
   void stop(const QString& dir) override;
+  QString stopSweepDescription(const QString& sweepDir) const override;
+  void stopSweep(const QString& sweepDir, const QStringList& points) override;
   // A local run's folder is read as it is written: there is nothing more to follow.
   void followAll(const QString& runsRoot) override;
 

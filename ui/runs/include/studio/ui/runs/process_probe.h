@@ -20,6 +20,12 @@ QStringList processArguments(qint64 pid);
 // an argument inside runDir (the launcher passes runDir/config.yaml) or its working directory.
 bool isRunProcess(qint64 pid, const QString& runDir, const QString& engine);
 
+// Whether `pid` is the process that runs the queue of the sweep in `sweepDir`: its program has
+// the engine's file name, its first argument is `sweep`, and it holds the sweep's lock file open
+// (kSweepLockFileName, which `studio-train sweep` keeps open and locked while it runs). A pid
+// reused by any other process, another sweep's included, is never taken for it.
+bool isSweepProcess(qint64 pid, const QString& sweepDir, const QString& engine);
+
 // This machine's host name, as the engine writes it into status.json.
 QString localHostName();
 

@@ -7,6 +7,7 @@
 // backend; the signals arrive on the GUI thread.
 #include <QObject>
 #include <QString>
+#include <QStringList>
 
 #include "studio/config/run_config.h"
 #include "studio/ui/runs/launch_target.h"
@@ -43,6 +44,12 @@ class RunBackend : public QObject {
   virtual QString stopDescription(const QString& dir) const = 0;
   // Asks the run in `dir` to stop; the outcome comes as stopFinished() or stopFailed().
   virtual void stop(const QString& dir) = 0;
+  // What stopSweep() will do to the sweep `sweepDir` (RunInfo::sweepDir), for the log.
+  virtual QString stopSweepDescription(const QString& sweepDir) const = 0;
+  // Asks the sweep `sweepDir`, whose points the runs list holds as `points`, to stop: no point
+  // starts any more, and the running ones stop as stop() stops a run. The outcome comes as
+  // stopFinished() or stopFailed() for sweepDir (and for each point stopped, when it ends).
+  virtual void stopSweep(const QString& sweepDir, const QStringList& points) = 0;
 
   // At start-up: goes on following the runs under `runsRoot` that were followed when the studio
   // last closed (a run is followed from its start on: its folder fills as it goes).

@@ -36,6 +36,9 @@ class RunsPanel : public QWidget {
   QAction* newRunAction() const { return newRun_; }
   QAction* openRunAction() const { return openRun_; }
   QAction* stopAction() const { return stop_; }
+  // Stops every point of the selected run's sweep (the queue first): enabled while one of them
+  // runs.
+  QAction* stopSweepAction() const { return stopSweep_; }
   QAction* overlayAction() const { return overlay_; }
   QAction* forgetAction() const { return forget_; }
   QAction* openFolderAction() const { return openFolder_; }
@@ -81,6 +84,7 @@ class RunsPanel : public QWidget {
   QAction* newRun_;
   QAction* openRun_;
   QAction* stop_;
+  QAction* stopSweep_;
   QAction* overlay_;
   QAction* forget_;
   QAction* openFolder_;
