@@ -95,9 +95,15 @@ class QueueDriver {
     if (fd_ < 0) return "cannot open " + lock + ": " + std::strerror(errno);
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      ::close(fd_);
-      fd_ = -1;
-      if (err != EWOULDBLOCK) return "cannot lock " + lock + ": " + std::strerror(err);
+      if (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP) {
+        // A file system without locks (Lustre mounted noflock, NFS without lockd): the queue
+        // runs unguarded against a second one; the open file still tells a stop it is this one.
+        std::cerr << "studio-train sweep: warning: " << lock << " cannot be locked here ("
+                  << std::strerror(err) << "): do not --resume this sweep while it runs\n";
+      } else {
+        ::close(fd_);
+        fd_ = -1;
+        if (err != EWOULDBLOCK) return "cannot lock " + lock + ": " + std::strerror(err);
       RunStatus other;
       std::string why;
       const bool known = RunStatus::read(status_file(), other, why);
@@ -108,6 +114,7 @@ class QueueDriver {
              ": wait for it, or stop it first (the studio's Stop Sweep, or kill -TERM " +
              (known ? std::to_string(other.pid) : std::string("its pid")) +
              ": its running points stop and the queue can be resumed)";
+      }
     }
     RunStatus running;
     running.state = RunState::Running;
@@ -338,7 +345,7 @@ int cmd_sweep(const Argv& argv) {
     }
   }
 
-  // Without SA_RESTART: a stop interrupts the wait for the running points.
+  // A stop sets a flag the loop below checks on every turn (at most 100 ms apart).
   struct sigaction sa {};
   sa.sa_handler = on_sweep_stop;
   sigemptyset(&sa.sa_mask);
@@ -354,6 +361,7 @@ int cmd_sweep(const Argv& argv) {
   std::cout << "studio-train sweep: " << n << " point(s) in " << sweep_dir << ", " << parallel
             << " at a time\n";
   auto dir_of = [&](std::size_t i) { return sweep_dir + "/" + sweep.points[i].name; };
+  bool relayed = false;
   while (true) {
     // Fill free slots with the next points that are not finished.
     while (!g_sweep_stop && next < end) {
@@ -370,8 +378,14 @@ int cmd_sweep(const Argv& argv) {
       std::vector<std::string> sets;
       if (const auto ckpt = trainer::last_good_checkpoint(dir))
         sets = {"resume_from_checkpoint=" + fs::absolute(*ckpt).string(), "overwrite_output_dir=false"};
+      // Verifying a checkpoint can take seconds: a stop that came meanwhile starts nothing.
+      if (g_sweep_stop) {
+        --next;
+        break;
+      }
       const int slot = static_cast<int>(free_slot - slot_busy.begin());
       const pid_t pid = start_point(dir, nproc, slot_devices[static_cast<std::size_t>(slot)], sets);
+      if (pid > 0) ::setpgid(pid, pid);  // the child does too: a stop right after the fork finds its group
       if (pid < 0) {
         std::cerr << "studio-train sweep: cannot start " << sweep.points[i].name << "\n";
         state[i] = "failed";
@@ -386,16 +400,24 @@ int cmd_sweep(const Argv& argv) {
                         : "GPU " + slot_devices[static_cast<std::size_t>(slot)])
                 << ", log " << dir << "/train.log)\n" << std::flush;
     }
+    // A stop: every running point gets SIGTERM once (each stops at a step boundary; save_on_stop
+    // decides whether it saves), and no new point starts. Checked on every turn, so a signal that
+    // came between the check above and a fork still reaches the point just started.
+    if (g_sweep_stop && !relayed) {
+      for (const Child& c : running) ::kill(-c.pid, SIGTERM);
+      relayed = true;
+    }
     if (running.empty()) break;
+    // Polled, not a blocking wait: a signal that lands just before a blocking waitpid would not
+    // interrupt it, and the stop would wait for a point to end by itself.
     int status = 0;
-    const pid_t done = ::waitpid(-1, &status, 0);
+    const pid_t done = ::waitpid(-1, &status, WNOHANG);
+    if (done == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     if (done < 0) {
-      if (errno == EINTR) {
-        // A stop: every running point gets SIGTERM (each stops at a step boundary; save_on_stop
-        // decides whether it saves), and no new point starts.
-        for (const Child& c : running) ::kill(-c.pid, SIGTERM);
-        continue;
-      }
+      if (errno == EINTR) continue;
       break;
     }
     const auto it = std::find_if(running.begin(), running.end(), [&](const Child& c) { return c.pid == done; });

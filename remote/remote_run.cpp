@@ -447,8 +447,15 @@ std::vector<std::string> cancel_sweep(const SshSession& session,
     if (p.sweep_id != first.sweep_id)
       throw std::invalid_argument(what + " belongs to sweep " + p.sweep_id + ", not to " +
                                   first.sweep_id);
+    if (p.host.target != first.host.target || p.remote_root != first.remote_root)
+      throw std::invalid_argument(what + " is under " + p.remote_root + " on " + p.host.target +
+                                  ", not where the sweep's other points are (" +
+                                  first.remote_root + " on " + first.host.target + ")");
     const std::size_t underscore = p.job_id.find('_');
-    if (underscore == std::string::npos || p.job_id.substr(0, underscore) != array)
+    if (underscore == std::string::npos)
+      throw std::invalid_argument(what + " is Slurm job " + p.job_id +
+                                  ", not a task of a job array");
+    if (p.job_id.substr(0, underscore) != array)
       throw std::invalid_argument(what + " is Slurm job " + p.job_id + ", not a task of job array " +
                                   array + " like the sweep's other points");
   }

@@ -294,7 +294,9 @@ class TestSweep : public QObject {
     launcher.stopSweep(out, {first, second}, 30);
     QTRY_COMPARE(failed.size(), 2);
     QVERIFY2(failed[1].at(1).toString().contains(
-                 QString("its queue process %1 is gone").arg(other.processId())),
+                 QString("process %1, which sweep-status.json names, is not its queue (it runs '")
+                     .arg(other.processId())) &&
+                 failed[1].at(1).toString().contains("sleep 30'"),
              qPrintable(failed[1].at(1).toString()));
     QVERIFY(studio::ui::processAlive(other.processId()));
     other.kill();

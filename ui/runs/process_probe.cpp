@@ -51,13 +51,17 @@ bool isRunProcess(qint64 pid, const QString& runDir, const QString& engine) {
   const QString engineName =
       engine.isEmpty() ? QStringLiteral("studio-train") : QFileInfo(engine).fileName();
   if (args.isEmpty() || QFileInfo(args.front()).fileName() != engineName) return false;
+  // The folder as given and as the kernel names it (/proc's cwd has symbolic links resolved).
   const QString dir = runDirPath(runDir);
+  const QString real = QFileInfo(dir).canonicalFilePath();
+  auto named = [&](const QString& path) {
+    return isInside(path, dir) || (!real.isEmpty() && isInside(path, real));
+  };
   const QString cwd = QFileInfo(procPath(pid, "cwd")).symLinkTarget();
-  if (!cwd.isEmpty() && isInside(cwd, dir)) return true;
+  if (!cwd.isEmpty() && named(cwd)) return true;
   for (qsizetype i = 1; i < args.size(); ++i) {
     const QString& arg = args[i];
-    if (isInside(QDir::isAbsolutePath(arg) || cwd.isEmpty() ? arg : QDir(cwd).absoluteFilePath(arg),
-                 dir))
+    if (named(QDir::isAbsolutePath(arg) || cwd.isEmpty() ? arg : QDir(cwd).absoluteFilePath(arg)))
       return true;
   }
   return false;

@@ -135,6 +135,8 @@ int StopWorker::stopRun(const QString& runDir, const QString& engine, int graceS
     return -1;
   }
   if (!isRunProcess(pid, runDir, engineProgram)) {
+    // A sweep's point that ended long ago may have left its pid to anything.
+    if (quiet) return -1;
     emit stopFailed(runDir,
                     QStringLiteral("process %1 is no longer the engine of %2 (it runs '%3'), so "
                                    "it was not signalled")
@@ -156,6 +158,7 @@ int StopWorker::stopRun(const QString& runDir, const QString& engine, int graceS
   Job job;
   job.dir = runDir;
   job.pid = pid;
+  job.engine = engineProgram;
   job.phase = Phase::Terminating;
   // save_on_stop: the engine writes a last checkpoint before it exits; leave it that time.
   job.graceSeconds = std::max(0, static_cast<int>(stopGraceSeconds(config, graceSeconds)));
@@ -190,9 +193,16 @@ void StopWorker::stopSweep(const QString& sweepDir, const QStringList& points,
                                    "cannot be stopped from here")
                         .arg(sweepDir, QString::fromStdString(status.host), localHostName()));
     return;
-  } else if (!processAlive(status.pid) || !isSweepProcess(status.pid, sweepDir, engine)) {
-    // Killed without a record (its lock went with it): what runs under that pid now is not it.
+  } else if (!processAlive(status.pid)) {
     queueGone = QStringLiteral("its queue process %1 is gone").arg(status.pid);
+  } else if (!isSweepProcess(status.pid, sweepDir, engine)) {
+    // Killed without a record, its pid taken since; or run by another user, whose /proc/PID/fd
+    // this one cannot read (and could not signal either).
+    queueGone = QStringLiteral("process %1, which sweep-status.json names, is not its queue (it "
+                               "runs '%2'; a queue of another user cannot be checked or signalled "
+                               "from here)")
+                    .arg(status.pid)
+                    .arg(processArguments(status.pid).join(QLatin1Char(' ')));
   } else if (::kill(static_cast<pid_t>(status.pid), SIGTERM) != 0) {
     emit stopFailed(sweepDir, QStringLiteral("cannot signal process %1, the queue of %2: %3")
                                   .arg(status.pid)
@@ -215,6 +225,7 @@ void StopWorker::stopSweep(const QString& sweepDir, const QStringList& points,
   Job job;
   job.dir = sweepDir;
   job.pid = queuePid;
+  job.engine = engine;
   job.phase = Phase::Terminating;
   job.sweep = true;
   // It ends once its points have: their grace, SIGKILL's wait, and a margin for it to reap them.
@@ -255,6 +266,10 @@ bool StopWorker::advance(Job& job) {
         return true;
       }
       if (clock_.elapsed() < job.deadlineMs) return false;
+      if (!stillItsProcess(job)) {  // it ended, and its pid is another process's now
+        emit stopFinished(job.dir, false);
+        return true;
+      }
       kill(job);
       return false;
     case Phase::Killing:
@@ -271,6 +286,11 @@ bool StopWorker::advance(Job& job) {
       return true;
   }
   return true;
+}
+
+bool StopWorker::stillItsProcess(const Job& job) const {
+  return job.sweep ? isSweepProcess(job.pid, job.dir, job.engine)
+                   : isRunProcess(job.pid, job.dir, job.engine);
 }
 
 void StopWorker::kill(Job& job) {

@@ -56,7 +56,12 @@ class StopWorker : public QObject {
     qint64 deadlineMs = 0;  // on `clock`: SIGKILL (Terminating) or give up (Killing)
     int graceSeconds = 0;
     bool sweep = false;  // a sweep's queue process (sweep.json, sweep.log), not a run's engine
+    QString engine;      // Terminating: the program it runs, to tell it from a reuse of its pid
   };
+
+  // Whether the job's pid is still its process (isRunProcess, isSweepProcess): a process that
+  // exited during the grace time may have left its pid to another, which is never signalled.
+  bool stillItsProcess(const Job& job) const;
 
   // stop(), or with `quiet` nothing said when the run is not running (a point of a sweep being
   // stopped may have ended meanwhile). Returns the grace time given, or -1 when not signalled.

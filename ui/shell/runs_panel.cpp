@@ -82,7 +82,7 @@ RunsPanel::RunsPanel(RunStore* store, QWidget* parent)
          "remote run)"));
   stopSweep_ = new QAction(tr("Stop Swee&p"), this);
   stopSweep_->setObjectName(QStringLiteral("stopSweep"));
-  stopSweep_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+.")));
+  stopSweep_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+K")));
   stopSweep_->setToolTip(tr("Stop the selected run's whole sweep: no point starts any more and the "
                             "running ones stop (a local sweep continues with studio-train sweep "
                             "--resume)"));
