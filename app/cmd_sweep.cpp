@@ -116,19 +116,12 @@ class QueueDriver {
              ": its running points stop and the queue can be resumed)";
       }
     }
-    RunStatus running;
-    running.state = RunState::Running;
-    running.pid = ::getpid();
-    running.host = status_host_name();
-    return running.write(status_file());
+    return record(RunState::Running).write(status_file());
   }
   // Records how the queue ended; a failure to write is said on stderr (the points' own folders
   // hold their results all the same).
   void end(RunState state, int exit_code, const std::string& reason) const {
-    RunStatus done;
-    done.state = state;
-    done.pid = ::getpid();
-    done.host = status_host_name();
+    RunStatus done = record(state);
     done.exit_code = exit_code;
     done.reason = reason;
     if (const std::string e = done.write(status_file()); !e.empty())
@@ -137,6 +130,14 @@ class QueueDriver {
 
  private:
   std::string status_file() const { return dir_ + "/" + kSweepStatusFileName; }
+  // This process, in `state`, on this host.
+  static RunStatus record(RunState state) {
+    RunStatus status;
+    status.state = state;
+    status.pid = ::getpid();
+    status.host = status_host_name();
+    return status;
+  }
   std::string dir_;
   int fd_ = -1;
 };

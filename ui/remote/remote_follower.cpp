@@ -305,20 +305,16 @@ void RemoteRuns::followAll(const QString& root) {
   });
 }
 
-void RemoteRuns::cancel(const QString& path) {
-  const QString dir = runDirPath(path);
+void RemoteRuns::cancelOffThread(
+    const QString& dir, std::function<std::vector<std::string>(const RemotePrompts&)> cancel) {
   auto link = link_;
   const RemotePrompts prompts = prompts_;
   workers_.removeAll(nullptr);
-  workers_ << startWorkerThread([this, link, prompts, dir] {
+  workers_ << startWorkerThread([this, link, prompts, dir, cancel = std::move(cancel)] {
     QStringList lines;
     QString error;
     try {
-      const studio::remote::RemoteRunRecord record = RemoteMirror(dir).readRecord();
-      const studio::remote::SshSession session = connectRemote(record.host, prompts);
-      for (const std::string& line :
-           studio::remote::cancel_run(session, record, record.stop_grace_s, nodeConnector(prompts)))
-        lines << QString::fromStdString(line);
+      for (const std::string& line : cancel(prompts)) lines << QString::fromStdString(line);
     } catch (const std::exception& e) {
       error = QString::fromStdString(e.what());
     }
@@ -331,29 +327,22 @@ void RemoteRuns::cancel(const QString& path) {
   });
 }
 
+void RemoteRuns::cancel(const QString& path) {
+  const QString dir = runDirPath(path);
+  cancelOffThread(dir, [dir](const RemotePrompts& prompts) {
+    const studio::remote::RemoteRunRecord record = RemoteMirror(dir).readRecord();
+    const studio::remote::SshSession session = connectRemote(record.host, prompts);
+    return studio::remote::cancel_run(session, record, record.stop_grace_s, nodeConnector(prompts));
+  });
+}
+
 void RemoteRuns::cancelSweep(const QString& sweep, const QStringList& points) {
-  auto link = link_;
-  const RemotePrompts prompts = prompts_;
-  workers_.removeAll(nullptr);
-  workers_ << startWorkerThread([this, link, prompts, sweep, points] {
-    QStringList lines;
-    QString error;
-    try {
-      std::vector<studio::remote::RemoteRunRecord> records;
-      for (const QString& point : points) records.push_back(RemoteMirror(runDirPath(point)).readRecord());
-      if (records.empty()) throw std::invalid_argument("the sweep has no point mirrored here");
-      const studio::remote::SshSession session = connectRemote(records.front().host, prompts);
-      for (const std::string& line : studio::remote::cancel_sweep(session, records))
-        lines << QString::fromStdString(line);
-    } catch (const std::exception& e) {
-      error = QString::fromStdString(e.what());
-    }
-    link->call([&] {
-      if (error.isEmpty())
-        emit cancelFinished(sweep, lines);
-      else
-        emit cancelFailed(sweep, error);
-    });
+  cancelOffThread(sweep, [points](const RemotePrompts& prompts) {
+    std::vector<studio::remote::RemoteRunRecord> records;
+    for (const QString& point : points) records.push_back(RemoteMirror(runDirPath(point)).readRecord());
+    if (records.empty()) throw std::invalid_argument("the sweep has no point mirrored here");
+    const studio::remote::SshSession session = connectRemote(records.front().host, prompts);
+    return studio::remote::cancel_sweep(session, records);
   });
 }
 

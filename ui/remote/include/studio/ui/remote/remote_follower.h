@@ -6,7 +6,10 @@
 // signals; the GUI thread never touches the network. RemoteRuns is the studio's one manager of
 // followers: it reattaches every unfinished mirror at start-up and cancels runs.
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <QDeadlineTimer>
 #include <QHash>
@@ -127,6 +130,11 @@ class RemoteRuns : public QObject {
   void listFailed(const QString& error);
 
  private:
+  // Runs `cancel` (connect, cancel, the lines it returns) on a worker thread; cancelFinished(dir)
+  // with its lines, or cancelFailed(dir) with what it threw, on the GUI thread.
+  void cancelOffThread(const QString& dir,
+                       std::function<std::vector<std::string>(const RemotePrompts&)> cancel);
+
   RemotePrompts prompts_;
   studio::remote::FollowOptions options_;
   QHash<QString, RemoteRunFollower*> followers_;
