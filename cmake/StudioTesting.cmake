@@ -12,6 +12,11 @@ function(studio_add_test name)
     # tokenizers, trl, torch): scripts/setup.sh installs it, StudioDependencies.cmake finds it.
     STUDIO_PYTHON="${STUDIO_PYTHON}")
   set_target_properties(${name} PROPERTIES AUTOMOC ON)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
+  # Its sources that include LibTorch reuse the trainer's precompiled <torch/torch.h>.
+  if(COMMAND studio_reuse_torch_pch AND "studio_trainer" IN_LIST T_LIBS)
+    studio_reuse_torch_pch(${name})
+  endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)

@@ -1,10 +1,11 @@
 #include "sshd_server.h"
 
+#include "loopback_port.h"
+
 #include <QDir>
 #include <QFile>
 #include <QList>
 #include <QMap>
-#include <QTcpServer>
 #include <QTcpSocket>
 #include <QThread>
 
@@ -20,12 +21,6 @@ QString run(const QString& program, const QStringList& args) {
   p.start(program, args);
   if (!p.waitForFinished(20000) || p.exitCode() != 0) return {};
   return QString::fromUtf8(p.readAllStandardOutput());
-}
-
-int free_port() {
-  QTcpServer probe;
-  if (!probe.listen(QHostAddress::LocalHost, 0)) return 0;
-  return probe.serverPort();
 }
 
 }  // namespace
@@ -102,7 +97,7 @@ QString SshdServer::start(const QString& host_key, const QString& extra_config) 
   keys.close();
   // A restart keeps the port, so known_hosts entries ("[127.0.0.1]:port") still apply.
   for (int tries = 0; tries < 5; ++tries) {
-    if (port_ == 0 || tries > 0) port_ = free_port();
+    if (port_ == 0 || tries > 0) port_ = studio::test::free_loopback_port();
     QFile config(path("sshd_config"));
     if (!config.open(QIODevice::WriteOnly | QIODevice::Truncate)) return "cannot write sshd_config";
     // extra_config precedes the password default: sshd keeps the first value read per keyword.

@@ -10,11 +10,6 @@
 #include <QtCore/QString>
 #include <QtCore/QStringList>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -104,21 +99,6 @@ inline QString make_tiny_model(const QString& dir, const TinyModel& m) {
 }
 
 // A JSON file's object; empty when it cannot be read.
-// A loopback TCP port nobody listens on right now (0 when none could be found).
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
 inline QJsonObject read_json(const QString& path) {
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly)) return {};

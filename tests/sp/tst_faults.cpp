@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 
+#include "loopback_port.h"
 #include "train_runs.h"
 
 namespace {
@@ -656,7 +657,7 @@ class TestFaults : public QObject {
     // already holds the run (the round it joins says where to resume).
     const QString config = write_config(
         name, out, {"sequence_parallel_size: 2", "overwrite_output_dir: true"});
-    const int port = train_runs::free_port();
+    const int port = studio::test::free_loopback_port();
     QVERIFY(port > 0);
     const QStringList flags{"--max-restarts", "2", "--rdzv-timeout",
                             fault == "node gone" ? "8" : "120"};
