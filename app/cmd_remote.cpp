@@ -3,11 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,6 +43,7 @@ constexpr const char* kUsage =
     "       studio attach --host HOST [OPTIONS] RUN_ID\n"
     "       studio attach --host HOST [OPTIONS] --folder DIR\n"
     "       studio cancel --host HOST [OPTIONS] RUN_ID\n"
+    "       studio cancel --host HOST [OPTIONS] --sweep SWEEP_ID\n"
     "       studio runs   --host HOST [OPTIONS]\n"
     "\n"
     "Remote runs over SSH, for scripts. HOST is [ssh://][user@]host[:port] or a ~/.ssh/config\n"
@@ -55,6 +58,8 @@ constexpr const char* kUsage =
     "          --folder, a run folder on the host the studio did not start (a LLaMA-Factory\n"
     "          output_dir: its trainer_log.jsonl lines; or studio-train's events.jsonl)\n"
     "  cancel  stops the run's process group on every node (SIGTERM, then SIGKILL), or scancels\n"
+    "          its Slurm job. With --sweep, the whole sweep: one scancel of its job array, so\n"
+    "          its running points stop and its pending ones never start\n"
     "  runs    lists the runs under REMOTE_ROOT with their state\n"
     "\n"
     "connection options:\n"
@@ -79,7 +84,8 @@ constexpr const char* kUsage =
     "                        run ids printed one per line; --parallel K: K tasks at a time\n"
     "  --slurm               submit with sbatch; with --nodes N --gpus-per-node G\n"
     "                        --partition P --time T --account A --cpus-per-task C\n"
-    "                        --sbatch DIRECTIVE (repeatable, e.g. --sbatch=--exclusive)\n"
+    "                        --sbatch DIRECTIVE (repeatable, e.g. --sbatch=--exclusive);\n"
+    "                        G (default: --nproc) is also the workers per node; 0: CPU only\n"
     "                        --checkpoint-before-end S: S seconds before the time limit the\n"
     "                        engine writes a checkpoint and the job requeues itself\n"
     "                        (default 300; 0: no signal); --no-requeue: no requeue (neither\n"
@@ -90,6 +96,8 @@ constexpr const char* kUsage =
     "  --log                 also copy the run's train.log (running_log.txt) to stderr\n"
     "  --poll-ms MS          polling interval (default 1000)\n"
     "cancel options:\n"
+    "  --sweep SWEEP_ID      the sweep `submit --sweep` printed (or the run id of one of its\n"
+    "                        points) instead of RUN_ID\n"
     "  --grace S             seconds between SIGTERM and SIGKILL (default 15, plus ddp_timeout\n"
     "                        when the run's config has save_on_stop)\n"
     "runs options:\n"
@@ -172,8 +180,20 @@ int submit(Args& args, const Connection& conn) {
   if (args.flag("--slurm")) {
     remote::SbatchOptions slurm;
     slurm.nodes = args.positive_int("--nodes", 1);
-    slurm.gpus_per_node = args.value("--gpus-per-node") ? args.positive_int("--gpus-per-node", 1)
-                                                        : request.nproc;
+    slurm.gpus_per_node = request.nproc;
+    if (auto g = args.value("--gpus-per-node")) {
+      int64_t v = 0;
+      const std::string bad = parse_whole(*g, WholeRange{0, 1024}, v);
+      if (!bad.empty())
+        return usage_error("--gpus-per-node: " + bad + " (0: a CPU-only node, one worker)");
+      if (!args.ok()) return usage_error(args.error());
+      // The job's workers per node are its GPUs: a different --nproc would be ignored.
+      if (args.value("--nproc") && v != request.nproc && !(v == 0 && request.nproc == 1))
+        return usage_error("--nproc " + std::to_string(request.nproc) + " and --gpus-per-node " +
+                           *g + " disagree: under --slurm each node runs one worker per GPU "
+                           "(one with --gpus-per-node 0); give one of them");
+      slurm.gpus_per_node = static_cast<int>(v);
+    }
     if (auto p = args.value("--partition")) slurm.partition = *p;
     if (auto t = args.value("--time")) slurm.time = *t;
     if (auto a = args.value("--account")) slurm.account = *a;
@@ -326,7 +346,52 @@ int attach(Args& args, const Connection& conn) {
   });
 }
 
+// The points of a sweep on the host, in point order: those whose record names the sweep `id`,
+// or, when none does, the sweep of the point whose run id is `id`.
+std::vector<remote::RemoteRunRecord> sweep_points(const remote::SshSession& session,
+                                                  const Connection& conn, const std::string& id) {
+  std::vector<std::string> problems;
+  const std::vector<remote::RemoteRunRecord> all =
+      remote::list_remote_runs(session, conn.remote_root, &problems);
+  for (const std::string& problem : problems)
+    std::fprintf(stderr, "studio cancel: %s\n", problem.c_str());
+  std::string sweep = id;
+  const auto named = [&](const remote::RemoteRunRecord& r) { return r.sweep_id == sweep; };
+  if (std::none_of(all.begin(), all.end(), named)) {
+    const auto point = std::find_if(
+        all.begin(), all.end(), [&](const remote::RemoteRunRecord& r) { return r.run_id == id; });
+    if (point == all.end()) {
+      throw std::invalid_argument("no sweep or run " + id + " under " + conn.remote_root + " on " +
+                                  session.where() + "; `studio runs --host ...` lists them");
+    }
+    if (point->sweep_id.empty())
+      throw std::invalid_argument("run " + id +
+                                  " is not a point of a sweep: cancel it without --sweep");
+    sweep = point->sweep_id;
+  }
+  std::vector<remote::RemoteRunRecord> points;
+  std::copy_if(all.begin(), all.end(), std::back_inserter(points), named);
+  std::sort(points.begin(), points.end(),
+            [](const auto& a, const auto& b) { return a.run_id < b.run_id; });
+  for (remote::RemoteRunRecord& point : points) point.host = conn.host;
+  return points;
+}
+
 int cancel(Args& args, const Connection& conn) {
+  if (const auto sweep = args.value("--sweep")) {
+    if (!args.positional().empty() || args.values("--sweep").size() > 1)
+      return usage_error("cancel --sweep takes one SWEEP_ID and no RUN_ID");
+    if (args.value("--grace"))
+      return usage_error("--grace is for a run: a sweep is cancelled by Slurm (its KillWait)");
+    if (!args.ok()) return usage_error(args.error());
+    return guarded("cancel", [&] {
+      const remote::SshSession session = conn.connect();
+      const auto points = sweep_points(session, conn, *sweep);
+      for (const std::string& line : remote::cancel_sweep(session, points))
+        std::printf("%s\n", line.c_str());
+      return kExitFinished;
+    });
+  }
   if (args.positional().size() != 1) return usage_error("cancel takes one RUN_ID");
   const int grace = args.value("--grace") ? args.positive_int("--grace", 15)
                                           : -1;  // the run record's

@@ -31,6 +31,7 @@
 #include "studio/config/validate.h"
 #include "studio/runs/events.h"
 #include "studio/trainer/checkpoint.h"
+#include "studio/trainer/fault_injection.h"
 
 namespace studio::app {
 namespace {
@@ -379,6 +380,10 @@ int cmd_sweep(const Argv& argv) {
       std::vector<std::string> sets;
       if (const auto ckpt = trainer::last_good_checkpoint(dir))
         sets = {"resume_from_checkpoint=" + fs::absolute(*ckpt).string(), "overwrite_output_dir=false"};
+      // Fault point sweep.slow: the gap between two points that verifying a large checkpoint makes.
+      if (trainer::fault_requested("sweep.slow", static_cast<std::int64_t>(i), 0))
+        for (int t = 0; t < 3000 && !g_sweep_stop; ++t)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
       // Verifying a checkpoint can take seconds: a stop that came meanwhile starts nothing.
       if (g_sweep_stop) {
         --next;

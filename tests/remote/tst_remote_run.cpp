@@ -665,6 +665,30 @@ class TestRemoteRun : public QObject {
     listOnly.insert(listOnly.size() - 1, "--list");
     QCOMPARE(runStudio(listOnly, &out, &err, 60000), 2);
     QVERIFY2(err.contains("--list and --parallel are for a sweep"), err.constData());
+
+    // `cancel --sweep` takes a sweep id (or a point's run id) alone; a plain run is no sweep
+    // (tst_slurm_live cancels a real one).
+    QCOMPARE(runStudio(QStringList{"cancel"} << cliConnection() << "--sweep" << "s" << runId, &out,
+                       &err, 60000), 2);
+    QVERIFY2(err.contains("cancel --sweep takes one SWEEP_ID and no RUN_ID"), err.constData());
+    QCOMPARE(runStudio(QStringList{"cancel"} << cliConnection() << "--sweep" << runId, &out, &err,
+                       60000), 2);
+    QVERIFY2(err.contains(("run " + runId + " is not a point of a sweep").toUtf8()),
+             err.constData());
+    QCOMPARE(runStudio(QStringList{"cancel"} << cliConnection() << "--sweep" << "no-such-sweep",
+                       &out, &err, 60000), 2);
+    QVERIFY2(err.contains("no sweep or run no-such-sweep under"), err.constData());
+    // Under --slurm, --gpus-per-node is the workers per node (0: a CPU-only node): a negative
+    // count, or one that --nproc contradicts, is refused before connecting.
+    for (const auto& [extra, said] :
+         {std::pair{QStringList{"--gpus-per-node", "-1"}, QByteArray("--gpus-per-node: ")},
+          std::pair{QStringList{"--nproc", "2", "--gpus-per-node", "4"},
+                    QByteArray("--nproc 2 and --gpus-per-node 4 disagree")}}) {
+      QStringList slurm = submit;
+      for (const QString& arg : QStringList{"--slurm"} + extra) slurm.insert(slurm.size() - 1, arg);
+      QCOMPARE(runStudio(slurm, &out, &err, 60000), 2);
+      QVERIFY2(err.contains(said), err.constData());
+    }
   }
 
   void headlessAttachSurvivesCut() {

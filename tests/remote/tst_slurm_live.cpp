@@ -12,14 +12,12 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QSysInfo>
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "loopback_port.h"
 #include "sshd_server.h"
 #include "studio/remote/run_follow.h"
 #include "studio/remote/run_submit.h"
@@ -72,22 +71,6 @@ const QByteArray kStandIn =
     "echo standin ran\n"
     "sleep \"${STANDIN_SLEEP:-0}\"\n"
     "exit \"${STANDIN_EXIT:-0}\"\n";
-
-// A loopback TCP port nobody is listening on right now.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 bool write_file(const QString& path, const QByteArray& text, bool executable = false) {
   QFile file(path);
@@ -280,8 +263,8 @@ class TestSlurmLive : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(t + "/munge.sock"), 10000);
 
     node_ = QSysInfo::machineHostName().section('.', 0, 0);
-    int ctld_port = free_port();
-    int slurmd_port = free_port();
+    int ctld_port = studio::test::free_loopback_port();
+    int slurmd_port = studio::test::free_loopback_port();
     QVERIFY(ctld_port > 0 && slurmd_port > 0 && ctld_port != slurmd_port);
     QVERIFY(QDir().mkpath(t + "/state") && QDir().mkpath(t + "/spool"));
     QString conf = QString(
@@ -538,6 +521,75 @@ class TestSlurmLive : public QObject {
     // The pending points never started: no engine wrote their folders' status.
     for (int i = 1; i < 3; ++i)
       QVERIFY(!QFile::exists(QString::fromStdString(done.points[static_cast<std::size_t>(i)].run_dir()) +
+                             "/output/status.json"));
+#endif
+  }
+
+  // The command line's sweep on a CPU-only cluster: `studio submit --slurm --gpus-per-node 0
+  // --sweep` prints the points' run ids, and `studio cancel --sweep`, given one point's run id,
+  // cancels the whole array with one scancel: the running point and the pending ones.
+  void sweepCancelledFromTheCommandLine() {
+#if !defined(STUDIO_TRAIN_EXE) || !defined(STUDIO_EXE)
+    QSKIP("studio or studio-train is not built");
+#else
+    using namespace studio::remote;
+    SshdFixture sshd;
+    RemoteHostRef host;
+    const QString error = live_host(sshd, host);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const QString root = tmp_.filePath("cli-sweeps");
+    const QStringList connection{"--host", QString::fromStdString(host.target), "--identity",
+                                 sshd.user_key(), "--known-hosts",
+                                 QString::fromStdString(host.known_hosts_file), "--ssh-config",
+                                 QString::fromStdString(host.ssh_config_file), "--remote-root",
+                                 root, "--batch"};
+    auto studio = [](const QStringList& args, QByteArray* out, QByteArray* err) {
+      QProcess p;
+      p.start(QStringLiteral(STUDIO_EXE), args);
+      if (!p.waitForFinished(120000)) {
+        p.kill();
+        p.waitForFinished();
+        return -1;
+      }
+      *out = p.readAllStandardOutput();
+      *err = p.readAllStandardError();
+      return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    };
+    QByteArray out, err;
+    const int submitted =
+        studio(QStringList{"submit"} << connection << "--engine" << STUDIO_TRAIN_EXE << "--slurm"
+                   << "--gpus-per-node" << "0" << "--time" << "10" << "--set"
+                   << "max_steps=100000" << "--set" << "save_steps=100000" << "--set"
+                   << "eval_steps=100000" << "--name" << "cli" << "--sweep"
+                   << "learning_rate=1e-3,3e-3,1e-2" << "--parallel" << "1"
+                   << tmp_.filePath("sft.yaml"),
+               &out, &err);
+    // Cancelled whatever fails below: its tasks would hold the one-CPU node for the tests after.
+    const QRegularExpressionMatch said =
+        QRegularExpression("as Slurm job array (\\d+) \\(3 tasks\\)").match(QString::fromUtf8(err));
+    const std::string array = said.hasMatch() ? said.captured(1).toStdString() : std::string();
+    auto stop_jobs = qScopeGuard([&] {
+      if (!array.empty()) run_sh(scancel_command(array));
+    });
+    QCOMPARE(submitted, 0);
+    QVERIFY2(said.hasMatch(), err.constData());
+    const QStringList ids = QString::fromUtf8(out).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(ids.size(), 3);
+    const SshSession session = connect_to(host);
+    std::vector<RemoteRunRecord> points;
+    for (const QString& id : ids)
+      points.push_back(read_remote_record(session, root.toStdString(), id.toStdString()));
+    for (std::size_t i = 0; i < points.size(); ++i)
+      QCOMPARE(points[i].job_id, array + "_" + std::to_string(i));
+    QTRY_COMPARE_WITH_TIMEOUT(state_of(points[0].job_id), JobState::Running, 60000);
+
+    QCOMPARE(studio(QStringList{"cancel"} << connection << "--sweep" << ids[1], &out, &err), 0);
+    QCOMPARE(out, QByteArray::fromStdString("job array " + array +
+                                            " (sweep cli, 3 points): cancel requested\n"));
+    for (const RemoteRunRecord& point : points)
+      QTRY_COMPARE_WITH_TIMEOUT(state_of(point.job_id), JobState::Cancelled, 120000);
+    for (int i = 1; i < 3; ++i)
+      QVERIFY(!QFile::exists(QString::fromStdString(points[static_cast<std::size_t>(i)].run_dir()) +
                              "/output/status.json"));
 #endif
   }

@@ -22,6 +22,7 @@
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/runs/runs_model.h"
 #include "studio/ui/shell/comparison_dialog.h"
+#include "studio/ui/shell/runs_panel.h"
 #endif
 
 namespace {
@@ -49,6 +50,30 @@ class TestSweep : public QObject {
          "save_steps: 2", "per_device_train_batch_size: 2", "max_steps: 4", "eval_strategy: 'no'",
          "seed: 3"},
         extra);
+  }
+
+  // `studio-train sweep` of two learning rates, killed if the test ends before it does.
+  struct SweepProcess {
+    QProcess p;
+    QString out, first, second;  // its folder and its two points' folders
+    ~SweepProcess() {
+      if (p.state() != QProcess::NotRunning) {
+        p.kill();
+        p.waitForFinished();
+      }
+    }
+  };
+  // Starts it under the fault `fault` (STUDIO_INJECT_FAULT), into dir_/`name`.
+  void startSweep(SweepProcess& s, const QString& name, const QString& fault,
+                  const QStringList& extra) {
+    s.out = dir_.filePath(name);
+    s.first = s.out + "/00-learning_rate=1e-3";
+    s.second = s.out + "/01-learning_rate=2e-3";
+    auto e = QProcessEnvironment::systemEnvironment();
+    e.insert("STUDIO_INJECT_FAULT", fault);
+    s.p.setProcessEnvironment(e);
+    s.p.start(QStringLiteral(STUDIO_TRAIN_EXE),
+              {"sweep", base(name, extra), "--sweep", "learning_rate=1e-3,2e-3", "--out", s.out});
   }
 
   static train_runs::Run sweep(const QStringList& args, const QStringList& env = {}) {
@@ -227,21 +252,10 @@ class TestSweep : public QObject {
   // is stopped as a run is. While the queue runs, a second `--resume` of it is refused; once it
   // ended, or when its record names a process that is not it, nothing is signalled.
   void studioStopsTheSweep() {
-    const QString out = dir_.filePath("studio-stop");
-    QProcess p;
-    auto e = QProcessEnvironment::systemEnvironment();
-    e.insert("STUDIO_INJECT_FAULT", "slow");
-    p.setProcessEnvironment(e);
-    p.start(QStringLiteral(STUDIO_TRAIN_EXE), {"sweep", base("studio-stop", {"max_steps: 40"}),
-                                               "--sweep", "learning_rate=1e-3,2e-3", "--out", out});
-    auto reap = qScopeGuard([&] {
-      if (p.state() != QProcess::NotRunning) {
-        p.kill();
-        p.waitForFinished();
-      }
-    });
-    const QString first = out + "/00-learning_rate=1e-3";
-    const QString second = out + "/01-learning_rate=2e-3";
+    SweepProcess started;
+    startSweep(started, "studio-stop", "slow", {"max_steps: 40"});
+    QProcess& p = started.p;
+    const QString &out = started.out, &first = started.first, &second = started.second;
     QTRY_VERIFY_WITH_TIMEOUT(readAll(first + "/events.jsonl").contains("\"step\":1"), 60000);
     const QJsonObject queue = train_runs::read_json(out + "/sweep-status.json");
     QCOMPARE(queue["state"].toString(), "running");
@@ -301,6 +315,55 @@ class TestSweep : public QObject {
     QVERIFY(studio::ui::processAlive(other.processId()));
     other.kill();
     other.waitForFinished();
+  }
+
+  // Between two points no point runs: here the queue waits 300 s before point 1 (fault point
+  // sweep.slow, the gap a large checkpoint's verification makes). The runs list still offers
+  // Stop Sweep, because the queued point's queue runs here; the stop ends the queue in the gap,
+  // and point 1 never starts.
+  void studioStopsTheSweepBetweenPoints() {
+    SweepProcess started;
+    startSweep(started, "gap-stop", "sweep.slow@1", {"max_steps: 2"});
+    QProcess& p = started.p;
+    const QString &out = started.out, &first = started.first, &second = started.second;
+    // The queue says a point's end once it reaped the point's process: then none runs.
+    QByteArray said;
+    auto queueSaid = [&](const char* what) {
+      return (said += p.readAllStandardOutput()).contains(what);
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(queueSaid("00-learning_rate=1e-3: finished"), 120000);
+    studio::ui::RunStore store;
+    store.setRoot(dir_.path());
+    studio::ui::RunsPanel panel(&store);
+    auto find = [&](const QString& dir) -> std::optional<studio::ui::RunInfo> {
+      for (const auto& run : store.runs())
+        if (run.dir == dir) return run;
+      return std::nullopt;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(find(second).has_value() && find(second)->sweepQueueAlive, 20000);
+    QCOMPARE(find(second)->state, studio::ui::RunState::Queued);
+    QCOMPARE(find(first)->state, studio::ui::RunState::Finished);
+    QVERIFY(panel.selectRun(second));
+    QTRY_VERIFY(panel.stopSweepAction()->isEnabled());
+    QVERIFY(!panel.stopAction()->isEnabled());
+
+    studio::ui::LocalLauncher launcher;
+    launcher.setEngineProgram(QStringLiteral(STUDIO_TRAIN_EXE));
+    QSignalSpy finished(&launcher, &studio::ui::LocalLauncher::stopFinished);
+    QSignalSpy failed(&launcher, &studio::ui::LocalLauncher::stopFailed);
+    launcher.stopSweep(out, {first, second}, 30);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, 20000);  // the queue, long before its wait ends
+    QCOMPARE(failed.size(), 0);
+    QCOMPARE(finished[0].at(0).toString(), out);
+    QCOMPARE(finished[0].at(1).toBool(), false);  // it ended on SIGTERM
+    QVERIFY(p.state() == QProcess::NotRunning || p.waitForFinished(10000));
+    QCOMPARE(p.exitCode(), 130);
+    QVERIFY(!QFileInfo::exists(second + "/status.json"));
+    QCOMPARE(train_runs::read_json(out + "/sweep-status.json")["state"].toString(), "stopped");
+    // Its queue ended: the point stays Queued (--resume continues it), and the action goes off.
+    QTRY_VERIFY_WITH_TIMEOUT(!find(second)->sweepQueueAlive, 20000);
+    QCOMPARE(find(second)->state, studio::ui::RunState::Queued);
+    QTRY_VERIFY(!panel.stopSweepAction()->isEnabled());
   }
 #endif
 };

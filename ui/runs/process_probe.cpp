@@ -71,9 +71,12 @@ bool isSweepProcess(qint64 pid, const QString& sweepDir, const QString& engine) 
   const QStringList args = processArguments(pid);
   const QString engineName =
       engine.isEmpty() ? QStringLiteral("studio-train") : QFileInfo(engine).fileName();
-  if (args.size() < 2 || QFileInfo(args.front()).fileName() != engineName ||
-      args.at(1) != QLatin1String("sweep"))
-    return false;
+  return args.size() >= 2 && QFileInfo(args.front()).fileName() == engineName &&
+         args.at(1) == QLatin1String("sweep") && holdsSweepLock(pid, sweepDir);
+}
+
+bool holdsSweepLock(qint64 pid, const QString& sweepDir) {
+  if (pid <= 0) return false;
   const QString lock =
       QFileInfo(runFile(sweepDir, studio::kSweepLockFileName)).canonicalFilePath();
   if (lock.isEmpty()) return false;

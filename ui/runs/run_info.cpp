@@ -329,6 +329,16 @@ bool isActive(RunState state) {
   return state == RunState::Starting || state == RunState::Running || state == RunState::Queued;
 }
 
+bool sweepQueueRunsHere(const QString& sweepDir) {
+  studio::RunStatus status;
+  std::string error;
+  const QString file = runFile(sweepDir, studio::kSweepStatusFileName);
+  return studio::RunStatus::read(localPath(file), status, error) &&
+         status.state == studio::RunState::Running &&
+         QString::fromStdString(status.host) == localHostName() && processAlive(status.pid) &&
+         holdsSweepLock(status.pid, sweepDir);
+}
+
 bool RunInfo::operator==(const RunInfo& o) const {
   const bool sameLoss = lastLoss == o.lastLoss || (std::isnan(lastLoss) && std::isnan(o.lastLoss));
   return dir == o.dir && name == o.name && state == o.state && stateText == o.stateText &&
@@ -338,7 +348,8 @@ bool RunInfo::operator==(const RunInfo& o) const {
          updated == o.updated && configPath == o.configPath && logPath == o.logPath &&
          local == o.local && remote == o.remote && remoteTarget == o.remoteTarget &&
          sweep == o.sweep && sweepDir == o.sweepDir && sweepPoint == o.sweepPoint &&
-         sweepKeys == o.sweepKeys && readProblems == o.readProblems;
+         sweepKeys == o.sweepKeys && sweepQueueAlive == o.sweepQueueAlive &&
+         readProblems == o.readProblems;
 }
 
 RunInfo readRunInfo(const QString& dir) {

@@ -4,6 +4,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <QHash>
 #include <QSet>
 
 #include "studio/ui/base/local_path.h"
@@ -94,6 +95,18 @@ void RunScanner::scan(const QString& root, const QStringList& added, const QStri
     digests.emplace(dir, std::move(digest));
   }
   digests_ = std::move(digests);  // forgets the runs that are gone
+  // A local sweep's queue, looked at once per sweep, for its points that do not run themselves:
+  // between two points, or while it verifies a resumed point's checkpoint, none of them runs.
+  QHash<QString, bool> queues;
+  for (RunInfo& run : runs) {
+    if (run.sweepDir.isEmpty() || run.remote || run.state == RunState::Running ||
+        run.state == RunState::Starting)
+      continue;
+    auto queue = queues.find(run.sweepDir);
+    if (queue == queues.end())
+      queue = queues.insert(run.sweepDir, sweepQueueRunsHere(run.sweepDir));
+    run.sweepQueueAlive = *queue;
+  }
   std::sort(runs.begin(), runs.end(), newerFirst);
   groupSweeps(runs);
   emit scanned(runs);

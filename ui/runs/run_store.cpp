@@ -112,7 +112,7 @@ void RunStore::deliver(const QVector<RunInfo>& runs) {
   QStringList changed;
   bool anyActive = false;
   for (const RunInfo& r : runs) {
-    anyActive = anyActive || isActive(r.state);
+    anyActive = anyActive || isActive(r.state) || r.sweepQueueAlive;
     const RunInfo* old = before.value(r.dir);
     if (!old || *old != r) changed << r.dir;
   }

@@ -312,14 +312,16 @@ void RunsPanel::updateActions() {
   const bool alive = info && (info->state == RunState::Running || info->state == RunState::Starting);
   // A remote run is stopped on its host (RemoteRuns::cancel); a local one by its pid here.
   stop_->setEnabled(alive && (info->local || info->remote));
-  // A sweep can be stopped while any of its points runs here or on a host the studio reaches
-  // (a stopped sweep's points that never started stay Queued, with nothing left to signal).
+  // A sweep can be stopped while any of its points runs here or on a host the studio reaches,
+  // or while its queue runs here between two points (a stopped sweep's points that never
+  // started stay Queued, with nothing left to signal).
   bool sweepAlive = false;
   if (info && !info->sweepDir.isEmpty())
     for (const QString& point : sweepRuns(dir)) {
       const auto p = store_->run(point);
-      sweepAlive = sweepAlive || (p && (p->local || p->remote) &&
-                                  (p->state == RunState::Running || p->state == RunState::Starting));
+      sweepAlive = sweepAlive || (p && p->sweepQueueAlive) ||
+                   (p && (p->local || p->remote) &&
+                    (p->state == RunState::Running || p->state == RunState::Starting));
     }
   stopSweep_->setEnabled(sweepAlive);
   overlay_->setEnabled(info.has_value() && store_->runs().size() > 1);

@@ -27,6 +27,9 @@
 //   stall     this rank stops itself (SIGSTOP) at the start of the step: stalled, not dead, as
 //       under a debugger or a frozen node; its peers time out after ddp_timeout and the watchdog
 //       names it (trainer/parallel/watchdog.h)
+//   sweep.slow  studio-train sweep waits 300 s before it starts point STEP (the point's index,
+//       from 0), as a queue verifying a large checkpoint before a resumed point does: no point
+//       runs meanwhile, and a stop ends the wait at once
 #include <cstdint>
 
 namespace studio::trainer {

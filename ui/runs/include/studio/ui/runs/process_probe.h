@@ -25,6 +25,10 @@ bool isRunProcess(qint64 pid, const QString& runDir, const QString& engine);
 // (kSweepLockFileName, which `studio-train sweep` keeps open and locked while it runs). A pid
 // reused by any other process, another sweep's included, is never taken for it.
 bool isSweepProcess(qint64 pid, const QString& sweepDir, const QString& engine);
+// Only the lock half of that: `pid` holds the sweep's lock file open. Enough to show that the
+// sweep's queue runs (only it holds that file), whatever the engine's program is named; a signal
+// takes isSweepProcess.
+bool holdsSweepLock(qint64 pid, const QString& sweepDir);
 
 // This machine's host name, as the engine writes it into status.json.
 QString localHostName();

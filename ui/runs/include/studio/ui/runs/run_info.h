@@ -31,6 +31,9 @@ enum class RunState {
 QString runStateText(RunState state);
 // Queued, Starting and Running: a run that may still change on disk.
 bool isActive(RunState state);
+// Whether the queue of the local sweep in `sweepDir` runs on this machine now: sweep-status.json
+// says running on this host, and its process holds the sweep's lock (holdsSweepLock).
+bool sweepQueueRunsHere(const QString& sweepDir);
 
 struct RunInfo {
   QString dir;   // absolute path of the run folder
@@ -63,6 +66,11 @@ struct RunInfo {
   QString sweepDir;
   QString sweepPoint;
   QStringList sweepKeys;
+  // A point that does not run itself while its sweep's queue runs on this machine
+  // (sweepQueueRunsHere; set by the runs list's scan, once per sweep): the sweep can be stopped
+  // even while none of its points runs, e.g. between two points or while the queue verifies a
+  // resumed point's checkpoint.
+  bool sweepQueueAlive = false;
   // What reading its files skipped or repaired (status.json fields of an unexpected type,
   // events.jsonl lines or fields): one sentence per file; "" when all read as written.
   QString readProblems;

@@ -49,7 +49,7 @@ class RunsPanel : public QWidget {
   QAction* compareSweepAction() const { return compareSweep_; }
   QStringList sweepRuns(const QString& dir) const;
 
- signals:
+ Q_SIGNALS:
   // Open Config: the selected run's config file, for the Config tab.
   void configRequested(const QString& path);
   // Compare: the selected runs (two or more), the current one first.
