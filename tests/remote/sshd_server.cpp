@@ -198,6 +198,13 @@ studio::remote::RemoteHostRef SshdFixture::host_ref() const {
   return host;
 }
 
+QStringList SshdFixture::cli_connection(const QString& remote_root) const {
+  const studio::remote::RemoteHostRef host = host_ref();
+  return {"--host", QString::fromStdString(host.target), "--identity", user_key_,
+          "--known-hosts", QString::fromStdString(host.known_hosts_file), "--ssh-config",
+          QString::fromStdString(host.ssh_config_file), "--remote-root", remote_root, "--batch"};
+}
+
 studio::remote::SshOptions SshdFixture::options(const QString& known_hosts) const {
   studio::remote::RemoteHostRef host = host_ref();
   host.known_hosts_file = client_file(known_hosts).toStdString();

@@ -4,6 +4,7 @@
 // user (root included, as on CI) with public keys only.
 #include <QProcess>
 #include <QString>
+#include <QStringList>
 #include <QTemporaryDir>
 
 #include <string>
@@ -71,6 +72,9 @@ class SshdFixture : public SshdServer {
   studio::remote::SshOptions options(const QString& known_hosts = "known_hosts") const;
   // This server as the host of a run: the user key, the trusting known_hosts, no ssh config.
   studio::remote::RemoteHostRef host_ref() const;
+  // The same host on `studio`'s command line (submit, attach, cancel, runs), runs under
+  // `remote_root`, never asking (--batch).
+  QStringList cli_connection(const QString& remote_root) const;
   // A session with options(), refusing any host key the known_hosts file does not hold.
   studio::remote::SshSession connect() const;
 

@@ -194,11 +194,7 @@ class TestRemoteRun : public QObject {
     return QString::fromStdString(record.run_dir()) + "/" + rel;
   }
 
-  QStringList cliConnection() const {
-    return {"--host", QString::fromStdString(host_.target), "--identity", server_.user_key(),
-            "--known-hosts", QString::fromStdString(host_.known_hosts_file), "--ssh-config",
-            QString::fromStdString(host_.ssh_config_file), "--remote-root", root_, "--batch"};
-  }
+  QStringList cliConnection() const { return server_.cli_connection(root_); }
 
   int runStudio(const QStringList& args, QByteArray* out, QByteArray* err, int timeoutMs) {
     QProcess p;

@@ -538,11 +538,7 @@ class TestSlurmLive : public QObject {
     const QString error = live_host(sshd, host);
     QVERIFY2(error.isEmpty(), qPrintable(error));
     const QString root = tmp_.filePath("cli-sweeps");
-    const QStringList connection{"--host", QString::fromStdString(host.target), "--identity",
-                                 sshd.user_key(), "--known-hosts",
-                                 QString::fromStdString(host.known_hosts_file), "--ssh-config",
-                                 QString::fromStdString(host.ssh_config_file), "--remote-root",
-                                 root, "--batch"};
+    const QStringList connection = sshd.cli_connection(root);
     auto studio = [](const QStringList& args, QByteArray* out, QByteArray* err) {
       QProcess p;
       p.start(QStringLiteral(STUDIO_EXE), args);
