@@ -10,7 +10,8 @@ perf_main() {
   local small=$root/resources/model-shapes/qwen2.5-0.5b/config.json
   local large=$root/resources/model-shapes/qwen2.5-1.5b/config.json
   local short=(--case 8x1024 --case 1x8192) longer=(--case 8x1024 --case 1x8192 --case 1x16384)
-  local long=(--case 1x32768) agree=(--case 2x512) mem_cutoffs=(8192 32768)
+  # agree: the case whose 13th-step bf16 loss differed by 2.3% on the H100 (2026-11-26)
+  local long=(--case 1x32768) agree=(--case 8x1024) mem_cutoffs=(8192 32768)
   if [ $rehearse -eq 1 ]; then
     device=cpu
     dtype=fp32
@@ -63,43 +64,28 @@ perf_long() {
   run_sh --config "$large" "$@" --gradient-checkpointing --profile "$out/profile/1.5b-ckpt"
 }
 
-# The losses of 20 steps, engine against transformers from the same weights on the same batches:
-# fp32 (must agree to ~1e-4) and bf16 (the Trainer keeps fp32 weights under autocast, the engine
-# bf16 weights with fp32 masters: how far they drift is the measurement).
+# The losses of 20 steps, engine against transformers from the same weights on the same batches
+# (bench/train_step/agreement.py checks them): fp32 on both sides, which must agree to 1e-5 at
+# the first step and 1e-3 at every step; the engine's bf16 (bf16 weights, fp32 masters) against
+# transformers' two bf16 schemes, the Trainer's bf16=True (autocast over fp32 weights) and
+# DeepSpeed's bf16 (the engine's scheme): the engine must not drift farther from the fp32
+# trajectory than they do.
 perf_agreement() {
   local config=$1
   shift
   local d=$out/agreement
   rm -rf "$d"
   mkdir -p "$d"
-  local dt save=(--save-model "$d/model")
-  for dt in fp32 bf16; do
-    [ $rehearse -eq 1 ] && [ $dt = bf16 ] && continue  # CPU bf16: minutes for nothing new
-    "$build/bench/train_step/bench_train_step" --device "$device" --dtype "$dt" --config "$config" \
-      "$@" --warmup 0 --steps 20 "${save[@]}" | grep '^RESULT' >"$d/$dt.engine" || return 1
-    save=()
-    "$python" "$root/bench/train_step/hf_reference.py" --device "$device" --dtype "$dt" \
-      --weights "$d/model" "$@" --warmup 0 --steps 20 | grep '^RESULT' >"$d/$dt.transformers" || return 1
+  local dt common=(--device "$device" "$@" --warmup 0 --steps 20)
+  "$build/bench/train_step/bench_train_step" --config "$config" "${common[@]}" --dtype fp32 \
+    --save-model "$d/model" | grep '^RESULT' >"$d/engine.fp32" || return 1
+  "$build/bench/train_step/bench_train_step" --config "$config" "${common[@]}" --dtype bf16 |
+    grep '^RESULT' >"$d/engine.bf16" || return 1
+  for dt in fp32 bf16 bf16-master; do
+    "$python" "$root/bench/train_step/hf_reference.py" --weights "$d/model" "${common[@]}" --dtype "$dt" |
+      grep '^RESULT' >"$d/transformers.$dt" || return 1
   done
-  "$python" - "$d" <<'EOF'
-import glob, os, sys
-def losses(path):
-    f = dict(kv.split("=", 1) for kv in open(path).read().split() if "=" in kv)
-    return [float(x) for x in f["losses"].split(",")]
-status = 0
-for engine in sorted(glob.glob(os.path.join(sys.argv[1], "*.engine"))):
-    dt = os.path.basename(engine).split(".")[0]
-    a, b = losses(engine), losses(engine[: -len(".engine")] + ".transformers")
-    rel = [abs(x - y) / max(1.0, abs(y)) for x, y in zip(a, b)]
-    worst = max(rel)
-    print(f"{dt}: {len(a)} steps; step 1 {a[0]:.6f} vs {b[0]:.6f}; step {len(a)} {a[-1]:.6f} vs "
-          f"{b[-1]:.6f}; worst relative difference {worst:.2e} at step {rel.index(worst) + 1}")
-    print("  per step: " + " ".join(f"{r:.1e}" for r in rel))
-    # fp32: the same arithmetic up to summation order; 1e-3 over 20 steps at lr 3e-3 is the bound.
-    if dt == "fp32" and worst > 1e-3:
-        status = 1
-sys.exit(status)
-EOF
+  "$python" "$root/bench/train_step/agreement.py" "$d"
 }
 
 # The engine's peak allocated memory against `studio-train estimate` at each cutoff, with the

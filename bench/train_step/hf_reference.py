@@ -11,6 +11,7 @@ lr 3e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, then zero_grad.
 
     $STUDIO_PYTHON hf_reference.py [--weights DIR | --config CONFIG.json --seed N] [--case BxS]...
                                    [--warmup W] [--steps N] [--threads T] [--adamw fused|for-loop]
+                                   [--device cpu|cuda] [--dtype fp32|bf16|bf16-master]
                                    [--gradient-checkpointing] [--liger]
 
 --weights is a Hugging Face folder (config.json + model.safetensors; bench_train_step --save-model
@@ -19,6 +20,10 @@ compared step by step. Without it the model is built from --config and initialis
 (torch.manual_seed(--seed)): the timings still compare, the losses do not. --adamw picks
 torch.optim.AdamW's implementation: "fused" (the default; what the Trainer's default optimizer,
 adamw_torch_fused, uses with torch >= 2.8) or "for-loop" (what the engine's LibTorch AdamW does).
+--dtype bf16 is the Trainer's bf16=True (autocast over fp32 weights); bf16-master is DeepSpeed's
+bf16 mode, the engine's (bf16 weights, clipping and AdamW on fp32 masters: Bf16Masters);
+bf16-pure keeps weights, gradients and AdamW's states in bf16 (LLaMA-Factory's pure_bf16), the
+scheme that loses the most to rounding.
 --gradient-checkpointing: the Trainer's gradient_checkpointing=True (non-reentrant, as
 LLaMA-Factory sets it). --liger: Liger Kernel's fused kernels applied to the model as the
 Trainer's use_liger_kernel (LLaMA-Factory's enable_liger_kernel) does: RMSNorm, SwiGLU, RoPE and
@@ -113,17 +118,41 @@ def load_model(args):
     return model
 
 
-def make_optimizer(model, adamw):
-    """transformers' Trainer.create_optimizer: weight decay on everything but norms and biases."""
+def make_optimizer(model, adamw, masters=None):
+    """transformers' Trainer.create_optimizer: weight decay on everything but norms and biases.
+    With masters (a name -> fp32 tensor map, --dtype bf16-master) AdamW updates those instead."""
     decay = set(Trainer.get_decay_parameter_names(None, model))  # uses no Trainer state
+    trained = [(n, masters[n] if masters else p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [
-        {"params": [p for n, p in model.named_parameters() if n in decay and p.requires_grad],
-         "weight_decay": WEIGHT_DECAY},
-        {"params": [p for n, p in model.named_parameters() if n not in decay and p.requires_grad],
-         "weight_decay": 0.0},
+        {"params": [p for n, p in trained if n in decay], "weight_decay": WEIGHT_DECAY},
+        {"params": [p for n, p in trained if n not in decay], "weight_decay": 0.0},
     ]
     kind = {"fused": {"fused": True}, "for-loop": {"foreach": False, "fused": False}}[adamw]
     return torch.optim.AdamW(groups, lr=LR, betas=BETAS, eps=EPS, **kind)
+
+
+class Bf16Masters:
+    """--dtype bf16-master: DeepSpeed's bf16 mode, which is the engine's. The model holds bf16
+    weights and computes in bf16 (no autocast); an fp32 copy of each trained weight, made from the
+    bf16 weight, takes the gradient (converted to fp32), the clipping and AdamW, and after each step
+    is rounded back into the bf16 weight. The Trainer's bf16=True (--dtype bf16) instead keeps fp32
+    weights and rounds them to bf16 inside every autocast matmul."""
+
+    def __init__(self, model):
+        model.to(torch.bfloat16)
+        self.pairs = [(n, p, p.detach().float().clone()) for n, p in model.named_parameters()
+                      if p.requires_grad]
+        self.masters = {n: m for n, _, m in self.pairs}
+
+    def gradients_to_masters(self):
+        for _, p, m in self.pairs:
+            m.grad = None if p.grad is None else p.grad.float()
+
+    def masters_to_weights(self):
+        with torch.no_grad():
+            for _, p, m in self.pairs:
+                p.copy_(m)  # round to nearest even, as the engine's copy_ into its bf16 weights
+                m.grad = None
 
 
 def sync(device):
@@ -131,9 +160,10 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def train_step(model, opt, batch, device, dtype):
+def train_step(model, opt, batch, device, dtype, masters=None):
     """One step as the Trainer runs it: with --dtype bf16 its bf16=True mixed precision (autocast
-    around the forward, fp32 weights, gradients and AdamW)."""
+    around the forward, fp32 weights, gradients and AdamW); with bf16-master (masters given) bf16
+    weights and compute, clipping and AdamW on the fp32 masters (Bf16Masters)."""
     ids, positions, num_items = batch
     t0 = time.perf_counter()
     with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bf16"):
@@ -144,8 +174,14 @@ def train_step(model, opt, batch, device, dtype):
     loss.backward()
     sync(device)
     t2 = time.perf_counter()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
-    opt.step()
+    if masters:
+        masters.gradients_to_masters()
+        torch.nn.utils.clip_grad_norm_(list(masters.masters.values()), MAX_NORM)
+        opt.step()
+        masters.masters_to_weights()
+    else:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+        opt.step()
     model.zero_grad(set_to_none=True)
     sync(device)
     t3 = time.perf_counter()
@@ -174,7 +210,10 @@ def run_case(args, batch, seq):
 
 def timed_case(args, batch, seq):
     model = load_model(args)
-    opt = make_optimizer(model, args.adamw)
+    masters = Bf16Masters(model) if args.dtype == "bf16-master" else None
+    if args.dtype == "bf16-pure":
+        model.to(torch.bfloat16)  # weights, gradients and AdamW's states all bf16
+    opt = make_optimizer(model, args.adamw, masters.masters if masters else None)
     vocab = model.config.vocab_size
     batches = [tuple(t.to(args.device) for t in make_batch(k, batch, seq, vocab))
                for k in range(args.warmup + args.steps)]
@@ -186,7 +225,7 @@ def timed_case(args, batch, seq):
         if k == args.warmup:
             cpu0 = time.process_time()
         t0 = time.perf_counter()
-        f, g, o, loss = train_step(model, opt, b, args.device, args.dtype)
+        f, g, o, loss = train_step(model, opt, b, args.device, args.dtype, masters)
         ms = (time.perf_counter() - t0) * 1e3
         losses.append(loss)
         if k >= args.warmup:
@@ -232,8 +271,10 @@ def main():
     parser.add_argument("--adamw", choices=("fused", "for-loop"), default="fused",
                         help="torch.optim.AdamW's implementation (default: fused, as the Trainer's)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
-                        help="bf16: the Trainer's bf16=True (autocast, fp32 master weights)")
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "bf16-master", "bf16-pure"), default="fp32",
+                        help="bf16: the Trainer's bf16=True (autocast over fp32 weights); "
+                             "bf16-master: bf16 weights with fp32 masters (DeepSpeed's bf16, the engine's); "
+                             "bf16-pure: everything bf16 (LLaMA-Factory's pure_bf16)")
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="the Trainer's gradient_checkpointing=True (non-reentrant)")
     parser.add_argument("--liger", action="store_true",
@@ -257,7 +298,7 @@ def main():
     config = AutoConfig.from_pretrained(args.weights or args.config, local_files_only=True)
     print(f"# hf_reference: transformers {transformers.__version__} {config.architectures[0]} "
           f"(sdpa), {config.num_hidden_layers} layers, hidden {config.hidden_size}, vocab "
-          f"{config.vocab_size}, fp32, {'weights from ' + args.weights if args.weights else 'seed ' + str(args.seed)}, "
+          f"{config.vocab_size}, {args.dtype}, {'weights from ' + args.weights if args.weights else 'seed ' + str(args.seed)}, "
           f"AdamW {args.adamw}, torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     for batch, seq in args.case or [(16, 96), (1, 1024)]:
         run_case(args, batch, seq)
