@@ -1,6 +1,7 @@
-// The CPU AdamW of offloaded optimizer states (trainer/optim/zero.cpp adamw_update: one pass of
-// at::vec::Vectorized over at::parallel_for) against LibTorch's own torch::optim::AdamW on the
-// same tensors in the same run: milliseconds per update of N fp32 parameters and the ratio, and
+// The engine's CPU AdamW (CPU runs and offloaded optimizer states: trainer/optim/zero.cpp
+// adamw_update, PyTorch's fused multi-tensor kernel) against LibTorch's own torch::optim::AdamW
+// (a sequence of tensor ops, as torch.optim's for-loop implementation) on the same tensors in the
+// same run: milliseconds per update of N fp32 parameters and the ratio, and
 // the largest difference of the updated parameters (the same formula, so rounding only).
 //
 //   bench_adamw [--elements N] [--steps K] [--threads T]

@@ -1,8 +1,6 @@
 #include "studio/trainer/optim/zero.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
-#include <ATen/cpu/vec/vec.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
@@ -63,92 +61,30 @@ void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& e
   adamw_update_many(p, m, v, g, lr, s, decay, step);
 }
 
-namespace {
-
-bool host_update_applies(const torch::Tensor& p, const torch::Tensor& m, const torch::Tensor& v) {
-  return !p.is_cuda() && p.is_contiguous() && m.is_contiguous() && v.is_contiguous() &&
-         p.scalar_type() == torch::kFloat;
-}
-
-// One pass over memory per tensor: p, m, v read and written, g read.
-void host_adamw(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
-                const torch::Tensor& grad, double lr, const AdamWSettings& s, double decay,
-                int64_t step, float coef) {
-  const double bc1 = 1.0 - std::pow(s.beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(s.beta2, static_cast<double>(step));
-  const double step_size = lr / bc1;
-  const double bc2_sqrt = std::sqrt(bc2);
-  const torch::Tensor g = grad.to(torch::kCPU, torch::kFloat).contiguous();
-  float* p = param.data_ptr<float>();
-  float* m = exp_avg.data_ptr<float>();
-  float* v = exp_avg_sq.data_ptr<float>();
-  const float* gp = g.data_ptr<float>();
-  using V = at::vec::Vectorized<float>;
-  // The clipping coefficient folds into the gradient's two weights: m gets (1 - b1) c g and
-  // v gets (1 - b2) (c g)^2, as if g had been scaled first.
-  const float keep = static_cast<float>(1.0 - lr * decay), b1 = static_cast<float>(s.beta1),
-              b2 = static_cast<float>(s.beta2), c1 = static_cast<float>(1.0 - s.beta1),
-              c2 = static_cast<float>(1.0 - s.beta2), inv_bc2 = static_cast<float>(1.0 / bc2_sqrt),
-              gc = coef, eps = static_cast<float>(s.eps), ss = static_cast<float>(step_size);
-  at::parallel_for(0, param.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
-    int64_t i = begin;
-    const V vkeep(keep), vb1(b1), vb2(b2), vc1(c1), vc2(c2), vinv(inv_bc2), veps(eps), vss(ss),
-        vgc(gc);
-    for (; i + V::size() <= end; i += V::size()) {
-      const V gi = V::loadu(gp + i) * vgc;
-      const V mi = vb1 * V::loadu(m + i) + vc1 * gi;
-      const V vi = vb2 * V::loadu(v + i) + vc2 * gi * gi;
-      const V pi = V::loadu(p + i) * vkeep - vss * mi / (vi.sqrt() * vinv + veps);
-      mi.store(m + i);
-      vi.store(v + i);
-      pi.store(p + i);
-    }
-    for (; i < end; ++i) {
-      const float g = gp[i] * gc;
-      m[i] = b1 * m[i] + c1 * g;
-      v[i] = b2 * v[i] + c2 * g * g;
-      p[i] = p[i] * keep - ss * m[i] / (std::sqrt(v[i]) * inv_bc2 + eps);
-    }
-  });
-}
-
-}  // namespace
-
 void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avgs,
                        std::vector<torch::Tensor>& exp_avg_sqs, std::vector<torch::Tensor>& grads,
                        double lr, const AdamWSettings& s, double decay, int64_t step,
-                       AdamWKernel kernel, const torch::Tensor& grad_coef) {
+                       const torch::Tensor& grad_coef) {
   TORCH_CHECK(exp_avgs.size() == params.size() && exp_avg_sqs.size() == params.size() &&
                   grads.size() == params.size(),
               "adamw_update_many: ", params.size(), " parameters but ", exp_avgs.size(), ", ",
               exp_avg_sqs.size(), " and ", grads.size(), " states and gradients");
   if (params.empty()) return;
   torch::NoGradGuard no_grad;
-  float host_coef =
-      1.0f;  // read once, where the host loop needs it (no device wait for host grads)
-  bool host_coef_read = false;
-  std::vector<torch::Tensor> fp, fm, fv, fg;  // the fused kernel's share
+  std::vector<torch::Tensor> fp, fm, fv, fg;
   for (size_t i = 0; i < params.size(); ++i) {
-    if (kernel != AdamWKernel::Fused &&
-        host_update_applies(params[i], exp_avgs[i], exp_avg_sqs[i])) {
-      if (grad_coef.defined() && !host_coef_read) {
-        host_coef = grad_coef.item<float>();
-        host_coef_read = true;
-      }
-      host_adamw(params[i], exp_avgs[i], exp_avg_sqs[i], grads[i], lr, s, decay, step, host_coef);
-      continue;
-    }
     fp.push_back(params[i]);
     fm.push_back(exp_avgs[i]);
     fv.push_back(exp_avg_sqs[i]);
     // The kernel wants the gradient where the parameter is, in its dtype (the engine's are fp32
-    // on the same device already: no copy).
+    // on the same device already: no copy; offloaded states take device gradients to the host).
     fg.push_back(grads[i].to(params[i].device(), params[i].scalar_type()));
   }
-  if (fp.empty()) return;
-  // torch.optim.AdamW(fused=True)'s kernel: one multi-tensor launch for the whole list, the
-  // same formula in fp32. It reads the step (after increment) from a tensor per parameter;
-  // one tensor serves them all.
+  // torch.optim.AdamW(fused=True)'s kernel: one multi-tensor launch for the whole list, the same
+  // formula in fp32. On the CPU too: PyTorch builds it for each instruction set and picks this
+  // CPU's, 3.9x faster here than the engine's own at::vec loop was, compiled for baseline x86-64
+  // (docs/PERFORMANCE.md, "CPU: AdamW"). It reads the step (after increment) from a tensor per
+  // parameter; one tensor serves them all.
   const auto steps =
       torch::full({}, static_cast<double>(step),
                   torch::TensorOptions().dtype(torch::kFloat).device(fp.front().device()));
@@ -480,7 +416,7 @@ struct ShardedState::Impl {
       it->g.push_back(owned_grad(q));
     }
     for (Group& g : groups)
-      adamw_update_many(g.p, g.m, g.v, g.g, lr, adam, g.decay, step, AdamWKernel::Auto, coef);
+      adamw_update_many(g.p, g.m, g.v, g.g, lr, adam, g.decay, step, coef);
     clear_gradients(u);
   }
 

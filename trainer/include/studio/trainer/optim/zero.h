@@ -71,21 +71,17 @@ void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& e
                   const torch::Tensor& grad, double lr, const AdamWSettings& s, double decay,
                   int64_t step);
 
-// How adamw_update_many updates: Auto takes the host loop for contiguous fp32 host tensors and
-// the fused kernel elsewhere; Fused takes the fused kernel for all (its CPU version too: how the
-// tests hold the CUDA path to the host loop on a machine without a GPU).
-enum class AdamWKernel { Auto, Fused };
-
-// AdamW on many tensors with one weight decay. Host memory (offloaded states): each through one
-// vectorised, multi-threaded pass. Device tensors: all of them in one launch of PyTorch's fused
-// multi-tensor AdamW (at::_fused_adamw_, what torch.optim.AdamW(fused=True) runs), instead of
-// ~10 single-op kernels per tensor.
+// AdamW on many tensors with one weight decay, on the host (CPU runs, offloaded states) or the
+// device: all of them in one call of PyTorch's fused multi-tensor AdamW (at::_fused_adamw_, what
+// torch.optim.AdamW(fused=True) runs; one launch on CUDA, one vectorised multi-threaded pass on
+// the CPU), instead of ~10 single-op kernels per tensor. The gradients are read in place when they
+// are where the parameters are, in their dtype, and are left scaled by grad_coef; others are
+// copied there first.
 // `grad_coef` (a 0-dim fp32 tensor where the gradients are; undefined: 1) multiplies every
 // gradient inside the update, which is how clipping is applied without a pass of its own.
 void adamw_update_many(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avgs,
                        std::vector<torch::Tensor>& exp_avg_sqs, std::vector<torch::Tensor>& grads,
                        double lr, const AdamWSettings& s, double decay, int64_t step,
-                       AdamWKernel kernel = AdamWKernel::Auto,
                        const torch::Tensor& grad_coef = {});
 
 // What a rank holds, in bytes, by kind (for the memory estimate's tests and the events).
