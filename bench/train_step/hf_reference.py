@@ -11,7 +11,7 @@ lr 3e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, then zero_grad.
 
     $STUDIO_PYTHON hf_reference.py [--weights DIR | --config CONFIG.json --seed N] [--case BxS]...
                                    [--warmup W] [--steps N] [--threads T] [--adamw fused|for-loop]
-                                   [--device cpu|cuda] [--dtype fp32|bf16|bf16-master]
+                                   [--device cpu|cuda] [--dtype fp32|bf16|bf16-master|bf16-pure]
                                    [--gradient-checkpointing] [--liger]
 
 --weights is a Hugging Face folder (config.json + model.safetensors; bench_train_step --save-model
