@@ -2,10 +2,14 @@
 // to a finished run on the dashboard; closing and reopening the window finds the run again; a
 // run still training when the window closes is found running by the next window, its dashboard
 // keeps receiving steps, and Stop ends it (every rank at the same step, state "stopped").
+#include <QDirIterator>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <memory>
@@ -15,7 +19,10 @@
 #include "studio/ui/dashboard/run_dashboard.h"
 #include "studio/ui/dashboard/run_series.h"
 #include "studio/ui/main_window.h"
+#include "studio/config/sweep.h"
 #include "studio/ui/runs/local_launcher.h"
+#include "studio/ui/runs/process_probe.h"
+#include "studio/ui/runs/run_folder.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/shell/demo_project.h"
 #include "studio/ui/shell/runs_panel.h"
@@ -29,6 +36,7 @@
 using studio::ui::MainWindow;
 using studio::ui::RunState;
 using studio::ui::StudioPaths;
+using studio::ui::runFile;
 
 namespace {
 
@@ -43,6 +51,48 @@ std::optional<RunState> stateOf(const MainWindow& w, const QString& dir) {
   const auto info = w.runStore()->run(dir);
   return info ? std::optional<RunState>(info->state) : std::nullopt;
 }
+
+// The last `lines` lines of a file, indented, or a line saying it is not there.
+QString tail(const QString& path, int lines) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return QStringLiteral("    (no %1)\n").arg(path);
+  // Lines, and the progress bar's updates (\r) as lines of their own.
+  QStringList all = QString::fromUtf8(f.readAll())
+                        .split(QRegularExpression(QStringLiteral("[\r\n]")), Qt::SkipEmptyParts);
+  QString out = QStringLiteral("    %1, last %2 of %3 lines:\n").arg(path).arg(std::min<qsizetype>(lines, all.size())).arg(all.size());
+  for (qsizetype i = std::max<qsizetype>(0, all.size() - lines); i < all.size(); ++i)
+    out += QStringLiteral("      ") + all[i].left(300) + QLatin1Char('\n');
+  return out;
+}
+
+// What the studio and the folder say of `dir`, for a failed wait: the listed state and its
+// reason, status.json, and the ends of train.log and (for a sweep's point) the sweep's log.
+QString describe(const MainWindow& w, const QString& dir) {
+  const auto info = w.runStore()->run(dir);
+  QString out = QStringLiteral("\n  %1: ").arg(dir);
+  out += info ? QStringLiteral("listed as %1 (%2)\n").arg(info->stateText, info->reason)
+              : QStringLiteral("not listed by the studio\n");
+  out += tail(runFile(dir, studio::kStatusFileName), 20);
+  out += tail(runFile(dir, studio::kTrainLogFileName), 15);
+  if (info && !info->sweepDir.isEmpty()) {
+    out += tail(runFile(info->sweepDir, studio::ui::kSweepLogFileName), 15);
+    out += tail(runFile(info->sweepDir, studio::kSweepStatusFileName), 20);
+  }
+  return out;
+}
+
+// Waits up to `ms` for the studio to list `dir` as `expected`. A failure prints what the studio
+// and the folder said (as a warning: QTest cuts a failure's own message at 1 KiB).
+#define WAIT_FOR_STATE(window, dir, expected, ms)                                               \
+  do {                                                                                          \
+    if (!QTest::qWaitFor(                                                                       \
+            [&] { return stateOf(window, dir) == std::optional<RunState>(expected); }, ms)) {   \
+      qWarning().noquote() << describe(window, dir);                                            \
+      QFAIL(qPrintable(QStringLiteral("%1 was not listed as %2 within %3 s (see the warning above)") \
+                           .arg(dir, studio::ui::runStateText(expected))                        \
+                           .arg((ms) / 1000)));                                                 \
+    }                                                                                           \
+  } while (false)
 
 // Opens `path` in the wizard (which must size the world to `world` ranks), walks every page
 // once it is complete, launches and waits for the run to finish; its folder, or "" on failure.
@@ -68,7 +118,7 @@ QString launchFromWizard(MainWindow& w, const QString& path, int world) {
   if (runDir.isEmpty()) return {};
   if (!QTest::qWaitFor([&] { return stateOf(w, runDir) == std::optional<RunState>(RunState::Finished); },
                        kRunTimeoutMs)) {
-    qWarning("the run in %s did not finish", qPrintable(runDir));
+    qWarning("the run did not finish in %d s:%s", kRunTimeoutMs / 1000, qPrintable(describe(w, runDir)));
     return {};
   }
   return runDir;
@@ -136,6 +186,7 @@ class TestStudioLocalRun : public QObject {
   void runningRunSurvivesTheWindowAndStops();
   void sweepFromTheReviewPage();
   void sweepStoppedFromTheRunsList();
+  void cleanup();
 
  private:
   std::unique_ptr<MainWindow> window();
@@ -149,6 +200,43 @@ void TestStudioLocalRun::initTestCase() {
   paths_.resources = QStringLiteral(STUDIO_SOURCE_DIR "/resources");
   paths_.runsRoot = tmp_.filePath(QStringLiteral("runs"));
   paths_.dataDir = tmp_.filePath(QStringLiteral("data"));
+}
+
+// A test that fails half way must not leave a run training for its 100000 steps (and loading
+// the machine for every test after it): each process a status file under the runs folder still
+// names as running, if it is still that run's engine or sweep, gets SIGKILL with its group
+// (nothing is found after a test that passed: its runs ended).
+void TestStudioLocalRun::cleanup() {
+  // Sweeps first: a queue still running would start its next point once the last one is gone.
+  QStringList found;
+  for (const char* name : {studio::kSweepStatusFileName, studio::kStatusFileName}) {
+    QDirIterator files(paths_.runsRoot, {QString::fromLatin1(name)}, QDir::Files,
+                       QDirIterator::Subdirectories);
+    while (files.hasNext()) found << files.next();
+  }
+  for (const QString& file : found) {
+    studio::RunStatus status;
+    std::string error;
+    if (!studio::RunStatus::read(file.toStdString(), status, error) ||
+        status.state != studio::RunState::Running || status.pid <= 0)
+      continue;
+    const QString dir = QFileInfo(file).path();
+    const bool sweep = file.endsWith(QString::fromLatin1(studio::kSweepStatusFileName));
+    if (sweep ? !studio::ui::isSweepProcess(status.pid, dir, paths_.engine)
+              : !studio::ui::isRunProcess(status.pid, dir, paths_.engine))
+      continue;
+    qWarning("cleanup: %s %lld (%s) was still running: killed", sweep ? "sweep" : "run",
+             static_cast<long long>(status.pid), qPrintable(dir));
+    if (sweep) {
+      // SIGTERM, which it relays to the points it started (even one still loading, which has no
+      // status.json yet); what is left after 15 s is killed below.
+      ::kill(static_cast<pid_t>(status.pid), SIGTERM);
+      (void)QTest::qWaitFor([&] { return !studio::ui::processAlive(status.pid); }, 15000);
+    }
+    const pid_t group = ::getpgid(static_cast<pid_t>(status.pid));
+    if (group > 1 && group != ::getpgrp()) ::kill(-group, SIGKILL);
+    ::kill(static_cast<pid_t>(status.pid), SIGKILL);
+  }
 }
 
 std::unique_ptr<MainWindow> TestStudioLocalRun::window() {
@@ -188,8 +276,7 @@ void TestStudioLocalRun::demoFromWizardToFinishedRun() {
 
     // Live: points arrive while the run is still going, then it finishes with all of them.
     QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, runDir) > 0, kRunTimeoutMs);
-    QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Finished),
-                              kRunTimeoutMs);
+    WAIT_FOR_STATE(*w, runDir, RunState::Finished, kRunTimeoutMs);
     // The demo: 60 steps logged every 5.
     QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, runDir), std::size_t(12), 10000);
     const auto& loss = w->dashboard()->series(runDir)->values(studio::ui::Metric::Loss);
@@ -290,7 +377,7 @@ void TestStudioLocalRun::runningRunSurvivesTheWindowAndStops() {
   }  // the window is gone; the run is not
 
   auto w = window();
-  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Running), 10000);
+  WAIT_FOR_STATE(*w, runDir, RunState::Running, 10000);
   QVERIFY(w->openRun(runDir));
   // Reattached: everything so far, then new steps.
   QTRY_VERIFY_WITH_TIMEOUT(lossPoints(*w, runDir) > pointsBefore + 2, 60000);
@@ -301,7 +388,7 @@ void TestStudioLocalRun::runningRunSurvivesTheWindowAndStops() {
   w->runsPanel()->stopAction()->trigger();
   QTRY_COMPARE_WITH_TIMEOUT(stopped.count(), 1, 30000);
   QCOMPARE(stopped.at(0).at(1).toBool(), false);  // stopped by SIGTERM, not killed
-  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, runDir), std::optional<RunState>(RunState::Stopped), 10000);
+  WAIT_FOR_STATE(*w, runDir, RunState::Stopped, 10000);
   w->close();
 }
 
@@ -319,14 +406,19 @@ void TestStudioLocalRun::sweepFromTheReviewPage() {
   const QString first = sweepDir + QStringLiteral("/00-learning_rate=1e-3");
   const QString second = sweepDir + QStringLiteral("/01-learning_rate=3e-3");
   // Both listed while the first trains: the second is Queued.
-  QTRY_VERIFY_WITH_TIMEOUT(stateOf(*w, second) == std::optional<RunState>(RunState::Queued) &&
-                               stateOf(*w, first).has_value() &&
-                               stateOf(*w, first) != std::optional<RunState>(RunState::Queued),
-                           kRunTimeoutMs);
+  if (!QTest::qWaitFor(
+          [&] {
+            return stateOf(*w, second) == std::optional<RunState>(RunState::Queued) &&
+                   stateOf(*w, first).has_value() &&
+                   stateOf(*w, first) != std::optional<RunState>(RunState::Queued);
+          },
+          kRunTimeoutMs)) {
+    qWarning().noquote() << describe(*w, first) + describe(*w, second);
+    QFAIL("the first point never started while the second was Queued (see the warning above)");
+  }
   QCOMPARE(w->runStore()->run(second)->sweep, QStringLiteral("lr-pair"));
   for (const QString& dir : {first, second})
-    QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, dir), std::optional<RunState>(RunState::Finished),
-                              kRunTimeoutMs);
+    WAIT_FOR_STATE(*w, dir, RunState::Finished, kRunTimeoutMs);
   QVERIFY(w->openRun(second));
   QTRY_COMPARE_WITH_TIMEOUT(lossPoints(*w, second), std::size_t(6), 10000);
   const auto& lr = w->dashboard()->series(second)->values(studio::ui::Metric::LearningRate);
@@ -350,9 +442,8 @@ void TestStudioLocalRun::sweepStoppedFromTheRunsList() {
   const QStringList points{sweepDir + QStringLiteral("/00-learning_rate=1e-3"),
                            sweepDir + QStringLiteral("/01-learning_rate=3e-3"),
                            sweepDir + QStringLiteral("/02-learning_rate=1e-2")};
-  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, points[0]), std::optional<RunState>(RunState::Running),
-                            kRunTimeoutMs);
-  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, points[2]), std::optional<RunState>(RunState::Queued), 10000);
+  WAIT_FOR_STATE(*w, points[0], RunState::Running, kRunTimeoutMs);
+  WAIT_FOR_STATE(*w, points[2], RunState::Queued, 10000);
   // Selecting a point that has not started offers the whole sweep's stop, not its own.
   QVERIFY(w->runsPanel()->selectRun(points[2]));
   QTRY_VERIFY(w->runsPanel()->stopSweepAction()->isEnabled());
@@ -366,8 +457,7 @@ void TestStudioLocalRun::sweepStoppedFromTheRunsList() {
                                        }),
                            60000);
   for (const QList<QVariant>& s : stopped) QCOMPARE(s.at(1).toBool(), false);  // on SIGTERM
-  QTRY_COMPARE_WITH_TIMEOUT(stateOf(*w, points[0]), std::optional<RunState>(RunState::Stopped),
-                            10000);
+  WAIT_FOR_STATE(*w, points[0], RunState::Stopped, 10000);
   for (int i = 1; i < 3; ++i) {
     QCOMPARE(stateOf(*w, points[i]), std::optional<RunState>(RunState::Queued));
     QVERIFY(!QFileInfo::exists(points[i] + QStringLiteral("/status.json")));
