@@ -275,20 +275,30 @@ int cmd_sweep(const Argv& argv) {
     std::string error;
     std::string base_text;
     if (!read_file(args.positional().front(), base_text, error) ||
-        !(error = write_file_atomic(sweep_dir + "/base.yaml", base_text)).empty() ||
-        !(error = write_file_atomic(sweep_dir + "/" + kSweepFileName,
-                                    sweep_to_json(sweep).dump(2) + "\n"))
-             .empty()) {
+        !(error = write_file_atomic(sweep_dir + "/base.yaml", base_text)).empty()) {
       std::cerr << "studio-train sweep: " << error << "\n";
       return kExitFailed;
     }
     for (std::size_t i = 0; i < sweep.points.size(); ++i) {
+      // Fault point sweep.write.slow: a slow or busy file system, each point's folder 1 s later.
+      if (trainer::fault_requested("sweep.write.slow", static_cast<std::int64_t>(i), 0))
+        std::this_thread::sleep_for(std::chrono::seconds(1));
       const std::string dir = sweep_dir + "/" + sweep.points[i].name;
       fs::create_directories(dir, ec);
       if (const std::string e = save_config_file(configs[i], dir + "/config.yaml"); !e.empty()) {
         std::cerr << "studio-train sweep: " << e << "\n";
         return kExitFailed;
       }
+    }
+    // sweep.json last: whoever sees it (the studio, which starts following the sweep then, or a
+    // --resume) finds every point's folder and config.yaml already there. Written first, a
+    // studio that looked in between listed a sweep without points and, with nothing active, did
+    // not look again.
+    if (!(error = write_file_atomic(sweep_dir + "/" + kSweepFileName,
+                                    sweep_to_json(sweep).dump(2) + "\n"))
+             .empty()) {
+      std::cerr << "studio-train sweep: " << error << "\n";
+      return kExitFailed;
     }
     if (args.flag("--prepare")) {
       // The folder for a Slurm job array (or a later --resume): one point per array task.

@@ -397,9 +397,15 @@ void TestStudioLocalRun::runningRunSurvivesTheWindowAndStops() {
 // Queued while the first trains, each then finished with its own learning rate.
 void TestStudioLocalRun::sweepFromTheReviewPage() {
   auto w = window();
-  const QString sweepDir =
-      startDemoSweep(*w, tmp_.filePath(QStringLiteral("sweep-base.yaml")), "6",
-                     {QStringLiteral("learning_rate=1e-3,3e-3")}, QStringLiteral("lr-pair"));
+  // Each point's folder written 1 s later, as on a busy file system: the studio starts following
+  // the sweep when sweep.json appears, and must list its points and go on looking from then on
+  // (with sweep.json written first, it found no point, stopped polling and never saw them train).
+  const QString sweepDir = [&] {
+    qputenv("STUDIO_INJECT_FAULT", "sweep.write.slow");  // the sweep's process inherits it
+    const auto unset = qScopeGuard([] { qunsetenv("STUDIO_INJECT_FAULT"); });
+    return startDemoSweep(*w, tmp_.filePath(QStringLiteral("sweep-base.yaml")), "6",
+                          {QStringLiteral("learning_rate=1e-3,3e-3")}, QStringLiteral("lr-pair"));
+  }();
   QVERIFY2(sweepDir.startsWith(paths_.runsRoot + QStringLiteral("/lr-pair-")), qPrintable(sweepDir));
   QTRY_VERIFY(!w->wizard() || !w->wizard()->isVisible());
 

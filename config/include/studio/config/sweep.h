@@ -6,7 +6,8 @@
 // (apply_overrides), checked like any config before anything runs, and trained in a folder of
 // its own under the sweep's folder (docs/SWEEPS.md):
 //
-//   SWEEP_DIR/sweep.json            the spec, the points and their folders (this file's format)
+//   SWEEP_DIR/sweep.json            the spec, the points and their folders (this file's format);
+//                                   written last, so whoever sees it finds every point's folder
 //   SWEEP_DIR/base.yaml             the base config as given
 //   SWEEP_DIR/NN-key=value,.../     one run folder per point: config.yaml, events.jsonl, ...
 //   SWEEP_DIR/sweep-status.json     the process that runs the queue on this machine: its pid,

@@ -30,6 +30,9 @@
 //   sweep.slow  studio-train sweep waits 300 s before it starts point STEP (the point's index,
 //       from 0), as a queue verifying a large checkpoint before a resumed point does: no point
 //       runs meanwhile, and a stop ends the wait at once
+//   sweep.write.slow  studio-train sweep writes each point's folder 1 s later (@STEP: only that
+//       point's), as on a slow or busy file system: what the studio sees while a sweep's folder
+//       is being written
 #include <cstdint>
 
 namespace studio::trainer {
