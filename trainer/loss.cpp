@@ -162,12 +162,8 @@ HeadPass head_pass(const torch::Tensor& x, const torch::Tensor& w, const torch::
       auto gx = out.grad_x.narrow(0, start, len);
       torch::mm_out(gx, logits.to(x.scalar_type()), w);
     }
-    if (want.grad_w) {
-      if (start == 0)
-        torch::mm_out(out.grad_w, logits.t(), xc.to(acc));
-      else
-        out.grad_w.addmm_(logits.t(), xc.to(acc));
-    }
+    // beta 0 on the first chunk: the GEMM writes the uninitialised buffer without reading it.
+    if (want.grad_w) out.grad_w.addmm_(logits.t(), xc.to(acc), /*beta=*/start == 0 ? 0 : 1);
   }
   return out;
 }
