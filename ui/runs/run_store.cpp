@@ -36,7 +36,6 @@ RunStore::RunStore(QObject* parent) : QObject(parent), root_(defaultRunsRoot()) 
   connect(scanner_, &RunScanner::scanned, this, &RunStore::deliver, Qt::QueuedConnection);
   thread_.start();
 
-  poll_.setInterval(kDefaultPollMs);
   connect(&poll_, &QTimer::timeout, this, &RunStore::refresh);
   QTimer::singleShot(0, this, &RunStore::refresh);
 }
@@ -44,6 +43,27 @@ RunStore::RunStore(QObject* parent) : QObject(parent), root_(defaultRunsRoot()) 
 RunStore::~RunStore() {
   thread_.quit();
   thread_.wait();
+}
+
+void RunStore::setPollInterval(int ms) {
+  pollMs_ = ms;
+  schedulePoll();
+}
+
+void RunStore::setIdlePollInterval(int ms) {
+  idlePollMs_ = ms;
+  schedulePoll();
+}
+
+void RunStore::schedulePoll() {
+  const int ms = moving_ ? pollMs_ : idlePollMs_;
+  if (ms <= 0) {
+    poll_.stop();
+    return;
+  }
+  // Restarting a running timer would push its next scan out by every call: only a new interval
+  // restarts it.
+  if (!poll_.isActive() || poll_.interval() != ms) poll_.start(ms);
 }
 
 void RunStore::setRoot(const QString& root) {
@@ -110,9 +130,13 @@ void RunStore::deliver(const QVector<RunInfo>& runs) {
   QHash<QString, const RunInfo*> before;
   for (const RunInfo& r : runs_) before.insert(r.dir, &r);
   QStringList changed;
-  bool anyActive = false;
+  // What may change soon: a run starting or running, or a sweep whose queue runs here (between
+  // two points none of them runs). A Queued point of a sweep whose queue is not running (stopped,
+  // or prepared for a Slurm array) waits for someone to start it: the idle poll notices that.
+  bool moving = false;
   for (const RunInfo& r : runs) {
-    anyActive = anyActive || isActive(r.state) || r.sweepQueueAlive;
+    moving = moving || r.state == RunState::Starting || r.state == RunState::Running ||
+             r.sweepQueueAlive;
     const RunInfo* old = before.value(r.dir);
     if (!old || *old != r) changed << r.dir;
   }
@@ -123,8 +147,8 @@ void RunStore::deliver(const QVector<RunInfo>& runs) {
   if (anyChanged) emit runsChanged();
   emit scanFinished();
 
-  if (anyActive && !poll_.isActive()) poll_.start();
-  if (!anyActive) poll_.stop();
+  moving_ = moving;
+  schedulePoll();
   if (rescan_) {
     rescan_ = false;
     refresh();

@@ -19,6 +19,7 @@
 #include "studio/runs/events.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/process_probe.h"
+#include "studio/ui/runs/run_info.h"
 #include "studio/ui/runs/run_folder.h"
 
 namespace studio::ui {
@@ -244,9 +245,13 @@ bool StopWorker::advance(Job& job) {
   const bool alive = processAlive(job.pid);
   switch (job.phase) {
     case Phase::Launching:
-      if (QFileInfo::exists(
-              runFile(job.dir, job.sweep ? studio::kSweepFileName : studio::kStatusFileName))) {
-        if (job.sweep) emit sweepWritten(job.dir);
+      if (!job.sweep && QFileInfo::exists(runFile(job.dir, studio::kStatusFileName))) return true;
+      // A sweep writes sweep.json, then takes its queue's lock and records itself in
+      // sweep-status.json: a scan in between would find every point Queued and no queue, which the
+      // store does not poll for.
+      if (job.sweep && QFileInfo::exists(runFile(job.dir, studio::kSweepFileName)) &&
+          (!alive || sweepQueueRunsHere(job.dir))) {
+        emit sweepWritten(job.dir);
         return true;
       }
       if (alive) return false;

@@ -29,6 +29,8 @@ class StopWorker : public QObject {
   // Reports launchFailed when `pid` exits before the engine wrote status.json.
   void watchLaunch(const QString& runDir, qint64 pid);
   // The same for `studio-train sweep`: before it wrote SWEEP_DIR/sweep.json (log: sweep.log).
+  // sweepWritten comes once the queue has started too (it holds the sweep's lock), or has ended,
+  // so that the scan it prompts finds the queue running and keeps the store polling.
   void watchSweepLaunch(const QString& sweepDir, qint64 pid);
   // `engine`: the launcher's engine program, used when the run has no launch record.
   void stop(const QString& runDir, const QString& engine, int graceSeconds);
@@ -41,7 +43,8 @@ class StopWorker : public QObject {
 
  signals:
   void launchFailed(const QString& runDir, const QString& message);
-  // A sweep watched by watchSweepLaunch wrote sweep.json: its points can be listed.
+  // A sweep watched by watchSweepLaunch wrote sweep.json and its queue started (or already
+  // ended): its points can be listed.
   void sweepWritten(const QString& sweepDir);
   void stopRequested(const QString& runDir);
   void stopFinished(const QString& runDir, bool killed);

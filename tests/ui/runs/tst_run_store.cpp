@@ -7,6 +7,8 @@
 #include <QtTest>
 
 #include "runs_test_support.h"
+#include "studio/config/sweep.h"
+#include "studio/runs/run_folder.h"
 #include "studio/ui/runs/launch_record.h"
 #include "studio/ui/runs/run_store.h"
 #include "studio/ui/runs/runs_model.h"
@@ -57,6 +59,9 @@ class TestRunStore : public QObject {
   void addRunRefusesNonRuns();
   void runChangedOnStatusChange();
   void pollsWhileRunning();
+  void listsRunsStartedElsewhere();
+  void sweepPollRate_data();
+  void sweepPollRate();
   void listsLaunchedRunsBeforeTheyReport();
   void sortOrder_data();
   void sortOrder();
@@ -219,9 +224,107 @@ void TestRunStore::pollsWhileRunning() {
 
   writeStatus(a, studio::RunState::Finished, 4242, QStringLiteral("gpu-node-7"), "done");
   QTRY_COMPARE(store.run(a)->state, RunState::Finished);
+  // Nothing active: the slow idle poll only.
+  QCOMPARE(store.currentPollInterval(), RunStore::kDefaultIdlePollMs);
   finished.clear();
   QTest::qWait(10 * kPollMs);
   QCOMPARE(finished.size(), 0);
+  store.setIdlePollInterval(0);
+  QCOMPARE(store.currentPollInterval(), 0);
+  // Running again (a resume from a terminal) is noticed at the next refresh, then polled fast.
+  writeStatus(a, studio::RunState::Running, 4242, QStringLiteral("gpu-node-7"));
+  settle(store);
+  QCOMPARE(store.currentPollInterval(), kPollMs);
+}
+
+// A run started from a terminal in the runs folder (not launched by this studio, not added)
+// appears on the idle poll, with nothing else running and nobody calling refresh().
+void TestRunStore::listsRunsStartedElsewhere() {
+  QTemporaryDir root;
+  RunStore store;
+  store.setIdlePollInterval(200);
+  store.setRoot(root.path());
+  QSignalSpy finished(&store, &RunStore::scanFinished);
+  QTRY_VERIFY(!finished.isEmpty());
+  QVERIFY(store.runs().isEmpty());
+  QCOMPARE(store.currentPollInterval(), 200);
+
+  Sleeper engine;
+  const QString dir = QDir::cleanPath(QDir(root.path()).filePath(QStringLiteral("from-a-shell")));
+  QVERIFY(QDir().mkpath(dir));
+  appendEvents(dir, startEvent(1000));
+  writeStatus(dir, studio::RunState::Running, engine.pid());
+  QTRY_COMPARE(store.runs().size(), 1);
+  QCOMPARE(store.runs().front().state, RunState::Running);
+  QCOMPARE(store.currentPollInterval(), store.pollInterval());
+}
+
+// A sweep's Queued points keep the store polling fast only while the sweep's queue runs on this
+// machine (it starts them); a stopped sweep's points wait for a resume, which the idle poll sees.
+void TestRunStore::sweepPollRate_data() {
+  QTest::addColumn<QString>("queue");  // "none", "stopped", "dead", "running"
+  QTest::addColumn<bool>("fast");
+  QTest::newRow("prepared, no queue (a Slurm array's)") << "none" << false;
+  QTest::newRow("queue stopped") << "stopped" << false;
+  QTest::newRow("queue says running, its process is gone") << "dead" << false;
+  QTest::newRow("queue running here, holding the lock") << "running" << true;
+}
+
+void TestRunStore::sweepPollRate() {
+  QFETCH(QString, queue);
+  QFETCH(bool, fast);
+  QTemporaryDir root;
+  const QString sweepDir = QDir::cleanPath(QDir(root.path()).filePath(QStringLiteral("sweep")));
+  studio::SweepFile sweep;
+  sweep.name = "sweep";
+  sweep.spec.axes = {studio::parse_sweep_axis("learning_rate=1e-4,2e-4")};
+  sweep.points = studio::expand_sweep(sweep.spec);
+  for (const studio::SweepPoint& p : sweep.points) {
+    const QString point = QDir(sweepDir).filePath(QString::fromStdString(p.name));
+    QVERIFY(QDir().mkpath(point));
+    appendRaw(point, studio::kRunConfigFileName, "stage: sft\n");
+  }
+  appendRaw(sweepDir, studio::kSweepFileName,
+            QByteArray::fromStdString(studio::sweep_to_json(sweep).dump(2)));
+
+  // The queue's process: flock(1) holds the sweep's lock file open, as studio-train sweep does.
+  QProcess holder;
+  studio::RunStatus status;
+  status.host = studio::ui::localHostName().toStdString();
+  status.state = queue == QLatin1String("stopped") ? studio::RunState::Stopped
+                                                   : studio::RunState::Running;
+  if (queue == QLatin1String("running")) {
+    appendRaw(sweepDir, studio::kSweepLockFileName, "");
+    holder.start(QStringLiteral("flock"),
+                 {QDir(sweepDir).filePath(QString::fromUtf8(studio::kSweepLockFileName)),
+                  QStringLiteral("sleep"), QStringLiteral("30")});
+    QVERIFY(holder.waitForStarted());
+    status.pid = holder.processId();
+    // flock opens the file before it forks sleep: wait until the studio's probe sees it held.
+    QTRY_VERIFY(studio::ui::holdsSweepLock(status.pid, sweepDir));
+  } else {
+    status.pid = qint64{1} << 22;  // pid_max's ceiling: never a process
+  }
+  if (queue != QLatin1String("none")) {
+    if (status.state != studio::RunState::Running) status.exit_code = 0;
+    QCOMPARE(QString::fromStdString(status.write(path(sweepDir, studio::kSweepStatusFileName))),
+             QString());
+  }
+
+  RunStore store;
+  constexpr int kPollMs = 100;
+  store.setPollInterval(kPollMs);
+  store.setRoot(root.path());
+  QTRY_COMPARE(store.runs().size(), 2);
+  for (const RunInfo& r : store.runs()) {
+    QCOMPARE(r.state, RunState::Queued);
+    QCOMPARE(r.sweepQueueAlive, fast);
+  }
+  QCOMPARE(store.currentPollInterval(), fast ? kPollMs : RunStore::kDefaultIdlePollMs);
+  if (holder.state() != QProcess::NotRunning) {
+    holder.kill();
+    holder.waitForFinished();
+  }
 }
 
 // A run the studio launched is listed from its launch record on, before the engine writes a file.

@@ -25,16 +25,26 @@ class RunStore : public QObject {
   Q_OBJECT
 
  public:
-  // While any run is Starting or Running, the store rescans on its own at this interval.
+  // While any run may change soon (Starting, Running, or a sweep's point whose queue runs on
+  // this machine), the store rescans on its own at this interval.
   static constexpr int kDefaultPollMs = 2000;
+  // Otherwise it still rescans, less often, so that a run or sweep started elsewhere (a terminal,
+  // a script, another studio) in the runs folder, or a stopped sweep resumed from a terminal,
+  // appears without a click on Refresh (TensorBoard's logdir reload does the same, every 5 s).
+  static constexpr int kDefaultIdlePollMs = 10000;
 
   // The first scan happens once the event loop runs, so a setRoot() right after construction
   // decides which root is scanned first.
   explicit RunStore(QObject* parent = nullptr);
   ~RunStore() override;
 
-  void setPollInterval(int ms) { poll_.setInterval(ms); }
-  int pollInterval() const { return poll_.interval(); }
+  void setPollInterval(int ms);
+  int pollInterval() const { return pollMs_; }
+  // 0: no rescans while nothing is active (only refresh() and the active poll rescan).
+  void setIdlePollInterval(int ms);
+  int idlePollInterval() const { return idlePollMs_; }
+  // The interval the store rescans at now (the active or the idle one), or 0 when it does not.
+  int currentPollInterval() const { return poll_.isActive() ? poll_.interval() : 0; }
 
   QString root() const { return root_; }
   // Sets the folder whose subfolders are runs, and rescans.
@@ -68,10 +78,15 @@ class RunStore : public QObject {
  private:
   void deliver(const QVector<RunInfo>& runs);
   void saveSettings() const;
+  // Starts, retimes or stops the poll for what the last scan found.
+  void schedulePoll();
 
   QThread thread_;
   RunScanner* scanner_ = nullptr;  // lives on thread_, deleted when it finishes
   QTimer poll_;
+  int pollMs_ = kDefaultPollMs;
+  int idlePollMs_ = kDefaultIdlePollMs;
+  bool moving_ = false;  // the last scan found a run that may change soon
   bool scanning_ = false;
   bool rescan_ = false;  // refresh() was called during a scan
   QString root_;
