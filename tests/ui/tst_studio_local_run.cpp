@@ -81,18 +81,25 @@ QString describe(const MainWindow& w, const QString& dir) {
   return out;
 }
 
-// Waits up to `ms` for the studio to list `dir` as `expected`. A failure prints what the studio
-// and the folder said (as a warning: QTest cuts a failure's own message at 1 KiB).
-#define WAIT_FOR_STATE(window, dir, expected, ms)                                               \
-  do {                                                                                          \
-    if (!QTest::qWaitFor(                                                                       \
-            [&] { return stateOf(window, dir) == std::optional<RunState>(expected); }, ms)) {   \
-      qWarning().noquote() << describe(window, dir);                                            \
-      QFAIL(qPrintable(QStringLiteral("%1 was not listed as %2 within %3 s (see the warning above)") \
-                           .arg(dir, studio::ui::runStateText(expected))                        \
-                           .arg((ms) / 1000)));                                                 \
-    }                                                                                           \
+// Waits up to `ms` for `condition`. A failure prints what the studio and the folders `dirs`
+// said (as a warning: QTest cuts a failure's own message at 1 KiB), then fails with `what`.
+#define WAIT_OR_DESCRIBE(condition, ms, window, dirs, what)                                    \
+  do {                                                                                         \
+    if (!QTest::qWaitFor([&] { return bool(condition); }, ms)) {                               \
+      QString described;                                                                       \
+      for (const QString& d : QStringList(dirs)) described += describe(window, d);             \
+      qWarning().noquote() << described;                                                       \
+      QFAIL(qPrintable(QStringLiteral("%1 within %2 s (see the warning above)")                \
+                           .arg(what)                                                          \
+                           .arg((ms) / 1000)));                                                \
+    }                                                                                          \
   } while (false)
+
+// Waits up to `ms` for the studio to list `dir` as `expected`.
+#define WAIT_FOR_STATE(window, dir, expected, ms)                                              \
+  WAIT_OR_DESCRIBE(stateOf(window, dir) == std::optional<RunState>(expected), ms, window, dir, \
+                   QStringLiteral("%1 was not listed as %2")                                   \
+                       .arg(dir, studio::ui::runStateText(expected)))
 
 // Opens `path` in the wizard (which must size the world to `world` ranks), walks every page
 // once it is complete, launches and waits for the run to finish; its folder, or "" on failure.
@@ -412,16 +419,11 @@ void TestStudioLocalRun::sweepFromTheReviewPage() {
   const QString first = sweepDir + QStringLiteral("/00-learning_rate=1e-3");
   const QString second = sweepDir + QStringLiteral("/01-learning_rate=3e-3");
   // Both listed while the first trains: the second is Queued.
-  if (!QTest::qWaitFor(
-          [&] {
-            return stateOf(*w, second) == std::optional<RunState>(RunState::Queued) &&
-                   stateOf(*w, first).has_value() &&
-                   stateOf(*w, first) != std::optional<RunState>(RunState::Queued);
-          },
-          kRunTimeoutMs)) {
-    qWarning().noquote() << describe(*w, first) + describe(*w, second);
-    QFAIL("the first point never started while the second was Queued (see the warning above)");
-  }
+  WAIT_OR_DESCRIBE(stateOf(*w, second) == std::optional<RunState>(RunState::Queued) &&
+                       stateOf(*w, first).has_value() &&
+                       stateOf(*w, first) != std::optional<RunState>(RunState::Queued),
+                   kRunTimeoutMs, *w, (QStringList{first, second}),
+                   QStringLiteral("the first point did not start while the second was Queued"));
   QCOMPARE(w->runStore()->run(second)->sweep, QStringLiteral("lr-pair"));
   for (const QString& dir : {first, second})
     WAIT_FOR_STATE(*w, dir, RunState::Finished, kRunTimeoutMs);
@@ -433,6 +435,16 @@ void TestStudioLocalRun::sweepFromTheReviewPage() {
                *std::max_element(lr.begin(), lr.end()) <= 3e-3 * (1 + 1e-6),
            qPrintable(QString::number(*std::max_element(lr.begin(), lr.end()))));
   QVERIFY(QFile(sweepDir + QStringLiteral("/sweep.log")).size() > 0);
+  // The queue ends on its own once both points have (it looks every 100 ms), as finished.
+  studio::RunStatus queue;
+  WAIT_OR_DESCRIBE([&] {
+    std::string error;
+    return studio::RunStatus::read((sweepDir + QStringLiteral("/sweep-status.json")).toStdString(),
+                                   queue, error) &&
+           queue.state == studio::RunState::Finished;
+  }(), 30000, *w, (QStringList{first, second}), QStringLiteral("the sweep's queue did not end as finished"));
+  QCOMPARE(queue.exit_code, std::optional<int>(0));
+  QTRY_VERIFY(!studio::ui::processAlive(queue.pid));
   w->close();
 }
 
