@@ -329,14 +329,38 @@ bool isActive(RunState state) {
   return state == RunState::Starting || state == RunState::Running || state == RunState::Queued;
 }
 
-bool sweepQueueRunsHere(const QString& sweepDir) {
+SweepQueueProcess sweepQueueProcess(const QString& sweepDir, const QString& engine) {
+  SweepQueueProcess q;
   studio::RunStatus status;
   std::string error;
-  const QString file = runFile(sweepDir, studio::kSweepStatusFileName);
-  return studio::RunStatus::read(localPath(file), status, error) &&
-         status.state == studio::RunState::Running &&
-         QString::fromStdString(status.host) == localHostName() && processAlive(status.pid) &&
-         holdsSweepLock(status.pid, sweepDir);
+  if (!studio::RunStatus::read(localPath(runFile(sweepDir, studio::kSweepStatusFileName)), status,
+                               error)) {
+    q.why = QString::fromStdString(error);
+  } else if (status.state != studio::RunState::Running) {
+    q.why = QStringLiteral("its queue ended (%1)")
+                .arg(QString::fromStdString(studio::run_state_name(status.state)));
+  } else if (const QString host = QString::fromStdString(status.host); host != localHostName()) {
+    q.otherHost = host;
+    q.why = QStringLiteral("its queue runs on %1, not on this machine (%2)").arg(host, localHostName());
+  } else if (!processAlive(status.pid)) {
+    q.why = QStringLiteral("its queue process %1 is gone").arg(status.pid);
+  } else if (engine.isEmpty() ? !holdsSweepLock(status.pid, sweepDir)
+                              : !isSweepProcess(status.pid, sweepDir, engine)) {
+    // Killed without a record, its pid taken since; or run by another user, whose /proc/PID/fd
+    // this one cannot read (and could not signal either).
+    q.why = QStringLiteral("process %1, which sweep-status.json names, is not its queue (it "
+                           "runs '%2'; a queue of another user cannot be checked or signalled "
+                           "from here)")
+                .arg(status.pid)
+                .arg(processArguments(status.pid).join(QLatin1Char(' ')));
+  } else {
+    q.pid = status.pid;
+  }
+  return q;
+}
+
+bool sweepQueueRunsHere(const QString& sweepDir) {
+  return sweepQueueProcess(sweepDir).pid > 0;
 }
 
 bool RunInfo::operator==(const RunInfo& o) const {

@@ -178,39 +178,22 @@ void StopWorker::stopSweep(const QString& sweepDir, const QStringList& points,
     }
   // The queue first: once it has the signal no point starts, so the points stopped below are
   // the last. Its process relays the SIGTERM to its running points too (studio-train sweep).
-  const QString statusFile = runFile(sweepDir, studio::kSweepStatusFileName);
-  studio::RunStatus status;
-  std::string statusError;
-  qint64 queuePid = 0;
-  QString queueGone;  // why no queue process was signalled
-  if (!studio::RunStatus::read(localPath(statusFile), status, statusError)) {
-    queueGone = QString::fromStdString(statusError);
-  } else if (status.state != studio::RunState::Running) {
-    queueGone = QStringLiteral("its queue ended (%1)")
-                    .arg(QString::fromStdString(studio::run_state_name(status.state)));
-  } else if (QString::fromStdString(status.host) != localHostName()) {
-    emit stopFailed(sweepDir,
-                    QStringLiteral("the queue of %1 runs on %2, not on this machine (%3): it "
-                                   "cannot be stopped from here")
-                        .arg(sweepDir, QString::fromStdString(status.host), localHostName()));
+  // Signalled only when it is `studio-train sweep` (or the launcher's engine) holding the lock.
+  const SweepQueueProcess queue =
+      sweepQueueProcess(sweepDir, engine.isEmpty() ? QStringLiteral("studio-train") : engine);
+  if (!queue.otherHost.isEmpty()) {
+    emit stopFailed(sweepDir, QStringLiteral("the queue of %1 runs on %2, not on this machine (%3): "
+                                             "it cannot be stopped from here")
+                                  .arg(sweepDir, queue.otherHost, localHostName()));
     return;
-  } else if (!processAlive(status.pid)) {
-    queueGone = QStringLiteral("its queue process %1 is gone").arg(status.pid);
-  } else if (!isSweepProcess(status.pid, sweepDir, engine)) {
-    // Killed without a record, its pid taken since; or run by another user, whose /proc/PID/fd
-    // this one cannot read (and could not signal either).
-    queueGone = QStringLiteral("process %1, which sweep-status.json names, is not its queue (it "
-                               "runs '%2'; a queue of another user cannot be checked or signalled "
-                               "from here)")
-                    .arg(status.pid)
-                    .arg(processArguments(status.pid).join(QLatin1Char(' ')));
-  } else if (::kill(static_cast<pid_t>(status.pid), SIGTERM) != 0) {
+  }
+  const qint64 queuePid = queue.pid;
+  const QString& queueGone = queue.why;  // why no queue process is signalled
+  if (queuePid > 0 && ::kill(static_cast<pid_t>(queuePid), SIGTERM) != 0) {
     emit stopFailed(sweepDir, QStringLiteral("cannot signal process %1, the queue of %2: %3")
-                                  .arg(status.pid)
+                                  .arg(queuePid)
                                   .arg(sweepDir, QString::fromLocal8Bit(std::strerror(errno))));
     return;
-  } else {
-    queuePid = status.pid;
   }
   int longestGrace = -1;
   for (const QString& point : points)

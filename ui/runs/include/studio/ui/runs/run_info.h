@@ -31,8 +31,18 @@ enum class RunState {
 QString runStateText(RunState state);
 // Queued, Starting and Running: a run that may still change on disk.
 bool isActive(RunState state);
-// Whether the queue of the local sweep in `sweepDir` runs on this machine now: sweep-status.json
-// says running on this host, and its process holds the sweep's lock (holdsSweepLock).
+// The process running the queue of the sweep in `sweepDir`, as sweep-status.json names it,
+// checked: `pid` is set when the file says running on this host and that process is alive and
+// holds the sweep's lock (with `engine` given, also runs `ENGINE sweep`: isSweepProcess).
+// Otherwise pid is 0 and `why` says what failed; `otherHost` is the host of a queue that the
+// file says runs elsewhere.
+struct SweepQueueProcess {
+  qint64 pid = 0;
+  QString otherHost;
+  QString why;
+};
+SweepQueueProcess sweepQueueProcess(const QString& sweepDir, const QString& engine = {});
+// Whether the queue of the local sweep in `sweepDir` runs on this machine now (its pid above).
 bool sweepQueueRunsHere(const QString& sweepDir);
 
 struct RunInfo {
