@@ -188,24 +188,42 @@ class TestSlurmLive : public QObject {
     host = sshd.host_ref();
     return prepare_demo_run() ? QString() : QStringLiteral("the demo model or sft.yaml was not made");
   }
+// A test function's start: `sshd` serving this machine as `host`, the demo run prepared, or the
+// function fails there.
+#define LIVE_HOST(sshd, host)                                \
+  SshdFixture sshd;                                          \
+  RemoteHostRef host;                                        \
+  if (const QString live_error = live_host(sshd, host);      \
+      !live_error.isEmpty())                                 \
+    QFAIL(qPrintable(live_error))
+  // The demo run submitted to this test's cluster as a batch job (no GPU, 10 minutes), with the
+  // engine built here and `overrides`, its folder under tmp/`root`.
+  studio::remote::SubmitRequest demo_request(const studio::remote::RemoteHostRef& host,
+                                             const QString& root,
+                                             const QStringList& overrides) {
+    studio::remote::SubmitRequest request;
+    request.config_file = tmp_.filePath("sft.yaml").toStdString();
+    for (const QString& o : overrides) request.overrides.push_back(o.toStdString());
+    request.host = host;
+    request.remote_root = tmp_.filePath(root).toStdString();
+    request.engine = STUDIO_TRAIN_EXE;
+    SbatchOptions slurm;
+    slurm.gpus_per_node = 0;
+    slurm.time = "10";
+    request.slurm = slurm;
+    return request;
+  }
   // A sweep of the demo run (no axes yet) to this test's cluster, `max_steps` steps a point (no
   // checkpoint, no evaluation on the way), its runs under tmp/`root`.
   studio::remote::SweepSubmitRequest demo_sweep(const studio::remote::RemoteHostRef& host,
                                                 const QString& root, const std::string& name,
                                                 int max_steps) {
+    const QString never = QString::number(std::max(max_steps, 1000));
     studio::remote::SweepSubmitRequest sweep;
-    sweep.run.config_file = tmp_.filePath("sft.yaml").toStdString();
-    const std::string never = std::to_string(std::max(max_steps, 1000));
-    sweep.run.overrides = {"max_steps=" + std::to_string(max_steps), "save_steps=" + never,
-                           "eval_steps=" + never};
-    sweep.run.host = host;
-    sweep.run.remote_root = tmp_.filePath(root).toStdString();
-    sweep.run.engine = STUDIO_TRAIN_EXE;
+    sweep.run = demo_request(host, root,
+                             {QStringLiteral("max_steps=%1").arg(max_steps),
+                              "save_steps=" + never, "eval_steps=" + never});
     sweep.run.run_name = name;
-    SbatchOptions slurm;
-    slurm.gpus_per_node = 0;
-    slurm.time = "10";
-    sweep.run.slurm = slurm;
     return sweep;
   }
   static studio::remote::SshSession connect_to(const studio::remote::RemoteHostRef& host) {
@@ -307,10 +325,7 @@ class TestSlurmLive : public QObject {
     QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
 #else
     using namespace studio::remote;
-    SshdFixture sshd;
-    RemoteHostRef host;
-    const QString error = live_host(sshd, host);
-    QVERIFY2(error.isEmpty(), qPrintable(error));
+    LIVE_HOST(sshd, host);
     auto connect = [&] { return connect_to(host); };
     const SshSession session = connect();
 
@@ -454,10 +469,7 @@ class TestSlurmLive : public QObject {
     QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
 #else
     using namespace studio::remote;
-    SshdFixture sshd;
-    RemoteHostRef host;
-    const QString error = live_host(sshd, host);
-    QVERIFY2(error.isEmpty(), qPrintable(error));
+    LIVE_HOST(sshd, host);
     const SshSession session = connect_to(host);
     SweepSubmitRequest sweep = demo_sweep(host, "long-sweeps", "long", 100000);
     sweep.axes = {"learning_rate=1e-3,3e-3,1e-2"};
@@ -533,10 +545,7 @@ class TestSlurmLive : public QObject {
     QSKIP("studio or studio-train is not built");
 #else
     using namespace studio::remote;
-    SshdFixture sshd;
-    RemoteHostRef host;
-    const QString error = live_host(sshd, host);
-    QVERIFY2(error.isEmpty(), qPrintable(error));
+    LIVE_HOST(sshd, host);
     const QString root = tmp_.filePath("cli-sweeps");
     const QStringList connection = sshd.cli_connection(root);
     auto studio = [](const QStringList& args, QByteArray* out, QByteArray* err) {
@@ -681,22 +690,11 @@ class TestSlurmLive : public QObject {
     QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
 #else
     using namespace studio::remote;
-    SshdFixture sshd;
-    RemoteHostRef host;
-    const QString error = live_host(sshd, host);
-    QVERIFY2(error.isEmpty(), qPrintable(error));
+    LIVE_HOST(sshd, host);
     auto connect = [&] { return connect_to(host); };
 
-    SubmitRequest request;
-    request.config_file = tmp_.filePath("sft.yaml").toStdString();
-    request.overrides = {"max_steps=6", "save_steps=1000", "eval_steps=1000"};
-    request.host = host;
-    request.remote_root = tmp_.filePath("runs").toStdString();
-    request.engine = STUDIO_TRAIN_EXE;
-    SbatchOptions slurm;
-    slurm.gpus_per_node = 0;
-    slurm.time = "10";
-    request.slurm = slurm;
+    SubmitRequest request =
+        demo_request(host, "runs", {"max_steps=6", "save_steps=1000", "eval_steps=1000"});
     const SshSession session = connect();
     const SubmitResult done = submit_run(session, request);
     QCOMPARE(done.record.kind, RemoteRunKind::Slurm);
@@ -764,24 +762,12 @@ class TestSlurmLive : public QObject {
     QSKIP("studio-train is not built (STUDIO_BUILD_ENGINE=OFF)");
 #else
     using namespace studio::remote;
-    SshdFixture sshd;
-    RemoteHostRef host;
-    const QString error = live_host(sshd, host);
-    QVERIFY2(error.isEmpty(), qPrintable(error));
+    LIVE_HOST(sshd, host);
     auto connect = [&] { return connect_to(host); };
     const QStringList keys{"max_steps=40", "save_steps=1000", "eval_steps=1000",
                            "save_on_stop=true"};
 
-    SubmitRequest request;
-    request.config_file = tmp_.filePath("sft.yaml").toStdString();
-    for (const QString& k : keys) request.overrides.push_back(k.toStdString());
-    request.host = host;
-    request.remote_root = tmp_.filePath("requeued").toStdString();
-    request.engine = STUDIO_TRAIN_EXE;
-    SbatchOptions slurm;
-    slurm.gpus_per_node = 0;
-    slurm.time = "10";
-    request.slurm = slurm;
+    SubmitRequest request = demo_request(host, "requeued", keys);
     const SshSession session = connect();
     const SubmitResult done = submit_run(session, request);
     const std::string id = done.record.job_id;
