@@ -211,9 +211,9 @@ struct Trainer::Impl {
   void save_adapter(const std::string& dir);
 
   // The adapter's tensors (as adapter_file_shapes lists them) gathered one at a time in names()
-  // order, every rank taking part in each gather whatever failed; rank 0 keeps them (copied to
-  // host memory with `to_host`). The first failure goes to `error`.
-  NamedTensors gather_adapter(std::string& error, bool to_host);
+  // order, every rank taking part in each gather whatever failed; rank 0 keeps them (in host
+  // memory of their own, gather_full's). The first failure goes to `error`.
+  NamedTensors gather_adapter(std::string& error);
 
   // A checkpoint in three phases (checkpoint.h). Rank 0 stages the folder; then, when every
   // rank has the host memory for it, the model (rank 0) and each rank's optimizer states are
@@ -250,9 +250,6 @@ struct Trainer::Impl {
 
   // The snapshot (every rank takes part in each gather, in order) and the background write.
   void start_background_save(int64_t step, const std::string& staging);
-
-  // A copy of `t` in host memory (a new one even when `t` is there), for the background write.
-  static torch::Tensor host_copy(const torch::Tensor& t);
 
   // Waits for the background save (if any) on every rank, then commits it or, when a rank's
   // write failed, removes it and stops the run with that error. A collective.

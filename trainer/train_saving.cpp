@@ -66,7 +66,7 @@ void Trainer::Impl::save_model(const std::string& dir, HfSaveOptions opt) {
 
 void Trainer::Impl::save_adapter(const std::string& dir) {
   std::string error;
-  NamedTensors tensors = gather_adapter(error, /*to_host=*/false);
+  NamedTensors tensors = gather_adapter(error);
   if (par.rank() == 0 && error.empty()) {
     try {
       save_peft_adapter(dir, tensors, adapters->adapter, in.model_dir);
@@ -77,15 +77,14 @@ void Trainer::Impl::save_adapter(const std::string& dir) {
   agree(error, "saving " + dir);
 }
 
-NamedTensors Trainer::Impl::gather_adapter(std::string& error, bool to_host) {
+NamedTensors Trainer::Impl::gather_adapter(std::string& error) {
   const auto shapes = adapter_file_shapes(*model, adapters->adapter);
   NamedTensors tensors;
   for (size_t i = 0; i < zero->names().size(); ++i) {
     if (!shapes.count(zero->names()[i])) continue;
     try {
-      torch::Tensor t = zero->gather_full(i);
-      if (par.rank() == 0)
-        tensors.emplace_back(zero->names()[i], to_host ? host_copy(t) : std::move(t));
+      torch::Tensor t = zero->gather_full(i);  // host memory of its own
+      if (par.rank() == 0) tensors.emplace_back(zero->names()[i], std::move(t));
     } catch (const std::exception& e) {
       if (error.empty()) error = e.what();
     }
@@ -247,7 +246,7 @@ void Trainer::Impl::start_background_save(int64_t step, const std::string& stagi
   agree(error, "checkpoint " + std::to_string(step));
   std::function<void(const std::string&)> write_model;  // rank 0
   if (adapters) {
-    NamedTensors tensors = gather_adapter(error, /*to_host=*/true);
+    NamedTensors tensors = gather_adapter(error);
     write_model = [tensors = std::move(tensors), adapter = adapters->adapter,
                    source = in.model_dir](const std::string& dir) {
       save_peft_adapter(dir, tensors, adapter, source);
@@ -260,8 +259,8 @@ void Trainer::Impl::start_background_save(int64_t step, const std::string& stagi
     for (size_t i : order) {
       if (par.rank() != 0 && zero->shards() == 1) break;  // nothing to gather
       try {
-        torch::Tensor t = zero->gather_full(i);
-        if (par.rank() == 0) (*host)[i] = host_copy(t);
+        torch::Tensor t = zero->gather_full(i);  // host memory of its own
+        if (par.rank() == 0) (*host)[i] = std::move(t);
       } catch (const std::exception& e) {
         if (error.empty()) error = e.what();
       }
@@ -322,10 +321,6 @@ void Trainer::Impl::start_background_save(int64_t step, const std::string& stagi
         }
       });
   pending_save = std::move(p);
-}
-
-torch::Tensor Trainer::Impl::host_copy(const torch::Tensor& t) {
-  return t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
 }
 
 void Trainer::Impl::finish_save() {

@@ -705,12 +705,18 @@ torch::Tensor ShardedState::gather_full(size_t i) {
   auto& q = s.params[i];
   torch::NoGradGuard no_grad;
   torch::Tensor source = q.trained ? q.master : q.frozen;
-  if (!source.defined()) return q.p.detach().to(torch::kCPU, torch::kFloat);  // frozen, unsharded
+  // What is not gathered is a view of the live weights: copied, so that the result is the
+  // caller's alone (a checkpoint is written from it while training goes on).
+  if (!source.defined())  // frozen, unsharded
+    return q.p.detach().to(torch::kCPU, torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
   if (s.shards == 1)
-    return source.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU, torch::kFloat);
+    return source.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU, torch::kFloat, false, true);
   auto in = source.to(s.comm_device(), torch::kFloat).contiguous();
   auto out = torch::empty({q.k * s.shards}, in.options());
   s.world->all_gather_flat_async(out, in, "save " + q.name).wait();
+  // The gathered buffer is new: on the CPU it is the result itself (no second copy; Gloo may
+  // drop its own reference to it a little later, which then frees nothing); on a GPU, its one
+  // copy to host memory.
   return out.narrow(0, 0, q.n).view(q.p.sizes()).to(torch::kCPU);
 }
 

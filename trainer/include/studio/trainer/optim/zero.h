@@ -147,7 +147,8 @@ class ShardedState : public LayerHooks {
   bool trained(size_t i) const;
   std::vector<int64_t> shape(size_t i) const;
   // The full fp32 value of parameter i (the master), gathered from every rank: a collective,
-  // every rank must call it in the same order; the result is full on every rank.
+  // every rank must call it in the same order; the result is full on every rank, in host memory
+  // of its own (never a view of the training state, so it can be written while training goes on).
   torch::Tensor gather_full(size_t i);
   // This rank's optimizer file in `dir` (every rank from stage 1 on; rank 0 alone at stage 0).
   void save_optimizer(const std::string& dir) const;
